@@ -1,0 +1,95 @@
+/* otter: the library's own tensor type. Dense, row-major, contiguous. */
+#ifndef OTTER_TENSOR_H
+#define OTTER_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otter/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+typedef enum otter_dtype {
+    OTTER_DTYPE_UNDEFINED = 0,
+    OTTER_DTYPE_FLOAT = 1,
+    OTTER_DTYPE_UINT8 = 2,
+    OTTER_DTYPE_INT8 = 3,
+    OTTER_DTYPE_UINT16 = 4,
+    OTTER_DTYPE_INT16 = 5,
+    OTTER_DTYPE_INT32 = 6,
+    OTTER_DTYPE_INT64 = 7,
+    OTTER_DTYPE_STRING = 8,
+    OTTER_DTYPE_BOOL = 9,
+    OTTER_DTYPE_FLOAT16 = 10,
+    OTTER_DTYPE_DOUBLE = 11,
+    OTTER_DTYPE_UINT32 = 12,
+    OTTER_DTYPE_UINT64 = 13,
+    OTTER_DTYPE_COMPLEX64 = 14,
+    OTTER_DTYPE_COMPLEX128 = 15,
+    OTTER_DTYPE_BFLOAT16 = 16,
+    OTTER_DTYPE_COUNT_ = 17
+} otter_dtype;
+
+/* Size in bytes of one element (0 for UNDEFINED and for STRING, whose elements are otter_bytes). */
+size_t otter_dtype_size(otter_dtype t);
+/* "float", "int64", ... as in numpy; "undefined" for unknown values. */
+const char *otter_dtype_name(otter_dtype t);
+/* Inverse of otter_dtype_name (also accepts ONNX's upper-case names); UNDEFINED when unknown. */
+otter_dtype otter_dtype_from_name(const char *name);
+bool otter_dtype_is_float(otter_dtype t); /* float16, bfloat16, float, double */
+
+#define OTTER_MAX_RANK 16
+
+/* A byte string (ONNX strings are bytes and may hold NULs). data is NUL-terminated for convenience. */
+typedef struct otter_bytes {
+    char *data;
+    size_t len;
+} otter_bytes;
+
+/* How a tensor was stored in its TensorProto, kept so a round trip writes it back the same way. */
+typedef enum otter_tensor_storage {
+    OTTER_STORAGE_RAW = 0,   /* raw_data (otter's default when writing) */
+    OTTER_STORAGE_TYPED = 1, /* float_data / int32_data / int64_data / ... */
+    OTTER_STORAGE_EXTERNAL = 2
+} otter_tensor_storage;
+
+struct otter_proto_extra; /* protobuf details otter keeps only to write them back (see format/) */
+
+typedef struct otter_tensor {
+    char *name; /* may be NULL */
+    otter_dtype dtype;
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    /* Elements; for STRING an array of otter_bytes. NULL only when the tensor has no elements. */
+    void *data;
+    bool owns_data; /* false for views into someone else's buffer */
+    /* Protobuf round-trip details (doc_string, storage form, external-data keys, unknown fields);
+     * NULL for tensors made in memory. */
+    struct otter_proto_extra *extra;
+} otter_tensor;
+
+/* Number of elements (product of dims; 1 for rank 0). */
+int64_t otter_tensor_numel(const otter_tensor *t);
+size_t otter_tensor_nbytes(const otter_tensor *t);
+
+/* New tensor with zeroed data. dims may be NULL when rank is 0. name may be NULL. */
+otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
+                                 const int64_t *dims);
+/* New tensor holding a copy of data (nbytes = numel * dtype size; for STRING, an otter_bytes array). */
+otter_status otter_tensor_from_data(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
+                                    const int64_t *dims, const void *data);
+/* Deep copy. */
+otter_status otter_tensor_clone(otter_tensor **out, const otter_tensor *src);
+otter_status otter_tensor_set_name(otter_tensor *t, const char *name);
+/* True when dtype, dims and every element (bitwise; strings bytewise) are equal. */
+bool otter_tensor_equal(const otter_tensor *a, const otter_tensor *b);
+void otter_tensor_free(otter_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,68 @@
+/* Internal helpers shared by every layer: allocation through the hook, error reporting,
+ * strings, growable arrays, files. */
+#ifndef OTTER_CORE_H
+#define OTTER_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "otter/status.h"
+#include "otter/tensor.h"
+
+/* Allocation: every byte the library owns goes through these (the otter_set_allocator hook). */
+void *ot_malloc(size_t n);
+void *ot_calloc(size_t count, size_t size); /* checks count*size for overflow */
+void *ot_realloc(void *p, size_t n);
+void ot_free(void *p);
+char *ot_strdup(const char *s);             /* NULL in, NULL out */
+char *ot_strndup(const char *s, size_t n);
+char *ot_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Set this thread's error message and return the status, so callers write
+ * `return ot_error(OTTER_ERR_INVALID, "node '%s': ...", name);` */
+otter_status ot_error(otter_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current message with context ("loading 'x.onnx': " + message). Returns s. */
+otter_status ot_error_context(otter_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define OT_NOMEM() ot_error(OTTER_ERR_NOMEM, "out of memory at %s:%d", __FILE__, __LINE__)
+/* Propagate a failure. */
+#define OT_TRY(expr)                                                                               \
+    do {                                                                                           \
+        otter_status ot_try_s_ = (expr);                                                           \
+        if (ot_try_s_ != OTTER_OK) return ot_try_s_;                                               \
+    } while (0)
+
+/* Internal invariant: aborts with file and line (never for bad input). */
+#define OT_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) ot_assert_fail(#cond, __FILE__, __LINE__);                                    \
+    } while (0)
+_Noreturn void ot_assert_fail(const char *expr, const char *file, int line);
+
+void ot_log(otter_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Grow *arr (of elements of size elem) so it can hold need elements; *cap tracks capacity. */
+otter_status ot_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+bool ot_streq(const char *a, const char *b); /* NULL-safe; NULL equals NULL only */
+/* NULL and "" are both "not set" for domain-like strings. */
+static inline bool ot_str_empty(const char *s) { return s == NULL || s[0] == '\0'; }
+
+/* Checked size arithmetic: false on overflow. */
+bool ot_mul_size(size_t a, size_t b, size_t *out);
+
+/* Whole file into memory (ot_free it). Errors name the path. */
+otter_status ot_read_file(const char *path, void **data, size_t *size);
+/* Write atomically: a temporary file in the same folder, fsync, rename over path. */
+otter_status ot_write_file_atomic(const char *path, const void *data, size_t size);
+/* Same, with the content produced by a callback writing to a FILE. */
+otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE *f, void *user),
+                                  void *user);
+/* Folder part of a path ("." when none); ot_free it. */
+char *ot_dirname(const char *path);
+char *ot_path_join(const char *dir, const char *name);
+
+#endif

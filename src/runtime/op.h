@@ -1,0 +1,71 @@
+/* The kernel interface: how the runtime calls an operator implementation.
+ *
+ * A kernel reads its inputs, asks the runtime for each output with ot_ctx_output() (which
+ * allocates it, from the planned arena once shapes are known) and fills it. Shape logic and
+ * compute live together in the kernel, so data-dependent shapes (NonZero, Range, ...) work. */
+#ifndef OTTER_RUNTIME_OP_H
+#define OTTER_RUNTIME_OP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otter/ir.h"
+#include "otter/tensor.h"
+
+typedef struct ot_kernel_ctx ot_kernel_ctx;
+typedef otter_status (*ot_kernel_fn)(ot_kernel_ctx *ctx);
+
+struct ot_kernel_ctx {
+    const otter_node *node;
+    const otter_model *model; /* for subgraph attributes and opsets */
+    int64_t opset;            /* version the model imports for the node's domain */
+    size_t n_inputs;
+    otter_tensor *const *inputs; /* NULL entries for omitted optional inputs */
+    size_t n_outputs;
+    otter_tensor **outputs; /* set by ot_ctx_output */
+    int n_threads;
+    void *runtime; /* the session that runs this node (opaque to kernels) */
+};
+
+/* Allocate output i with this type and shape; NULL (error set) on failure. The returned tensor's
+ * data may hold garbage: the kernel writes every element. */
+otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims);
+/* Input i or NULL when omitted / beyond n_inputs. */
+static inline const otter_tensor *ot_ctx_input(const ot_kernel_ctx *ctx, size_t i) {
+    return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
+}
+/* Fail with a message naming the node and operator: "node 'n1' (Conv): <message>". */
+otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Run fn over [0, n) split into chunks of at least `grain` items on the session's threads. */
+typedef void (*ot_range_fn)(void *arg, int64_t begin, int64_t end);
+void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg);
+
+/* Flags describing a kernel to the planner. */
+enum {
+    OT_OP_INPLACE0 = 1u << 0, /* output 0 may share input 0's buffer when input 0 dies here */
+};
+
+typedef struct ot_op_def {
+    const char *domain; /* "" for ai.onnx */
+    const char *op_type;
+    int since_version; /* the definition applies to opsets >= since_version (until the next one) */
+    ot_kernel_fn run;
+    unsigned flags;
+} ot_op_def;
+
+/* Families of operators, each a {0}-terminated table in runtime/ops/<family>.c. */
+extern const ot_op_def ot_ops_elementwise[]; /* unary/binary math, comparison, logic, activations */
+extern const ot_op_def ot_ops_reduce[];      /* Reduce*, ArgMax/ArgMin, softmax family, TopK, CumSum */
+extern const ot_op_def ot_ops_linalg[];      /* Gemm, MatMul, Einsum, ... */
+extern const ot_op_def ot_ops_nn[];          /* Conv, ConvTranspose, pooling, normalization, dropout, losses */
+extern const ot_op_def ot_ops_shape[];       /* Reshape, Transpose, Concat, Split, Slice, Gather, Scatter, Pad, ... */
+extern const ot_op_def ot_ops_misc[];        /* Constant, Cast, Range, OneHot, Resize, control flow, sequences, ... */
+extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.preview.training ops */
+
+/* The definition for (domain, op_type) at the given opset, or NULL. */
+const ot_op_def *ot_op_lookup(const char *domain, const char *op_type, int64_t opset);
+
+#endif

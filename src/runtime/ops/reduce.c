@@ -1,0 +1,5 @@
+#include "runtime/op.h"
+
+const ot_op_def ot_ops_reduce[] = {
+    {0},
+};
