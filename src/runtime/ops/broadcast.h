@@ -1,0 +1,144 @@
+/* Helpers shared by the CPU kernels: multidirectional (numpy) broadcasting, a strided walker over
+ * broadcast operands, dtype dispatch macros, float16/bfloat16 conversion and element conversion.
+ *
+ * Broadcasting: ot_bcast_init() takes the output shape and each input's shape, gives every operand
+ * element strides in the output's index space (0 along broadcast dimensions) and merges adjacent
+ * dimensions that are contiguous for every operand, so same-shape operands become one flat row and
+ * a scalar operand a row with stride 0. ot_bcast_walk() then calls a row function for each run of
+ * the innermost dimension inside an output range [begin, end), so kernels write one tight loop per
+ * row (specialised for strides 0/1 so the compiler vectorises it) and parallelise over the range. */
+#ifndef OTTER_RUNTIME_OPS_BROADCAST_H
+#define OTTER_RUNTIME_OPS_BROADCAST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "runtime/op.h"
+
+/* ---- broadcasting ------------------------------------------------------------------------ */
+
+/* Result shape of broadcasting the given inputs of the node (indices into ctx inputs; NULL
+ * entries skipped). On mismatch fails with a message such as
+ * "node 'n' (Add): input 1 'B' shape [3,4] does not broadcast with [2,5]". */
+otter_status ot_broadcast_inputs(const ot_kernel_ctx *ctx, size_t n, const size_t *input_idx, int *rank, int64_t *dims);
+/* Broadcast two shapes (no context, for helpers and tests); false when they don't broadcast. */
+bool ot_broadcast_shape2(int ra, const int64_t *da, int rb, const int64_t *db, int *rank, int64_t *dims);
+/* "[3,4]" into buf (returns buf). */
+const char *ot_shape_str(char *buf, size_t size, int rank, const int64_t *dims);
+
+#define OT_BCAST_MAX_OPERANDS 5
+
+typedef struct ot_bcast {
+    int n;    /* operands: 0 is the output, 1..n-1 the inputs */
+    int rank; /* after merging dimensions; >= 1 */
+    int64_t dims[OTTER_MAX_RANK];
+    int64_t strides[OT_BCAST_MAX_OPERANDS][OTTER_MAX_RANK]; /* elements; 0 where broadcast */
+    int64_t numel;                                          /* output elements */
+} ot_bcast;
+
+/* Operand 0 is the output shape (out_rank, out_dims); the inputs must broadcast to it
+ * (checked by the caller, e.g. with ot_broadcast_inputs). n_in <= OT_BCAST_MAX_OPERANDS - 1. */
+void ot_bcast_init(ot_bcast *b, int out_rank, const int64_t *out_dims, int n_in, const int *in_ranks,
+                   const int64_t *const *in_dims);
+/* Convenience: inputs given as tensors. */
+void ot_bcast_init_tensors(ot_bcast *b, const otter_tensor *out, int n_in, const otter_tensor *const *in);
+
+/* Row callback: off[k] is operand k's element offset at the row start, step[k] its stride along
+ * the row (0 or 1 in the common cases), len the row length. */
+typedef void (*ot_bcast_row_fn)(void *arg, const int64_t *off, const int64_t *step, int64_t len);
+/* Call row() for every run of output elements in [begin, end). */
+void ot_bcast_walk(const ot_bcast *b, int64_t begin, int64_t end, ot_bcast_row_fn row, void *arg);
+/* Walk the whole output on the session's threads (grain: minimum elements per chunk). */
+void ot_bcast_parallel(const ot_kernel_ctx *ctx, const ot_bcast *b, int64_t grain, ot_bcast_row_fn row, void *arg);
+
+/* Default parallel grain for cheap elementwise loops. */
+#define OT_GRAIN_ELEMWISE 32768
+
+/* ---- dtype dispatch -------------------------------------------------------------------- */
+
+/* X(dtype enum, C type, suffix) for each type of a class. Use as
+ *   #define CASE(E, T, S) case E: run_##S(...); break;
+ *   switch (dtype) { OT_FOR_NUMERIC(CASE) default: ... } */
+#define OT_FOR_FLOATS(X) X(OTTER_DTYPE_FLOAT, float, f32) X(OTTER_DTYPE_DOUBLE, double, f64)
+#define OT_FOR_SIGNED_INTS(X)                                                                                          \
+    X(OTTER_DTYPE_INT8, int8_t, i8)                                                                                    \
+    X(OTTER_DTYPE_INT16, int16_t, i16) X(OTTER_DTYPE_INT32, int32_t, i32) X(OTTER_DTYPE_INT64, int64_t, i64)
+#define OT_FOR_UNSIGNED_INTS(X)                                                                                        \
+    X(OTTER_DTYPE_UINT8, uint8_t, u8)                                                                                  \
+    X(OTTER_DTYPE_UINT16, uint16_t, u16) X(OTTER_DTYPE_UINT32, uint32_t, u32) X(OTTER_DTYPE_UINT64, uint64_t, u64)
+#define OT_FOR_INTS(X)    OT_FOR_SIGNED_INTS(X) OT_FOR_UNSIGNED_INTS(X)
+#define OT_FOR_NUMERIC(X) OT_FOR_FLOATS(X) OT_FOR_INTS(X)
+#define OT_FOR_SIGNED(X)  OT_FOR_FLOATS(X) OT_FOR_SIGNED_INTS(X)
+/* Numeric plus bool (stored as uint8_t 0/1). */
+#define OT_FOR_NUMERIC_BOOL(X) OT_FOR_NUMERIC(X) X(OTTER_DTYPE_BOOL, uint8_t, b8)
+
+/* float16 / bfloat16 are stored as uint16_t bit patterns. */
+static inline float ot_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400u)) {
+                man <<= 1;
+                exp--;
+            }
+            man &= 0x3ffu;
+            bits = sign | (exp << 23) | (man << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+/* Round to nearest even; overflow to infinity; NaN stays NaN. */
+uint16_t ot_f32_to_f16(float f);
+static inline float ot_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline uint16_t ot_f32_to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40u); /* quiet NaN */
+    bits += 0x7fffu + ((bits >> 16) & 1u);                                           /* round to nearest even */
+    return (uint16_t)(bits >> 16);
+}
+void ot_f16_to_f32_n(const uint16_t *src, float *dst, int64_t n);
+void ot_f32_to_f16_n(const float *src, uint16_t *dst, int64_t n);
+void ot_bf16_to_f32_n(const uint16_t *src, float *dst, int64_t n);
+void ot_f32_to_bf16_n(const float *src, uint16_t *dst, int64_t n);
+
+/* Convert n elements between any two numeric/bool/float16/bfloat16 types (C conversion rules,
+ * float to int truncates; to bool: != 0). false for unsupported types (strings, complex). */
+bool ot_convert(void *dst, otter_dtype dst_type, const void *src, otter_dtype src_type, int64_t n);
+/* One element as double / int64 (numeric, bool, float16, bfloat16). */
+double ot_get_f64(const void *data, otter_dtype t, int64_t i);
+int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i);
+/* Store v converted to t at element i. */
+void ot_set_f64(void *data, otter_dtype t, int64_t i, double v);
+
+/* Read an integer tensor (int32/int64, any rank) into out (up to max values); count is set to its
+ * element count. Fails (naming input `which`) for other dtypes or more than max elements. */
+otter_status ot_ctx_input_ints(const ot_kernel_ctx *ctx, size_t which, int64_t *out, int64_t max, int64_t *count);
+
+/* Normalise axis into [0, rank) (accepting [-rank, rank)); false when out of range. */
+static inline bool ot_norm_axis(int64_t *axis, int rank) {
+    if (*axis < -rank || *axis >= rank) return false;
+    if (*axis < 0) *axis += rank;
+    return true;
+}
+
+/* Name of input / output i of the node ("" when omitted). */
+const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i);
+
+#endif
