@@ -1,0 +1,437 @@
+/* sgemm / dgemm: OpenBLAS when available, else a portable cache-blocked kernel.
+ *
+ * Portable sgemm (the GotoBLAS/BLIS scheme): for each NC-wide column panel and KC-deep slice,
+ * B is packed into NR-wide slabs ([kc][NR], zero-padded), A into MR-tall slabs ([kc][MR], alpha
+ * folded in), and a MR x NR micro-kernel accumulates into C. Packing and the micro-kernel loop
+ * run on the session's threads (tasks are MC-row x NCH-column tiles of C). Small M (a few rows,
+ * as in batch-1 inference) skips packing: rows of C are built with axpy (B not transposed) or dot
+ * products (B transposed), split over columns. */
+#include "runtime/ops/gemm.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#ifdef OTTER_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_GEMM_X86 1
+#endif
+
+#define MR   6
+#define NR   16
+#define KC   256
+#define MC   120 /* multiple of MR */
+#define NC   4096
+#define NCH  128 /* columns per task, multiple of NR */
+#define MSUP (MC * 16)
+
+/* ---- micro-kernels: c[mr x nr] += a-slab * b-slab over kc --------------------------------- */
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
+
+static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
+                        int mr, int nr) {
+    float acc[MR][NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *ak = a + k * MR, *bk = b + k * NR;
+        for (int i = 0; i < MR; i++) {
+            float ai = ak[i];
+            for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) c[i * ldc + j] += acc[i][j];
+}
+
+#ifdef OT_GEMM_X86
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
+                                                         float *restrict c, int64_t ldc, int mr, int nr) {
+    __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
+    __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
+    __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
+    __m256 c3a = _mm256_setzero_ps(), c3b = _mm256_setzero_ps();
+    __m256 c4a = _mm256_setzero_ps(), c4b = _mm256_setzero_ps();
+    __m256 c5a = _mm256_setzero_ps(), c5b = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 av;
+#define OT_ROW(i, ca, cb)                                                                                              \
+    av = _mm256_broadcast_ss(a + i);                                                                                   \
+    ca = _mm256_fmadd_ps(av, b0, ca);                                                                                  \
+    cb = _mm256_fmadd_ps(av, b1, cb);
+        OT_ROW(0, c0a, c0b)
+        OT_ROW(1, c1a, c1b)
+        OT_ROW(2, c2a, c2b)
+        OT_ROW(3, c3a, c3b)
+        OT_ROW(4, c4a, c4b)
+        OT_ROW(5, c5a, c5b)
+#undef OT_ROW
+        a += MR;
+        b += NR;
+    }
+    if (mr == MR && nr == NR) {
+#define OT_STORE(i, ca, cb)                                                                                            \
+    _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc), ca));                                    \
+    _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc + 8), cb));
+        OT_STORE(0, c0a, c0b)
+        OT_STORE(1, c1a, c1b)
+        OT_STORE(2, c2a, c2b)
+        OT_STORE(3, c3a, c3b)
+        OT_STORE(4, c4a, c4b)
+        OT_STORE(5, c5a, c5b)
+#undef OT_STORE
+        return;
+    }
+    float t[MR][NR];
+    _mm256_storeu_ps(t[0], c0a), _mm256_storeu_ps(t[0] + 8, c0b);
+    _mm256_storeu_ps(t[1], c1a), _mm256_storeu_ps(t[1] + 8, c1b);
+    _mm256_storeu_ps(t[2], c2a), _mm256_storeu_ps(t[2] + 8, c2b);
+    _mm256_storeu_ps(t[3], c3a), _mm256_storeu_ps(t[3] + 8, c3b);
+    _mm256_storeu_ps(t[4], c4a), _mm256_storeu_ps(t[4] + 8, c4b);
+    _mm256_storeu_ps(t[5], c5a), _mm256_storeu_ps(t[5] + 8, c5b);
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+}
+#endif
+
+static ukr_fn pick_ukr(void) {
+#ifdef OT_GEMM_X86
+    static atomic_int choice = 0; /* 0 unknown, 1 generic, 2 avx2 */
+    int ch = atomic_load(&choice);
+    if (ch == 0) {
+        __builtin_cpu_init();
+        ch = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
+        atomic_store(&choice, ch);
+    }
+    return ch == 2 ? ukr_avx2 : ukr_generic;
+#else
+    return ukr_generic;
+#endif
+}
+
+const char *ot_gemm_backend(void) {
+#ifdef OTTER_HAVE_BLAS
+    return "openblas";
+#else
+#ifdef OT_GEMM_X86
+    if (pick_ukr() == ukr_avx2) return "portable-avx2";
+#endif
+    return "portable";
+#endif
+}
+
+/* ---- threading helpers ---------------------------------------------------------------------- */
+
+static void run_range(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg) {
+    if (n <= 0) return;
+    if (ctx && ctx->n_threads > 1 && n > grain)
+        ot_parallel_for(ctx, n, grain, fn, arg);
+    else
+        fn(arg, 0, n);
+}
+
+static void scale_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta) {
+    for (int64_t i = 0; i < m; i++) {
+        float *c = C + i * ldc;
+        if (beta == 0.0f)
+            memset(c, 0, (size_t)n * sizeof(float));
+        else if (beta != 1.0f)
+            for (int64_t j = 0; j < n; j++) c[j] *= beta;
+    }
+}
+
+static void scale_rows_d(double *C, int64_t ldc, int64_t m, int64_t n, double beta) {
+    for (int64_t i = 0; i < m; i++) {
+        double *c = C + i * ldc;
+        if (beta == 0.0)
+            memset(c, 0, (size_t)n * sizeof(double));
+        else if (beta != 1.0)
+            for (int64_t j = 0; j < n; j++) c[j] *= beta;
+    }
+}
+
+/* ---- portable sgemm ------------------------------------------------------------------------- */
+
+typedef struct sg_args {
+    bool ta, tb;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int64_t lda, ldb, ldc;
+    float *C;
+    /* current block */
+    int64_t jc, nc, pc, kc, ic, mc;
+    float *pa, *pb;
+    int64_t n_nch; /* column tasks per row block */
+    ukr_fn ukr;
+} sg_args;
+
+/* Pack B[pc:pc+kc, jc:jc+nc] slabs [s0, s1) of NR columns. */
+static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
+    sg_args *g = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        float *dst = g->pb + s * g->kc * NR;
+        int64_t j0 = g->jc + s * NR;
+        int64_t nr = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
+        for (int64_t k = 0; k < g->kc; k++) {
+            float *d = dst + k * NR;
+            int64_t kk = g->pc + k;
+            if (!g->tb) {
+                const float *src = g->B + kk * g->ldb + j0;
+                int64_t j = 0;
+                for (; j < nr; j++) d[j] = src[j];
+                for (; j < NR; j++) d[j] = 0.0f;
+            } else {
+                const float *src = g->B + j0 * g->ldb + kk;
+                int64_t j = 0;
+                for (; j < nr; j++) d[j] = src[j * g->ldb];
+                for (; j < NR; j++) d[j] = 0.0f;
+            }
+        }
+    }
+}
+
+/* Pack alpha * A[ic:ic+mc, pc:pc+kc] slabs [s0, s1) of MR rows. */
+static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
+    sg_args *g = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        float *dst = g->pa + s * g->kc * MR;
+        int64_t i0 = g->ic + s * MR;
+        int64_t mr = g->ic + g->mc - i0 < MR ? g->ic + g->mc - i0 : MR;
+        for (int64_t i = 0; i < MR; i++) {
+            if (i >= mr) {
+                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = 0.0f;
+            } else if (!g->ta) {
+                const float *src = g->A + (i0 + i) * g->lda + g->pc;
+                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = g->alpha * src[k];
+            } else {
+                const float *src = g->A + g->pc * g->lda + (i0 + i);
+                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
+            }
+        }
+    }
+}
+
+/* Tasks: (row block of MC rows within the current ic chunk) x (NCH columns within the jc panel). */
+static void sg_compute(void *arg, int64_t t0, int64_t t1) {
+    sg_args *g = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t mb = t / g->n_nch, nb = t % g->n_nch;
+        int64_t r0 = mb * MC, r1 = r0 + MC < g->mc ? r0 + MC : g->mc;    /* relative to ic */
+        int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc; /* relative to jc */
+        float *cblk = g->C + (g->ic + r0) * g->ldc + g->jc + q0;
+        if (g->pc == 0) scale_rows_f(cblk, g->ldc, r1 - r0, q1 - q0, g->beta);
+        for (int64_t q = q0; q < q1; q += NR) {
+            int nr = (int)(q1 - q < NR ? q1 - q : NR);
+            const float *bp = g->pb + (q / NR) * g->kc * NR;
+            for (int64_t r = r0; r < r1; r += MR) {
+                int mr = (int)(r1 - r < MR ? r1 - r : MR);
+                const float *ap = g->pa + (r / MR) * g->kc * MR;
+                g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
+            }
+        }
+    }
+}
+
+/* Few rows: no packing. Columns [j0, j1) of every row. */
+static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
+    sg_args *g = arg;
+    for (int64_t i = 0; i < g->M; i++) {
+        float *c = g->C + i * g->ldc;
+        if (!g->tb) {
+            scale_rows_f(c + j0, g->ldc, 1, j1 - j0, g->beta);
+            for (int64_t k = 0; k < g->K; k++) {
+                float a = g->alpha * (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]);
+                const float *restrict b = g->B + k * g->ldb;
+                float *restrict cc = c;
+                for (int64_t j = j0; j < j1; j++) cc[j] += a * b[j];
+            }
+        } else {
+            /* A row contiguous when !ta; gather it otherwise (rare). */
+            for (int64_t j = j0; j < j1; j++) {
+                const float *b = g->B + j * g->ldb;
+                float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                int64_t k = 0;
+                if (!g->ta) {
+                    const float *a = g->A + i * g->lda;
+                    for (; k + 4 <= g->K; k += 4) {
+                        s0 += a[k] * b[k];
+                        s1 += a[k + 1] * b[k + 1];
+                        s2 += a[k + 2] * b[k + 2];
+                        s3 += a[k + 3] * b[k + 3];
+                    }
+                    for (; k < g->K; k++) s0 += a[k] * b[k];
+                } else {
+                    for (; k < g->K; k++) s0 += g->A[k * g->lda + i] * b[k];
+                }
+                float s = g->alpha * ((s0 + s1) + (s2 + s3));
+                c[j] = g->beta == 0.0f ? s : g->beta * c[j] + s;
+            }
+        }
+    }
+}
+
+static void sg_scale(void *arg, int64_t i0, int64_t i1) {
+    sg_args *g = arg;
+    scale_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta);
+}
+
+otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    sg_args g = {.ta = trans_a,
+                 .tb = trans_b,
+                 .M = M,
+                 .N = N,
+                 .K = K,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .A = A,
+                 .B = B,
+                 .lda = lda,
+                 .ldb = ldb,
+                 .ldc = ldc,
+                 .C = C,
+                 .ukr = pick_ukr()};
+    if (K <= 0 || alpha == 0.0f) {
+        run_range(ctx, M, 16, sg_scale, &g);
+        return OTTER_OK;
+    }
+    if (M <= 4) {
+        run_range(ctx, N, 64, sg_small_m, &g);
+        return OTTER_OK;
+    }
+    int64_t ncap = N < NC ? N : NC, mcap = M < MSUP ? M : MSUP, kcap = K < KC ? K : KC;
+    int64_t ncap_pad = (ncap + NR - 1) / NR * NR, mcap_pad = (mcap + MR - 1) / MR * MR;
+    g.pb = ot_malloc((size_t)(ncap_pad * kcap) * sizeof(float));
+    g.pa = ot_malloc((size_t)(mcap_pad * kcap) * sizeof(float));
+    if (!g.pb || !g.pa) {
+        ot_free(g.pb);
+        ot_free(g.pa);
+        return OT_NOMEM();
+    }
+    for (g.jc = 0; g.jc < N; g.jc += NC) {
+        g.nc = N - g.jc < NC ? N - g.jc : NC;
+        g.n_nch = (g.nc + NCH - 1) / NCH;
+        for (g.pc = 0; g.pc < K; g.pc += KC) {
+            g.kc = K - g.pc < KC ? K - g.pc : KC;
+            run_range(ctx, (g.nc + NR - 1) / NR, 4, sg_pack_b, &g);
+            for (g.ic = 0; g.ic < M; g.ic += MSUP) {
+                g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
+                run_range(ctx, (g.mc + MR - 1) / MR, 4, sg_pack_a, &g);
+                run_range(ctx, ((g.mc + MC - 1) / MC) * g.n_nch, 1, sg_compute, &g);
+            }
+        }
+    }
+    ot_free(g.pb);
+    ot_free(g.pa);
+    return OTTER_OK;
+}
+
+/* ---- portable dgemm: row-wise axpy / dot, parallel over rows -------------------------------- */
+
+typedef struct dg_args {
+    bool ta, tb;
+    int64_t M, N, K;
+    double alpha, beta;
+    const double *A, *B;
+    int64_t lda, ldb, ldc;
+    double *C;
+} dg_args;
+
+static void dg_rows(void *arg, int64_t i0, int64_t i1) {
+    dg_args *g = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        double *c = g->C + i * g->ldc;
+        if (!g->tb) {
+            scale_rows_d(c, g->ldc, 1, g->N, g->beta);
+            for (int64_t k = 0; k < g->K; k++) {
+                double a = g->alpha * (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]);
+                const double *restrict b = g->B + k * g->ldb;
+                double *restrict cc = c;
+                for (int64_t j = 0; j < g->N; j++) cc[j] += a * b[j];
+            }
+        } else {
+            for (int64_t j = 0; j < g->N; j++) {
+                const double *b = g->B + j * g->ldb;
+                double s = 0;
+                for (int64_t k = 0; k < g->K; k++) s += (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]) * b[k];
+                c[j] = g->beta == 0.0 ? g->alpha * s : g->beta * c[j] + g->alpha * s;
+            }
+        }
+    }
+}
+
+otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                               double *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    dg_args g = {.ta = trans_a,
+                 .tb = trans_b,
+                 .M = M,
+                 .N = N,
+                 .K = K < 0 ? 0 : K,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .A = A,
+                 .B = B,
+                 .lda = lda,
+                 .ldb = ldb,
+                 .ldc = ldc,
+                 .C = C};
+    run_range(ctx, M, 4, dg_rows, &g);
+    return OTTER_OK;
+}
+
+/* ---- entry points ----------------------------------------------------------------------------- */
+
+#ifdef OTTER_HAVE_BLAS
+static atomic_int blas_threads = 0;
+static void blas_set_threads(const ot_kernel_ctx *ctx) {
+    int n = ctx && ctx->n_threads > 0 ? ctx->n_threads : 1;
+    if (atomic_exchange(&blas_threads, n) != n) openblas_set_num_threads(n);
+}
+#endif
+
+otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc) {
+#ifdef OTTER_HAVE_BLAS
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_rows_f(C, ldc, M, N, beta);
+        return OTTER_OK;
+    }
+    blas_set_threads(ctx);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return OTTER_OK;
+#else
+    return ot_sgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+                      int64_t ldc) {
+#ifdef OTTER_HAVE_BLAS
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    if (K <= 0 || alpha == 0.0) {
+        scale_rows_d(C, ldc, M, N, beta);
+        return OTTER_OK;
+    }
+    blas_set_threads(ctx);
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return OTTER_OK;
+#else
+    return ot_dgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}

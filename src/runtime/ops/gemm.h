@@ -1,0 +1,41 @@
+/* Dense matrix products for the kernels: one sgemm / dgemm entry point.
+ *
+ *     C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C
+ *
+ * Row-major; op(X) is X or its transpose; lda / ldb / ldc are row strides in elements of the
+ * matrices as stored (A is M x K, or K x M when trans_a). beta == 0 never reads C (so C may hold
+ * garbage or NaN). Through OpenBLAS when built with OTTER_HAVE_BLAS (its thread count set to
+ * ctx->n_threads), else a portable cache-blocked kernel (AVX2/FMA micro-kernel chosen at run time
+ * on x86-64) parallelized with ot_parallel_for. ctx may be NULL: one thread.
+ *
+ * Don't call these from inside an ot_parallel_for body with a ctx (no nested parallelism): pass
+ * NULL there. */
+#ifndef OTTER_RUNTIME_OPS_GEMM_H
+#define OTTER_RUNTIME_OPS_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "otter/status.h"
+#include "runtime/op.h"
+
+/* Fails only with OTTER_ERR_NOMEM (portable kernel's packing buffers). */
+otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc);
+otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+                      int64_t ldc);
+
+/* The portable kernels, always compiled (tests compare them with OpenBLAS builds' results). */
+otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc);
+otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                               double *C, int64_t ldc);
+
+/* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
+const char *ot_gemm_backend(void);
+
+#endif
