@@ -2,6 +2,7 @@
 #ifndef OTTER_IO_H
 #define OTTER_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,8 @@ typedef struct otter_save_options {
     size_t external_threshold;
     /* File name (relative to the model's folder) for external data; NULL: "<model file name>.data". */
     const char *external_file;
+    /* Bring every tensor inline (tensors read from external data otherwise go back to external data). */
+    bool all_inline;
 } otter_save_options;
 
 /* Write atomically (temporary file, then rename). opts may be NULL. */

@@ -7,6 +7,4 @@
 #include "otter/ir.h"
 #include "otter/io.h"
 
-#define OTTER_VERSION "0.1.0"
-
 #endif

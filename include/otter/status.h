@@ -8,6 +8,8 @@
 extern "C" {
 #endif
 
+#define OTTER_VERSION "0.1.0"
+
 /* Every fallible call returns one of these. The message of the last failure on the
  * calling thread (naming the file, node or tensor at fault) is otter_last_error(). */
 typedef enum otter_status {

@@ -92,7 +92,12 @@ otter_status ot_error_context(otter_status s, const char *fmt, ...) {
     vsnprintf(prefix, ERR_CAP, fmt, ap);
     va_end(ap);
     memcpy(old, g_err, ERR_CAP);
-    snprintf(g_err, ERR_CAP, "%s%s", prefix, old);
+    size_t np = strlen(prefix), no = strlen(old);
+    if (np > ERR_CAP - 1) np = ERR_CAP - 1;
+    if (no > ERR_CAP - 1 - np) no = ERR_CAP - 1 - np; /* long messages lose their tail */
+    memcpy(g_err, prefix, np);
+    memcpy(g_err + np, old, no);
+    g_err[np + no] = '\0';
     return s;
 }
 

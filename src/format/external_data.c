@@ -1,0 +1,153 @@
+#include "format/external_data.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "format/proto_extra.h"
+
+static const char *entry(const otter_tensor *t, const char *key) {
+    for (size_t i = 0; i < t->extra->n_external; i++)
+        if (ot_streq(t->extra->external[i].key, key)) return t->extra->external[i].value;
+    return NULL;
+}
+
+static otter_status parse_u64(const otter_tensor *t, const char *key, const char *text, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-')
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data %s '%s' is not a number", t->name, key, text);
+    *out = v;
+    return OTTER_OK;
+}
+
+/* A location must stay inside the model's folder: relative, no ".." component, and (after
+ * resolving symbolic links) still under base_dir. */
+static otter_status check_location(const otter_tensor *t, const char *base_dir, const char *location, char **path) {
+    if (location[0] == '/')
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data location '%s' is an absolute path", t->name,
+                        location);
+    for (const char *p = location; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data location '%s' escapes the model's folder",
+                            t->name, location);
+        p += len + (slash ? 1 : 0);
+    }
+    if (!(*path = ot_path_join(base_dir, location))) return OT_NOMEM();
+    char real_dir[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(base_dir, real_dir) || !realpath(*path, real_file)) {
+        otter_status s = ot_error(OTTER_ERR_NOT_FOUND, "tensor '%s': external data file '%s' not found: %s", t->name,
+                                  *path, strerror(errno));
+        ot_free(*path);
+        *path = NULL;
+        return s;
+    }
+    size_t n = strlen(real_dir);
+    if (strncmp(real_file, real_dir, n) != 0 || (real_file[n] != '/' && strcmp(real_dir, "/") != 0)) {
+        otter_status s = ot_error(OTTER_ERR_INVALID,
+                                  "tensor '%s': external data location '%s' resolves outside the model's folder",
+                                  t->name, location);
+        ot_free(*path);
+        *path = NULL;
+        return s;
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
+    if (!t->name) t->name = ot_strdup("");
+    if (!t->name) return OT_NOMEM();
+    if (!base_dir)
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s' uses external data, which needs the model's folder", t->name);
+    if (t->dtype == OTTER_DTYPE_STRING)
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s': string tensors can't use external data", t->name);
+    const char *location = entry(t, "location");
+    if (!location || !location[0])
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data without a location", t->name);
+    uint64_t offset = 0, length = otter_tensor_nbytes(t);
+    const char *text;
+    if ((text = entry(t, "offset"))) OT_TRY(parse_u64(t, "offset", text, &offset));
+    if ((text = entry(t, "length"))) OT_TRY(parse_u64(t, "length", text, &length));
+    if (length != otter_tensor_nbytes(t))
+        return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data length %llu but dims need %zu bytes", t->name,
+                        (unsigned long long)length, otter_tensor_nbytes(t));
+    char *path;
+    OT_TRY(check_location(t, base_dir, location, &path));
+    otter_status s = OTTER_OK;
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) {
+        s = ot_error(OTTER_ERR_IO, "tensor '%s': cannot open external data '%s': %s", t->name, path, strerror(errno));
+    } else if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < length) {
+        s = ot_error(OTTER_ERR_INVALID, "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu",
+                     t->name, path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
+    } else if (length && (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(t->data, 1, length, f) != length)) {
+        s = ot_error(OTTER_ERR_IO, "tensor '%s': reading external data '%s' failed", t->name, path);
+    }
+    if (f) fclose(f);
+    ot_free(path);
+    return s;
+}
+
+otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, const char *external_file) {
+    memset(s, 0, sizeof *s);
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    char *dir = ot_dirname(model_path);
+    s->location = external_file ? ot_strdup(external_file) : ot_sprintf("%s.data", base);
+    s->path = dir && s->location ? ot_path_join(dir, s->location) : NULL;
+    s->tmp_path = s->path ? ot_sprintf("%s.tmp.%ld", s->path, (long)getpid()) : NULL;
+    ot_free(dir);
+    if (!s->tmp_path) {
+        ot_external_sink_close(s, false);
+        return OT_NOMEM();
+    }
+    if (strchr(s->location, '/') || strcmp(s->location, "..") == 0) {
+        otter_status st = ot_error(OTTER_ERR_ARGUMENT, "external data file '%s' must be a plain file name", s->location);
+        ot_external_sink_close(s, false);
+        return st;
+    }
+    if (!(s->f = fopen(s->tmp_path, "wb"))) {
+        otter_status st = ot_error(OTTER_ERR_IO, "%s: cannot create: %s", s->tmp_path, strerror(errno));
+        ot_external_sink_close(s, false);
+        return st;
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint64_t *offset) {
+    static const char zeros[64];
+    size_t pad = (size_t)((64 - s->size % 64) % 64);
+    if (pad && fwrite(zeros, 1, pad, s->f) != pad) return ot_error(OTTER_ERR_IO, "%s: write failed", s->path);
+    s->size += pad;
+    *offset = s->size;
+    size_t n = otter_tensor_nbytes(t);
+    if (n && fwrite(t->data, 1, n, s->f) != n) return ot_error(OTTER_ERR_IO, "%s: write failed", s->path);
+    s->size += n;
+    return OTTER_OK;
+}
+
+otter_status ot_external_sink_close(ot_external_sink *s, bool commit) {
+    otter_status st = OTTER_OK;
+    if (s->f) {
+        if (commit && (fflush(s->f) != 0 || fsync(fileno(s->f)) != 0))
+            st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
+        if (fclose(s->f) != 0 && st == OTTER_OK && commit) st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
+        s->f = NULL;
+        if (commit && st == OTTER_OK && rename(s->tmp_path, s->path) != 0)
+            st = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", s->path, strerror(errno));
+        if (!commit || st != OTTER_OK) unlink(s->tmp_path);
+    }
+    ot_free(s->path);
+    ot_free(s->tmp_path);
+    ot_free(s->location);
+    memset(s, 0, sizeof *s);
+    return st;
+}

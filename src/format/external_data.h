@@ -1,0 +1,32 @@
+/* ONNX external data: tensor bytes kept in a side file next to the model, located by the
+ * TensorProto's external_data entries (location, offset, length). */
+#ifndef OTTER_FORMAT_EXTERNAL_DATA_H
+#define OTTER_FORMAT_EXTERNAL_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "otter/tensor.h"
+
+/* Fill t->data from the file named by t->extra->external, relative to base_dir. Refuses absolute
+ * locations and any that leave base_dir; checks offset and length against the file and the dims. */
+otter_status ot_external_read(otter_tensor *t, const char *base_dir);
+
+/* A data file being written next to a model, renamed into place on a successful close. */
+typedef struct ot_external_sink {
+    FILE *f;
+    char *path;     /* final path */
+    char *tmp_path; /* where it is written */
+    char *location; /* what the model records: the file name relative to the model's folder */
+    uint64_t size;
+} ot_external_sink;
+
+/* external_file NULL: "<model file name>.data" beside the model. */
+otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, const char *external_file);
+/* Append t's bytes at a 64-byte aligned offset. */
+otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint64_t *offset);
+/* commit: flush, sync and rename into place; otherwise delete. Safe to call twice. */
+otter_status ot_external_sink_close(ot_external_sink *s, bool commit);
+
+#endif
