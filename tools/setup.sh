@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs everything otter needs to build, test and run its demo on Debian 12.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+  build-essential cmake pkg-config clang libclang-rt-14-dev \
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata \
+  libopenblas-dev zlib1g-dev libcjson-dev \
+  python3 python3-onnx python3-numpy graphviz
