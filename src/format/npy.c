@@ -57,8 +57,10 @@ typedef struct hdr_parser {
 
 static otter_status hdr_fail(const hdr_parser *p, const char *msg) {
     size_t at = p->pos < p->len ? p->pos : p->len;
+    size_t shown = p->len > 160 ? 160 : p->len;
+    while (shown > 0 && (p->s[shown - 1] == ' ' || p->s[shown - 1] == '\n' || p->s[shown - 1] == '\r')) shown--;
     return ot_error(OTTER_ERR_INVALID, "%s: npy header: %s at byte %zu (header: %.*s)", p->what, msg, p->base + at,
-                    (int)(p->len > 160 ? 160 : p->len), p->s);
+                    (int)shown, p->s);
 }
 
 static void hdr_skip_ws(hdr_parser *p) {
