@@ -8,14 +8,25 @@
 
 /* ---- allocator hook ---- */
 
-static void *default_malloc(size_t n, void *u) { (void)u; return malloc(n); }
-static void *default_realloc(void *p, size_t n, void *u) { (void)u; return realloc(p, n); }
-static void default_free(void *p, void *u) { (void)u; free(p); }
+static void *default_malloc(size_t n, void *u) {
+    (void)u;
+    return malloc(n);
+}
+static void *default_realloc(void *p, size_t n, void *u) {
+    (void)u;
+    return realloc(p, n);
+}
+static void default_free(void *p, void *u) {
+    (void)u;
+    free(p);
+}
 static otter_allocator g_alloc = {default_malloc, default_realloc, default_free, NULL};
 
 void otter_set_allocator(const otter_allocator *a) {
-    if (a && a->malloc_fn && a->realloc_fn && a->free_fn) g_alloc = *a;
-    else g_alloc = (otter_allocator){default_malloc, default_realloc, default_free, NULL};
+    if (a && a->malloc_fn && a->realloc_fn && a->free_fn)
+        g_alloc = *a;
+    else
+        g_alloc = (otter_allocator){default_malloc, default_realloc, default_free, NULL};
 }
 
 void *ot_malloc(size_t n) { return g_alloc.malloc_fn(n ? n : 1, g_alloc.user); }
@@ -66,13 +77,20 @@ void otter_clear_error(void) { g_err[0] = '\0'; }
 
 const char *otter_status_name(otter_status s) {
     switch (s) {
-    case OTTER_OK: return "ok";
-    case OTTER_ERR_INVALID: return "invalid input";
-    case OTTER_ERR_IO: return "i/o error";
-    case OTTER_ERR_NOMEM: return "out of memory";
-    case OTTER_ERR_UNSUPPORTED: return "unsupported";
-    case OTTER_ERR_ARGUMENT: return "bad argument";
-    case OTTER_ERR_NOT_FOUND: return "not found";
+    case OTTER_OK:
+        return "ok";
+    case OTTER_ERR_INVALID:
+        return "invalid input";
+    case OTTER_ERR_IO:
+        return "i/o error";
+    case OTTER_ERR_NOMEM:
+        return "out of memory";
+    case OTTER_ERR_UNSUPPORTED:
+        return "unsupported";
+    case OTTER_ERR_ARGUMENT:
+        return "bad argument";
+    case OTTER_ERR_NOT_FOUND:
+        return "not found";
     }
     return "unknown status";
 }
@@ -213,7 +231,8 @@ otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE 
     if (s == OTTER_OK && fflush(f) != 0) s = ot_error(OTTER_ERR_IO, "%s: %s", path, strerror(errno));
     if (s == OTTER_OK && fsync(fileno(f)) != 0) s = ot_error(OTTER_ERR_IO, "%s: %s", path, strerror(errno));
     if (fclose(f) != 0 && s == OTTER_OK) s = ot_error(OTTER_ERR_IO, "%s: %s", path, strerror(errno));
-    if (s == OTTER_OK && rename(tmp, path) != 0) s = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+    if (s == OTTER_OK && rename(tmp, path) != 0)
+        s = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
     if (s != OTTER_OK) {
         unlink(tmp);
         ot_error_context(s, "writing '%s': ", path);

@@ -18,7 +18,7 @@ void *ot_malloc(size_t n);
 void *ot_calloc(size_t count, size_t size); /* checks count*size for overflow */
 void *ot_realloc(void *p, size_t n);
 void ot_free(void *p);
-char *ot_strdup(const char *s);             /* NULL in, NULL out */
+char *ot_strdup(const char *s); /* NULL in, NULL out */
 char *ot_strndup(const char *s, size_t n);
 char *ot_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -29,16 +29,16 @@ otter_status ot_error(otter_status s, const char *fmt, ...) __attribute__((forma
 otter_status ot_error_context(otter_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define OT_NOMEM() ot_error(OTTER_ERR_NOMEM, "out of memory at %s:%d", __FILE__, __LINE__)
 /* Propagate a failure. */
-#define OT_TRY(expr)                                                                               \
-    do {                                                                                           \
-        otter_status ot_try_s_ = (expr);                                                           \
-        if (ot_try_s_ != OTTER_OK) return ot_try_s_;                                               \
+#define OT_TRY(expr)                                                                                                   \
+    do {                                                                                                               \
+        otter_status ot_try_s_ = (expr);                                                                               \
+        if (ot_try_s_ != OTTER_OK) return ot_try_s_;                                                                   \
     } while (0)
 
 /* Internal invariant: aborts with file and line (never for bad input). */
-#define OT_ASSERT(cond)                                                                            \
-    do {                                                                                           \
-        if (!(cond)) ot_assert_fail(#cond, __FILE__, __LINE__);                                    \
+#define OT_ASSERT(cond)                                                                                                \
+    do {                                                                                                               \
+        if (!(cond)) ot_assert_fail(#cond, __FILE__, __LINE__);                                                        \
     } while (0)
 _Noreturn void ot_assert_fail(const char *expr, const char *file, int line);
 
@@ -59,8 +59,7 @@ otter_status ot_read_file(const char *path, void **data, size_t *size);
 /* Write atomically: a temporary file in the same folder, fsync, rename over path. */
 otter_status ot_write_file_atomic(const char *path, const void *data, size_t size);
 /* Same, with the content produced by a callback writing to a FILE. */
-otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE *f, void *user),
-                                  void *user);
+otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE *f, void *user), void *user);
 /* Folder part of a path ("." when none); ot_free it. */
 char *ot_dirname(const char *path);
 char *ot_path_join(const char *dir, const char *name);

@@ -90,7 +90,8 @@ otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dty
     return OTTER_OK;
 nomem:
     otter_tensor_free(t);
-    return ot_error(OTTER_ERR_NOMEM, "out of memory allocating a %s tensor of %zu bytes", otter_dtype_name(dtype), nbytes);
+    return ot_error(OTTER_ERR_NOMEM, "out of memory allocating a %s tensor of %zu bytes", otter_dtype_name(dtype),
+                    nbytes);
 }
 
 static otter_status copy_strings(otter_bytes *dst, const otter_bytes *src, int64_t n) {

@@ -51,9 +51,9 @@ static otter_status check_location(const otter_tensor *t, const char *base_dir, 
     }
     size_t n = strlen(real_dir);
     if (strncmp(real_file, real_dir, n) != 0 || (real_file[n] != '/' && strcmp(real_dir, "/") != 0)) {
-        otter_status s = ot_error(OTTER_ERR_INVALID,
-                                  "tensor '%s': external data location '%s' resolves outside the model's folder",
-                                  t->name, location);
+        otter_status s =
+            ot_error(OTTER_ERR_INVALID, "tensor '%s': external data location '%s' resolves outside the model's folder",
+                     t->name, location);
         ot_free(*path);
         *path = NULL;
         return s;
@@ -86,8 +86,9 @@ otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
     if (!f) {
         s = ot_error(OTTER_ERR_IO, "tensor '%s': cannot open external data '%s': %s", t->name, path, strerror(errno));
     } else if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < length) {
-        s = ot_error(OTTER_ERR_INVALID, "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu",
-                     t->name, path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
+        s = ot_error(OTTER_ERR_INVALID,
+                     "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu", t->name,
+                     path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
     } else if (length && (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(t->data, 1, length, f) != length)) {
         s = ot_error(OTTER_ERR_IO, "tensor '%s': reading external data '%s' failed", t->name, path);
     }
@@ -110,7 +111,8 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
         return OT_NOMEM();
     }
     if (strchr(s->location, '/') || strcmp(s->location, "..") == 0) {
-        otter_status st = ot_error(OTTER_ERR_ARGUMENT, "external data file '%s' must be a plain file name", s->location);
+        otter_status st =
+            ot_error(OTTER_ERR_ARGUMENT, "external data file '%s' must be a plain file name", s->location);
         ot_external_sink_close(s, false);
         return st;
     }
@@ -139,7 +141,8 @@ otter_status ot_external_sink_close(ot_external_sink *s, bool commit) {
     if (s->f) {
         if (commit && (fflush(s->f) != 0 || fsync(fileno(s->f)) != 0))
             st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
-        if (fclose(s->f) != 0 && st == OTTER_OK && commit) st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
+        if (fclose(s->f) != 0 && st == OTTER_OK && commit)
+            st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
         s->f = NULL;
         if (commit && st == OTTER_OK && rename(s->tmp_path, s->path) != 0)
             st = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", s->path, strerror(errno));

@@ -15,9 +15,14 @@
 
 /* ---- allocators --------------------------------------------------------------------------- */
 
+/* protobuf-c reports a failed allocation the same way as corrupt input; this tells them apart. */
+static _Thread_local bool pb_alloc_failed;
+
 static void *pb_alloc(void *data, size_t size) {
     (void)data;
-    return ot_malloc(size);
+    void *p = ot_malloc(size);
+    if (!p) pb_alloc_failed = true;
+    return p;
 }
 static void pb_free(void *data, void *p) {
     (void)data;
@@ -146,31 +151,69 @@ static const char *tname(const Onnx__TensorProto *p) { return p->name ? p->name 
 /* Typed-field element count that holds `numel` elements of dtype, and which field it is. */
 static otter_status typed_source(const Onnx__TensorProto *p, otter_dtype dt, size_t *count, const char **field) {
     switch (dt) {
-    case OTTER_DTYPE_FLOAT: *count = p->n_float_data; *field = "float_data"; break;
-    case OTTER_DTYPE_COMPLEX64: *count = p->n_float_data / 2; *field = "float_data"; break;
-    case OTTER_DTYPE_DOUBLE: *count = p->n_double_data; *field = "double_data"; break;
-    case OTTER_DTYPE_COMPLEX128: *count = p->n_double_data / 2; *field = "double_data"; break;
-    case OTTER_DTYPE_INT64: *count = p->n_int64_data; *field = "int64_data"; break;
+    case OTTER_DTYPE_FLOAT:
+        *count = p->n_float_data;
+        *field = "float_data";
+        break;
+    case OTTER_DTYPE_COMPLEX64:
+        *count = p->n_float_data / 2;
+        *field = "float_data";
+        break;
+    case OTTER_DTYPE_DOUBLE:
+        *count = p->n_double_data;
+        *field = "double_data";
+        break;
+    case OTTER_DTYPE_COMPLEX128:
+        *count = p->n_double_data / 2;
+        *field = "double_data";
+        break;
+    case OTTER_DTYPE_INT64:
+        *count = p->n_int64_data;
+        *field = "int64_data";
+        break;
     case OTTER_DTYPE_UINT32:
-    case OTTER_DTYPE_UINT64: *count = p->n_uint64_data; *field = "uint64_data"; break;
-    case OTTER_DTYPE_STRING: *count = p->n_string_data; *field = "string_data"; break;
-    default: *count = p->n_int32_data; *field = "int32_data"; break;
+    case OTTER_DTYPE_UINT64:
+        *count = p->n_uint64_data;
+        *field = "uint64_data";
+        break;
+    case OTTER_DTYPE_STRING:
+        *count = p->n_string_data;
+        *field = "string_data";
+        break;
+    default:
+        *count = p->n_int32_data;
+        *field = "int32_data";
+        break;
     }
     return OTTER_OK;
 }
 
 static void copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
     switch (t->dtype) {
-    case OTTER_DTYPE_FLOAT: memcpy(t->data, p->float_data, n * 4); break;
-    case OTTER_DTYPE_COMPLEX64: memcpy(t->data, p->float_data, n * 8); break;
-    case OTTER_DTYPE_DOUBLE: memcpy(t->data, p->double_data, n * 8); break;
-    case OTTER_DTYPE_COMPLEX128: memcpy(t->data, p->double_data, n * 16); break;
-    case OTTER_DTYPE_INT64: memcpy(t->data, p->int64_data, n * 8); break;
-    case OTTER_DTYPE_UINT64: memcpy(t->data, p->uint64_data, n * 8); break;
+    case OTTER_DTYPE_FLOAT:
+        memcpy(t->data, p->float_data, n * 4);
+        break;
+    case OTTER_DTYPE_COMPLEX64:
+        memcpy(t->data, p->float_data, n * 8);
+        break;
+    case OTTER_DTYPE_DOUBLE:
+        memcpy(t->data, p->double_data, n * 8);
+        break;
+    case OTTER_DTYPE_COMPLEX128:
+        memcpy(t->data, p->double_data, n * 16);
+        break;
+    case OTTER_DTYPE_INT64:
+        memcpy(t->data, p->int64_data, n * 8);
+        break;
+    case OTTER_DTYPE_UINT64:
+        memcpy(t->data, p->uint64_data, n * 8);
+        break;
     case OTTER_DTYPE_UINT32:
         for (size_t i = 0; i < n; i++) ((uint32_t *)t->data)[i] = (uint32_t)p->uint64_data[i];
         break;
-    case OTTER_DTYPE_INT32: memcpy(t->data, p->int32_data, n * 4); break;
+    case OTTER_DTYPE_INT32:
+        memcpy(t->data, p->int32_data, n * 4);
+        break;
     case OTTER_DTYPE_INT16:
         for (size_t i = 0; i < n; i++) ((int16_t *)t->data)[i] = (int16_t)p->int32_data[i];
         break;
@@ -188,7 +231,8 @@ static void copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
     case OTTER_DTYPE_BOOL:
         for (size_t i = 0; i < n; i++) ((uint8_t *)t->data)[i] = p->int32_data[i] != 0;
         break;
-    default: OT_ASSERT(0);
+    default:
+        OT_ASSERT(0);
     }
 }
 
@@ -224,8 +268,8 @@ static otter_status tensor_from_proto(otter_tensor **out, const Onnx__TensorProt
     if (!p->has_data_type || dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_)
         return ot_error(OTTER_ERR_INVALID, "tensor '%s': invalid data_type %d", tname(p), (int)p->data_type);
     if (p->n_dims > OTTER_MAX_RANK)
-        return ot_error(OTTER_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds otter's limit of %d", tname(p),
-                        p->n_dims, OTTER_MAX_RANK);
+        return ot_error(OTTER_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds otter's limit of %d", tname(p), p->n_dims,
+                        OTTER_MAX_RANK);
     for (size_t i = 0; i < p->n_dims; i++)
         if (p->dims[i] < 0)
             return ot_error(OTTER_ERR_INVALID, "tensor '%s': dimension %zu is negative (%lld)", tname(p), i,
@@ -330,7 +374,8 @@ static otter_status type_from_proto(otter_type *t, const Onnx__TypeProto *p) {
         t->has_elem_type = p->map_type->has_key_type;
         t->elem_type = (otter_dtype)p->map_type->key_type;
         return sub_type(t, p->map_type->value_type);
-    default: return OTTER_OK;
+    default:
+        return OTTER_OK;
     }
 }
 
@@ -425,7 +470,6 @@ static otter_status node_from_proto(otter_node **out, const Onnx__NodeProto *p, 
         if (!(n->attrs = ot_calloc(p->n_attribute, sizeof *n->attrs))) s = OT_NOMEM();
         for (; s == OTTER_OK && n->n_attrs < p->n_attribute; n->n_attrs++)
             s = attr_from_proto(&n->attrs[n->n_attrs], p->attribute[n->n_attrs], base_dir);
-        if (s != OTTER_OK && n->attrs) n->n_attrs++; /* free the partially read attribute too */
     }
 #undef STEP
     if (s != OTTER_OK) {
@@ -461,8 +505,8 @@ static otter_status graph_fill(otter_graph *g, const Onnx__GraphProto *p, const 
     if (p->n_initializer) {
         OT_TRY(ot_grow((void **)&g->initializers, &g->cap_initializers, p->n_initializer, sizeof *g->initializers));
         for (; g->n_initializers < p->n_initializer; g->n_initializers++) {
-            otter_status s = tensor_from_proto(&g->initializers[g->n_initializers], p->initializer[g->n_initializers],
-                                               base_dir);
+            otter_status s =
+                tensor_from_proto(&g->initializers[g->n_initializers], p->initializer[g->n_initializers], base_dir);
             if (s != OTTER_OK) return ot_error_context(s, "initializer %zu: ", g->n_initializers);
         }
     }
@@ -541,7 +585,9 @@ static otter_status model_from_proto(otter_model **out, const Onnx__ModelProto *
 otter_status otter_model_load_from_memory(otter_model **out, const void *data, size_t size, const char *base_dir) {
     *out = NULL;
     if (size == 0) return ot_error(OTTER_ERR_INVALID, "empty input: not an ONNX model");
+    pb_alloc_failed = false;
     Onnx__ModelProto *p = onnx__model_proto__unpack(&ot_protobuf_allocator, size, data);
+    if (!p && pb_alloc_failed) return ot_error(OTTER_ERR_NOMEM, "out of memory decoding a %zu-byte model", size);
     if (!p)
         return ot_error(OTTER_ERR_INVALID,
                         "not a valid ONNX model: protobuf decoding of %zu bytes failed (truncated or corrupt file, "
@@ -569,16 +615,14 @@ otter_status otter_model_load(otter_model **out, const char *path) {
 
 typedef struct writer {
     arena a;
-    ot_external_sink *sink;      /* NULL: everything inline */
-    size_t external_threshold;   /* tensors at least this big go to the sink */
-    bool keep_external;          /* tensors read from external data go back to it */
+    ot_external_sink *sink;    /* NULL: everything inline */
+    size_t external_threshold; /* tensors at least this big go to the sink */
+    bool keep_external;        /* tensors read from external data go back to it */
 } writer;
 
 static char *wstr(const char *s) { return (char *)s; } /* protobuf-c wants char*; it never writes */
 
-static ProtobufCBinaryData wbytes(const otter_bytes *b) {
-    return (ProtobufCBinaryData){b->len, (uint8_t *)b->data};
-}
+static ProtobufCBinaryData wbytes(const otter_bytes *b) { return (ProtobufCBinaryData){b->len, (uint8_t *)b->data}; }
 
 static void *unpack_opaque(writer *w, const ProtobufCMessageDescriptor *d, const otter_bytes *b) {
     ProtobufCAllocator al = {arena_pb_alloc, arena_pb_free, &w->a};
@@ -634,11 +678,19 @@ static void typed_to_proto(writer *w, Onnx__TensorProto *p, const otter_tensor *
         for (size_t i = 0; i < n; i++) {
             int32_t v;
             switch (t->dtype) {
-            case OTTER_DTYPE_INT8: v = ((const int8_t *)t->data)[i]; break;
-            case OTTER_DTYPE_INT16: v = ((const int16_t *)t->data)[i]; break;
+            case OTTER_DTYPE_INT8:
+                v = ((const int8_t *)t->data)[i];
+                break;
+            case OTTER_DTYPE_INT16:
+                v = ((const int16_t *)t->data)[i];
+                break;
             case OTTER_DTYPE_UINT8:
-            case OTTER_DTYPE_BOOL: v = ((const uint8_t *)t->data)[i]; break;
-            default: v = ((const uint16_t *)t->data)[i]; break;
+            case OTTER_DTYPE_BOOL:
+                v = ((const uint8_t *)t->data)[i];
+                break;
+            default:
+                v = ((const uint16_t *)t->data)[i];
+                break;
             }
             p->int32_data[i] = v;
         }
@@ -784,7 +836,8 @@ static Onnx__TypeProto *type_to_proto(writer *w, const otter_type *t) {
             if (t->elem) p->map_type->value_type = type_to_proto(w, t->elem);
         }
         break;
-    case OTTER_TYPE_NONE: break;
+    case OTTER_TYPE_NONE:
+        break;
     }
     return p;
 }
@@ -839,7 +892,8 @@ static otter_status attr_to_proto(writer *w, Onnx__AttributeProto **out, const o
         p->n_graphs = a->n_graphs;
         for (size_t i = 0; i < a->n_graphs; i++) OT_TRY(graph_to_proto(w, &p->graphs[i], a->graphs[i]));
     }
-    if (a->sparse_tensor.data) p->sparse_tensor = unpack_opaque(w, &onnx__sparse_tensor_proto__descriptor, &a->sparse_tensor);
+    if (a->sparse_tensor.data)
+        p->sparse_tensor = unpack_opaque(w, &onnx__sparse_tensor_proto__descriptor, &a->sparse_tensor);
     if (a->tp.data) p->tp = unpack_opaque(w, &onnx__type_proto__descriptor, &a->tp);
     p->n_sparse_tensors = a->n_sparse_tensors;
     p->sparse_tensors = (Onnx__SparseTensorProto **)unpack_opaque_array(w, &onnx__sparse_tensor_proto__descriptor,

@@ -130,8 +130,10 @@ otter_status otter_type_copy(otter_type *dst, const otter_type *src) {
     if (s == OTTER_OK) s = dup_str(&n.denotation, src->denotation);
     if (s == OTTER_OK) s = clone_extra(&n.extra, src->extra);
     if (s == OTTER_OK && src->elem) {
-        if (!(n.elem = ot_calloc(1, sizeof *n.elem))) s = OT_NOMEM();
-        else s = otter_type_copy(n.elem, src->elem);
+        if (!(n.elem = ot_calloc(1, sizeof *n.elem)))
+            s = OT_NOMEM();
+        else
+            s = otter_type_copy(n.elem, src->elem);
     }
     if (s != OTTER_OK) {
         otter_type_clear(&n);
@@ -152,9 +154,9 @@ bool otter_type_equal(const otter_type *a, const otter_type *b) {
 /* ---- attributes ------------------------------------------------------------------------- */
 
 const char *otter_attr_type_name(otter_attr_type t) {
-    static const char *names[] = {"UNDEFINED", "FLOAT",  "INT",           "STRING",         "TENSOR",
-                                  "GRAPH",     "FLOATS", "INTS",          "STRINGS",        "TENSORS",
-                                  "GRAPHS",    "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+    static const char *names[] = {"UNDEFINED",      "FLOAT",      "INT",        "STRING",  "TENSOR", "GRAPH",
+                                  "FLOATS",         "INTS",       "STRINGS",    "TENSORS", "GRAPHS", "SPARSE_TENSOR",
+                                  "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "UNKNOWN";
 }
 
@@ -270,10 +272,14 @@ otter_status otter_node_create(otter_node **out, const char *op_type, const char
     if (!n) return OT_NOMEM();
     otter_status s = dup_str(&n->op_type, op_type);
     if (s == OTTER_OK) s = dup_str(&n->name, name);
-    if (s == OTTER_OK && (s = str_array_copy(&n->inputs, inputs, n_inputs)) == OTTER_OK) n->n_inputs = n_inputs;
-    else if (n->inputs) n->n_inputs = n_inputs; /* partially filled: free what is there */
-    if (s == OTTER_OK && (s = str_array_copy(&n->outputs, outputs, n_outputs)) == OTTER_OK) n->n_outputs = n_outputs;
-    else if (n->outputs) n->n_outputs = n_outputs;
+    if (s == OTTER_OK && (s = str_array_copy(&n->inputs, inputs, n_inputs)) == OTTER_OK)
+        n->n_inputs = n_inputs;
+    else if (n->inputs)
+        n->n_inputs = n_inputs; /* partially filled: free what is there */
+    if (s == OTTER_OK && (s = str_array_copy(&n->outputs, outputs, n_outputs)) == OTTER_OK)
+        n->n_outputs = n_outputs;
+    else if (n->outputs)
+        n->n_outputs = n_outputs;
     if (s != OTTER_OK) {
         otter_node_free(n);
         return s;
@@ -528,8 +534,8 @@ static otter_status graph_copy_into(otter_graph *g, const otter_graph *src) {
     }
     OT_TRY(bytes_array_copy(&g->sparse_initializers, src->sparse_initializers, src->n_sparse_initializers));
     g->n_sparse_initializers = src->n_sparse_initializers;
-    OT_TRY(bytes_array_copy(&g->quantization_annotations, src->quantization_annotations,
-                            src->n_quantization_annotations));
+    OT_TRY(
+        bytes_array_copy(&g->quantization_annotations, src->quantization_annotations, src->n_quantization_annotations));
     g->n_quantization_annotations = src->n_quantization_annotations;
     return OTTER_OK;
 }
@@ -587,8 +593,7 @@ const otter_type *otter_graph_value_type(const otter_graph *g, const char *name)
 static otter_status add_value(otter_value **arr, size_t *n, size_t *cap, const char *what, const char *name,
                               otter_dtype dtype, int rank, const int64_t *dims, const char *const *params) {
     if (ot_str_empty(name)) return ot_error(OTTER_ERR_ARGUMENT, "a graph %s needs a name", what);
-    if (find_value(*arr, *n, name) >= 0)
-        return ot_error(OTTER_ERR_INVALID, "graph %s '%s' already exists", what, name);
+    if (find_value(*arr, *n, name) >= 0) return ot_error(OTTER_ERR_INVALID, "graph %s '%s' already exists", what, name);
     OT_TRY(ot_grow((void **)arr, cap, *n + 1, sizeof **arr));
     otter_value *v = &(*arr)[*n];
     memset(v, 0, sizeof *v);
@@ -604,13 +609,13 @@ static otter_status add_value(otter_value **arr, size_t *n, size_t *cap, const c
     return OTTER_OK;
 }
 
-otter_status otter_graph_add_input(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                   const int64_t *dims, const char *const *params) {
+otter_status otter_graph_add_input(otter_graph *g, const char *name, otter_dtype dtype, int rank, const int64_t *dims,
+                                   const char *const *params) {
     return add_value(&g->inputs, &g->n_inputs, &g->cap_inputs, "input", name, dtype, rank, dims, params);
 }
 
-otter_status otter_graph_add_output(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                    const int64_t *dims, const char *const *params) {
+otter_status otter_graph_add_output(otter_graph *g, const char *name, otter_dtype dtype, int rank, const int64_t *dims,
+                                    const char *const *params) {
     return add_value(&g->outputs, &g->n_outputs, &g->cap_outputs, "output", name, dtype, rank, dims, params);
 }
 
@@ -731,8 +736,8 @@ otter_status otter_graph_add_initializer(otter_graph *g, otter_tensor *t) {
         otter_tensor_free(t);
         return s;
     }
-    otter_status s = ot_grow((void **)&g->initializers, &g->cap_initializers, g->n_initializers + 1,
-                             sizeof *g->initializers);
+    otter_status s =
+        ot_grow((void **)&g->initializers, &g->cap_initializers, g->n_initializers + 1, sizeof *g->initializers);
     if (s != OTTER_OK) {
         otter_tensor_free(t);
         return s;
