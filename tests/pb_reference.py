@@ -73,10 +73,10 @@ def first_difference(a, b, prefix=""):
     fb = dict((f.name, v) for f, v in b.ListFields())
     for name in sorted(set(fa) | set(fb)):
         va, vb = fa.get(name), fb.get(name)
-        if va == vb:
-            continue
         if va is None or vb is None:
             return "%s%s present only in %s" % (prefix, name, "original" if vb is None else "copy")
+        if va == vb:
+            continue
         if hasattr(va, "ListFields"):
             return first_difference(va, vb, prefix + name + ".")
         if hasattr(va, "__len__") and not isinstance(va, (bytes, str)):

@@ -32,6 +32,7 @@ static void test_corpus(void) {
     snprintf(pairs, sizeof pairs, "%s", tu_tmp_path("pb_pairs.tsv"));
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/pb_reference.py' tensors-to-npy '%s' '%s' '%s'", OTTER_PYTHON,
              OTTER_SOURCE_DIR, CORPUS, dir, manifest);
+    fflush(stdout);
     int rc = system(cmd);
     CHECK(rc == 0);
     if (rc != 0) return;
@@ -113,6 +114,7 @@ static void test_corpus(void) {
     CHECK(n_tensor > 3000 && n_match == n_tensor && n_loaded == n_tensor + n_nonpy && n_rt_equal == n_rt);
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/pb_reference.py' compare-tensors '%s'", OTTER_PYTHON, OTTER_SOURCE_DIR,
              pairs);
+    fflush(stdout);
     rc = system(cmd);
     CHECK(rc == 0);
 }
