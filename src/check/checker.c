@@ -866,6 +866,16 @@ static void check_model(ot_checker *c) {
         c->opset_domains[i] = m->opsets[i].domain ? m->opsets[i].domain : "";
         c->opset_versions[i] = m->opsets[i].version;
     }
+    /* Stricter than onnx (which keeps the last entry silently): a domain imported twice is
+     * ambiguous, and otter_model_opset would answer with the first entry. */
+    for (size_t i = 0; i < m->n_opsets; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->opset_domains[i], c->opset_domains[j]) == 0) {
+                problem(c, NULL, 0, "domain '%s' is imported more than once (versions %lld and %lld)",
+                        domain_label(c->opset_domains[i]), (long long)c->opset_versions[j],
+                        (long long)c->opset_versions[i]);
+                return;
+            }
     if (m->ir_version >= 3) {
         if (m->n_opsets == 0) {
             problem(c, NULL, 0, "model has no opset_import (required for ir_version >= 3)");
