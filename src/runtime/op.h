@@ -29,8 +29,16 @@ struct ot_kernel_ctx {
 };
 
 /* Allocate output i with this type and shape; NULL (error set) on failure. The returned tensor's
- * data may hold garbage: the kernel writes every element. */
+ * data may hold garbage: the kernel writes every element. i < ctx->n_outputs (an output named ""
+ * in the model still gets a buffer, so kernels may always write outputs below n_outputs).
+ * STRING outputs come zeroed; the kernel stores strings allocated with ot_malloc (ot_strdup) in
+ * each otter_bytes, and the runtime frees them when the value dies. With OT_OP_INPLACE0, output 0
+ * may be the same memory as input 0: read element k before writing element k. */
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims);
+/* Scratch memory for this kernel call (64-byte aligned, garbage), valid until the kernel returns.
+ * Planned into the arena like the outputs, so a steady-state run allocates nothing. Several calls
+ * per kernel call are fine (each returns a new block). NULL (error set) on failure. */
+void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes);
 /* Input i or NULL when omitted / beyond n_inputs. */
 static inline const otter_tensor *ot_ctx_input(const ot_kernel_ctx *ctx, size_t i) {
     return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
@@ -43,9 +51,20 @@ otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status s, const char *
 typedef void (*ot_range_fn)(void *arg, int64_t begin, int64_t end);
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg);
 
+/* Run a graph attribute of ctx->node (If's branches, Loop's and Scan's body) on the given inputs,
+ * bound positionally to g's inputs; names g reads from the outer scope resolve to the values the
+ * running graph holds. The runtime builds one sub-session per subgraph at session create (unknown
+ * operators inside are create-time errors) and reuses it, so calling this in a loop is cheap.
+ * Outputs, positionally g's outputs: where out[i] is NULL on entry it receives a new tensor the
+ * caller frees with otter_tensor_free; a non-NULL out[i] is filled in place (same dtype; its data
+ * is reallocated when it owns it and the size changes). Errors name the node and the subgraph. */
+otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
+                                 size_t n_out, otter_tensor **out);
+
 /* Flags describing a kernel to the planner. */
 enum {
     OT_OP_INPLACE0 = 1u << 0, /* output 0 may share input 0's buffer when input 0 dies here */
+    OT_OP_NOFOLD = 1u << 1,   /* never constant-fold (random ops: results differ per run) */
 };
 
 typedef struct ot_op_def {

@@ -1,0 +1,107 @@
+/* otter: running ONNX graphs on the CPU.
+ *
+ *     otter_session *s = NULL;
+ *     otter_session_options o = {.n_threads = 2};          // zero-initialized: the defaults
+ *     if (otter_session_create_from_file(&s, "model.onnx", &o) != OTTER_OK) die(otter_last_error());
+ *     const otter_tensor *in[] = {x};
+ *     otter_tensor *out[1] = {NULL};                          // NULL: the session allocates it
+ *     otter_session_run(s, 1, NULL, in, 1, NULL, out);        // names NULL: graph order
+ *     ...
+ *     otter_tensor_free(out[0]);
+ *     otter_session_free(s);
+ *
+ * At create every node's kernel is resolved from the operator table with the model's opset for
+ * the node's domain (an operator or version otter lacks is an error naming the node), the graph is
+ * optimized (opt_level >= 1: Identity and inference-mode Dropout dropped, nodes over constants run
+ * once) and a thread pool is started. The first run with a given set of input shapes records the
+ * size of every intermediate; the session then plans all of them into one arena by liveness (a
+ * buffer is reused after its last reader; elementwise kernels write over an input that dies at
+ * that node) and later runs with the same shapes reuse the plan: they allocate nothing when the
+ * caller passes its output tensors in. New input shapes re-plan. */
+#ifndef OTTER_RUNTIME_H
+#define OTTER_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otter/ir.h"
+#include "otter/status.h"
+#include "otter/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct otter_session otter_session;
+
+/* Zero-initialized (or NULL): the defaults. */
+typedef struct otter_session_options {
+    /* Threads every kernel may use, the caller's included (0: the available cores; 1: no pool). */
+    int n_threads;
+    /* 0: run the graph as written; 1 (default when left 0 and opt_level_set is false): drop
+     * Identity and inference-mode Dropout, fold constant subexpressions; 2: also fuse. */
+    int opt_level;
+    bool opt_level_set; /* take opt_level literally, so 0 can be asked for */
+    /* Don't fold nodes that read initializers (only Constant nodes and what follows from them),
+     * for callers that change initializer values between runs (training). */
+    bool no_fold_initializers;
+} otter_session_options;
+
+/* The session reads the model (and its initializers, in place) for its whole life: keep the model
+ * alive and don't edit its graph until otter_session_free. Changing initializer values (not their
+ * shapes) between runs is fine when no_fold_initializers is set. */
+otter_status otter_session_create(otter_session **out, const otter_model *m, const otter_session_options *opts);
+/* These own the model they load. */
+otter_status otter_session_create_from_file(otter_session **out, const char *path, const otter_session_options *opts);
+otter_status otter_session_create_from_memory(otter_session **out, const void *data, size_t size,
+                                              const otter_session_options *opts);
+void otter_session_free(otter_session *s);
+
+/* The model the session runs. */
+const otter_model *otter_session_model(const otter_session *s);
+int otter_session_threads(const otter_session *s);
+
+/* Inputs the caller must give (graph inputs that are not initializers) and outputs, in graph
+ * order. The type points into the model: dims with value -1 are symbolic (param) or unknown. */
+size_t otter_session_input_count(const otter_session *s);
+size_t otter_session_output_count(const otter_session *s);
+const char *otter_session_input_name(const otter_session *s, size_t i);
+const char *otter_session_output_name(const otter_session *s, size_t i);
+const otter_type *otter_session_input_type(const otter_session *s, size_t i);
+const otter_type *otter_session_output_type(const otter_session *s, size_t i);
+
+/* Run the graph.
+ * Inputs: input_names NULL binds inputs[i] to otter_session_input_name(s, i); otherwise by name
+ * (an initializer that is also a graph input may be overridden by name). Every required input must
+ * be given; dtype, rank and fixed dimensions are checked against the declaration, and a symbolic
+ * dimension must have one value across the inputs of a run. The caller's tensors are read in place.
+ * Outputs: output_names NULL means the first n_outputs graph outputs. Where outputs[i] is NULL on
+ * entry it receives a new tensor the caller frees (otter_tensor_free); a non-NULL outputs[i] is
+ * filled in place: same dtype required; when its size differs its data is reallocated if it owns it
+ * (an error for views). Errors name the input, output or node at fault. */
+otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *const *input_names,
+                               const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
+                               otter_tensor **outputs);
+
+typedef struct otter_memory_stats {
+    size_t arena_bytes;      /* planned peak: size of the arena holding every intermediate */
+    size_t naive_bytes;      /* sum of the sizes of every intermediate (what no reuse would need) */
+    size_t n_planned;        /* intermediates (and scratch blocks) placed in the arena */
+    size_t n_inplace;        /* outputs planned over a dying input */
+    size_t n_plans;          /* times a plan was made (new input shapes) */
+    size_t n_runs;           /* runs so far */
+    size_t n_heap_fallbacks; /* allocations outside the plan (data-dependent sizes) in the last run */
+    size_t n_nodes;          /* nodes executed per run (after optimization) */
+    size_t n_nodes_model;    /* nodes in the model's graph */
+    size_t n_folded;         /* nodes run once at create (constant folding) */
+    size_t n_dropped;        /* Identity / Dropout nodes removed */
+    size_t constant_bytes;   /* bytes held by folded constants */
+} otter_memory_stats;
+
+otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,150 @@
+/* The memory planner: every intermediate of a run (and every kernel's scratch block) gets an
+ * offset in one arena.
+ *
+ * Walk the nodes in execution order with a best-fit free list over offsets: a node's outputs (and
+ * its scratch) are placed first, then its scratch and every value whose last reader is this node
+ * are freed, so a node's outputs never overlap its own inputs. Exception, in place: when the kernel
+ * is flagged OT_OP_INPLACE0 and input 0 is an intermediate that dies at this node with a block at
+ * least as large as output 0, output 0 takes over input 0's block. Neighbouring free blocks are
+ * merged; the arena's size is the highest offset ever used (the planned peak). Sizes come from the
+ * run that just finished (rt_slot.size, rt_node.scratch_size). */
+#include <string.h>
+
+#include "core/core.h"
+#include "runtime/session.h"
+
+typedef struct blk {
+    size_t off, size;
+} blk;
+
+typedef struct freelist {
+    blk *b;
+    size_t n;
+    size_t end; /* highest offset used so far */
+} freelist;
+
+static size_t align_up(size_t n) { return (n + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN; }
+
+static size_t fl_alloc(freelist *f, size_t size) {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < f->n; i++)
+        if (f->b[i].size >= size && (best == SIZE_MAX || f->b[i].size < f->b[best].size)) best = i;
+    if (best != SIZE_MAX) {
+        size_t off = f->b[best].off;
+        f->b[best].off += size;
+        f->b[best].size -= size;
+        if (f->b[best].size == 0) {
+            memmove(&f->b[best], &f->b[best + 1], (f->n - best - 1) * sizeof(blk));
+            f->n--;
+        }
+        return off;
+    }
+    /* Grow the arena, starting inside a free block that touches its end. */
+    if (f->n > 0 && f->b[f->n - 1].off + f->b[f->n - 1].size == f->end) {
+        size_t off = f->b[f->n - 1].off;
+        f->n--;
+        f->end = off + size;
+        return off;
+    }
+    size_t off = f->end;
+    f->end += size;
+    return off;
+}
+
+static void fl_free(freelist *f, size_t off, size_t size) {
+    size_t i = 0;
+    while (i < f->n && f->b[i].off < off) i++;
+    /* merge with the previous and / or the next block */
+    bool prev = i > 0 && f->b[i - 1].off + f->b[i - 1].size == off;
+    bool next = i < f->n && off + size == f->b[i].off;
+    if (prev && next) {
+        f->b[i - 1].size += size + f->b[i].size;
+        memmove(&f->b[i], &f->b[i + 1], (f->n - i - 1) * sizeof(blk));
+        f->n--;
+    } else if (prev) {
+        f->b[i - 1].size += size;
+    } else if (next) {
+        f->b[i].off = off;
+        f->b[i].size += size;
+    } else {
+        memmove(&f->b[i + 1], &f->b[i], (f->n - i) * sizeof(blk));
+        f->b[i] = (blk){off, size};
+        f->n++;
+    }
+}
+
+otter_status rt_plan(otter_session *s) {
+    s->have_plan = false;
+    /* at most one free block per live allocation, plus one */
+    size_t max_blocks = s->n_slots + s->n_order + 2;
+    freelist f = {ot_calloc(max_blocks, sizeof(blk)), 0, 0};
+    bool *moved = ot_calloc(s->n_slots ? s->n_slots : 1, sizeof(bool));
+    if (!f.b || !moved) {
+        ot_free(f.b);
+        ot_free(moved);
+        return OT_NOMEM();
+    }
+    for (size_t i = 0; i < s->n_slots; i++) s->slots[i].planned = false;
+    size_t naive = 0, n_planned = 0, n_inplace = 0;
+    for (size_t e = 0; e < s->n_order; e++) {
+        rt_node *rn = &s->nodes[s->order[e]];
+        rn->scratch_planned = false;
+        for (size_t i = 0; i < rn->node->n_outputs; i++) {
+            rt_slot *o = &s->slots[rn->out_slots[i]];
+            if (o->kind != RT_VALUE || o->size == 0) continue;
+            size_t need = align_up(o->size);
+            naive += need;
+            n_planned++;
+            o->planned = true;
+            if (i == 0 && (rn->def->flags & OT_OP_INPLACE0) && rn->node->n_inputs > 0 && rn->in_slots[0] != RT_NONE) {
+                size_t ii = rn->in_slots[0];
+                rt_slot *in = &s->slots[ii];
+                if (in->kind == RT_VALUE && in->planned && !moved[ii] && in->last_use == e && !in->is_string &&
+                    !o->is_string && in->plan_size >= need) {
+                    o->offset = in->offset;
+                    o->plan_size = in->plan_size;
+                    moved[ii] = true;
+                    n_inplace++;
+                    continue;
+                }
+            }
+            o->offset = fl_alloc(&f, need);
+            o->plan_size = need;
+        }
+        if (rn->scratch_size > 0) {
+            rn->scratch_plan = align_up(rn->scratch_size);
+            rn->scratch_offset = fl_alloc(&f, rn->scratch_plan);
+            rn->scratch_planned = true;
+            naive += rn->scratch_plan;
+            n_planned++;
+            fl_free(&f, rn->scratch_offset, rn->scratch_plan);
+        }
+        for (size_t d = 0; d < rn->n_dying; d++) {
+            size_t si = rn->dying[d];
+            rt_slot *v = &s->slots[si];
+            if (v->planned && !moved[si]) fl_free(&f, v->offset, v->plan_size);
+        }
+    }
+    ot_free(f.b);
+    ot_free(moved);
+    size_t peak = f.end;
+    if (peak > s->arena_cap) {
+        ot_free(s->arena_mem);
+        s->arena_mem = ot_malloc(peak + RT_ALIGN);
+        if (!s->arena_mem) {
+            s->arena = NULL;
+            s->arena_cap = 0;
+            return OT_NOMEM();
+        }
+        s->arena = (unsigned char *)(((uintptr_t)s->arena_mem + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
+        s->arena_cap = peak;
+    }
+    s->arena_size = peak;
+    s->stats.arena_bytes = peak;
+    s->stats.naive_bytes = naive;
+    s->stats.n_planned = n_planned;
+    s->stats.n_inplace = n_inplace;
+    s->stats.n_plans++;
+    s->have_plan = true;
+    return OTTER_OK;
+}

@@ -1,0 +1,1028 @@
+/* The session: binds a model's graph to kernels once, then runs it many times.
+ *
+ * Create: one slot per tensor name (graph inputs, initializers, node outputs; names a subgraph
+ * reads from an enclosing graph are OUTER slots pointing at the parent session's slot), each
+ * node's kernel from the operator table at the model's opset for its domain, optimizations
+ * (Identity / inference Dropout become aliases, nodes over constants run once and their outputs
+ * become CONST slots), liveness (the last node reading each value, subgraph reads included) and a
+ * sub-session per graph attribute.
+ * Run: bind and check inputs, execute nodes in order, each value released after its last reader;
+ * outputs are copied to the caller. A run whose input shapes match the plan places every output in
+ * the arena (plan.c); otherwise values go to the heap, their sizes are recorded and a new plan is
+ * made at the end of the run. */
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "otter/io.h"
+#include "runtime/session.h"
+
+/* Where zero-byte tensors point (never written). */
+static _Alignas(RT_ALIGN) unsigned char g_empty[RT_ALIGN];
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+static size_t hash_str(const char *s) {
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* A set of names (used for a subgraph's free variables). */
+typedef struct strset {
+    const char **keys;
+    size_t cap, n;
+} strset;
+
+static bool strset_has(const strset *t, const char *k) {
+    if (!t->cap) return false;
+    for (size_t i = hash_str(k) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        if (!t->keys[i]) return false;
+        if (strcmp(t->keys[i], k) == 0) return true;
+    }
+}
+
+static otter_status strset_add(strset *t, const char *k) {
+    if (strset_has(t, k)) return OTTER_OK;
+    if ((t->n + 1) * 2 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        const char **keys = ot_calloc(cap, sizeof *keys);
+        if (!keys) return OT_NOMEM();
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->keys[i]) {
+                size_t j = hash_str(t->keys[i]) & (cap - 1);
+                while (keys[j]) j = (j + 1) & (cap - 1);
+                keys[j] = t->keys[i];
+            }
+        ot_free(t->keys);
+        t->keys = keys;
+        t->cap = cap;
+    }
+    size_t j = hash_str(k) & (t->cap - 1);
+    while (t->keys[j]) j = (j + 1) & (t->cap - 1);
+    t->keys[j] = k;
+    t->n++;
+    return OTTER_OK;
+}
+
+/* Names g reads but does not define (recursively through nested subgraphs), in first-use order. */
+static otter_status free_vars(const otter_graph *g, strset *out, const char ***list, size_t *n, size_t *cap) {
+    strset def = {0};
+    otter_status st = OTTER_OK;
+    for (size_t i = 0; i < g->n_inputs && !st; i++) st = strset_add(&def, g->inputs[i].name);
+    for (size_t i = 0; i < g->n_initializers && !st; i++)
+        if (g->initializers[i]->name) st = strset_add(&def, g->initializers[i]->name);
+    for (size_t k = 0; k < g->n_nodes && !st; k++)
+        for (size_t o = 0; o < g->nodes[k]->n_outputs && !st; o++)
+            if (g->nodes[k]->outputs[o][0]) st = strset_add(&def, g->nodes[k]->outputs[o]);
+    for (size_t k = 0; k < g->n_nodes && !st; k++) {
+        const otter_node *nd = g->nodes[k];
+        const char **names = NULL;
+        size_t nn = 0, nc = 0;
+        for (size_t i = 0; i < nd->n_inputs && !st; i++) {
+            const char *name = nd->inputs[i];
+            if (!name[0] || strset_has(&def, name) || strset_has(out, name)) continue;
+            if (!(st = strset_add(out, name)) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
+                (*list)[(*n)++] = name;
+        }
+        for (size_t a = 0; a < nd->n_attrs && !st; a++) {
+            const otter_attr *at = &nd->attrs[a];
+            size_t ng = at->type == OTTER_ATTR_GRAPH    ? (at->g ? 1 : 0)
+                        : at->type == OTTER_ATTR_GRAPHS ? at->n_graphs
+                                                        : 0;
+            for (size_t gi = 0; gi < ng && !st; gi++) {
+                const otter_graph *sub = at->type == OTTER_ATTR_GRAPH ? at->g : at->graphs[gi];
+                strset inner = {0};
+                st = free_vars(sub, &inner, &names, &nn, &nc);
+                ot_free(inner.keys);
+            }
+        }
+        for (size_t i = 0; i < nn && !st; i++) {
+            if (strset_has(&def, names[i]) || strset_has(out, names[i])) continue;
+            if (!(st = strset_add(out, names[i])) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
+                (*list)[(*n)++] = names[i];
+        }
+        ot_free(names);
+    }
+    ot_free(def.keys);
+    return st;
+}
+
+/* The session's name -> slot table. */
+static size_t table_find(const otter_session *s, const char *name) {
+    if (!s->table_cap) return RT_NONE;
+    for (size_t i = hash_str(name) & (s->table_cap - 1);; i = (i + 1) & (s->table_cap - 1)) {
+        size_t v = s->table[i];
+        if (!v) return RT_NONE;
+        if (strcmp(s->slots[v - 1].name, name) == 0) return v - 1;
+    }
+}
+
+static otter_status table_put(otter_session *s, const char *name, size_t slot);
+
+static otter_status table_rehash(otter_session *s, size_t cap) {
+    size_t *old = s->table, old_cap = s->table_cap;
+    s->table = ot_calloc(cap, sizeof *s->table);
+    if (!s->table) {
+        s->table = old;
+        return OT_NOMEM();
+    }
+    s->table_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i]) {
+            size_t j = hash_str(s->slots[old[i] - 1].name) & (cap - 1);
+            while (s->table[j]) j = (j + 1) & (cap - 1);
+            s->table[j] = old[i];
+        }
+    ot_free(old);
+    return OTTER_OK;
+}
+
+/* Map name to slot (the table keys on the slot's own name). */
+static otter_status table_put(otter_session *s, const char *name, size_t slot) {
+    if (s->table_cap == 0 || (s->n_slots + 1) * 2 > s->table_cap)
+        OT_TRY(table_rehash(s, s->table_cap ? s->table_cap * 2 : 64));
+    size_t j = hash_str(name) & (s->table_cap - 1);
+    while (s->table[j] && strcmp(s->slots[s->table[j] - 1].name, name) != 0) j = (j + 1) & (s->table_cap - 1);
+    s->table[j] = slot + 1;
+    return OTTER_OK;
+}
+
+static otter_status add_slot(otter_session *s, const char *name, rt_slot_kind kind, size_t *out) {
+    OT_TRY(ot_grow((void **)&s->slots, &s->cap_slots, s->n_slots + 1, sizeof *s->slots));
+    rt_slot *sl = &s->slots[s->n_slots];
+    memset(sl, 0, sizeof *sl);
+    sl->name = name;
+    sl->kind = kind;
+    sl->producer = RT_NONE;
+    sl->last_use = RT_NONE;
+    *out = s->n_slots++;
+    if (name[0]) OT_TRY(table_put(s, name, *out));
+    return OTTER_OK;
+}
+
+/* Find a name here or in an enclosing graph (then an OUTER slot is made for it). */
+static otter_status resolve(otter_session *s, const char *name, size_t *out) {
+    size_t i = table_find(s, name);
+    if (i != RT_NONE) {
+        *out = i;
+        return OTTER_OK;
+    }
+    size_t pi;
+    if (!s->parent || resolve(s->parent, name, &pi) != OTTER_OK)
+        return ot_error(OTTER_ERR_INVALID, "'%s' is not defined", name);
+    OT_TRY(add_slot(s, name, RT_OUTER, &i));
+    s->slots[i].outer_session = s->parent;
+    s->slots[i].outer_slot = pi;
+    *out = i;
+    return OTTER_OK;
+}
+
+/* An alias: an extra slot entry would break "one slot per name", so an alias is a slot of kind
+ * OUTER pointing into this same session. */
+static otter_status add_alias(otter_session *s, const char *name, size_t target) {
+    size_t i;
+    OT_TRY(add_slot(s, name, RT_OUTER, &i));
+    s->slots[i].outer_session = s;
+    s->slots[i].outer_slot = target;
+    return OTTER_OK;
+}
+
+/* Follow aliases and outer references to the slot that holds the value. */
+static rt_slot *slot_target(otter_session *s, size_t i) {
+    rt_slot *sl = &s->slots[i];
+    while (sl->kind == RT_OUTER) sl = &sl->outer_session->slots[sl->outer_slot];
+    return sl;
+}
+
+/* ---- node labels and errors ------------------------------------------------------------------ */
+
+static bool default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
+
+static void node_label(const otter_node *n, size_t index, char *buf, size_t cap) {
+    const char *dom = default_domain(n->domain) ? "" : n->domain;
+    const char *sep = dom[0] ? "." : "";
+    if (!ot_str_empty(n->name))
+        snprintf(buf, cap, "'%s' (%s%s%s)", n->name, dom, sep, n->op_type);
+    else if (n->n_outputs > 0)
+        snprintf(buf, cap, "#%zu (%s%s%s, output '%s')", index, dom, sep, n->op_type, n->outputs[0]);
+    else
+        snprintf(buf, cap, "#%zu (%s%s%s)", index, dom, sep, n->op_type);
+}
+
+otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status st, const char *fmt, ...) {
+    char msg[768], label[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const rt_node *rn = rt_node_of(ctx);
+    node_label(ctx->node, ctx->runtime ? rn->index : 0, label, sizeof label);
+    if (ctx->runtime) ((otter_session *)ctx->runtime)->err_named = true;
+    return ot_error(st, "node %s: %s", label, msg);
+}
+
+static int64_t model_opset(const otter_model *m, const char *domain) {
+    for (size_t i = 0; i < m->n_opsets; i++) {
+        const char *d = m->opsets[i].domain;
+        bool same = default_domain(d) ? default_domain(domain) : (!default_domain(domain) && strcmp(d, domain) == 0);
+        if (same) return m->opsets[i].version;
+    }
+    return 0;
+}
+
+/* ---- value memory ---------------------------------------------------------------------------- */
+
+static void release_data(rt_slot *sl) {
+    if (sl->is_string && sl->cur == &sl->tensor && sl->tensor.data && sl->tensor.data != g_empty) {
+        otter_bytes *b = sl->tensor.data;
+        for (int64_t i = 0, n = otter_tensor_numel(&sl->tensor); i < n; i++) {
+            ot_free(b[i].data);
+            b[i].data = NULL;
+        }
+    }
+    ot_free(sl->heap);
+    sl->heap = NULL;
+    sl->tensor.data = NULL;
+    sl->cur = NULL;
+}
+
+otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims) {
+    otter_session *s = ctx->runtime;
+    rt_node *rn = rt_node_of(ctx);
+    if (i >= ctx->n_outputs) {
+        ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs);
+        return NULL;
+    }
+    if (dtype <= OTTER_DTYPE_UNDEFINED || dtype >= OTTER_DTYPE_COUNT_ ||
+        (dtype != OTTER_DTYPE_STRING && otter_dtype_size(dtype) == 0)) {
+        ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: element type %d", i, (int)dtype);
+        return NULL;
+    }
+    if (rank < 0 || rank > OTTER_MAX_RANK) {
+        ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: rank %d (otter supports up to %d)", i, rank,
+                     OTTER_MAX_RANK);
+        return NULL;
+    }
+    size_t nbytes = dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(dtype);
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0) {
+            ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: negative dimension %lld", i, (long long)dims[d]);
+            return NULL;
+        }
+        if (!ot_mul_size(nbytes, (size_t)dims[d], &nbytes) || nbytes > ((size_t)1 << 46)) {
+            ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: size overflows", i);
+            return NULL;
+        }
+    }
+    rt_slot *sl = &s->slots[rn->out_slots[i]];
+    release_data(sl);
+    otter_tensor *t = &sl->tensor;
+    t->name = (char *)(uintptr_t)sl->name;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
+    t->owns_data = false;
+    t->extra = NULL;
+    sl->size = nbytes;
+    sl->is_string = dtype == OTTER_DTYPE_STRING;
+    if (nbytes == 0) {
+        t->data = g_empty;
+    } else if (!s->folding && s->have_plan && sl->planned && nbytes <= sl->plan_size) {
+        t->data = s->arena + sl->offset;
+    } else {
+        sl->heap = ot_malloc(nbytes);
+        if (!sl->heap) {
+            ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: out of memory (%zu bytes)", i, nbytes);
+            return NULL;
+        }
+        t->data = sl->heap;
+        if (!s->folding) s->n_fallbacks++;
+    }
+    if (sl->is_string) memset(t->data, 0, nbytes);
+    sl->cur = t;
+    rn->out_ptrs[i] = t;
+    return t;
+}
+
+void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
+    otter_session *s = ctx->runtime;
+    rt_node *rn = rt_node_of(ctx);
+    if (nbytes == 0) return g_empty;
+    size_t need = (nbytes + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN;
+    if (need < nbytes) {
+        ot_ctx_error(ctx, OTTER_ERR_INVALID, "scratch of %zu bytes overflows", nbytes);
+        return NULL;
+    }
+    size_t off = rn->scratch_used;
+    rn->scratch_used += need;
+    if (rn->scratch_used > rn->scratch_size) rn->scratch_size = rn->scratch_used;
+    if (!s->folding && s->have_plan && rn->scratch_planned && rn->scratch_used <= rn->scratch_plan)
+        return s->arena + rn->scratch_offset + off;
+    if (ot_grow((void **)&rn->scratch_heap, &rn->cap_scratch_heap, rn->n_scratch_heap + 1, sizeof(void *)) !=
+        OTTER_OK) {
+        ot_ctx_error(ctx, OTTER_ERR_NOMEM, "out of memory for scratch");
+        return NULL;
+    }
+    /* over-allocate so the block can be aligned like the arena's */
+    unsigned char *p = ot_malloc(need + RT_ALIGN);
+    if (!p) {
+        ot_ctx_error(ctx, OTTER_ERR_NOMEM, "out of memory for %zu bytes of scratch", nbytes);
+        return NULL;
+    }
+    rn->scratch_heap[rn->n_scratch_heap++] = p;
+    if (!s->folding) s->n_fallbacks++;
+    return (void *)(((uintptr_t)p + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
+}
+
+void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg) {
+    const otter_session *s = ctx ? ctx->runtime : NULL;
+    ot_pool_run(s ? s->pool : NULL, n, grain, fn, arg);
+}
+
+/* ---- running one node ------------------------------------------------------------------------ */
+
+static void free_scratch(rt_node *rn) {
+    for (size_t i = 0; i < rn->n_scratch_heap; i++) ot_free(rn->scratch_heap[i]);
+    rn->n_scratch_heap = 0;
+    rn->scratch_used = 0;
+}
+
+static otter_status exec_node(otter_session *s, rt_node *rn) {
+    const otter_node *nd = rn->node;
+    for (size_t i = 0; i < nd->n_inputs; i++) {
+        if (rn->in_slots[i] == RT_NONE) {
+            rn->in_ptrs[i] = NULL;
+            continue;
+        }
+        rt_slot *src = slot_target(s, rn->in_slots[i]);
+        if (!src->cur) {
+            char label[256];
+            node_label(nd, rn->index, label, sizeof label);
+            s->err_named = true;
+            return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' has no value (its producer did not write it)",
+                            label, nd->inputs[i]);
+        }
+        rn->in_ptrs[i] = src->cur;
+    }
+    for (size_t i = 0; i < nd->n_outputs; i++) rn->out_ptrs[i] = NULL;
+    s->err_named = false;
+    otter_status st = rn->def->run(&rn->ctx);
+    free_scratch(rn);
+    if (st != OTTER_OK && !s->err_named) {
+        char label[256];
+        node_label(nd, rn->index, label, sizeof label);
+        ot_error_context(st, "node %s: ", label);
+        s->err_named = true;
+    }
+    return st;
+}
+
+/* ---- create ---------------------------------------------------------------------------------- */
+
+static otter_status build(otter_session *s);
+
+static bool is_const_slot(const otter_session *s, size_t i) {
+    const rt_slot *sl = &s->slots[i];
+    if (sl->kind == RT_CONST) return true;
+    return sl->kind == RT_INIT && !sl->decl && !s->opts.no_fold_initializers;
+}
+
+/* Dropout that is the identity: no mask output used, not in training mode. */
+static bool inference_dropout(const otter_session *s, const otter_node *nd, int64_t opset) {
+    if (nd->n_outputs > 1 && nd->outputs[1][0]) return false;
+    if (opset < 7 && otter_node_attr_int(nd, "is_test", 0) == 0) return false;
+    if (opset >= 12 && nd->n_inputs > 2 && nd->inputs[2][0]) {
+        size_t i = table_find(s, nd->inputs[2]);
+        if (i == RT_NONE || !is_const_slot(s, i)) return false;
+        const otter_tensor *t = s->slots[i].kind == RT_CONST ? &s->slots[i].tensor : s->slots[i].init;
+        if (!t || t->dtype != OTTER_DTYPE_BOOL || otter_tensor_numel(t) != 1 || ((const uint8_t *)t->data)[0])
+            return false;
+    }
+    return nd->n_inputs >= 1 && nd->inputs[0][0];
+}
+
+static bool foldable(const otter_session *s, const rt_node *rn) {
+    const otter_node *nd = rn->node;
+    if (!default_domain(nd->domain) || (rn->def->flags & OT_OP_NOFOLD) || nd->n_outputs == 0) return false;
+    if (strncmp(nd->op_type, "Random", 6) == 0 || strcmp(nd->op_type, "Multinomial") == 0 ||
+        strcmp(nd->op_type, "Bernoulli") == 0 || strcmp(nd->op_type, "Dropout") == 0)
+        return false;
+    if (rn->n_subs) return false;
+    for (size_t a = 0; a < nd->n_attrs; a++)
+        if (nd->attrs[a].type == OTTER_ATTR_GRAPH || nd->attrs[a].type == OTTER_ATTR_GRAPHS) return false;
+    for (size_t i = 0; i < nd->n_inputs; i++)
+        if (rn->in_slots[i] != RT_NONE && !is_const_slot(s, rn->in_slots[i])) return false;
+    return true;
+}
+
+/* Run a node over constants now; on success its outputs become CONST slots. */
+static bool try_fold(otter_session *s, rt_node *rn) {
+    const otter_node *nd = rn->node;
+    s->folding = true;
+    otter_status st = exec_node(s, rn);
+    s->folding = false;
+    bool ok = st == OTTER_OK;
+    for (size_t o = 0; ok && o < nd->n_outputs; o++) ok = s->slots[rn->out_slots[o]].cur != NULL;
+    for (size_t o = 0; o < nd->n_outputs; o++) {
+        rt_slot *sl = &s->slots[rn->out_slots[o]];
+        if (ok) {
+            sl->kind = RT_CONST;
+            sl->tensor.owns_data = false;
+            s->stats.constant_bytes += sl->size;
+        } else {
+            release_data(sl);
+        }
+    }
+    if (!ok) otter_clear_error();
+    return ok;
+}
+
+static otter_status graph_attrs(const otter_node *nd, size_t *n, const otter_graph ***out) {
+    *n = 0;
+    *out = NULL;
+    size_t cap = 0;
+    for (size_t a = 0; a < nd->n_attrs; a++) {
+        const otter_attr *at = &nd->attrs[a];
+        if (at->type == OTTER_ATTR_GRAPH && at->g) {
+            OT_TRY(ot_grow((void **)out, &cap, *n + 1, sizeof **out));
+            (*out)[(*n)++] = at->g;
+        } else if (at->type == OTTER_ATTR_GRAPHS) {
+            for (size_t g = 0; g < at->n_graphs; g++) {
+                OT_TRY(ot_grow((void **)out, &cap, *n + 1, sizeof **out));
+                (*out)[(*n)++] = at->graphs[g];
+            }
+        }
+    }
+    return OTTER_OK;
+}
+
+static otter_status build_node(otter_session *s, size_t k) {
+    const otter_node *nd = s->graph->nodes[k];
+    rt_node *rn = &s->nodes[k];
+    char label[256];
+    node_label(nd, k, label, sizeof label);
+    rn->index = k;
+    rn->node = nd;
+    rn->in_slots = ot_calloc(nd->n_inputs + 1, sizeof(size_t));
+    rn->out_slots = ot_calloc(nd->n_outputs + 1, sizeof(size_t));
+    rn->in_ptrs = ot_calloc(nd->n_inputs + 1, sizeof(otter_tensor *));
+    rn->out_ptrs = ot_calloc(nd->n_outputs + 1, sizeof(otter_tensor *));
+    if (!rn->in_slots || !rn->out_slots || !rn->in_ptrs || !rn->out_ptrs) return OT_NOMEM();
+    for (size_t i = 0; i < nd->n_inputs; i++) {
+        rn->in_slots[i] = RT_NONE;
+        if (!nd->inputs[i][0]) continue;
+        if (resolve(s, nd->inputs[i], &rn->in_slots[i]) != OTTER_OK)
+            return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' is not defined before this node", label,
+                            nd->inputs[i]);
+    }
+    /* names its subgraphs read from here or further out */
+    OT_TRY(graph_attrs(nd, &rn->n_subs, &rn->sub_graphs));
+    if (rn->n_subs) {
+        strset seen = {0};
+        const char **names = NULL;
+        size_t nn = 0, nc = 0;
+        otter_status st = OTTER_OK;
+        for (size_t g = 0; g < rn->n_subs && !st; g++) st = free_vars(rn->sub_graphs[g], &seen, &names, &nn, &nc);
+        if (!st) rn->outer_reads = ot_calloc(nn + 1, sizeof(size_t));
+        if (!st && !rn->outer_reads) st = OT_NOMEM();
+        for (size_t i = 0; i < nn && !st; i++) {
+            if (resolve(s, names[i], &rn->outer_reads[i]) != OTTER_OK)
+                st = ot_error(OTTER_ERR_INVALID,
+                              "node %s: a subgraph reads '%s', which is not defined before this node", label, names[i]);
+            else
+                rn->n_outer_reads++;
+        }
+        ot_free(seen.keys);
+        ot_free(names);
+        OT_TRY(st);
+        rn->subs = ot_calloc(rn->n_subs, sizeof *rn->subs);
+        if (!rn->subs) return OT_NOMEM();
+    }
+    int64_t opset = model_opset(s->model, nd->domain);
+    const char *dom = default_domain(nd->domain) ? "ai.onnx" : nd->domain;
+    bool optimize = s->opts.opt_level >= 1;
+    /* Identity and inference Dropout: the output names the input's value */
+    if (optimize && default_domain(nd->domain) && nd->n_outputs >= 1 && nd->outputs[0][0] &&
+        ((strcmp(nd->op_type, "Identity") == 0 && nd->n_inputs == 1 && nd->inputs[0][0] && nd->n_outputs == 1) ||
+         (strcmp(nd->op_type, "Dropout") == 0 && inference_dropout(s, nd, opset)))) {
+        if (table_find(s, nd->outputs[0]) != RT_NONE)
+            return ot_error(OTTER_ERR_INVALID, "node %s: output '%s' is already defined", label, nd->outputs[0]);
+        OT_TRY(add_alias(s, nd->outputs[0], rn->in_slots[0]));
+        s->stats.n_dropped++;
+        return OTTER_OK;
+    }
+    if (opset <= 0) return ot_error(OTTER_ERR_INVALID, "node %s: the model does not import domain '%s'", label, dom);
+    rn->def = ot_op_lookup(nd->domain, nd->op_type, opset);
+    if (!rn->def) {
+        const ot_op_def *later = ot_op_lookup(nd->domain, nd->op_type, INT64_MAX);
+        if (later)
+            return ot_error(OTTER_ERR_UNSUPPORTED,
+                            "node %s: operator %s of domain '%s' at opset %lld is not implemented (otter has it "
+                            "from opset %d)",
+                            label, nd->op_type, dom, (long long)opset, later->since_version);
+        return ot_error(OTTER_ERR_UNSUPPORTED, "node %s: operator %s of domain '%s' (opset %lld) is not implemented",
+                        label, nd->op_type, dom, (long long)opset);
+    }
+    for (size_t o = 0; o < nd->n_outputs; o++) {
+        const char *name = nd->outputs[o];
+        if (name[0] && table_find(s, name) != RT_NONE)
+            return ot_error(OTTER_ERR_INVALID, "node %s: output '%s' is already defined", label, name);
+        OT_TRY(add_slot(s, name, RT_VALUE, &rn->out_slots[o]));
+    }
+    rn->ctx = (ot_kernel_ctx){.node = nd,
+                              .model = s->model,
+                              .opset = opset,
+                              .n_inputs = nd->n_inputs,
+                              .inputs = rn->in_ptrs,
+                              .n_outputs = nd->n_outputs,
+                              .outputs = rn->out_ptrs,
+                              .n_threads = s->n_threads,
+                              .runtime = s};
+    if (optimize && foldable(s, rn) && try_fold(s, rn)) {
+        s->stats.n_folded++;
+        return OTTER_OK;
+    }
+    rn->alive = true;
+    size_t e = s->n_order++;
+    s->order[e] = k;
+    for (size_t o = 0; o < nd->n_outputs; o++) {
+        s->slots[rn->out_slots[o]].producer = e;
+        s->slots[rn->out_slots[o]].last_use = e;
+    }
+    return OTTER_OK;
+}
+
+static otter_status add_sym(otter_session *s, const char *param, size_t *cap, int *out) {
+    for (size_t i = 0; i < s->n_syms; i++)
+        if (strcmp(s->syms[i].param, param) == 0) {
+            *out = (int)i;
+            return OTTER_OK;
+        }
+    OT_TRY(ot_grow((void **)&s->syms, cap, s->n_syms + 1, sizeof *s->syms));
+    s->syms[s->n_syms] = (rt_sym){param, 0, false};
+    *out = (int)s->n_syms++;
+    return OTTER_OK;
+}
+
+static otter_status build(otter_session *s) {
+    const otter_graph *g = s->graph;
+    size_t cap = 0;
+    /* initializers first, so inputs that are also initializers become overridable */
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        const otter_tensor *t = g->initializers[i];
+        if (ot_str_empty(t->name)) return ot_error(OTTER_ERR_INVALID, "initializer %zu has no name", i);
+        if (table_find(s, t->name) != RT_NONE)
+            return ot_error(OTTER_ERR_INVALID, "initializer '%s' is defined twice", t->name);
+        size_t si;
+        OT_TRY(add_slot(s, t->name, RT_INIT, &si));
+        s->slots[si].init = t;
+        s->slots[si].cur = (otter_tensor *)(uintptr_t)t;
+    }
+    s->all_inputs = ot_calloc(g->n_inputs + 1, sizeof(size_t));
+    s->inputs = ot_calloc(g->n_inputs + 1, sizeof(size_t));
+    if (!s->all_inputs || !s->inputs) return OT_NOMEM();
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        const otter_value *v = &g->inputs[i];
+        if (ot_str_empty(v->name)) return ot_error(OTTER_ERR_INVALID, "graph input %zu has no name", i);
+        size_t si = table_find(s, v->name);
+        if (si != RT_NONE && s->slots[si].kind == RT_INIT && !s->slots[si].decl) {
+            s->slots[si].decl = v;
+        } else if (si != RT_NONE) {
+            return ot_error(OTTER_ERR_INVALID, "graph input '%s' is defined twice", v->name);
+        } else {
+            OT_TRY(add_slot(s, v->name, RT_INPUT, &si));
+            s->slots[si].decl = v;
+            s->inputs[s->n_inputs++] = si;
+        }
+        s->all_inputs[s->n_all_inputs++] = si;
+        if (v->has_type && v->type.kind != OTTER_TYPE_TENSOR && v->type.kind != OTTER_TYPE_NONE)
+            return ot_error(OTTER_ERR_UNSUPPORTED, "graph input '%s' is not a tensor (otter runs tensors only)",
+                            v->name);
+        if (v->has_type && v->type.rank > 0) {
+            int *ds = ot_calloc((size_t)v->type.rank, sizeof(int));
+            if (!ds) return OT_NOMEM();
+            s->slots[si].dim_sym = ds;
+            for (int d = 0; d < v->type.rank; d++) {
+                ds[d] = -1;
+                if (v->type.dims[d].value < 0 && !ot_str_empty(v->type.dims[d].param))
+                    OT_TRY(add_sym(s, v->type.dims[d].param, &cap, &ds[d]));
+            }
+        }
+    }
+    s->n_nodes = g->n_nodes;
+    s->nodes = ot_calloc(g->n_nodes + 1, sizeof *s->nodes);
+    s->order = ot_calloc(g->n_nodes + 1, sizeof *s->order);
+    if (!s->nodes || !s->order) return OT_NOMEM();
+    s->stats.n_nodes_model = g->n_nodes;
+    for (size_t k = 0; k < g->n_nodes; k++) OT_TRY(build_node(s, k));
+    s->outputs = ot_calloc(g->n_outputs + 1, sizeof(size_t));
+    if (!s->outputs) return OT_NOMEM();
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        const otter_value *v = &g->outputs[i];
+        size_t si;
+        if (ot_str_empty(v->name) || resolve(s, v->name, &si) != OTTER_OK)
+            return ot_error(OTTER_ERR_INVALID, "graph output '%s' is not produced by the graph",
+                            v->name ? v->name : "");
+        s->outputs[s->n_outputs++] = si;
+        rt_slot *t = slot_target(s, si);
+        if (t->kind == RT_VALUE) t->last_use = RT_FOREVER;
+    }
+    /* liveness: the last node reading each value (aliases resolved) */
+    for (size_t e = 0; e < s->n_order; e++) {
+        rt_node *rn = &s->nodes[s->order[e]];
+        for (size_t j = 0; j < rn->node->n_inputs + rn->n_outer_reads; j++) {
+            size_t si = j < rn->node->n_inputs ? rn->in_slots[j] : rn->outer_reads[j - rn->node->n_inputs];
+            if (si == RT_NONE) continue;
+            rt_slot *t = slot_target(s, si);
+            /* values of an enclosing graph are kept alive by the enclosing node */
+            if (t->kind == RT_VALUE && t >= s->slots && t < s->slots + s->n_slots && t->last_use != RT_FOREVER &&
+                t->last_use < e)
+                t->last_use = e;
+        }
+    }
+    for (size_t i = 0; i < s->n_slots; i++) {
+        rt_slot *t = &s->slots[i];
+        if (t->kind != RT_VALUE || t->last_use == RT_FOREVER || t->last_use == RT_NONE) continue;
+        rt_node *rn = &s->nodes[s->order[t->last_use]];
+        OT_TRY(ot_grow((void **)&rn->dying, &rn->cap_dying, rn->n_dying + 1, sizeof(size_t)));
+        rn->dying[rn->n_dying++] = i;
+    }
+    /* sub-sessions, now that every slot they may point at exists */
+    for (size_t k = 0; k < s->n_nodes; k++) {
+        rt_node *rn = &s->nodes[k];
+        for (size_t g2 = 0; g2 < rn->n_subs && rn->alive; g2++) {
+            otter_session *c = ot_calloc(1, sizeof *c);
+            if (!c) return OT_NOMEM();
+            rn->subs[g2] = c;
+            c->model = s->model;
+            c->graph = rn->sub_graphs[g2];
+            c->parent = s;
+            c->opts = s->opts;
+            c->pool = s->pool;
+            c->n_threads = s->n_threads;
+            otter_status st = build(c);
+            if (st != OTTER_OK) {
+                char label[256];
+                node_label(rn->node, k, label, sizeof label);
+                return ot_error_context(st, "node %s, subgraph '%s': ", label, c->graph->name ? c->graph->name : "");
+            }
+        }
+    }
+    s->key = ot_calloc(2 * s->n_all_inputs + 2, sizeof *s->key);
+    if (!s->key) return OT_NOMEM();
+    s->stats.n_nodes = s->n_order;
+    return OTTER_OK;
+}
+
+void otter_session_free(otter_session *s) {
+    if (!s) return;
+    for (size_t k = 0; k < s->n_nodes; k++) {
+        rt_node *rn = &s->nodes[k];
+        for (size_t g = 0; g < rn->n_subs && rn->subs; g++) otter_session_free(rn->subs[g]);
+        free_scratch(rn);
+        ot_free(rn->scratch_heap);
+        ot_free(rn->subs);
+        ot_free(rn->sub_graphs);
+        ot_free(rn->in_slots);
+        ot_free(rn->out_slots);
+        ot_free(rn->in_ptrs);
+        ot_free(rn->out_ptrs);
+        ot_free(rn->outer_reads);
+        ot_free(rn->dying);
+    }
+    for (size_t i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].kind == RT_VALUE || s->slots[i].kind == RT_CONST) release_data(&s->slots[i]);
+        ot_free(s->slots[i].dim_sym);
+    }
+    if (s->owns_pool) ot_pool_free(s->pool);
+    ot_free(s->nodes);
+    ot_free(s->order);
+    ot_free(s->slots);
+    ot_free(s->table);
+    ot_free(s->inputs);
+    ot_free(s->all_inputs);
+    ot_free(s->outputs);
+    ot_free(s->syms);
+    ot_free(s->key);
+    ot_free(s->arena_mem);
+    otter_model_free(s->owned_model);
+    ot_free(s);
+}
+
+otter_status otter_session_create(otter_session **out, const otter_model *m, const otter_session_options *opts) {
+    if (!out) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_create: out is NULL");
+    *out = NULL;
+    if (!m || !m->graph) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_create: no model or graph");
+    otter_session *s = ot_calloc(1, sizeof *s);
+    if (!s) return OT_NOMEM();
+    if (opts) s->opts = *opts;
+    if (!s->opts.opt_level_set && s->opts.opt_level == 0) s->opts.opt_level = 1;
+    int n = s->opts.n_threads;
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    s->n_threads = n;
+    s->model = m;
+    s->graph = m->graph;
+    otter_status st = ot_pool_create(&s->pool, n);
+    if (st == OTTER_OK) {
+        s->owns_pool = true;
+        st = build(s);
+    }
+    if (st != OTTER_OK) {
+        otter_session_free(s);
+        return st;
+    }
+    *out = s;
+    return OTTER_OK;
+}
+
+otter_status otter_session_create_from_file(otter_session **out, const char *path, const otter_session_options *opts) {
+    if (!out) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_create_from_file: out is NULL");
+    *out = NULL;
+    otter_model *m = NULL;
+    OT_TRY(otter_model_load(&m, path));
+    otter_status st = otter_session_create(out, m, opts);
+    if (st != OTTER_OK) {
+        otter_model_free(m);
+        return ot_error_context(st, "%s: ", path);
+    }
+    (*out)->owned_model = m;
+    return OTTER_OK;
+}
+
+otter_status otter_session_create_from_memory(otter_session **out, const void *data, size_t size,
+                                              const otter_session_options *opts) {
+    if (!out) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_create_from_memory: out is NULL");
+    *out = NULL;
+    otter_model *m = NULL;
+    OT_TRY(otter_model_load_from_memory(&m, data, size, NULL));
+    otter_status st = otter_session_create(out, m, opts);
+    if (st != OTTER_OK) {
+        otter_model_free(m);
+        return st;
+    }
+    (*out)->owned_model = m;
+    return OTTER_OK;
+}
+
+/* ---- queries --------------------------------------------------------------------------------- */
+
+const otter_model *otter_session_model(const otter_session *s) { return s->model; }
+int otter_session_threads(const otter_session *s) { return s->n_threads; }
+size_t otter_session_input_count(const otter_session *s) { return s->n_inputs; }
+size_t otter_session_output_count(const otter_session *s) { return s->n_outputs; }
+const char *otter_session_input_name(const otter_session *s, size_t i) {
+    return i < s->n_inputs ? s->slots[s->inputs[i]].name : NULL;
+}
+const char *otter_session_output_name(const otter_session *s, size_t i) {
+    return i < s->n_outputs ? s->graph->outputs[i].name : NULL;
+}
+const otter_type *otter_session_input_type(const otter_session *s, size_t i) {
+    if (i >= s->n_inputs) return NULL;
+    const otter_value *v = s->slots[s->inputs[i]].decl;
+    return v && v->has_type ? &v->type : NULL;
+}
+const otter_type *otter_session_output_type(const otter_session *s, size_t i) {
+    if (i >= s->n_outputs) return NULL;
+    const otter_value *v = &s->graph->outputs[i];
+    return v->has_type ? &v->type : NULL;
+}
+
+otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out) {
+    if (!s || !out) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_memory_stats: NULL argument");
+    *out = s->stats;
+    return OTTER_OK;
+}
+
+/* ---- run ------------------------------------------------------------------------------------- */
+
+static void shape_str(const otter_tensor *t, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < t->rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static otter_status check_input(otter_session *s, rt_slot *sl, const otter_tensor *t) {
+    const otter_value *v = sl->decl;
+    if (!v || !v->has_type || v->type.kind != OTTER_TYPE_TENSOR) return OTTER_OK;
+    const otter_type *ty = &v->type;
+    char shape[256];
+    if (ty->has_elem_type && ty->elem_type != t->dtype)
+        return ot_error(OTTER_ERR_INVALID, "input '%s': element type %s, expected %s", sl->name,
+                        otter_dtype_name(t->dtype), otter_dtype_name(ty->elem_type));
+    if (ty->rank < 0) return OTTER_OK;
+    shape_str(t, shape, sizeof shape);
+    if (ty->rank != t->rank)
+        return ot_error(OTTER_ERR_INVALID, "input '%s': rank %d (shape %s), expected rank %d", sl->name, t->rank, shape,
+                        ty->rank);
+    for (int d = 0; d < ty->rank; d++) {
+        if (ty->dims[d].value >= 0 && ty->dims[d].value != t->dims[d])
+            return ot_error(OTTER_ERR_INVALID, "input '%s': dimension %d is %lld (shape %s), expected %lld", sl->name,
+                            d, (long long)t->dims[d], shape, (long long)ty->dims[d].value);
+        int k = sl->dim_sym ? sl->dim_sym[d] : -1;
+        if (k < 0) continue;
+        rt_sym *sym = &s->syms[k];
+        if (!sym->bound) {
+            sym->bound = true;
+            sym->value = t->dims[d];
+        } else if (sym->value != t->dims[d]) {
+            return ot_error(OTTER_ERR_INVALID,
+                            "input '%s': dimension %d ('%s') is %lld (shape %s), but '%s' is %lld in an earlier input",
+                            sl->name, d, sym->param, (long long)t->dims[d], shape, sym->param, (long long)sym->value);
+        }
+    }
+    return OTTER_OK;
+}
+
+/* Copy a value to the caller: a new tensor, or into the caller's. */
+static otter_status copy_out(const otter_tensor *src, otter_tensor **dst, const char *name) {
+    if (!*dst) {
+        otter_tensor *t = NULL;
+        OT_TRY(otter_tensor_from_data(&t, name, src->dtype, src->rank, src->dims, src->data));
+        *dst = t;
+        return OTTER_OK;
+    }
+    otter_tensor *d = *dst;
+    if (d->dtype != src->dtype)
+        return ot_error(OTTER_ERR_ARGUMENT, "output '%s': the tensor given has element type %s, the output is %s", name,
+                        otter_dtype_name(d->dtype), otter_dtype_name(src->dtype));
+    size_t nb = otter_tensor_nbytes(src);
+    int64_t n = otter_tensor_numel(src);
+    if (d->dtype == OTTER_DTYPE_STRING && d->owns_data && d->data) {
+        otter_bytes *b = d->data;
+        for (int64_t i = 0, m = otter_tensor_numel(d); i < m; i++) {
+            ot_free(b[i].data);
+            b[i] = (otter_bytes){0};
+        }
+    }
+    if (otter_tensor_nbytes(d) != nb || (!d->data && nb)) {
+        if (!d->owns_data)
+            return ot_error(OTTER_ERR_ARGUMENT, "output '%s': the view given holds %zu bytes, the output %zu", name,
+                            otter_tensor_nbytes(d), nb);
+        void *p = ot_realloc(d->data, nb);
+        if (!p) return OT_NOMEM();
+        d->data = p;
+    }
+    d->rank = src->rank;
+    for (int i = 0; i < src->rank; i++) d->dims[i] = src->dims[i];
+    if (src->dtype == OTTER_DTYPE_STRING) {
+        const otter_bytes *sb = src->data;
+        otter_bytes *db = d->data;
+        for (int64_t i = 0; i < n; i++) {
+            db[i].data = ot_strndup(sb[i].data ? sb[i].data : "", sb[i].len);
+            db[i].len = sb[i].len;
+            if (!db[i].data) return OT_NOMEM();
+        }
+    } else if (nb) {
+        memcpy(d->data, src->data, nb);
+    }
+    return OTTER_OK;
+}
+
+static void release_values(otter_session *s) {
+    for (size_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].kind == RT_VALUE) release_data(&s->slots[i]);
+    for (size_t k = 0; k < s->n_nodes; k++) free_scratch(&s->nodes[k]);
+}
+
+static otter_status bind_one(otter_session *s, size_t si, const otter_tensor *t, rt_key *cur) {
+    rt_slot *sl = &s->slots[si];
+    if (!t) return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor is NULL", sl->name);
+    if (t->dtype == OTTER_DTYPE_UNDEFINED || (t->data == NULL && otter_tensor_numel(t) > 0))
+        return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor has no data", sl->name);
+    OT_TRY(check_input(s, sl, t));
+    sl->cur = (otter_tensor *)(uintptr_t)t;
+    for (size_t j = 0; j < s->n_all_inputs; j++)
+        if (s->all_inputs[j] == si) {
+            cur[j].given = true;
+            cur[j].dtype = t->dtype;
+            cur[j].rank = t->rank;
+            memcpy(cur[j].dims, t->dims, sizeof t->dims);
+        }
+    return OTTER_OK;
+}
+
+static otter_status run_graph(otter_session *s, size_t n_in, const char *const *in_names, const otter_tensor *const *in,
+                              size_t n_out, const char *const *out_names, otter_tensor **out) {
+    if (n_in && !in) return ot_error(OTTER_ERR_ARGUMENT, "run: inputs is NULL");
+    if (n_out && !out) return ot_error(OTTER_ERR_ARGUMENT, "run: outputs is NULL");
+    if (n_out > s->n_outputs && !out_names)
+        return ot_error(OTTER_ERR_ARGUMENT, "run: %zu outputs asked for, the graph has %zu", n_out, s->n_outputs);
+    rt_key *plan_key = s->key, *cur = s->key + s->n_all_inputs + 1;
+    for (size_t j = 0; j < s->n_all_inputs; j++) {
+        rt_slot *sl = &s->slots[s->all_inputs[j]];
+        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
+        cur[j].given = false;
+    }
+    for (size_t k = 0; k < s->n_syms; k++) s->syms[k].bound = false;
+    if (!in_names) {
+        if (n_in > s->n_inputs)
+            return ot_error(OTTER_ERR_ARGUMENT, "run: %zu inputs given, the graph takes %zu", n_in, s->n_inputs);
+        for (size_t i = 0; i < n_in; i++) OT_TRY(bind_one(s, s->inputs[i], in[i], cur));
+    } else {
+        for (size_t i = 0; i < n_in; i++) {
+            const char *name = in_names[i] ? in_names[i] : "";
+            size_t si = table_find(s, name);
+            if (si == RT_NONE || !s->slots[si].decl)
+                return ot_error(OTTER_ERR_NOT_FOUND, "input '%s': the graph has no such input", name);
+            OT_TRY(bind_one(s, si, in[i], cur));
+        }
+    }
+    for (size_t i = 0; i < s->n_inputs; i++)
+        if (!s->slots[s->inputs[i]].cur)
+            return ot_error(OTTER_ERR_INVALID, "input '%s' is missing", s->slots[s->inputs[i]].name);
+    /* same shapes as the plan? */
+    if (s->have_plan)
+        for (size_t j = 0; j < s->n_all_inputs && s->have_plan; j++) {
+            const rt_key *a = &plan_key[j], *b = &cur[j];
+            if (a->given != b->given ||
+                (b->given && (a->dtype != b->dtype || a->rank != b->rank ||
+                              memcmp(a->dims, b->dims, (size_t)b->rank * sizeof(int64_t)) != 0)))
+                s->have_plan = false;
+        }
+    s->n_fallbacks = 0;
+    for (size_t i = 0; i < s->n_slots; i++) {
+        rt_slot *sl = &s->slots[i];
+        if (sl->kind == RT_VALUE) {
+            if (sl->cur) release_data(sl);
+            sl->size = 0;
+        } else if (sl->kind == RT_CONST) {
+            sl->cur = &sl->tensor;
+        }
+    }
+    otter_status st = OTTER_OK;
+    for (size_t e = 0; e < s->n_order && st == OTTER_OK; e++) {
+        rt_node *rn = &s->nodes[s->order[e]];
+        rn->scratch_size = 0;
+        st = exec_node(s, rn);
+        for (size_t d = 0; d < rn->n_dying && st == OTTER_OK; d++) release_data(&s->slots[rn->dying[d]]);
+    }
+    for (size_t i = 0; i < n_out && st == OTTER_OK; i++) {
+        size_t oi = i;
+        if (out_names) {
+            for (oi = 0; oi < s->n_outputs; oi++)
+                if (out_names[i] && strcmp(s->graph->outputs[oi].name, out_names[i]) == 0) break;
+            if (oi == s->n_outputs) {
+                st = ot_error(OTTER_ERR_NOT_FOUND, "output '%s': the graph has no such output",
+                              out_names[i] ? out_names[i] : "(null)");
+                break;
+            }
+        }
+        const char *name = s->graph->outputs[oi].name;
+        const otter_tensor *v = slot_target(s, s->outputs[oi])->cur;
+        if (!v)
+            st = ot_error(OTTER_ERR_INVALID, "output '%s' was not produced", name);
+        else
+            st = copy_out(v, &out[i], name);
+    }
+    release_values(s);
+    for (size_t j = 0; j < s->n_all_inputs; j++) {
+        rt_slot *sl = &s->slots[s->all_inputs[j]];
+        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
+    }
+    s->stats.n_runs++;
+    s->stats.n_heap_fallbacks = s->n_fallbacks;
+    if (st == OTTER_OK && (!s->have_plan || s->n_fallbacks > 0)) {
+        memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
+        if (rt_plan(s) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
+    }
+    return st;
+}
+
+otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *const *input_names,
+                               const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
+                               otter_tensor **outputs) {
+    if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_run: session is NULL");
+    return run_graph(s, n_inputs, input_names, inputs, n_outputs, output_names, outputs);
+}
+
+otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
+                                 size_t n_out, otter_tensor **out) {
+    rt_node *rn = rt_node_of(ctx);
+    otter_session *s = ctx->runtime;
+    char label[256];
+    node_label(ctx->node, rn->index, label, sizeof label);
+    otter_session *sub = NULL;
+    for (size_t i = 0; i < rn->n_subs; i++)
+        if (rn->sub_graphs[i] == g) sub = rn->subs[i];
+    if (!sub) {
+        s->err_named = true;
+        return ot_error(OTTER_ERR_ARGUMENT, "node %s: the graph given is not an attribute of this node", label);
+    }
+    if (n_out > sub->n_outputs) {
+        s->err_named = true;
+        return ot_error(OTTER_ERR_ARGUMENT, "node %s: %zu outputs asked of subgraph '%s', which has %zu", label, n_out,
+                        g->name ? g->name : "", sub->n_outputs);
+    }
+    otter_status st = run_graph(sub, n_in, NULL, (const otter_tensor *const *)in, n_out, NULL, out);
+    if (st != OTTER_OK) {
+        s->err_named = true;
+        return ot_error_context(st, "node %s, subgraph '%s': ", label, g->name ? g->name : "");
+    }
+    return OTTER_OK;
+}

@@ -1,0 +1,125 @@
+/* Session internals shared by session.c and plan.c. */
+#ifndef OTTER_RUNTIME_SESSION_H
+#define OTTER_RUNTIME_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otter/runtime.h"
+#include "runtime/op.h"
+#include "runtime/threadpool.h"
+
+#define RT_NONE    SIZE_MAX       /* omitted optional input */
+#define RT_FOREVER (SIZE_MAX - 1) /* last_use of a graph output */
+#define RT_ALIGN   64
+
+typedef enum rt_slot_kind {
+    RT_INPUT, /* graph input the caller gives */
+    RT_INIT,  /* initializer (overridable when decl != NULL) */
+    RT_CONST, /* folded at create: owned by the session */
+    RT_VALUE, /* produced by a node each run */
+    RT_OUTER  /* a value of an enclosing graph (subgraph sessions) */
+} rt_slot_kind;
+
+/* One tensor name of the graph. */
+typedef struct rt_slot {
+    const char *name; /* points into the model ("" for an unnamed optional output) */
+    rt_slot_kind kind;
+    otter_tensor *cur;   /* the value now (NULL: not available) */
+    otter_tensor tensor; /* header for VALUE / CONST slots */
+    const otter_tensor *init;
+    const otter_value *decl; /* graph-input declaration (INPUT, overridable INIT) */
+    int *dim_sym;            /* per declared dim: index of its symbol in the session's list, or -1 */
+    struct otter_session *outer_session;
+    size_t outer_slot;
+    size_t producer; /* exec index of the producing node (VALUE) */
+    size_t last_use; /* exec index of the last reader; RT_FOREVER for graph outputs */
+    void *heap;      /* data allocated outside the arena (this run or CONST) */
+    size_t size;     /* bytes requested this run */
+    bool is_string;  /* last requested dtype was STRING */
+    bool planned;
+    size_t offset, plan_size;
+} rt_slot;
+
+typedef struct rt_node {
+    ot_kernel_ctx ctx; /* first: kernels get &ctx, the runtime finds the node from it */
+    size_t index;      /* position in the model's graph */
+    const otter_node *node;
+    const ot_op_def *def;
+    bool alive;       /* false: dropped or folded */
+    size_t *in_slots; /* n_inputs */
+    size_t *out_slots;
+    otter_tensor **in_ptrs;
+    otter_tensor **out_ptrs;
+    size_t *outer_reads, n_outer_reads; /* slots its subgraphs read */
+    size_t *dying, n_dying, cap_dying;  /* slots whose last reader is this node */
+    size_t n_subs;
+    const otter_graph **sub_graphs;
+    struct otter_session **subs;
+    /* scratch */
+    size_t scratch_used, scratch_size; /* this call; bytes requested this run (aligned sum) */
+    size_t scratch_offset, scratch_plan;
+    bool scratch_planned;
+    void **scratch_heap;
+    size_t n_scratch_heap, cap_scratch_heap;
+} rt_node;
+
+typedef struct rt_key {
+    bool given;
+    otter_dtype dtype;
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+} rt_key;
+
+typedef struct rt_sym {
+    const char *param;
+    int64_t value;
+    bool bound;
+} rt_sym;
+
+struct otter_session {
+    otter_model *owned_model;
+    const otter_model *model;
+    const otter_graph *graph;
+    struct otter_session *parent;
+    otter_session_options opts;
+    ot_pool *pool;
+    bool owns_pool;
+    int n_threads;
+
+    rt_slot *slots;
+    size_t n_slots, cap_slots;
+    size_t *table; /* open addressing: slot index + 1, 0 empty */
+    size_t table_cap;
+
+    rt_node *nodes; /* one per model node */
+    size_t n_nodes;
+    size_t *order; /* exec order: indices of alive nodes */
+    size_t n_order;
+
+    size_t *inputs, n_inputs;         /* required inputs (API order) */
+    size_t *all_inputs, n_all_inputs; /* every graph input (incl. overridable initializers) */
+    size_t *outputs, n_outputs;
+    rt_sym *syms;
+    size_t n_syms;
+
+    /* plan */
+    bool have_plan;
+    rt_key *key; /* n_all_inputs: the shapes the plan is for */
+    unsigned char *arena_mem;
+    unsigned char *arena; /* aligned into arena_mem */
+    size_t arena_cap, arena_size;
+    size_t n_fallbacks; /* allocations outside the plan this run */
+    bool folding;       /* create-time: outputs become session-owned constants */
+
+    otter_memory_stats stats;
+    bool err_named; /* the current error already names the node */
+};
+
+/* plan.c: lay out every VALUE slot and scratch block of the last run into one arena. */
+otter_status rt_plan(otter_session *s);
+
+static inline rt_node *rt_node_of(const ot_kernel_ctx *ctx) { return (rt_node *)(void *)(uintptr_t)ctx; }
+
+#endif
