@@ -1,5 +1,771 @@
-#include "runtime/op.h"
+/* Reductions and axis-wise operators: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum, TopK.
+ *
+ * Most of them view the input as [outer, R, inner] (R: the reduced / scanned extent, inner: the
+ * elements after it), which turns every case into contiguous loops: inner == 1 reduces contiguous
+ * runs, inner > 1 accumulates whole rows (vectorised). Reductions over axes that don't form one
+ * block go through a general gather path. Compute types: float (float16/bfloat16 converted),
+ * double, and int64 for integer inputs (double where the op needs exp/log/sqrt). */
+#include <float.h>
+#include <math.h>
+
+#include "runtime/ops/broadcast.h"
+
+static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
+    *t = ot_ctx_input(ctx, i);
+    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    return OTTER_OK;
+}
+
+static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
+                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
+}
+
+static bool is_numeric(otter_dtype t) {
+    return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_STRING && t != OTTER_DTYPE_BOOL &&
+           t != OTTER_DTYPE_COMPLEX64 && t != OTTER_DTYPE_COMPLEX128 && t < OTTER_DTYPE_COUNT_;
+}
+
+/* Input converted to compute type ct (a borrowed pointer when it already is). */
+static otter_status to_compute(const otter_tensor *t, otter_dtype ct, void **data, bool *owned) {
+    int64_t n = otter_tensor_numel(t);
+    if (t->dtype == ct) {
+        *data = t->data;
+        *owned = false;
+        return OTTER_OK;
+    }
+    *data = ot_malloc((size_t)(n ? n : 1) * otter_dtype_size(ct));
+    if (!*data) return OT_NOMEM();
+    *owned = true;
+    ot_convert(*data, ct, t->data, t->dtype, n);
+    return OTTER_OK;
+}
+
+/* Extent before, at and after axis. */
+static void split_at(const otter_tensor *t, int axis, int64_t *outer, int64_t *r, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= t->dims[i];
+    *r = t->dims[axis];
+    for (int i = axis + 1; i < t->rank; i++) *inner *= t->dims[i];
+}
+
+/* ======================================================================================== */
+/* Reduce*                                                                                   */
+/* ======================================================================================== */
+
+typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQUARE } red_kind;
+typedef enum { ACC_SUM, ACC_PROD, ACC_MAX, ACC_MIN } acc_kind;
+typedef enum { MAP_ID, MAP_ABS, MAP_SQ, MAP_EXPSHIFT } map_kind;
+
+typedef struct {
+    const void *x;
+    void *y;
+    const void *shift; /* per-output max for MAP_EXPSHIFT */
+    acc_kind acc;
+    map_kind map;
+    int64_t outer, r, inner; /* block view (block == true) */
+    bool block;
+    /* general view: reduced offsets and the kept dims/strides */
+    const int64_t *roff;
+    int nkeep;
+    int64_t kdims[OTTER_MAX_RANK], kstrides[OTTER_MAX_RANK];
+} red_job;
+
+#define ACC_OP(ACC, a, v)                                                                                              \
+    ((ACC) == ACC_SUM    ? (a) + (v)                                                                                   \
+     : (ACC) == ACC_PROD ? (a) * (v)                                                                                   \
+     : (ACC) == ACC_MAX  ? ((v) > (a) ? (v) : (a))                                                                     \
+                         : ((v) < (a) ? (v) : (a)))
+
+/* One kernel per (compute type, acc, map); the switch picks it outside the loops. */
+#define RED_LOOPS(T, ACC, MAP)                                                                                         \
+    do {                                                                                                               \
+        const T *x = j->x;                                                                                             \
+        T *y = j->y;                                                                                                   \
+        const T *sh = j->shift;                                                                                        \
+        (void)sh;                                                                                                      \
+        if (j->block && j->inner == 1) {                                                                               \
+            for (int64_t o = begin; o < end; o++) {                                                                    \
+                const T *p = x + o * j->r;                                                                             \
+                T a = init;                                                                                            \
+                for (int64_t k = 0; k < j->r; k++) {                                                                   \
+                    T v = p[k];                                                                                        \
+                    (void)0;                                                                                           \
+                    T m = MAP(v, o);                                                                                   \
+                    a = ACC_OP(ACC, a, m);                                                                             \
+                }                                                                                                      \
+                y[o] = a;                                                                                              \
+            }                                                                                                          \
+        } else if (j->block) {                                                                                         \
+            int64_t in = j->inner;                                                                                     \
+            for (int64_t o = begin; o < end; o++) {                                                                    \
+                T *yo = y + o * in;                                                                                    \
+                for (int64_t i = 0; i < in; i++) yo[i] = init;                                                         \
+                for (int64_t k = 0; k < j->r; k++) {                                                                   \
+                    const T *p = x + (o * j->r + k) * in;                                                              \
+                    for (int64_t i = 0; i < in; i++) {                                                                 \
+                        T v = p[i];                                                                                    \
+                        T m = MAP(v, o * in + i);                                                                      \
+                        yo[i] = ACC_OP(ACC, yo[i], m);                                                                 \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (int64_t o = begin; o < end; o++) {                                                                    \
+                int64_t base = 0, rem = o;                                                                             \
+                for (int d = j->nkeep - 1; d >= 0; d--) {                                                              \
+                    base += (rem % j->kdims[d]) * j->kstrides[d];                                                      \
+                    rem /= j->kdims[d];                                                                                \
+                }                                                                                                      \
+                T a = init;                                                                                            \
+                for (int64_t k = 0; k < j->r; k++) {                                                                   \
+                    T v = x[base + j->roff[k]];                                                                        \
+                    T m = MAP(v, o);                                                                                   \
+                    a = ACC_OP(ACC, a, m);                                                                             \
+                }                                                                                                      \
+                y[o] = a;                                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
+#define MAP_ID_F(v, o)    (v)
+#define MAP_ABS_F(v, o)   ((v) < 0 ? -(v) : (v))
+#define MAP_SQ_F(v, o)    ((v) * (v))
+#define MAP_EXP_F32(v, o) expf((v)-sh[o])
+#define MAP_EXP_F64(v, o) exp((v)-sh[o])
+
+#define RED_TYPE(S, T, INIT_MAX, INIT_MIN, EXPMAP)                                                                     \
+    static void red_##S(void *arg, int64_t begin, int64_t end) {                                                       \
+        const red_job *j = arg;                                                                                        \
+        T init;                                                                                                        \
+        switch (j->acc) {                                                                                              \
+        case ACC_SUM:                                                                                                  \
+            init = 0;                                                                                                  \
+            break;                                                                                                     \
+        case ACC_PROD:                                                                                                 \
+            init = 1;                                                                                                  \
+            break;                                                                                                     \
+        case ACC_MAX:                                                                                                  \
+            init = INIT_MAX;                                                                                           \
+            break;                                                                                                     \
+        default:                                                                                                       \
+            init = INIT_MIN;                                                                                           \
+            break;                                                                                                     \
+        }                                                                                                              \
+        if (j->acc == ACC_SUM && j->map == MAP_ID)                                                                     \
+            RED_LOOPS(T, ACC_SUM, MAP_ID_F);                                                                           \
+        else if (j->acc == ACC_SUM && j->map == MAP_ABS)                                                               \
+            RED_LOOPS(T, ACC_SUM, MAP_ABS_F);                                                                          \
+        else if (j->acc == ACC_SUM && j->map == MAP_SQ)                                                                \
+            RED_LOOPS(T, ACC_SUM, MAP_SQ_F);                                                                           \
+        else if (j->acc == ACC_SUM && j->map == MAP_EXPSHIFT)                                                          \
+            RED_LOOPS(T, ACC_SUM, EXPMAP);                                                                             \
+        else if (j->acc == ACC_PROD)                                                                                   \
+            RED_LOOPS(T, ACC_PROD, MAP_ID_F);                                                                          \
+        else if (j->acc == ACC_MAX)                                                                                    \
+            RED_LOOPS(T, ACC_MAX, MAP_ID_F);                                                                           \
+        else                                                                                                           \
+            RED_LOOPS(T, ACC_MIN, MAP_ID_F);                                                                           \
+    }
+RED_TYPE(f32, float, -INFINITY, INFINITY, MAP_EXP_F32)
+RED_TYPE(f64, double, -INFINITY, INFINITY, MAP_EXP_F64)
+#define MAP_EXP_I64(v, o) (v) /* never used: exp reductions run in double */
+RED_TYPE(i64, int64_t, INT64_MIN, INT64_MAX, MAP_EXP_I64)
+
+static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64_t nout) {
+    ot_range_fn fn = ct == OTTER_DTYPE_FLOAT ? red_f32 : ct == OTTER_DTYPE_DOUBLE ? red_f64 : red_i64;
+    int64_t units = j->block ? j->outer : nout;
+    int64_t per = j->block ? j->r * j->inner : j->r;
+    int64_t grain = per > 0 ? (16384 + per - 1) / per : units;
+    if (grain < 1) grain = 1;
+    if (units > 0) ot_parallel_for(ctx, units, grain, fn, j);
+}
+
+static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    int rank = x->rank;
+    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
+    bool axes_input = (kind == R_SUM && ctx->opset >= 13) || ctx->opset >= 18;
+    bool noop = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
+    int64_t axes[OTTER_MAX_RANK];
+    int64_t naxes = 0;
+    if (axes_input) {
+        if (ot_ctx_input(ctx, 1)) OT_TRY(ot_ctx_input_ints(ctx, 1, axes, OTTER_MAX_RANK, &naxes));
+    } else {
+        const otter_attr *a = otter_node_attr(ctx->node, "axes");
+        if (a) {
+            if (a->n_ints > OTTER_MAX_RANK)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axes' has %zu entries", a->n_ints);
+            naxes = (int64_t)a->n_ints;
+            memcpy(axes, a->ints, sizeof(int64_t) * a->n_ints);
+        }
+    }
+    bool red[OTTER_MAX_RANK] = {false};
+    for (int64_t i = 0; i < naxes; i++) {
+        int64_t ax = axes[i];
+        if (!ot_norm_axis(&ax, rank))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
+                                (long long)axes[i], ot_ctx_input_name(ctx, 0), rank);
+        red[ax] = true;
+    }
+    if (naxes == 0 && noop) {
+        otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+        if (!y) return OTTER_ERR_NOMEM;
+        if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
+        return OTTER_OK;
+    }
+    if (naxes == 0)
+        for (int i = 0; i < rank; i++) red[i] = true;
+    int64_t odims[OTTER_MAX_RANK];
+    int orank = 0;
+    int64_t r = 1, nout = 1;
+    for (int i = 0; i < rank; i++) {
+        if (red[i]) {
+            r *= x->dims[i];
+            if (keepdims) odims[orank++] = 1;
+        } else {
+            odims[orank++] = x->dims[i];
+            nout *= x->dims[i];
+        }
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, orank, odims);
+    if (!y) return OTTER_ERR_NOMEM;
+    if (nout == 0) return OTTER_OK;
+
+    /* compute type */
+    bool needs_float = kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP;
+    otter_dtype ct = x->dtype == OTTER_DTYPE_DOUBLE                  ? OTTER_DTYPE_DOUBLE
+                     : otter_dtype_is_float(x->dtype)                ? OTTER_DTYPE_FLOAT
+                     : needs_float || x->dtype == OTTER_DTYPE_UINT64 ? OTTER_DTYPE_DOUBLE
+                                                                     : OTTER_DTYPE_INT64;
+    size_t cs = otter_dtype_size(ct);
+    void *xd = NULL, *yd = NULL, *shift = NULL;
+    int64_t *roff = NULL;
+    bool x_owned = false;
+    otter_status s = to_compute(x, ct, &xd, &x_owned);
+    if (s != OTTER_OK) return s;
+    yd = y->dtype == ct ? y->data : ot_malloc((size_t)nout * cs);
+    if (!yd) {
+        s = OT_NOMEM();
+        goto done;
+    }
+
+    /* view: groups of (kept / reduced) dims without size-1 dims */
+    red_job j;
+    memset(&j, 0, sizeof j);
+    j.x = xd;
+    j.y = yd;
+    int64_t gsz[OTTER_MAX_RANK];
+    bool gred[OTTER_MAX_RANK];
+    int ng = 0;
+    for (int i = 0; i < rank; i++) {
+        if (x->dims[i] == 1) continue;
+        if (ng > 0 && gred[ng - 1] == red[i])
+            gsz[ng - 1] *= x->dims[i];
+        else {
+            gsz[ng] = x->dims[i];
+            gred[ng++] = red[i];
+        }
+    }
+    int nred_groups = 0;
+    for (int g = 0; g < ng; g++) nred_groups += gred[g];
+    if (nred_groups <= 1) {
+        j.block = true;
+        j.outer = 1, j.r = 1, j.inner = 1;
+        bool after = false;
+        for (int g = 0; g < ng; g++) {
+            if (gred[g]) {
+                j.r = gsz[g];
+                after = true;
+            } else if (after)
+                j.inner *= gsz[g];
+            else
+                j.outer *= gsz[g];
+        }
+    } else {
+        /* general: offsets of every reduced index combination, kept dims decomposed per output */
+        j.block = false;
+        j.r = r;
+        roff = ot_malloc(sizeof(int64_t) * (size_t)(r ? r : 1));
+        if (!roff) {
+            s = OT_NOMEM();
+            goto done;
+        }
+        int64_t strides[OTTER_MAX_RANK], st = 1;
+        for (int i = rank - 1; i >= 0; i--) {
+            strides[i] = st;
+            st *= x->dims[i];
+        }
+        for (int64_t k = 0; k < r; k++) {
+            int64_t rem = k, off = 0;
+            for (int i = rank - 1; i >= 0; i--)
+                if (red[i]) {
+                    off += (rem % x->dims[i]) * strides[i];
+                    rem /= x->dims[i];
+                }
+            roff[k] = off;
+        }
+        for (int i = 0; i < rank; i++)
+            if (!red[i]) {
+                j.kdims[j.nkeep] = x->dims[i];
+                j.kstrides[j.nkeep++] = strides[i];
+            }
+        j.roff = roff;
+    }
+
+    switch (kind) {
+    case R_SUM:
+    case R_MEAN:
+    case R_LOGSUM:
+        j.acc = ACC_SUM, j.map = MAP_ID;
+        break;
+    case R_L1:
+        j.acc = ACC_SUM, j.map = MAP_ABS;
+        break;
+    case R_L2:
+    case R_SUMSQUARE:
+        j.acc = ACC_SUM, j.map = MAP_SQ;
+        break;
+    case R_MAX:
+        j.acc = ACC_MAX, j.map = MAP_ID;
+        break;
+    case R_MIN:
+        j.acc = ACC_MIN, j.map = MAP_ID;
+        break;
+    case R_PROD:
+        j.acc = ACC_PROD, j.map = MAP_ID;
+        break;
+    case R_LOGSUMEXP:
+        j.acc = ACC_MAX, j.map = MAP_ID;
+        break;
+    }
+    if (kind == R_LOGSUMEXP) {
+        shift = ot_malloc((size_t)nout * cs);
+        if (!shift) {
+            s = OT_NOMEM();
+            goto done;
+        }
+        j.y = shift;
+        red_exec(ctx, ct, &j, nout);
+        /* an all -inf (or empty) slice would give inf - inf: shift by 0 there */
+        for (int64_t i = 0; i < nout; i++) {
+            double v = ot_get_f64(shift, ct, i);
+            if (!isfinite(v)) ot_set_f64(shift, ct, i, 0);
+        }
+        j.y = yd;
+        j.shift = shift;
+        j.acc = ACC_SUM;
+        j.map = MAP_EXPSHIFT;
+    }
+    red_exec(ctx, ct, &j, nout);
+
+    /* post-processing */
+    if (kind == R_MEAN || kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP) {
+        for (int64_t i = 0; i < nout; i++) {
+            if (ct == OTTER_DTYPE_INT64) {
+                int64_t *p = yd;
+                p[i] = r ? p[i] / r : 0;
+                continue;
+            }
+            double v = ot_get_f64(yd, ct, i);
+            if (kind == R_MEAN) v = v / (double)r;
+            if (kind == R_L2) v = sqrt(v);
+            if (kind == R_LOGSUM) v = log(v);
+            if (kind == R_LOGSUMEXP) v = log(v) + ot_get_f64(shift, ct, i);
+            ot_set_f64(yd, ct, i, v);
+        }
+    }
+    if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
+done:
+    if (x_owned) ot_free(xd);
+    if (yd && yd != y->data) ot_free(yd);
+    ot_free(shift);
+    ot_free(roff);
+    return s;
+}
+
+#define REDUCE_RUN(NAME, KIND)                                                                                         \
+    static otter_status NAME##_run(ot_kernel_ctx *ctx) { return reduce_common(ctx, KIND); }
+REDUCE_RUN(reduce_sum, R_SUM)
+REDUCE_RUN(reduce_mean, R_MEAN)
+REDUCE_RUN(reduce_max, R_MAX)
+REDUCE_RUN(reduce_min, R_MIN)
+REDUCE_RUN(reduce_prod, R_PROD)
+REDUCE_RUN(reduce_l1, R_L1)
+REDUCE_RUN(reduce_l2, R_L2)
+REDUCE_RUN(reduce_log_sum, R_LOGSUM)
+REDUCE_RUN(reduce_log_sum_exp, R_LOGSUMEXP)
+REDUCE_RUN(reduce_sum_square, R_SUMSQUARE)
+
+/* ======================================================================================== */
+/* ArgMax / ArgMin                                                                           */
+/* ======================================================================================== */
+
+static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
+    bool last = otter_node_attr_int(ctx->node, "select_last_index", 0) != 0;
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)otter_node_attr_int(ctx->node, "axis", 0), ot_ctx_input_name(ctx, 0), x->rank);
+    int64_t odims[OTTER_MAX_RANK];
+    int orank = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (i != axis)
+            odims[orank++] = x->dims[i];
+        else if (keepdims)
+            odims[orank++] = 1;
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, orank, odims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t outer, r, inner;
+    split_at(x, (int)axis, &outer, &r, &inner);
+    if (r == 0 && outer * inner > 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has size 0 along axis %lld",
+                            ot_ctx_input_name(ctx, 0), (long long)axis);
+    void *xd;
+    bool owned;
+    otter_dtype ct = x->dtype == OTTER_DTYPE_FLOAT ? OTTER_DTYPE_FLOAT : OTTER_DTYPE_DOUBLE;
+    if (x->dtype == OTTER_DTYPE_INT64 || x->dtype == OTTER_DTYPE_UINT64) ct = x->dtype; /* exact */
+    OT_TRY(to_compute(x, ct, &xd, &owned));
+    int64_t *out = y->data;
+#define ARG_LOOP(T)                                                                                                    \
+    do {                                                                                                               \
+        const T *xs = xd;                                                                                              \
+        for (int64_t o = 0; o < outer; o++)                                                                            \
+            for (int64_t i = 0; i < inner; i++) {                                                                      \
+                const T *p = xs + o * r * inner + i;                                                                   \
+                T best = p[0];                                                                                         \
+                int64_t bi = 0;                                                                                        \
+                for (int64_t k = 1; k < r; k++) {                                                                      \
+                    T v = p[k * inner];                                                                                \
+                    bool better = is_max ? (last ? v >= best : v > best) : (last ? v <= best : v < best);              \
+                    if (better) best = v, bi = k;                                                                      \
+                }                                                                                                      \
+                out[o * inner + i] = bi;                                                                               \
+            }                                                                                                          \
+    } while (0)
+    if (ct == OTTER_DTYPE_FLOAT)
+        ARG_LOOP(float);
+    else if (ct == OTTER_DTYPE_DOUBLE)
+        ARG_LOOP(double);
+    else if (ct == OTTER_DTYPE_INT64)
+        ARG_LOOP(int64_t);
+    else
+        ARG_LOOP(uint64_t);
+#undef ARG_LOOP
+    if (owned) ot_free(xd);
+    return OTTER_OK;
+}
+static otter_status argmax_run(ot_kernel_ctx *ctx) { return arg_common(ctx, true); }
+static otter_status argmin_run(ot_kernel_ctx *ctx) { return arg_common(ctx, false); }
+
+/* ======================================================================================== */
+/* Softmax / LogSoftmax / Hardmax                                                            */
+/* ======================================================================================== */
+
+typedef enum { SM_SOFTMAX, SM_LOG, SM_HARD } sm_kind;
+
+typedef struct {
+    const void *x;
+    void *y;
+    int64_t r, inner;
+    sm_kind kind;
+} sm_job;
+
+#define SM_TYPE(S, T, EXP, LOG)                                                                                        \
+    static void sm_##S(void *arg, int64_t begin, int64_t end) {                                                        \
+        const sm_job *j = arg;                                                                                         \
+        int64_t r = j->r, in = j->inner;                                                                               \
+        for (int64_t u = begin; u < end; u++) {                                                                        \
+            int64_t o = u / in, i = u % in;                                                                            \
+            const T *x = (const T *)j->x + o * r * in + i;                                                             \
+            T *y = (T *)j->y + o * r * in + i;                                                                         \
+            T mx = x[0];                                                                                               \
+            int64_t mi = 0;                                                                                            \
+            for (int64_t k = 1; k < r; k++)                                                                            \
+                if (x[k * in] > mx) mx = x[k * in], mi = k;                                                            \
+            if (j->kind == SM_HARD) {                                                                                  \
+                for (int64_t k = 0; k < r; k++) y[k * in] = k == mi ? (T)1 : (T)0;                                     \
+                continue;                                                                                              \
+            }                                                                                                          \
+            T sum = 0;                                                                                                 \
+            if (j->kind == SM_SOFTMAX) {                                                                               \
+                for (int64_t k = 0; k < r; k++) {                                                                      \
+                    T e = EXP(x[k * in] - mx);                                                                         \
+                    y[k * in] = e;                                                                                     \
+                    sum += e;                                                                                          \
+                }                                                                                                      \
+                T inv = (T)1 / sum;                                                                                    \
+                for (int64_t k = 0; k < r; k++) y[k * in] *= inv;                                                      \
+            } else {                                                                                                   \
+                for (int64_t k = 0; k < r; k++) sum += EXP(x[k * in] - mx);                                            \
+                T ls = LOG(sum) + mx;                                                                                  \
+                for (int64_t k = 0; k < r; k++) y[k * in] = x[k * in] - ls;                                            \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+SM_TYPE(f32, float, expf, logf)
+SM_TYPE(f64, double, exp, log)
+
+static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    bool old = ctx->opset < 13;
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", old ? 1 : -1);
+    int64_t ax = axis;
+    if (!ot_norm_axis(&ax, x->rank > 0 ? x->rank : 1))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)axis, ot_ctx_input_name(ctx, 0), x->rank);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(x);
+    if (n == 0) return OTTER_OK;
+    int64_t outer = 1, r = 1, inner = 1;
+    if (x->rank == 0) {
+        /* a scalar: one element of its own */
+    } else if (old) { /* flatten to [prod(dims[:axis]), prod(dims[axis:])] */
+        for (int i = 0; i < ax; i++) outer *= x->dims[i];
+        for (int i = (int)ax; i < x->rank; i++) r *= x->dims[i];
+    } else {
+        split_at(x, (int)ax, &outer, &r, &inner);
+    }
+    otter_dtype ct = x->dtype == OTTER_DTYPE_DOUBLE ? OTTER_DTYPE_DOUBLE : OTTER_DTYPE_FLOAT;
+    void *xd, *yd;
+    bool owned;
+    OT_TRY(to_compute(x, ct, &xd, &owned));
+    yd = y->dtype == ct ? y->data : ot_malloc((size_t)n * otter_dtype_size(ct));
+    if (!yd) {
+        if (owned) ot_free(xd);
+        return OT_NOMEM();
+    }
+    sm_job j = {xd, yd, r, inner, kind};
+    int64_t grain = 8192 / (r ? r : 1) + 1;
+    ot_parallel_for(ctx, outer * inner, grain, ct == OTTER_DTYPE_FLOAT ? sm_f32 : sm_f64, &j);
+    if (yd != y->data) {
+        ot_convert(y->data, y->dtype, yd, ct, n);
+        ot_free(yd);
+    }
+    if (owned) ot_free(xd);
+    return OTTER_OK;
+}
+static otter_status softmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_SOFTMAX); }
+static otter_status logsoftmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_LOG); }
+static otter_status hardmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
+
+/* ======================================================================================== */
+/* CumSum                                                                                    */
+/* ======================================================================================== */
+
+#define CUMSUM_X(E, T, S)                                                                                              \
+    static void cumsum_##S(const void *xv, void *yv, int64_t outer, int64_t r, int64_t inner, bool excl, bool rev) {   \
+        const T *x = xv;                                                                                               \
+        T *y = yv;                                                                                                     \
+        for (int64_t o = 0; o < outer; o++) {                                                                          \
+            const T *xo = x + o * r * inner;                                                                           \
+            T *yo = y + o * r * inner;                                                                                 \
+            for (int64_t i = 0; i < inner; i++) {                                                                      \
+                T acc = 0;                                                                                             \
+                for (int64_t kk = 0; kk < r; kk++) {                                                                   \
+                    int64_t k = rev ? r - 1 - kk : kk;                                                                 \
+                    T v = xo[k * inner + i];                                                                           \
+                    if (excl) {                                                                                        \
+                        yo[k * inner + i] = acc;                                                                       \
+                        acc = (T)(acc + v);                                                                            \
+                    } else {                                                                                           \
+                        acc = (T)(acc + v);                                                                            \
+                        yo[k * inner + i] = acc;                                                                       \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+CUMSUM_X(OTTER_DTYPE_FLOAT, float, f32)
+CUMSUM_X(OTTER_DTYPE_DOUBLE, double, f64)
+CUMSUM_X(OTTER_DTYPE_INT32, int32_t, i32)
+CUMSUM_X(OTTER_DTYPE_INT64, int64_t, i64)
+CUMSUM_X(OTTER_DTYPE_UINT32, uint32_t, u32)
+CUMSUM_X(OTTER_DTYPE_UINT64, uint64_t, u64)
+
+static otter_status cumsum_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    int64_t axv[1], na = 0;
+    if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (axis) is missing");
+    OT_TRY(ot_ctx_input_ints(ctx, 1, axv, 1, &na));
+    if (na != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (axis) must hold one value",
+                            ot_ctx_input_name(ctx, 1));
+    int64_t axis = axv[0];
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)axv[0], ot_ctx_input_name(ctx, 0), x->rank);
+    bool excl = otter_node_attr_int(ctx->node, "exclusive", 0) != 0;
+    bool rev = otter_node_attr_int(ctx->node, "reverse", 0) != 0;
+    void (*fn)(const void *, void *, int64_t, int64_t, int64_t, bool, bool) = NULL;
+    otter_dtype ct = x->dtype;
+    switch (x->dtype) {
+    case OTTER_DTYPE_FLOAT:
+        fn = cumsum_f32;
+        break;
+    case OTTER_DTYPE_DOUBLE:
+        fn = cumsum_f64;
+        break;
+    case OTTER_DTYPE_INT32:
+        fn = cumsum_i32;
+        break;
+    case OTTER_DTYPE_INT64:
+        fn = cumsum_i64;
+        break;
+    case OTTER_DTYPE_UINT32:
+        fn = cumsum_u32;
+        break;
+    case OTTER_DTYPE_UINT64:
+        fn = cumsum_u64;
+        break;
+    case OTTER_DTYPE_FLOAT16:
+    case OTTER_DTYPE_BFLOAT16:
+        fn = cumsum_f32;
+        ct = OTTER_DTYPE_FLOAT;
+        break;
+    default:
+        return bad_type(ctx, 0, x->dtype);
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(x), outer, r, inner;
+    if (n == 0) return OTTER_OK;
+    split_at(x, (int)axis, &outer, &r, &inner);
+    void *xd, *yd;
+    bool owned;
+    OT_TRY(to_compute(x, ct, &xd, &owned));
+    yd = ct == y->dtype ? y->data : ot_malloc((size_t)n * otter_dtype_size(ct));
+    if (!yd) {
+        if (owned) ot_free(xd);
+        return OT_NOMEM();
+    }
+    fn(xd, yd, outer, r, inner, excl, rev);
+    if (yd != y->data) {
+        ot_convert(y->data, y->dtype, yd, ct, n);
+        ot_free(yd);
+    }
+    if (owned) ot_free(xd);
+    return OTTER_OK;
+}
+
+/* ======================================================================================== */
+/* TopK                                                                                      */
+/* ======================================================================================== */
+
+typedef struct {
+    double v;
+    int64_t i;
+} topk_item;
+
+static int topk_cmp_largest(const void *pa, const void *pb) {
+    const topk_item *a = pa, *b = pb;
+    if (a->v != b->v) return a->v > b->v ? -1 : 1;
+    return a->i < b->i ? -1 : (a->i > b->i);
+}
+static int topk_cmp_smallest(const void *pa, const void *pb) {
+    const topk_item *a = pa, *b = pb;
+    if (a->v != b->v) return a->v < b->v ? -1 : 1;
+    return a->i < b->i ? -1 : (a->i > b->i);
+}
+
+static otter_status topk_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    int64_t k;
+    if (ctx->opset >= 10) {
+        int64_t kv[1], nk = 0;
+        if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (K) is missing");
+        OT_TRY(ot_ctx_input_ints(ctx, 1, kv, 1, &nk));
+        if (nk != 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (K) must hold one value",
+                                ot_ctx_input_name(ctx, 1));
+        k = kv[0];
+    } else {
+        k = otter_node_attr_int(ctx->node, "k", -1);
+    }
+    int64_t axis0 = otter_node_attr_int(ctx->node, "axis", -1), axis = axis0;
+    bool largest = otter_node_attr_int(ctx->node, "largest", 1) != 0;
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)axis0, ot_ctx_input_name(ctx, 0), x->rank);
+    int64_t outer, r, inner;
+    split_at(x, (int)axis, &outer, &r, &inner);
+    if (k < 0 || k > r)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "K = %lld is outside [0, %lld] (input 0 '%s' along axis %lld)",
+                            (long long)k, (long long)r, ot_ctx_input_name(ctx, 0), (long long)axis);
+    int64_t odims[OTTER_MAX_RANK];
+    memcpy(odims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    odims[axis] = k;
+    otter_tensor *yv = ot_ctx_output(ctx, 0, x->dtype, x->rank, odims);
+    if (!yv) return OTTER_ERR_NOMEM;
+    otter_tensor *yi = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, odims);
+    if (!yi) return OTTER_ERR_NOMEM;
+    if (k == 0 || outer * inner == 0) return OTTER_OK;
+    topk_item *items = ot_malloc(sizeof(topk_item) * (size_t)r);
+    if (!items) return OT_NOMEM();
+    size_t es = otter_dtype_size(x->dtype);
+    int64_t *idx = yi->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            for (int64_t q = 0; q < r; q++) {
+                items[q].v = ot_get_f64(x->data, x->dtype, (o * r + q) * inner + i);
+                items[q].i = q;
+            }
+            qsort(items, (size_t)r, sizeof *items, largest ? topk_cmp_largest : topk_cmp_smallest);
+            for (int64_t q = 0; q < k; q++) {
+                int64_t dst = (o * k + q) * inner + i, src = (o * r + items[q].i) * inner + i;
+                memcpy((char *)yv->data + (size_t)dst * es, (const char *)x->data + (size_t)src * es, es);
+                idx[dst] = items[q].i;
+            }
+        }
+    ot_free(items);
+    return OTTER_OK;
+}
+
+/* ======================================================================================== */
 
 const ot_op_def ot_ops_reduce[] = {
+    {"", "ReduceSum", 1, reduce_sum_run, 0},
+    {"", "ReduceSum", 13, reduce_sum_run, 0}, /* axes become an input */
+    {"", "ReduceMean", 1, reduce_mean_run, 0},
+    {"", "ReduceMean", 18, reduce_mean_run, 0},
+    {"", "ReduceMax", 1, reduce_max_run, 0},
+    {"", "ReduceMax", 18, reduce_max_run, 0},
+    {"", "ReduceMin", 1, reduce_min_run, 0},
+    {"", "ReduceMin", 18, reduce_min_run, 0},
+    {"", "ReduceProd", 1, reduce_prod_run, 0},
+    {"", "ReduceProd", 18, reduce_prod_run, 0},
+    {"", "ReduceL1", 1, reduce_l1_run, 0},
+    {"", "ReduceL1", 18, reduce_l1_run, 0},
+    {"", "ReduceL2", 1, reduce_l2_run, 0},
+    {"", "ReduceL2", 18, reduce_l2_run, 0},
+    {"", "ReduceLogSum", 1, reduce_log_sum_run, 0},
+    {"", "ReduceLogSum", 18, reduce_log_sum_run, 0},
+    {"", "ReduceLogSumExp", 1, reduce_log_sum_exp_run, 0},
+    {"", "ReduceLogSumExp", 18, reduce_log_sum_exp_run, 0},
+    {"", "ReduceSumSquare", 1, reduce_sum_square_run, 0},
+    {"", "ReduceSumSquare", 18, reduce_sum_square_run, 0},
+    {"", "ArgMax", 1, argmax_run, 0},
+    {"", "ArgMin", 1, argmin_run, 0},
+    {"", "Softmax", 1, softmax_run, 0},
+    {"", "Softmax", 13, softmax_run, 0}, /* single axis instead of flatten-to-2D */
+    {"", "LogSoftmax", 1, logsoftmax_run, 0},
+    {"", "LogSoftmax", 13, logsoftmax_run, 0},
+    {"", "Hardmax", 1, hardmax_run, 0},
+    {"", "Hardmax", 13, hardmax_run, 0},
+    {"", "CumSum", 11, cumsum_run, 0},
+    {"", "TopK", 1, topk_run, 0},
+    {"", "TopK", 10, topk_run, 0}, /* K becomes an input */
     {0},
 };
