@@ -1,5 +1,1044 @@
+/* Neural-network kernels: Conv, ConvTranspose, pooling, normalization, LRN and the losses.
+ *
+ * Everything computes in float: float tensors directly, other float types (double, float16,
+ * bfloat16) and the integer types MaxPool accepts are converted in and out. Spatial kernels treat
+ * 1-D and 2-D as 3-D with leading size-1 dimensions, so one im2col / pooling loop serves all. */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
+#include "runtime/ops/gemm.h"
+
+#define MAXSP 3 /* spatial dims handled */
+
+static const char *in_name(const ot_kernel_ctx *ctx, size_t i) { return ot_ctx_input_name(ctx, i); }
+
+static bool float_like(otter_dtype t) {
+    return t == OTTER_DTYPE_FLOAT || t == OTTER_DTYPE_DOUBLE || t == OTTER_DTYPE_FLOAT16 || t == OTTER_DTYPE_BFLOAT16;
+}
+
+/* Input as float: the tensor's own data for float, else a converted copy in *tmp. */
+static otter_status in_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out,
+                           float **tmp) {
+    *tmp = NULL;
+    if (t->dtype == OTTER_DTYPE_FLOAT) {
+        *out = t->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(t);
+    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!f) return OT_NOMEM();
+    if (!ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n)) {
+        ot_free(f);
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s': dtype %s not supported", idx,
+                            in_name(ctx, idx), otter_dtype_name(t->dtype));
+    }
+    *out = f;
+    *tmp = f;
+    return OTTER_OK;
+}
+
+/* Output buffer as float: the tensor's data for float, else a scratch buffer (*tmp) that
+ * out_f32_done converts back. */
+static otter_status out_f32(otter_tensor *y, float **out, float **tmp) {
+    *tmp = NULL;
+    if (y->dtype == OTTER_DTYPE_FLOAT) {
+        *out = y->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(y);
+    *tmp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!*tmp) return OT_NOMEM();
+    *out = *tmp;
+    return OTTER_OK;
+}
+
+static void out_f32_done(otter_tensor *y, float *tmp) {
+    if (!tmp) return;
+    ot_convert(y->data, y->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(y));
+    ot_free(tmp);
+}
+
+/* An INTS attribute into out (n values expected); false when absent. Fails when the count differs. */
+static otter_status ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present) {
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    *present = false;
+    if (!a || a->n_ints == 0) return OTTER_OK;
+    if ((int64_t)a->n_ints != n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %lld", name, a->n_ints,
+                            (long long)n);
+    memcpy(out, a->ints, sizeof(int64_t) * (size_t)n);
+    *present = true;
+    return OTTER_OK;
+}
+
+/* ---- spatial geometry shared by Conv, ConvTranspose and the pools --------------------------- */
+
+typedef struct geom {
+    int nd; /* spatial dims of the op (1..3) */
+    int64_t N, C;
+    int64_t in[MAXSP], k[MAXSP], out[MAXSP], stride[MAXSP], dil[MAXSP], pb[MAXSP], pe[MAXSP], opad[MAXSP];
+    int64_t in_size, k_size, out_size;
+} geom;
+
+/* Expand nd spatial dims to 3 (leading 1s). */
+static void geom_to3(geom *g) {
+    int sh = MAXSP - g->nd;
+    if (sh == 0) goto sizes;
+    for (int i = MAXSP - 1; i >= 0; i--) {
+        int j = i - sh;
+        g->in[i] = j >= 0 ? g->in[j] : 1;
+        g->k[i] = j >= 0 ? g->k[j] : 1;
+        g->out[i] = j >= 0 ? g->out[j] : 1;
+        g->stride[i] = j >= 0 ? g->stride[j] : 1;
+        g->dil[i] = j >= 0 ? g->dil[j] : 1;
+        g->pb[i] = j >= 0 ? g->pb[j] : 0;
+        g->pe[i] = j >= 0 ? g->pe[j] : 0;
+        g->opad[i] = j >= 0 ? g->opad[j] : 0;
+    }
+sizes:
+    g->in_size = g->in[0] * g->in[1] * g->in[2];
+    g->k_size = g->k[0] * g->k[1] * g->k[2];
+    g->out_size = g->out[0] * g->out[1] * g->out[2];
+}
+
+/* Read strides, dilations, pads, auto_pad for a forward (Conv / pool) op and compute output dims.
+ * X is (N, C, spatial...), kernel dims in g->k already. */
+static otter_status geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, geom *g, bool ceil_mode) {
+    g->nd = x->rank - 2;
+    g->N = x->dims[0], g->C = x->dims[1];
+    bool has;
+    for (int i = 0; i < g->nd; i++)
+        g->in[i] = x->dims[2 + i], g->stride[i] = 1, g->dil[i] = 1, g->pb[i] = 0, g->pe[i] = 0, g->opad[i] = 0;
+    OT_TRY(ints_attr(ctx, "strides", g->nd, g->stride, &has));
+    OT_TRY(ints_attr(ctx, "dilations", g->nd, g->dil, &has));
+    int64_t pads[2 * MAXSP];
+    OT_TRY(ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
+    if (has)
+        for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
+    for (int i = 0; i < g->nd; i++)
+        if (g->stride[i] < 1 || g->dil[i] < 1 || g->k[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
+    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
+    bool same_u = strcmp(ap, "SAME_UPPER") == 0, same_l = strcmp(ap, "SAME_LOWER") == 0;
+    if (strcmp(ap, "VALID") == 0)
+        for (int i = 0; i < g->nd; i++) g->pb[i] = g->pe[i] = 0;
+    for (int i = 0; i < g->nd; i++) {
+        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
+        if (same_u || same_l) {
+            int64_t o = (g->in[i] + g->stride[i] - 1) / g->stride[i];
+            int64_t tot = (o - 1) * g->stride[i] + ke - g->in[i];
+            if (tot < 0) tot = 0;
+            g->pb[i] = same_u ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+            g->out[i] = o;
+            continue;
+        }
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
+        if (span < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "input '%s': spatial axis %d (size %lld with pads) is smaller than the kernel (%lld)",
+                                in_name(ctx, 0), i, (long long)g->in[i], (long long)ke);
+        int64_t o = (ceil_mode ? (span + g->stride[i] - 1) / g->stride[i] : span / g->stride[i]) + 1;
+        if (ceil_mode && (o - 1) * g->stride[i] >= g->in[i] + g->pb[i]) o--;
+        g->out[i] = o;
+    }
+    return OTTER_OK;
+}
+
+static otter_status check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int min_rank) {
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
+    if (x->rank < min_rank || x->rank > 2 + MAXSP) {
+        char b[128];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' %s: expected rank %d to %d (N, C, spatial...)",
+                            in_name(ctx, 0), ot_shape_str(b, sizeof b, x->rank, x->dims), min_rank, 2 + MAXSP);
+    }
+    return OTTER_OK;
+}
+
+/* ---- im2col / col2im (3-D) ---------------------------------------------------------------------- */
+
+/* Valid output positions [lo, hi) along one axis for kernel tap offset off = kk*dil - pad. */
+static void valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = in - off <= 0 ? 0 : (in - off + stride - 1) / stride;
+    if (h > out) h = out;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
+static void im2col3(const float *x, int64_t C, const geom *g, float *col) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int64_t osz = g->out_size;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    float *dst = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
+                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
+                    valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            float *drow = dst + (od * OH + oh) * OW;
+                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
+                            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                                memset(drow, 0, (size_t)OW * sizeof(float));
+                                continue;
+                            }
+                            const float *src = x + ((c * D + id) * H + ih) * W + offw;
+                            for (int64_t ow = 0; ow < wlo; ow++) drow[ow] = 0.0f;
+                            if (g->stride[2] == 1)
+                                memcpy(drow + wlo, src + wlo, (size_t)(whi - wlo) * sizeof(float));
+                            else
+                                for (int64_t ow = wlo; ow < whi; ow++) drow[ow] = src[ow * g->stride[2]];
+                            for (int64_t ow = whi; ow < OW; ow++) drow[ow] = 0.0f;
+                        }
+                    }
+                }
+}
+
+/* y[c][d][h][w] += col[(c, kd, kh, kw)][positions of x] for ConvTranspose: here g->in is the
+ * *output* (image) size and g->out the input (column) size, as in the forward conv it inverts. */
+static void col2im3(const float *col, int64_t C, const geom *g, float *y) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int64_t osz = g->out_size;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    const float *src = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
+                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
+                    valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
+                        if (id < 0 || id >= D) continue;
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
+                            if (ih < 0 || ih >= H) continue;
+                            const float *srow = src + (od * OH + oh) * OW;
+                            float *dst = y + ((c * D + id) * H + ih) * W + offw;
+                            for (int64_t ow = wlo; ow < whi; ow++) dst[ow * g->stride[2]] += srow[ow];
+                        }
+                    }
+                }
+}
+
+/* ---- Conv ---------------------------------------------------------------------------------------- */
+
+typedef struct conv_args {
+    const ot_kernel_ctx *ctx;
+    const geom *g;
+    const float *X, *Wt, *B;
+    float *Y;
+    int64_t M, group, Cg, Mg;
+    bool direct; /* 1x1, stride 1, no pad: X is its own column matrix */
+    bool inner_threads;
+    atomic_int failed;
+} conv_args;
+
+static void conv_images(void *arg, int64_t n0, int64_t n1) {
+    conv_args *a = arg;
+    const geom *g = a->g;
+    int64_t rows = a->Cg * g->k_size, osz = g->out_size;
+    float *col = NULL;
+    if (!a->direct && !(col = ot_malloc((size_t)(rows * osz) * sizeof(float)))) {
+        atomic_store(&a->failed, 1);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t gr = 0; gr < a->group; gr++) {
+            const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
+            float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
+            if (!a->direct) im2col3(xg, a->Cg, g, col);
+            if (a->B)
+                for (int64_t m = 0; m < a->Mg; m++) {
+                    float b = a->B[gr * a->Mg + m];
+                    float *yr = yg + m * osz;
+                    for (int64_t j = 0; j < osz; j++) yr[j] = b;
+                }
+            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
+                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, a->B ? 1.0f : 0.0f, yg,
+                         osz) != OTTER_OK)
+                atomic_store(&a->failed, 1);
+        }
+    ot_free(col);
+}
+
+static otter_status conv_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    char s1[128], s2[128];
+    OT_TRY(check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", in_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+    if (!float_like(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    geom g;
+    memset(&g, 0, sizeof g);
+    int nd = x->rank - 2;
+    bool has;
+    for (int i = 0; i < nd; i++) g.k[i] = w->dims[2 + i];
+    int64_t ks[MAXSP];
+    OT_TRY(ints_attr(ctx, "kernel_shape", nd, ks, &has));
+    if (has)
+        for (int i = 0; i < nd; i++)
+            if (ks[i] != g.k[i])
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "kernel_shape disagrees with weight '%s' %s",
+                                    in_name(ctx, 1), ot_shape_str(s1, sizeof s1, w->rank, w->dims));
+    OT_TRY(geom_forward(ctx, x, &g, false));
+    int64_t group = otter_node_attr_int(ctx->node, "group", 1), M = w->dims[0];
+    if (group < 1 || g.C % group != 0 || M % group != 0 || w->dims[1] * group != g.C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
+                            in_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims), in_name(ctx, 1),
+                            ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld", in_name(ctx, 2),
+                            (long long)otter_tensor_numel(b), (long long)M);
+    int64_t yd[2 + MAXSP] = {g.N, M};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    geom_to3(&g);
+    if (otter_tensor_numel(y) == 0) return OTTER_OK;
+    conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group};
+    atomic_init(&a.failed, 0);
+    a.direct = g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 && g.stride[0] * g.stride[1] * g.stride[2] == 1 &&
+               g.in_size == g.out_size;
+    float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
+    otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = in_f32(ctx, 1, w, &a.Wt, &tw);
+    if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.B, &tb);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) {
+        /* Many images: one per thread, each gemm single-threaded; else threads inside the gemm. */
+        if (ctx->n_threads > 1 && g.N >= ctx->n_threads) {
+            a.inner_threads = false;
+            ot_parallel_for(ctx, g.N, 1, conv_images, &a);
+        } else {
+            a.inner_threads = true;
+            conv_images(&a, 0, g.N);
+        }
+        if (atomic_load(&a.failed)) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx), ot_free(tw), ot_free(tb);
+    return s;
+}
+
+/* ---- ConvTranspose ---------------------------------------------------------------------------- */
+
+static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    char s1[128], s2[128];
+    OT_TRY(check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", in_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+    if (!float_like(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    int nd = x->rank - 2;
+    int64_t group = otter_node_attr_int(ctx->node, "group", 1), C = x->dims[1], N = x->dims[0];
+    if (group < 1 || C % group != 0 || w->dims[0] != C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
+                            in_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims), in_name(ctx, 1),
+                            ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+    int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
+    /* g describes the equivalent forward conv: g.in = our output (image), g.out = our input. */
+    geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = nd;
+    bool has;
+    int64_t pads[2 * MAXSP] = {0}, oshape[MAXSP];
+    for (int i = 0; i < nd; i++) {
+        g.k[i] = w->dims[2 + i], g.stride[i] = 1, g.dil[i] = 1, g.opad[i] = 0;
+        g.out[i] = x->dims[2 + i];
+    }
+    OT_TRY(ints_attr(ctx, "strides", nd, g.stride, &has));
+    OT_TRY(ints_attr(ctx, "dilations", nd, g.dil, &has));
+    OT_TRY(ints_attr(ctx, "output_padding", nd, g.opad, &has));
+    bool has_pads;
+    OT_TRY(ints_attr(ctx, "pads", 2 * nd, pads, &has_pads));
+    bool has_oshape;
+    const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
+    has_oshape = osa && osa->n_ints > 0;
+    if (has_oshape) {
+        if ((int)osa->n_ints != nd && (int)osa->n_ints != nd + 2)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'output_shape' has %zu values, expected %d",
+                                osa->n_ints, nd);
+        for (int i = 0; i < nd; i++) oshape[i] = osa->ints[osa->n_ints - (size_t)nd + (size_t)i];
+    }
+    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
+    bool same_u = strcmp(ap, "SAME_UPPER") == 0, same_l = strcmp(ap, "SAME_LOWER") == 0;
+    for (int i = 0; i < nd; i++) {
+        if (g.stride[i] < 1 || g.dil[i] < 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
+        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1;
+        int64_t full = g.stride[i] * (g.out[i] - 1) + g.opad[i] + ke;
+        if (has_oshape || same_u || same_l) {
+            int64_t target = has_oshape ? oshape[i] : g.out[i] * g.stride[i];
+            int64_t tot = full - target;
+            if (tot < 0) tot = 0; /* output larger than the full result: extra positions get bias only */
+            if (same_u) {
+                g.pb[i] = tot / 2, g.pe[i] = tot - tot / 2;
+            } else if (same_l || !has_pads) {
+                g.pb[i] = tot - tot / 2, g.pe[i] = tot / 2;
+            } else {
+                g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
+            }
+            g.in[i] = target;
+        } else {
+            if (strcmp(ap, "VALID") != 0) g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
+            g.in[i] = full - g.pb[i] - g.pe[i];
+        }
+        if (g.in[i] < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "negative output size along spatial axis %d", i);
+    }
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld", in_name(ctx, 2),
+                            (long long)otter_tensor_numel(b), (long long)M);
+    int64_t yd[2 + MAXSP] = {N, M};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.in[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    geom_to3(&g);
+    const float *X, *Wt, *B = NULL;
+    float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *Y, *col = NULL;
+    otter_status s = in_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = in_f32(ctx, 1, w, &Wt, &tw);
+    if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &B, &tb);
+    if (s == OTTER_OK) s = out_f32(y, &Y, &ty);
+    int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
+    if (s == OTTER_OK && !(col = ot_malloc((size_t)(rows * isz > 0 ? rows * isz : 1) * sizeof(float)))) s = OT_NOMEM();
+    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
+        for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
+            float *yg = Y + (n * M + gr * Mg) * osz;
+            for (int64_t m = 0; m < Mg; m++) {
+                float bv = B ? B[gr * Mg + m] : 0.0f;
+                for (int64_t j = 0; j < osz; j++) yg[m * osz + j] = bv;
+            }
+            /* col (Mg*k x isz) = W_g^T (Mg*k x Cg) * X_g (Cg x isz) */
+            s = ot_sgemm(ctx, true, false, rows, isz, Cg, 1.0f, Wt + gr * Cg * rows, rows, X + (n * C + gr * Cg) * isz,
+                         isz, 0.0f, col, isz);
+            if (s == OTTER_OK) col2im3(col, Mg, &g, yg);
+        }
+    ot_free(col);
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx), ot_free(tw), ot_free(tb);
+    return s;
+}
+
+/* ---- pooling -------------------------------------------------------------------------------------- */
+
+enum { POOL_MAX, POOL_AVG, POOL_LP };
+
+typedef struct pool_args {
+    const geom *g;
+    int kind;
+    const float *X;
+    float *Y;
+    int64_t *I; /* MaxPool indices or NULL */
+    bool include_pad, col_major;
+    float p;
+} pool_args;
+
+static void pool_planes(void *arg, int64_t p0, int64_t p1) {
+    pool_args *a = arg;
+    const geom *g = a->g;
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = a->X + pl * g->in_size;
+        float *y = a->Y + pl * g->out_size;
+        int64_t *ind = a->I ? a->I + pl * g->out_size : NULL;
+        for (int64_t od = 0; od < g->out[0]; od++)
+            for (int64_t oh = 0; oh < g->out[1]; oh++)
+                for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                    int64_t s0 = od * g->stride[0] - g->pb[0], s1 = oh * g->stride[1] - g->pb[1],
+                            s2 = ow * g->stride[2] - g->pb[2];
+                    float acc = a->kind == POOL_MAX ? -INFINITY : 0.0f;
+                    int64_t best = -1, cnt = 0, cnt_pad = 0;
+                    for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                        int64_t id = s0 + kd * g->dil[0];
+                        bool okd = id >= 0 && id < D;
+                        if (id >= D + g->pe[0]) continue;
+                        for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                            int64_t ih = s1 + kh * g->dil[1];
+                            bool okh = okd && ih >= 0 && ih < H;
+                            if (ih >= H + g->pe[1]) continue;
+                            for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                int64_t iw = s2 + kw * g->dil[2];
+                                if (iw >= W + g->pe[2]) continue;
+                                cnt_pad++;
+                                if (!okh || iw < 0 || iw >= W) continue;
+                                int64_t off = (id * H + ih) * W + iw;
+                                float v = x[off];
+                                cnt++;
+                                if (a->kind == POOL_MAX) {
+                                    if (v > acc || best < 0) acc = v, best = off;
+                                } else if (a->kind == POOL_AVG) {
+                                    acc += v;
+                                } else {
+                                    acc += powf(fabsf(v), a->p);
+                                }
+                            }
+                        }
+                    }
+                    int64_t o = (od * g->out[1] + oh) * g->out[2] + ow;
+                    if (a->kind == POOL_MAX) {
+                        y[o] = acc;
+                        if (ind) {
+                            int64_t bi = best < 0 ? 0 : best;
+                            if (a->col_major) { /* (h, w) -> h + w * H (2-D), general: reversed strides */
+                                int64_t bw = bi % W, bh = (bi / W) % H, bd = bi / (W * H);
+                                bi = bd + bh * D + bw * D * H;
+                                if (g->nd == 2) bi = bh + bw * H;
+                            }
+                            ind[o] = pl * g->in_size + bi;
+                        }
+                    } else if (a->kind == POOL_AVG) {
+                        int64_t c = a->include_pad ? cnt_pad : cnt;
+                        y[o] = c ? acc / (float)c : 0.0f;
+                    } else {
+                        y[o] = powf(acc, 1.0f / a->p);
+                    }
+                }
+    }
+}
+
+static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    OT_TRY(check_x(ctx, x, 3));
+    bool int_ok = kind == POOL_MAX && (x->dtype == OTTER_DTYPE_UINT8 || x->dtype == OTTER_DTYPE_INT8);
+    if (!float_like(x->dtype) && !int_ok)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s not supported", in_name(ctx, 0),
+                            otter_dtype_name(x->dtype));
+    geom g;
+    memset(&g, 0, sizeof g);
+    int nd = x->rank - 2;
+    bool has;
+    OT_TRY(ints_attr(ctx, "kernel_shape", nd, g.k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    bool ceil_mode = otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0;
+    OT_TRY(geom_forward(ctx, x, &g, ceil_mode));
+    if (kind != POOL_MAX)
+        for (int i = 0; i < nd; i++) g.dil[i] = g.dil[i] ? g.dil[i] : 1;
+    int64_t yd[2 + MAXSP] = {g.N, g.C};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    otter_tensor *ind = NULL;
+    if (kind == POOL_MAX && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
+        ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, yd);
+        if (!ind) return OTTER_ERR_NOMEM;
+    }
+    geom_to3(&g);
+    pool_args a = {.g = &g,
+                   .kind = kind,
+                   .I = ind ? ind->data : NULL,
+                   .include_pad = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
+                   .col_major = otter_node_attr_int(ctx->node, "storage_order", 0) != 0,
+                   .p = 2.0f};
+    const otter_attr *pa = otter_node_attr(ctx->node, "p");
+    if (pa) a.p = pa->type == OTTER_ATTR_FLOAT ? pa->f : (float)pa->i;
+    float *tx = NULL, *ty = NULL;
+    otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) ot_parallel_for(ctx, g.N * g.C, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx);
+    return s;
+}
+
+static otter_status maxpool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_MAX); }
+static otter_status averagepool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_AVG); }
+static otter_status lppool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_LP); }
+
+typedef struct gpool_args {
+    const float *X;
+    float *Y;
+    int64_t sp;
+    bool max;
+} gpool_args;
+
+static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
+    gpool_args *a = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        const float *x = a->X + p * a->sp;
+        if (a->max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < a->sp; i++) m = x[i] > m ? x[i] : m;
+            a->Y[p] = m;
+        } else {
+            double s = 0;
+            for (int64_t i = 0; i < a->sp; i++) s += x[i];
+            a->Y[p] = (float)(s / (double)a->sp);
+        }
+    }
+}
+
+static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
+    if (x->rank < 2) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", in_name(ctx, 0));
+    int64_t yd[OTTER_MAX_RANK];
+    gpool_args a = {.sp = 1, .max = max};
+    for (int i = 0; i < x->rank; i++) {
+        yd[i] = i < 2 ? x->dims[i] : 1;
+        if (i >= 2) a.sp *= x->dims[i];
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    float *tx = NULL, *ty = NULL;
+    otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) ot_parallel_for(ctx, x->dims[0] * x->dims[1], 1 + 16384 / (a.sp + 1), gpool_planes, &a);
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx);
+    return s;
+}
+
+static otter_status globalaveragepool_run(ot_kernel_ctx *ctx) { return global_pool(ctx, false); }
+static otter_status globalmaxpool_run(ot_kernel_ctx *ctx) { return global_pool(ctx, true); }
+
+/* ---- BatchNormalization / InstanceNormalization ------------------------------------------------ */
+
+typedef struct bn_args {
+    const float *X, *scale, *bias, *mean, *var;
+    float *Y;
+    int64_t C, sp;
+    float eps;
+} bn_args;
+
+static void bn_planes(void *arg, int64_t p0, int64_t p1) {
+    bn_args *a = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % a->C;
+        float k = a->scale[c] / sqrtf(a->var[c] + a->eps), sh = a->bias[c] - a->mean[c] * k;
+        const float *x = a->X + p * a->sp;
+        float *y = a->Y + p * a->sp;
+        for (int64_t i = 0; i < a->sp; i++) y[i] = x[i] * k + sh;
+    }
+}
+
+static otter_status batchnorm_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
+    if (x->rank < 2) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", in_name(ctx, 0));
+    int64_t N = x->dims[0], C = x->dims[1], sp = 1;
+    for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
+    const char *names[4] = {"scale", "B", "input_mean", "input_var"};
+    for (size_t i = 1; i <= 4; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, i);
+        if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %s is missing", names[i - 1]);
+        if (otter_tensor_numel(t) != C)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %s '%s' has %lld elements, expected C = %lld",
+                                names[i - 1], in_name(ctx, i), (long long)otter_tensor_numel(t), (long long)C);
+    }
+    bool training = ctx->opset >= 14 ? otter_node_attr_int(ctx->node, "training_mode", 0) != 0
+                                     : (ctx->node->n_outputs > 1 && otter_node_attr_int(ctx->node, "is_test", 0) == 0);
+    bn_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
+    float momentum = otter_node_attr_float(ctx->node, "momentum", 0.9f);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    float *tmp[5] = {0}, *ty = NULL, *bm = NULL, *bv = NULL;
+    const float *in[5];
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; s == OTTER_OK && i < 5; i++) s = in_f32(ctx, i, ot_ctx_input(ctx, i), &in[i], &tmp[i]);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    a.X = in[0], a.scale = in[1], a.bias = in[2], a.mean = in[3], a.var = in[4];
+    if (s == OTTER_OK && training) {
+        bm = ot_calloc((size_t)C, sizeof(float)), bv = ot_calloc((size_t)C, sizeof(float));
+        if (!bm || !bv) s = OT_NOMEM();
+        for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
+            double sum = 0, sq = 0, cnt = (double)(N * sp);
+            for (int64_t n = 0; n < N; n++) {
+                const float *xp = in[0] + (n * C + c) * sp;
+                for (int64_t i = 0; i < sp; i++) sum += xp[i];
+            }
+            double mu = cnt > 0 ? sum / cnt : 0;
+            for (int64_t n = 0; n < N; n++) {
+                const float *xp = in[0] + (n * C + c) * sp;
+                for (int64_t i = 0; i < sp; i++) sq += (xp[i] - mu) * (xp[i] - mu);
+            }
+            bm[c] = (float)mu, bv[c] = (float)(cnt > 0 ? sq / cnt : 0);
+        }
+        a.mean = bm, a.var = bv;
+    }
+    if (s == OTTER_OK) ot_parallel_for(ctx, N * C, 1 + 16384 / (sp + 1), bn_planes, &a);
+    if (s == OTTER_OK && training) {
+        /* outputs 1, 2: running mean / var; (opset < 14) 3, 4: saved mean / var */
+        for (size_t o = 1; s == OTTER_OK && o < ctx->node->n_outputs && o < 5; o++) {
+            if (ot_str_empty(ctx->node->outputs[o])) continue;
+            otter_tensor *t = ot_ctx_output(ctx, o, x->dtype, 1, &C);
+            if (!t) {
+                s = OTTER_ERR_NOMEM;
+                break;
+            }
+            float *v = ot_malloc((size_t)C * sizeof(float));
+            if (!v) {
+                s = OT_NOMEM();
+                break;
+            }
+            for (int64_t c = 0; c < C; c++) {
+                if (o == 1) v[c] = in[3][c] * momentum + bm[c] * (1 - momentum);
+                if (o == 2) v[c] = in[4][c] * momentum + bv[c] * (1 - momentum);
+                if (o == 3) v[c] = bm[c];
+                if (o == 4) v[c] = bv[c];
+            }
+            ot_convert(t->data, t->dtype, v, OTTER_DTYPE_FLOAT, C);
+            ot_free(v);
+        }
+    }
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    for (int i = 0; i < 5; i++) ot_free(tmp[i]);
+    ot_free(bm), ot_free(bv);
+    return s;
+}
+
+typedef struct inorm_args {
+    const float *X, *scale, *bias;
+    float *Y;
+    int64_t C, sp;
+    float eps;
+} inorm_args;
+
+static void inorm_planes(void *arg, int64_t p0, int64_t p1) {
+    inorm_args *a = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % a->C;
+        const float *x = a->X + p * a->sp;
+        float *y = a->Y + p * a->sp;
+        double sum = 0, sq = 0;
+        for (int64_t i = 0; i < a->sp; i++) sum += x[i];
+        double mu = sum / (double)a->sp;
+        for (int64_t i = 0; i < a->sp; i++) sq += (x[i] - mu) * (x[i] - mu);
+        float k = a->scale[c] / sqrtf((float)(sq / (double)a->sp) + a->eps);
+        float sh = a->bias[c] - (float)mu * k;
+        for (int64_t i = 0; i < a->sp; i++) y[i] = x[i] * k + sh;
+    }
+}
+
+static otter_status instancenorm_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *sc = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    if (!x || !sc || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs input, scale and B");
+    if (x->rank < 3) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 3", in_name(ctx, 0));
+    int64_t C = x->dims[1], sp = 1;
+    for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
+    if (otter_tensor_numel(sc) != C || otter_tensor_numel(b) != C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale '%s' and B '%s' must have C = %lld elements",
+                            in_name(ctx, 1), in_name(ctx, 2), (long long)C);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    inorm_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
+    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL;
+    otter_status s = in_f32(ctx, 0, x, &a.X, &t0);
+    if (s == OTTER_OK) s = in_f32(ctx, 1, sc, &a.scale, &t1);
+    if (s == OTTER_OK) s = in_f32(ctx, 2, b, &a.bias, &t2);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK && sp > 0) ot_parallel_for(ctx, x->dims[0] * C, 1 + 8192 / (sp + 1), inorm_planes, &a);
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(t0), ot_free(t1), ot_free(t2);
+    return s;
+}
+
+/* ---- LayerNormalization (opset 17) -------------------------------------------------------------- */
+
+typedef struct lnorm_args {
+    const float *X, *scale, *bias;
+    const int64_t *sidx, *bidx; /* broadcast index maps over the normalized block (NULL: identity) */
+    float *Y, *mean, *inv;
+    int64_t inner;
+    float eps;
+} lnorm_args;
+
+static void lnorm_rows(void *arg, int64_t r0, int64_t r1) {
+    lnorm_args *a = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = a->X + r * a->inner;
+        float *y = a->Y + r * a->inner;
+        double sum = 0, sq = 0;
+        for (int64_t i = 0; i < a->inner; i++) sum += x[i];
+        double mu = sum / (double)a->inner;
+        for (int64_t i = 0; i < a->inner; i++) sq += (x[i] - mu) * (x[i] - mu);
+        float inv = 1.0f / sqrtf((float)(sq / (double)a->inner) + a->eps);
+        if (a->mean) a->mean[r] = (float)mu;
+        if (a->inv) a->inv[r] = inv;
+        for (int64_t i = 0; i < a->inner; i++) {
+            float v = ((float)(x[i] - mu)) * inv * a->scale[a->sidx ? a->sidx[i] : i];
+            if (a->bias) v += a->bias[a->bidx ? a->bidx[i] : i];
+            y[i] = v;
+        }
+    }
+}
+
+/* Index map of a tensor broadcast (right-aligned) to the normalized dims; NULL when identity. */
+static otter_status bcast_map(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, int nr, const int64_t *nd,
+                              int64_t inner, int64_t **map) {
+    *map = NULL;
+    if (t->rank == nr && otter_tensor_numel(t) == inner) {
+        bool same = true;
+        for (int i = 0; i < nr; i++) same &= t->dims[i] == nd[i];
+        if (same) return OTTER_OK;
+    }
+    if (t->rank > nr) goto bad;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t d = t->dims[t->rank - 1 - i];
+        if (d != 1 && d != nd[nr - 1 - i]) goto bad;
+    }
+    *map = ot_malloc((size_t)(inner > 0 ? inner : 1) * sizeof(int64_t));
+    if (!*map) return OT_NOMEM();
+    for (int64_t e = 0; e < inner; e++) {
+        int64_t r = e, off = 0, st = 1;
+        for (int i = 0; i < nr; i++) {
+            int64_t d = nd[nr - 1 - i], xi = r % d;
+            r /= d;
+            if (i < t->rank) {
+                int64_t td = t->dims[t->rank - 1 - i];
+                off += (td == 1 ? 0 : xi) * st;
+                st *= td;
+            }
+        }
+        (*map)[e] = off;
+    }
+    return OTTER_OK;
+bad : {
+    char b[128];
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' %s does not broadcast to the normalized shape", idx,
+                        in_name(ctx, idx), ot_shape_str(b, sizeof b, t->rank, t->dims));
+}
+}
+
+static otter_status layernorm_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *sc = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    if (!x || !sc) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs X and Scale");
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for input '%s' of rank %d", (long long)axis,
+                            in_name(ctx, 0), x->rank);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < x->rank; i++) *(i < axis ? &outer : &inner) *= x->dims[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t sd[OTTER_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
+    otter_tensor *tm = NULL, *ti = NULL;
+    otter_dtype st = OTTER_DTYPE_FLOAT;
+    if (otter_node_attr_int(ctx->node, "stash_type", 1) != 1) st = x->dtype;
+    if (ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
+        !(tm = ot_ctx_output(ctx, 1, st, x->rank, sd)))
+        return OTTER_ERR_NOMEM;
+    if (ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2]) &&
+        !(ti = ot_ctx_output(ctx, 2, st, x->rank, sd)))
+        return OTTER_ERR_NOMEM;
+    lnorm_args a = {.inner = inner, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
+    int64_t *smap = NULL, *bmap = NULL;
+    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *tmean = NULL, *tinv = NULL;
+    otter_status s = bcast_map(ctx, 1, sc, x->rank - (int)axis, x->dims + axis, inner, &smap);
+    if (s == OTTER_OK && b) s = bcast_map(ctx, 2, b, x->rank - (int)axis, x->dims + axis, inner, &bmap);
+    if (s == OTTER_OK) s = in_f32(ctx, 0, x, &a.X, &t0);
+    if (s == OTTER_OK) s = in_f32(ctx, 1, sc, &a.scale, &t1);
+    if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.bias, &t2);
+    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK && tm) s = out_f32(tm, &a.mean, &tmean);
+    if (s == OTTER_OK && ti) s = out_f32(ti, &a.inv, &tinv);
+    a.sidx = smap, a.bidx = bmap;
+    if (s == OTTER_OK && inner > 0) ot_parallel_for(ctx, outer, 1 + 8192 / (inner + 1), lnorm_rows, &a);
+    if (s == OTTER_OK) {
+        out_f32_done(y, ty);
+        if (tm) out_f32_done(tm, tmean);
+        if (ti) out_f32_done(ti, tinv);
+    } else {
+        ot_free(ty), ot_free(tmean), ot_free(tinv);
+    }
+    ot_free(t0), ot_free(t1), ot_free(t2), ot_free(smap), ot_free(bmap);
+    return s;
+}
+
+/* ---- LRN ------------------------------------------------------------------------------------------ */
+
+static otter_status lrn_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    OT_TRY(check_x(ctx, x, 3));
+    int64_t size = otter_node_attr_int(ctx->node, "size", 0);
+    if (size < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'size' must be >= 1");
+    float alpha = otter_node_attr_float(ctx->node, "alpha", 1e-4f),
+          beta = otter_node_attr_float(ctx->node, "beta", 0.75f), bias = otter_node_attr_float(ctx->node, "bias", 1.0f);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t N = x->dims[0], C = x->dims[1], sp = 1;
+    for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
+    const float *X;
+    float *tx = NULL, *ty = NULL, *Y;
+    otter_status s = in_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = out_f32(y, &Y, &ty);
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < sp; i++) {
+                float sq = 0;
+                for (int64_t cc = c - lo; cc <= c + hi; cc++)
+                    if (cc >= 0 && cc < C) {
+                        float v = X[(n * C + cc) * sp + i];
+                        sq += v * v;
+                    }
+                Y[(n * C + c) * sp + i] = X[(n * C + c) * sp + i] / powf(bias + alpha / (float)size * sq, beta);
+            }
+    if (s == OTTER_OK)
+        out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx);
+    return s;
+}
+
+/* ---- NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss --------------------------------------- */
+
+/* loss over log-probabilities lp (N, C, D) with targets (N, D). Writes the output tensor 0. */
+static otter_status nll_common(ot_kernel_ctx *ctx, const otter_tensor *in, const double *lp, const otter_tensor *target,
+                               const otter_tensor *weight) {
+    char s1[128], s2[128];
+    int64_t N = in->dims[0], C = in->dims[1], D = 1;
+    for (int i = 2; i < in->rank; i++) D *= in->dims[i];
+    bool shape_ok = target->rank == in->rank - 1 && target->dims[0] == N;
+    for (int i = 2; shape_ok && i < in->rank; i++) shape_ok = target->dims[i - 1] == in->dims[i];
+    if (!shape_ok)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "target '%s' %s does not match input %s (N, C, d1, ...)",
+                            in_name(ctx, 1), ot_shape_str(s1, sizeof s1, target->rank, target->dims),
+                            ot_shape_str(s2, sizeof s2, in->rank, in->dims));
+    if (target->dtype != OTTER_DTYPE_INT64 && target->dtype != OTTER_DTYPE_INT32)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "target '%s' must be int32 or int64, not %s", in_name(ctx, 1),
+                            otter_dtype_name(target->dtype));
+    if (weight && otter_tensor_numel(weight) != C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' has %lld elements, expected C = %lld", in_name(ctx, 2),
+                            (long long)otter_tensor_numel(weight), (long long)C);
+    const otter_attr *iia = otter_node_attr(ctx->node, "ignore_index");
+    bool has_ii = iia != NULL;
+    int64_t ii = has_ii ? iia->i : 0;
+    const char *red = otter_node_attr_string(ctx->node, "reduction", "mean");
+    int rmode = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : strcmp(red, "mean") == 0 ? 2 : -1;
+    if (rmode < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown reduction '%s'", red);
+    otter_tensor *y;
+    if (rmode == 0)
+        y = ot_ctx_output(ctx, 0, in->dtype, target->rank, target->dims);
+    else
+        y = ot_ctx_output(ctx, 0, in->dtype, 0, NULL);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t nt = N * D;
+    double *l = ot_malloc((size_t)(nt > 0 ? nt : 1) * sizeof(double));
+    if (!l) return OT_NOMEM();
+    double wsum = 0, lsum = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) {
+            int64_t t = ot_get_i64(target->data, target->dtype, n * D + d);
+            if (has_ii && t == ii) {
+                l[n * D + d] = 0;
+                continue;
+            }
+            if (t < 0 || t >= C) {
+                ot_free(l);
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "target '%s' value %lld out of range [0, %lld)",
+                                    in_name(ctx, 1), (long long)t, (long long)C);
+            }
+            double w = weight ? ot_get_f64(weight->data, weight->dtype, t) : 1.0;
+            double v = -lp[(n * C + t) * D + d] * w;
+            l[n * D + d] = v;
+            wsum += w, lsum += v;
+        }
+    if (rmode == 0)
+        ot_convert(y->data, y->dtype, l, OTTER_DTYPE_DOUBLE, nt);
+    else
+        ot_set_f64(y->data, y->dtype, 0, rmode == 1 ? lsum : (wsum != 0 ? lsum / wsum : 0.0 * lsum / wsum));
+    ot_free(l);
+    return OTTER_OK;
+}
+
+static otter_status nll_check(const ot_kernel_ctx *ctx, const otter_tensor **in, const otter_tensor **target) {
+    *in = ot_ctx_input(ctx, 0), *target = ot_ctx_input(ctx, 1);
+    if (!*in || !*target) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs input and target");
+    if ((*in)->rank < 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2 (N, C, ...)", in_name(ctx, 0));
+    if (!float_like((*in)->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s not supported", in_name(ctx, 0),
+                            otter_dtype_name((*in)->dtype));
+    return OTTER_OK;
+}
+
+static otter_status nllloss_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *in, *target;
+    OT_TRY(nll_check(ctx, &in, &target));
+    int64_t n = otter_tensor_numel(in);
+    double *lp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!lp) return OT_NOMEM();
+    ot_convert(lp, OTTER_DTYPE_DOUBLE, in->data, in->dtype, n);
+    otter_status s = nll_common(ctx, in, lp, target, ot_ctx_input(ctx, 2));
+    ot_free(lp);
+    return s;
+}
+
+static otter_status sce_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *in, *target;
+    OT_TRY(nll_check(ctx, &in, &target));
+    int64_t n = otter_tensor_numel(in), N = in->dims[0], C = in->dims[1], D = n / (N * C > 0 ? N * C : 1);
+    double *lp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!lp) return OT_NOMEM();
+    ot_convert(lp, OTTER_DTYPE_DOUBLE, in->data, in->dtype, n);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t d = 0; d < D; d++) {
+            double *p = lp + i * C * D + d, m = -INFINITY, s = 0;
+            for (int64_t c = 0; c < C; c++) m = p[c * D] > m ? p[c * D] : m;
+            for (int64_t c = 0; c < C; c++) s += exp(p[c * D] - m);
+            double ls = m + log(s);
+            for (int64_t c = 0; c < C; c++) p[c * D] -= ls;
+        }
+    otter_status s = nll_common(ctx, in, lp, target, ot_ctx_input(ctx, 2));
+    if (s == OTTER_OK && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
+        otter_tensor *y = ot_ctx_output(ctx, 1, in->dtype, in->rank, in->dims);
+        if (!y)
+            s = OTTER_ERR_NOMEM;
+        else
+            ot_convert(y->data, y->dtype, lp, OTTER_DTYPE_DOUBLE, n);
+    }
+    ot_free(lp);
+    return s;
+}
 
 const ot_op_def ot_ops_nn[] = {
+    {"", "Conv", 1, conv_run, 0},
+    {"", "ConvTranspose", 1, convtranspose_run, 0},
+    {"", "MaxPool", 1, maxpool_run, 0},
+    {"", "AveragePool", 1, averagepool_run, 0},
+    {"", "LpPool", 1, lppool_run, 0},
+    {"", "GlobalAveragePool", 1, globalaveragepool_run, 0},
+    {"", "GlobalMaxPool", 1, globalmaxpool_run, 0},
+    {"", "BatchNormalization", 1, batchnorm_run, 0},
+    {"", "InstanceNormalization", 1, instancenorm_run, 0},
+    {"", "LayerNormalization", 17, layernorm_run, 0},
+    {"", "LRN", 1, lrn_run, 0},
+    {"", "NegativeLogLikelihoodLoss", 12, nllloss_run, 0},
+    {"", "SoftmaxCrossEntropyLoss", 12, sce_run, 0},
     {0},
 };
