@@ -1,0 +1,142 @@
+/* Shared helpers for the `otter` verbs (see cli.h). */
+#include "cli.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_help(const cli_spec *spec) {
+    printf("usage: otter %s [options] %s\n\n%s\n", spec->verb, spec->args, spec->description);
+    printf("\noptions:\n");
+    for (const cli_opt *o = spec->opts; o && o->name; o++) {
+        char left[96];
+        snprintf(left, sizeof left, "%s%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "", o->name,
+                 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        printf("  %-30s %s\n", left, o->help);
+    }
+    printf("  %-30s %s\n", "-h, --help", "show this help and exit");
+}
+
+int cli_usage_error(const cli_spec *spec, const char *fmt, ...) {
+    fprintf(stderr, "otter %s: ", spec->verb);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: otter %s [options] %s (see 'otter %s --help')\n", spec->verb, spec->args, spec->verb);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, size_t *n_pos) {
+    *n_pos = 0;
+    bool only_pos = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_pos && strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            print_help(spec);
+            return CLI_EXIT_OK;
+        }
+        if (!only_pos && a[0] == '-' && a[1] != '\0') {
+            /* "--name=value" or "--name value". */
+            const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const cli_opt *o = spec->opts;
+            for (; o && o->name; o++)
+                if ((strlen(o->name) == len && strncmp(o->name, a, len) == 0) ||
+                    (o->alias && strlen(o->alias) == len && strncmp(o->alias, a, len) == 0))
+                    break;
+            if (!o || !o->name) return cli_usage_error(spec, "unknown option '%s'", a);
+            if (!o->metavar) {
+                if (eq) return cli_usage_error(spec, "option '%s' takes no value", o->name);
+                *o->flag = true;
+            } else if (eq) {
+                *o->value = eq + 1;
+            } else {
+                if (i + 1 >= argc) return cli_usage_error(spec, "option '%s' needs a value (%s)", o->name, o->metavar);
+                *o->value = argv[++i];
+            }
+            continue;
+        }
+        if (*n_pos >= spec->max_pos) return cli_usage_error(spec, "unexpected argument '%s'", a);
+        pos[(*n_pos)++] = a;
+    }
+    if (*n_pos < spec->min_pos)
+        return cli_usage_error(spec, "expected %s", spec->args[0] ? spec->args : "no arguments");
+    return CLI_CONTINUE;
+}
+
+int cli_fail(const char *verb, const char *context) {
+    const char *msg = otter_last_error();
+    fprintf(stderr, "otter %s: %s%s%s\n", verb, context ? context : "", context && msg[0] ? ": " : "", msg);
+    return CLI_EXIT_INVALID;
+}
+
+bool cli_load(const char *verb, const char *path, otter_model **m) {
+    if (otter_model_load(m, path) != OTTER_OK) {
+        cli_fail(verb, NULL);
+        return false;
+    }
+    return true;
+}
+
+bool cli_save(const char *verb, const otter_model *m, const char *path, const otter_save_options *opts) {
+    if (otter_model_save(m, path, opts) != OTTER_OK) {
+        cli_fail(verb, NULL);
+        return false;
+    }
+    return true;
+}
+
+char **cli_split(const char *s, size_t *n) {
+    size_t cap = 2;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    char **list = calloc(cap, sizeof *list);
+    if (!list) return NULL;
+    size_t k = 0;
+    const char *start = s;
+    for (const char *p = s;; p++) {
+        if (*p != ',' && *p != '\0') continue;
+        if (p > start) {
+            list[k] = malloc((size_t)(p - start) + 1);
+            if (!list[k]) {
+                cli_list_free(list);
+                return NULL;
+            }
+            memcpy(list[k], start, (size_t)(p - start));
+            list[k][p - start] = '\0';
+            k++;
+        }
+        if (*p == '\0') break;
+        start = p + 1;
+    }
+    if (n) *n = k;
+    return list;
+}
+
+void cli_list_free(char **list) {
+    if (!list) return;
+    for (char **p = list; *p; p++) free(*p);
+    free(list);
+}
+
+bool cli_parse_size(const char *s, size_t *out) {
+    if (!s || !isdigit((unsigned char)s[0])) return false;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024ull, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024ull * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end != '\0' || v > SIZE_MAX / mul) return false;
+    *out = (size_t)(v * mul);
+    return true;
+}

@@ -1,0 +1,65 @@
+/* Shared helpers for the `otter` verbs: option parsing from a table, --help text, loading and
+ * saving models with error messages, comma lists. Exit status: 0 success, 1 invalid input,
+ * 2 usage error. */
+#ifndef OTTER_CLI_H
+#define OTTER_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "otter/otter.h"
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_INVALID = 1, CLI_EXIT_USAGE = 2, CLI_CONTINUE = -1 };
+
+/* One option of a verb: a flag (metavar NULL, sets *flag) or an option with a value (sets *value;
+ * given twice, the last wins). */
+typedef struct cli_opt {
+    const char *name;    /* "--output" */
+    const char *alias;   /* "-o" or NULL */
+    const char *metavar; /* "FILE"; NULL for a flag */
+    const char *help;
+    const char **value;
+    bool *flag;
+} cli_opt;
+
+typedef struct cli_spec {
+    const char *verb;        /* "merge" */
+    const char *args;        /* positional synopsis, "A.onnx B.onnx" */
+    const char *description; /* what the verb does (may span lines) */
+    size_t min_pos, max_pos; /* number of positional arguments allowed */
+    const cli_opt *opts;     /* terminated by an entry with name NULL */
+} cli_spec;
+
+/* Parse argv (argv[0] is the verb). Positional arguments go to pos (room for spec->max_pos).
+ * Returns CLI_CONTINUE when the verb should run, CLI_EXIT_OK after printing --help,
+ * CLI_EXIT_USAGE after printing a usage error. */
+int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, size_t *n_pos);
+/* Print "otter VERB: message" and a pointer to --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_spec *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "otter VERB: context: <otter_last_error()>" for a failed call; returns CLI_EXIT_INVALID. */
+int cli_fail(const char *verb, const char *context);
+
+/* Load a model; on failure prints the error and returns false. */
+bool cli_load(const char *verb, const char *path, otter_model **m);
+/* Save a model (opts may be NULL); on failure prints the error and returns false. */
+bool cli_save(const char *verb, const otter_model *m, const char *path, const otter_save_options *opts);
+
+/* Split "a,b,c" into a NULL-terminated array of strings (free with cli_list_free); empty
+ * items are dropped. Returns NULL when out of memory. */
+char **cli_split(const char *s, size_t *n);
+void cli_list_free(char **list);
+/* A byte count: digits with an optional K, M or G suffix (powers of 1024). */
+bool cli_parse_size(const char *s, size_t *out);
+
+/* The verbs (one file each, src/cli/cmd_<verb>.c). argv[0] is the verb name. */
+int cmd_info(int argc, char **argv);
+int cmd_print(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_clean(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
+int cmd_dot(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_run(int argc, char **argv); /* src/cli/cmd_run.c, by the runtime */
+
+#endif

@@ -1,0 +1,65 @@
+/* `otter <verb> ...`: the verb table, global --help and --version. Each verb lives in its own
+ * file (src/cli/cmd_<verb>.c) over the public API. Exit status: 0 success, 1 invalid input,
+ * 2 usage error. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb VERBS[] = {
+    {"info", cmd_info, "summary: ir_version, opsets, inputs/outputs, node counts, parameters"},
+    {"print", cmd_print, "the model as readable text (like onnx.helper.printable_graph)"},
+    {"check", cmd_check, "check a model like onnx.checker.check_model(full_check=True)"},
+    {"clean", cmd_clean, "drop unused nodes/initializers/value_info, sort, deduplicate constants"},
+    {"merge", cmd_merge, "wire outputs of one model to inputs of another (or place side by side)"},
+    {"extract", cmd_extract, "the sub-model computing given outputs from given inputs"},
+    {"dot", cmd_dot, "Graphviz DOT of the graph, or SVG/PNG through graphviz's dot"},
+    {"convert", cmd_convert, "re-save a model; move tensor data to or from external data"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: otter <verb> [options] [arguments]\n"
+               "       otter <verb> --help\n"
+               "       otter --version\n\n"
+               "on-device training of ONNX models.\n\nverbs:\n");
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        fprintf(f, "  %-9s %s\n", VERBS[i].name, VERBS[i].summary);
+    fprintf(f, "\nexit status: 0 success, 1 invalid input, 2 usage error\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *v = argv[1];
+    if (strcmp(v, "-h") == 0 || strcmp(v, "--help") == 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(v, "--version") == 0 || strcmp(v, "-V") == 0) {
+        printf("otter %s\n", OTTER_VERSION);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(v, "help") == 0) {
+        if (argc < 3) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        char *args[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+            if (strcmp(VERBS[i].name, argv[2]) == 0) return VERBS[i].fn(2, args);
+        fprintf(stderr, "otter: unknown verb '%s' (see 'otter --help')\n", argv[2]);
+        return CLI_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        if (strcmp(VERBS[i].name, v) == 0) return VERBS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "otter: unknown verb '%s' (see 'otter --help')\n", v);
+    return CLI_EXIT_USAGE;
+}
