@@ -1,0 +1,150 @@
+/* Shape inference internals: the value records the driver keeps per tensor, and the interface
+ * between the driver (infer.c) and the per-family rules (infer_*.c).
+ *
+ * Everything a run allocates comes from one arena (freed at the end), so rules never free. */
+#ifndef OTTER_INFER_INTERNAL_H
+#define OTTER_INFER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "otter/infer.h"
+#include "otter/ir.h"
+
+/* One dimension (or one element of a known int tensor): v >= 0 a fixed size; otherwise the
+ * symbol `param`, or unknown when param is NULL. Params point into arena or IR strings. */
+typedef struct ot_idim {
+    int64_t v;
+    const char *param;
+} ot_idim;
+
+#define OT_DIM_UNKNOWN ((ot_idim){-1, NULL})
+static inline ot_idim ot_dim_known(int64_t v) { return (ot_idim){v, NULL}; }
+static inline bool ot_dim_is_known(ot_idim d) { return d.v >= 0; }
+
+/* Known integer data uses the same struct, but values may be negative: an element is symbolic
+ * when param is set, unknown when v == OT_DATA_UNKNOWN, else the value v. */
+#define OT_DATA_UNKNOWN INT64_MIN
+static inline ot_idim ot_dim_to_data(ot_idim d) { return d.v >= 0 || d.param ? d : (ot_idim){OT_DATA_UNKNOWN, NULL}; }
+static inline ot_idim ot_data_to_dim(ot_idim x) {
+    return x.param ? (ot_idim){-1, x.param} : x.v >= 0 ? x : OT_DIM_UNKNOWN;
+}
+static inline bool ot_data_is_value(ot_idim x) { return !x.param && x.v != OT_DATA_UNKNOWN; }
+
+/* What is known about one tensor. */
+typedef struct ot_ival {
+    otter_type_kind kind;    /* NONE: nothing known; TENSOR; others are carried opaquely in `other` */
+    otter_dtype dtype;       /* UNDEFINED when the element type is unknown */
+    int rank;                /* -1: unknown */
+    ot_idim *dims;           /* rank entries */
+    const otter_type *other; /* non-tensor kinds: the declared/inferred type (IR-owned) */
+    /* Known value for small tensors (rank <= 1): integer values (as dims, so symbols can flow
+     * from Shape through to Reshape), or float values (floating dtypes, constants only). */
+    int64_t n_data; /* -1: value not known */
+    ot_idim *idata; /* integer dtypes (and bool) */
+    double *fdata;  /* floating dtypes */
+} ot_ival;
+
+typedef struct ot_arena_block ot_arena_block;
+typedef struct ot_scope ot_scope;
+
+typedef struct ot_infer {
+    const otter_infer_options *opts;
+    otter_infer_stats *stats;
+    size_t n_opsets;
+    const otter_opset *opsets;
+    ot_arena_block *arena;
+} ot_infer;
+
+/* The node being inferred. Inputs are never NULL for a named input (a record with kind NONE
+ * stands for "nothing known"); in[i] is NULL for an omitted optional input or i >= n_in. */
+typedef struct ot_inode {
+    ot_infer *cx;
+    ot_scope *scope;
+    otter_node *node;
+    int64_t opset;
+    size_t n_in, n_out;
+    const ot_ival **in;
+    ot_ival *out; /* n_out records, initialized unknown */
+} ot_inode;
+
+typedef otter_status (*ot_infer_fn)(ot_inode *n);
+
+typedef struct ot_infer_rule {
+    const char *op_type;
+    ot_infer_fn fn;
+} ot_infer_rule;
+
+/* Rule tables, each {NULL, NULL}-terminated (default domain). */
+extern const ot_infer_rule ot_infer_rules_elementwise[];
+extern const ot_infer_rule ot_infer_rules_shape[];
+extern const ot_infer_rule ot_infer_rules_nn[];
+extern const ot_infer_rule ot_infer_rules_reduce[];
+extern const ot_infer_rule ot_infer_rules_misc[];
+
+/* ---- arena ---- */
+void *ot_inf_alloc(ot_infer *cx, size_t n); /* zeroed; NULL on out of memory */
+ot_idim *ot_inf_dims(ot_infer *cx, int n);  /* n unknown dims (n may be 0) */
+const char *ot_inf_strdup(ot_infer *cx, const char *s);
+
+/* ---- errors: "node 'name' (Op): message" ---- */
+otter_status ot_inf_fail(const ot_inode *n, otter_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define OT_INF_NOMEM(n) ot_inf_fail((n), OTTER_ERR_NOMEM, "out of memory")
+
+/* ---- inputs, attributes ---- */
+static inline const ot_ival *ot_in(const ot_inode *n, size_t i) { return i < n->n_in ? n->in[i] : NULL; }
+static inline bool ot_in_has_shape(const ot_inode *n, size_t i) {
+    const ot_ival *v = ot_in(n, i);
+    return v && v->kind == OTTER_TYPE_TENSOR && v->rank >= 0;
+}
+static inline otter_dtype ot_in_dtype(const ot_inode *n, size_t i) {
+    const ot_ival *v = ot_in(n, i);
+    return v && v->kind == OTTER_TYPE_TENSOR ? v->dtype : OTTER_DTYPE_UNDEFINED;
+}
+/* Known integer values of input i (n_data >= 0 and idata set), else false. */
+bool ot_in_ints(const ot_inode *n, size_t i, const ot_idim **vals, int64_t *count);
+/* Same, all fixed (no symbols/unknowns), copied into the arena as int64. */
+bool ot_in_int64s(const ot_inode *n, size_t i, int64_t **vals, int64_t *count);
+/* Known numeric values of input i as doubles (float or integer data, all fixed). */
+bool ot_in_doubles(const ot_inode *n, size_t i, double **vals, int64_t *count);
+const otter_attr *ot_attr(const ot_inode *n, const char *name);
+int64_t ot_attr_int(const ot_inode *n, const char *name, int64_t def);
+float ot_attr_float(const ot_inode *n, const char *name, float def);
+/* INTS attribute: true and vals/count set when present. */
+bool ot_attr_ints(const ot_inode *n, const char *name, const int64_t **vals, size_t *count);
+const char *ot_attr_str(const ot_inode *n, const char *name, const char *def);
+/* Normalize axis into [0, rank) (error naming the node when out of range). */
+otter_status ot_norm_axis(const ot_inode *n, int64_t axis, int rank, int64_t *out);
+
+/* ---- outputs ---- */
+/* Output i gets a tensor type with the given dtype and unknown shape (i beyond n_out ignored). */
+void ot_out_type(ot_inode *n, size_t i, otter_dtype dt);
+/* Output i gets dtype and rank `rank` with dims copied from `dims` (NULL: all unknown). */
+otter_status ot_out_shape(ot_inode *n, size_t i, otter_dtype dt, int rank, const ot_idim *dims);
+/* Output i = a copy of input j's type and shape (not its value). */
+otter_status ot_out_like(ot_inode *n, size_t i, size_t j);
+/* Attach known integer values (copied) to output i. */
+otter_status ot_out_idata(ot_inode *n, size_t i, int64_t count, const ot_idim *vals);
+
+/* ---- shared shape helpers ---- */
+/* Multidirectional (numpy) broadcast of the shapes of inputs; out rank -1 if any is unknown. */
+otter_status ot_broadcast(ot_inode *n, size_t n_shapes, const ot_ival *const *shapes, int *rank, ot_idim **dims);
+/* Product of the dims (false if any not fixed). */
+bool ot_dims_product(const ot_idim *d, int rank, int64_t *out);
+bool ot_dim_equal(ot_idim a, ot_idim b); /* both fixed and equal, or same param */
+/* Check that all inputs with a known dtype share one (type constraint T); names the inputs. */
+otter_status ot_same_dtype(const ot_inode *n, size_t first, size_t last);
+
+/* ---- subgraphs (control flow) ---- */
+/* Infer a subgraph with the given types for its formal inputs (NULL entries: keep declared),
+ * reading outer values from n's scope. outs (n_outs records) receives its output types. */
+otter_status ot_infer_subgraph(ot_inode *n, otter_graph *g, size_t n_given, const ot_ival *const *given, ot_ival *outs,
+                               size_t n_outs);
+/* Record for a tensor (initializer, Constant value): type, shape and, when small, its values. */
+otter_status ot_ival_from_tensor(ot_infer *cx, const otter_tensor *t, ot_ival *v);
+/* Copy an ival into the arena (dims and data deep-copied). */
+otter_status ot_ival_copy(ot_infer *cx, ot_ival *dst, const ot_ival *src);
+
+#endif

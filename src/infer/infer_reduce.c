@@ -1,0 +1,123 @@
+/* Shape inference: Reduce*, ArgMax / ArgMin, TopK, CumSum, normalizations along an axis. */
+#include <string.h>
+
+#include "infer/infer_internal.h"
+
+/* Reductions take axes as an attribute before `since` and as input 1 from it on. */
+static otter_status reduce(ot_inode *n, int64_t since) {
+    const ot_ival *x = ot_in(n, 0);
+    otter_dtype dt = ot_in_dtype(n, 0);
+    bool keep = ot_attr_int(n, "keepdims", 1) != 0;
+    int64_t *axes = NULL, count = 0;
+    bool known = true;
+    if (n->opset < since) {
+        const int64_t *a;
+        size_t c;
+        if (ot_attr_ints(n, "axes", &a, &c)) {
+            axes = (int64_t *)a;
+            count = (int64_t)c;
+        }
+    } else if (ot_in(n, 1)) {
+        if (!ot_in_int64s(n, 1, &axes, &count)) known = false;
+    }
+    bool noop = n->opset >= since && ot_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    if (!ot_in_has_shape(n, 0)) {
+        ot_out_type(n, 0, dt);
+        return OTTER_OK;
+    }
+    if (!known) {
+        if (keep) return ot_out_shape(n, 0, dt, x->rank, NULL);
+        ot_out_type(n, 0, dt);
+        return OTTER_OK;
+    }
+    if (count == 0 && noop) return ot_out_like(n, 0, 0);
+    bool *red = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(x->rank + 1));
+    ot_idim *out = ot_inf_dims(n->cx, x->rank);
+    if (!red || !out) return OT_INF_NOMEM(n);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t a;
+        OT_TRY(ot_norm_axis(n, axes[k], x->rank, &a));
+        red[a] = true;
+    }
+    int r = 0;
+    for (int i = 0; i < x->rank; i++) {
+        bool rd = count == 0 || red[i];
+        if (!rd)
+            out[r++] = x->dims[i];
+        else if (keep)
+            out[r++] = ot_dim_known(1);
+    }
+    return ot_out_shape(n, 0, dt, r, out);
+}
+
+static otter_status reduce_sum(ot_inode *n) { return reduce(n, 13); }
+static otter_status reduce_other(ot_inode *n) { return reduce(n, 18); }
+
+static otter_status arg_reduce(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    if (!ot_in_has_shape(n, 0)) {
+        ot_out_type(n, 0, OTTER_DTYPE_INT64);
+        return OTTER_OK;
+    }
+    int64_t axis;
+    OT_TRY(ot_norm_axis(n, ot_attr_int(n, "axis", 0), x->rank, &axis));
+    bool keep = ot_attr_int(n, "keepdims", 1) != 0;
+    ot_idim *out = ot_inf_dims(n->cx, x->rank);
+    if (!out) return OT_INF_NOMEM(n);
+    int r = 0;
+    for (int i = 0; i < x->rank; i++) {
+        if (i != axis)
+            out[r++] = x->dims[i];
+        else if (keep)
+            out[r++] = ot_dim_known(1);
+    }
+    return ot_out_shape(n, 0, OTTER_DTYPE_INT64, r, out);
+}
+
+static otter_status topk(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    otter_dtype dt = ot_in_dtype(n, 0);
+    ot_out_type(n, 0, dt);
+    ot_out_type(n, 1, OTTER_DTYPE_INT64);
+    if (!ot_in_has_shape(n, 0)) return OTTER_OK;
+    int64_t axis;
+    OT_TRY(ot_norm_axis(n, ot_attr_int(n, "axis", -1), x->rank, &axis));
+    ot_idim k = OT_DIM_UNKNOWN;
+    if (n->opset < 10) {
+        k = ot_dim_known(ot_attr_int(n, "k", 0));
+    } else {
+        int64_t *kv, kc;
+        if (ot_in_int64s(n, 1, &kv, &kc) && kc == 1) k = ot_dim_known(kv[0]);
+    }
+    if (k.v >= 0 && x->dims[axis].v >= 0 && k.v > x->dims[axis].v)
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "k = %lld is larger than axis %lld of '%s' (%lld)", (long long)k.v,
+                           (long long)axis, n->node->inputs[0], (long long)x->dims[axis].v);
+    OT_TRY(ot_out_shape(n, 0, dt, x->rank, x->dims));
+    OT_TRY(ot_out_shape(n, 1, OTTER_DTYPE_INT64, x->rank, x->dims));
+    n->out[0].dims[axis] = k;
+    if (n->n_out > 1) n->out[1].dims[axis] = k;
+    return OTTER_OK;
+}
+
+static otter_status like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
+
+const ot_infer_rule ot_infer_rules_reduce[] = {
+    {"ReduceSum", reduce_sum},
+    {"ReduceMean", reduce_other},
+    {"ReduceMax", reduce_other},
+    {"ReduceMin", reduce_other},
+    {"ReduceProd", reduce_other},
+    {"ReduceL1", reduce_other},
+    {"ReduceL2", reduce_other},
+    {"ReduceLogSum", reduce_other},
+    {"ReduceLogSumExp", reduce_other},
+    {"ReduceSumSquare", reduce_other},
+    {"ArgMax", arg_reduce},
+    {"ArgMin", arg_reduce},
+    {"TopK", topk},
+    {"CumSum", like_input},
+    {"LpNormalization", like_input},
+    {"MeanVarianceNormalization", like_input},
+    {"LRN", like_input},
+    {NULL, NULL},
+};
