@@ -719,6 +719,18 @@ static const char *tensor_type(ot_checker *c, const otter_tensor *t) {
 
 static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *parent);
 
+/* The output type of a Constant node, from its value attribute (as onnx's inference gives it). */
+static const char *constant_type(ot_checker *c, const otter_node *n) {
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        const otter_attr *a = &n->attrs[i];
+        if (ot_streq(a->name, "value") && a->t) return tensor_type(c, a->t);
+        if (ot_streq(a->name, "value_float") || ot_streq(a->name, "value_floats")) return "tensor(float)";
+        if (ot_streq(a->name, "value_int") || ot_streq(a->name, "value_ints")) return "tensor(int64)";
+        if (ot_streq(a->name, "value_string") || ot_streq(a->name, "value_strings")) return "tensor(string)";
+    }
+    return NULL;
+}
+
 /* Types of one node's inputs against its schema; binds output types where the schema fixes them. */
 static void type_node(ot_checker *c, const otter_node *n, size_t ni, ot_scope *scope) {
     const char *domain = n->domain ? n->domain : "";
@@ -767,26 +779,21 @@ static void type_node(ot_checker *c, const otter_node *n, size_t ni, ot_scope *s
         const char *out = n->outputs[i];
         if (ot_str_empty(out)) continue;
         const ot_schema_param *p = &s->outputs[i];
-        const char *t = NULL;
-        if (p->n_types == 1) {
-            t = p->types[0];
-        } else {
-            for (size_t k = 0; k < n_bound; k++)
-                if (strcmp(bound_param[k], p->type_str) == 0) t = bound_type[k];
-        }
-        const char *declared = nameset_get(&scope->names, out);
+        /* As onnx: the inferred type (here: declared, or written by otter's inference), else the
+         * one the schema fixes (a single allowed type, or a type parameter bound by the inputs). */
+        const char *t = nameset_get(&scope->names, out);
+        if (t == NULL && strcmp(s->name, "Constant") == 0 && s->domain[0] == '\0') t = constant_type(c, n);
         if (t == NULL) {
-            /* Unknown from the schema: keep the declared (or inferred) type. */
-            t = declared;
+            if (p->n_types == 1)
+                t = p->types[0];
+            else
+                for (size_t k = 0; k < n_bound; k++)
+                    if (strcmp(bound_param[k], p->type_str) == 0) t = bound_type[k];
             if (t == NULL) continue;
-            if (!ot_schema_param_allows(p, t)) {
-                problem(c, n, ni, "output %zu ('%s', tensor '%s') has type %s, which %s-%d does not allow for %s", i,
-                        p->name, out, t, s->name, (int)s->since_version, p->type_str);
-                return;
-            }
-        } else if (declared != NULL && strcmp(declared, t) != 0) {
-            problem(c, n, ni, "output %zu ('%s', tensor '%s') has type %s, but is declared as %s", i, p->name, out, t,
-                    declared);
+        }
+        if (!ot_schema_param_allows(p, t)) {
+            problem(c, n, ni, "output %zu ('%s', tensor '%s') has type %s, which %s-%d does not allow for %s", i,
+                    p->name, out, t, s->name, (int)s->since_version, p->type_str);
             return;
         }
         if (p->homogeneous) {
@@ -806,30 +813,62 @@ static void type_node(ot_checker *c, const otter_node *n, size_t ni, ot_scope *s
     }
 }
 
+/* The type onnx's inference holds for a name before visiting nodes: typed value_info, then graph
+ * inputs, then graph outputs, the later overriding the earlier. */
+static const otter_type *declared_otter_type(const otter_graph *g, const char *name) {
+    for (size_t i = g->n_outputs; i-- > 0;)
+        if (g->outputs[i].has_type && ot_streq(g->outputs[i].name, name)) return &g->outputs[i].type;
+    for (size_t i = g->n_inputs; i-- > 0;)
+        if (g->inputs[i].has_type && ot_streq(g->inputs[i].name, name)) return &g->inputs[i].type;
+    for (size_t i = g->n_value_info; i-- > 0;)
+        if (g->value_info[i].has_type && ot_streq(g->value_info[i].name, name)) return &g->value_info[i].type;
+    return NULL;
+}
+
+/* An initializer against the declared type of the same name (checkShapesAndTypes). */
+static void check_initializer_type(ot_checker *c, const otter_tensor *t, const otter_type *d) {
+    if (d->kind == OTTER_TYPE_NONE) return;
+    if (d->kind != OTTER_TYPE_TENSOR) {
+        problem(c, NULL, 0, "initializer '%s' is a tensor but is declared as a %s", t->name, kind_name(d->kind));
+        return;
+    }
+    if (d->has_elem_type && d->elem_type != OTTER_DTYPE_UNDEFINED && d->elem_type != t->dtype) {
+        const char *a = ot_type_elem_name(t->dtype), *b = ot_type_elem_name(d->elem_type);
+        problem(c, NULL, 0, "initializer '%s' has element type %s but is declared as %s", t->name, a ? a : "?",
+                b ? b : "?");
+        return;
+    }
+    if (d->rank < 0) return;
+    if (d->rank != t->rank) {
+        problem(c, NULL, 0, "initializer '%s' has rank %d but is declared with rank %d", t->name, t->rank, d->rank);
+        return;
+    }
+    for (int i = 0; i < t->rank; i++)
+        if (d->dims[i].value >= 0 && d->dims[i].param == NULL && d->dims[i].value != t->dims[i]) {
+            problem(c, NULL, 0, "initializer '%s' has dimension %d of size %lld but is declared as %lld", t->name, i,
+                    (long long)t->dims[i], (long long)d->dims[i].value);
+            return;
+        }
+}
+
 static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *parent) {
     ot_scope scope = {parent, {0}};
-    /* Declared types: value_info and outputs first, then initializers, then inputs (which win). */
-    for (size_t i = 0; i < g->n_value_info && !stopped(c); i++) {
-        const otter_value *v = &g->value_info[i];
-        if (ot_str_empty(v->name) || !v->has_type) continue;
-        if (nameset_put(&scope.names, v->name, declared_type(c, &v->type)) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < g->n_outputs && !stopped(c); i++) {
-        const otter_value *v = &g->outputs[i];
-        if (ot_str_empty(v->name) || !v->has_type) continue;
-        const char *t = declared_type(c, &v->type);
-        if (t && nameset_put(&scope.names, v->name, t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
-    }
+    const otter_value *lists[3] = {g->value_info, g->inputs, g->outputs};
+    size_t counts[3] = {g->n_value_info, g->n_inputs, g->n_outputs};
+    for (size_t l = 0; l < 3; l++)
+        for (size_t i = 0; i < counts[l] && !stopped(c); i++) {
+            const otter_value *v = &lists[l][i];
+            if (ot_str_empty(v->name) || !v->has_type) continue;
+            if (nameset_put(&scope.names, v->name, declared_type(c, &v->type)) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+        }
     for (size_t i = 0; i < g->n_initializers && !stopped(c); i++) {
         const otter_tensor *t = g->initializers[i];
         if (ot_str_empty(t->name)) continue;
-        if (nameset_put(&scope.names, t->name, tensor_type(c, t)) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < g->n_inputs && !stopped(c); i++) {
-        const otter_value *v = &g->inputs[i];
-        if (ot_str_empty(v->name) || !v->has_type) continue;
-        const char *t = declared_type(c, &v->type);
-        if (t && nameset_put(&scope.names, v->name, t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+        const otter_type *d = declared_otter_type(g, t->name);
+        if (d != NULL)
+            check_initializer_type(c, t, d);
+        else if (c->ir_version >= 4 && nameset_put(&scope.names, t->name, tensor_type(c, t)) != OTTER_OK)
+            c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t ni = 0; ni < g->n_nodes && !stopped(c); ni++) type_node(c, g->nodes[ni], ni, &scope);
     nameset_free(&scope.names);
@@ -909,7 +948,7 @@ static void full_check(ot_checker *c) {
     otter_infer_options io = {0};
     s = otter_model_infer_shapes(copy, &io);
     if (s == OTTER_ERR_INVALID) {
-        problem(c, NULL, 0, "shape inference: %s", otter_last_error());
+        problem(c, NULL, 0, "%s", otter_last_error());
     } else if (s == OTTER_ERR_UNSUPPORTED) {
         /* Not a problem of the model: check types against what is declared. */
         ot_log(OTTER_LOG_WARN, "checker: shape inference skipped: %s", otter_last_error());
@@ -946,7 +985,8 @@ otter_status otter_model_check(const otter_model *m, const otter_check_options *
         if (c.n_problems == 1 || opts->stop_at_first)
             result = ot_error(OTTER_ERR_INVALID, "%s", c.first);
         else
-            result = ot_error(OTTER_ERR_INVALID, "%s (and %zu more problems)", c.first, c.n_problems - 1);
+            result = ot_error(OTTER_ERR_INVALID, "%s (and %zu more problem%s)", c.first, c.n_problems - 1,
+                              c.n_problems == 2 ? "" : "s");
     }
     ot_free(c.first);
     ot_free(c.prefix);
