@@ -193,6 +193,7 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
         g->n_outputs = n_outs;
         g->cap_outputs = n_outputs + 1;
         ins = outs = NULL;
+        n_ins = n_outs = 0;
     }
     free_values(ins, n_ins);
     free_values(outs, n_outs);
