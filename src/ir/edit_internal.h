@@ -9,18 +9,18 @@
 #include "otter/ir.h"
 
 /* Open-addressing map from borrowed strings (the caller keeps them alive) to size_t. */
-typedef struct ot_strmap {
+typedef struct ot_namemap {
     size_t cap, count;
     const char **keys;
     size_t *vals;
-} ot_strmap;
+} ot_namemap;
 
-otter_status ot_strmap_init(ot_strmap *m, size_t expected);
-void ot_strmap_free(ot_strmap *m);
+otter_status ot_namemap_init(ot_namemap *m, size_t expected);
+void ot_namemap_free(ot_namemap *m);
 /* Insert or overwrite. */
-otter_status ot_strmap_put(ot_strmap *m, const char *key, size_t val);
-bool ot_strmap_get(const ot_strmap *m, const char *key, size_t *val);
-static inline bool ot_strmap_has(const ot_strmap *m, const char *key) { return ot_strmap_get(m, key, NULL); }
+otter_status ot_namemap_put(ot_namemap *m, const char *key, size_t val);
+bool ot_namemap_get(const ot_namemap *m, const char *key, size_t *val);
+static inline bool ot_namemap_has(const ot_namemap *m, const char *key) { return ot_namemap_get(m, key, NULL); }
 
 /* Calls fn for every tensor name node n reads: its non-empty inputs, then the names its subgraph
  * attributes read from the outer scope (names used there but not defined there). A name may come
