@@ -1,5 +1,674 @@
-#include "runtime/op.h"
+/* Miscellaneous operators: Constant, ConstantOfShape, Cast, CastLike, Range, OneHot, EyeLike, Shape,
+ * Size, Identity, Dropout, NonZero, Trilu, and the control-flow operators If and Loop (through
+ * ot_ctx_run_subgraph). */
+#include <math.h>
+#include <stdio.h>
+
+#include "runtime/ops/broadcast.h"
+
+static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
+    *t = ot_ctx_input(ctx, i);
+    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    return OTTER_OK;
+}
+
+static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
+                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
+}
+
+/* Copy n elements of type t (deep copy for strings). */
+static otter_status copy_elems(const ot_kernel_ctx *ctx, void *dst, const void *src, otter_dtype t, int64_t n) {
+    if (n == 0 || dst == src) return OTTER_OK;
+    if (t == OTTER_DTYPE_STRING) {
+        otter_bytes *d = dst;
+        const otter_bytes *s = src;
+        for (int64_t i = 0; i < n; i++) {
+            d[i].data = ot_strndup(s[i].data ? s[i].data : "", s[i].len);
+            if (!d[i].data) return OT_NOMEM();
+            d[i].len = s[i].len;
+        }
+        return OTTER_OK;
+    }
+    memcpy(dst, src, (size_t)n * otter_dtype_size(t));
+    return OTTER_OK;
+}
+
+/* Output i as a copy of t. */
+static otter_status output_copy(ot_kernel_ctx *ctx, size_t i, const otter_tensor *t) {
+    otter_tensor *y = ot_ctx_output(ctx, i, t->dtype, t->rank, t->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    return copy_elems(ctx, y->data, t->data, t->dtype, otter_tensor_numel(t));
+}
+
+/* ---- Constant ------------------------------------------------------------------------- */
+
+static otter_status constant_run(ot_kernel_ctx *ctx) {
+    const otter_node *n = ctx->node;
+    for (size_t k = 0; k < n->n_attrs; k++) {
+        const otter_attr *a = &n->attrs[k];
+        const char *nm = a->name;
+        if (ot_streq(nm, "value") && a->t) return output_copy(ctx, 0, a->t);
+        if (ot_streq(nm, "value_float")) {
+            otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 0, NULL);
+            if (!y) return OTTER_ERR_NOMEM;
+            *(float *)y->data = a->f;
+            return OTTER_OK;
+        }
+        if (ot_streq(nm, "value_int")) {
+            otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
+            if (!y) return OTTER_ERR_NOMEM;
+            *(int64_t *)y->data = a->i;
+            return OTTER_OK;
+        }
+        if (ot_streq(nm, "value_floats") || ot_streq(nm, "value_ints")) {
+            bool f = nm[6] == 'f';
+            int64_t len = (int64_t)(f ? a->n_floats : a->n_ints);
+            otter_tensor *y = ot_ctx_output(ctx, 0, f ? OTTER_DTYPE_FLOAT : OTTER_DTYPE_INT64, 1, &len);
+            if (!y) return OTTER_ERR_NOMEM;
+            if (len) memcpy(y->data, f ? (const void *)a->floats : (const void *)a->ints, (size_t)len * (f ? 4 : 8));
+            return OTTER_OK;
+        }
+        if (ot_streq(nm, "value_string")) {
+            otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, 0, NULL);
+            if (!y) return OTTER_ERR_NOMEM;
+            return copy_elems(ctx, y->data, &a->s, OTTER_DTYPE_STRING, 1);
+        }
+        if (ot_streq(nm, "value_strings")) {
+            int64_t len = (int64_t)a->n_strings;
+            otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, 1, &len);
+            if (!y) return OTTER_ERR_NOMEM;
+            return copy_elems(ctx, y->data, a->strings, OTTER_DTYPE_STRING, len);
+        }
+        if (ot_streq(nm, "sparse_value"))
+            return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "attribute 'sparse_value' is not supported");
+    }
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "no value attribute (value, value_float, value_ints, ...)");
+}
+
+/* ---- ConstantOfShape ------------------------------------------------------------------- */
+
+static otter_status constant_of_shape_run(ot_kernel_ctx *ctx) {
+    int64_t dims[OTTER_MAX_RANK], rank = 0;
+    OT_TRY(ot_ctx_input_ints(ctx, 0, dims, OTTER_MAX_RANK, &rank));
+    for (int64_t i = 0; i < rank; i++)
+        if (dims[i] < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' holds a negative dimension %lld",
+                                ot_ctx_input_name(ctx, 0), (long long)dims[i]);
+    const otter_attr *a = otter_node_attr(ctx->node, "value");
+    const otter_tensor *v = a ? a->t : NULL;
+    if (v && otter_tensor_numel(v) != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'value' must hold one element");
+    otter_dtype dt = v ? v->dtype : OTTER_DTYPE_FLOAT;
+    otter_tensor *y = ot_ctx_output(ctx, 0, dt, (int)rank, dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(y);
+    if (dt == OTTER_DTYPE_STRING) {
+        for (int64_t i = 0; i < n; i++) OT_TRY(copy_elems(ctx, (otter_bytes *)y->data + i, v->data, dt, 1));
+        return OTTER_OK;
+    }
+    size_t es = otter_dtype_size(dt);
+    if (!v) {
+        memset(y->data, 0, (size_t)n * es);
+        return OTTER_OK;
+    }
+    for (int64_t i = 0; i < n; i++) memcpy((char *)y->data + (size_t)i * es, v->data, es);
+    return OTTER_OK;
+}
+
+/* ---- Cast / CastLike ------------------------------------------------------------------- */
+
+static bool castable(otter_dtype t) {
+    return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_COMPLEX64 && t != OTTER_DTYPE_COMPLEX128 &&
+           t < OTTER_DTYPE_COUNT_;
+}
+
+/* Shortest decimal that reads back to the same value (numpy's repr style: "1.0", "0.5", "1e-05"). */
+static void format_number(char *buf, size_t size, double v, bool single) {
+    if (isnan(v)) {
+        snprintf(buf, size, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, size, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, size, "%.*g", p, v);
+        if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
+    }
+    if (!strpbrk(buf, ".e")) {
+        size_t len = strlen(buf);
+        if (len + 2 < size) memcpy(buf + len, ".0", 3);
+    }
+}
+
+static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    if (!castable(to))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "cannot cast to type %s (%d)", otter_dtype_name(to), (int)to);
+    otter_tensor *y = ot_ctx_output(ctx, 0, to, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(x);
+    if (n == 0) return OTTER_OK;
+    if (x->dtype == OTTER_DTYPE_STRING && to == OTTER_DTYPE_STRING) return copy_elems(ctx, y->data, x->data, to, n);
+    if (x->dtype == OTTER_DTYPE_STRING) {
+        const otter_bytes *s = x->data;
+        for (int64_t i = 0; i < n; i++) {
+            const char *str = s[i].data ? s[i].data : "";
+            char *end;
+            double v;
+            if (to == OTTER_DTYPE_INT64 || to == OTTER_DTYPE_INT32 || to == OTTER_DTYPE_INT16 ||
+                to == OTTER_DTYPE_INT8) {
+                long long iv = strtoll(str, &end, 10);
+                if (end != str && *end == '\0') {
+                    int64_t i64 = iv;
+                    ot_convert((char *)y->data + (size_t)i * otter_dtype_size(to), to, &i64, OTTER_DTYPE_INT64, 1);
+                    continue;
+                }
+            }
+            v = strtod(str, &end);
+            if (end == str)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' element %lld \"%s\" is not a number",
+                                    ot_ctx_input_name(ctx, 0), (long long)i, str);
+            if (to == OTTER_DTYPE_FLOAT) { /* parse as float directly: double rounding can differ */
+                ((float *)y->data)[i] = strtof(str, NULL);
+                continue;
+            }
+            ot_set_f64(y->data, to, i, v);
+        }
+        return OTTER_OK;
+    }
+    if (to == OTTER_DTYPE_STRING) {
+        otter_bytes *d = y->data;
+        bool single =
+            x->dtype == OTTER_DTYPE_FLOAT || x->dtype == OTTER_DTYPE_FLOAT16 || x->dtype == OTTER_DTYPE_BFLOAT16;
+        for (int64_t i = 0; i < n; i++) {
+            char buf[64];
+            if (otter_dtype_is_float(x->dtype))
+                format_number(buf, sizeof buf, ot_get_f64(x->data, x->dtype, i), single);
+            else if (x->dtype == OTTER_DTYPE_BOOL)
+                snprintf(buf, sizeof buf, "%s", ((const uint8_t *)x->data)[i] ? "True" : "False");
+            else if (x->dtype == OTTER_DTYPE_UINT64)
+                snprintf(buf, sizeof buf, "%llu", (unsigned long long)((const uint64_t *)x->data)[i]);
+            else
+                snprintf(buf, sizeof buf, "%lld", (long long)ot_get_i64(x->data, x->dtype, i));
+            d[i].data = ot_strdup(buf);
+            if (!d[i].data) return OT_NOMEM();
+            d[i].len = strlen(buf);
+        }
+        return OTTER_OK;
+    }
+    if (!ot_convert(y->data, to, x->data, x->dtype, n))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "cannot cast %s to %s", otter_dtype_name(x->dtype),
+                            otter_dtype_name(to));
+    return OTTER_OK;
+}
+
+static otter_status cast_run(ot_kernel_ctx *ctx) {
+    int64_t to = otter_node_attr_int(ctx->node, "to", -1);
+    if (to <= 0 || to >= OTTER_DTYPE_COUNT_)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is missing or not a known type",
+                            (long long)to);
+    return cast_to(ctx, (otter_dtype)to);
+}
+
+static otter_status castlike_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *like;
+    OT_TRY(need_input(ctx, 1, &like));
+    return cast_to(ctx, like->dtype);
+}
+
+/* ---- Range ----------------------------------------------------------------------------- */
+
+static otter_status range_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *s, *l, *d;
+    OT_TRY(need_input(ctx, 0, &s));
+    OT_TRY(need_input(ctx, 1, &l));
+    OT_TRY(need_input(ctx, 2, &d));
+    const otter_tensor *in[3] = {s, l, d};
+    for (size_t i = 0; i < 3; i++) {
+        if (otter_tensor_numel(in[i]) != 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a scalar", i,
+                                ot_ctx_input_name(ctx, i));
+        if (in[i]->dtype != s->dtype)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has type %s, input 0 has %s", i,
+                                ot_ctx_input_name(ctx, i), otter_dtype_name(in[i]->dtype), otter_dtype_name(s->dtype));
+    }
+    otter_dtype t = s->dtype;
+    int64_t n;
+    if (otter_dtype_is_float(t)) {
+        double a = ot_get_f64(s->data, t, 0), b = ot_get_f64(l->data, t, 0), st = ot_get_f64(d->data, t, 0);
+        if (st == 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (delta) is zero", ot_ctx_input_name(ctx, 2));
+        double cnt = ceil((b - a) / st);
+        n = cnt > 0 ? (int64_t)cnt : 0;
+        otter_tensor *y = ot_ctx_output(ctx, 0, t, 1, &n);
+        if (!y) return OTTER_ERR_NOMEM;
+        if (t == OTTER_DTYPE_FLOAT) {
+            float fa = *(const float *)s->data, fs = *(const float *)d->data;
+            for (int64_t i = 0; i < n; i++) ((float *)y->data)[i] = fa + (float)i * fs;
+        } else {
+            for (int64_t i = 0; i < n; i++) ot_set_f64(y->data, t, i, a + (double)i * st);
+        }
+        return OTTER_OK;
+    }
+    if (t != OTTER_DTYPE_INT16 && t != OTTER_DTYPE_INT32 && t != OTTER_DTYPE_INT64) return bad_type(ctx, 0, t);
+    int64_t a = ot_get_i64(s->data, t, 0), b = ot_get_i64(l->data, t, 0), st = ot_get_i64(d->data, t, 0);
+    if (st == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (delta) is zero", ot_ctx_input_name(ctx, 2));
+    int64_t diff = b - a;
+    n = diff / st + ((diff % st) != 0 && ((diff > 0) == (st > 0)) ? 1 : 0);
+    if (n < 0) n = 0;
+    otter_tensor *y = ot_ctx_output(ctx, 0, t, 1, &n);
+    if (!y) return OTTER_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = a + i * st;
+        ot_convert((char *)y->data + (size_t)i * otter_dtype_size(t), t, &v, OTTER_DTYPE_INT64, 1);
+    }
+    return OTTER_OK;
+}
+
+/* ---- OneHot ---------------------------------------------------------------------------- */
+
+static otter_status onehot_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *ind, *dep, *val;
+    OT_TRY(need_input(ctx, 0, &ind));
+    OT_TRY(need_input(ctx, 1, &dep));
+    OT_TRY(need_input(ctx, 2, &val));
+    if (otter_tensor_numel(dep) != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (depth) must hold one value",
+                            ot_ctx_input_name(ctx, 1));
+    if (otter_tensor_numel(val) != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (values) must hold two values [off, on], has %lld",
+                            ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(val));
+    if (val->dtype == OTTER_DTYPE_STRING || !castable(val->dtype)) return bad_type(ctx, 2, val->dtype);
+    if (!castable(ind->dtype) || ind->dtype == OTTER_DTYPE_STRING) return bad_type(ctx, 0, ind->dtype);
+    int64_t depth = (int64_t)ot_get_f64(dep->data, dep->dtype, 0);
+    if (depth < 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (depth) is %lld, must be positive",
+                            ot_ctx_input_name(ctx, 1), (long long)depth);
+    int orank = ind->rank + 1;
+    if (orank > OTTER_MAX_RANK) return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output rank above %d", OTTER_MAX_RANK);
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1), ax = axis;
+    if (!ot_norm_axis(&ax, orank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for output rank %d",
+                            (long long)axis, orank);
+    int64_t odims[OTTER_MAX_RANK];
+    for (int i = 0, k = 0; i < orank; i++) odims[i] = i == ax ? depth : ind->dims[k++];
+    otter_tensor *y = ot_ctx_output(ctx, 0, val->dtype, orank, odims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < ax; i++) outer *= ind->dims[i];
+    for (int i = (int)ax; i < ind->rank; i++) inner *= ind->dims[i];
+    size_t es = otter_dtype_size(val->dtype);
+    const char *off = val->data, *on = (const char *)val->data + es;
+    int64_t n = otter_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) memcpy((char *)y->data + (size_t)i * es, off, es);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t idx = ot_get_i64(ind->data, ind->dtype, o * inner + i);
+            if (idx < 0) idx += depth;
+            if (idx < 0 || idx >= depth) continue;
+            memcpy((char *)y->data + (size_t)((o * depth + idx) * inner + i) * es, on, es);
+        }
+    return OTTER_OK;
+}
+
+/* ---- EyeLike, Trilu -------------------------------------------------------------------- */
+
+static otter_status eyelike_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (x->rank != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank 2, has %d", ot_ctx_input_name(ctx, 0),
+                            x->rank);
+    int64_t dt = otter_node_attr_int(ctx->node, "dtype", x->dtype);
+    if (dt <= 0 || dt >= OTTER_DTYPE_COUNT_ || dt == OTTER_DTYPE_STRING || !castable((otter_dtype)dt))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'dtype' %lld is not a supported type", (long long)dt);
+    int64_t k = otter_node_attr_int(ctx->node, "k", 0);
+    otter_tensor *y = ot_ctx_output(ctx, 0, (otter_dtype)dt, 2, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    memset(y->data, 0, otter_tensor_nbytes(y));
+    for (int64_t i = 0; i < x->dims[0]; i++) {
+        int64_t j = i + k;
+        if (j >= 0 && j < x->dims[1]) ot_set_f64(y->data, (otter_dtype)dt, i * x->dims[1] + j, 1.0);
+    }
+    return OTTER_OK;
+}
+
+static otter_status trilu_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (x->rank < 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2, has %d",
+                            ot_ctx_input_name(ctx, 0), x->rank);
+    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    int64_t k = 0, nk = 0;
+    if (ot_ctx_input(ctx, 1)) OT_TRY(ot_ctx_input_ints(ctx, 1, &k, 1, &nk));
+    bool upper = otter_node_attr_int(ctx->node, "upper", 1) != 0;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], mat = rows * cols;
+    int64_t batch = mat ? otter_tensor_numel(x) / mat : 0;
+    size_t es = otter_dtype_size(x->dtype);
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < rows; i++) {
+            const char *src = (const char *)x->data + (size_t)(b * mat + i * cols) * es;
+            char *dst = (char *)y->data + (size_t)(b * mat + i * cols) * es;
+            for (int64_t j = 0; j < cols; j++) {
+                bool keep = upper ? j - i >= k : j - i <= k;
+                if (keep)
+                    memmove(dst + (size_t)j * es, src + (size_t)j * es, es);
+                else
+                    memset(dst + (size_t)j * es, 0, es);
+            }
+        }
+    return OTTER_OK;
+}
+
+/* ---- Shape, Size, Identity ------------------------------------------------------------- */
+
+static otter_status shape_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    int64_t r = x->rank, start = 0, end = r;
+    if (ctx->opset >= 15) {
+        start = otter_node_attr_int(ctx->node, "start", 0);
+        end = otter_node_attr_int(ctx->node, "end", r);
+        if (start < 0) start += r;
+        if (end < 0) end += r;
+        start = start < 0 ? 0 : (start > r ? r : start);
+        end = end < 0 ? 0 : (end > r ? r : end);
+    }
+    int64_t n = end > start ? end - start : 0;
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 1, &n);
+    if (!y) return OTTER_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) ((int64_t *)y->data)[i] = x->dims[start + i];
+    return OTTER_OK;
+}
+
+static otter_status size_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
+    if (!y) return OTTER_ERR_NOMEM;
+    *(int64_t *)y->data = otter_tensor_numel(x);
+    return OTTER_OK;
+}
+
+static otter_status identity_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    return output_copy(ctx, 0, x);
+}
+
+/* ---- Dropout --------------------------------------------------------------------------- */
+
+/* splitmix64: a small seeded generator for training-mode masks. */
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static otter_status dropout_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    double ratio = 0.5;
+    bool training = false;
+    if (ctx->opset >= 12) {
+        const otter_tensor *r = ot_ctx_input(ctx, 1), *t = ot_ctx_input(ctx, 2);
+        if (r) ratio = ot_get_f64(r->data, r->dtype, 0);
+        if (t) training = ((const uint8_t *)t->data)[0] != 0;
+    } else {
+        ratio = otter_node_attr_float(ctx->node, "ratio", 0.5f);
+        if (ctx->opset < 7) training = otter_node_attr_int(ctx->node, "is_test", 0) == 0;
+    }
+    if (ratio < 0 || ratio >= 1) {
+        if (training || ratio < 0 || ratio > 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ratio %g is outside [0, 1)", ratio);
+    }
+    int64_t n = otter_tensor_numel(x);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    otter_tensor *mask = NULL;
+    if (ctx->n_outputs > 1) {
+        otter_dtype mt = ctx->opset >= 10 ? OTTER_DTYPE_BOOL : x->dtype;
+        mask = ot_ctx_output(ctx, 1, mt, x->rank, x->dims);
+        if (!mask) return OTTER_ERR_NOMEM;
+    }
+    if (!training || ratio == 0) {
+        if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
+        if (mask) {
+            if (mask->dtype == OTTER_DTYPE_BOOL)
+                memset(mask->data, 1, (size_t)n);
+            else
+                for (int64_t i = 0; i < n; i++) ot_set_f64(mask->data, mask->dtype, i, 1.0);
+        }
+        return OTTER_OK;
+    }
+    uint64_t state = (uint64_t)otter_node_attr_int(ctx->node, "seed", 0) ^ 0x6f74746572ull;
+    if (!otter_node_attr(ctx->node, "seed")) {
+        static _Thread_local uint64_t counter;
+        state ^= (uint64_t)(uintptr_t)&state + ++counter * 0x9e3779b97f4a7c15ull;
+    }
+    double scale = 1.0 / (1.0 - ratio);
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+        bool keep = u >= ratio;
+        double v = keep ? ot_get_f64(x->data, x->dtype, i) * scale : 0.0;
+        ot_set_f64(y->data, y->dtype, i, v);
+        if (mask) ot_set_f64(mask->data, mask->dtype, i, keep ? 1.0 : 0.0);
+    }
+    return OTTER_OK;
+}
+
+/* ---- NonZero --------------------------------------------------------------------------- */
+
+static otter_status nonzero_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    int64_t n = otter_tensor_numel(x), nnz = 0;
+    for (int64_t i = 0; i < n; i++) nnz += ot_get_f64(x->data, x->dtype, i) != 0;
+    int r = x->rank ? x->rank : 1;
+    int64_t dims[2] = {x->rank, nnz};
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 2, dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t *out = y->data, k = 0;
+    (void)r;
+    for (int64_t i = 0; i < n; i++) {
+        if (ot_get_f64(x->data, x->dtype, i) == 0) continue;
+        int64_t rem = i;
+        for (int d = x->rank - 1; d >= 0; d--) {
+            out[d * nnz + k] = rem % x->dims[d];
+            rem /= x->dims[d];
+        }
+        k++;
+    }
+    return OTTER_OK;
+}
+
+/* ---- If / Loop ------------------------------------------------------------------------- */
+
+static const otter_graph *graph_attr(const ot_kernel_ctx *ctx, const char *name) {
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    return a ? a->g : NULL;
+}
+
+static void free_tensors(otter_tensor **t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        otter_tensor_free(t[i]);
+        t[i] = NULL;
+    }
+}
+
+static otter_status if_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *c;
+    OT_TRY(need_input(ctx, 0, &c));
+    if (otter_tensor_numel(c) != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' (cond) must hold one element",
+                            ot_ctx_input_name(ctx, 0));
+    bool cond = ot_get_f64(c->data, c->dtype, 0) != 0;
+    const char *bn = cond ? "then_branch" : "else_branch";
+    const otter_graph *g = graph_attr(ctx, bn);
+    if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' is missing", bn);
+    if (g->n_outputs != ctx->n_outputs)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "'%s' has %zu outputs, the node %zu", bn, g->n_outputs,
+                            ctx->n_outputs);
+    size_t n = ctx->n_outputs;
+    otter_tensor **outs = ot_calloc(n ? n : 1, sizeof *outs);
+    if (!outs) return OT_NOMEM();
+    otter_status s = ot_ctx_run_subgraph(ctx, g, 0, NULL, n, outs);
+    for (size_t i = 0; s == OTTER_OK && i < n; i++) s = output_copy(ctx, i, outs[i]);
+    free_tensors(outs, n);
+    ot_free(outs);
+    return s;
+}
+
+/* Scan outputs of Loop: every iteration's value appended. */
+typedef struct {
+    otter_dtype dtype;
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    char *data;
+    size_t bytes, cap, elem_bytes;
+    int64_t count;
+} scan_acc;
+
+static otter_status loop_run(ot_kernel_ctx *ctx) {
+    const otter_graph *g = graph_attr(ctx, "body");
+    if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
+    const otter_tensor *tm = ot_ctx_input(ctx, 0), *tc = ot_ctx_input(ctx, 1);
+    int64_t max_trip = tm ? ot_get_i64(tm->data, tm->dtype, 0) : INT64_MAX;
+    bool cond = tc ? ot_get_f64(tc->data, tc->dtype, 0) != 0 : true;
+    size_t nc = ctx->n_inputs >= 2 ? ctx->n_inputs - 2 : 0; /* loop-carried */
+    if (g->n_inputs != nc + 2 || g->n_outputs < nc + 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "body has %zu inputs and %zu outputs, expected %zu and >= %zu",
+                            g->n_inputs, g->n_outputs, nc + 2, nc + 1);
+    size_t nscan = g->n_outputs - 1 - nc;
+    if (ctx->n_outputs != nc + nscan)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "node has %zu outputs, body gives %zu", ctx->n_outputs, nc + nscan);
+    otter_status s = OTTER_OK;
+    otter_tensor **carried = ot_calloc(nc + 1, sizeof *carried);
+    otter_tensor **in = ot_calloc(nc + 2, sizeof *in);
+    otter_tensor **out = ot_calloc(g->n_outputs, sizeof *out);
+    scan_acc *acc = ot_calloc(nscan + 1, sizeof *acc);
+    otter_tensor *iter_t = NULL, *cond_t = NULL;
+    if (!carried || !in || !out || !acc) {
+        s = OT_NOMEM();
+        goto done;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        const otter_tensor *v = ot_ctx_input(ctx, i + 2);
+        if (!v) {
+            s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "omitted loop-carried input %zu", i + 2);
+            goto done;
+        }
+        if ((s = otter_tensor_clone(&carried[i], v)) != OTTER_OK) goto done;
+    }
+    if ((s = otter_tensor_create(&iter_t, NULL, OTTER_DTYPE_INT64, 0, NULL)) != OTTER_OK) goto done;
+    if ((s = otter_tensor_create(&cond_t, NULL, OTTER_DTYPE_BOOL, 0, NULL)) != OTTER_OK) goto done;
+    for (int64_t it = 0; it < max_trip && cond; it++) {
+        *(int64_t *)iter_t->data = it;
+        *(uint8_t *)cond_t->data = cond;
+        in[0] = iter_t;
+        in[1] = cond_t;
+        for (size_t i = 0; i < nc; i++) in[i + 2] = carried[i];
+        if ((s = ot_ctx_run_subgraph(ctx, g, nc + 2, in, g->n_outputs, out)) != OTTER_OK) goto done;
+        cond = ot_get_f64(out[0]->data, out[0]->dtype, 0) != 0;
+        otter_tensor_free(out[0]);
+        out[0] = NULL;
+        for (size_t i = 0; i < nc; i++) {
+            otter_tensor_free(carried[i]);
+            carried[i] = out[1 + i];
+            out[1 + i] = NULL;
+        }
+        for (size_t k = 0; k < nscan; k++) {
+            otter_tensor *v = out[1 + nc + k];
+            scan_acc *a = &acc[k];
+            size_t nb = otter_tensor_nbytes(v);
+            if (a->count == 0) {
+                a->dtype = v->dtype;
+                a->rank = v->rank;
+                memcpy(a->dims, v->dims, sizeof(int64_t) * (size_t)v->rank);
+                a->elem_bytes = nb;
+            } else if (v->dtype != a->dtype || v->rank != a->rank ||
+                       memcmp(v->dims, a->dims, sizeof(int64_t) * (size_t)v->rank) != 0) {
+                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "scan output %zu changes type or shape at iteration %lld", k,
+                                 (long long)it);
+                goto done;
+            }
+            if (v->dtype == OTTER_DTYPE_STRING) {
+                s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "string scan outputs");
+                goto done;
+            }
+            if ((s = ot_grow((void **)&a->data, &a->cap, a->bytes + nb, 1)) != OTTER_OK) goto done;
+            if (nb) memcpy(a->data + a->bytes, v->data, nb);
+            a->bytes += nb;
+            a->count++;
+            otter_tensor_free(v);
+            out[1 + nc + k] = NULL;
+        }
+    }
+    for (size_t i = 0; i < nc && s == OTTER_OK; i++) s = output_copy(ctx, i, carried[i]);
+    for (size_t k = 0; k < nscan && s == OTTER_OK; k++) {
+        scan_acc *a = &acc[k];
+        int64_t dims[OTTER_MAX_RANK];
+        int rank = a->rank + 1;
+        if (rank > OTTER_MAX_RANK) {
+            s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "scan output rank above %d", OTTER_MAX_RANK);
+            break;
+        }
+        dims[0] = a->count;
+        memcpy(dims + 1, a->dims, sizeof(int64_t) * (size_t)a->rank);
+        if (a->count == 0) rank = 1; /* no iteration: element shape unknown */
+        otter_tensor *y = ot_ctx_output(ctx, nc + k, a->count ? a->dtype : OTTER_DTYPE_FLOAT, rank, dims);
+        if (!y) {
+            s = OTTER_ERR_NOMEM;
+            break;
+        }
+        if (a->bytes) memcpy(y->data, a->data, a->bytes);
+    }
+done:
+    if (carried) free_tensors(carried, nc);
+    if (out) free_tensors(out, g->n_outputs);
+    if (acc)
+        for (size_t k = 0; k < nscan; k++) ot_free(acc[k].data);
+    otter_tensor_free(iter_t);
+    otter_tensor_free(cond_t);
+    ot_free(carried);
+    ot_free(in);
+    ot_free(out);
+    ot_free(acc);
+    return s;
+}
+
+/* ======================================================================================== */
 
 const ot_op_def ot_ops_misc[] = {
+    {"", "Constant", 1, constant_run, 0},
+    {"", "ConstantOfShape", 9, constant_of_shape_run, 0},
+    {"", "Cast", 1, cast_run, 0},
+    {"", "CastLike", 15, castlike_run, 0},
+    {"", "Range", 11, range_run, 0},
+    {"", "OneHot", 9, onehot_run, 0},
+    {"", "EyeLike", 9, eyelike_run, 0},
+    {"", "Trilu", 14, trilu_run, OT_OP_INPLACE0},
+    {"", "Shape", 1, shape_run, 0},
+    {"", "Shape", 15, shape_run, 0}, /* start / end */
+    {"", "Size", 1, size_run, 0},
+    {"", "Identity", 1, identity_run, OT_OP_INPLACE0},
+    {"", "Dropout", 1, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
+    {"", "Dropout", 7, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
+    {"", "Dropout", 10, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* bool mask */
+    {"", "Dropout", 12, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* ratio, training_mode inputs */
+    {"", "NonZero", 9, nonzero_run, 0},
+    {"", "If", 1, if_run, 0},
+    {"", "Loop", 1, loop_run, 0},
     {0},
 };
