@@ -135,7 +135,22 @@ def cases():
     c["initializer_undefined_type"] = model(
         [n("Add", ["x", "w"], ["y"], name="add")], [vi("x")], [vi("y")], inits=[t])
 
+    sp = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "sp"),
+        numpy_helper.from_array(np.array([1, 4], np.int64), "sp_indices"), [2, 3])
+    m = model([n("Add", ["x", "sp"], ["y"], name="add")], [vi("x")], [vi("y")])
+    m.graph.sparse_initializer.extend([sp])
+    c["sparse_initializer_into_add"] = m
+
     # ---- valid edge cases ----
+    m = relu_model()
+    m.graph.sparse_initializer.extend([sp])
+    c["valid_sparse_initializer_unused"] = m
+    m = model([n("Relu", ["x"], ["y"], name="relu"), n("Identity", ["sp"], ["z"], name="id", domain="com.example")],
+              [vi("x")], [vi("y")], extra_opsets=[("com.example", 1)])
+    m.graph.sparse_initializer.extend([sp])
+    c["valid_sparse_initializer_into_custom_op"] = m
+
     c["valid_initializer_not_input_ir4"] = model(
         [n("Add", ["x", "w"], ["y"], name="add")], [vi("x")], [vi("y")], ir=4,
         inits=[numpy_helper.from_array(np.ones((2, 3), np.float32), "w")])

@@ -329,6 +329,114 @@ static void check_tensor(ot_checker *c, const otter_node *n, size_t ni, const ot
 
 static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *parent, bool main_graph);
 
+/* A copy of s that lives until the end of the check. */
+static const char *keep_string(ot_checker *c, const char *s) {
+    if (ot_grow((void **)&c->strings, &c->cap_strings, c->n_strings + 1, sizeof *c->strings) != OTTER_OK) {
+        c->fatal = OTTER_ERR_NOMEM;
+        return NULL;
+    }
+    char *d = ot_strdup(s);
+    if (d == NULL) {
+        c->fatal = OTTER_ERR_NOMEM;
+        return NULL;
+    }
+    c->strings[c->n_strings++] = d;
+    return d;
+}
+
+/* Sparse initializers are kept as serialized SparseTensorProto bytes; their name is
+ * values (field 1, a TensorProto).name (field 8). A minimal wire-format walk finds it. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+/* The length-delimited field `field` of the message [p, end) (the last occurrence). */
+static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, const uint8_t **out, size_t *len) {
+    bool found = false;
+    while (p < end) {
+        uint64_t key, v;
+        if (!wire_varint(&p, end, &key)) return false;
+        switch (key & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &v)) return false;
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
+        case 2:
+            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            if ((key >> 3) == field) {
+                *out = p;
+                *len = (size_t)v;
+                found = true;
+            }
+            p += v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return found;
+}
+
+/* The varint field `field` of the message [p, end) (the last occurrence). */
+static bool wire_find_varint(const uint8_t *p, const uint8_t *end, uint64_t field, uint64_t *out) {
+    bool found = false;
+    while (p < end) {
+        uint64_t key, v;
+        if (!wire_varint(&p, end, &key)) return false;
+        switch (key & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &v)) return false;
+            if ((key >> 3) == field) {
+                *out = v;
+                found = true;
+            }
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
+        case 2:
+            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            p += v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return found;
+}
+
+/* The name of a sparse initializer (ot_free it; NULL when it has none or out of memory) and the
+ * element type of its values (values.data_type, field 2; UNDEFINED when absent). */
+static char *sparse_initializer_name(const otter_bytes *b, otter_dtype *dtype) {
+    const uint8_t *values, *name;
+    size_t n_values, n_name;
+    const uint8_t *p = (const uint8_t *)b->data;
+    uint64_t dt = 0;
+    *dtype = OTTER_DTYPE_UNDEFINED;
+    if (p == NULL || !wire_find(p, p + b->len, 1, &values, &n_values)) return NULL;
+    if (wire_find_varint(values, values + n_values, 2, &dt) && dt < OTTER_DTYPE_COUNT_) *dtype = (otter_dtype)dt;
+    if (!wire_find(values, values + n_values, 8, &name, &n_name)) return NULL;
+    return ot_strndup((const char *)name, n_name);
+}
+
 static otter_status push_prefix(ot_checker *c, const otter_node *n, size_t ni, const char *attr, size_t gi, bool many,
                                 char **saved) {
     char *p;
@@ -649,6 +757,23 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
             c->fatal = OTTER_ERR_NOMEM;
         }
     }
+    for (size_t i = 0; i < g->n_sparse_initializers && !stopped(c); i++) {
+        otter_dtype dt;
+        char *name = sparse_initializer_name(&g->sparse_initializers[i], &dt);
+        const char *kept = name ? keep_string(c, name) : NULL;
+        ot_free(name);
+        if (stopped(c)) break;
+        if (ot_str_empty(kept)) {
+            problem(c, NULL, 0, "sparse initializer %zu has no name", i);
+            continue;
+        }
+        if (nameset_has(&inits, kept)) {
+            problem(c, NULL, 0, "sparse initializer '%s' has the name of another initializer", kept);
+            continue;
+        }
+        if (nameset_put(&inits, kept, NULL) != OTTER_OK || nameset_put(&scope.names, kept, NULL) != OTTER_OK)
+            c->fatal = OTTER_ERR_NOMEM;
+    }
     for (size_t ni = 0; ni < g->n_nodes && !stopped(c); ni++) {
         const otter_node *n = g->nodes[ni];
         for (size_t i = 0; i < n->n_inputs; i++) {
@@ -687,20 +812,6 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
 }
 
 /* ---- the type pass (full_check): OpSchema::CheckInputOutputType ---------------------------- */
-
-static const char *keep_string(ot_checker *c, const char *s) {
-    if (ot_grow((void **)&c->strings, &c->cap_strings, c->n_strings + 1, sizeof *c->strings) != OTTER_OK) {
-        c->fatal = OTTER_ERR_NOMEM;
-        return NULL;
-    }
-    char *d = ot_strdup(s);
-    if (d == NULL) {
-        c->fatal = OTTER_ERR_NOMEM;
-        return NULL;
-    }
-    c->strings[c->n_strings++] = d;
-    return d;
-}
 
 /* The type string of a declared type, kept; NULL when incomplete. */
 static const char *declared_type(ot_checker *c, const otter_type *t) {
@@ -869,6 +980,18 @@ static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *pare
             check_initializer_type(c, t, d);
         else if (c->ir_version >= 4 && nameset_put(&scope.names, t->name, tensor_type(c, t)) != OTTER_OK)
             c->fatal = OTTER_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < g->n_sparse_initializers && !stopped(c); i++) {
+        otter_dtype dt;
+        char *name = sparse_initializer_name(&g->sparse_initializers[i], &dt);
+        const char *kept = name ? keep_string(c, name) : NULL;
+        ot_free(name);
+        const char *e = ot_type_elem_name(dt);
+        if (kept == NULL || e == NULL || declared_otter_type(g, kept) != NULL) continue;
+        char buf[64];
+        snprintf(buf, sizeof buf, "sparse_tensor(%s)", e);
+        const char *t = keep_string(c, buf);
+        if (t && nameset_put(&scope.names, kept, t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t ni = 0; ni < g->n_nodes && !stopped(c); ni++) type_node(c, g->nodes[ni], ni, &scope);
     nameset_free(&scope.names);
