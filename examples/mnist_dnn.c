@@ -47,16 +47,11 @@ static otter_status add_linear(otter_graph *g, const char *name, const char *x, 
     otter_status s = otter_tensor_create(&w, wname, OTTER_DTYPE_FLOAT, 2, wdims);
     if (s != OTTER_OK) return s;
     for (int64_t i = 0; i < out * in; i++) ((float *)w->data)[i] = uniform(bound);
-    if ((s = otter_graph_add_initializer(g, w)) != OTTER_OK) {
-        otter_tensor_free(w);
-        return s;
-    }
+    /* The graph owns what it is given, even when adding fails. */
+    if ((s = otter_graph_add_initializer(g, w)) != OTTER_OK) return s;
     if ((s = otter_tensor_create(&b, bname, OTTER_DTYPE_FLOAT, 1, bdims)) != OTTER_OK) return s;
     for (int64_t i = 0; i < out; i++) ((float *)b->data)[i] = uniform(bound);
-    if ((s = otter_graph_add_initializer(g, b)) != OTTER_OK) {
-        otter_tensor_free(b);
-        return s;
-    }
+    if ((s = otter_graph_add_initializer(g, b)) != OTTER_OK) return s;
     const char *ins[3] = {x, wname, bname};
     otter_node *n = NULL;
     if ((s = otter_node_create(&n, "Gemm", name, 3, ins, 1, &y)) != OTTER_OK) return s;
@@ -64,16 +59,14 @@ static otter_status add_linear(otter_graph *g, const char *name, const char *x, 
         otter_node_free(n);
         return s;
     }
-    if ((s = otter_graph_add_node(g, n)) != OTTER_OK) otter_node_free(n);
-    return s;
+    return otter_graph_add_node(g, n);
 }
 
 static otter_status add_relu(otter_graph *g, const char *name, const char *x, const char *y) {
     otter_node *n = NULL;
     otter_status s = otter_node_create(&n, "Relu", name, 1, &x, 1, &y);
     if (s != OTTER_OK) return s;
-    if ((s = otter_graph_add_node(g, n)) != OTTER_OK) otter_node_free(n);
-    return s;
+    return otter_graph_add_node(g, n);
 }
 
 int main(int argc, char **argv) {
