@@ -85,6 +85,7 @@ static ot_ival **scope_slot(ot_scope *sc, const char *name) {
 }
 
 static ot_ival *scope_get_local(const ot_scope *sc, const char *name) {
+    if (sc->cap == 0) return NULL;
     size_t mask = sc->cap - 1;
     for (size_t i = (size_t)hash_str(name) & mask; sc->slots[i].name; i = (i + 1) & mask)
         if (strcmp(sc->slots[i].name, name) == 0) return sc->slots[i].val;
