@@ -1060,6 +1060,31 @@ static void check_model(ot_checker *c) {
     check_graph(c, m->graph, NULL, true);
 }
 
+/* Shape inference names the node at fault in its message ("... node 'name' (Op): ..."): fill the
+ * last report entry's node and op_type from it. */
+static void name_node_from_message(otter_check_report *r) {
+    if (r == NULL || r->n == 0) return;
+    ot_diag *d = &r->items[r->n - 1];
+    const char *p = strstr(d->message, "node '");
+    if (p == NULL) return;
+    p += 6;
+    const char *q = strstr(p, "' (");
+    if (q == NULL) return;
+    const char *e = strchr(q + 3, ')');
+    if (e == NULL) return;
+    char *name = ot_strndup(p, (size_t)(q - p));
+    char *op = ot_strndup(q + 3, (size_t)(e - (q + 3)));
+    if (name == NULL || op == NULL) { /* keep the empty ones */
+        ot_free(name);
+        ot_free(op);
+        return;
+    }
+    ot_free(d->node);
+    ot_free(d->op_type);
+    d->node = name;
+    d->op_type = op;
+}
+
 /* full_check: otter's shape inference on a copy, then the schema type checks over its result. */
 static void full_check(ot_checker *c) {
     otter_model *copy = NULL;
@@ -1071,7 +1096,9 @@ static void full_check(ot_checker *c) {
     otter_infer_options io = {0};
     s = otter_model_infer_shapes(copy, &io);
     if (s == OTTER_ERR_INVALID) {
+        size_t before = c->n_problems;
         problem(c, NULL, 0, "%s", otter_last_error());
+        if (c->n_problems != before) name_node_from_message(c->opts->report);
     } else if (s == OTTER_ERR_UNSUPPORTED) {
         /* Not a problem of the model: check types against what is declared. */
         ot_log(OTTER_LOG_WARN, "checker: shape inference skipped: %s", otter_last_error());
