@@ -508,10 +508,37 @@ static otter_status same_types(const ot_kernel_ctx *ctx, const otter_tensor *a, 
     return OTTER_OK;
 }
 
-static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, bool out_bool) {
-    const otter_tensor *a, *b;
-    OT_TRY(need_input(ctx, 0, &a));
-    OT_TRY(need_input(ctx, 1, &b));
+/* Opsets before 7: with broadcast=1, B's dims line up with A's starting at `axis` (default: A's
+ * trailing dims); view B at A's rank so numpy broadcasting does the rest. */
+static otter_status legacy_view(const ot_kernel_ctx *ctx, const otter_tensor *a, const otter_tensor *b,
+                                otter_tensor *view, int64_t default_axis) {
+    *view = *b;
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", default_axis >= 0 ? default_axis : a->rank - b->rank);
+    if (axis < 0) axis += a->rank;
+    if (axis < 0 || axis + b->rank > a->rank) {
+        char s1[256], s2[256];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "input 1 '%s' shape %s does not fit input 0 '%s' shape %s at axis %lld",
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, b->rank, b->dims),
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s2, sizeof s2, a->rank, a->dims), (long long)axis);
+    }
+    view->rank = a->rank;
+    for (int i = 0; i < a->rank; i++) view->dims[i] = i >= axis && i < axis + b->rank ? b->dims[i - axis] : 1;
+    return OTTER_OK;
+}
+
+/* Output shape of a op b; the error names both inputs. */
+static otter_status binary_shape(const ot_kernel_ctx *ctx, const otter_tensor *a, const otter_tensor *b, int *rank,
+                                 int64_t *dims) {
+    if (ot_broadcast_shape2(a->rank, a->dims, b->rank, b->dims, rank, dims)) return OTTER_OK;
+    char s1[256], s2[256];
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' shape %s does not broadcast with input 0 '%s' shape %s",
+                        ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, b->rank, b->dims),
+                        ot_ctx_input_name(ctx, 0), ot_shape_str(s2, sizeof s2, a->rank, a->dims));
+}
+
+static otter_status binary_core(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, bool out_bool, const otter_tensor *a,
+                                const otter_tensor *b) {
     OT_TRY(same_types(ctx, a, 0, b, 1));
     ot_bcast_row_fn fn = tbl[a->dtype];
     bool half = false;
@@ -522,13 +549,24 @@ static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, b
     if (!fn) return bad_type(ctx, 0, a->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
-    static const size_t idx[2] = {0, 1};
-    OT_TRY(ot_broadcast_inputs(ctx, 2, idx, &rank, dims));
+    OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, out_bool ? OTTER_DTYPE_BOOL : a->dtype, rank, dims);
     if (!o) return OTTER_ERR_NOMEM;
     if (half) return bin_exec_half(ctx, fn, o, a, b);
     bin_exec(ctx, fn, o, a, b);
     return OTTER_OK;
+}
+
+static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, bool out_bool) {
+    const otter_tensor *a, *b;
+    OT_TRY(need_input(ctx, 0, &a));
+    OT_TRY(need_input(ctx, 1, &b));
+    otter_tensor view;
+    if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
+        OT_TRY(legacy_view(ctx, a, b, &view, -1));
+        b = &view;
+    }
+    return binary_core(ctx, tbl, out_bool, a, b);
 }
 
 #define BINARY_RUN(NAME, TBL, BOOL)                                                                                    \
@@ -562,6 +600,12 @@ static otter_status prelu_run(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *slope;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &slope));
+    otter_tensor view;
+    if (ctx->opset < 7 && slope->rank == 1 && x->rank >= 2 && slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
+        /* before opset 7 a 1-D slope holds one value per channel (axis 1) */
+        OT_TRY(legacy_view(ctx, x, slope, &view, 1));
+        slope = &view;
+    }
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     if (!ot_broadcast_shape2(x->rank, x->dims, slope->rank, slope->dims, &rank, dims) || rank != x->rank ||
@@ -572,7 +616,7 @@ static otter_status prelu_run(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, slope->rank, slope->dims),
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
     }
-    return run_binary(ctx, prelu_tbl, false);
+    return binary_core(ctx, prelu_tbl, false, x, slope);
 }
 
 /* Pow(X: T, Y: T1) -> T. Same float types use the fast kernel; anything else through double. */
@@ -580,7 +624,12 @@ static otter_status pow_run(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
     OT_TRY(need_input(ctx, 0, &a));
     OT_TRY(need_input(ctx, 1, &b));
-    if (a->dtype == b->dtype && (pow_tbl[a->dtype] || is_half(a->dtype))) return run_binary(ctx, pow_tbl, false);
+    otter_tensor view;
+    if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
+        OT_TRY(legacy_view(ctx, a, b, &view, -1));
+        b = &view;
+    }
+    if (a->dtype == b->dtype && (pow_tbl[a->dtype] || is_half(a->dtype))) return binary_core(ctx, pow_tbl, false, a, b);
     if (otter_dtype_size(a->dtype) == 0 || a->dtype == OTTER_DTYPE_BOOL || a->dtype == OTTER_DTYPE_STRING ||
         (a->dtype >= OTTER_DTYPE_COMPLEX64 && a->dtype <= OTTER_DTYPE_COMPLEX128))
         return bad_type(ctx, 0, a->dtype);
@@ -589,8 +638,8 @@ static otter_status pow_run(ot_kernel_ctx *ctx) {
         return bad_type(ctx, 1, b->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
-    static const size_t idx[2] = {0, 1};
-    OT_TRY(ot_broadcast_inputs(ctx, 2, idx, &rank, dims));
+
+    OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, a->dtype, rank, dims);
     if (!o) return OTTER_ERR_NOMEM;
     int64_t na = otter_tensor_numel(a), nb = otter_tensor_numel(b), no = otter_tensor_numel(o);
@@ -879,25 +928,25 @@ const ot_op_def ot_ops_elementwise[] = {
     {"", "Not", 1, not_run, OT_OP_INPLACE0},
     {"", "IsNaN", 9, isnan_run, 0},
     {"", "IsInf", 10, isinf_run, 0},
-    {"", "Add", 7, add_run, OT_OP_INPLACE0},
-    {"", "Sub", 7, sub_run, OT_OP_INPLACE0},
-    {"", "Mul", 7, mul_run, OT_OP_INPLACE0},
-    {"", "Div", 7, div_run, OT_OP_INPLACE0},
-    {"", "Pow", 7, pow_run, 0},
+    {"", "Add", 1, add_run, OT_OP_INPLACE0},
+    {"", "Sub", 1, sub_run, OT_OP_INPLACE0},
+    {"", "Mul", 1, mul_run, OT_OP_INPLACE0},
+    {"", "Div", 1, div_run, OT_OP_INPLACE0},
+    {"", "Pow", 1, pow_run, 0},
     {"", "Mod", 10, mod_run, OT_OP_INPLACE0},
-    {"", "PRelu", 7, prelu_run, OT_OP_INPLACE0},
+    {"", "PRelu", 1, prelu_run, OT_OP_INPLACE0},
     {"", "Max", 6, max_run, 0},
     {"", "Min", 6, min_run, 0},
     {"", "Sum", 6, sum_run, 0},
     {"", "Mean", 6, mean_run, 0},
-    {"", "Equal", 7, equal_run, 0},
-    {"", "Greater", 7, greater_run, 0},
+    {"", "Equal", 1, equal_run, 0},
+    {"", "Greater", 1, greater_run, 0},
     {"", "GreaterOrEqual", 12, greater_equal_run, 0},
-    {"", "Less", 7, less_run, 0},
+    {"", "Less", 1, less_run, 0},
     {"", "LessOrEqual", 12, less_equal_run, 0},
-    {"", "And", 7, and_run, OT_OP_INPLACE0},
-    {"", "Or", 7, or_run, OT_OP_INPLACE0},
-    {"", "Xor", 7, xor_run, OT_OP_INPLACE0},
+    {"", "And", 1, and_run, OT_OP_INPLACE0},
+    {"", "Or", 1, or_run, OT_OP_INPLACE0},
+    {"", "Xor", 1, xor_run, OT_OP_INPLACE0},
     {"", "BitShift", 11, bitshift_run, OT_OP_INPLACE0},
     {"", "Where", 9, where_run, 0},
     {"", "Clip", 6, clip_run, OT_OP_INPLACE0},
