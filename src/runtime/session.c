@@ -611,10 +611,10 @@ static otter_status build(otter_session *s) {
             }
         }
     }
-    s->n_nodes = g->n_nodes;
     s->nodes = ot_calloc(g->n_nodes + 1, sizeof *s->nodes);
     s->order = ot_calloc(g->n_nodes + 1, sizeof *s->order);
     if (!s->nodes || !s->order) return OT_NOMEM();
+    s->n_nodes = g->n_nodes;
     s->stats.n_nodes_model = g->n_nodes;
     for (size_t k = 0; k < g->n_nodes; k++) OT_TRY(build_node(s, k));
     s->outputs = ot_calloc(g->n_outputs + 1, sizeof(size_t));
