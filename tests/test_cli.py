@@ -1,0 +1,192 @@
+"""The `otter` CLI: every verb answers --help with exit 0, a usage error with exit 2 and an invalid
+model with exit 1 and a message naming the file, node or tensor at fault; and each verb does its job
+on a small MNIST-like model made here with python3-onnx."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+BIN = os.environ.get("OTTER_BINARY_DIR", "build")
+CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
+VERBS = ["info", "print", "check", "clean", "merge", "extract", "dot", "convert"]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures += 1
+
+
+def otter(*args):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def dnn(path):
+    rng = np.random.default_rng(0)
+    inits, nodes, x = [], [], "input"
+    for k, (i, o) in enumerate([(784, 32), (32, 10)], 1):
+        inits += [numpy_helper.from_array(rng.uniform(-.1, .1, (o, i)).astype(np.float32), f"fc{k}.weight"),
+                  numpy_helper.from_array(rng.uniform(-.1, .1, (o,)).astype(np.float32), f"fc{k}.bias")]
+        y = "output" if k == 2 else f"fc{k}_out"
+        nodes.append(helper.make_node("Gemm", [x, f"fc{k}.weight", f"fc{k}.bias"], [y], name=f"fc{k}", transB=1))
+        if k == 1:
+            nodes.append(helper.make_node("Relu", [y], ["relu1_out"], name="relu1"))
+            x = "relu1_out"
+    # A dead node and a duplicate initializer for `clean` to remove.
+    inits.append(numpy_helper.from_array(numpy_helper.to_array(inits[1]), "fc1.bias_copy"))
+    nodes.append(helper.make_node("Neg", ["fc1.bias_copy"], ["dead_out"], name="dead"))
+    g = helper.make_graph(nodes, "tiny_dnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 784])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
+    return m
+
+
+def broken_models(tmp):
+    """Models with one named fault each (made with helper; the checker is not run on them)."""
+    out = {}
+    garbage = os.path.join(tmp, "garbage.onnx")
+    with open(garbage, "wb") as f:
+        f.write(b"\x08\x07\x12\xff\xff\xff\xffnot a model at all")
+    out["garbage"] = garbage
+
+    def save(name, nodes, outputs=("y",)):
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, [3]) for o in outputs])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+        m.ir_version = 8
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        out[name] = path
+
+    save("dangling", [helper.make_node("Add", ["x", "ghost"], ["y"], name="bad_add")])
+    save("cycle", [helper.make_node("Add", ["x", "r"], ["s"], name="cyc_add"),
+                   helper.make_node("Relu", ["s"], ["r"], name="cyc_relu"),
+                   helper.make_node("Neg", ["s"], ["y"], name="tail")])
+    return out
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "tiny.onnx")
+        dnn(model)
+        bad = broken_models(tmp)
+        out = os.path.join(tmp, "out.onnx")
+
+        # Global options.
+        rc, so, se = otter("--help")
+        check(rc == 0 and all(v in so for v in VERBS), "otter --help: exit 0, lists every verb")
+        rc, so, se = otter("--version")
+        check(rc == 0 and so.startswith("otter "), f"otter --version: exit 0, '{so.strip()}'")
+        rc, so, se = otter()
+        check(rc == 2 and "usage" in se, "otter (no verb): exit 2 with usage")
+        rc, so, se = otter("frobnicate")
+        check(rc == 2 and "'frobnicate'" in se, "otter frobnicate: exit 2 naming the verb")
+        rc, so, se = otter("help", "merge")
+        check(rc == 0 and "--wire" in so, "otter help merge: exit 0, shows merge's options")
+
+        # Every verb: --help 0, unknown option 2, missing arguments 2, unreadable model 1 naming the file.
+        for v in VERBS:
+            rc, so, se = otter(v, "--help")
+            check(rc == 0 and so.startswith(f"usage: otter {v}"), f"otter {v} --help: exit 0")
+            rc, so, se = otter(v, "--no-such-option", model)
+            check(rc == 2 and "'--no-such-option'" in se, f"otter {v} --no-such-option: exit 2 naming it")
+            rc, so, se = otter(v)
+            check(rc == 2 and "usage" in se, f"otter {v} (no arguments): exit 2")
+            args = {"merge": [bad["garbage"], model, "--wire", "a:b", "-o", out],
+                    "extract": [bad["garbage"], "--outputs", "y", "-o", out],
+                    "dot": [bad["garbage"], "-o", os.path.join(tmp, "x.dot")]}.get(v, [bad["garbage"], "-o", out])
+            if v in ("info", "print", "check"):
+                args = [bad["garbage"]]
+            rc, so, se = otter(v, *args)
+            check(rc == 1 and "garbage.onnx" in se, f"otter {v} garbage.onnx: exit 1 naming the file: {se.strip()}")
+
+        # Usage errors specific to verbs.
+        rc, so, se = otter("clean", model)
+        check(rc == 2 and "--output" in se, "otter clean without -o: exit 2")
+        rc, so, se = otter("merge", model, model, "-o", out)
+        check(rc == 2 and "--wire" in se, "otter merge without --wire: exit 2")
+        rc, so, se = otter("merge", model, model, "--wire", "nocolon", "-o", out)
+        check(rc == 2 and "'nocolon'" in se, "otter merge --wire nocolon: exit 2 naming it")
+        rc, so, se = otter("convert", model, "-o", out, "--external-data", "--threshold", "lots")
+        check(rc == 2 and "'lots'" in se, "otter convert --threshold lots: exit 2")
+        rc, so, se = otter("dot", model, "-o", os.path.join(tmp, "x.pdf"))
+        check(rc == 2 and "x.pdf" in se, "otter dot -o x.pdf: exit 2 (unsupported extension)")
+
+        # Invalid models: messages name the node or tensor at fault.
+        rc, so, se = otter("check", bad["dangling"])
+        check(rc == 1 and "ghost" in so + se and "bad_add" in so + se,
+              f"otter check dangling: exit 1 naming node bad_add and tensor ghost: {(so + se).strip()}")
+        rc, so, se = otter("check", bad["cycle"])
+        check(rc == 1 and ("cyc_add" in so + se or "cyc_relu" in so + se), f"otter check cycle: exit 1: {(so + se).strip()}")
+        rc, so, se = otter("clean", bad["cycle"], "-o", out)
+        check(rc == 1 and "'cyc_add'" in se and "'cyc_relu'" in se and "'tail'" not in se,
+              f"otter clean cycle: exit 1 naming the nodes on the cycle: {se.strip()}")
+        rc, so, se = otter("extract", model, "--inputs", "relu1_out", "--outputs", "output,fc1_out", "-o", out)
+        check(rc == 1 and "'fc1_out'" in se and "'input'" in se,
+              f"otter extract unreachable: exit 1 naming fc1_out and input: {se.strip()}")
+        rc, so, se = otter("extract", model, "--outputs", "nope", "-o", out)
+        check(rc == 1 and "'nope'" in se, f"otter extract unknown tensor: exit 1 naming it: {se.strip()}")
+        rc, so, se = otter("merge", model, model, "--concat", "-o", out)
+        check(rc == 1 and "defined in both" in se, f"otter merge without prefixes: exit 1 naming the clash: {se.strip()}")
+
+        # The verbs doing their job.
+        rc, so, se = otter("info", model)
+        check(rc == 0 and "input: float32[batch,784]" in so and "Gemm" in so and "parameters: 25482" in so,
+              "otter info: types, op counts and parameter count (784*32+32+32*10+10 + 32 for the copy = 25482)")
+        rc, so, se = otter("print", model)
+        check(rc == 0 and "%fc1_out = Gemm[transB = 1](%input, %fc1.weight, %fc1.bias)    # fc1" in so, "otter print: node line")
+        rc, so, se = otter("check", model)
+        check(rc == 0 and "valid" in so, "otter check: valid model exits 0")
+        rc, so, se = otter("clean", model, "-o", out)
+        cleaned = onnx.load(out)
+        check(rc == 0 and [n.name for n in cleaned.graph.node] == ["fc1", "relu1", "fc2"] and
+              len(cleaned.graph.initializer) == 4, f"otter clean: dead node and its initializer gone ({so.strip()})")
+        onnx.checker.check_model(cleaned, full_check=True)
+        rc, so, se = otter("extract", model, "--inputs", "input", "--outputs", "relu1_out", "-o", out)
+        sub = onnx.load(out)
+        check(rc == 0 and [n.name for n in sub.graph.node] == ["fc1", "relu1"] and
+              [o.name for o in sub.graph.output] == ["relu1_out"], "otter extract input -> relu1_out: fc1, relu1")
+        two = os.path.join(tmp, "two.onnx")
+        rc, so, se = otter("merge", model, model, "--concat", "--prefix-a", "a_", "--prefix-b", "b_", "-o", two)
+        m2 = onnx.load(two)
+        check(rc == 0 and len(m2.graph.input) == 2 and len(m2.graph.output) == 2, "otter merge --concat: 2 inputs, 2 outputs")
+        onnx.checker.check_model(m2, full_check=True)
+        dot = os.path.join(tmp, "g.dot")
+        rc, so, se = otter("dot", model, "-o", dot)
+        text = open(dot).read() if os.path.exists(dot) else ""
+        check(rc == 0 and text.startswith('digraph "tiny_dnn"') and "Gemm\\nfc1" in text, "otter dot -o g.dot")
+        svg = os.path.join(tmp, "g.svg")
+        rc, so, se = otter("dot", model, "-o", svg)
+        check(rc == 0 and os.path.exists(svg) and "<svg" in open(svg).read(), "otter dot -o g.svg (graphviz)")
+
+        # convert: external data out and back in, values unchanged.
+        ext = os.path.join(tmp, "ext.onnx")
+        rc, so, se = otter("convert", model, "-o", ext, "--external-data", "--threshold", "1K")
+        data = ext + ".data"
+        check(rc == 0 and os.path.exists(data), f"otter convert --external-data: side file written ({se.strip()})")
+        me = onnx.load(ext, load_external_data=False)
+        n_ext = sum(1 for t in me.graph.initializer if t.data_location == TensorProto.EXTERNAL)
+        check(n_ext == 2, f"{n_ext} initializers external (want 2: fc1.weight, fc2.weight >= 1 KiB)")
+        back = os.path.join(tmp, "back.onnx")
+        rc, so, se = otter("convert", ext, "-o", back, "--inline")
+        mb = onnx.load(back, load_external_data=False)
+        orig = {t.name: numpy_helper.to_array(t) for t in onnx.load(model).graph.initializer}
+        same = all(t.data_location != TensorProto.EXTERNAL and np.array_equal(numpy_helper.to_array(t), orig[t.name])
+                   for t in mb.graph.initializer)
+        check(rc == 0 and same and len(mb.graph.initializer) == len(orig), "otter convert --inline: all inline, values equal")
+    print(f"test_cli: {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
