@@ -6,6 +6,8 @@ model.onnx under the given folders, printed as tab-separated lines:
   E <message>                         onnx's inference failed on it
   V <name> <elem type> <rank> <dims>  a value in the inferred main graph (value_info and outputs);
                                       rank -1: no shape; dims space-separated: N, $param or ?
+The values come from a second run on the model with its graph outputs' types removed, so the
+outputs are inferred rather than copied from their declarations (a failure there prints S).
 """
 import os
 import sys
@@ -41,9 +43,18 @@ def main():
             except Exception as e:  # onnx refuses the model: report it
                 print("E\t" + str(e).replace("\n", " ").replace("\t", " ")[:300])
                 continue
+            for o in m.graph.output:
+                o.ClearField("type")
+            try:
+                inf = onnx.shape_inference.infer_shapes(m, data_prop=True)
+            except Exception as e:
+                print("S\t" + str(e).replace("\n", " ").replace("\t", " ")[:300])
+                continue
+            seen = set()
             for vi in list(inf.graph.value_info) + list(inf.graph.output):
-                if vi.type.WhichOneof("value") != "tensor_type":
+                if vi.type.WhichOneof("value") != "tensor_type" or vi.name in seen:
                     continue
+                seen.add(vi.name)
                 t = vi.type.tensor_type
                 rank, dims = dims_of(t)
                 print("V\t%s\t%d\t%d\t%s" % (vi.name, t.elem_type, rank, dims))

@@ -27,6 +27,10 @@ static otter_status reduce(ot_inode *n, int64_t since) {
     }
     if (!known) {
         if (keep) return ot_out_shape(n, 0, dt, x->rank, NULL);
+        /* values unknown but their count known (and non-zero: an empty list may mean "all") */
+        const ot_ival *a = ot_in(n, 1);
+        if (a->kind == OTTER_TYPE_TENSOR && a->rank == 1 && a->dims[0].v > 0 && a->dims[0].v <= x->rank)
+            return ot_out_shape(n, 0, dt, x->rank - (int)a->dims[0].v, NULL);
         ot_out_type(n, 0, dt);
         return OTTER_OK;
     }

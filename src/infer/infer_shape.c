@@ -193,12 +193,22 @@ static otter_status get_axes(ot_inode *n, int64_t since, int64_t **axes, int64_t
     return OTTER_OK;
 }
 
+/* Length of a 1-D axes input whose values are unknown (-1 when that isn't known either). */
+static int64_t axes_length(const ot_inode *n) {
+    const ot_ival *a = ot_in(n, 1);
+    if (n->opset < 13 || !a || a->kind != OTTER_TYPE_TENSOR || a->rank != 1 || a->dims[0].v < 0) return -1;
+    return a->dims[0].v;
+}
+
 static otter_status squeeze(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     int64_t *axes, count;
     bool present, known;
     OT_TRY(get_axes(n, 13, &axes, &count, &present, &known));
+    int64_t alen = axes_length(n);
+    if (ot_in_has_shape(n, 0) && !known && alen >= 0 && alen <= x->rank)
+        return ot_out_shape(n, 0, dt, x->rank - (int)alen, NULL);
     if (!ot_in_has_shape(n, 0) || !known) {
         ot_out_type(n, 0, dt);
         return OTTER_OK;
@@ -238,6 +248,9 @@ static otter_status unsqueeze(ot_inode *n) {
     int64_t *axes, count;
     bool present, known;
     OT_TRY(get_axes(n, 13, &axes, &count, &present, &known));
+    int64_t alen = axes_length(n);
+    if (ot_in_has_shape(n, 0) && !known && alen >= 0 && alen <= OTTER_MAX_RANK * 4)
+        return ot_out_shape(n, 0, dt, x->rank + (int)alen, NULL);
     if (!ot_in_has_shape(n, 0) || !known || !present) {
         ot_out_type(n, 0, dt);
         return OTTER_OK;
@@ -696,9 +709,20 @@ static otter_status expand(ot_inode *n) {
     int64_t ns;
     if (!ot_in_ints(n, 1, &s, &ns)) {
         const ot_ival *sv = ot_in(n, 1);
-        if (ot_in_has_shape(n, 0) && sv && sv->kind == OTTER_TYPE_TENSOR && sv->rank == 1 && sv->dims[0].v >= 0) {
-            int r = (int)sv->dims[0].v > x->rank ? (int)sv->dims[0].v : x->rank;
-            return ot_out_shape(n, 0, dt, r, NULL);
+        if (ot_in_has_shape(n, 0) && sv && sv->kind == OTTER_TYPE_TENSOR && sv->rank == 1 && sv->dims[0].v >= 0 &&
+            sv->dims[0].v <= 4 * OTTER_MAX_RANK) {
+            /* values unknown, length known: broadcast with that many unknown dims (a fixed input
+             * dim other than 1 survives, since the target there must be 1 or equal to it) */
+            ot_ival t = {0};
+            t.kind = OTTER_TYPE_TENSOR;
+            t.rank = (int)sv->dims[0].v;
+            t.dims = ot_inf_dims(n->cx, t.rank);
+            if (!t.dims) return OT_INF_NOMEM(n);
+            const ot_ival *shapes[2] = {x, &t};
+            int rank;
+            ot_idim *dims;
+            OT_TRY(ot_broadcast(n, 2, shapes, &rank, &dims));
+            return ot_out_shape(n, 0, dt, rank, dims);
         }
         ot_out_type(n, 0, dt);
         return OTTER_OK;
