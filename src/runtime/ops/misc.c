@@ -648,6 +648,206 @@ done:
     return s;
 }
 
+/* ---- Scan ------------------------------------------------------------------------------ */
+
+/* Slice t along axis at index i (the axis removed) into dst (created). */
+static otter_status slice_axis(const otter_tensor *t, int axis, int64_t i, otter_tensor **dst) {
+    int64_t dims[OTTER_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < t->rank; d++)
+        if (d != axis) dims[r++] = t->dims[d];
+    OT_TRY(otter_tensor_create(dst, NULL, t->dtype, r, dims));
+    int64_t outer = 1, inner = 1, len = t->dims[axis];
+    for (int d = 0; d < axis; d++) outer *= t->dims[d];
+    for (int d = axis + 1; d < t->rank; d++) inner *= t->dims[d];
+    size_t es = otter_dtype_size(t->dtype), row = (size_t)inner * es;
+    for (int64_t o = 0; o < outer; o++)
+        if (row)
+            memcpy((char *)(*dst)->data + (size_t)o * row, (const char *)t->data + (size_t)(o * len + i) * row, row);
+    return OTTER_OK;
+}
+
+/* Write e (one element of a stacked output) at position i along axis of dst. */
+static void stack_axis(otter_tensor *dst, int axis, int64_t i, const otter_tensor *e) {
+    int64_t outer = 1, inner = 1, len = dst->dims[axis];
+    for (int d = 0; d < axis; d++) outer *= dst->dims[d];
+    for (int d = axis + 1; d < dst->rank; d++) inner *= dst->dims[d];
+    size_t es = otter_dtype_size(dst->dtype), row = (size_t)inner * es;
+    for (int64_t o = 0; o < outer; o++)
+        if (row) memcpy((char *)dst->data + (size_t)(o * len + i) * row, (const char *)e->data + (size_t)o * row, row);
+}
+
+/* One Scan (opset 9 semantics) over states[0..n) and scan inputs xs[0..m); results (created) in
+ * out_states[0..n) and out_scans[0..k). */
+static otter_status scan_core(ot_kernel_ctx *ctx, const otter_graph *g, size_t n, const otter_tensor *const *states,
+                              size_t m, const otter_tensor *const *xs, const int64_t *in_axes, const int64_t *in_dirs,
+                              size_t k, const int64_t *out_axes, const int64_t *out_dirs, otter_tensor **out_states,
+                              otter_tensor **out_scans) {
+    if (g->n_inputs != n + m || g->n_outputs != n + k)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "body has %zu inputs and %zu outputs, expected %zu and %zu",
+                            g->n_inputs, g->n_outputs, n + m, n + k);
+    int64_t len = -1;
+    for (size_t j = 0; j < m; j++) {
+        int64_t l = xs[j]->dims[in_axes[j]];
+        if (len >= 0 && l != len)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scan input %zu has length %lld, scan input 0 has %lld", j,
+                                (long long)l, (long long)len);
+        len = l;
+    }
+    if (len < 0) len = 0;
+    otter_status s = OTTER_OK;
+    otter_tensor **in = ot_calloc(n + m + 1, sizeof *in), **out = ot_calloc(n + k + 1, sizeof *out);
+    if (!in || !out) {
+        s = OT_NOMEM();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((s = otter_tensor_clone(&out_states[i], states[i])) != OTTER_OK) goto done;
+    for (int64_t t = 0; t < len; t++) {
+        for (size_t i = 0; i < n; i++) in[i] = out_states[i];
+        for (size_t j = 0; j < m; j++) {
+            int64_t pos = in_dirs[j] ? len - 1 - t : t;
+            if ((s = slice_axis(xs[j], (int)in_axes[j], pos, &in[n + j])) != OTTER_OK) goto done;
+        }
+        if ((s = ot_ctx_run_subgraph(ctx, g, n + m, in, n + k, out)) != OTTER_OK) goto done;
+        for (size_t j = 0; j < m; j++) {
+            otter_tensor_free(in[n + j]);
+            in[n + j] = NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            otter_tensor_free(out_states[i]);
+            out_states[i] = out[i];
+            out[i] = NULL;
+        }
+        for (size_t q = 0; q < k; q++) {
+            otter_tensor *e = out[n + q];
+            int64_t ax = out_axes[q];
+            if (!ot_norm_axis(&ax, e->rank + 1)) {
+                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "scan_output_axes[%zu] = %lld is out of range", q,
+                                 (long long)out_axes[q]);
+                goto done;
+            }
+            if (!out_scans[q]) {
+                int64_t dims[OTTER_MAX_RANK];
+                for (int d = 0, c = 0; d <= e->rank; d++) dims[d] = d == ax ? len : e->dims[c++];
+                if ((s = otter_tensor_create(&out_scans[q], NULL, e->dtype, e->rank + 1, dims)) != OTTER_OK) goto done;
+            }
+            stack_axis(out_scans[q], (int)ax, out_dirs[q] ? len - 1 - t : t, e);
+            otter_tensor_free(e);
+            out[n + q] = NULL;
+        }
+    }
+    for (size_t q = 0; q < k; q++)
+        if (!out_scans[q]) {
+            int64_t zero = 0;
+            if ((s = otter_tensor_create(&out_scans[q], NULL, OTTER_DTYPE_FLOAT, 1, &zero)) != OTTER_OK) goto done;
+        }
+done:
+    if (in)
+        for (size_t j = 0; j < m; j++) otter_tensor_free(in[n + j]);
+    if (out) free_tensors(out, n + k);
+    ot_free(in);
+    ot_free(out);
+    return s;
+}
+
+static otter_status scan_attr_list(const ot_kernel_ctx *ctx, const char *name, size_t count, int64_t *vals,
+                                   const int *ranks) {
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    for (size_t i = 0; i < count; i++) vals[i] = 0;
+    if (!a) return OTTER_OK;
+    if (a->n_ints != count)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %zu", name, a->n_ints,
+                            count);
+    for (size_t i = 0; i < count; i++) {
+        vals[i] = a->ints[i];
+        if (ranks && !ot_norm_axis(&vals[i], ranks[i]))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s'[%zu] = %lld is out of range", name, i,
+                                (long long)a->ints[i]);
+    }
+    return OTTER_OK;
+}
+
+static otter_status scan_run(ot_kernel_ctx *ctx) {
+    const otter_graph *g = graph_attr(ctx, "body");
+    if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
+    bool v8 = ctx->opset < 9;
+    size_t first = v8 ? 1 : 0; /* opset 8: input 0 is sequence_lens */
+    if (v8 && ot_ctx_input(ctx, 0))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 (sequence_lens) is not supported");
+    int64_t m64 = otter_node_attr_int(ctx->node, "num_scan_inputs", -1);
+    size_t total = ctx->n_inputs - first;
+    if (m64 < 1 || (size_t)m64 > total)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'num_scan_inputs' (%lld) is missing or too large",
+                            (long long)m64);
+    size_t m = (size_t)m64, n = total - m;
+    if (ctx->n_outputs < n) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fewer outputs than state variables");
+    size_t k = ctx->n_outputs - n;
+    if (n + m > 64 || k > 64) return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "more than 64 states or scan values");
+    const otter_tensor *states[64], *xs[64];
+    int ranks[64];
+    for (size_t i = 0; i < n + m; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, first + i);
+        if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", first + i);
+        if (i < n)
+            states[i] = t;
+        else {
+            xs[i - n] = t;
+            ranks[i - n] = t->rank - (v8 ? 1 : 0);
+        }
+    }
+    int64_t in_axes[64], in_dirs[64], out_axes[64], out_dirs[64];
+    OT_TRY(scan_attr_list(ctx, v8 ? "directions" : "scan_input_directions", m, in_dirs, NULL));
+    if (!v8) {
+        OT_TRY(scan_attr_list(ctx, "scan_input_axes", m, in_axes, ranks));
+        OT_TRY(scan_attr_list(ctx, "scan_output_axes", k, out_axes, NULL));
+        OT_TRY(scan_attr_list(ctx, "scan_output_directions", k, out_dirs, NULL));
+    } else {
+        for (size_t j = 0; j < m; j++) in_axes[j] = 0;
+        for (size_t q = 0; q < k; q++) out_axes[q] = 0, out_dirs[q] = 0;
+    }
+    otter_tensor *os[64] = {0}, *oc[64] = {0};
+    otter_status s = OTTER_OK;
+    if (!v8) {
+        s = scan_core(ctx, g, n, states, m, xs, in_axes, in_dirs, k, out_axes, out_dirs, os, oc);
+        for (size_t i = 0; s == OTTER_OK && i < n; i++) s = output_copy(ctx, i, os[i]);
+        for (size_t q = 0; s == OTTER_OK && q < k; q++) s = output_copy(ctx, n + q, oc[q]);
+        free_tensors(os, n);
+        free_tensors(oc, k);
+        return s;
+    }
+    /* opset 8: every input has a leading batch axis; scan each batch entry separately */
+    int64_t batch = n ? states[0]->dims[0] : xs[0]->dims[0];
+    otter_tensor *bs[64] = {0}, *bx[64] = {0}, *res_s[64] = {0}, *res_c[64] = {0};
+    for (int64_t b = 0; b < batch && s == OTTER_OK; b++) {
+        for (size_t i = 0; s == OTTER_OK && i < n; i++) s = slice_axis(states[i], 0, b, &bs[i]);
+        for (size_t j = 0; s == OTTER_OK && j < m; j++) s = slice_axis(xs[j], 0, b, &bx[j]);
+        if (s == OTTER_OK)
+            s = scan_core(ctx, g, n, (const otter_tensor *const *)bs, m, (const otter_tensor *const *)bx, in_axes,
+                          in_dirs, k, out_axes, out_dirs, os, oc);
+        for (size_t i = 0; s == OTTER_OK && i < n + k; i++) {
+            otter_tensor *e = i < n ? os[i] : oc[i - n];
+            otter_tensor **dst = i < n ? &res_s[i] : &res_c[i - n];
+            if (!*dst) {
+                int64_t dims[OTTER_MAX_RANK];
+                dims[0] = batch;
+                memcpy(dims + 1, e->dims, sizeof(int64_t) * (size_t)e->rank);
+                if ((s = otter_tensor_create(dst, NULL, e->dtype, e->rank + 1, dims)) != OTTER_OK) break;
+            }
+            stack_axis(*dst, 0, b, e);
+        }
+        free_tensors(bs, n);
+        free_tensors(bx, m);
+        free_tensors(os, n);
+        free_tensors(oc, k);
+    }
+    for (size_t i = 0; s == OTTER_OK && i < n; i++) s = output_copy(ctx, i, res_s[i]);
+    for (size_t q = 0; s == OTTER_OK && q < k; q++) s = output_copy(ctx, n + q, res_c[q]);
+    free_tensors(res_s, n);
+    free_tensors(res_c, k);
+    return s;
+}
+
 /* ======================================================================================== */
 
 const ot_op_def ot_ops_misc[] = {
@@ -670,5 +870,7 @@ const ot_op_def ot_ops_misc[] = {
     {"", "NonZero", 9, nonzero_run, 0},
     {"", "If", 1, if_run, 0},
     {"", "Loop", 1, loop_run, 0},
+    {"", "Scan", 8, scan_run, 0},
+    {"", "Scan", 9, scan_run, 0}, /* no batch axis; per-input axes and directions */
     {0},
 };
