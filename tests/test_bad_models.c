@@ -14,8 +14,10 @@
 /* ---- an allocator that counts live blocks and can fail the Nth request ---- */
 
 static long g_live, g_calls, g_fail_at = -1;
+static size_t g_biggest; /* largest single request */
 static void *count_malloc(size_t n, void *u) {
     (void)u;
+    if (n > g_biggest) g_biggest = n;
     if (++g_calls == g_fail_at) return NULL;
     void *p = malloc(n);
     if (p) g_live++;
@@ -23,6 +25,7 @@ static void *count_malloc(size_t n, void *u) {
 }
 static void *count_realloc(void *p, size_t n, void *u) {
     (void)u;
+    if (n > g_biggest) g_biggest = n;
     if (++g_calls == g_fail_at) return NULL;
     void *q = realloc(p, n);
     if (q && !p) g_live++;
@@ -270,6 +273,26 @@ static void test_built_models(void) {
         buf = build_model(&w, sub, &n);
         snprintf(label, sizeof label, "float_data 5 values for 2x3%s", where);
         expect_bad_mem(label, buf, n, NULL, "W_typed", "5");
+        free(buf);
+    }
+
+    /* A few bytes must not make the loader allocate what the dims claim before it checks the data:
+     * dims (2^26) float with 4 bytes of raw_data (or none) would otherwise cost 256 MB each. */
+    int64_t big[1] = {INT64_C(1) << 26};
+    for (int k = 0; k < 2; k++) {
+        init_weight(&w, "W_claims_256MB");
+        w.n_dims = 1;
+        w.dims = big;
+        w.raw_data.len = 4;
+        w.has_raw_data = k == 0;
+        buf = build_model(&w, false, &n);
+        g_biggest = 0;
+        expect_bad_mem(k == 0 ? "dims 2^26 floats, raw_data 4 bytes" : "dims 2^26 floats, no data at all", buf, n, NULL,
+                       "W_claims_256MB", NULL);
+        bool bounded = g_biggest <= ((size_t)1 << 20);
+        CHECK(bounded);
+        printf("     largest allocation while refusing this %zu-byte model: %zu bytes%s\n", n, g_biggest,
+               bounded ? "" : "   <-- allocates what the dims claim before checking the data");
         free(buf);
     }
 
