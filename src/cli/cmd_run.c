@@ -1,0 +1,218 @@
+/* otter run MODEL [NAME=FILE ...]: run a model on tensors from .npy / .pb files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "otter/runtime.h"
+
+#define MAX_POS 1024
+
+static const char *o_outdir, *o_threads, *o_repeat, *o_opt;
+static bool o_pb, o_quiet;
+
+static const cli_opt OPTS[] = {
+    {"--outdir", "-o", "DIR", "write output i to DIR/output_<i>.npy (graph-output order)", &o_outdir, NULL},
+    {"--pb", NULL, NULL, "also write DIR/output_<i>.pb (ONNX TensorProto)", NULL, &o_pb},
+    {"--threads", "-t", "N", "threads for the kernels (default: available cores)", &o_threads, NULL},
+    {"--repeat", "-r", "N", "run N times and print latency (min / median / p90) and peak memory", &o_repeat, NULL},
+    {"--opt-level", NULL, "N", "graph optimizations: 0 none, 1 (default) drop Identity/Dropout, fold constants", &o_opt,
+     NULL},
+    {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},
+    {NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+static const cli_spec SPEC = {
+    "run",
+    "MODEL [NAME=FILE | FILE ...]",
+    "Run MODEL on the CPU. Inputs are .npy or .pb (TensorProto) files chosen by extension, bound by\n"
+    "name (NAME=FILE) or, without a name, in the order of the graph's inputs (initializers excluded).\n"
+    "Prints each output's name, type, shape and first values; --outdir writes them as files.",
+    1,
+    MAX_POS,
+    OPTS,
+};
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    if (!s) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static void print_summary(const char *name, const otter_tensor *t) {
+    printf("%s: %s [", name, otter_dtype_name(t->dtype));
+    for (int i = 0; i < t->rank; i++) printf("%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    printf("]");
+    int64_t n = otter_tensor_numel(t), show = n < 8 ? n : 8;
+    if (show > 0) printf(" =");
+    for (int64_t i = 0; i < show; i++) {
+        switch (t->dtype) {
+        case OTTER_DTYPE_FLOAT:
+            printf(" %.6g", ((const float *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_DOUBLE:
+            printf(" %.6g", ((const double *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_INT64:
+            printf(" %lld", (long long)((const int64_t *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_INT32:
+            printf(" %d", ((const int32_t *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_INT8:
+            printf(" %d", ((const int8_t *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_UINT8:
+            printf(" %u", ((const uint8_t *)t->data)[i]);
+            break;
+        case OTTER_DTYPE_BOOL:
+            printf(" %s", ((const uint8_t *)t->data)[i] ? "true" : "false");
+            break;
+        case OTTER_DTYPE_STRING: {
+            const otter_bytes *b = &((const otter_bytes *)t->data)[i];
+            printf(" \"%.*s\"", (int)(b->len < 40 ? b->len : 40), b->data ? b->data : "");
+            break;
+        }
+        default:
+            printf(" ?");
+            break;
+        }
+    }
+    printf("%s\n", n > show ? " ..." : "");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+int cmd_run(int argc, char **argv) {
+    o_outdir = o_threads = o_repeat = o_opt = NULL;
+    o_pb = o_quiet = false;
+    const char *pos[MAX_POS];
+    size_t n_pos = 0;
+    int rc = cli_parse(&SPEC, argc, argv, pos, &n_pos);
+    if (rc != CLI_CONTINUE) return rc;
+    long threads = 0, repeat = 0, opt = 1;
+    if (o_threads && !parse_int(o_threads, 1, 1024, &threads))
+        return cli_usage_error(&SPEC, "--threads needs a number from 1 to 1024, not '%s'", o_threads);
+    if (o_repeat && !parse_int(o_repeat, 1, 100000000, &repeat))
+        return cli_usage_error(&SPEC, "--repeat needs a positive number, not '%s'", o_repeat);
+    if (o_opt && !parse_int(o_opt, 0, 2, &opt))
+        return cli_usage_error(&SPEC, "--opt-level is 0, 1 or 2, not '%s'", o_opt);
+    if (o_pb && !o_outdir) return cli_usage_error(&SPEC, "--pb needs --outdir");
+
+    otter_session_options so = {.n_threads = (int)threads, .opt_level = (int)opt, .opt_level_set = true};
+    otter_session *s = NULL;
+    if (otter_session_create_from_file(&s, pos[0], &so) != OTTER_OK) return cli_fail("run", pos[0]);
+
+    size_t n_in = n_pos - 1, n_out = otter_session_output_count(s);
+    otter_tensor **in = calloc(n_in + 1, sizeof *in), **out = calloc(n_out + 1, sizeof *out);
+    const char **names = calloc(n_in + 1, sizeof *names);
+    bool named = false, positional = false;
+    rc = CLI_EXIT_OK;
+    if (!in || !out || !names) {
+        fprintf(stderr, "otter run: out of memory\n");
+        rc = CLI_EXIT_INVALID;
+    }
+    for (size_t i = 0; i < n_in && rc == CLI_EXIT_OK; i++) {
+        const char *arg = pos[i + 1], *eq = strchr(arg, '=');
+        const char *file = arg;
+        /* NAME=FILE, unless the whole argument is an existing file (a path may contain '=') */
+        struct stat st;
+        if (eq && stat(arg, &st) != 0) {
+            names[i] = strndup(arg, (size_t)(eq - arg));
+            file = eq + 1;
+            named = true;
+        } else {
+            positional = true;
+            if (i >= otter_session_input_count(s)) {
+                rc =
+                    cli_usage_error(&SPEC, "%zu inputs given, the model takes %zu", n_in, otter_session_input_count(s));
+                break;
+            }
+            names[i] = strdup(otter_session_input_name(s, i));
+        }
+        if (!names[i]) {
+            fprintf(stderr, "otter run: out of memory\n");
+            rc = CLI_EXIT_INVALID;
+        } else if (otter_tensor_load(&in[i], file) != OTTER_OK) {
+            rc = cli_fail("run", file);
+        }
+    }
+    if (rc == CLI_EXIT_OK && named && positional)
+        rc = cli_usage_error(&SPEC, "give every input as NAME=FILE, or none (positional)");
+
+    double *ms = NULL;
+    long runs = repeat > 0 ? repeat : 1;
+    if (rc == CLI_EXIT_OK && !(ms = calloc((size_t)runs, sizeof *ms))) {
+        fprintf(stderr, "otter run: out of memory\n");
+        rc = CLI_EXIT_INVALID;
+    }
+    for (long r = 0; r < runs && rc == CLI_EXIT_OK; r++) {
+        double t0 = now_ms();
+        if (otter_session_run(s, n_in, names, (const otter_tensor *const *)in, n_out, NULL, out) != OTTER_OK)
+            rc = cli_fail("run", pos[0]);
+        ms[r] = now_ms() - t0;
+    }
+    if (rc == CLI_EXIT_OK && !o_quiet)
+        for (size_t i = 0; i < n_out; i++) print_summary(otter_session_output_name(s, i), out[i]);
+    if (rc == CLI_EXIT_OK && o_outdir) {
+        mkdir(o_outdir, 0755);
+        for (size_t i = 0; i < n_out && rc == CLI_EXIT_OK; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/output_%zu.npy", o_outdir, i);
+            if (otter_tensor_save_npy(out[i], path) != OTTER_OK) {
+                rc = cli_fail("run", path);
+                break;
+            }
+            if (o_pb) {
+                snprintf(path, sizeof path, "%s/output_%zu.pb", o_outdir, i);
+                if (otter_tensor_save_pb(out[i], path) != OTTER_OK) rc = cli_fail("run", path);
+            }
+        }
+    }
+    if (rc == CLI_EXIT_OK && repeat > 0) {
+        double first = ms[0];
+        /* latency of the steady state: the first run also plans memory */
+        size_t k = runs > 1 ? (size_t)runs - 1 : 1;
+        double *steady = runs > 1 ? ms + 1 : ms;
+        qsort(steady, k, sizeof *steady, cmp_double);
+        otter_memory_stats st;
+        otter_session_memory_stats(s, &st);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("latency over %zu runs (%d threads): min %.3f ms, median %.3f ms, p90 %.3f ms; first run %.3f ms\n", k,
+               otter_session_threads(s), steady[0], steady[k / 2], steady[(k * 9) / 10 < k ? (k * 9) / 10 : k - 1],
+               first);
+        printf("memory: arena %.1f KiB planned peak for %zu intermediates (%.1f KiB without reuse, %zu in place), "
+               "folded constants %.1f KiB, process peak RSS %.1f MiB\n",
+               (double)st.arena_bytes / 1024, st.n_planned, (double)st.naive_bytes / 1024, st.n_inplace,
+               (double)st.constant_bytes / 1024, (double)ru.ru_maxrss / 1024);
+    }
+    free(ms);
+    for (size_t i = 0; i < n_in; i++) {
+        otter_tensor_free(in[i]);
+        free((void *)names[i]);
+    }
+    for (size_t i = 0; i < n_out; i++) otter_tensor_free(out[i]);
+    free(in);
+    free(out);
+    free(names);
+    otter_session_free(s);
+    return rc;
+}
