@@ -21,6 +21,7 @@ static const verb VERBS[] = {
     {"extract", cmd_extract, "the sub-model computing given outputs from given inputs"},
     {"dot", cmd_dot, "Graphviz DOT of the graph, or SVG/PNG through graphviz's dot"},
     {"convert", cmd_convert, "re-save a model; move tensor data to or from external data"},
+    {"run", cmd_run, "run a model on .npy/.pb inputs; latency and memory with --repeat"},
 };
 
 static void usage(FILE *f) {
