@@ -76,6 +76,20 @@ def cases():
            else_branch=helper.make_graph([n("Relu", ["x"], ["b"], name="else_relu")], "else", [], [vi("b")]))],
         [vi("cond", TensorProto.BOOL, ()), vi("x")], [vi("y")])
 
+    c["subgraph_output_shadows_outer_name"] = model(
+        [n("Relu", ["x"], ["r"], name="relu"),
+         n("If", ["cond"], ["y"], name="if",
+           then_branch=helper.make_graph([n("Neg", ["x"], ["r"], name="then_neg")], "then", [], [vi("r")]),
+           else_branch=helper.make_graph([n("Identity", ["x"], ["b"], name="else_id")], "else", [], [vi("b")]))],
+        [vi("cond", TensorProto.BOOL, ()), vi("x")], [vi("y")])
+    body = helper.make_graph(
+        [n("Identity", ["cond_in"], ["cond_out"], name="body_cond"), n("Add", ["v_in", "x"], ["v_out"], name="body_add"),
+         n("Relu", ["v_out"], ["v_out"], name="body_relu")], "body",
+        [vi("iter", I64, ()), vi("cond_in", TensorProto.BOOL, ()), vi("v_in")],
+        [vi("cond_out", TensorProto.BOOL, ()), vi("v_out")])
+    c["loop_body_duplicate_output"] = model(
+        [n("Loop", ["trip", "", "x"], ["y"], name="loop", body=body)], [vi("trip", I64, ()), vi("x")], [vi("y")])
+
     # ---- model level ----
     m = relu_model()
     m.ClearField("ir_version")
@@ -170,6 +184,17 @@ def cases():
         opset=None, extra_opsets=[("ai.onnx.ml", 1)])
     c["valid_old_opset_reshape4"] = model(
         [n("Reshape", ["x"], ["y"], name="reshape", shape=[3, 2])], [vi("x")], [vi("y", F, (3, 2))], opset=4, ir=3)
+    body = helper.make_graph(
+        [n("Identity", ["cond_in"], ["cond_out"], name="body_cond"), n("Add", ["v_in", "x"], ["v_out"], name="body_add"),
+         n("Mul", ["v_in", "x"], ["scan_out"], name="body_mul")], "body",
+        [vi("iter", I64, ()), vi("cond_in", TensorProto.BOOL, ()), vi("v_in")],
+        [vi("cond_out", TensorProto.BOOL, ()), vi("v_out"), vi("scan_out")])
+    c["valid_loop_outer_scope"] = model(
+        [n("Loop", ["trip", "", "x"], ["y", "scans"], name="loop", body=body)], [vi("trip", I64, ()), vi("x")],
+        [vi("y"), vi("scans", F, (3, 2, 3))])
+    c["valid_experimental_op_unchecked"] = model(
+        [n("ImageScaler", ["x"], ["y"], name="scaler", scale=2.0, bogus="unchecked")], [vi("x", F, (1, 2, 3, 3))],
+        [vi("y", F, (1, 2, 3, 3))], opset=7, ir=3)
     c["valid_unused_value_info"] = relu_model()
     c["valid_unused_value_info"].graph.value_info.extend([vi("ghost")])
     return c
