@@ -996,8 +996,10 @@ static double cubic_w(double x, double A) {
     return 0;
 }
 
-static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, int64_t in, int64_t out, double scale,
-                              double roi_s, double roi_e, tap_set *t) {
+/* out_len: the resized length as the coordinate formulas see it (in * scale, unrounded, when
+ * scales are given; onnx's reference does the same). */
+static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, int64_t in, int64_t out, double out_len,
+                              double scale, double roi_s, double roi_e, tap_set *t) {
     t->n = mode == RM_NEAREST ? 1 : mode == RM_LINEAR ? 2 : 4;
     t->idx = ot_malloc((size_t)(out * t->n + 1) * sizeof(int64_t));
     t->w = ot_malloc((size_t)(out * t->n + 1) * sizeof(double));
@@ -1016,10 +1018,10 @@ static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, 
             break;
         }
         case CT_PYTORCH_HALF_PIXEL:
-            x = out > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
+            x = out_len > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
             break;
         case CT_ALIGN_CORNERS:
-            x = out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+            x = out_len == 1 ? 0 : (double)o * (double)(in - 1) / (out_len - 1);
             break;
         case CT_ASYMMETRIC:
             x = (double)o / scale;
@@ -1028,8 +1030,8 @@ static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, 
             x = ((double)o + 0.5) / scale;
             break;
         default: /* tf_crop_and_resize */
-            x = out > 1 ? roi_s * (double)(in - 1) + (double)o * (roi_e - roi_s) * (double)(in - 1) / (double)(out - 1)
-                        : 0.5 * (roi_s + roi_e) * (double)(in - 1);
+            x = out_len > 1 ? roi_s * (double)(in - 1) + (double)o * (roi_e - roi_s) * (double)(in - 1) / (out_len - 1)
+                            : 0.5 * (roi_s + roi_e) * (double)(in - 1);
             outside = x < 0 || x > (double)(in - 1);
             break;
         }
@@ -1206,7 +1208,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         /* dims that keep their size with scale 1 take the identity */
         bool ident = out[i] == x->dims[i] && scales[i] == 1.0 && ct != CT_TF_CROP;
         s = make_taps(ident ? RM_NEAREST : mode, ident ? CT_ASYMMETRIC : ct, ident ? NM_FLOOR : nm, A, exclude,
-                      x->dims[i], out[i], scales[i], roi[i], roi[r + i], &taps[i]);
+                      x->dims[i], out[i], sz ? (double)out[i] : (double)x->dims[i] * scales[i], scales[i], roi[i],
+                      roi[r + i], &taps[i]);
     }
     double *X = NULL, *Y = NULL;
     if (s == OTTER_OK) {
