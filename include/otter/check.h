@@ -12,6 +12,12 @@
  *  - with full_check: static shape inference too (otter_model_infer_shapes), whose type and shape
  *    conflicts become problems.
  *
+ * Where it departs from onnx (tests/checker_differences.txt lists the corpus cases):
+ *  - stricter: a domain imported twice is refused (onnx silently uses the last entry); tensor
+ *    data that does not match its dims is refused already by the loader;
+ *  - not checked: model-local functions (kept as serialized bytes by the IR); onnx's habit of
+ *    ignoring inference errors that follow a node without a schema is not copied.
+ *
  * Usage:
  *     otter_check_report *r = NULL;
  *     otter_check_report_create(&r);
