@@ -76,80 +76,75 @@ static otter_status reshape(ot_inode *n) {
         return ot_inf_fail(n, OTTER_ERR_INVALID, "shape has %lld entries", (long long)count);
     bool allowzero = n->opset >= 14 && ot_attr_int(n, "allowzero", 0) != 0;
     int rank = (int)count;
-    ot_idim *out = ot_inf_dims(n->cx, rank);
-    bool *used = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(x && x->rank > 0 ? x->rank : 1));
-    if (!out || !used) return OT_INF_NOMEM(n);
     bool xshape = x && x->kind == OTTER_TYPE_TENSOR && x->rank >= 0;
+    int xr = xshape ? x->rank : 0;
+    ot_idim *out = ot_inf_dims(n->cx, rank);
+    bool *in_cancel = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(xr + 1));
+    bool *out_cancel = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(rank + 1));
+    if (!out || !in_cancel || !out_cancel) return OT_INF_NOMEM(n);
     int neg = -1;
-    ot_idim prod = ot_dim_known(1);
     for (int i = 0; i < rank; i++) {
         ot_idim s = shape[i];
         if (s.param) {
             out[i] = (ot_idim){-1, s.param};
-            prod = dim_mul(prod, out[i]);
         } else if (!ot_data_is_value(s)) {
             out[i] = OT_DIM_UNKNOWN;
-            prod = OT_DIM_UNKNOWN;
         } else if (s.v == -1) {
             if (neg >= 0)
                 return ot_inf_fail(n, OTTER_ERR_INVALID, "shape '%s' has more than one -1", n->node->inputs[1]);
             neg = i;
         } else if (s.v == 0 && !allowzero) {
-            if (xshape && i < x->rank) {
-                out[i] = x->dims[i];
-                used[i] = true;
-                if (x->dims[i].v < 0) continue; /* copied symbol: cancels against the input's dim */
-                prod = dim_mul(prod, out[i]);
-            } else if (xshape) {
+            if (xshape && i >= xr)
                 return ot_inf_fail(n, OTTER_ERR_INVALID, "shape entry %d is 0 (copy) but input '%s' has rank %d", i,
-                                   n->node->inputs[0], x->rank);
-            } else {
-                prod = OT_DIM_UNKNOWN;
+                                   n->node->inputs[0], xr);
+            if (xshape) {
+                out[i] = x->dims[i];
+                in_cancel[i] = out_cancel[i] = true; /* a copied dim cancels in the element count */
             }
         } else if (s.v < 0) {
             return ot_inf_fail(n, OTTER_ERR_INVALID, "shape entry %d is %lld", i, (long long)s.v);
         } else {
             out[i] = ot_dim_known(s.v);
-            prod = dim_mul(prod, out[i]);
         }
     }
-    if (neg >= 0 && xshape) {
-        /* product of input dims not copied by a 0 entry */
-        int64_t in_prod = 1;
-        bool ok = true;
-        for (int i = 0; i < x->rank; i++) {
-            if (used[i] && x->dims[i].v < 0) continue;
-            if (x->dims[i].v < 0) {
-                ok = false;
-                break;
-            }
-            in_prod *= x->dims[i].v;
+    if (xshape) {
+        /* a symbolic output entry cancels an input dim with the same symbol */
+        for (int i = 0; i < rank; i++) {
+            if (out_cancel[i] || i == neg || !out[i].param) continue;
+            for (int k = 0; k < xr; k++)
+                if (!in_cancel[k] && x->dims[k].param && strcmp(x->dims[k].param, out[i].param) == 0) {
+                    in_cancel[k] = out_cancel[i] = true;
+                    break;
+                }
         }
-        /* known output entries (excluding copied symbols) */
-        int64_t out_prod = 1;
-        for (int i = 0; i < rank && ok; i++) {
-            if (i == neg) continue;
-            if (shape[i].v == 0 && !allowzero && !shape[i].param && used[i] && x->dims[i].v < 0) continue;
+        int64_t in_prod = 1, out_prod = 1;
+        bool in_ok = true, out_ok = true;
+        for (int k = 0; k < xr; k++) {
+            if (in_cancel[k]) continue;
+            if (x->dims[k].v < 0)
+                in_ok = false;
+            else
+                in_prod *= x->dims[k].v;
+        }
+        for (int i = 0; i < rank; i++) {
+            if (out_cancel[i] || i == neg) continue;
             if (out[i].v < 0)
-                ok = false;
+                out_ok = false;
             else
                 out_prod *= out[i].v;
         }
-        if (ok) {
-            if (out_prod == 0 || in_prod % out_prod != 0)
-                return ot_inf_fail(
-                    n, OTTER_ERR_INVALID,
-                    "cannot reshape input '%s' (%lld elements) to a shape whose other entries multiply to %lld",
-                    n->node->inputs[0], (long long)in_prod, (long long)out_prod);
+        if (neg >= 0 && in_ok && out_ok && out_prod != 0) { /* 0 entries with -1 leave it unknown */
+            if (in_prod % out_prod != 0)
+                return ot_inf_fail(n, OTTER_ERR_INVALID,
+                                   "cannot reshape input '%s' (%lld elements) to a shape whose other entries multiply "
+                                   "to %lld",
+                                   n->node->inputs[0], (long long)in_prod, (long long)out_prod);
             out[neg] = ot_dim_known(in_prod / out_prod);
-        }
-    } else if (neg < 0 && xshape) {
-        int64_t in_prod, out_prod;
-        if (ot_dims_product(x->dims, x->rank, &in_prod) && ot_dims_product(out, rank, &out_prod) && in_prod != out_prod)
+        } else if (neg < 0 && in_ok && out_ok && in_prod != out_prod) {
             return ot_inf_fail(n, OTTER_ERR_INVALID, "cannot reshape input '%s' of %lld elements to %lld elements",
                                n->node->inputs[0], (long long)in_prod, (long long)out_prod);
+        }
     }
-    (void)prod;
     OT_TRY(ot_out_shape(n, 0, dt, rank, out));
     return pass_data(n, 0, 0);
 }
