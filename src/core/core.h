@@ -44,6 +44,11 @@ _Noreturn void ot_assert_fail(const char *expr, const char *file, int line);
 
 void ot_log(otter_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A tensor with its shape checked but no data yet (data NULL), and the step that allocates it
+ * (zeroed): for readers that validate sizes before trusting a file's dims with memory. */
+otter_status ot_tensor_shell(otter_tensor **out, const char *name, otter_dtype dtype, int rank, const int64_t *dims);
+otter_status ot_tensor_alloc_data(otter_tensor *t);
+
 /* Grow *arr (of elements of size elem) so it can hold need elements; *cap tracks capacity. */
 otter_status ot_grow(void **arr, size_t *cap, size_t need, size_t elem);
 

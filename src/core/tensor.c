@@ -71,8 +71,7 @@ static otter_status check_shape(otter_dtype dtype, int rank, const int64_t *dims
     return OTTER_OK;
 }
 
-otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
-                                 const int64_t *dims) {
+otter_status ot_tensor_shell(otter_tensor **out, const char *name, otter_dtype dtype, int rank, const int64_t *dims) {
     *out = NULL;
     size_t nbytes;
     OT_TRY(check_shape(dtype, rank, dims, &nbytes));
@@ -81,17 +80,33 @@ otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dty
     t->dtype = dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
-    if (name && !(t->name = ot_strdup(name))) goto nomem;
-    if (nbytes) {
-        if (!(t->data = ot_calloc(1, nbytes))) goto nomem;
-        t->owns_data = true;
+    if (name && !(t->name = ot_strdup(name))) {
+        ot_free(t);
+        return OT_NOMEM();
     }
     *out = t;
     return OTTER_OK;
-nomem:
-    otter_tensor_free(t);
-    return ot_error(OTTER_ERR_NOMEM, "out of memory allocating a %s tensor of %zu bytes", otter_dtype_name(dtype),
-                    nbytes);
+}
+
+otter_status ot_tensor_alloc_data(otter_tensor *t) {
+    size_t nbytes = otter_tensor_nbytes(t);
+    if (!nbytes) return OTTER_OK;
+    if (!(t->data = ot_calloc(1, nbytes)))
+        return ot_error(OTTER_ERR_NOMEM, "out of memory allocating a %s tensor of %zu bytes",
+                        otter_dtype_name(t->dtype), nbytes);
+    t->owns_data = true;
+    return OTTER_OK;
+}
+
+otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
+                                 const int64_t *dims) {
+    OT_TRY(ot_tensor_shell(out, name, dtype, rank, dims));
+    otter_status s = ot_tensor_alloc_data(*out);
+    if (s != OTTER_OK) {
+        otter_tensor_free(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 static otter_status copy_strings(otter_bytes *dst, const otter_bytes *src, int64_t n) {

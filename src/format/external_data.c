@@ -89,6 +89,7 @@ otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
         s = ot_error(OTTER_ERR_INVALID,
                      "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu", t->name,
                      path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
+    } else if ((s = ot_tensor_alloc_data(t)) != OTTER_OK) {
     } else if (length && (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(t->data, 1, length, f) != length)) {
         s = ot_error(OTTER_ERR_IO, "tensor '%s': reading external data '%s' failed", t->name, path);
     }

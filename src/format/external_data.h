@@ -9,7 +9,8 @@
 
 #include "otter/tensor.h"
 
-/* Fill t->data from the file named by t->extra->external, relative to base_dir. Refuses absolute
+/* Allocate and fill t->data (t has its dims, no data yet) from the file named by t->extra->external,
+ * relative to base_dir, after checking the file holds the bytes. Refuses absolute
  * locations and any that leave base_dir; checks offset and length against the file and the dims. */
 otter_status ot_external_read(otter_tensor *t, const char *base_dir);
 

@@ -274,26 +274,27 @@ static otter_status tensor_from_proto(otter_tensor **out, const Onnx__TensorProt
         if (p->dims[i] < 0)
             return ot_error(OTTER_ERR_INVALID, "tensor '%s': dimension %zu is negative (%lld)", tname(p), i,
                             (long long)p->dims[i]);
-    otter_status s = otter_tensor_create(out, p->name, dt, (int)p->n_dims, p->dims);
+    otter_status s = ot_tensor_shell(out, p->name, dt, (int)p->n_dims, p->dims);
     if (s != OTTER_OK) return ot_error_context(s, "tensor '%s': ", tname(p));
     otter_tensor *t = *out;
     if ((s = tensor_extra_from_proto(t, p)) != OTTER_OK) goto fail;
 
+    /* Sizes are checked against the data actually present before any allocation, so a tiny
+     * file can't ask for gigabytes. */
     size_t numel = (size_t)otter_tensor_numel(t);
     bool external = p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (external) {
         t->extra->storage = OTTER_STORAGE_EXTERNAL;
-        s = ot_external_read(t, base_dir);
+        s = ot_external_read(t, base_dir); /* checks the file's size, then allocates */
     } else if (p->has_raw_data) {
         t->extra->storage = OTTER_STORAGE_RAW;
-        if (dt == OTTER_DTYPE_STRING) {
+        if (dt == OTTER_DTYPE_STRING)
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': string tensors can't use raw_data", tname(p));
-        } else if (p->raw_data.len != otter_tensor_nbytes(t)) {
+        else if (p->raw_data.len != otter_tensor_nbytes(t))
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': raw_data has %zu bytes but dims need %zu (%zu %s elements)",
                          tname(p), p->raw_data.len, otter_tensor_nbytes(t), numel, otter_dtype_name(dt));
-        } else if (numel) {
+        else if ((s = ot_tensor_alloc_data(t)) == OTTER_OK && numel)
             memcpy(t->data, p->raw_data.data, p->raw_data.len);
-        }
     } else {
         t->extra->storage = OTTER_STORAGE_TYPED;
         size_t count;
@@ -302,6 +303,7 @@ static otter_status tensor_from_proto(otter_tensor **out, const Onnx__TensorProt
         if (count != numel) {
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': %s holds %zu elements but dims need %zu", tname(p), field,
                          count, numel);
+        } else if ((s = ot_tensor_alloc_data(t)) != OTTER_OK) {
         } else if (dt == OTTER_DTYPE_STRING) {
             otter_bytes *dst = t->data;
             for (size_t i = 0; i < numel && s == OTTER_OK; i++) s = bytes_from_pb(&dst[i], &p->string_data[i]);
