@@ -371,6 +371,98 @@ static void test_dtypes_and_text(void) {
     otter_model_free(m);
 }
 
+/* ---- allocation failures: fail the Nth allocation for N = 1, 2, ... and expect a clean error,
+ * no crash and no leak (live block count back to where it was). ---- */
+
+#include <stdlib.h>
+
+static long alloc_live, alloc_count, alloc_fail_at = -1;
+
+static void *cnt_malloc(size_t n, void *u) {
+    (void)u;
+    if (++alloc_count == alloc_fail_at) return NULL;
+    void *p = malloc(n);
+    if (p) alloc_live++;
+    return p;
+}
+static void *cnt_realloc(void *p, size_t n, void *u) {
+    (void)u;
+    if (++alloc_count == alloc_fail_at) return NULL;
+    void *q = realloc(p, n);
+    if (q && !p) alloc_live++;
+    return q;
+}
+static void cnt_free(void *p, void *u) {
+    (void)u;
+    if (p) alloc_live--;
+    free(p);
+}
+
+typedef otter_status (*tool_fn)(otter_model *m, const otter_model *b, otter_model **out);
+
+static otter_status run_merge(otter_model *m, const otter_model *b, otter_model **out) {
+    otter_wire w = {"out", "in"};
+    otter_merge_options o = {.prefix_a = "a/", .prefix_b = "b/", .keep_a_outputs = true};
+    return otter_model_merge(out, m, b, &w, 1, &o);
+}
+static otter_status run_concat(otter_model *m, const otter_model *b, otter_model **out) {
+    return otter_model_concat(out, m, b, "p", "q");
+}
+static otter_status run_extract(otter_model *m, const otter_model *b, otter_model **out) {
+    const char *ins[] = {"x"}, *outs[] = {"out"};
+    return otter_model_extract(out, m, 1, ins, 1, outs);
+}
+static otter_status run_clean(otter_model *m, const otter_model *b, otter_model **out) {
+    *out = NULL;
+    return otter_graph_clean(m->graph, NULL);
+}
+static otter_status run_text(otter_model *m, const otter_model *b, otter_model **out) {
+    char *t = NULL, *d = NULL;
+    *out = NULL;
+    otter_status s = otter_model_to_text(m, &t);
+    if (s == OTTER_OK) s = otter_graph_to_dot(m->graph, NULL, &d);
+    otter_free(t);
+    otter_free(d);
+    return s;
+}
+
+static void test_alloc_failures(void) {
+    const struct {
+        const char *name;
+        tool_fn fn;
+    } tools[] = {{"merge", run_merge},
+                 {"concat", run_concat},
+                 {"extract", run_extract},
+                 {"clean", run_clean},
+                 {"text+dot", run_text}};
+    otter_allocator a = {cnt_malloc, cnt_realloc, cnt_free, NULL};
+    otter_set_allocator(&a);
+    for (size_t t = 0; t < sizeof tools / sizeof tools[0]; t++) {
+        long n = 1, bad = 0, leaks = 0;
+        for (;; n++) {
+            otter_model *m = model_a(14), *b = model_b(14, OTTER_DTYPE_FLOAT), *out = NULL;
+            if (!m || !b) break;
+            alloc_count = 0;
+            alloc_fail_at = n;
+            otter_status s = tools[t].fn(m, b, &out);
+            bool failed_alloc = alloc_count >= n;
+            alloc_fail_at = -1;
+            otter_model_free(out);
+            otter_model_free(m);
+            otter_model_free(b);
+            if (s != OTTER_OK && s != OTTER_ERR_NOMEM) bad++;
+            if (s == OTTER_OK && failed_alloc) bad++; /* a failed allocation went unreported */
+            if (alloc_live != 0) leaks++;
+            alloc_live = 0;
+            if (!failed_alloc) break; /* ran to the end without reaching allocation n */
+        }
+        printf("alloc failures: %s: failed allocation 1..%ld, %ld wrong statuses, %ld runs leaked\n", tools[t].name,
+               n - 1, bad, leaks);
+        CHECK(bad == 0 && leaks == 0 && n > 1);
+    }
+    otter_set_allocator(NULL);
+}
+
 int main(void) {
     test_clean();
     test_cycle();
@@ -378,5 +470,6 @@ int main(void) {
     test_merge();
     test_extract();
     test_dtypes_and_text();
+    test_alloc_failures();
     return tu_finish("test_edit");
 }

@@ -1,8 +1,9 @@
 /* otter: graph-level editing tools over the IR (include/otter/ir.h): clean, topological sort,
  * merge, concat, extract, name prefixing and the list of data types.
  *
- * Each call either succeeds or leaves its inputs unchanged (tools that make a new model never touch
- * the models they read); failures set otter_last_error() naming the node or tensor at fault. */
+ * Tools that make a new model (merge, concat, extract) never change the models they read and give
+ * nothing on failure; in-place tools (topo sort, clean, prefix) say below what a failure leaves.
+ * Failures set otter_last_error() naming the node or tensor at fault. */
 #ifndef OTTER_EDIT_H
 #define OTTER_EDIT_H
 
@@ -39,12 +40,13 @@ typedef struct otter_clean_stats {
  *     first one instead (initializers that are also graph inputs or outputs are left alone);
  *  4. drop initializers nobody reads (unless they are graph inputs or outputs) and value_info of
  *     tensors no node produces.
- * stats may be NULL. On failure the graph is unchanged. */
+ * stats may be NULL. A cycle is found before this graph's nodes change (subgraphs may already be
+ * cleaned); after an out-of-memory failure the graph is valid to free but may be partly cleaned. */
 otter_status otter_graph_clean(otter_graph *g, otter_clean_stats *stats);
 
 /* Prefix every tensor name (inputs, outputs, initializers, value_info, node inputs and outputs,
  * subgraphs) and, when rename_nodes, every node name, with `prefix`. Empty names ("" = omitted
- * optional input) stay empty. */
+ * optional input) stay empty. After an out-of-memory failure some names may be prefixed already. */
 otter_status otter_graph_add_prefix(otter_graph *g, const char *prefix, bool rename_nodes);
 
 /* One connection of a merge: output `a_output` of the first graph feeds input `b_input` of the second
