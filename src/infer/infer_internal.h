@@ -83,6 +83,10 @@ extern const ot_infer_rule ot_infer_rules_shape[];
 extern const ot_infer_rule ot_infer_rules_nn[];
 extern const ot_infer_rule ot_infer_rules_reduce[];
 extern const ot_infer_rule ot_infer_rules_misc[];
+extern const ot_infer_rule ot_infer_rules_nn2[];   /* RNN, GRU, LSTM, Det */
+extern const ot_infer_rule ot_infer_rules_quant[]; /* QuantizeLinear, DequantizeLinear, ... */
+/* Domain ai.onnx.preview.training. */
+extern const ot_infer_rule ot_infer_rules_training[];
 
 /* ---- arena ---- */
 void *ot_inf_alloc(ot_infer *cx, size_t n); /* zeroed; NULL on out of memory */

@@ -430,3 +430,46 @@ const ot_infer_rule ot_infer_rules_nn[] = {
     {"SoftmaxCrossEntropyLoss", sce_loss},
     {NULL, NULL},
 };
+
+/* ---- recurrent layers ---- */
+
+/* RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden] (layout 1);
+ * Y_h (and LSTM's Y_c) [dirs, batch, hidden] or [batch, dirs, hidden]. */
+static otter_status recurrent(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    otter_dtype dt = ot_in_dtype(n, 0);
+    for (size_t i = 0; i < n->n_out; i++) ot_out_type(n, i, dt);
+    int64_t layout = n->opset >= 14 ? ot_attr_int(n, "layout", 0) : 0;
+    int64_t hidden = ot_attr_int(n, "hidden_size", -1);
+    const char *dir = ot_attr_str(n, "direction", "forward");
+    ot_idim dirs = ot_dim_known(strcmp(dir, "bidirectional") == 0 ? 2 : 1);
+    ot_idim h = hidden >= 0 ? ot_dim_known(hidden) : OT_DIM_UNKNOWN;
+    ot_idim seq = OT_DIM_UNKNOWN, batch = OT_DIM_UNKNOWN;
+    if (ot_in_has_shape(n, 0)) {
+        if (x->rank != 3) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank 3", n->node->inputs[0]);
+        seq = x->dims[layout ? 1 : 0];
+        batch = x->dims[layout ? 0 : 1];
+    }
+    ot_idim y[4] = {seq, dirs, batch, h};
+    if (layout) y[0] = batch, y[1] = seq, y[2] = dirs;
+    ot_idim yh[3] = {dirs, batch, h};
+    if (layout) yh[0] = batch, yh[1] = dirs;
+    if (n->n_out > 0 && !ot_str_empty(n->node->outputs[0])) OT_TRY(ot_out_shape(n, 0, dt, 4, y));
+    for (size_t i = 1; i < n->n_out && i < 3; i++) OT_TRY(ot_out_shape(n, i, dt, 3, yh));
+    return OTTER_OK;
+}
+
+static otter_status det(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    otter_dtype dt = ot_in_dtype(n, 0);
+    if (!ot_in_has_shape(n, 0)) {
+        ot_out_type(n, 0, dt);
+        return OTTER_OK;
+    }
+    if (x->rank < 2) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", n->node->inputs[0]);
+    return ot_out_shape(n, 0, dt, x->rank - 2, x->dims);
+}
+
+const ot_infer_rule ot_infer_rules_nn2[] = {
+    {"RNN", recurrent}, {"GRU", recurrent}, {"LSTM", recurrent}, {"Det", det}, {NULL, NULL},
+};

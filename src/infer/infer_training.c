@@ -1,0 +1,62 @@
+/* Shape inference: ai.onnx.preview.training optimizers (Adagrad, Momentum, Adam) and the
+ * quantization operators. */
+#include "infer/infer_internal.h"
+
+/* Adagrad / Momentum: inputs R, T, X[n], G[n], S[n] -> X_new[n], S_new[n].
+ * Adam: inputs R, T, X[n], G[n], V[n], H[n] -> X_new[n], V_new[n], H_new[n]. */
+static otter_status optimizer(ot_inode *n, size_t groups_in, size_t groups_out) {
+    if (n->n_in < 2 || (n->n_in - 2) % groups_in != 0)
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "%zu inputs do not form R, T and %zu groups of tensors", n->n_in,
+                           groups_in);
+    size_t k = (n->n_in - 2) / groups_in;
+    for (size_t i = 0; i < n->n_out; i++) {
+        size_t group = i / (k ? k : 1), j = i % (k ? k : 1);
+        size_t src = group == 0 ? 2 + j : 2 + (group + 1) * k + j; /* skip the gradients group */
+        OT_TRY(ot_out_like(n, i, src));
+    }
+    (void)groups_out;
+    return OTTER_OK;
+}
+static otter_status adagrad(ot_inode *n) { return optimizer(n, 3, 2); }
+static otter_status adam(ot_inode *n) { return optimizer(n, 4, 3); }
+
+static otter_status quantize(ot_inode *n) {
+    otter_dtype dt = ot_in(n, 2) ? ot_in_dtype(n, 2) : OTTER_DTYPE_UINT8;
+    const ot_ival *x = ot_in(n, 0);
+    if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, x->rank, x->dims);
+    ot_out_type(n, 0, dt);
+    return OTTER_OK;
+}
+
+static otter_status dequantize(ot_inode *n) {
+    otter_dtype dt = ot_in_dtype(n, 1);
+    if (dt == OTTER_DTYPE_UNDEFINED) dt = OTTER_DTYPE_FLOAT;
+    const ot_ival *x = ot_in(n, 0);
+    if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, x->rank, x->dims);
+    ot_out_type(n, 0, dt);
+    return OTTER_OK;
+}
+
+static otter_status dynamic_quantize(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    if (ot_in_has_shape(n, 0))
+        OT_TRY(ot_out_shape(n, 0, OTTER_DTYPE_UINT8, x->rank, x->dims));
+    else
+        ot_out_type(n, 0, OTTER_DTYPE_UINT8);
+    OT_TRY(ot_out_shape(n, 1, OTTER_DTYPE_FLOAT, 0, NULL));
+    return ot_out_shape(n, 2, OTTER_DTYPE_UINT8, 0, NULL);
+}
+
+const ot_infer_rule ot_infer_rules_training[] = {
+    {"Adagrad", adagrad},
+    {"Momentum", adagrad},
+    {"Adam", adam},
+    {NULL, NULL},
+};
+
+const ot_infer_rule ot_infer_rules_quant[] = {
+    {"QuantizeLinear", quantize},
+    {"DequantizeLinear", dequantize},
+    {"DynamicQuantizeLinear", dynamic_quantize},
+    {NULL, NULL},
+};
