@@ -211,14 +211,14 @@ otter_status otter_graph_change_output(otter_graph *g, const char *name, otter_d
  * and subgraphs that read it from the outer scope). */
 otter_status otter_graph_rename(otter_graph *g, const char *old_name, const char *new_name);
 
-/* Initializers: the graph takes ownership of t (and names it `name` when given). */
+/* Initializers: the graph takes ownership of t, also on failure (t is then freed). */
 otter_status otter_graph_add_initializer(otter_graph *g, otter_tensor *t);
 otter_status otter_graph_delete_initializer(otter_graph *g, const char *name);
 /* A Constant node producing a copy of t under `name`. */
 otter_status otter_graph_add_constant(otter_graph *g, const char *name, const otter_tensor *t);
 
 /* Nodes. otter_node_create makes a free-standing node; otter_graph_add_node appends it (the graph
- * takes ownership). inputs/outputs are arrays of n names ("" for an omitted optional input). */
+ * takes ownership, and frees the node when it fails). inputs/outputs are arrays of n names ("" for an omitted optional input). */
 otter_status otter_node_create(otter_node **out, const char *op_type, const char *name,
                                size_t n_inputs, const char *const *inputs, size_t n_outputs,
                                const char *const *outputs);

@@ -6,5 +6,11 @@
 #include "otter/tensor.h"
 #include "otter/ir.h"
 #include "otter/io.h"
+#include "otter/edit.h"
+#include "otter/print.h"
+#include "otter/check.h"
+#include "otter/infer.h"
+#include "otter/runtime.h"
+#include "otter/autodiff.h"
 
 #endif

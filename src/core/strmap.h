@@ -1,0 +1,22 @@
+/* A string-keyed hash map (open addressing). Keys are borrowed: they must outlive the map. */
+#ifndef OTTER_CORE_STRMAP_H
+#define OTTER_CORE_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otter/status.h"
+
+typedef struct ot_strmap {
+    const char **keys;
+    intptr_t *values;
+    size_t count, cap;
+} ot_strmap;
+
+otter_status ot_strmap_put(ot_strmap *m, const char *key, intptr_t value);
+/* true and *value when present. value may be NULL. */
+bool ot_strmap_get(const ot_strmap *m, const char *key, intptr_t *value);
+void ot_strmap_free(ot_strmap *m);
+
+#endif
