@@ -156,6 +156,10 @@ static void test_chain_and_plan(void) {
     CHECK(st.arena_bytes <= 3 * 64 * 4 * 4); /* a chain needs at most three live 64x4 floats */
     CHECK(max_err(out[0], yr) < 1e-5f && max_err(out[1], zr) < 1e-5f);
 
+    otter_tensor *keep[2] = {NULL, NULL}; /* outputs sized for N = 64, for the switch back below */
+    CHECK_OK(otter_tensor_clone(&keep[0], out[0]));
+    CHECK_OK(otter_tensor_clone(&keep[1], out[1]));
+
     /* new shape: re-plan, still right */
     otter_tensor *x2 = make_x(5, 1.0f);
     float y2[20], z2[20];
@@ -169,9 +173,35 @@ static void test_chain_and_plan(void) {
     /* filled outputs of the wrong size that own their data are resized */
     CHECK_OK(otter_session_run(s, 1, NULL, in2, 2, NULL, out));
     CHECK(out[0]->dims[0] == 5 && max_err(out[0], y2) < 1e-5f);
-    /* back to the first shape: plans again (one plan is kept) and is right */
-    CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, out));
-    CHECK(out[0]->dims[0] == n && max_err(out[0], yr) < 1e-5f && max_err(out[1], zr) < 1e-5f);
+    /* back to the first shape: its plan is cached, so no new plan and no allocation */
+    otter_set_allocator(&COUNTING);
+    g_allocs = 0;
+    CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, keep));
+    allocs = g_allocs;
+    otter_set_allocator(NULL);
+    CHECK_OK(otter_session_memory_stats(s, &st));
+    printf("chain, back to N=%lld after N=5: %ld allocations, %zu plans made in all\n", (long long)n, allocs,
+           st.n_plans);
+    CHECK(allocs == 0 && st.n_plans == 2 && st.n_heap_fallbacks == 0);
+    CHECK(max_err(keep[0], yr) < 1e-5f && max_err(keep[1], zr) < 1e-5f);
+    otter_tensor_free(keep[0]);
+    otter_tensor_free(keep[1]);
+    /* five more shapes: the cache keeps four, the least recently used goes */
+    for (int64_t k = 10; k < 15; k++) {
+        otter_tensor *xk = make_x(k, 0.25f), *ok[2] = {NULL, NULL};
+        float *yk = malloc(sizeof(float) * (size_t)k * 4), *zk = malloc(sizeof(float) * (size_t)k * 4);
+        chain_reference(xk->data, k, yk, zk);
+        CHECK_OK(otter_session_run(s, 1, NULL, (const otter_tensor *const[]){xk}, 2, NULL, ok));
+        CHECK(ok[0] && max_err(ok[0], yk) < 1e-5f && max_err(ok[1], zk) < 1e-5f);
+        otter_tensor_free(ok[0]);
+        otter_tensor_free(ok[1]);
+        otter_tensor_free(xk);
+        free(yk);
+        free(zk);
+    }
+    CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, out)); /* evicted: plans again, still right */
+    CHECK_OK(otter_session_memory_stats(s, &st));
+    CHECK(st.n_plans == 8 && max_err(out[0], yr) < 1e-5f && max_err(out[1], zr) < 1e-5f);
     /* output selection by name, one output */
     otter_tensor *only = NULL;
     CHECK_OK(otter_session_run(s, 1, NULL, in, 1, (const char *[]){"Z"}, &only));

@@ -73,7 +73,103 @@ static void fl_free(freelist *f, size_t off, size_t size) {
     }
 }
 
-otter_status rt_plan(otter_session *s) {
+bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        if (a[j].given != b[j].given) return false;
+        if (b[j].given && (a[j].dtype != b[j].dtype || a[j].rank != b[j].rank ||
+                           memcmp(a[j].dims, b[j].dims, (size_t)b[j].rank * sizeof(int64_t)) != 0))
+            return false;
+    }
+    return true;
+}
+
+static void saved_free(rt_saved_plan *p) {
+    ot_free(p->key);
+    ot_free(p->slot_off);
+    ot_free(p->slot_size);
+    ot_free(p->scr_off);
+    ot_free(p->scr_size);
+    memset(p, 0, sizeof *p);
+}
+
+void rt_plans_free(otter_session *s) {
+    for (size_t i = 0; i < s->n_saved; i++) saved_free(&s->plans[i]);
+    s->n_saved = 0;
+}
+
+static void set_stats(otter_session *s, const rt_saved_plan *p) {
+    s->arena_size = p->arena_size;
+    s->stats.arena_bytes = p->arena_size;
+    s->stats.naive_bytes = p->naive;
+    s->stats.n_planned = p->n_planned;
+    s->stats.n_inplace = p->n_inplace;
+}
+
+bool rt_plan_activate(otter_session *s, const rt_key *key) {
+    for (size_t i = 0; i < s->n_saved; i++) {
+        rt_saved_plan *p = &s->plans[i];
+        if (!rt_key_equal(p->key, key, s->n_all_inputs)) continue;
+        for (size_t k = 0; k < s->n_slots; k++) {
+            s->slots[k].planned = p->slot_size[k] > 0;
+            s->slots[k].offset = p->slot_off[k];
+            s->slots[k].plan_size = p->slot_size[k];
+        }
+        for (size_t k = 0; k < s->n_nodes; k++) {
+            s->nodes[k].scratch_planned = p->scr_size[k] > 0;
+            s->nodes[k].scratch_offset = p->scr_off[k];
+            s->nodes[k].scratch_plan = p->scr_size[k];
+        }
+        p->used = ++s->tick;
+        set_stats(s, p);
+        s->have_plan = true;
+        return true;
+    }
+    return false;
+}
+
+/* Keep the layout now in the slots for these shapes (replacing a plan for the same shapes, else
+ * the least recently used one when the cache is full). Failure only means it isn't cached. */
+static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t n_planned, size_t n_inplace) {
+    size_t at = s->n_saved;
+    for (size_t i = 0; i < s->n_saved; i++)
+        if (rt_key_equal(s->plans[i].key, key, s->n_all_inputs)) at = i;
+    if (at == s->n_saved && s->n_saved == RT_MAX_PLANS) {
+        at = 0;
+        for (size_t i = 1; i < s->n_saved; i++)
+            if (s->plans[i].used < s->plans[at].used) at = i;
+    }
+    rt_saved_plan p = {0};
+    p.key = ot_calloc(s->n_all_inputs + 1, sizeof *p.key);
+    p.slot_off = ot_calloc(s->n_slots + 1, sizeof(size_t));
+    p.slot_size = ot_calloc(s->n_slots + 1, sizeof(size_t));
+    p.scr_off = ot_calloc(s->n_nodes + 1, sizeof(size_t));
+    p.scr_size = ot_calloc(s->n_nodes + 1, sizeof(size_t));
+    if (!p.key || !p.slot_off || !p.slot_size || !p.scr_off || !p.scr_size) {
+        saved_free(&p);
+        return;
+    }
+    memcpy(p.key, key, s->n_all_inputs * sizeof *key);
+    for (size_t k = 0; k < s->n_slots; k++) {
+        p.slot_off[k] = s->slots[k].offset;
+        p.slot_size[k] = s->slots[k].planned ? s->slots[k].plan_size : 0;
+    }
+    for (size_t k = 0; k < s->n_nodes; k++) {
+        p.scr_off[k] = s->nodes[k].scratch_offset;
+        p.scr_size[k] = s->nodes[k].scratch_planned ? s->nodes[k].scratch_plan : 0;
+    }
+    p.arena_size = s->arena_size;
+    p.naive = naive;
+    p.n_planned = n_planned;
+    p.n_inplace = n_inplace;
+    p.used = ++s->tick;
+    if (at < s->n_saved)
+        saved_free(&s->plans[at]);
+    else
+        s->n_saved++;
+    s->plans[at] = p;
+}
+
+otter_status rt_plan(otter_session *s, const rt_key *key) {
     s->have_plan = false;
     /* at most one free block per live allocation, plus one */
     size_t max_blocks = s->n_slots + s->n_order + 2;
@@ -129,13 +225,11 @@ otter_status rt_plan(otter_session *s) {
     ot_free(moved);
     size_t peak = f.end;
     if (peak > s->arena_cap) {
+        /* the old arena stays valid (cached plans use it) unless the new one is had */
+        unsigned char *mem = ot_malloc(peak + RT_ALIGN);
+        if (!mem) return OT_NOMEM();
         ot_free(s->arena_mem);
-        s->arena_mem = ot_malloc(peak + RT_ALIGN);
-        if (!s->arena_mem) {
-            s->arena = NULL;
-            s->arena_cap = 0;
-            return OT_NOMEM();
-        }
+        s->arena_mem = mem;
         s->arena = (unsigned char *)(((uintptr_t)s->arena_mem + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
         s->arena_cap = peak;
     }
@@ -145,6 +239,7 @@ otter_status rt_plan(otter_session *s) {
     s->stats.n_planned = n_planned;
     s->stats.n_inplace = n_inplace;
     s->stats.n_plans++;
+    save_plan(s, key, naive, n_planned, n_inplace);
     s->have_plan = true;
     return OTTER_OK;
 }

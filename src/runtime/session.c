@@ -707,6 +707,7 @@ void otter_session_free(otter_session *s) {
     ot_free(s->syms);
     ot_free(s->key);
     ot_free(s->arena_mem);
+    rt_plans_free(s);
     otter_model_free(s->owned_model);
     ot_free(s);
 }
@@ -937,14 +938,10 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
         if (!s->slots[s->inputs[i]].cur)
             return ot_error(OTTER_ERR_INVALID, "input '%s' is missing", s->slots[s->inputs[i]].name);
     /* same shapes as the plan? */
-    if (s->have_plan)
-        for (size_t j = 0; j < s->n_all_inputs && s->have_plan; j++) {
-            const rt_key *a = &plan_key[j], *b = &cur[j];
-            if (a->given != b->given ||
-                (b->given && (a->dtype != b->dtype || a->rank != b->rank ||
-                              memcmp(a->dims, b->dims, (size_t)b->rank * sizeof(int64_t)) != 0)))
-                s->have_plan = false;
-        }
+    if (!s->have_plan || !rt_key_equal(plan_key, cur, s->n_all_inputs)) {
+        s->have_plan = rt_plan_activate(s, cur);
+        if (s->have_plan) memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
+    }
     s->n_fallbacks = 0;
     for (size_t i = 0; i < s->n_slots; i++) {
         rt_slot *sl = &s->slots[i];
@@ -989,7 +986,7 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
     s->stats.n_heap_fallbacks = s->n_fallbacks;
     if (st == OTTER_OK && (!s->have_plan || s->n_fallbacks > 0)) {
         memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
-        if (rt_plan(s) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
+        if (rt_plan(s, cur) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
     }
     return st;
 }

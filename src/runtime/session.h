@@ -78,6 +78,18 @@ typedef struct rt_sym {
     bool bound;
 } rt_sym;
 
+/* A plan kept for one set of input shapes (plan.c); up to RT_MAX_PLANS are cached, least recently
+ * used replaced, so alternating shapes (a training batch, a last partial batch, an evaluation batch)
+ * each run from the arena. */
+#define RT_MAX_PLANS 4
+typedef struct rt_saved_plan {
+    rt_key *key;                  /* n_all_inputs */
+    size_t *slot_off, *slot_size; /* per slot; size 0: not planned */
+    size_t *scr_off, *scr_size;   /* per node */
+    size_t arena_size, naive, n_planned, n_inplace;
+    uint64_t used; /* tick of the last use */
+} rt_saved_plan;
+
 struct otter_session {
     otter_model *owned_model;
     const otter_model *model;
@@ -112,13 +124,21 @@ struct otter_session {
     size_t arena_cap, arena_size;
     size_t n_fallbacks; /* allocations outside the plan this run */
     bool folding;       /* create-time: outputs become session-owned constants */
+    rt_saved_plan plans[RT_MAX_PLANS];
+    size_t n_saved;
+    uint64_t tick;
 
     otter_memory_stats stats;
     bool err_named; /* the current error already names the node */
 };
 
-/* plan.c: lay out every VALUE slot and scratch block of the last run into one arena. */
-otter_status rt_plan(otter_session *s);
+/* plan.c: lay out every VALUE slot and scratch block of the last run into one arena, for the input
+ * shapes `key`, and keep the plan in the cache. */
+otter_status rt_plan(otter_session *s, const rt_key *key);
+/* Make the cached plan for these input shapes the active one; false when there is none. */
+bool rt_plan_activate(otter_session *s, const rt_key *key);
+bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n);
+void rt_plans_free(otter_session *s);
 
 static inline rt_node *rt_node_of(const ot_kernel_ctx *ctx) { return (rt_node *)(void *)(uintptr_t)ctx; }
 
