@@ -224,12 +224,19 @@ void ot_f32_to_bf16_n(const float *src, uint16_t *dst, int64_t n) {
 /* ---- element conversion ------------------------------------------------------------------ */
 
 /* A second copy of the type list: a macro cannot expand itself inside its own expansion. */
+/* clang-format off */
 #define DST_TYPES(X)                                                                                                   \
     X(OTTER_DTYPE_FLOAT, float)                                                                                        \
     X(OTTER_DTYPE_DOUBLE, double)                                                                                      \
-    X(OTTER_DTYPE_INT8, int8_t) X(OTTER_DTYPE_INT16, int16_t) X(OTTER_DTYPE_INT32, int32_t)                            \
-        X(OTTER_DTYPE_INT64, int64_t) X(OTTER_DTYPE_UINT8, uint8_t) X(OTTER_DTYPE_UINT16, uint16_t)                    \
-            X(OTTER_DTYPE_UINT32, uint32_t) X(OTTER_DTYPE_UINT64, uint64_t)
+    X(OTTER_DTYPE_INT8, int8_t)                                                                                        \
+    X(OTTER_DTYPE_INT16, int16_t)                                                                                      \
+    X(OTTER_DTYPE_INT32, int32_t)                                                                                      \
+    X(OTTER_DTYPE_INT64, int64_t)                                                                                      \
+    X(OTTER_DTYPE_UINT8, uint8_t)                                                                                      \
+    X(OTTER_DTYPE_UINT16, uint16_t)                                                                                    \
+    X(OTTER_DTYPE_UINT32, uint32_t)                                                                                    \
+    X(OTTER_DTYPE_UINT64, uint64_t)
+/* clang-format on */
 
 #define CONV_DST(DE, DT)                                                                                               \
     case DE: {                                                                                                         \
