@@ -1,0 +1,574 @@
+/* The gradient builder: a graph-to-graph rewrite in reverse topological order.
+ *
+ * 1. Mark active tensors: the requested ones, and the float outputs of nodes with an active input
+ *    that the node's rule can differentiate.
+ * 2. Mark the nodes on a path from an active input to the loss; those need a rule.
+ * 3. Count, per active tensor, how many gradient parts it will receive; one part is named
+ *    "<x>_grad" directly, several are "<x>_grad_<i>" and summed into "<x>_grad".
+ * 4. Walk those nodes backwards; each rule turns its outputs' gradients into its inputs'.
+ * The work happens on a copy, swapped in on success, so a failure leaves the model unchanged. */
+#include "autodiff/grad.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/strmap.h"
+#include "otter/autodiff.h"
+#include "otter/edit.h"
+#include "otter/infer.h"
+
+/* Gradient parts a tensor receives. */
+typedef struct parts {
+    const char *tensor;
+    size_t expected, n;
+    const char **names;
+} parts;
+
+struct ot_grad {
+    otter_model *m; /* the copy being rewritten */
+    otter_graph *gr;
+    otter_model *typed; /* a copy with inferred value_info, for types */
+    otter_status status;
+    char message[512];
+    otter_node *node; /* the forward node whose rule runs */
+    const ot_grad_rule *rule;
+    ot_strmap active;     /* tensor -> 1 */
+    ot_strmap reaches;    /* tensor -> 1 when the loss depends on it */
+    ot_strmap names;      /* every tensor name in the graph (for unique temporaries) */
+    ot_strmap part_index; /* tensor -> index in parts */
+    parts *parts;
+    size_t n_parts, cap_parts;
+    char **pool; /* strings the builder owns */
+    size_t n_pool, cap_pool;
+    ot_strmap init_types; /* initializer -> otter_type* (owned) */
+    size_t counter;
+    const char *loss;
+};
+
+static const ot_grad_rule *const RULE_TABLES[] = {ot_grad_rules_elementwise, ot_grad_rules_nn, ot_grad_rules_shape};
+
+static const ot_grad_rule *find_rule(const char *domain, const char *op) {
+    bool def = ot_str_empty(domain) || strcmp(domain, "ai.onnx") == 0;
+    for (size_t t = 0; t < sizeof RULE_TABLES / sizeof RULE_TABLES[0]; t++)
+        for (const ot_grad_rule *r = RULE_TABLES[t]; r->op_type; r++)
+            if (strcmp(r->op_type, op) == 0 && (def ? r->domain[0] == '\0' : ot_streq(r->domain, domain))) return r;
+    return NULL;
+}
+
+int otter_has_gradient_rule(const char *domain, const char *op_type) { return find_rule(domain, op_type) != NULL; }
+
+/* ---- sticky errors and owned strings -------------------------------------------------------- */
+
+void ot_grad_fail(ot_grad *g, otter_status s, const char *fmt, ...) {
+    if (g->status != OTTER_OK) return;
+    g->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->message, sizeof g->message, fmt, ap);
+    va_end(ap);
+}
+
+bool ot_grad_failed(const ot_grad *g) { return g->status != OTTER_OK; }
+
+static void nomem(ot_grad *g) { ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients"); }
+
+/* Take ownership of s (NULL marks failure). */
+static const char *own(ot_grad *g, char *s) {
+    if (!s || ot_grow((void **)&g->pool, &g->cap_pool, g->n_pool + 1, sizeof *g->pool) != OTTER_OK) {
+        ot_free(s);
+        nomem(g);
+        return NULL;
+    }
+    g->pool[g->n_pool++] = s;
+    return s;
+}
+
+static bool name_taken(ot_grad *g, const char *name) { return ot_strmap_get(&g->names, name, NULL); }
+
+static void claim_name(ot_grad *g, const char *name) {
+    if (name && ot_strmap_put(&g->names, name, 1) != OTTER_OK) nomem(g);
+}
+
+/* ---- queries ---------------------------------------------------------------------------- */
+
+int64_t ot_grad_opset(const ot_grad *g) { return otter_model_opset(g->m, ""); }
+
+const otter_type *ot_grad_type(ot_grad *g, const char *name) {
+    if (!name || !name[0]) return NULL;
+    const otter_type *t = otter_graph_value_type(g->typed->graph, name);
+    if (t) return t;
+    intptr_t v;
+    if (ot_strmap_get(&g->init_types, name, &v)) return (const otter_type *)v;
+    ptrdiff_t i = otter_graph_find_initializer(g->typed->graph, name);
+    if (i < 0) return NULL;
+    const otter_tensor *init = g->typed->graph->initializers[i];
+    otter_type *ty = ot_calloc(1, sizeof *ty);
+    if (!ty) return NULL;
+    otter_type_init_tensor(ty, init->dtype, init->rank, init->dims);
+    if (ot_strmap_put(&g->init_types, init->name, (intptr_t)ty) != OTTER_OK) {
+        otter_type_clear(ty);
+        ot_free(ty);
+        return NULL;
+    }
+    return ty;
+}
+
+int ot_grad_rank(ot_grad *g, const char *name) {
+    const otter_type *t = ot_grad_type(g, name);
+    return t && t->kind == OTTER_TYPE_TENSOR ? t->rank : -1;
+}
+
+static bool is_float(ot_grad *g, const char *name) {
+    const otter_type *t = ot_grad_type(g, name);
+    /* Unknown types are assumed float: the rule decides; integer tensors are always typed. */
+    return !t || !t->has_elem_type || otter_dtype_is_float(t->elem_type);
+}
+
+static bool active(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->active, name, NULL); }
+static bool reaches(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->reaches, name, NULL); }
+
+static bool diff_input(const ot_grad_rule *r, size_t i) { return !r || (i < 32 && (r->diff_inputs >> i) & 1u); }
+
+bool ot_grad_needs(ot_grad *g, size_t i) {
+    const otter_node *n = g->node;
+    return i < n->n_inputs && diff_input(g->rule, i) && active(g, n->inputs[i]) && is_float(g, n->inputs[i]);
+}
+
+/* ---- gradient parts --------------------------------------------------------------------- */
+
+static parts *parts_of(ot_grad *g, const char *tensor, bool create) {
+    intptr_t i;
+    if (ot_strmap_get(&g->part_index, tensor, &i)) return &g->parts[i];
+    if (!create) return NULL;
+    if (ot_grow((void **)&g->parts, &g->cap_parts, g->n_parts + 1, sizeof *g->parts) != OTTER_OK ||
+        ot_strmap_put(&g->part_index, tensor, (intptr_t)g->n_parts) != OTTER_OK) {
+        nomem(g);
+        return NULL;
+    }
+    parts *p = &g->parts[g->n_parts++];
+    memset(p, 0, sizeof *p);
+    p->tensor = tensor;
+    return p;
+}
+
+static const char *grad_name(ot_grad *g, const char *tensor) {
+    const char *n = own(g, ot_sprintf("%s_grad", tensor));
+    if (n && name_taken(g, n)) {
+        ot_grad_fail(g, OTTER_ERR_INVALID, "the gradient of '%s' would be named '%s', which the graph already uses",
+                     tensor, n);
+        return NULL;
+    }
+    claim_name(g, n);
+    return n;
+}
+
+/* Register one more part for tensor and return the name it must be written to. */
+static const char *new_part(ot_grad *g, const char *tensor) {
+    parts *p = parts_of(g, tensor, false);
+    if (!p || p->n >= p->expected) {
+        ot_grad_fail(g, OTTER_ERR_INVALID, "internal: unexpected gradient part for '%s'", tensor);
+        return NULL;
+    }
+    const char *name;
+    if (p->expected == 1) {
+        name = grad_name(g, tensor);
+    } else {
+        name = own(g, ot_sprintf("%s_grad_%zu", tensor, p->n));
+        if (name && name_taken(g, name)) name = ot_grad_tmp(g, "part");
+        claim_name(g, name);
+    }
+    if (!name) return NULL;
+    const char **grown = ot_realloc(p->names, (p->n + 1) * sizeof *grown);
+    if (!grown) {
+        nomem(g);
+        return NULL;
+    }
+    p->names = grown;
+    p->names[p->n++] = name;
+    return name;
+}
+
+const char *ot_grad_dx(ot_grad *g, size_t i) {
+    if (!ot_grad_needs(g, i) || ot_grad_failed(g)) return NULL;
+    return new_part(g, g->node->inputs[i]);
+}
+
+/* The whole gradient of a tensor, once all its parts are in (Sum of several). NULL: zero. */
+static const char *finish(ot_grad *g, const char *tensor) {
+    parts *p = parts_of(g, tensor, false);
+    if (!p || p->n == 0) return NULL;
+    if (p->n != p->expected) {
+        ot_grad_fail(g, OTTER_ERR_INVALID, "internal: '%s' got %zu of %zu gradient parts", tensor, p->n, p->expected);
+        return NULL;
+    }
+    if (p->expected == 1) return p->names[0];
+    const char *sum = grad_name(g, tensor);
+    if (!sum) return NULL;
+    otter_node *n = ot_grad_emit(g, "Sum", "", p->n, p->names, 1, &sum);
+    p->expected = p->n = 1; /* later lookups get the sum */
+    p->names[0] = sum;
+    return n ? sum : NULL;
+}
+
+const char *ot_grad_dy(ot_grad *g, size_t i) {
+    const otter_node *n = g->node;
+    if (i >= n->n_outputs || !n->outputs[i][0]) return NULL;
+    return finish(g, n->outputs[i]);
+}
+
+/* ---- emitting ------------------------------------------------------------------------------ */
+
+const char *ot_grad_tmp(ot_grad *g, const char *hint) {
+    const char *base = g->node && g->node->name && g->node->name[0] ? g->node->name : "";
+    for (;;) {
+        const char *name = own(g, ot_sprintf("%s_Grad/%s_%zu", base, hint, g->counter++));
+        if (!name) return NULL;
+        if (!name_taken(g, name)) {
+            claim_name(g, name);
+            return name;
+        }
+    }
+}
+
+otter_node *ot_grad_emit(ot_grad *g, const char *op_type, const char *domain, size_t n_in, const char *const *ins,
+                         size_t n_out, const char *const *outs) {
+    if (ot_grad_failed(g)) return NULL;
+    for (size_t i = 0; i < n_in; i++)
+        if (!ins[i]) return NULL; /* an earlier step failed */
+    for (size_t i = 0; i < n_out; i++)
+        if (!outs[i]) return NULL;
+    const char *name = ot_grad_tmp(g, op_type);
+    otter_node *n;
+    if (!name || otter_node_create(&n, op_type, name, n_in, ins, n_out, outs) != OTTER_OK) {
+        nomem(g);
+        return NULL;
+    }
+    if ((domain && domain[0] && otter_node_set_domain(n, domain) != OTTER_OK) ||
+        otter_graph_add_node(g->gr, n) != OTTER_OK) {
+        nomem(g);
+        return NULL;
+    }
+    return n;
+}
+
+const char *ot_grad_op1(ot_grad *g, const char *op_type, const char *out, size_t n_in, const char *const *ins) {
+    return ot_grad_emit(g, op_type, "", n_in, ins, 1, &out) ? out : NULL;
+}
+
+const char *ot_grad_const_i64(ot_grad *g, const char *hint, size_t count, const int64_t *v, bool scalar) {
+    const char *name = ot_grad_tmp(g, hint);
+    if (!name) return NULL;
+    int64_t dims[1] = {(int64_t)count};
+    otter_tensor *t;
+    if (otter_tensor_from_data(&t, name, OTTER_DTYPE_INT64, scalar ? 0 : 1, dims, v) != OTTER_OK ||
+        otter_graph_add_initializer(g->gr, t) != OTTER_OK) {
+        nomem(g);
+        return NULL;
+    }
+    return name;
+}
+
+const char *ot_grad_const_f32(ot_grad *g, const char *hint, float v, otter_dtype dtype) {
+    const char *name = ot_grad_tmp(g, hint);
+    if (!name) return NULL;
+    otter_tensor *t;
+    if (otter_tensor_create(&t, name, dtype, 0, NULL) != OTTER_OK) {
+        nomem(g);
+        return NULL;
+    }
+    if (dtype == OTTER_DTYPE_DOUBLE)
+        *(double *)t->data = v;
+    else if (dtype == OTTER_DTYPE_FLOAT)
+        *(float *)t->data = v;
+    else {
+        otter_tensor_free(t);
+        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED, "gradients of %s tensors are not supported", otter_dtype_name(dtype));
+        return NULL;
+    }
+    if (otter_graph_add_initializer(g->gr, t) != OTTER_OK) nomem(g);
+    return name;
+}
+
+void ot_grad_declare_like(ot_grad *g, const char *name, const char *like) {
+    const otter_type *t = ot_grad_type(g, like);
+    if (name && t && otter_graph_add_value_info(g->gr, name, t) != OTTER_OK) nomem(g);
+}
+
+void ot_grad_copy_attrs(ot_grad *g, otter_node *dst, const otter_node *src) {
+    if (!dst) return;
+    otter_node *tmp;
+    if (otter_node_clone(&tmp, src) != OTTER_OK) OT_GRAD_NOMEM(g);
+    dst->attrs = tmp->attrs; /* move the cloned attributes over */
+    dst->n_attrs = tmp->n_attrs;
+    tmp->attrs = NULL;
+    tmp->n_attrs = 0;
+    otter_node_free(tmp);
+}
+
+const char *ot_grad_forward_output(ot_grad *g, otter_node *n, size_t index, const char *hint) {
+    while (n->n_outputs <= index) {
+        char **grown = ot_realloc(n->outputs, (n->n_outputs + 1) * sizeof *grown);
+        if (!grown) {
+            nomem(g);
+            return NULL;
+        }
+        n->outputs = grown;
+        if (!(n->outputs[n->n_outputs++] = ot_strdup(""))) {
+            n->n_outputs--;
+            nomem(g);
+            return NULL;
+        }
+    }
+    if (n->outputs[index][0]) return n->outputs[index];
+    const char *name = ot_grad_tmp(g, hint);
+    if (!name) return NULL;
+    char *copy = ot_strdup(name);
+    if (!copy) {
+        nomem(g);
+        return NULL;
+    }
+    ot_free(n->outputs[index]);
+    n->outputs[index] = copy;
+    return copy;
+}
+
+/* Axes along which x was broadcast to y's shape, from static shapes. Returns false when they
+ * can't be known (unknown rank, or a dimension that may or may not have been broadcast). */
+static bool broadcast_axes(ot_grad *g, const char *x, const char *y, int64_t *axes, size_t *n_axes, bool *leading) {
+    const otter_type *tx = ot_grad_type(g, x), *ty = ot_grad_type(g, y);
+    if (!tx || !ty || tx->rank < 0 || ty->rank < 0 || tx->rank > ty->rank) return false;
+    int off = ty->rank - tx->rank;
+    *n_axes = 0;
+    *leading = true;
+    for (int i = 0; i < off; i++) axes[(*n_axes)++] = i;
+    for (int i = 0; i < tx->rank; i++) {
+        const otter_dim *dx = &tx->dims[i], *dy = &ty->dims[i + off];
+        if (dx->value == 1 && dy->value != 1) {
+            axes[(*n_axes)++] = i + off;
+            *leading = false;
+        } else if (dx->value >= 0 && dx->value == dy->value) {
+        } else if (dx->param && dy->param && strcmp(dx->param, dy->param) == 0) {
+        } else if (dx->value > 1) {
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char *y, const char *out) {
+    if (!grad || !out) return;
+    int64_t axes[OTTER_MAX_RANK];
+    size_t n_axes;
+    bool leading;
+    if (!broadcast_axes(g, x, y, axes, &n_axes, &leading)) {
+        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED,
+                     "can't tell statically how '%s' was broadcast to '%s' (shapes unknown or ambiguous)", x, y);
+        return;
+    }
+    if (n_axes == 0) {
+        OT_G1(g, "Identity", out, grad);
+        return;
+    }
+    bool reshape = !leading && ot_grad_rank(g, x) != ot_grad_rank(g, y);
+    const char *sum = reshape ? ot_grad_tmp(g, "reduced") : out;
+    otter_node *n;
+    if (ot_grad_opset(g) >= 13) {
+        const char *ax = ot_grad_const_i64(g, "ReduceAxes", n_axes, axes, false);
+        n = ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){grad, ax}, 1, &sum);
+    } else {
+        n = ot_grad_emit(g, "ReduceSum", "", 1, &grad, 1, &sum);
+        if (n && otter_node_set_attr_ints(n, "axes", n_axes, axes) != OTTER_OK) nomem(g);
+    }
+    if (n && otter_node_set_attr_int(n, "keepdims", leading ? 0 : 1) != OTTER_OK) nomem(g);
+    if (reshape) {
+        const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
+        OT_G1(g, "Reshape", out, sum, shape);
+    }
+}
+
+/* ---- the driver ---------------------------------------------------------------------------- */
+
+static void mark(ot_grad *g, ot_strmap *set, const char *name) {
+    if (name && name[0] && ot_strmap_put(set, name, 1) != OTTER_OK) nomem(g);
+}
+
+static void builder_free(ot_grad *g) {
+    for (size_t i = 0; i < g->n_parts; i++) ot_free(g->parts[i].names);
+    ot_free(g->parts);
+    for (size_t i = 0; i < g->n_pool; i++) ot_free(g->pool[i]);
+    ot_free(g->pool);
+    for (size_t i = 0; i < g->init_types.cap; i++)
+        if (g->init_types.keys[i]) {
+            otter_type *t = (otter_type *)g->init_types.values[i];
+            otter_type_clear(t);
+            ot_free(t);
+        }
+    ot_strmap_free(&g->init_types);
+    ot_strmap_free(&g->active);
+    ot_strmap_free(&g->reaches);
+    ot_strmap_free(&g->names);
+    ot_strmap_free(&g->part_index);
+    otter_model_free(g->typed);
+}
+
+static const char *node_label(const otter_node *n) { return n->name && n->name[0] ? n->name : n->outputs[0]; }
+
+/* Zeros shaped like x, for a requested tensor the loss doesn't depend on. */
+static void zero_grad(ot_grad *g, const char *x, const char *out) {
+    const otter_type *t = ot_grad_type(g, x);
+    otter_dtype dt = t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
+    const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
+    otter_node *n = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &out);
+    otter_tensor *zero;
+    int64_t one = 1;
+    if (n && (otter_tensor_create(&zero, NULL, dt, 1, &one) != OTTER_OK ||
+              otter_node_set_attr_tensor(n, "value", zero) != OTTER_OK))
+        nomem(g);
+}
+
+static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
+    otter_graph *gr = g->gr;
+    for (size_t i = 0; i < gr->n_inputs; i++) claim_name(g, gr->inputs[i].name);
+    for (size_t i = 0; i < gr->n_initializers; i++) claim_name(g, gr->initializers[i]->name);
+    for (size_t i = 0; i < gr->n_nodes; i++) {
+        claim_name(g, gr->nodes[i]->name);
+        for (size_t j = 0; j < gr->nodes[i]->n_outputs; j++) claim_name(g, gr->nodes[i]->outputs[j]);
+    }
+    for (size_t i = 0; i < o->n_wrt; i++) {
+        if (otter_graph_find_input(gr, o->wrt[i]) < 0 && otter_graph_find_initializer(gr, o->wrt[i]) < 0)
+            OT_GRAD_FAIL(g, OTTER_ERR_NOT_FOUND, "'%s' is neither a graph input nor an initializer", o->wrt[i]);
+        if (!is_float(g, o->wrt[i]))
+            OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "'%s' is not a float tensor: it can't have a gradient", o->wrt[i]);
+        mark(g, &g->active, o->wrt[i]);
+    }
+    if (otter_graph_find_producer(gr, o->loss) < 0 && otter_graph_find_input(gr, o->loss) < 0)
+        OT_GRAD_FAIL(g, OTTER_ERR_NOT_FOUND, "the loss '%s' is not a tensor of the graph", o->loss);
+
+    /* 1. forward: active tensors. */
+    for (size_t k = 0; k < n_forward; k++) {
+        otter_node *n = gr->nodes[k];
+        const ot_grad_rule *r = find_rule(n->domain, n->op_type);
+        bool any = false;
+        for (size_t i = 0; i < n->n_inputs; i++) any |= diff_input(r, i) && active(g, n->inputs[i]);
+        if (any)
+            for (size_t j = 0; j < n->n_outputs; j++)
+                if (n->outputs[j][0] && is_float(g, n->outputs[j])) mark(g, &g->active, n->outputs[j]);
+    }
+    /* 2. backward: what the loss depends on, and which nodes need rules. */
+    mark(g, &g->reaches, o->loss);
+    bool *relevant = ot_calloc(n_forward ? n_forward : 1, sizeof *relevant);
+    if (!relevant) OT_GRAD_NOMEM(g);
+    for (size_t k = n_forward; k-- > 0;) {
+        otter_node *n = gr->nodes[k];
+        bool out_reaches = false;
+        for (size_t j = 0; j < n->n_outputs; j++) out_reaches |= active(g, n->outputs[j]) && reaches(g, n->outputs[j]);
+        if (!out_reaches) continue;
+        const ot_grad_rule *r = find_rule(n->domain, n->op_type);
+        bool any_active_input = false;
+        for (size_t i = 0; i < n->n_inputs; i++) any_active_input |= diff_input(r, i) && active(g, n->inputs[i]);
+        if (!any_active_input) continue;
+        if (!r) {
+            ot_free(relevant);
+            OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED,
+                         "node '%s' (%s%s%s) has no gradient rule, and it lies between a trainable parameter "
+                         "and the loss '%s'",
+                         node_label(n), ot_str_empty(n->domain) ? "" : n->domain,
+                         ot_str_empty(n->domain) ? "" : "::", n->op_type, o->loss);
+        }
+        relevant[k] = true;
+        for (size_t i = 0; i < n->n_inputs; i++)
+            if (diff_input(r, i) && active(g, n->inputs[i])) mark(g, &g->reaches, n->inputs[i]);
+    }
+    /* 3. expected parts: the seed, and one per differentiable edge of a relevant node. */
+    parts *seed = parts_of(g, o->loss, true);
+    if (seed) seed->expected++;
+    for (size_t k = 0; k < n_forward && !ot_grad_failed(g); k++) {
+        if (!relevant[k]) continue;
+        g->node = gr->nodes[k];
+        g->rule = find_rule(g->node->domain, g->node->op_type);
+        for (size_t i = 0; i < g->node->n_inputs; i++) {
+            if (!ot_grad_needs(g, i)) continue;
+            parts *p = parts_of(g, g->node->inputs[i], true);
+            if (p) p->expected++;
+        }
+    }
+    /* The seed: d(loss)/d(loss) = 1, as ORT names it. */
+    g->node = NULL;
+    if (seed && !ot_grad_failed(g)) {
+        const otter_type *lt = ot_grad_type(g, o->loss);
+        const char *name = new_part(g, o->loss);
+        otter_tensor *one;
+        otter_dtype dt = lt && lt->has_elem_type ? lt->elem_type : OTTER_DTYPE_FLOAT;
+        if (name && dt != OTTER_DTYPE_FLOAT && dt != OTTER_DTYPE_DOUBLE)
+            ot_grad_fail(g, OTTER_ERR_INVALID, "the loss '%s' is %s, not a float tensor", o->loss,
+                         otter_dtype_name(dt));
+        else if (name &&
+                 (otter_tensor_create(&one, name, dt, 0, NULL) != OTTER_OK ||
+                  (dt == OTTER_DTYPE_FLOAT ? (void)(*(float *)one->data = 1.0f) : (void)(*(double *)one->data = 1.0),
+                   otter_graph_add_initializer(gr, one) != OTTER_OK)))
+            nomem(g);
+    }
+    /* 4. the rules, last node first. */
+    for (size_t k = n_forward; k-- > 0 && !ot_grad_failed(g);) {
+        if (!relevant[k]) continue;
+        g->node = gr->nodes[k];
+        g->rule = find_rule(g->node->domain, g->node->op_type);
+        g->rule->fn(g, g->node);
+        if (ot_grad_failed(g) && g->message[0] && !strstr(g->message, "node '")) {
+            char *inner =
+                ot_sprintf("gradient of node '%s' (%s): %s", node_label(g->node), g->node->op_type, g->message);
+            if (inner) {
+                snprintf(g->message, sizeof g->message, "%s", inner);
+                ot_free(inner);
+            }
+        }
+    }
+    ot_free(relevant);
+    /* 5. the requested gradients. */
+    g->node = NULL;
+    g->rule = NULL;
+    for (size_t i = 0; i < o->n_wrt && !ot_grad_failed(g); i++) {
+        const char *dx = finish(g, o->wrt[i]);
+        if (!dx) {
+            const char *name = grad_name(g, o->wrt[i]);
+            zero_grad(g, o->wrt[i], name);
+        }
+    }
+}
+
+otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *o) {
+    if (!o || !o->loss) return ot_error(OTTER_ERR_ARGUMENT, "add_gradients needs a loss tensor");
+    ot_grad g = {.loss = o->loss};
+    otter_status s = otter_model_clone(&g.m, m);
+    if (s == OTTER_OK) s = otter_graph_topo_sort(g.m->graph);
+    if (s == OTTER_OK) s = otter_model_clone(&g.typed, g.m);
+    if (s == OTTER_OK) s = otter_model_infer_shapes(g.typed, NULL);
+    if (s != OTTER_OK) {
+        otter_model_free(g.m);
+        builder_free(&g);
+        return ot_error_context(s, "building gradients: ");
+    }
+    g.gr = g.m->graph;
+    build(&g, o, g.gr->n_nodes);
+    if (!ot_grad_failed(&g) && otter_model_opset(g.m, "com.microsoft") == 0) {
+        for (size_t i = 0; i < g.gr->n_nodes; i++)
+            if (ot_streq(g.gr->nodes[i]->domain, "com.microsoft")) {
+                if (otter_model_set_opset(g.m, "com.microsoft", 1) != OTTER_OK) nomem(&g);
+                break;
+            }
+    }
+    s = g.status;
+    if (s == OTTER_OK) {
+        otter_model tmp = *m;
+        *m = *g.m;
+        *g.m = tmp;
+    } else {
+        ot_error(s, "%s", g.message);
+    }
+    otter_model_free(g.m);
+    builder_free(&g);
+    return s;
+}

@@ -1,0 +1,321 @@
+/* Gradient rules for matrix products, convolution, pooling, normalization, dropout, softmax and
+ * losses. Where ONNX Runtime's training runtime has a gradient kernel (ConvGrad, MaxPoolGrad,
+ * SoftmaxCrossEntropyLossGrad, ...) the rule emits it, so ORT runs the result. */
+#include <string.h>
+
+#include "autodiff/grad.h"
+#include "core/core.h"
+
+#define IN(i)  (n->inputs[i])
+#define OUT(i) (n->outputs[i])
+
+static void nomem(ot_grad *g) { ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients"); }
+
+static void set_int(ot_grad *g, otter_node *x, const char *name, int64_t v) {
+    if (x && otter_node_set_attr_int(x, name, v) != OTTER_OK) nomem(g);
+}
+static void set_float(ot_grad *g, otter_node *x, const char *name, float v) {
+    if (x && otter_node_set_attr_float(x, name, v) != OTTER_OK) nomem(g);
+}
+
+static otter_dtype elem_type(ot_grad *g, const char *name) {
+    const otter_type *t = ot_grad_type(g, name);
+    return t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
+}
+
+/* ---- Gemm and MatMul -------------------------------------------------------------------- */
+
+/* Y = alpha * op(A) op(B) + beta * C */
+static void grad_gemm(ot_grad *g, otter_node *n) {
+    const char *dy = ot_grad_dy(g, 0);
+    int64_t ta = otter_node_attr_int(n, "transA", 0), tb = otter_node_attr_int(n, "transB", 0);
+    float alpha = otter_node_attr_float(n, "alpha", 1.0f), beta = otter_node_attr_float(n, "beta", 1.0f);
+    const char *dA = ot_grad_dx(g, 0);
+    if (dA) {
+        otter_node *x = ta ? ot_grad_emit(g, "Gemm", "", 2, (const char *[]){IN(1), dy}, 1, &dA)
+                           : ot_grad_emit(g, "Gemm", "", 2, (const char *[]){dy, IN(1)}, 1, &dA);
+        set_int(g, x, "transA", ta ? tb : 0);
+        set_int(g, x, "transB", ta ? 1 : !tb);
+        set_float(g, x, "alpha", alpha);
+        set_float(g, x, "beta", 0.0f);
+    }
+    const char *dB = ot_grad_dx(g, 1);
+    if (dB) {
+        otter_node *x = tb ? ot_grad_emit(g, "Gemm", "", 2, (const char *[]){dy, IN(0)}, 1, &dB)
+                           : ot_grad_emit(g, "Gemm", "", 2, (const char *[]){IN(0), dy}, 1, &dB);
+        set_int(g, x, "transA", tb ? 1 : !ta);
+        set_int(g, x, "transB", tb ? ta : 0);
+        set_float(g, x, "alpha", alpha);
+        set_float(g, x, "beta", 0.0f);
+    }
+    if (ot_grad_needs(g, 2)) {
+        const char *src = dy;
+        if (beta != 1.0f)
+            src = OT_G1(g, "Mul", ot_grad_tmp(g, "beta_dY"), dy,
+                        ot_grad_const_f32(g, "beta", beta, elem_type(g, OUT(0))));
+        ot_grad_unbroadcast(g, src, IN(2), OUT(0), ot_grad_dx(g, 2));
+    }
+}
+
+/* The last two axes swapped (rank known). */
+static const char *swap_last(ot_grad *g, const char *x, int rank) {
+    int64_t perm[OTTER_MAX_RANK];
+    for (int i = 0; i < rank; i++) perm[i] = i;
+    perm[rank - 1] = rank - 2;
+    perm[rank - 2] = rank - 1;
+    const char *out = ot_grad_tmp(g, "transposed");
+    otter_node *t = ot_grad_emit(g, "Transpose", "", 1, &x, 1, &out);
+    if (t && otter_node_set_attr_ints(t, "perm", (size_t)rank, perm) != OTTER_OK) nomem(g);
+    return t ? out : NULL;
+}
+
+/* Sum a batched product over the batch axes the operand was broadcast along: the operand x has
+ * rank rx (>= 2), the product p has rank rp with the same last two dims as x. */
+static void reduce_batch(ot_grad *g, const char *p, const char *x, const char *y, const char *out) {
+    const otter_type *tx = ot_grad_type(g, x), *ty = ot_grad_type(g, y);
+    int rx = tx ? tx->rank : -1, ry = ty ? ty->rank : -1;
+    if (rx < 2 || ry < 2) {
+        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED, "MatMul gradient needs operands of known rank >= 2");
+        return;
+    }
+    int64_t axes[OTTER_MAX_RANK];
+    size_t k = 0;
+    int off = ry - rx;
+    for (int i = 0; i < off; i++) axes[k++] = i;
+    bool keep = false;
+    for (int i = 0; i < rx - 2; i++)
+        if (tx->dims[i].value == 1 && ty->dims[i + off].value != 1) {
+            axes[k++] = i + off;
+            keep = true;
+        }
+    if (k == 0) {
+        OT_G1(g, "Identity", out, p);
+        return;
+    }
+    const char *sum = keep && off ? ot_grad_tmp(g, "reduced") : out;
+    const char *ax = ot_grad_const_i64(g, "ReduceAxes", k, axes, false);
+    otter_node *r = ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){p, ax}, 1, &sum);
+    set_int(g, r, "keepdims", keep ? 1 : 0);
+    if (keep && off) OT_G1(g, "Reshape", out, sum, OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x));
+}
+
+static void grad_matmul(ot_grad *g, otter_node *n) {
+    const char *dy = ot_grad_dy(g, 0);
+    int ra = ot_grad_rank(g, IN(0)), rb = ot_grad_rank(g, IN(1));
+    if (ra < 2 || rb < 2) {
+        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED, "MatMul gradient supports operands of known rank >= 2 (got %d and %d)",
+                     ra, rb);
+        return;
+    }
+    if (ot_grad_needs(g, 0)) {
+        const char *p = OT_G1(g, "MatMul", ot_grad_tmp(g, "dA_full"), dy, swap_last(g, IN(1), rb));
+        reduce_batch(g, p, IN(0), OUT(0), ot_grad_dx(g, 0));
+    }
+    if (ot_grad_needs(g, 1)) {
+        const char *p = OT_G1(g, "MatMul", ot_grad_tmp(g, "dB_full"), swap_last(g, IN(0), ra), dy);
+        reduce_batch(g, p, IN(1), OUT(0), ot_grad_dx(g, 1));
+    }
+}
+
+/* ---- convolution and pooling ------------------------------------------------------------- */
+
+static void grad_conv(ot_grad *g, otter_node *n) {
+    const char *outs[3];
+    for (size_t i = 0; i < 3; i++) outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
+    for (size_t i = 0; i < 3; i++)
+        if (!outs[i]) outs[i] = "";
+    size_t n_out = n->n_inputs > 2 ? 3 : 2;
+    otter_node *x =
+        ot_grad_emit(g, "ConvGrad", "com.microsoft", 3, (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, n_out, outs);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+static void grad_maxpool(ot_grad *g, otter_node *n) {
+    const char *indices = ot_grad_forward_output(g, n, 1, "indices");
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x =
+        ot_grad_emit(g, "MaxPoolGrad", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), indices}, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+static void grad_avgpool(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
+    otter_node *x = ot_grad_emit(g, "AveragePoolGrad", "com.microsoft", 1, &dy, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+    ot_grad_declare_like(g, dx, IN(0));
+}
+
+/* dX = Expand(dY / (H*W...), shape(X)). */
+static void grad_global_avgpool(ot_grad *g, otter_node *n) {
+    const otter_type *t = ot_grad_type(g, IN(0));
+    const char *scale;
+    int64_t count = 1;
+    bool known = t && t->rank >= 3;
+    for (int i = 2; known && i < t->rank; i++) {
+        if (t->dims[i].value < 0)
+            known = false;
+        else
+            count *= t->dims[i].value;
+    }
+    if (known) {
+        scale = ot_grad_const_f32(g, "Scale", (float)count, elem_type(g, IN(0)));
+    } else {
+        const char *ratio = OT_G1(g, "Div", ot_grad_tmp(g, "Scale"), OT_G1(g, "Size", ot_grad_tmp(g, "X_Size"), IN(0)),
+                                  OT_G1(g, "Size", ot_grad_tmp(g, "Y_Size"), OUT(0)));
+        otter_node *c = ot_grad_emit(g, "Cast", "", 1, &ratio, 1, (const char *[]){ot_grad_tmp(g, "Scale_f")});
+        set_int(g, c, "to", elem_type(g, IN(0)));
+        scale = c ? c->outputs[0] : NULL;
+    }
+    const char *scaled = OT_G1(g, "Div", ot_grad_tmp(g, "scaled_dY"), ot_grad_dy(g, 0), scale);
+    OT_G1(g, "Expand", ot_grad_dx(g, 0), scaled, OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0)));
+}
+
+/* ---- normalization, dropout, softmax ------------------------------------------------------ */
+
+static void grad_layernorm(ot_grad *g, otter_node *n) {
+    const char *mean = ot_grad_forward_output(g, n, 1, "saved_mean");
+    const char *inv_std = ot_grad_forward_output(g, n, 2, "saved_inv_std_dev");
+    const char *outs[3];
+    for (size_t i = 0; i < 3; i++) {
+        outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
+        if (!outs[i]) outs[i] = ot_grad_tmp(g, "unused_grad");
+    }
+    otter_node *x = ot_grad_emit(g, "LayerNormalizationGrad", "com.microsoft", 5,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), mean, inv_std}, 3, outs);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+/* Training-mode BatchNormalization: the forward node becomes com.microsoft BatchNormInternal
+ * (which also returns the batch mean and inverse std the gradient needs), as ORT rewrites it. */
+static void grad_batchnorm(ot_grad *g, otter_node *n) {
+    if (!ot_streq(n->domain, "com.microsoft")) {
+        if (otter_node_set_domain(n, "com.microsoft") != OTTER_OK) OT_GRAD_NOMEM(g);
+        char *op = ot_strdup("BatchNormInternal");
+        if (!op) OT_GRAD_NOMEM(g);
+        ot_free(n->op_type);
+        n->op_type = op;
+        otter_attr *tm = otter_node_attr_mut(n, "training_mode");
+        if (tm)
+            tm->i = 1;
+        else
+            set_int(g, n, "training_mode", 1);
+    }
+    for (size_t i = 1; i < 3; i++) ot_grad_forward_output(g, n, i, i == 1 ? "running_mean" : "running_var");
+    const char *mean = ot_grad_forward_output(g, n, 3, "saved_mean");
+    const char *inv_std = ot_grad_forward_output(g, n, 4, "saved_inv_std");
+    const char *outs[3];
+    for (size_t i = 0; i < 3; i++) {
+        outs[i] = ot_grad_dx(g, i);
+        if (!outs[i]) outs[i] = ot_grad_tmp(g, "unused_grad");
+    }
+    otter_node *x = ot_grad_emit(g, "BatchNormalizationGrad", "com.microsoft", 5,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), mean, inv_std}, 3, outs);
+    const otter_attr *eps = otter_node_attr(n, "epsilon");
+    if (eps) set_float(g, x, "epsilon", eps->f);
+}
+
+static void grad_dropout(ot_grad *g, otter_node *n) {
+    const char *mask = ot_grad_forward_output(g, n, 1, "mask");
+    const char *ins[4] = {ot_grad_dy(g, 0), mask, "", ""};
+    size_t n_in = 2;
+    for (size_t i = 1; i < n->n_inputs && i < 3; i++) ins[n_in++] = IN(i);
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x = ot_grad_emit(g, "DropoutGrad", "com.microsoft", n_in, ins, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+static void grad_softmax(ot_grad *g, otter_node *n) {
+    bool v13 = ot_grad_opset(g) >= 13;
+    const char *op = ot_streq(n->op_type, "Softmax") ? (v13 ? "SoftmaxGrad_13" : "SoftmaxGrad")
+                                                     : (v13 ? "LogSoftmaxGrad_13" : "LogSoftmaxGrad");
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x = ot_grad_emit(g, op, "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), OUT(0)}, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+/* ---- losses --------------------------------------------------------------------------------- */
+
+static void grad_sce(ot_grad *g, otter_node *n) {
+    const char *log_prob = ot_grad_forward_output(g, n, 1, "log_prob");
+    const char *ins[3] = {ot_grad_dy(g, 0), log_prob, IN(1)};
+    size_t n_in = 3;
+    const char *all[4] = {ins[0], ins[1], ins[2], n->n_inputs > 2 ? IN(2) : ""};
+    if (n->n_inputs > 2 && IN(2)[0]) n_in = 4;
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x = ot_grad_emit(g, "SoftmaxCrossEntropyLossGrad", "com.microsoft", n_in, all, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+/* NegativeLogLikelihoodLoss is linear in its input: dX[n, c, ...] = -dY' * w[t] * (c == t), with
+ * dY' = dY / sum(w[t]) for mean, dY for sum, dY[n, ...] for none; ignored targets get 0. */
+static void grad_nll(ot_grad *g, otter_node *n) {
+    const char *x = IN(0), *t = IN(1);
+    otter_dtype dt = elem_type(g, x);
+    const char *dy = ot_grad_dy(g, 0);
+    const char *reduction = otter_node_attr_string(n, "reduction", "mean");
+    const otter_attr *ign = otter_node_attr(n, "ignore_index");
+    const char *t_safe = t, *valid = NULL;
+    if (ign) {
+        const char *ig = ot_grad_const_i64(g, "ignore_index", 1, &ign->i, true);
+        valid = OT_G1(g, "Not", ot_grad_tmp(g, "valid"), OT_G1(g, "Equal", ot_grad_tmp(g, "ignored"), t, ig));
+        int64_t zero = 0;
+        t_safe =
+            OT_G1(g, "Where", ot_grad_tmp(g, "target_safe"), valid, t, ot_grad_const_i64(g, "zero", 1, &zero, true));
+    }
+    /* w_n: per-element weight (0 where ignored). */
+    const char *w = NULL;
+    if (n->n_inputs > 2 && IN(2)[0]) w = OT_G1(g, "Gather", ot_grad_tmp(g, "weight_n"), IN(2), t_safe);
+    if (valid) {
+        otter_node *c = ot_grad_emit(g, "Cast", "", 1, &valid, 1, (const char *[]){ot_grad_tmp(g, "valid_f")});
+        set_int(g, c, "to", dt);
+        const char *vf = c ? c->outputs[0] : NULL;
+        w = w ? OT_G1(g, "Mul", ot_grad_tmp(g, "weight_valid"), w, vf) : vf;
+    }
+    if (!w) {
+        /* All ones, shaped like the target. */
+        const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "t_shape"), t);
+        otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, (const char *[]){ot_grad_tmp(g, "ones")});
+        otter_tensor *one;
+        int64_t d = 1;
+        if (c && (otter_tensor_create(&one, NULL, dt, 1, &d) != OTTER_OK ||
+                  (*(float *)one->data = 1.0f, otter_node_set_attr_tensor(c, "value", one)) != OTTER_OK))
+            nomem(g);
+        w = c ? c->outputs[0] : NULL;
+    }
+    const char *scale = dy;
+    if (strcmp(reduction, "mean") == 0)
+        scale = OT_G1(g, "Div", ot_grad_tmp(g, "dY_mean"), dy, OT_G1(g, "ReduceSum", ot_grad_tmp(g, "weight_sum"), w));
+    const char *coef = OT_G1(g, "Neg", ot_grad_tmp(g, "coef"), OT_G1(g, "Mul", ot_grad_tmp(g, "w_dY"), w, scale));
+    /* One-hot of the target along axis 1, times the coefficient unsqueezed at axis 1. */
+    int64_t one_axis = 1, zero_one[2] = {0, 1};
+    const char *depth = OT_G1(g, "Gather", ot_grad_tmp(g, "depth"), OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x),
+                              ot_grad_const_i64(g, "class_axis", 1, &one_axis, true));
+    const char *values = ot_grad_const_i64(g, "onehot_values", 2, zero_one, false);
+    otter_node *oh = ot_grad_emit(g, "OneHot", "", 3, (const char *[]){t_safe, depth, values}, 1,
+                                  (const char *[]){ot_grad_tmp(g, "onehot")});
+    set_int(g, oh, "axis", 1);
+    otter_node *ohc = ot_grad_emit(g, "Cast", "", 1, (const char *[]){oh ? oh->outputs[0] : NULL}, 1,
+                                   (const char *[]){ot_grad_tmp(g, "onehot_f")});
+    set_int(g, ohc, "to", dt);
+    const char *coef_u =
+        OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "coef_u"), coef, ot_grad_const_i64(g, "axes", 1, &one_axis, false));
+    OT_G1(g, "Mul", ot_grad_dx(g, 0), ohc ? ohc->outputs[0] : NULL, coef_u);
+}
+
+const ot_grad_rule ot_grad_rules_nn[] = {
+    {"", "Gemm", grad_gemm, 0x7},
+    {"", "MatMul", grad_matmul, 0x3},
+    {"", "Conv", grad_conv, 0x7},
+    {"", "MaxPool", grad_maxpool, 0x1},
+    {"", "AveragePool", grad_avgpool, 0x1},
+    {"", "GlobalAveragePool", grad_global_avgpool, 0x1},
+    {"", "LayerNormalization", grad_layernorm, 0x7},
+    {"", "BatchNormalization", grad_batchnorm, 0x7},
+    {"com.microsoft", "BatchNormInternal", grad_batchnorm, 0x7},
+    {"", "Dropout", grad_dropout, 0x1},
+    {"", "Softmax", grad_softmax, 0x1},
+    {"", "LogSoftmax", grad_softmax, 0x1},
+    {"", "SoftmaxCrossEntropyLoss", grad_sce, 0x1},
+    {"", "NegativeLogLikelihoodLoss", grad_nll, 0x1},
+    {0},
+};

@@ -1,0 +1,269 @@
+/* Gradient rules for operators that move, select or reduce elements. */
+#include <ctype.h>
+#include <string.h>
+
+#include "autodiff/grad.h"
+#include "core/core.h"
+
+#define IN(i)  (n->inputs[i])
+#define OUT(i) (n->outputs[i])
+
+static void nomem(ot_grad *g) { ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients"); }
+
+static const char *shape_of(ot_grad *g, const char *x) { return OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x); }
+
+/* Reshape, Flatten, Squeeze, Unsqueeze: dX = Reshape(dY, shape(X)). */
+static void grad_reshape_like(ot_grad *g, otter_node *n) {
+    OT_G1(g, "Reshape", ot_grad_dx(g, 0), ot_grad_dy(g, 0), shape_of(g, IN(0)));
+}
+
+static void grad_transpose(ot_grad *g, otter_node *n) {
+    const otter_attr *p = otter_node_attr(n, "perm");
+    int rank = p ? (int)p->n_ints : ot_grad_rank(g, IN(0));
+    if (rank < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Transpose without perm needs a known input rank");
+    int64_t inv[OTTER_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        int64_t src = p ? p->ints[i] : rank - 1 - i;
+        if (src < 0 || src >= rank) OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "bad perm");
+        inv[src] = i;
+    }
+    const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
+    otter_node *t = ot_grad_emit(g, "Transpose", "", 1, &dy, 1, &dx);
+    if (t && otter_node_set_attr_ints(t, "perm", (size_t)rank, inv) != OTTER_OK) nomem(g);
+}
+
+/* Concat: Split dY along the axis into pieces sized like the inputs. */
+static void grad_concat(ot_grad *g, otter_node *n) {
+    int64_t axis = otter_node_attr_int(n, "axis", 0);
+    const char **outs = ot_calloc(n->n_inputs, sizeof *outs);
+    const char **sizes = ot_calloc(n->n_inputs, sizeof *sizes);
+    if (!outs || !sizes) {
+        ot_free(outs);
+        ot_free(sizes);
+        OT_GRAD_NOMEM(g);
+    }
+    const char *ax = ot_grad_const_i64(g, "axis", 1, &axis, false);
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        outs[i] = ot_grad_dx(g, i);
+        if (!outs[i]) outs[i] = ot_grad_tmp(g, "unused_piece");
+        sizes[i] = OT_G1(g, "Gather", ot_grad_tmp(g, "split_size"), shape_of(g, IN(i)), ax);
+    }
+    const char *split = ot_grad_tmp(g, "split_sizes");
+    otter_node *c = ot_grad_emit(g, "Concat", "", n->n_inputs, sizes, 1, &split);
+    if (c && otter_node_set_attr_int(c, "axis", 0) != OTTER_OK) nomem(g);
+    otter_node *s = ot_grad_emit(g, "Split", "", 2, (const char *[]){ot_grad_dy(g, 0), split}, n->n_inputs, outs);
+    if (s && otter_node_set_attr_int(s, "axis", axis) != OTTER_OK) nomem(g);
+    ot_free(outs);
+    ot_free(sizes);
+}
+
+/* Split: Concat the output gradients (zeros for outputs the loss ignores). */
+static void grad_split(ot_grad *g, otter_node *n) {
+    const char **parts = ot_calloc(n->n_outputs, sizeof *parts);
+    if (!parts) OT_GRAD_NOMEM(g);
+    for (size_t j = 0; j < n->n_outputs; j++) {
+        parts[j] = ot_grad_dy(g, j);
+        if (!parts[j]) {
+            const char *shape = shape_of(g, OUT(j));
+            const char *zero = ot_grad_tmp(g, "zeros");
+            otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &zero);
+            const otter_type *t = ot_grad_type(g, IN(0));
+            otter_tensor *v;
+            int64_t one = 1;
+            if (c && (otter_tensor_create(&v, NULL, t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT, 1,
+                                          &one) != OTTER_OK ||
+                      otter_node_set_attr_tensor(c, "value", v) != OTTER_OK))
+                nomem(g);
+            parts[j] = zero;
+        }
+    }
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *c = ot_grad_emit(g, "Concat", "", n->n_outputs, parts, 1, &dx);
+    if (c && otter_node_set_attr_int(c, "axis", otter_node_attr_int(n, "axis", 0)) != OTTER_OK) nomem(g);
+    ot_free(parts);
+}
+
+static void grad_slice(ot_grad *g, otter_node *n) {
+    if (ot_grad_opset(g) < 10)
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Slice gradient needs opset >= 10 (starts/ends as inputs)");
+    const char *ins[6] = {ot_grad_dy(g, 0), shape_of(g, IN(0))};
+    size_t k = 2;
+    for (size_t i = 1; i < n->n_inputs && k < 6; i++) ins[k++] = IN(i);
+    const char *dx = ot_grad_dx(g, 0);
+    ot_grad_emit(g, "SliceGrad", "com.microsoft", k, ins, 1, &dx);
+}
+
+static void grad_gather(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x = ot_grad_emit(g, "GatherGrad", "com.microsoft", 3,
+                                 (const char *[]){shape_of(g, IN(0)), IN(1), ot_grad_dy(g, 0)}, 1, &dx);
+    if (x && otter_node_set_attr_int(x, "axis", otter_node_attr_int(n, "axis", 0)) != OTTER_OK) nomem(g);
+}
+
+static void grad_expand(ot_grad *g, otter_node *n) {
+    ot_grad_unbroadcast(g, ot_grad_dy(g, 0), IN(0), OUT(0), ot_grad_dx(g, 0));
+}
+
+/* Tile: view dY as [r0, d0, r1, d1, ...] and sum over the repeat axes. */
+static void grad_tile(ot_grad *g, otter_node *n) {
+    int rank = ot_grad_rank(g, IN(0));
+    if (rank < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Tile gradient needs a known input rank");
+    int64_t one = 1, minus_one = -1;
+    const char *axis1 = ot_grad_const_i64(g, "axes", 1, &one, false);
+    const char *shape2d = OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "2d_orig_shape"), shape_of(g, IN(0)), axis1);
+    const char *rep2d = OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "2d_repeats"), IN(1), axis1);
+    const char *pairs = ot_grad_tmp(g, "concated_dims");
+    otter_node *c = ot_grad_emit(g, "Concat", "", 2, (const char *[]){rep2d, shape2d}, 1, &pairs);
+    if (c && otter_node_set_attr_int(c, "axis", 1) != OTTER_OK) nomem(g);
+    const char *flat = OT_G1(g, "Reshape", ot_grad_tmp(g, "concated_dims_flatten"), pairs,
+                             ot_grad_const_i64(g, "minus_one", 1, &minus_one, false));
+    const char *view = OT_G1(g, "Reshape", ot_grad_tmp(g, "tile_grad_view"), ot_grad_dy(g, 0), flat);
+    int64_t even[OTTER_MAX_RANK];
+    for (int i = 0; i < rank; i++) even[i] = 2 * i;
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *r =
+        ot_grad_emit(g, "ReduceSum", "", 2,
+                     (const char *[]){view, ot_grad_const_i64(g, "even_axes", (size_t)rank, even, false)}, 1, &dx);
+    if (r && otter_node_set_attr_int(r, "keepdims", 0) != OTTER_OK) nomem(g);
+}
+
+/* Constant Pad: the gradient is the un-padded window of dY. */
+static void grad_pad(ot_grad *g, otter_node *n) {
+    const char *mode = otter_node_attr_string(n, "mode", "constant");
+    if (strcmp(mode, "constant") != 0)
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient supports mode 'constant' only, not '%s'", mode);
+    if (ot_grad_opset(g) < 11) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient needs opset >= 11");
+    /* pads = [b0, b1, ..., e0, e1, ...]: starts = b, ends = shape(dY) - e (as Slice ends). */
+    int64_t half_len = ot_grad_rank(g, IN(0));
+    if (half_len < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient needs a known input rank");
+    int64_t zero = 0, h = half_len, two_h = 2 * half_len;
+    const char *starts = OT_G1(g, "Slice", ot_grad_tmp(g, "pad_begin"), IN(1),
+                               ot_grad_const_i64(g, "z", 1, &zero, false), ot_grad_const_i64(g, "h", 1, &h, false));
+    const char *ends_pad = OT_G1(g, "Slice", ot_grad_tmp(g, "pad_end"), IN(1), ot_grad_const_i64(g, "h", 1, &h, false),
+                                 ot_grad_const_i64(g, "2h", 1, &two_h, false));
+    const char *ends = OT_G1(g, "Sub", ot_grad_tmp(g, "ends"), shape_of(g, OUT(0)), ends_pad);
+    if (n->n_inputs > 3 && IN(3)[0])
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient with explicit axes is not supported");
+    OT_G1(g, "Slice", ot_grad_dx(g, 0), ot_grad_dy(g, 0), starts, ends);
+}
+
+/* The reduced axes of a Reduce* node as an initializer or input name; NULL means "all axes". */
+static const char *reduce_axes(ot_grad *g, otter_node *n, bool axes_input) {
+    if (axes_input) return n->n_inputs > 1 && IN(1)[0] ? IN(1) : NULL;
+    const otter_attr *a = otter_node_attr(n, "axes");
+    return a ? ot_grad_const_i64(g, "axes", a->n_ints, a->ints, false) : NULL;
+}
+
+/* ReduceSum / ReduceMean: dX = Expand(Unsqueeze(dY) [/ count], shape(X)). */
+static void grad_reduce(ot_grad *g, otter_node *n) {
+    bool mean = ot_streq(n->op_type, "ReduceMean");
+    bool axes_input = ot_grad_opset(g) >= (mean ? 18 : 13);
+    const char *axes = reduce_axes(g, n, axes_input);
+    if (!axes && otter_node_attr_int(n, "noop_with_empty_axes", 0)) {
+        OT_G1(g, "Identity", ot_grad_dx(g, 0), ot_grad_dy(g, 0));
+        return;
+    }
+    const char *grad = ot_grad_dy(g, 0);
+    if (!otter_node_attr_int(n, "keepdims", 1) && axes) {
+        if (ot_grad_opset(g) >= 13) {
+            grad = OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "Unsqueezed_Grad"), grad, axes);
+        } else {
+            const otter_attr *a = otter_node_attr(n, "axes");
+            otter_node *u = ot_grad_emit(g, "Unsqueeze", "", 1, &grad, 1, (const char *[]){ot_grad_tmp(g, "Unsq")});
+            if (u && otter_node_set_attr_ints(u, "axes", a->n_ints, a->ints) != OTTER_OK) nomem(g);
+            grad = u ? u->outputs[0] : NULL;
+        }
+    }
+    if (mean) {
+        const char *ratio = OT_G1(g, "Div", ot_grad_tmp(g, "Scale"), OT_G1(g, "Size", ot_grad_tmp(g, "Sized_X"), IN(0)),
+                                  OT_G1(g, "Size", ot_grad_tmp(g, "Sized_Grad"), OUT(0)));
+        const char *rf = ot_grad_tmp(g, "Scale_f");
+        otter_node *c = ot_grad_emit(g, "Cast", "", 1, &ratio, 1, &rf);
+        const otter_type *t = ot_grad_type(g, IN(0));
+        if (c && otter_node_set_attr_int(c, "to", t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT) != OTTER_OK)
+            nomem(g);
+        grad = OT_G1(g, "Div", ot_grad_tmp(g, "Scaled_Grad"), grad, rf);
+    }
+    OT_G1(g, "Expand", ot_grad_dx(g, 0), grad, shape_of(g, IN(0)));
+}
+
+/* Einsum with two operands: dA = einsum("<out>,<B>-><A>", dY, B), valid when every label of A
+ * appears in B or the output (no label is summed out of A alone) and no label repeats in A. */
+static bool einsum_terms(const char *eq, char terms[3][64]) {
+    const char *arrow = strstr(eq, "->");
+    const char *comma = strchr(eq, ',');
+    if (!arrow || !comma || comma > arrow) return false;
+    const char *second = strchr(comma + 1, ',');
+    if (second && second < arrow) return false; /* more than two operands */
+    size_t k = 0;
+    const char *parts[3][2] = {{eq, comma}, {comma + 1, arrow}, {arrow + 2, eq + strlen(eq)}};
+    for (int t = 0; t < 3; t++) {
+        k = 0;
+        for (const char *p = parts[t][0]; p < parts[t][1]; p++)
+            if (!isspace((unsigned char)*p)) {
+                if (k + 1 >= 64) return false;
+                terms[t][k++] = *p;
+            }
+        terms[t][k] = '\0';
+    }
+    return true;
+}
+
+static bool labels_covered(const char *a, const char *b, const char *out) {
+    for (const char *p = a; *p; p++) {
+        if (*p == '.') continue;
+        if (strchr(p + 1, *p)) return false; /* a repeated label (a diagonal) */
+        if (!strchr(b, *p) && !strchr(out, *p)) return false;
+    }
+    return true;
+}
+
+static void grad_einsum(ot_grad *g, otter_node *n) {
+    char terms[3][64];
+    const char *eq = otter_node_attr_string(n, "equation", "");
+    if (n->n_inputs != 2 || !einsum_terms(eq, terms))
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Einsum gradient supports two operands with an explicit output ('%s')",
+                     eq);
+    for (int i = 0; i < 2; i++) {
+        if (!ot_grad_needs(g, (size_t)i)) continue;
+        const char *self = terms[i], *other = terms[1 - i];
+        if (!labels_covered(self, other, terms[2]))
+            OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Einsum gradient of '%s' for operand %d is not supported", eq, i);
+        char *geq = ot_sprintf("%s,%s->%s", terms[2], other, self);
+        const char *dx = ot_grad_dx(g, (size_t)i);
+        otter_node *e = ot_grad_emit(g, "Einsum", "", 2, (const char *[]){ot_grad_dy(g, 0), IN(1 - i)}, 1, &dx);
+        if (!geq || (e && otter_node_set_attr_string(e, "equation", geq) != OTTER_OK)) nomem(g);
+        ot_free(geq);
+    }
+}
+
+static void grad_convtranspose(ot_grad *g, otter_node *n) {
+    const char *outs[3];
+    for (size_t i = 0; i < 3; i++) {
+        outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
+        if (!outs[i]) outs[i] = "";
+    }
+    otter_node *x = ot_grad_emit(g, "ConvTransposeGrad", "com.microsoft", 3,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, n->n_inputs > 2 ? 3 : 2, outs);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+const ot_grad_rule ot_grad_rules_shape[] = {
+    {"", "Reshape", grad_reshape_like, 0x1},
+    {"", "Flatten", grad_reshape_like, 0x1},
+    {"", "Squeeze", grad_reshape_like, 0x1},
+    {"", "Unsqueeze", grad_reshape_like, 0x1},
+    {"", "Transpose", grad_transpose, 0x1},
+    {"", "Concat", grad_concat, 0xffffffffu},
+    {"", "Split", grad_split, 0x1},
+    {"", "Slice", grad_slice, 0x1},
+    {"", "Gather", grad_gather, 0x1},
+    {"", "Expand", grad_expand, 0x1},
+    {"", "Tile", grad_tile, 0x1},
+    {"", "Pad", grad_pad, 0x1},
+    {"", "ReduceSum", grad_reduce, 0x1},
+    {"", "ReduceMean", grad_reduce, 0x1},
+    {"", "Einsum", grad_einsum, 0x3},
+    {"", "ConvTranspose", grad_convtranspose, 0x7},
+    {0},
+};
