@@ -501,6 +501,65 @@ static void test_passthrough(void) {
     otter_model_free(m);
 }
 
+/* If whose branches read outer values: q is read only inside the branches, so it must stay alive
+ * (not be overwritten by t1/t2 from the arena) until the If node runs. */
+static otter_graph *branch(const char *name, const char *op) {
+    otter_graph *g = NULL;
+    CHECK_OK(otter_graph_create(&g, name));
+    add_node(g, op, name, 2, (const char *[]){"q", "t2"}, 1, (const char *[]){"bo"});
+    CHECK_OK(otter_graph_add_output(g, "bo", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    return g;
+}
+
+static void test_subgraph(void) {
+    otter_model *m = NULL;
+    CHECK_OK(otter_model_create(&m, "ifm", 17));
+    const int64_t d[] = {256};
+    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 1, d, NULL));
+    CHECK_OK(otter_graph_add_input(m->graph, "cond", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    add_node(m->graph, "Neg", "neg", 1, (const char *[]){"X"}, 1, (const char *[]){"q"});
+    add_node(m->graph, "Exp", "exp", 1, (const char *[]){"X"}, 1, (const char *[]){"t1"});
+    add_node(m->graph, "Tanh", "tanh", 1, (const char *[]){"t1"}, 1, (const char *[]){"t2"});
+    otter_node *nd = NULL;
+    CHECK_OK(otter_node_create(&nd, "If", "branchy", 1, (const char *[]){"cond"}, 1, (const char *[]){"Y"}));
+    CHECK_OK(otter_node_set_attr_graph(nd, "then_branch", branch("then", "Add")));
+    CHECK_OK(otter_node_set_attr_graph(nd, "else_branch", branch("else", "Mul")));
+    CHECK_OK(otter_graph_add_node(m->graph, nd));
+    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 1, d, NULL));
+    otter_session *s = NULL;
+    CHECK_OK(otter_session_create(&s, m, NULL));
+    if (!s) {
+        otter_model_free(m);
+        return;
+    }
+    otter_tensor *x = NULL, *c = NULL, *y = NULL;
+    CHECK_OK(otter_tensor_create(&x, NULL, OTTER_DTYPE_FLOAT, 1, d));
+    CHECK_OK(otter_tensor_create(&c, NULL, OTTER_DTYPE_BOOL, 0, NULL));
+    for (int i = 0; i < 256; i++) ((float *)x->data)[i] = (float)i / 64.0f - 2.0f;
+    float worst = 0;
+    for (int r = 0; r < 4; r++) {
+        bool then = r % 2 == 0;
+        *(uint8_t *)c->data = then;
+        CHECK_OK(otter_session_run(s, 2, NULL, (const otter_tensor *const[]){x, c}, 1, NULL, &y));
+        for (int i = 0; y && i < 256; i++) {
+            float xv = ((float *)x->data)[i], t2 = tanhf(expf(xv));
+            float ref = then ? -xv + t2 : -xv * t2;
+            float e = fabsf(((float *)y->data)[i] - ref);
+            if (e > worst || e != e) worst = e != e ? INFINITY : e;
+        }
+    }
+    otter_memory_stats st;
+    CHECK_OK(otter_session_memory_stats(s, &st));
+    printf("subgraph: If reading outer values, 4 runs (2 planned per branch): max error %.3g, %zu plans\n", worst,
+           st.n_plans);
+    CHECK(worst < 1e-5f);
+    otter_tensor_free(x);
+    otter_tensor_free(c);
+    otter_tensor_free(y);
+    otter_session_free(s);
+    otter_model_free(m);
+}
+
 /* Allocation failures at create and run: a clean error, never a crash (leaks show under ASan). */
 static long g_fail_at;
 static void *failing_malloc(size_t n, void *u) {
@@ -554,6 +613,7 @@ int main(void) {
     test_create_errors();
     test_threads();
     test_passthrough();
+    test_subgraph();
     test_alloc_failures();
     return tu_finish("test_runtime");
 }
