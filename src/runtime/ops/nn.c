@@ -454,9 +454,63 @@ typedef struct pool_args {
     float p;
 } pool_args;
 
+/* 2-D max / average pooling without dilation or indices: clipped windows, no per-tap tests. */
+static void pool2d_fast(pool_args *a, int64_t p0, int64_t p1) {
+    const geom *g = a->g;
+    const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], kh = g->k[1], kw = g->k[2];
+    const int64_t sh = g->stride[1], sw = g->stride[2], ph = g->pb[1], pw = g->pb[2];
+    const bool max = a->kind == POOL_MAX;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = a->X + pl * g->in_size;
+        float *y = a->Y + pl * g->out_size;
+        if (max && kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && OH * 2 <= H && OW * 2 <= W) {
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
+                float *yr = y + oh * OW;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float m0 = r0[2 * ow] > r0[2 * ow + 1] ? r0[2 * ow] : r0[2 * ow + 1];
+                    float m1 = r1[2 * ow] > r1[2 * ow + 1] ? r1[2 * ow] : r1[2 * ow + 1];
+                    yr[ow] = m0 > m1 ? m0 : m1;
+                }
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t hs = oh * sh - ph, he = hs + kh, hp = he < H + g->pe[1] ? he : H + g->pe[1];
+            if (he > H) he = H;
+            int64_t cnt_h = hp - hs;
+            if (hs < 0) hs = 0;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ws = ow * sw - pw, we = ws + kw, wp = we < W + g->pe[2] ? we : W + g->pe[2];
+                if (we > W) we = W;
+                int64_t cnt_w = wp - ws;
+                if (ws < 0) ws = 0;
+                float acc = max ? -INFINITY : 0.0f;
+                for (int64_t ih = hs; ih < he; ih++) {
+                    const float *r = x + ih * W;
+                    if (max)
+                        for (int64_t iw = ws; iw < we; iw++) acc = r[iw] > acc ? r[iw] : acc;
+                    else
+                        for (int64_t iw = ws; iw < we; iw++) acc += r[iw];
+                }
+                if (max) {
+                    y[oh * OW + ow] = acc;
+                } else {
+                    int64_t c = a->include_pad ? cnt_h * cnt_w : (he - hs) * (we - ws);
+                    y[oh * OW + ow] = c > 0 ? acc / (float)c : 0.0f;
+                }
+            }
+        }
+    }
+}
+
 static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     pool_args *a = arg;
     const geom *g = a->g;
+    if (g->nd == 2 && !a->I && a->kind != POOL_LP && g->dil[1] == 1 && g->dil[2] == 1) {
+        pool2d_fast(a, p0, p1);
+        return;
+    }
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *x = a->X + pl * g->in_size;
@@ -892,7 +946,7 @@ static otter_status lrn_run(ot_kernel_ctx *ctx) {
     int64_t N = x->dims[0], C = x->dims[1], sp = 1;
     for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
     const float *X;
-    float *tx = NULL, *ty = NULL, *Y;
+    float *tx = NULL, *ty = NULL, *Y = NULL;
     otter_status s = in_f32(ctx, 0, x, &X, &tx);
     if (s == OTTER_OK) s = out_f32(y, &Y, &ty);
     int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
