@@ -40,6 +40,9 @@ static const char *FOLDERS[] = {"node", "pytorch-converted", "pytorch-operator",
 
 enum { R_PASS = 'P', R_FAIL = 'F', R_SKIP = 'S' };
 
+/* Present when built with -fsanitize=address (OTTER_SANITIZE): check each case for leaks. */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
 typedef struct result {
     char *name; /* folder/case */
     int folder;
@@ -396,6 +399,11 @@ static void run_isolated(const char *dir, const char *name, int timeout, result 
         alarm((unsigned)timeout);
         char msg[2048];
         msg[0] = run_case(dir, name, msg + 1, sizeof msg - 1);
+        /* under LeakSanitizer, everything the case allocated must be freed by now */
+        if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check() && msg[0] != R_SKIP) {
+            msg[0] = R_FAIL;
+            snprintf(msg + 1, sizeof msg - 1, "memory leak (LeakSanitizer report on stderr)");
+        }
         size_t len = strlen(msg), off = 0;
         while (off < len) {
             ssize_t w = write(fd[1], msg + off, len - off);
@@ -652,5 +660,17 @@ int main(int argc, char **argv) {
     printf("\nagainst %s: %d regressions, %d unexpected passes\n", list_path, regressions, unexpected);
     if (unexpected)
         printf("cases pass that the list does not expect: update it with\n  %s --write-expected\n", argv[0]);
+    for (size_t i = 0; i < n; i++) {
+        free(rs[i].name);
+        free(rs[i].msg);
+    }
+    for (size_t i = 0; i < g_n_list; i++) {
+        free(g_list[i].name);
+        free(g_list[i].reason);
+    }
+    free(rs);
+    free(g_list);
+    free(g_tols);
+    free(filters);
     return regressions || unexpected ? 1 : 0;
 }

@@ -357,6 +357,8 @@ static otter_status exec_node(otter_session *s, rt_node *rn) {
             continue;
         }
         rt_slot *src = slot_target(s, rn->in_slots[i]);
+        /* (a CONST's header lives in the slot array, which grows while nodes are folded at create) */
+        if (src->kind == RT_CONST) src->cur = &src->tensor;
         if (!src->cur) {
             char label[256];
             node_label(nd, rn->index, label, sizeof label);
