@@ -12,5 +12,8 @@
 #include "otter/infer.h"
 #include "otter/runtime.h"
 #include "otter/autodiff.h"
+#include "otter/blocks.h"
+#include "otter/artifacts.h"
+#include "otter/checkpoint.h"
 
 #endif

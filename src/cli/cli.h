@@ -61,5 +61,8 @@ int cmd_extract(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv); /* src/cli/cmd_run.c, by the runtime */
+int cmd_checkpoint(int argc, char **argv); /* src/cli/cmd_checkpoint.c: ORT training checkpoints */
+int cmd_artifacts(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 
 #endif

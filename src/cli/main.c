@@ -22,6 +22,9 @@ static const verb VERBS[] = {
     {"dot", cmd_dot, "Graphviz DOT of the graph, or SVG/PNG through graphviz's dot"},
     {"convert", cmd_convert, "re-save a model; move tensor data to or from external data"},
     {"run", cmd_run, "run a model on .npy/.pb inputs; latency and memory with --repeat"},
+    {"models", cmd_models, "build the seeds' MNIST DNN or CIFAR-10 CNN with the block API"},
+    {"artifacts", cmd_artifacts, "training/eval/optimizer models and checkpoint in ONNX Runtime's format"},
+    {"checkpoint", cmd_checkpoint, "ORT training checkpoint: info, dump to .npy + manifest.json, convert"},
 };
 
 static void usage(FILE *f) {
