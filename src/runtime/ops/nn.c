@@ -335,6 +335,166 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     return s;
 }
 
+/* ---- ConvInteger / QLinearConv: direct integer convolution ------------------------------------- */
+
+/* acc[n][m][out] = sum (x - xzp) * (w - wzp[m]) over the receptive field, in int32. */
+static void int_conv(const geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp, const otter_tensor *wzp,
+                     int64_t M, int64_t group, int32_t *acc) {
+    int64_t Cg = g->C / group, Mg = M / group, nw = wzp ? otter_tensor_numel(wzp) : 0;
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            int64_t gr = m / Mg;
+            int32_t zw = nw == 0 ? 0 : (int32_t)ot_get_i64(wzp->data, wzp->dtype, nw == 1 ? 0 : m);
+            for (int64_t od = 0; od < g->out[0]; od++)
+                for (int64_t oh = 0; oh < g->out[1]; oh++)
+                    for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                        int32_t sum = 0;
+                        for (int64_t c = 0; c < Cg; c++)
+                            for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                                int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
+                                if (id < 0 || id >= g->in[0]) continue;
+                                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                                    int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
+                                    if (ih < 0 || ih >= g->in[1]) continue;
+                                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                        int64_t iw = ow * g->stride[2] - g->pb[2] + kw * g->dil[2];
+                                        if (iw < 0 || iw >= g->in[2]) continue;
+                                        int64_t xi =
+                                            (((n * g->C + gr * Cg + c) * g->in[0] + id) * g->in[1] + ih) * g->in[2] +
+                                            iw;
+                                        int64_t wi = (((m * Cg + c) * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw;
+                                        sum += ((int32_t)ot_get_i64(x->data, x->dtype, xi) - xzp) *
+                                               ((int32_t)ot_get_i64(w->data, w->dtype, wi) - zw);
+                                    }
+                                }
+                            }
+                        acc[((n * M + m) * g->out[0] + od) * g->out[1] * g->out[2] + oh * g->out[2] + ow] = sum;
+                    }
+        }
+}
+
+/* Shared setup: x at input 0, w at input wi; output dims into yd. */
+static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, geom *g, int64_t *group, int64_t *M, int64_t *yd) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, wi);
+    char s1[128], s2[128];
+    OT_TRY(check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of x", in_name(ctx, wi));
+    if ((x->dtype != OTTER_DTYPE_UINT8 && x->dtype != OTTER_DTYPE_INT8) ||
+        (w->dtype != OTTER_DTYPE_UINT8 && w->dtype != OTTER_DTYPE_INT8))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "x and w must be int8 or uint8 (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    memset(g, 0, sizeof *g);
+    int nd = x->rank - 2;
+    for (int i = 0; i < nd; i++) g->k[i] = w->dims[2 + i];
+    OT_TRY(geom_forward(ctx, x, g, false));
+    *group = otter_node_attr_int(ctx->node, "group", 1), *M = w->dims[0];
+    if (*group < 1 || g->C % *group != 0 || *M % *group != 0 || w->dims[1] * *group != g->C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "x '%s' %s, w '%s' %s and group %lld don't agree", in_name(ctx, 0),
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims), in_name(ctx, wi),
+                            ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)*group);
+    yd[0] = g->N, yd[1] = *M;
+    for (int i = 0; i < nd; i++) yd[2 + i] = g->out[i];
+    geom_to3(g);
+    return OTTER_OK;
+}
+
+static otter_status convinteger_run(ot_kernel_ctx *ctx) {
+    geom g;
+    int64_t group, M, yd[2 + MAXSP];
+    OT_TRY(int_conv_setup(ctx, 1, &g, &group, &M, yd));
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
+                       *wz = ot_ctx_input(ctx, 3);
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT32, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    int32_t xzp = xz && otter_tensor_numel(xz) > 0 ? (int32_t)ot_get_i64(xz->data, xz->dtype, 0) : 0;
+    int_conv(&g, x, w, xzp, wz, M, group, y->data);
+    return OTTER_OK;
+}
+
+static otter_status qlinearconv_run(ot_kernel_ctx *ctx) {
+    for (size_t i = 0; i < 8; i++)
+        if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    geom g;
+    int64_t group, M, yd[2 + MAXSP];
+    OT_TRY(int_conv_setup(ctx, 3, &g, &group, &M, yd));
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *xs = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
+                       *w = ot_ctx_input(ctx, 3), *ws = ot_ctx_input(ctx, 4), *wz = ot_ctx_input(ctx, 5),
+                       *ys = ot_ctx_input(ctx, 6), *yz = ot_ctx_input(ctx, 7), *b = ot_ctx_input(ctx, 8);
+    int64_t nws = otter_tensor_numel(ws);
+    if (nws != 1 && nws != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "w_scale '%s' must have 1 or %lld elements", in_name(ctx, 4),
+                            (long long)M);
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "B '%s' must have %lld elements", in_name(ctx, 8), (long long)M);
+    otter_tensor *y = ot_ctx_output(ctx, 0, yz->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(y), osz = g.out_size;
+    int32_t *acc = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!acc) return OT_NOMEM();
+    int_conv(&g, x, w, (int32_t)ot_get_i64(xz->data, xz->dtype, 0), wz, M, group, acc);
+    double xsc = ot_get_f64(xs->data, xs->dtype, 0), ysc = ot_get_f64(ys->data, ys->dtype, 0);
+    double yzp = (double)ot_get_i64(yz->data, yz->dtype, 0);
+    double lo = yz->dtype == OTTER_DTYPE_UINT8 ? 0 : -128, hi = yz->dtype == OTTER_DTYPE_UINT8 ? 255 : 127;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t m = (i / osz) % M;
+        double v = (double)acc[i] + (b ? (double)ot_get_i64(b->data, b->dtype, m) : 0.0);
+        v = nearbyint(v * xsc * ot_get_f64(ws->data, ws->dtype, nws == 1 ? 0 : m) / ysc) + yzp;
+        ot_set_f64(y->data, y->dtype, i, v < lo ? lo : v > hi ? hi : v);
+    }
+    ot_free(acc);
+    return OTTER_OK;
+}
+
+/* ---- MaxUnpool ------------------------------------------------------------------------------------ */
+
+static otter_status maxunpool_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *ind = ot_ctx_input(ctx, 1), *os = ot_ctx_input(ctx, 2);
+    OT_TRY(check_x(ctx, x, 3));
+    if (!ind || ind->dtype != OTTER_DTYPE_INT64 || otter_tensor_numel(ind) != otter_tensor_numel(x))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int64 with the shape of X", in_name(ctx, 1));
+    int nd = x->rank - 2;
+    int64_t k[MAXSP], st[MAXSP], pads[2 * MAXSP] = {0}, yd[2 + MAXSP] = {x->dims[0], x->dims[1]};
+    bool has;
+    OT_TRY(ints_attr(ctx, "kernel_shape", nd, k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    for (int i = 0; i < nd; i++) st[i] = 1;
+    OT_TRY(ints_attr(ctx, "strides", nd, st, &has));
+    OT_TRY(ints_attr(ctx, "pads", 2 * nd, pads, &has));
+    for (int i = 0; i < nd; i++) yd[2 + i] = (x->dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[nd + i];
+    int64_t dd[2 + MAXSP]; /* the default shape: indices are positions in it */
+    memcpy(dd, yd, sizeof dd);
+    if (os) {
+        int64_t n;
+        OT_TRY(ot_ctx_input_ints(ctx, 2, yd, 2 + MAXSP, &n));
+        if (n != x->rank)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_shape '%s' must have %d values", in_name(ctx, 2),
+                                x->rank);
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
+    size_t es = otter_dtype_size(x->dtype);
+    memset(y->data, 0, (size_t)ny * es);
+    const int64_t *I = ind->data;
+    int64_t nd_total = 1;
+    for (int i = 0; i < x->rank; i++) nd_total *= dd[i];
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t q = I[i], o = 0, mul = 1;
+        if (q < 0 || q >= nd_total)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' value %lld out of range [0, %lld)",
+                                in_name(ctx, 1), (long long)q, (long long)nd_total);
+        for (int d = x->rank - 1; d >= 0; d--) {
+            o += (q % dd[d]) * mul;
+            q /= dd[d];
+            mul *= yd[d];
+        }
+        if (o >= ny) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_shape is smaller than the pooled input");
+        memcpy((char *)y->data + (size_t)o * es, (const char *)x->data + (size_t)i * es, es);
+    }
+    return OTTER_OK;
+}
+
 /* ---- ConvTranspose ---------------------------------------------------------------------------- */
 
 static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
@@ -1083,6 +1243,9 @@ static otter_status sce_run(ot_kernel_ctx *ctx) {
 const ot_op_def ot_ops_nn[] = {
     {"", "Conv", 1, conv_run, 0},
     {"", "ConvTranspose", 1, convtranspose_run, 0},
+    {"", "ConvInteger", 10, convinteger_run, 0},
+    {"", "QLinearConv", 10, qlinearconv_run, 0},
+    {"", "MaxUnpool", 9, maxunpool_run, 0},
     {"", "MaxPool", 1, maxpool_run, 0},
     {"", "AveragePool", 1, averagepool_run, 0},
     {"", "LpPool", 1, lppool_run, 0},
