@@ -223,6 +223,28 @@ static void test_bad_input(void) {
     CHECK(s != OTTER_OK && t == NULL && strstr(otter_last_error(), "../missing.bin"));
     printf("  %-34s -> %s: %s\n", "location '../missing.bin'", otter_status_name(s), otter_last_error());
 
+    /* Field number 0 written as an over-long key (0x80 0x00): protobuf-c accepts it as an unknown field;
+     * otter must either refuse it or write something it can read back (python3-onnx refuses it). */
+    {
+        const uint8_t f0[] = {0x08, 0x02, 0x10, 0x01, 0x4a, 0x08, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0x80, 0x00, 0x04};
+        t = NULL;
+        s = otter_tensor_load_pb_from_memory(&t, f0, sizeof f0);
+        bool ok = s != OTTER_OK;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "refused: %s", otter_last_error());
+        if (s == OTTER_OK) {
+            otter_tensor *u = NULL;
+            ok = otter_tensor_save_pb(t, tu_tmp_path("field0.pb")) == OTTER_OK &&
+                 otter_tensor_load_pb(&u, tu_tmp_path("field0.pb")) == OTTER_OK;
+            snprintf(msg, sizeof msg, "accepted; saved copy %s%s",
+                     ok ? "reloads" : "is refused: ", ok ? "" : otter_last_error());
+            otter_tensor_free(u);
+            otter_tensor_free(t);
+        }
+        CHECK(ok);
+        printf("  %-34s -> %s\n", "field 0 as an over-long key", msg);
+    }
+
     /* every strict prefix of a real file fails cleanly */
     size_t fsz = 0;
     uint8_t *file = read_all(CORPUS "/node/test_abs/test_data_set_0/input_0.pb", &fsz);
