@@ -1,5 +1,708 @@
-#include "runtime/op.h"
+/* Training operators: com.microsoft gradient / training ops that ORT-made training graphs contain,
+ * and the ai.onnx.preview.training optimizers. This file holds the op table, the shared helpers,
+ * the accumulators, activation gradients, Gelu family, Dropout/Scale/ReduceAllL2, FusedMatMul and
+ * the preview optimizers; training_nn.c and training_shape.c hold the rest.
+ *
+ * Not here: com.microsoft AdamWOptimizer, SGDOptimizerV2 and InplaceClipGradNorm, whose inputs
+ * are tensor sequences that the runtime does not carry; their math is in runtime/optim.c and the
+ * training session calls it directly.
+ *
+ * In-place semantics: InPlaceAccumulator(V2) and ZeroGradient change their first input tensor (the
+ * gradient buffer the caller passes in), as ORT's kernels do through output aliasing. */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/ops/gemm.h"
+#include "runtime/ops/training_internal.h"
+#include "runtime/optim.h"
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+bool tr_is_float(otter_dtype t) {
+    return t == OTTER_DTYPE_FLOAT || t == OTTER_DTYPE_DOUBLE || t == OTTER_DTYPE_FLOAT16 || t == OTTER_DTYPE_BFLOAT16;
+}
+
+bool tr_wanted(const ot_kernel_ctx *ctx, size_t i) {
+    return i < ctx->n_outputs && i < ctx->node->n_outputs && !ot_str_empty(ctx->node->outputs[i]);
+}
+
+bool tr_same_shape(const otter_tensor *a, const otter_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+otter_status tr_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t) {
+    *t = ot_ctx_input(ctx, i);
+    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu (%s) is missing", i, what);
+    return OTTER_OK;
+}
+
+otter_status tr_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp) {
+    const otter_tensor *t = ot_ctx_input(ctx, i);
+    *tmp = NULL;
+    if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    if (!tr_is_float(t->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': dtype %s, expected a float type", i,
+                            ot_ctx_input_name(ctx, i), otter_dtype_name(t->dtype));
+    if (t->dtype == OTTER_DTYPE_FLOAT) {
+        *out = t->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(t);
+    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!f) return OT_NOMEM();
+    ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n);
+    *out = *tmp = f;
+    return OTTER_OK;
+}
+
+otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
+                    float **p, float **tmp) {
+    *tmp = NULL;
+    *t = ot_ctx_output(ctx, i, dt, rank, dims);
+    if (!*t) return OTTER_ERR_NOMEM;
+    if (dt == OTTER_DTYPE_FLOAT) {
+        *p = (*t)->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(*t);
+    *tmp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!*tmp) return OT_NOMEM();
+    *p = *tmp;
+    return OTTER_OK;
+}
+
+void tr_out_done(otter_tensor *t, float *tmp) {
+    if (!tmp) return;
+    if (t) ot_convert(t->data, t->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(t));
+    ot_free(tmp);
+}
+
+otter_status tr_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present) {
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    *present = false;
+    if (!a || a->n_ints == 0) return OTTER_OK;
+    if ((int64_t)a->n_ints != n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %lld", name, a->n_ints,
+                            (long long)n);
+    memcpy(out, a->ints, sizeof(int64_t) * (size_t)n);
+    *present = true;
+    return OTTER_OK;
+}
+
+otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
+    int64_t n = 0;
+    OT_TRY(ot_ctx_input_ints(ctx, i, dims, OTTER_MAX_RANK, &n));
+    for (int64_t k = 0; k < n; k++)
+        if (dims[k] < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': negative dimension %lld", i,
+                                ot_ctx_input_name(ctx, i), (long long)dims[k]);
+    *rank = (int)n;
+    return OTTER_OK;
+}
+
+otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out) {
+    const otter_tensor *t = ot_ctx_input(ctx, i);
+    if (!t) {
+        *out = def;
+        return OTTER_OK;
+    }
+    if (otter_tensor_numel(t) != 1 || t->dtype == OTTER_DTYPE_STRING)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must hold one number", i,
+                            ot_ctx_input_name(ctx, i));
+    *out = ot_get_f64(t->data, t->dtype, 0);
+    return OTTER_OK;
+}
+
+static bool bool_input(const ot_kernel_ctx *ctx, size_t i, bool def) {
+    const otter_tensor *t = ot_ctx_input(ctx, i);
+    if (!t || otter_tensor_numel(t) < 1) return def;
+    return ot_get_f64(t->data, t->dtype, 0) != 0.0;
+}
+
+/* ---- accumulators ----------------------------------------------------------------------------- */
+
+/* dst (any float type) = (add ? dst : 0) + src, elementwise over n; src may have another float type. */
+static otter_status accumulate(const ot_kernel_ctx *ctx, otter_tensor *dst, const otter_tensor *src, bool add) {
+    int64_t n = otter_tensor_numel(dst);
+    if (dst->dtype == src->dtype && !add) {
+        if (n) memcpy(dst->data, src->data, otter_tensor_nbytes(dst));
+        return OTTER_OK;
+    }
+    if (dst->dtype == OTTER_DTYPE_FLOAT && src->dtype == OTTER_DTYPE_FLOAT) {
+        float *d = dst->data;
+        const float *s = src->data;
+        for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        return OTTER_OK;
+    }
+    if (dst->dtype == OTTER_DTYPE_DOUBLE && src->dtype == OTTER_DTYPE_DOUBLE) {
+        double *d = dst->data;
+        const double *s = src->data;
+        for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        return OTTER_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = ot_get_f64(src->data, src->dtype, i);
+        if (add) v += ot_get_f64(dst->data, dst->dtype, i);
+        ot_set_f64(dst->data, dst->dtype, i, v);
+    }
+    (void)ctx;
+    return OTTER_OK;
+}
+
+static otter_status check_acc(const ot_kernel_ctx *ctx, const otter_tensor *buf, const otter_tensor *val) {
+    char s1[128], s2[128];
+    if (!tr_is_float(buf->dtype) || !tr_is_float(val->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "buffer '%s' (%s) and value '%s' (%s) must be float tensors",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(buf->dtype), ot_ctx_input_name(ctx, 1),
+                            otter_dtype_name(val->dtype));
+    if (otter_tensor_numel(buf) != otter_tensor_numel(val))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "buffer '%s' %s and value '%s' %s differ in size",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, buf->rank, buf->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, val->rank, val->dims));
+    return OTTER_OK;
+}
+
+static otter_status copy_to_output(ot_kernel_ctx *ctx, size_t i, const otter_tensor *src) {
+    otter_tensor *o = ot_ctx_output(ctx, i, src->dtype, src->rank, src->dims);
+    if (!o) return OTTER_ERR_NOMEM;
+    if (otter_tensor_nbytes(src)) memcpy(o->data, src->data, otter_tensor_nbytes(src));
+    return OTTER_OK;
+}
+
+/* InPlaceAccumulatorV2(accumulation_buffer, value, overwrite_flag?) -> (updated_flag, buffer_out?) */
+static otter_status inplace_accumulator_v2(ot_kernel_ctx *ctx) {
+    const otter_tensor *cb, *val;
+    OT_TRY(tr_need(ctx, 0, "accumulation_buffer", &cb));
+    OT_TRY(tr_need(ctx, 1, "value", &val));
+    otter_tensor *buf = ctx->inputs[0];
+    OT_TRY(check_acc(ctx, buf, val));
+    OT_TRY(accumulate(ctx, buf, val, !bool_input(ctx, 2, false)));
+    (void)cb;
+    int64_t one = 1;
+    otter_tensor *flag = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 1, &one);
+    if (!flag) return OTTER_ERR_NOMEM;
+    ((uint8_t *)flag->data)[0] = 1;
+    if (tr_wanted(ctx, 1)) OT_TRY(copy_to_output(ctx, 1, buf));
+    return OTTER_OK;
+}
+
+/* InPlaceAccumulator(old_sum, value, update_signal?) -> new_sum; old_sum changes in place too. */
+static otter_status inplace_accumulator(ot_kernel_ctx *ctx) {
+    const otter_tensor *cb, *val;
+    OT_TRY(tr_need(ctx, 0, "old_sum", &cb));
+    OT_TRY(tr_need(ctx, 1, "value", &val));
+    otter_tensor *buf = ctx->inputs[0];
+    OT_TRY(check_acc(ctx, buf, val));
+    if (bool_input(ctx, 2, true)) OT_TRY(accumulate(ctx, buf, val, true));
+    return copy_to_output(ctx, 0, buf);
+}
+
+/* ZeroGradient(old_gradient, reset_signal) -> zero_gradient; old_gradient is zeroed in place too. */
+static otter_status zero_gradient(ot_kernel_ctx *ctx) {
+    const otter_tensor *cb;
+    OT_TRY(tr_need(ctx, 0, "old_gradient", &cb));
+    otter_tensor *buf = ctx->inputs[0];
+    if (!tr_is_float(buf->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "old_gradient '%s' must be a float tensor",
+                            ot_ctx_input_name(ctx, 0));
+    if (otter_tensor_nbytes(buf)) memset(buf->data, 0, otter_tensor_nbytes(buf));
+    return copy_to_output(ctx, 0, buf);
+}
+
+/* ---- activation gradients ----------------------------------------------------------------------- */
+
+enum { G_RELU, G_SIGMOID, G_TANH, G_GELU, G_FASTGELU };
+
+#define SQRT1_2     0.70710678118654752440
+#define INV_SQRT2PI 0.39894228040143267794
+#define GELU_K      0.7978845608028654 /* sqrt(2/pi) */
+#define GELU_C      0.044715
+
+static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * (float)SQRT1_2)); }
+static inline float fastgelu_f(float x) {
+    return 0.5f * x * (1.0f + tanhf((float)GELU_K * (x + (float)GELU_C * x * x * x)));
+}
+static inline float gelu_d(float x) {
+    return 0.5f * (1.0f + erff(x * (float)SQRT1_2)) + x * (float)INV_SQRT2PI * expf(-0.5f * x * x);
+}
+static inline float fastgelu_d(float x) {
+    float u = (float)GELU_K * (x + (float)GELU_C * x * x * x), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x * x);
+}
+
+/* dX = dY * f'(.) from input 1 (X or Y as the op defines) plus an optional bias (input 2, broadcast
+ * over the last axis). */
+static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
+    const otter_tensor *dy, *x, *b = NULL;
+    char s1[128], s2[128];
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, kind == G_SIGMOID || kind == G_TANH ? "Y" : "X", &x));
+    if (!tr_same_shape(dy, x))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and '%s' %s must have one shape",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
+    int64_t n = otter_tensor_numel(dy), last = dy->rank ? dy->dims[dy->rank - 1] : 1;
+    if (with_bias) {
+        OT_TRY(tr_need(ctx, 2, "B", &b));
+        if (otter_tensor_numel(b) != last)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld (last axis)",
+                                ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)last);
+    }
+    const float *DY, *X, *B = NULL;
+    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &t1);
+    if (s == OTTER_OK && b) s = tr_in(ctx, 2, &B, &t2);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = X[i] + (B ? B[i % last] : 0.0f), g = DY[i];
+            switch (kind) {
+            case G_RELU:
+                DX[i] = v > 0.0f ? g : 0.0f;
+                break;
+            case G_SIGMOID:
+                DX[i] = g * v * (1.0f - v);
+                break;
+            case G_TANH:
+                DX[i] = g * (1.0f - v * v);
+                break;
+            case G_GELU:
+                DX[i] = g * gelu_d(v);
+                break;
+            default:
+                DX[i] = g * fastgelu_d(v);
+                break;
+            }
+        }
+        tr_out_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1), ot_free(t2);
+    return s;
+}
+
+static otter_status relu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_RELU, false); }
+static otter_status sigmoid_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_SIGMOID, false); }
+static otter_status tanh_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_TANH, false); }
+static otter_status gelu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, false); }
+static otter_status fastgelu_grad(ot_kernel_ctx *ctx) {
+    /* FastGeluGrad(dY, X) or the bias form (dY, X, B) some graphs use */
+    return act_grad(ctx, G_FASTGELU, ot_ctx_input(ctx, 2) != NULL);
+}
+static otter_status bias_gelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, true); }
+static otter_status bias_fastgelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_FASTGELU, true); }
+
+/* Forward Gelu(X), FastGelu(X, bias?), BiasGelu(A, B): bias over the last axis. */
+static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_required) {
+    const otter_tensor *x, *b = ot_ctx_input(ctx, 1);
+    OT_TRY(tr_need(ctx, 0, "X", &x));
+    if (bias_required && !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (bias) is missing");
+    int64_t n = otter_tensor_numel(x), last = x->rank ? x->dims[x->rank - 1] : 1;
+    if (b && otter_tensor_numel(b) != last)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld (last axis)",
+                            ot_ctx_input_name(ctx, 1), (long long)otter_tensor_numel(b), (long long)last);
+    const float *X, *B = NULL;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
+    otter_tensor *y;
+    otter_status s = tr_in(ctx, 0, &X, &t0);
+    if (s == OTTER_OK && b) s = tr_in(ctx, 1, &B, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
+    if (s == OTTER_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = X[i] + (B ? B[i % last] : 0.0f);
+            Y[i] = fast ? fastgelu_f(v) : gelu_f(v);
+        }
+        tr_out_done(y, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
+
+static otter_status gelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, false); }
+static otter_status fastgelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, true, false); }
+static otter_status biasgelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, true); }
+
+/* ---- SoftmaxGrad / LogSoftmaxGrad ------------------------------------------------------------------ */
+
+/* v13: one axis (default -1); v1: the input coerced to 2-D at axis (default 1). */
+static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) {
+    const otter_tensor *dy, *y;
+    char s1[128], s2[128];
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "Y", &y));
+    if (!tr_same_shape(dy, y))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and Y '%s' %s must have one shape",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, y->rank, y->dims));
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", v13 ? -1 : 1);
+    int r = dy->rank ? dy->rank : 1;
+    if (!ot_norm_axis(&axis, r))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, dy->rank);
+    int64_t outer = 1, mid = 1, inner = 1;
+    for (int i = 0; i < dy->rank; i++) {
+        if (i < axis)
+            outer *= dy->dims[i];
+        else if (i == axis || !v13)
+            mid *= dy->dims[i];
+        else
+            inner *= dy->dims[i];
+    }
+    const float *DY, *Y;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &Y, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t base = o * mid * inner + in;
+                double sum = 0;
+                for (int64_t k = 0; k < mid; k++) {
+                    int64_t i = base + k * inner;
+                    sum += log ? (double)DY[i] : (double)DY[i] * Y[i];
+                }
+                for (int64_t k = 0; k < mid; k++) {
+                    int64_t i = base + k * inner;
+                    DX[i] = log ? DY[i] - expf(Y[i]) * (float)sum : Y[i] * (DY[i] - (float)sum);
+                }
+            }
+        tr_out_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
+
+static otter_status softmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, false); }
+static otter_status softmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, true); }
+static otter_status logsoftmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, false); }
+static otter_status logsoftmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, true); }
+
+/* ---- DropoutGrad, Scale, ReduceAllL2 ---------------------------------------------------------------- */
+
+/* DropoutGrad(dY, mask, ratio?, training_mode?): dX = dY * mask / (1 - ratio), ratio default 0.5.
+ * As in ORT, ratio 0 passes dY through; a training_mode input that is given and false (the forward
+ * Dropout dropped nothing) passes dY through as well. */
+static otter_status dropout_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *mask;
+    char s1[128], s2[128];
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "mask", &mask));
+    if (otter_tensor_numel(mask) != otter_tensor_numel(dy))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mask '%s' %s does not match dY %s", ot_ctx_input_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, mask->rank, mask->dims),
+                            ot_shape_str(s2, sizeof s2, dy->rank, dy->dims));
+    double ratio;
+    OT_TRY(tr_scalar(ctx, 2, 0.5, &ratio));
+    if (!(ratio >= 0.0 && ratio < 1.0))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ratio %g must be in [0, 1)", ratio);
+    bool pass = ratio == 0.0 || !bool_input(ctx, 3, true);
+    int64_t n = otter_tensor_numel(dy);
+    const float *DY;
+    float *t0 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        float k = (float)(1.0 / (1.0 - ratio));
+        for (int64_t i = 0; i < n; i++)
+            DX[i] = pass ? DY[i] : (ot_get_f64(mask->data, mask->dtype, i) != 0.0 ? DY[i] * k : 0.0f);
+        tr_out_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0);
+    return s;
+}
+
+/* Scale(input, scale; scale_down): input * scale, or input / scale when scale_down. */
+static otter_status scale_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(tr_need(ctx, 0, "input", &x));
+    if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
+    double sc;
+    OT_TRY(tr_scalar(ctx, 1, 1.0, &sc));
+    if (otter_node_attr_int(ctx->node, "scale_down", 0)) sc = 1.0 / sc;
+    int64_t n = otter_tensor_numel(x);
+    if (!tr_is_float(x->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype));
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    if (x->dtype == OTTER_DTYPE_DOUBLE) {
+        for (int64_t i = 0; i < n; i++) ((double *)y->data)[i] = ((const double *)x->data)[i] * sc;
+        return OTTER_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        ot_set_f64(y->data, y->dtype, i, (double)(float)(ot_get_f64(x->data, x->dtype, i) * sc));
+    return OTTER_OK;
+}
+
+/* ReduceAllL2(X1, ..., Xn) -> sqrt(sum of every element squared), a scalar of X1's type. */
+static otter_status reduce_all_l2(ot_kernel_ctx *ctx) {
+    double sq = 0;
+    otter_dtype dt = OTTER_DTYPE_UNDEFINED;
+    for (size_t i = 0; i < ctx->n_inputs; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, i);
+        if (!t) continue;
+        if (!tr_is_float(t->dtype))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': dtype %s, expected a float type", i,
+                                ot_ctx_input_name(ctx, i), otter_dtype_name(t->dtype));
+        if (dt == OTTER_DTYPE_UNDEFINED) dt = t->dtype;
+        int64_t n = otter_tensor_numel(t);
+        if (t->dtype == OTTER_DTYPE_FLOAT)
+            for (int64_t k = 0; k < n; k++) sq += (double)((const float *)t->data)[k] * ((const float *)t->data)[k];
+        else
+            for (int64_t k = 0; k < n; k++) {
+                double v = ot_get_f64(t->data, t->dtype, k);
+                sq += v * v;
+            }
+    }
+    if (dt == OTTER_DTYPE_UNDEFINED) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
+    otter_tensor *y = ot_ctx_output(ctx, 0, dt, 0, NULL);
+    if (!y) return OTTER_ERR_NOMEM;
+    ot_set_f64(y->data, dt, 0, sqrt(sq));
+    return OTTER_OK;
+}
+
+/* ---- FusedMatMul ------------------------------------------------------------------------------------- */
+
+/* Y = alpha * op(A) @ op(B) over broadcast batch dimensions; op transposes the last two axes when
+ * transA / transB. 1-D operands are promoted as in MatMul (A: [1, K], B: [K, 1]) and the added axis
+ * removed from Y. transBatchA / transBatchB are not supported. */
+static otter_status fused_matmul(ot_kernel_ctx *ctx) {
+    const otter_tensor *a, *b;
+    char s1[128], s2[128];
+    OT_TRY(tr_need(ctx, 0, "A", &a));
+    OT_TRY(tr_need(ctx, 1, "B", &b));
+    if (otter_node_attr_int(ctx->node, "transBatchA", 0) || otter_node_attr_int(ctx->node, "transBatchB", 0))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "transBatchA / transBatchB are not supported");
+    if (a->dtype != b->dtype || !tr_is_float(a->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
+                            otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
+    if (a->rank < 1 || b->rank < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A and B must have rank >= 1");
+    bool ta = otter_node_attr_int(ctx->node, "transA", 0) != 0, tb = otter_node_attr_int(ctx->node, "transB", 0) != 0;
+    float alpha = otter_node_attr_float(ctx->node, "alpha", 1.0f);
+    int ra = a->rank, rb = b->rank;
+    int64_t ad[OTTER_MAX_RANK], bd[OTTER_MAX_RANK];
+    if (ra == 1) {
+        ad[0] = 1, ad[1] = a->dims[0], ra = 2, ta = false;
+    } else {
+        memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
+    }
+    if (rb == 1) {
+        bd[0] = b->dims[0], bd[1] = 1, rb = 2, tb = false;
+    } else {
+        memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
+    }
+    int64_t M = ta ? ad[ra - 1] : ad[ra - 2], K = ta ? ad[ra - 2] : ad[ra - 1];
+    int64_t K2 = tb ? bd[rb - 1] : bd[rb - 2], N = tb ? bd[rb - 2] : bd[rb - 1];
+    if (K != K2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A '%s' %s and B '%s' %s: inner dimensions %lld and %lld differ",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, a->rank, a->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, b->rank, b->dims), (long long)K,
+                            (long long)K2);
+    int br = 0;
+    int64_t bdims[OTTER_MAX_RANK];
+    if (!ot_broadcast_shape2(ra - 2, ad, rb - 2, bd, &br, bdims))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "batch dimensions of A %s and B %s don't broadcast",
+                            ot_shape_str(s1, sizeof s1, a->rank, a->dims),
+                            ot_shape_str(s2, sizeof s2, b->rank, b->dims));
+    int64_t yd[OTTER_MAX_RANK];
+    int yr = 0;
+    for (int i = 0; i < br; i++) yd[yr++] = bdims[i];
+    if (a->rank > 1) yd[yr++] = M;
+    if (b->rank > 1) yd[yr++] = N;
+    int64_t batch = 1;
+    for (int i = 0; i < br; i++) batch *= bdims[i];
+    const float *A, *B;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
+    otter_tensor *y;
+    otter_status s = tr_in(ctx, 0, &A, &t0);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &B, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, a->dtype, yr, yd, &y, &Y, &ty);
+    int64_t asz = M * K, bsz = K * N;
+    for (int64_t bi = 0; s == OTTER_OK && bi < batch; bi++) {
+        /* offsets of A and B for this output batch index (right-aligned broadcasting) */
+        int64_t r = bi, aoff = 0, boff = 0, ast = 1, bst = 1;
+        for (int i = br - 1; i >= 0; i--) {
+            int64_t idx = r % bdims[i];
+            r /= bdims[i];
+            int ia = i - (br - (ra - 2)), ib = i - (br - (rb - 2));
+            if (ia >= 0) {
+                aoff += (ad[ia] == 1 ? 0 : idx) * ast;
+                ast *= ad[ia];
+            }
+            if (ib >= 0) {
+                boff += (bd[ib] == 1 ? 0 : idx) * bst;
+                bst *= bd[ib];
+            }
+        }
+        s = ot_sgemm(ctx, ta, tb, M, N, K, alpha, A + aoff * asz, ta ? M : K, B + boff * bsz, tb ? K : N, 0.0f,
+                     Y + bi * M * N, N);
+    }
+    if (s == OTTER_OK)
+        tr_out_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(t0), ot_free(t1);
+    return s;
+}
+
+/* ---- ai.onnx.preview.training optimizers ------------------------------------------------------------ */
+
+/* Inputs R, T, then `groups` lists of n tensors each; outputs `out_groups` lists (X_new first). */
+static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *what) {
+    size_t nin = ctx->n_inputs;
+    if (nin < 2 + (size_t)groups || (nin - 2) % (size_t)groups != 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%s takes R, T and %d lists of equal length; got %zu inputs", what,
+                            groups, nin);
+    size_t n = (nin - 2) / (size_t)groups;
+    if (ctx->n_outputs > n * (size_t)groups)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%s: %zu outputs for %zu tensors (at most %zu)", what,
+                            ctx->n_outputs, n, n * (size_t)groups);
+    double r, t;
+    if (!ot_ctx_input(ctx, 0) || !ot_ctx_input(ctx, 1))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs R and T are required");
+    OT_TRY(tr_scalar(ctx, 0, 0, &r));
+    OT_TRY(tr_scalar(ctx, 1, 0, &t));
+    for (size_t i = 0; i < n; i++) {
+        const otter_tensor *x = ot_ctx_input(ctx, 2 + i);
+        for (int gi = 0; gi < groups; gi++) {
+            const otter_tensor *o = ot_ctx_input(ctx, 2 + (size_t)gi * n + i);
+            if (!o || !x || !tr_same_shape(o, x) || !tr_is_float(o->dtype))
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                    "input %zu '%s' must be a float tensor with the shape of X '%s'",
+                                    2 + (size_t)gi * n + i, ot_ctx_input_name(ctx, 2 + (size_t)gi * n + i),
+                                    ot_ctx_input_name(ctx, 2 + i));
+        }
+    }
+    ot_onnx_adagrad_params pg = {otter_node_attr_float(ctx->node, "decay_factor", 0.0f),
+                                 otter_node_attr_float(ctx->node, "epsilon", 0.0f),
+                                 otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f)};
+    ot_onnx_momentum_params pm = {otter_node_attr_float(ctx->node, "alpha", 0.0f),
+                                  otter_node_attr_float(ctx->node, "beta", 0.0f),
+                                  otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f), false};
+    ot_onnx_adam_params pa = {
+        otter_node_attr_float(ctx->node, "alpha", 0.9f), otter_node_attr_float(ctx->node, "beta", 0.999f),
+        otter_node_attr_float(ctx->node, "epsilon", 0.0f), otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f),
+        otter_node_attr_float(ctx->node, "norm_coefficient_post", 0.0f)};
+    if (strcmp(what, "Momentum") == 0) {
+        const char *mode = otter_node_attr_string(ctx->node, "mode", "standard");
+        if (strcmp(mode, "nesterov") == 0)
+            pm.nesterov = true;
+        else if (strcmp(mode, "standard") != 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mode '%s' is not 'standard' or 'nesterov'", mode);
+    }
+    if (strcmp(what, "Adam") == 0) pa.epsilon = otter_node_attr_float(ctx->node, "epsilon", 1e-6f);
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < n && s == OTTER_OK; i++) {
+        const float *in[4] = {0};
+        float *tin[4] = {0}, *out[3] = {0}, *tout[3] = {0};
+        otter_tensor *ot[3] = {0};
+        const otter_tensor *x = ot_ctx_input(ctx, 2 + i);
+        int64_t e = otter_tensor_numel(x);
+        float *scratch = ot_malloc((size_t)(e > 0 ? e : 1) * sizeof(float) * 3);
+        if (!scratch) s = OT_NOMEM();
+        for (int gi = 0; gi < groups && s == OTTER_OK; gi++) s = tr_in(ctx, 2 + (size_t)gi * n + i, &in[gi], &tin[gi]);
+        for (int gi = 0; gi < groups - 1 && s == OTTER_OK; gi++) {
+            size_t oi = (size_t)gi * n + i;
+            if (oi < ctx->n_outputs && tr_wanted(ctx, oi))
+                s = tr_out(ctx, oi, x->dtype, x->rank, x->dims, &ot[gi], &out[gi], &tout[gi]);
+            else
+                out[gi] = scratch + (size_t)gi * (size_t)e;
+        }
+        if (s == OTTER_OK) {
+            if (groups == 3 && strcmp(what, "Adagrad") == 0)
+                ot_onnx_adagrad_update(&pg, (float)r, (int64_t)t, e, in[0], in[1], in[2], out[0], out[1]);
+            else if (groups == 3)
+                ot_onnx_momentum_update(&pm, (float)r, (int64_t)t, e, in[0], in[1], in[2], out[0], out[1]);
+            else
+                ot_onnx_adam_update(&pa, (float)r, (int64_t)t, e, in[0], in[1], in[2], in[3], out[0], out[1], out[2]);
+            for (int gi = 0; gi < groups - 1; gi++)
+                if (ot[gi]) tr_out_done(ot[gi], tout[gi]);
+        } else {
+            for (int gi = 0; gi < groups - 1; gi++) ot_free(tout[gi]);
+        }
+        for (int gi = 0; gi < 4; gi++) ot_free(tin[gi]);
+        ot_free(scratch);
+    }
+    return s;
+}
+
+static otter_status adagrad_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Adagrad"); }
+static otter_status momentum_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Momentum"); }
+static otter_status adam_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 4, "Adam"); }
+
+/* ---- the table --------------------------------------------------------------------------------------- */
+
+#define MS  "com.microsoft"
+#define PRV "ai.onnx.preview.training"
 
 const ot_op_def ot_ops_training[] = {
+    /* gradient accumulation (change input 0 in place: never folded) */
+    {MS, "InPlaceAccumulatorV2", 1, inplace_accumulator_v2, OT_OP_NOFOLD},
+    {MS, "InPlaceAccumulator", 1, inplace_accumulator, OT_OP_NOFOLD},
+    {MS, "ZeroGradient", 1, zero_gradient, OT_OP_NOFOLD},
+    /* activations */
+    {MS, "ReluGrad", 1, relu_grad, 0},
+    {MS, "SigmoidGrad", 1, sigmoid_grad, 0},
+    {MS, "TanhGrad", 1, tanh_grad, 0},
+    {MS, "GeluGrad", 1, gelu_grad, 0},
+    {MS, "FastGeluGrad", 1, fastgelu_grad, 0},
+    {MS, "BiasGeluGrad_dX", 1, bias_gelu_grad_dx, 0},
+    {MS, "BiasFastGeluGrad_dX", 1, bias_fastgelu_grad_dx, 0},
+    {MS, "Gelu", 1, gelu_run, 0},
+    {MS, "FastGelu", 1, fastgelu_run, 0},
+    {MS, "BiasGelu", 1, biasgelu_run, 0},
+    {MS, "SoftmaxGrad", 1, softmax_grad, 0},
+    {MS, "SoftmaxGrad_13", 1, softmax_grad13, 0},
+    {MS, "LogSoftmaxGrad", 1, logsoftmax_grad, 0},
+    {MS, "LogSoftmaxGrad_13", 1, logsoftmax_grad13, 0},
+    /* normalization */
+    {MS, "LayerNormalizationGrad", 1, tr_layernorm_grad, 0},
+    {MS, "SimplifiedLayerNormalizationGrad", 1, tr_simplified_layernorm_grad, 0},
+    {"", "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
+    {MS, "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
+    {MS, "BatchNormInternal", 1, tr_batchnorm_internal, 0},
+    {MS, "BatchNormalizationGrad", 1, tr_batchnorm_grad, 0},
+    {MS, "DropoutGrad", 1, dropout_grad, 0},
+    /* convolution and pooling (older ORT graphs put these in the default domain) */
+    {MS, "ConvGrad", 1, tr_conv_grad, 0},
+    {"", "ConvGrad", 9, tr_conv_grad, 0},
+    {MS, "ConvTransposeGrad", 1, tr_conv_transpose_grad, 0},
+    {MS, "MaxPoolGrad", 1, tr_maxpool_grad, 0},
+    {"", "MaxPoolGrad", 9, tr_maxpool_grad, 0},
+    {MS, "AveragePoolGrad", 1, tr_avgpool_grad, 0},
+    {"", "AveragePoolGrad", 9, tr_avgpool_grad, 0},
+    /* indexing */
+    {MS, "GatherGrad", 1, tr_gather_grad, 0},
+    {MS, "GatherElementsGrad", 1, tr_gather_elements_grad, 0},
+    {MS, "GatherNDGrad", 1, tr_gather_nd_grad, 0},
+    {MS, "SliceGrad", 1, tr_slice_grad, 0},
+    {MS, "ConcatTraining", 1, tr_concat_training, 0},
+    {MS, "SplitTraining", 1, tr_split_training, 0},
+    /* losses */
+    {MS, "SoftmaxCrossEntropyLossGrad", 1, tr_sce_loss_grad, 0},
+    {MS, "SoftmaxCrossEntropyLossInternal", 1, tr_sce_loss_internal, 0},
+    {MS, "SoftmaxCrossEntropyLossInternalGrad", 1, tr_sce_loss_grad, 0},
+    /* math */
+    {MS, "FusedMatMul", 1, fused_matmul, 0},
+    {MS, "Scale", 1, scale_run, 0},
+    {MS, "ReduceAllL2", 1, reduce_all_l2, 0},
+    /* ai.onnx.preview.training */
+    {PRV, "Adagrad", 1, adagrad_run, 0},
+    {PRV, "Momentum", 1, momentum_run, 0},
+    {PRV, "Adam", 1, adam_run, 0},
     {0},
 };

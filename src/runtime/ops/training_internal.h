@@ -1,0 +1,56 @@
+/* Shared by the training kernels (training.c holds the one op table; training_nn.c and
+ * training_shape.c hold more kernels). Kernels compute in float: float tensors directly, other
+ * float types (double, float16, bfloat16) through converted copies. */
+#ifndef OTTER_RUNTIME_OPS_TRAINING_INTERNAL_H
+#define OTTER_RUNTIME_OPS_TRAINING_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
+
+/* Input i as float (NULL in *tmp when it is the tensor's own data; else ot_free(*tmp) later).
+ * Fails naming the input when it is missing or not a float type. */
+otter_status tr_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp);
+/* Allocate output i (dtype dt) and give a float buffer for it: the data itself for float, else a
+ * temporary that tr_out_done converts back (and frees). */
+otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
+                    float **p, float **tmp);
+void tr_out_done(otter_tensor *t, float *tmp);
+/* True when the node names output i (an omitted optional output is "" or absent). */
+bool tr_wanted(const ot_kernel_ctx *ctx, size_t i);
+bool tr_is_float(otter_dtype t);
+/* Required input i (error naming it as `what` when missing). */
+otter_status tr_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t);
+/* INTS attribute with n values; *present false when absent or empty; error when the count differs. */
+otter_status tr_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present);
+/* A shape given as a 1-D int64 tensor (input i) into rank/dims. */
+otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims);
+bool tr_same_shape(const otter_tensor *a, const otter_tensor *b);
+/* A scalar (one element) numeric input as double; def when the input is omitted. */
+otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
+
+/* Kernels in training_nn.c */
+otter_status tr_layernorm_grad(ot_kernel_ctx *ctx);
+otter_status tr_simplified_layernorm_grad(ot_kernel_ctx *ctx);
+otter_status tr_simplified_layernorm(ot_kernel_ctx *ctx);
+otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx);
+otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx);
+otter_status tr_conv_grad(ot_kernel_ctx *ctx);
+otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx);
+otter_status tr_maxpool_grad(ot_kernel_ctx *ctx);
+otter_status tr_avgpool_grad(ot_kernel_ctx *ctx);
+otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx);
+otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx);
+
+/* Kernels in training_shape.c */
+otter_status tr_gather_grad(ot_kernel_ctx *ctx);
+otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx);
+otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx);
+otter_status tr_slice_grad(ot_kernel_ctx *ctx);
+otter_status tr_concat_training(ot_kernel_ctx *ctx);
+otter_status tr_split_training(ot_kernel_ctx *ctx);
+
+#endif

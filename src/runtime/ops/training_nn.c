@@ -1,0 +1,893 @@
+/* Training kernels for normalization, convolution, pooling and the cross-entropy losses:
+ * LayerNormalizationGrad, SimplifiedLayerNormalization(+Grad), BatchNormInternal,
+ * BatchNormalizationGrad, ConvGrad, ConvTransposeGrad, MaxPoolGrad, AveragePoolGrad,
+ * SoftmaxCrossEntropyLossInternal and SoftmaxCrossEntropyLoss(Internal)Grad.
+ *
+ * Spatial kernels treat 1-D and 2-D as 3-D with leading size-1 dimensions. The convolution
+ * gradients use their own im2col / col2im over one image and group, and the shared sgemm. */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/ops/gemm.h"
+#include "runtime/ops/training_internal.h"
+
+/* ---- LayerNormalizationGrad / SimplifiedLayerNormalization(Grad) --------------------------------- */
+
+/* Split X at axis into outer x inner and check that scale has `inner` elements and the saved
+ * statistics `outer` elements (inputs stat0, stat1; 0 to skip). */
+static otter_status ln_geometry(const ot_kernel_ctx *ctx, const otter_tensor *x, size_t scale_i, size_t stat0,
+                                size_t stat1, int64_t *outer, int64_t *inner) {
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for X '%s' of rank %d", (long long)axis,
+                            ot_ctx_input_name(ctx, 1), x->rank);
+    *outer = 1, *inner = 1;
+    for (int i = 0; i < x->rank; i++) *(i < axis ? outer : inner) *= x->dims[i];
+    const otter_tensor *sc = ot_ctx_input(ctx, scale_i);
+    if (!sc || otter_tensor_numel(sc) != *inner)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale '%s' must have %lld elements (the normalized shape)",
+                            ot_ctx_input_name(ctx, scale_i), (long long)*inner);
+    size_t st[2] = {stat0, stat1};
+    for (int k = 0; k < 2; k++) {
+        if (!st[k]) continue;
+        const otter_tensor *t = ot_ctx_input(ctx, st[k]);
+        if (!t || otter_tensor_numel(t) != *outer)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must have %lld elements (one per row)", st[k],
+                                ot_ctx_input_name(ctx, st[k]), (long long)*outer);
+    }
+    return OTTER_OK;
+}
+
+/* LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) -> dX, dScale, dBias (simplified:
+ * (dY, X, scale, inv_std_var) -> dX, dScale, with mean 0). With xh = (x - mean) * inv, g = dY * scale:
+ * dX = inv * (g - mean(g) - xh * mean(g * xh)) (simplified: without the mean(g) term),
+ * dScale = sum over rows of dY * xh, dBias = sum over rows of dY. */
+static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
+    const otter_tensor *dy, *x, *sc;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "X", &x));
+    OT_TRY(tr_need(ctx, 2, "scale", &sc));
+    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    int64_t outer, inner;
+    size_t inv_i = simplified ? 3 : 4;
+    OT_TRY(ln_geometry(ctx, x, 2, simplified ? 0 : 3, inv_i, &outer, &inner));
+    const float *DY, *X, *S, *MEAN = NULL, *INV;
+    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    otter_tensor *o[3] = {0};
+    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = tr_in(ctx, 2, &S, &tin[2]);
+    if (s == OTTER_OK && !simplified) s = tr_in(ctx, 3, &MEAN, &tin[3]);
+    if (s == OTTER_OK) s = tr_in(ctx, inv_i, &INV, &tin[4]);
+    size_t n_out = simplified ? 2 : 3;
+    for (size_t k = 0; k < n_out && s == OTTER_OK; k++) {
+        if (k > 0 && !tr_wanted(ctx, k)) continue;
+        const otter_tensor *shape = k == 0 ? x : sc;
+        s = tr_out(ctx, k, x->dtype, shape->rank, shape->dims, &o[k], &out[k], &tout[k]);
+    }
+    if (s == OTTER_OK) {
+        float *dX = out[0], *dS = out[1], *dB = out[2];
+        if (dS) memset(dS, 0, (size_t)inner * sizeof(float));
+        if (dB) memset(dB, 0, (size_t)inner * sizeof(float));
+        for (int64_t r = 0; r < outer; r++) {
+            const float *dy_r = DY + r * inner, *x_r = X + r * inner;
+            float mu = MEAN ? MEAN[r] : 0.0f, inv = INV[r];
+            double sg = 0, sgx = 0;
+            for (int64_t i = 0; i < inner; i++) {
+                float xh = (x_r[i] - mu) * inv, g = dy_r[i] * S[i];
+                sg += g, sgx += (double)g * xh;
+                if (dS) dS[i] += dy_r[i] * xh;
+                if (dB) dB[i] += dy_r[i];
+            }
+            float mg = simplified ? 0.0f : (float)(sg / (double)inner), mgx = (float)(sgx / (double)inner);
+            for (int64_t i = 0; i < inner; i++) {
+                float xh = (x_r[i] - mu) * inv;
+                dX[r * inner + i] = inv * (dy_r[i] * S[i] - mg - xh * mgx);
+            }
+        }
+        for (size_t k = 0; k < n_out; k++)
+            if (o[k]) tr_out_done(o[k], tout[k]);
+    } else {
+        for (size_t k = 0; k < 3; k++) ot_free(tout[k]);
+    }
+    for (int k = 0; k < 5; k++) ot_free(tin[k]);
+    return s;
+}
+
+otter_status tr_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, false); }
+otter_status tr_simplified_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, true); }
+
+/* SimplifiedLayerNormalization(X, scale; axis, epsilon) -> Y = X * inv * scale, inv_std_var?
+ * with inv = 1 / sqrt(mean(X^2 over the normalized axes) + epsilon) (RMSNorm). */
+otter_status tr_simplified_layernorm(ot_kernel_ctx *ctx) {
+    const otter_tensor *x, *sc;
+    OT_TRY(tr_need(ctx, 0, "X", &x));
+    OT_TRY(tr_need(ctx, 1, "scale", &sc));
+    int64_t outer, inner, axis = otter_node_attr_int(ctx->node, "axis", -1);
+    OT_TRY(ln_geometry(ctx, x, 1, 0, 0, &outer, &inner));
+    ot_norm_axis(&axis, x->rank);
+    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    int64_t sd[OTTER_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
+    const float *X, *S;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *ti = NULL, *Y, *INV = NULL;
+    otter_tensor *y, *inv = NULL;
+    otter_status s = tr_in(ctx, 0, &X, &t0);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &S, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
+    if (s == OTTER_OK && tr_wanted(ctx, 1)) s = tr_out(ctx, 1, OTTER_DTYPE_FLOAT, x->rank, sd, &inv, &INV, &ti);
+    if (s == OTTER_OK) {
+        for (int64_t r = 0; r < outer; r++) {
+            const float *xr = X + r * inner;
+            double sq = 0;
+            for (int64_t i = 0; i < inner; i++) sq += (double)xr[i] * xr[i];
+            float iv = 1.0f / sqrtf((float)(sq / (double)(inner ? inner : 1)) + eps);
+            if (INV) INV[r] = iv;
+            for (int64_t i = 0; i < inner; i++) Y[r * inner + i] = xr[i] * iv * S[i];
+        }
+        tr_out_done(y, ty);
+        if (inv) tr_out_done(inv, ti);
+    } else {
+        ot_free(ty), ot_free(ti);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
+
+/* ---- BatchNormInternal / BatchNormalizationGrad --------------------------------------------------- */
+
+static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, size_t first, size_t last, int64_t *N,
+                             int64_t *C, int64_t *sp) {
+    if (x->rank < 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' must have rank >= 2 (N, C, ...)",
+                            ot_ctx_input_name(ctx, 1));
+    *N = x->dims[0], *C = x->dims[1], *sp = 1;
+    for (int i = 2; i < x->rank; i++) *sp *= x->dims[i];
+    for (size_t i = first; i <= last; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, i);
+        if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+        if (otter_tensor_numel(t) != *C)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has %lld elements, expected C = %lld", i,
+                                ot_ctx_input_name(ctx, i), (long long)otter_tensor_numel(t), (long long)*C);
+    }
+    return OTTER_OK;
+}
+
+/* BatchNormInternal(X, scale, B, input_mean, input_var; epsilon, momentum, training_mode = 1)
+ * -> Y, running_mean, running_var, saved_mean, saved_inv_std. Training: batch statistics (biased
+ * variance), running = input * momentum + batch * (1 - momentum), saved_inv_std = 1/sqrt(var + eps).
+ * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat. */
+otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(tr_need(ctx, 0, "X", &x));
+    int64_t N, C, sp;
+    OT_TRY(bn_shape(ctx, x, 1, 4, &N, &C, &sp));
+    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    float mom = otter_node_attr_float(ctx->node, "momentum", 0.9f);
+    bool training = otter_node_attr_int(ctx->node, "training_mode", 1) != 0;
+    const float *in[5];
+    float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
+    otter_tensor *o[5] = {0};
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t k = 1; k < 5 && s == OTTER_OK; k++) {
+        if (!tr_wanted(ctx, k)) continue;
+        const otter_tensor *like = ot_ctx_input(ctx, k < 3 ? k + 2 : k);
+        s = tr_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+    }
+    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
+        double mu = in[3][c], var = in[4][c];
+        if (training) {
+            double sum = 0, sq = 0, cnt = (double)(N * sp);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) sum += in[0][(n * C + c) * sp + i];
+            mu = cnt > 0 ? sum / cnt : 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) {
+                    double d = in[0][(n * C + c) * sp + i] - mu;
+                    sq += d * d;
+                }
+            var = cnt > 0 ? sq / cnt : 0;
+        }
+        float inv = 1.0f / sqrtf((float)var + eps), k = in[1][c] * inv, sh = in[2][c] - (float)mu * k;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                out[0][j] = in[0][j] * k + sh;
+            }
+        if (out[1]) out[1][c] = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
+        if (out[2]) out[2][c] = training ? in[4][c] * mom + (float)var * (1 - mom) : in[4][c];
+        if (out[3]) out[3][c] = (float)mu;
+        if (out[4]) out[4][c] = inv;
+    }
+    for (size_t k = 0; k < 5; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+        ot_free(tin[k]);
+    }
+    return s;
+}
+
+/* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
+ * dBias = sum dY, dScale = sum dY * xh, dX = scale * inv / m * (m * dY - dBias - xh * dScale),
+ * xh = (X - mean) * inv, m = N * spatial (per channel). */
+otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "X", &x));
+    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    int64_t N, C, sp;
+    OT_TRY(bn_shape(ctx, x, 2, 4, &N, &C, &sp));
+    const float *in[5];
+    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    otter_tensor *o[3] = {0};
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t k = 1; k < 3 && s == OTTER_OK; k++)
+        if (tr_wanted(ctx, k)) s = tr_out(ctx, k, x->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+    double m = (double)(N * sp);
+    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
+        double db = 0, ds = 0;
+        float mu = in[3][c], inv = in[4][c];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                db += in[0][j];
+                ds += (double)in[0][j] * (in[1][j] - mu) * inv;
+            }
+        float k = m > 0 ? (float)(in[2][c] * inv / m) : 0.0f;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                out[0][j] = k * ((float)m * in[0][j] - (float)db - (in[1][j] - mu) * inv * (float)ds);
+            }
+        if (out[1]) out[1][c] = (float)ds;
+        if (out[2]) out[2][c] = (float)db;
+    }
+    for (size_t k = 0; k < 3; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+    }
+    for (size_t k = 0; k < 5; k++) ot_free(tin[k]);
+    return s;
+}
+
+/* ---- spatial geometry ------------------------------------------------------------------------------ */
+
+#define SP 3
+
+typedef struct tgeom {
+    int nd;
+    int64_t in[SP], out[SP], k[SP], st[SP], dil[SP], pb[SP], pe[SP];
+    int64_t in_size, out_size, k_size;
+} tgeom;
+
+static void tg_to3(tgeom *g) {
+    int sh = SP - g->nd;
+    for (int i = SP - 1; i >= 0; i--) {
+        int j = i - sh;
+        g->in[i] = j >= 0 ? g->in[j] : 1;
+        g->out[i] = j >= 0 ? g->out[j] : 1;
+        g->k[i] = j >= 0 ? g->k[j] : 1;
+        g->st[i] = j >= 0 ? g->st[j] : 1;
+        g->dil[i] = j >= 0 ? g->dil[j] : 1;
+        g->pb[i] = j >= 0 ? g->pb[j] : 0;
+        g->pe[i] = j >= 0 ? g->pe[j] : 0;
+    }
+    g->in_size = g->in[0] * g->in[1] * g->in[2];
+    g->out_size = g->out[0] * g->out[1] * g->out[2];
+    g->k_size = g->k[0] * g->k[1] * g->k[2];
+}
+
+/* Strides, dilations, pads and auto_pad of a forward conv / pool over image dims g->in (nd set,
+ * g->k set); computes g->out. */
+static otter_status tg_forward(const ot_kernel_ctx *ctx, tgeom *g, bool ceil_mode) {
+    bool has;
+    for (int i = 0; i < g->nd; i++) g->st[i] = 1, g->dil[i] = 1, g->pb[i] = 0, g->pe[i] = 0;
+    OT_TRY(tr_ints_attr(ctx, "strides", g->nd, g->st, &has));
+    OT_TRY(tr_ints_attr(ctx, "dilations", g->nd, g->dil, &has));
+    int64_t pads[2 * SP];
+    OT_TRY(tr_ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
+    if (has)
+        for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
+    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
+    bool su = strcmp(ap, "SAME_UPPER") == 0, sl = strcmp(ap, "SAME_LOWER") == 0;
+    if (strcmp(ap, "VALID") == 0)
+        for (int i = 0; i < g->nd; i++) g->pb[i] = g->pe[i] = 0;
+    for (int i = 0; i < g->nd; i++) {
+        if (g->st[i] < 1 || g->dil[i] < 1 || g->k[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
+        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
+        if (su || sl) {
+            int64_t o = (g->in[i] + g->st[i] - 1) / g->st[i], tot = (o - 1) * g->st[i] + ke - g->in[i];
+            if (tot < 0) tot = 0;
+            g->pb[i] = su ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+            g->out[i] = o;
+            continue;
+        }
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
+        if (span < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "spatial axis %d (size %lld with pads) is smaller than the kernel", i,
+                                (long long)g->in[i]);
+        int64_t o = (ceil_mode ? (span + g->st[i] - 1) / g->st[i] : span / g->st[i]) + 1;
+        if (ceil_mode && (o - 1) * g->st[i] >= g->in[i] + g->pb[i]) o--;
+        g->out[i] = o;
+    }
+    return OTTER_OK;
+}
+
+/* dY's spatial dims must be the computed output dims. */
+static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const tgeom *g, const otter_tensor *dy, const int64_t *want) {
+    char s1[128];
+    for (int i = 0; i < g->nd; i++)
+        if (dy->dims[2 + i] != want[i]) {
+            int64_t d[2 + SP] = {dy->dims[0], dy->dims[1]};
+            for (int j = 0; j < g->nd; j++) d[2 + j] = want[j];
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' does not have the forward output's shape %s",
+                                ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, 2 + g->nd, d));
+        }
+    return OTTER_OK;
+}
+
+/* col[(c, kd, kh, kw)][od, oh, ow] = x[c][id][ih][iw] or 0 outside (C channels, 3-D geometry). */
+static void tr_im2col(const float *x, int64_t C, const tgeom *g, float *col) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    float *dst = col;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++)
+                    for (int64_t od = 0; od < g->out[0]; od++) {
+                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            bool row_ok = id >= 0 && id < D && ih >= 0 && ih < H;
+                            const float *src = x + ((c * D + (row_ok ? id : 0)) * H + (row_ok ? ih : 0)) * W;
+                            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                                int64_t iw = ow * g->st[2] - g->pb[2] + kw * g->dil[2];
+                                *dst++ = row_ok && iw >= 0 && iw < W ? src[iw] : 0.0f;
+                            }
+                        }
+                    }
+}
+
+/* x[c][id][ih][iw] += col[(c, kd, kh, kw)][od, oh, ow] (the adjoint of tr_im2col). */
+static void tr_col2im(const float *col, int64_t C, const tgeom *g, float *x) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const float *src = col;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++)
+                    for (int64_t od = 0; od < g->out[0]; od++) {
+                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        for (int64_t oh = 0; oh < g->out[1]; oh++, src += g->out[2]) {
+                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            if (id < 0 || id >= D || ih < 0 || ih >= H) continue;
+                            float *dst = x + ((c * D + id) * H + ih) * W;
+                            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                                int64_t iw = ow * g->st[2] - g->pb[2] + kw * g->dil[2];
+                                if (iw >= 0 && iw < W) dst[iw] += src[ow];
+                            }
+                        }
+                    }
+}
+
+static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **dy, const otter_tensor **x,
+                                const otter_tensor **w) {
+    char s1[128], s2[128];
+    OT_TRY(tr_need(ctx, 0, "dY", dy));
+    OT_TRY(tr_need(ctx, 1, "X", x));
+    OT_TRY(tr_need(ctx, 2, "W", w));
+    if ((*x)->rank < 3 || (*x)->rank > 2 + SP || (*w)->rank != (*x)->rank || (*dy)->rank != (*x)->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s and W '%s' %s must have one rank in 3..5 (dY too)",
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, (*x)->rank, (*x)->dims),
+                            ot_ctx_input_name(ctx, 2), ot_shape_str(s2, sizeof s2, (*w)->rank, (*w)->dims));
+    if ((*dy)->dtype != (*x)->dtype || (*w)->dtype != (*x)->dtype || !tr_is_float((*x)->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY, X and W must share one float type");
+    return OTTER_OK;
+}
+
+/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Per image and group, with
+ * col = im2col(X_g): dW_g += dY_g col^T, dX_g += col2im(W_g^T dY_g); dB = sum of dY over N and space. */
+otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x, *w;
+    char s1[128], s2[128];
+    OT_TRY(conv_inputs(ctx, &dy, &x, &w));
+    tgeom g;
+    memset(&g, 0, sizeof g);
+    g.nd = x->rank - 2;
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], group = otter_node_attr_int(ctx->node, "group", 1);
+    for (int i = 0; i < g.nd; i++) g.in[i] = x->dims[2 + i], g.k[i] = w->dims[2 + i];
+    if (group < 1 || C % group || M % group || w->dims[1] * group != C || dy->dims[0] != N || dy->dims[1] != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X %s, W %s, dY and group %lld don't agree",
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+    OT_TRY(tg_forward(ctx, &g, false));
+    OT_TRY(tg_check_dy(ctx, &g, dy, g.out));
+    tg_to3(&g);
+    int64_t Cg = C / group, Mg = M / group, rows = Cg * g.k_size, osz = g.out_size;
+    bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
+    const float *DY, *X, *W;
+    float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL, *dcol = NULL;
+    otter_tensor *o[3] = {0};
+    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = tr_in(ctx, 2, &W, &tin[2]);
+    if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
+    if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
+    size_t csz = (size_t)(rows * osz > 0 ? rows * osz : 1) * sizeof(float);
+    if (s == OTTER_OK && ((want_dw && !(col = ot_malloc(csz))) || (want_dx && !(dcol = ot_malloc(csz)))))
+        s = OT_NOMEM();
+    if (s == OTTER_OK && out[0]) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
+    if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
+    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
+        for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
+            const float *dyg = DY + (n * M + gr * Mg) * osz, *xg = X + (n * C + gr * Cg) * g.in_size;
+            const float *wg = W + gr * Mg * rows;
+            if (want_dw) {
+                tr_im2col(xg, Cg, &g, col);
+                s = ot_sgemm(ctx, false, true, Mg, rows, osz, 1.0f, dyg, osz, col, osz, 1.0f, out[1] + gr * Mg * rows,
+                             rows);
+            }
+            if (s == OTTER_OK && want_dx) {
+                s = ot_sgemm(ctx, true, false, rows, osz, Mg, 1.0f, wg, rows, dyg, osz, 0.0f, dcol, osz);
+                if (s == OTTER_OK) tr_col2im(dcol, Cg, &g, out[0] + (n * C + gr * Cg) * g.in_size);
+            }
+        }
+    if (s == OTTER_OK && want_db)
+        for (int64_t m = 0; m < M; m++) {
+            double sum = 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < osz; i++) sum += DY[(n * M + m) * osz + i];
+            out[2][m] = (float)sum;
+        }
+    ot_free(col), ot_free(dcol);
+    for (int k = 0; k < 3; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+        ot_free(tin[k]);
+    }
+    return s;
+}
+
+/* ConvTransposeGrad(dY, X, W; ConvTranspose's attributes) -> dX?, dW?, dB?. ConvTranspose is the
+ * adjoint of a conv from its output (image: dY's spatial size) to its input (columns: X's), so
+ * with col = im2col(dY_g): dX_g = W_g col, dW_g += X_g col^T, dB = sum of dY. */
+otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x, *w;
+    char s1[128], s2[128];
+    OT_TRY(conv_inputs(ctx, &dy, &x, &w));
+    tgeom g;
+    memset(&g, 0, sizeof g);
+    g.nd = x->rank - 2;
+    int64_t N = x->dims[0], C = x->dims[1], group = otter_node_attr_int(ctx->node, "group", 1);
+    if (group < 1 || C % group || w->dims[0] != C || dy->dims[0] != N || dy->dims[1] != w->dims[1] * group)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X %s, W %s, dY and group %lld don't agree",
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+    int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
+    bool has, has_pads;
+    int64_t pads[2 * SP] = {0}, opad[SP] = {0};
+    for (int i = 0; i < g.nd; i++) {
+        g.k[i] = w->dims[2 + i], g.st[i] = 1, g.dil[i] = 1;
+        g.out[i] = x->dims[2 + i], g.in[i] = dy->dims[2 + i];
+    }
+    OT_TRY(tr_ints_attr(ctx, "strides", g.nd, g.st, &has));
+    OT_TRY(tr_ints_attr(ctx, "dilations", g.nd, g.dil, &has));
+    OT_TRY(tr_ints_attr(ctx, "output_padding", g.nd, opad, &has));
+    OT_TRY(tr_ints_attr(ctx, "pads", 2 * g.nd, pads, &has_pads));
+    const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
+    bool has_os = osa && osa->n_ints > 0;
+    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
+    bool su = strcmp(ap, "SAME_UPPER") == 0, sl = strcmp(ap, "SAME_LOWER") == 0;
+    for (int i = 0; i < g.nd; i++) {
+        if (g.st[i] < 1 || g.dil[i] < 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
+        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1, full = g.st[i] * (g.out[i] - 1) + opad[i] + ke;
+        int64_t want;
+        if (has_os || su || sl) {
+            int64_t target = has_os ? osa->ints[osa->n_ints - (size_t)g.nd + (size_t)i] : g.out[i] * g.st[i];
+            int64_t tot = full - target;
+            if (tot < 0) tot = 0;
+            if (su)
+                g.pb[i] = tot / 2;
+            else if (sl || !has_pads)
+                g.pb[i] = tot - tot / 2;
+            else
+                g.pb[i] = pads[i];
+            want = target;
+        } else {
+            if (strcmp(ap, "VALID") != 0) g.pb[i] = pads[i], g.pe[i] = pads[g.nd + i];
+            want = full - g.pb[i] - g.pe[i];
+        }
+        if (dy->dims[2 + i] != want)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' spatial axis %d is %lld, the forward output has %lld",
+                                ot_ctx_input_name(ctx, 0), i, (long long)dy->dims[2 + i], (long long)want);
+    }
+    tg_to3(&g);
+    int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
+    bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
+    const float *DY, *X, *W;
+    float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL;
+    otter_tensor *o[3] = {0};
+    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = tr_in(ctx, 2, &W, &tin[2]);
+    if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
+    if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
+    if (s == OTTER_OK && (want_dx || want_dw) &&
+        !(col = ot_malloc((size_t)(rows * isz > 0 ? rows * isz : 1) * sizeof(float))))
+        s = OT_NOMEM();
+    if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
+    for (int64_t n = 0; s == OTTER_OK && n < N && (want_dx || want_dw); n++)
+        for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
+            const float *dyg = DY + (n * M + gr * Mg) * osz, *xg = X + (n * C + gr * Cg) * isz;
+            const float *wg = W + gr * Cg * rows;
+            tr_im2col(dyg, Mg, &g, col);
+            if (want_dx)
+                s = ot_sgemm(ctx, false, false, Cg, isz, rows, 1.0f, wg, rows, col, isz, 0.0f,
+                             out[0] + (n * C + gr * Cg) * isz, isz);
+            if (s == OTTER_OK && want_dw)
+                s = ot_sgemm(ctx, false, true, Cg, rows, isz, 1.0f, xg, isz, col, isz, 1.0f, out[1] + gr * Cg * rows,
+                             rows);
+        }
+    if (s == OTTER_OK && want_db)
+        for (int64_t m = 0; m < M; m++) {
+            double sum = 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < osz; i++) sum += DY[(n * M + m) * osz + i];
+            out[2][m] = (float)sum;
+        }
+    ot_free(col);
+    for (int k = 0; k < 3; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+        ot_free(tin[k]);
+    }
+    return s;
+}
+
+/* ---- MaxPoolGrad / AveragePoolGrad ------------------------------------------------------------------- */
+
+/* dX's shape is not derivable from dY and the attributes (floor division loses it): take it from
+ * the declared type of output 0 in the model's graph (value_info, inputs, outputs), or else of the
+ * forward input it is the gradient of ("<X>_grad" -> "<X>"). Fixed dims as declared; a symbolic or
+ * unknown dim takes dY's dim at the same axis (batch and channel). */
+/* A declared tensor type with a shape for name: value_info first, then outputs, then inputs. */
+static const otter_type *declared_shape(const otter_graph *g, const char *name) {
+    const otter_value *lists[3] = {g->value_info, g->outputs, g->inputs};
+    size_t counts[3] = {g->n_value_info, g->n_outputs, g->n_inputs};
+    for (int l = 0; l < 3; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            const otter_value *v = &lists[l][i];
+            if (v->has_type && v->type.kind == OTTER_TYPE_TENSOR && v->type.rank >= 0 && ot_streq(v->name, name))
+                return &v->type;
+        }
+    return NULL;
+}
+
+static otter_status pool_grad_shape(const ot_kernel_ctx *ctx, const otter_tensor *dy, int *rank, int64_t *dims) {
+    const char *name = ctx->node->n_outputs ? ctx->node->outputs[0] : "";
+    const otter_type *t = NULL;
+    const otter_graph *gr = ctx->model ? ctx->model->graph : NULL;
+    if (gr && !ot_str_empty(name)) {
+        t = declared_shape(gr, name);
+        size_t len = strlen(name);
+        if (!t && len > 5 && strcmp(name + len - 5, "_grad") == 0) {
+            char *fwd = ot_strndup(name, len - 5);
+            if (!fwd) return OT_NOMEM();
+            t = declared_shape(gr, fwd);
+            ot_free(fwd);
+        }
+    }
+    if (!t || t->kind != OTTER_TYPE_TENSOR || t->rank < 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "the shape of output '%s' (the pooled input X) is not derivable from dY; declare it in the "
+                            "graph's value_info",
+                            name);
+    if (t->rank != dy->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output '%s' is declared with rank %d, dY '%s' has rank %d", name,
+                            t->rank, ot_ctx_input_name(ctx, 0), dy->rank);
+    *rank = t->rank;
+    for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i].value >= 0 ? t->dims[i].value : dy->dims[i];
+    return OTTER_OK;
+}
+
+/* MaxPoolGrad(dY, Indices) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices into X). */
+otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *ind;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "Indices", &ind));
+    if (otter_tensor_numel(ind) != otter_tensor_numel(dy) ||
+        (ind->dtype != OTTER_DTYPE_INT64 && ind->dtype != OTTER_DTYPE_INT32))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' must be int64 with dY's shape",
+                            ot_ctx_input_name(ctx, 1));
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
+    const float *DY;
+    float *t0 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        int64_t nx = otter_tensor_numel(dx), n = otter_tensor_numel(dy);
+        memset(DX, 0, (size_t)nx * sizeof(float));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = ot_get_i64(ind->data, ind->dtype, i);
+            if (k < 0 || k >= nx) {
+                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' value %lld out of range for dX of %lld elements",
+                                 ot_ctx_input_name(ctx, 1), (long long)k, (long long)nx);
+                break;
+            }
+            DX[k] += DY[i];
+        }
+    }
+    if (s == OTTER_OK)
+        tr_out_done(dx, ty);
+    else
+        ot_free(ty);
+    ot_free(t0);
+    return s;
+}
+
+/* AveragePoolGrad(dY; AveragePool's attributes) -> dX: each dY element spread evenly over its
+ * window (divided by the window's count: positions inside X, or inside the padded X with
+ * count_include_pad), as the forward kernel averages. */
+otter_status tr_avgpool_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    if (dy->rank < 3 || dy->rank > 2 + SP)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' must have rank 3..5", ot_ctx_input_name(ctx, 0));
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
+    tgeom g;
+    memset(&g, 0, sizeof g);
+    g.nd = rank - 2;
+    bool has;
+    OT_TRY(tr_ints_attr(ctx, "kernel_shape", g.nd, g.k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    for (int i = 0; i < g.nd; i++) g.in[i] = dims[2 + i];
+    OT_TRY(tg_forward(ctx, &g, otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0));
+    OT_TRY(tg_check_dy(ctx, &g, dy, g.out));
+    if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1])
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "declared dX batch/channel dims differ from dY's");
+    tg_to3(&g);
+    bool incl = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
+    const float *DY;
+    float *t0 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        const int64_t D = g.in[0], H = g.in[1], W = g.in[2], planes = dims[0] * dims[1];
+        memset(DX, 0, (size_t)(planes * g.in_size) * sizeof(float));
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t od = 0; od < g.out[0]; od++)
+                for (int64_t oh = 0; oh < g.out[1]; oh++)
+                    for (int64_t ow = 0; ow < g.out[2]; ow++) {
+                        int64_t s0 = od * g.st[0] - g.pb[0], s1 = oh * g.st[1] - g.pb[1], s2 = ow * g.st[2] - g.pb[2];
+                        int64_t cnt = 0, cnt_pad = 0;
+                        for (int pass = 0; pass < 2; pass++) {
+                            float v = 0.0f;
+                            if (pass == 1) {
+                                int64_t c = incl ? cnt_pad : cnt;
+                                if (!c) break;
+                                v = DY[p * g.out_size + (od * g.out[1] + oh) * g.out[2] + ow] / (float)c;
+                            }
+                            for (int64_t kd = 0; kd < g.k[0]; kd++) {
+                                int64_t id = s0 + kd * g.dil[0];
+                                if (id >= D + g.pe[0]) continue;
+                                for (int64_t kh = 0; kh < g.k[1]; kh++) {
+                                    int64_t ih = s1 + kh * g.dil[1];
+                                    if (ih >= H + g.pe[1]) continue;
+                                    for (int64_t kw = 0; kw < g.k[2]; kw++) {
+                                        int64_t iw = s2 + kw * g.dil[2];
+                                        if (iw >= W + g.pe[2]) continue;
+                                        bool in = id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                                        if (pass == 0) {
+                                            cnt_pad++;
+                                            cnt += in;
+                                        } else if (in) {
+                                            DX[p * g.in_size + (id * H + ih) * W + iw] += v;
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+        tr_out_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0);
+    return s;
+}
+
+/* ---- SoftmaxCrossEntropyLoss: Internal forward and the gradients --------------------------------------- */
+
+typedef struct sce_geom {
+    int64_t N, C, D; /* log_prob (N, C, D...), labels (N, D...) */
+    int red;         /* 0 none, 1 sum, 2 mean */
+    bool has_ii;
+    int64_t ii;
+} sce_geom;
+
+/* Shapes, reduction and ignore_index (attribute, or the scalar input ii_input when given). */
+static otter_status sce_setup(const ot_kernel_ctx *ctx, const otter_tensor *lp, const otter_tensor *lab,
+                              size_t weight_i, size_t ii_input, sce_geom *g) {
+    char s1[128], s2[128];
+    if (lp->rank < 2 || !tr_is_float(lp->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scores/log_prob must be a float tensor of rank >= 2 (N, C, ...)");
+    g->N = lp->dims[0], g->C = lp->dims[1], g->D = 1;
+    for (int i = 2; i < lp->rank; i++) g->D *= lp->dims[i];
+    bool ok = lab->rank == lp->rank - 1 && lab->dims[0] == g->N;
+    for (int i = 2; ok && i < lp->rank; i++) ok = lab->dims[i - 1] == lp->dims[i];
+    if (!ok || (lab->dtype != OTTER_DTYPE_INT64 && lab->dtype != OTTER_DTYPE_INT32))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "labels '%s' %s must be int32/int64 shaped like %s without axis 1",
+                            ot_ctx_input_name(ctx, weight_i - 1), ot_shape_str(s1, sizeof s1, lab->rank, lab->dims),
+                            ot_shape_str(s2, sizeof s2, lp->rank, lp->dims));
+    const otter_tensor *w = ot_ctx_input(ctx, weight_i);
+    if (w && otter_tensor_numel(w) != g->C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' has %lld elements, expected C = %lld",
+                            ot_ctx_input_name(ctx, weight_i), (long long)otter_tensor_numel(w), (long long)g->C);
+    const char *red = otter_node_attr_string(ctx->node, "reduction", "mean");
+    g->red = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : strcmp(red, "mean") == 0 ? 2 : -1;
+    if (g->red < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown reduction '%s'", red);
+    const otter_attr *a = otter_node_attr(ctx->node, "ignore_index");
+    g->has_ii = a != NULL;
+    g->ii = a ? a->i : 0;
+    const otter_tensor *iit = ii_input ? ot_ctx_input(ctx, ii_input) : NULL;
+    if (iit) {
+        if (otter_tensor_numel(iit) != 1)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ignore_index '%s' must hold one value",
+                                ot_ctx_input_name(ctx, ii_input));
+        g->has_ii = true;
+        g->ii = ot_get_i64(iit->data, iit->dtype, 0);
+    }
+    return OTTER_OK;
+}
+
+/* Label at (n, d): -1 when ignored; error when out of range. */
+static otter_status sce_label(const ot_kernel_ctx *ctx, const otter_tensor *lab, const sce_geom *g, int64_t k,
+                              int64_t *t) {
+    int64_t v = ot_get_i64(lab->data, lab->dtype, k);
+    if (g->has_ii && v == g->ii) {
+        *t = -1;
+        return OTTER_OK;
+    }
+    if (v < 0 || v >= g->C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "label value %lld out of range [0, %lld)", (long long)v,
+                            (long long)g->C);
+    *t = v;
+    return OTTER_OK;
+}
+
+/* SoftmaxCrossEntropyLossInternal(scores, labels, weight?, ignore_index?) -> output, log_prob?:
+ * SoftmaxCrossEntropyLoss with ignore_index optionally given as an input. */
+otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx) {
+    const otter_tensor *sc, *lab;
+    OT_TRY(tr_need(ctx, 0, "scores", &sc));
+    OT_TRY(tr_need(ctx, 1, "labels", &lab));
+    sce_geom g;
+    OT_TRY(sce_setup(ctx, sc, lab, 2, 3, &g));
+    const otter_tensor *w = ot_ctx_input(ctx, 2);
+    int64_t n = otter_tensor_numel(sc), nt = g.N * g.D;
+    double *lp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *l = ot_malloc((size_t)(nt > 0 ? nt : 1) * sizeof(double));
+    otter_status s = lp && l ? OTTER_OK : OT_NOMEM();
+    if (s == OTTER_OK) ot_convert(lp, OTTER_DTYPE_DOUBLE, sc->data, sc->dtype, n);
+    for (int64_t i = 0; s == OTTER_OK && i < g.N; i++)
+        for (int64_t d = 0; d < g.D; d++) {
+            double *p = lp + i * g.C * g.D + d, m = -INFINITY, sum = 0;
+            for (int64_t c = 0; c < g.C; c++) m = p[c * g.D] > m ? p[c * g.D] : m;
+            for (int64_t c = 0; c < g.C; c++) sum += exp(p[c * g.D] - m);
+            double ls = m + log(sum);
+            for (int64_t c = 0; c < g.C; c++) p[c * g.D] -= ls;
+        }
+    double wsum = 0, lsum = 0;
+    for (int64_t i = 0; s == OTTER_OK && i < g.N; i++)
+        for (int64_t d = 0; d < g.D && s == OTTER_OK; d++) {
+            int64_t t;
+            s = sce_label(ctx, lab, &g, i * g.D + d, &t);
+            if (s != OTTER_OK) break;
+            if (t < 0) {
+                l[i * g.D + d] = 0;
+                continue;
+            }
+            double wt = w ? ot_get_f64(w->data, w->dtype, t) : 1.0;
+            l[i * g.D + d] = -lp[(i * g.C + t) * g.D + d] * wt;
+            wsum += wt, lsum += l[i * g.D + d];
+        }
+    otter_tensor *y = NULL;
+    if (s == OTTER_OK) {
+        y = g.red == 0 ? ot_ctx_output(ctx, 0, sc->dtype, lab->rank, lab->dims)
+                       : ot_ctx_output(ctx, 0, sc->dtype, 0, NULL);
+        if (!y) s = OTTER_ERR_NOMEM;
+    }
+    if (s == OTTER_OK) {
+        if (g.red == 0)
+            ot_convert(y->data, y->dtype, l, OTTER_DTYPE_DOUBLE, nt);
+        else
+            ot_set_f64(y->data, y->dtype, 0, g.red == 1 ? lsum : (wsum != 0 ? lsum / wsum : 0.0));
+        if (tr_wanted(ctx, 1)) {
+            otter_tensor *o = ot_ctx_output(ctx, 1, sc->dtype, sc->rank, sc->dims);
+            if (!o)
+                s = OTTER_ERR_NOMEM;
+            else
+                ot_convert(o->data, o->dtype, lp, OTTER_DTYPE_DOUBLE, n);
+        }
+    }
+    ot_free(lp), ot_free(l);
+    return s;
+}
+
+/* SoftmaxCrossEntropyLossGrad(dY, log_prob, label, weight?) and
+ * SoftmaxCrossEntropyLossInternalGrad(dY, log_prob, label, weight?, ignore_index?, bias?) -> dX:
+ * dX[n,c,d] = (exp(log_prob) - [c == label]) * w[label] * g, g = dY[n,d] (none), dY (sum) or
+ * dY / (sum of w over labels not ignored) (mean); ignored positions get 0; bias is added. */
+otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *lp, *lab;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "log_prob", &lp));
+    OT_TRY(tr_need(ctx, 2, "label", &lab));
+    bool internal = strcmp(ctx->node->op_type, "SoftmaxCrossEntropyLossInternalGrad") == 0;
+    sce_geom g;
+    OT_TRY(sce_setup(ctx, lp, lab, 3, internal ? 4 : 0, &g));
+    const otter_tensor *w = ot_ctx_input(ctx, 3), *bias = internal ? ot_ctx_input(ctx, 5) : NULL;
+    int64_t nt = g.N * g.D;
+    if (otter_tensor_numel(dy) != (g.red == 0 ? nt : 1))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' has %lld elements, expected %lld",
+                            ot_ctx_input_name(ctx, 0), (long long)otter_tensor_numel(dy),
+                            (long long)(g.red == 0 ? nt : 1));
+    if (bias && otter_tensor_numel(bias) != otter_tensor_numel(lp))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' must have log_prob's size", ot_ctx_input_name(ctx, 5));
+    double wsum = 0;
+    for (int64_t k = 0; k < nt; k++) {
+        int64_t t;
+        OT_TRY(sce_label(ctx, lab, &g, k, &t));
+        if (t >= 0) wsum += w ? ot_get_f64(w->data, w->dtype, t) : 1.0;
+    }
+    const float *LP, *B = NULL;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX;
+    otter_tensor *dx;
+    otter_status s = tr_in(ctx, 1, &LP, &t0);
+    if (s == OTTER_OK && bias) s = tr_in(ctx, 5, &B, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, lp->dtype, lp->rank, lp->dims, &dx, &DX, &ty);
+    if (s == OTTER_OK) {
+        for (int64_t i = 0; i < g.N; i++)
+            for (int64_t d = 0; d < g.D; d++) {
+                int64_t k = i * g.D + d, t;
+                sce_label(ctx, lab, &g, k, &t);
+                double gd = g.red == 0 ? ot_get_f64(dy->data, dy->dtype, k) : ot_get_f64(dy->data, dy->dtype, 0);
+                if (g.red == 2) gd = wsum != 0 ? gd / wsum : 0.0;
+                double f = t < 0 ? 0.0 : (w ? ot_get_f64(w->data, w->dtype, t) : 1.0) * gd;
+                for (int64_t c = 0; c < g.C; c++) {
+                    int64_t j = (i * g.C + c) * g.D + d;
+                    double v = f == 0.0 ? 0.0 : (exp((double)LP[j]) - (c == t ? 1.0 : 0.0)) * f;
+                    DX[j] = (float)v + (B ? B[j] : 0.0f);
+                }
+            }
+        tr_out_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
