@@ -664,7 +664,27 @@ static void test_malformed(void) {
     }
 }
 
+/* OTTER_CKPT_CORPUS=DIR: write small seed checkpoints for fuzz/fuzz_checkpoint.c into DIR. */
+static void write_corpus(const char *dir) {
+    otter_checkpoint *c = make_state(true, true);
+    char path[1024];
+    otter_checkpoint_save_options keep = {.keep_order = true}, v1 = {.version = 1},
+                                  noopt = {.skip_optimizer_state = true};
+    snprintf(path, sizeof path, "%s/groups_props_strings.ckpt", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, &keep));
+    snprintf(path, sizeof path, "%s/version1.ckpt", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, &v1));
+    snprintf(path, sizeof path, "%s/params_only.ckpt", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, &noopt));
+    CHECK_OK(otter_checkpoint_set_nominal(c, true));
+    snprintf(path, sizeof path, "%s/nominal.ckpt", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, NULL));
+    otter_checkpoint_free(c);
+    printf("wrote 4 seed checkpoints to %s\n", dir);
+}
+
 int main(void) {
+    if (getenv("OTTER_CKPT_CORPUS")) write_corpus(getenv("OTTER_CKPT_CORPUS"));
     test_fixture();
     test_round_trips();
     test_nominal();

@@ -126,13 +126,19 @@ static void drop_data(otter_tensor *t) {
     t->owns_data = false;
 }
 
+/* A tensor with dtype and dims but no values (data NULL), allocating nothing for the elements. */
+static otter_status make_shell(otter_tensor **out, const char *name, otter_dtype dtype, int rank, const int64_t *dims) {
+    if (rank < 0 || rank > OTTER_MAX_RANK) return ot_error(OTTER_ERR_UNSUPPORTED, "tensor rank %d", rank);
+    OT_TRY(otter_tensor_create(out, name, dtype, 0, NULL)); /* a scalar: one element */
+    drop_data(*out);
+    (*out)->rank = rank;
+    for (int i = 0; i < rank; i++) (*out)->dims[i] = dims[i];
+    return OTTER_OK;
+}
+
 /* Copy of src (name replaced by name when given); without values when nominal. */
 static otter_status copy_tensor(otter_tensor **out, const otter_tensor *src, const char *name, bool nominal) {
-    if (nominal || !src->data) {
-        OT_TRY(otter_tensor_create(out, name ? name : src->name, src->dtype, src->rank, src->dims));
-        drop_data(*out);
-        return OTTER_OK;
-    }
+    if (nominal || !src->data) return make_shell(out, name ? name : src->name, src->dtype, src->rank, src->dims);
     return otter_tensor_from_data(out, name ? name : src->name, src->dtype, src->rank, src->dims, src->data);
 }
 
@@ -835,8 +841,7 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
     }
     otter_tensor *ten = NULL;
     if (nominal || numel == 0) {
-        OT_TRY(otter_tensor_create(&ten, name, dtype, (int)rank, dims));
-        drop_data(ten);
+        OT_TRY(make_shell(&ten, name, dtype, (int)rank, dims));
     } else if (dtype != OTTER_DTYPE_STRING) {
         OT_TRY(charge(r, raw_n, &t));
         OT_TRY(otter_tensor_from_data(&ten, name, dtype, (int)rank, dims, r->b + raw_at));
