@@ -53,5 +53,6 @@ run() { # target seed-kind max_len
 run fuzz_model_load model 8192
 run fuzz_npy npy 1024
 run fuzz_tensor_pb pb 2048
+run fuzz_checkpoint checkpoint 4096
 if [ $status -eq 0 ]; then echo "run-fuzzers: no crashes"; fi
 exit $status

@@ -85,6 +85,11 @@ static void arena_pb_free(void *data, void *p) {
 
 static otter_status keep_unknown(struct otter_proto_extra **extra, const ProtobufCMessage *m) {
     if (!m->n_unknown_fields) return OTTER_OK;
+    /* protobuf-c accepts field number 0 (an over-long key), which no encoder may write: refuse it
+     * rather than keep bytes that can't be written back. */
+    for (size_t i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0)
+            return ot_error(OTTER_ERR_INVALID, "invalid protobuf: a field numbered 0 in %s", m->descriptor->name);
     if (!*extra && !(*extra = ot_proto_extra_new())) return OT_NOMEM();
     struct otter_proto_extra *e = *extra;
     if (!(e->unknown = ot_calloc(m->n_unknown_fields, sizeof *e->unknown))) return OT_NOMEM();
