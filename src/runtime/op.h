@@ -84,6 +84,7 @@ extern const ot_op_def ot_ops_shape[];       /* Reshape, Transpose, Concat, Spli
 extern const ot_op_def ot_ops_misc[];        /* Constant, Cast, Range, OneHot, Resize, control flow, sequences, ... */
 extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.preview.training ops */
 extern const ot_op_def ot_ops_rnn[];         /* RNN, GRU, LSTM */
+extern const ot_op_def ot_ops_quant[];       /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
 
 /* The definition for (domain, op_type) at the given opset, or NULL. */
 const ot_op_def *ot_op_lookup(const char *domain, const char *op_type, int64_t opset);

@@ -1,0 +1,219 @@
+/* Linear quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis, and blocked since
+ * opset 21) and DynamicQuantizeLinear.
+ *
+ *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
+ *   DequantizeLinear: y = (x - zero_point) * scale
+ * The scale is a scalar (per tensor), a 1-D tensor of dims[axis] values (per axis), or, with
+ * block_size > 0, x's shape with dims[axis] divided by block_size (rounded up). The quantized
+ * types are uint8, int8, uint16, int16 (and int32 for DequantizeLinear's input). Float8 and
+ * 4-bit types are not supported. Arithmetic is single precision for float inputs, as in ONNX's
+ * reference. */
+#include <math.h>
+
+#include "runtime/ops/broadcast.h"
+
+static bool quant_type(otter_dtype t) {
+    return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8 || t == OTTER_DTYPE_UINT16 || t == OTTER_DTYPE_INT16;
+}
+
+static void quant_range(otter_dtype t, double *lo, double *hi) {
+    switch (t) {
+    case OTTER_DTYPE_UINT8:
+        *lo = 0, *hi = 255;
+        break;
+    case OTTER_DTYPE_INT8:
+        *lo = -128, *hi = 127;
+        break;
+    case OTTER_DTYPE_UINT16:
+        *lo = 0, *hi = 65535;
+        break;
+    case OTTER_DTYPE_INT16:
+        *lo = -32768, *hi = 32767;
+        break;
+    default: /* int32 */
+        *lo = -2147483648.0, *hi = 2147483647.0;
+        break;
+    }
+}
+
+/* How element i of x finds its scale / zero point. */
+typedef struct qmap {
+    int64_t outer, axis_len, inner; /* x viewed as [outer, axis_len, inner] */
+    int64_t block;                  /* 0: per tensor or per axis */
+    bool per_tensor;
+} qmap;
+
+static inline int64_t qmap_index(const qmap *m, int64_t i) {
+    if (m->per_tensor) return 0;
+    int64_t in = i % m->inner, a = (i / m->inner) % m->axis_len;
+    if (!m->block) return a;
+    int64_t o = i / (m->inner * m->axis_len), nb = (m->axis_len + m->block - 1) / m->block;
+    return (o * nb + a / m->block) * m->inner + in;
+}
+
+/* Check scale (input 1) and zero point (input 2) against x (input 0) and fill the map. */
+static otter_status qmap_init(const ot_kernel_ctx *ctx, const otter_tensor *x, qmap *m) {
+    const otter_tensor *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
+    char a[128], b[128];
+    if (z) {
+        bool same = z->rank == s->rank;
+        for (int k = 0; same && k < s->rank; k++) same = z->dims[k] == s->dims[k];
+        if (!same && !(otter_tensor_numel(z) == 1 && otter_tensor_numel(s) == 1))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' shape %s differs from the scale's %s",
+                                ot_ctx_input_name(ctx, 2), ot_shape_str(a, sizeof a, z->rank, z->dims),
+                                ot_shape_str(b, sizeof b, s->rank, s->dims));
+    }
+    m->block = ctx->opset >= 21 ? otter_node_attr_int(ctx->node, "block_size", 0) : 0;
+    m->per_tensor = m->block <= 0 && otter_tensor_numel(s) == 1 && s->rank <= 1;
+    m->outer = m->axis_len = m->inner = 1;
+    if (m->per_tensor) return OTTER_OK;
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", 1);
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for rank %d",
+                            (long long)axis, x->rank);
+    for (int k = 0; k < x->rank; k++) {
+        if (k < axis) m->outer *= x->dims[k];
+        if (k > axis) m->inner *= x->dims[k];
+    }
+    m->axis_len = x->dims[axis];
+    bool ok;
+    if (m->block <= 0) {
+        m->block = 0;
+        ok = s->rank == 1 && s->dims[0] == m->axis_len;
+    } else {
+        ok = s->rank == x->rank;
+        for (int k = 0; ok && k < x->rank; k++)
+            ok = s->dims[k] == (k == axis ? (x->dims[k] + m->block - 1) / m->block : x->dims[k]);
+    }
+    if (!ok)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' shape %s does not fit input 0 shape %s (axis %lld%s)",
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(a, sizeof a, s->rank, s->dims),
+                            ot_shape_str(b, sizeof b, x->rank, x->dims), (long long)axis, m->block ? ", blocked" : "");
+    return OTTER_OK;
+}
+
+static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tensor *s) {
+    if (!s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
+    if (!otter_dtype_is_float(s->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' has type %s, expected a float type",
+                            ot_ctx_input_name(ctx, 1), otter_dtype_name(s->dtype));
+    return OTTER_OK;
+}
+
+/* ---- QuantizeLinear ------------------------------------------------------------------- */
+
+static otter_status quantize_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
+    OT_TRY(need_float_scale(ctx, s));
+    if (!otter_dtype_is_float(x->dtype) && x->dtype != OTTER_DTYPE_INT32)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 '%s' has type %s, which %s does not support",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype), ctx->node->op_type);
+    otter_dtype yt = OTTER_DTYPE_UINT8;
+    if (z) {
+        yt = z->dtype;
+    } else if (ctx->opset >= 21) {
+        const otter_attr *a = otter_node_attr(ctx->node, "output_dtype");
+        if (a && a->i) yt = (otter_dtype)a->i;
+    }
+    if (!quant_type(yt))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "quantizing to %s is not supported", otter_dtype_name(yt));
+    qmap m;
+    OT_TRY(qmap_init(ctx, x, &m));
+    otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    double lo, hi;
+    quant_range(yt, &lo, &hi);
+    int64_t n = otter_tensor_numel(x);
+    bool single = x->dtype != OTTER_DTYPE_DOUBLE && s->dtype != OTTER_DTYPE_DOUBLE;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = qmap_index(&m, i);
+        double sc = ot_get_f64(s->data, s->dtype, k), v;
+        if (single)
+            v = nearbyintf((float)ot_get_f64(x->data, x->dtype, i) / (float)sc);
+        else
+            v = nearbyint(ot_get_f64(x->data, x->dtype, i) / sc);
+        v += z ? (double)ot_get_i64(z->data, z->dtype, k) : 0.0;
+        v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
+        ot_set_f64(y->data, yt, i, v);
+    }
+    return OTTER_OK;
+}
+
+/* ---- DequantizeLinear ----------------------------------------------------------------- */
+
+static otter_status dequantize_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
+    OT_TRY(need_float_scale(ctx, s));
+    if (!quant_type(x->dtype) && x->dtype != OTTER_DTYPE_INT32)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 '%s' has type %s, which %s does not support",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype), ctx->node->op_type);
+    if (z && z->dtype != x->dtype)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' has type %s, input 0 has %s",
+                            ot_ctx_input_name(ctx, 2), otter_dtype_name(z->dtype), otter_dtype_name(x->dtype));
+    qmap m;
+    OT_TRY(qmap_init(ctx, x, &m));
+    otter_dtype yt = ctx->opset >= 19 ? s->dtype : OTTER_DTYPE_FLOAT;
+    otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = qmap_index(&m, i);
+        int64_t q = ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0);
+        double sc = ot_get_f64(s->data, s->dtype, k);
+        if (yt == OTTER_DTYPE_DOUBLE)
+            ot_set_f64(y->data, yt, i, (double)q * sc);
+        else
+            ot_set_f64(y->data, yt, i, (float)q * (float)sc);
+    }
+    return OTTER_OK;
+}
+
+/* ---- DynamicQuantizeLinear ------------------------------------------------------------ */
+
+/* uint8 only: scale = (max(0, max x) - min(0, min x)) / 255, zero point = round(-min / scale). */
+static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
+    if (x->dtype != OTTER_DTYPE_FLOAT)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 '%s' has type %s, which %s does not support",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype), ctx->node->op_type);
+    const float *xd = x->data;
+    int64_t n = otter_tensor_numel(x);
+    float mn = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (xd[i] < mn) mn = xd[i];
+        if (xd[i] > mx) mx = xd[i];
+    }
+    float scale = (mx - mn) / 255.0f, zpf = 0;
+    if (scale > 0) {
+        zpf = nearbyintf(0.0f - mn / scale);
+        zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_UINT8, x->rank, x->dims);
+    otter_tensor *ys = ctx->n_outputs > 1 ? ot_ctx_output(ctx, 1, OTTER_DTYPE_FLOAT, 0, NULL) : NULL;
+    otter_tensor *yz = ctx->n_outputs > 2 ? ot_ctx_output(ctx, 2, OTTER_DTYPE_UINT8, 0, NULL) : NULL;
+    if (!y || (ctx->n_outputs > 1 && !ys) || (ctx->n_outputs > 2 && !yz)) return OTTER_ERR_NOMEM;
+    uint8_t *yd = y->data;
+    for (int64_t i = 0; i < n; i++) {
+        float v = scale > 0 ? nearbyintf(xd[i] / scale) + zpf : 0;
+        yd[i] = (uint8_t)(isnan(v) ? 0 : v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+    if (ys) *(float *)ys->data = scale;
+    if (yz) *(uint8_t *)yz->data = (uint8_t)zpf;
+    return OTTER_OK;
+}
+
+const ot_op_def ot_ops_quant[] = {
+    {"", "QuantizeLinear", 10, quantize_run, 0},
+    {"", "QuantizeLinear", 13, quantize_run, 0}, /* axis */
+    {"", "QuantizeLinear", 19, quantize_run, 0}, /* float16 / bfloat16 scales */
+    {"", "QuantizeLinear", 21, quantize_run, 0}, /* block_size, output_dtype, 16-bit types */
+    {"", "DequantizeLinear", 10, dequantize_run, 0},
+    {"", "DequantizeLinear", 13, dequantize_run, 0},
+    {"", "DequantizeLinear", 19, dequantize_run, 0}, /* output type follows the scale */
+    {"", "DequantizeLinear", 21, dequantize_run, 0},
+    {"", "DynamicQuantizeLinear", 11, dynamic_quantize_run, 0},
+    {0},
+};
