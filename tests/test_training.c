@@ -1,0 +1,473 @@
+/* Training session API on the ORT-made fixture (tests/data/ort-flat-mnist) and on artifacts otter builds in
+ * memory: input classification and buffer layout (199,210 trainable floats in shapes.json order), gradient
+ * accumulation and lazy reset, AdamW and SGD steps against a double-precision reference of ORT's formulas,
+ * schedules, save/resume giving the same trajectory, nominal checkpoints, mixed artifacts refused, export.
+ *
+ * Also a driver for tests/test_training_ort.py:
+ *   test_training --drive ARTIFACTS_DIR BATCH_DIR N_STEPS OUT_PREFIX
+ * trains N_STEPS steps (train, AdamW/SGD step, lazy reset) on BATCH_DIR/x_<k>.npy, y_<k>.npy (bound to the
+ * training model's user inputs in order), writing OUT_PREFIX.losses (one per line, %.9g), OUT_PREFIX.params0
+ * and OUT_PREFIX.params (trainable buffer before and after, float32). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "otter/training.h"
+#include "testutil.h"
+
+#define FIX OTTER_SOURCE_DIR "/tests/data/ort-flat-mnist"
+#define B   64
+
+/* The batch test_checkpoint_ort.py feeds ORT: inputs from an LCG in [0, 1), labels i % 10. */
+static void make_batch(otter_tensor **x, otter_tensor **y, unsigned seed) {
+    int64_t dx[2] = {B, 784}, dy[1] = {B};
+    otter_tensor_create(x, "input", OTTER_DTYPE_FLOAT, 2, dx);
+    otter_tensor_create(y, "labels", OTTER_DTYPE_INT64, 1, dy);
+    float *xf = (*x)->data;
+    int64_t *yl = (*y)->data;
+    unsigned long long s = seed;
+    for (int i = 0; i < B * 784; i++) {
+        s = (s * 1103515245ull + 12345ull) % 2147483648ull;
+        xf[i] = (float)((double)s / 2147483648.0);
+    }
+    for (int i = 0; i < B; i++) yl[i] = (i + (int)seed) % 10;
+}
+
+static float train_loss(otter_training_session *s, otter_tensor *x, otter_tensor *y) {
+    const otter_tensor *in[2] = {x, y};
+    otter_tensor *loss = NULL;
+    otter_status st = otter_training_train_step(s, 2, NULL, in, 1, &loss);
+    if (st != OTTER_OK) {
+        fprintf(stderr, "train step: %s\n", otter_last_error());
+        return NAN;
+    }
+    float v = ((float *)loss->data)[0];
+    otter_tensor_free(loss);
+    return v;
+}
+
+static otter_training_session *open_fixture(void) {
+    otter_training_session *s = NULL;
+    CHECK_OK(otter_training_session_create_from_dir(&s, FIX, NULL, NULL, &(otter_training_options){.n_threads = 1}));
+    return s;
+}
+
+static double max_rel(const float *a, const float *b, size_t n, double floor_) {
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor_);
+        if (d > w || isnan(d)) w = isnan(d) ? INFINITY : d;
+    }
+    return w;
+}
+
+static void test_layout(void) {
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    CHECK(otter_training_input_count(s, OTTER_TRAINING_GRAPH) == 2);
+    CHECK(strcmp(otter_training_input_name(s, OTTER_TRAINING_GRAPH, 0), "input") == 0);
+    CHECK(strcmp(otter_training_input_name(s, OTTER_TRAINING_GRAPH, 1), "labels") == 0);
+    CHECK(otter_training_output_count(s, OTTER_TRAINING_GRAPH) == 2);
+    CHECK(strcmp(otter_training_output_name(s, OTTER_TRAINING_GRAPH, 0), "onnx::loss::2") == 0);
+    CHECK(otter_training_input_count(s, OTTER_EVAL_GRAPH) == 2);
+    CHECK(otter_training_has_eval(s) && otter_training_has_optimizer(s));
+    size_t n = otter_training_params_size(s, true);
+    CHECK(n == 199210);
+    CHECK(otter_training_params_size(s, false) == 199210);
+    /* shapes.json order: fc1.weight, fc1.bias, fc2.weight, fc2.bias, fc3.weight, fc3.bias */
+    const char *order[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+    size_t sizes[] = {156800, 200, 40000, 200, 2000, 10}, off = 0;
+    CHECK(otter_training_param_count(s) == 6);
+    for (int i = 0; i < 6; i++) {
+        otter_param_info info;
+        CHECK_OK(otter_training_describe_param(s, order[i], &info));
+        CHECK(strcmp(otter_training_param_name(s, (size_t)i), order[i]) == 0);
+        CHECK(info.offset_trainable == off && info.offset_all == off && info.trainable);
+        /* the buffer holds the checkpoint's values at that offset */
+        otter_tensor *t = NULL;
+        CHECK_OK(otter_training_get_param(s, order[i], &t));
+        float *buf = malloc(n * sizeof(float));
+        CHECK_OK(otter_training_copy_params_to_buffer(s, buf, n, true));
+        CHECK(t && (size_t)otter_tensor_numel(t) == sizes[i] && memcmp(buf + off, t->data, sizes[i] * 4) == 0);
+        free(buf);
+        otter_tensor_free(t);
+        off += sizes[i];
+    }
+    otter_param_info info;
+    CHECK_STATUS(otter_training_describe_param(s, "fc9.weight", &info), OTTER_ERR_NOT_FOUND);
+    CHECK(strstr(otter_last_error(), "fc9.weight") != NULL);
+    float *small = calloc(10, sizeof(float));
+    CHECK_STATUS(otter_training_copy_params_to_buffer(s, small, 10, true), OTTER_ERR_ARGUMENT);
+    free(small);
+    printf("layout: %zu trainable floats in shapes.json order\n", n);
+    otter_training_session_free(s);
+}
+
+/* Gradients: first step overwrites, later steps add, lazy reset overwrites again. */
+static void test_accumulation(void) {
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    otter_tensor *x, *y, *x2, *y2;
+    make_batch(&x, &y, 12345);
+    make_batch(&x2, &y2, 777);
+    size_t n;
+    const float *g = otter_training_grad_slab(s, &n);
+    float *g1 = malloc(n * 4), *g2 = malloc(n * 4);
+    train_loss(s, x, y);
+    memcpy(g1, g, n * 4);
+    train_loss(s, x2, y2);
+    memcpy(g2, g, n * 4); /* g(x) + g(x2) */
+    CHECK_OK(otter_training_lazy_reset_grad(s));
+    train_loss(s, x2, y2); /* overwrite: g(x2) */
+    double worst = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        double want = (double)g1[i] + (double)g[i];
+        worst = fmax(worst, fabs(want - g2[i]));
+        norm = fmax(norm, fabs(g1[i]));
+    }
+    CHECK(norm > 0 && worst < 1e-6);
+    train_loss(s, x2, y2); /* accumulates: 2 g(x2) */
+    double w2 = 0;
+    for (size_t i = 0; i < n; i++) w2 = fmax(w2, fabs(2.0 * (g2[i] - g1[i]) - g[i]));
+    CHECK(w2 < 1e-6);
+    printf("accumulation: |g1+g2 - acc| max %.3g, |2 g2 - acc| max %.3g (grad max %.3g)\n", worst, w2, norm);
+    free(g1);
+    free(g2);
+    otter_tensor_free(x), otter_tensor_free(y), otter_tensor_free(x2), otter_tensor_free(y2);
+    otter_training_session_free(s);
+}
+
+/* AdamW (fixture: alpha 0.9, beta 0.999, eps 1e-6, wd 0, correct_bias, mode 1) against double math. */
+static void test_adamw(void) {
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 12345);
+    size_t n;
+    float *w = otter_training_trainable_slab(s, &n);
+    const float *g = otter_training_grad_slab(s, NULL);
+    double *rw = malloc(n * sizeof(double)), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) rw[i] = w[i];
+    CHECK(fabsf(otter_training_get_lr(s) - 0.001f) < 1e-9f);
+    double worst = 0;
+    for (int t = 1; t <= 3; t++) {
+        train_loss(s, x, y);
+        double a = 0.9, b = 0.999, eps = 1e-6, lr = 0.001;
+        double step = lr * sqrt(1 - pow(b, t)) / (1 - pow(a, t));
+        for (size_t i = 0; i < n; i++) {
+            rm[i] = a * rm[i] + (1 - a) * g[i];
+            rv[i] = b * rv[i] + (1 - b) * (double)g[i] * g[i];
+        }
+        CHECK_OK(otter_training_optimizer_step(s));
+        CHECK_OK(otter_training_lazy_reset_grad(s));
+        for (size_t i = 0; i < n; i++) {
+            rw[i] -= step * rm[i] / (sqrt(rv[i]) + eps);
+            worst = fmax(worst, fabs(rw[i] - w[i]));
+            rw[i] = w[i]; /* follow otter's weights so the next gradient is the same input */
+        }
+    }
+    CHECK(otter_training_step_count(s) == 3);
+    CHECK(worst < 1e-7);
+    printf("AdamW mode 1: 3 steps, max |w - reference| %.3g\n", worst);
+    free(rw), free(rm), free(rv);
+    otter_tensor_free(x), otter_tensor_free(y);
+    otter_training_session_free(s);
+}
+
+static void test_schedules(void) {
+    otter_lr_schedule lin = {.kind = OTTER_LR_LINEAR, .initial_lr = 0.1f, .warmup_steps = 10, .total_steps = 110};
+    CHECK(otter_lr_schedule_at(&lin, 0) == 0.0f);
+    CHECK(fabsf(otter_lr_schedule_at(&lin, 5) - 0.05f) < 1e-7f);
+    CHECK(fabsf(otter_lr_schedule_at(&lin, 10) - 0.1f) < 1e-7f);
+    CHECK(fabsf(otter_lr_schedule_at(&lin, 60) - 0.05f) < 1e-7f);
+    CHECK(otter_lr_schedule_at(&lin, 110) == 0.0f && otter_lr_schedule_at(&lin, 500) == 0.0f);
+    otter_lr_schedule cosv = {.kind = OTTER_LR_COSINE, .initial_lr = 1.0f, .total_steps = 100, .min_lr = 0.1f};
+    CHECK(fabsf(otter_lr_schedule_at(&cosv, 0) - 1.0f) < 1e-6f);
+    CHECK(fabsf(otter_lr_schedule_at(&cosv, 50) - 0.55f) < 1e-6f);
+    CHECK(fabsf(otter_lr_schedule_at(&cosv, 100) - 0.1f) < 1e-6f);
+    otter_lr_schedule stp = {.kind = OTTER_LR_STEP, .initial_lr = 1.0f, .step_size = 10, .gamma = 0.5f};
+    CHECK(otter_lr_schedule_at(&stp, 9) == 1.0f && otter_lr_schedule_at(&stp, 10) == 0.5f &&
+          otter_lr_schedule_at(&stp, 25) == 0.25f);
+
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    CHECK_OK(otter_training_set_schedule(s, &lin));
+    CHECK(otter_training_get_lr(s) == 0.0f); /* factor at step 0 */
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 1);
+    for (int i = 0; i < 5; i++) {
+        train_loss(s, x, y);
+        CHECK_OK(otter_training_optimizer_step(s));
+        CHECK_OK(otter_training_scheduler_step(s));
+        CHECK_OK(otter_training_lazy_reset_grad(s));
+    }
+    CHECK(fabsf(otter_training_get_lr(s) - 0.05f) < 1e-7f);
+    printf("schedules: linear/cosine/step values; after 5 optimizer + scheduler steps lr %.4g (want 0.05)\n",
+           otter_training_get_lr(s));
+    CHECK_STATUS(otter_training_set_lr(s, -1.0f), OTTER_ERR_ARGUMENT);
+    CHECK_OK(otter_training_set_lr(s, 0.5f));
+    CHECK(otter_training_get_lr(s) == 0.5f);
+    otter_lr_schedule bad = {.kind = OTTER_LR_LINEAR, .initial_lr = 0.1f, .warmup_steps = 10, .total_steps = 5};
+    CHECK_STATUS(otter_training_set_schedule(s, &bad), OTTER_ERR_ARGUMENT);
+    otter_tensor_free(x), otter_tensor_free(y);
+    otter_training_session_free(s);
+}
+
+/* Save after k steps, reload, continue: same losses as an uninterrupted run. */
+static void test_resume(void) {
+    otter_tensor *xs[6], *ys[6];
+    for (int i = 0; i < 6; i++) make_batch(&xs[i], &ys[i], 100u + (unsigned)i);
+    float full[6], resumed[6];
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    const char *ck = tu_tmp_path("training_resume.ckpt");
+    for (int i = 0; i < 6; i++) {
+        full[i] = train_loss(s, xs[i], ys[i]);
+        CHECK_OK(otter_training_optimizer_step(s));
+        CHECK_OK(otter_training_lazy_reset_grad(s));
+        if (i == 2) {
+            CHECK_OK(otter_training_set_property_int(s, "epoch", 3));
+            CHECK_OK(otter_training_set_property_float(s, "best", 0.25f));
+            CHECK_OK(otter_training_set_property_string(s, "note", "resume test"));
+            CHECK_OK(otter_training_save_checkpoint(s, ck, true));
+        }
+    }
+    otter_training_session_free(s);
+    s = NULL;
+    CHECK_OK(otter_training_session_create_from_dir(&s, FIX, NULL, ck, &(otter_training_options){.n_threads = 1}));
+    if (!s) return;
+    CHECK(otter_training_step_count(s) == 3);
+    const otter_property *p = NULL;
+    CHECK_OK(otter_training_get_property(s, "epoch", &p));
+    CHECK(p && p->type == OTTER_PROPERTY_INT && p->i == 3);
+    CHECK_OK(otter_training_get_property(s, "note", &p));
+    CHECK(p && p->type == OTTER_PROPERTY_STRING && strcmp(p->s, "resume test") == 0);
+    CHECK_STATUS(otter_training_get_property(s, "nope", &p), OTTER_ERR_NOT_FOUND);
+    double worst = 0;
+    for (int i = 3; i < 6; i++) {
+        resumed[i] = train_loss(s, xs[i], ys[i]);
+        CHECK_OK(otter_training_optimizer_step(s));
+        CHECK_OK(otter_training_lazy_reset_grad(s));
+        worst = fmax(worst, fabs((double)resumed[i] - full[i]));
+    }
+    CHECK(worst == 0.0);
+    printf("resume: losses of steps 4-6 after save/load equal the uninterrupted run (max diff %.3g; %.6f %.6f %.6f)\n",
+           worst, resumed[3], resumed[4], resumed[5]);
+    /* without optimizer state: momentums start over, the step too */
+    CHECK_OK(otter_training_save_checkpoint(s, ck, false));
+    otter_training_session_free(s);
+    otter_checkpoint *c = NULL;
+    CHECK_OK(otter_checkpoint_load(&c, ck));
+    CHECK(c && otter_checkpoint_group_count(c) == 0);
+    otter_checkpoint_free(c);
+    for (int i = 0; i < 6; i++) otter_tensor_free(xs[i]), otter_tensor_free(ys[i]);
+}
+
+/* A nominal checkpoint refuses to run until every parameter is set. */
+static void test_nominal(void) {
+    otter_checkpoint *c = NULL, *ref = NULL;
+    CHECK_OK(otter_checkpoint_load(&c, FIX "/checkpoint"));
+    CHECK_OK(otter_checkpoint_load(&ref, FIX "/checkpoint"));
+    CHECK_OK(otter_checkpoint_set_nominal(c, true));
+    otter_training_session *s = NULL, *r = NULL;
+    CHECK_OK(otter_training_session_create(&s, c, FIX "/training_model.onnx", FIX "/eval_model.onnx",
+                                           FIX "/optimizer_model.onnx", NULL));
+    CHECK_OK(otter_training_session_create(&r, ref, FIX "/training_model.onnx", FIX "/eval_model.onnx",
+                                           FIX "/optimizer_model.onnx", NULL));
+    if (!s || !r) return;
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 5);
+    const otter_tensor *in[2] = {x, y};
+    otter_tensor *out[1] = {NULL};
+    CHECK_STATUS(otter_training_train_step(s, 2, NULL, in, 1, out), OTTER_ERR_INVALID);
+    CHECK(strstr(otter_last_error(), "fc1.weight") && strstr(otter_last_error(), "nominal"));
+    printf("nominal: %s\n", otter_last_error());
+    CHECK_STATUS(otter_training_eval_step(s, 2, NULL, in, 1, out), OTTER_ERR_INVALID);
+    size_t n = otter_training_params_size(r, false);
+    float *buf = malloc(n * 4);
+    CHECK_OK(otter_training_copy_params_to_buffer(r, buf, n, false));
+    CHECK_OK(otter_training_copy_buffer_to_params(s, buf, n, true)); /* trainable only: still all set here */
+    CHECK_OK(otter_training_copy_buffer_to_params(s, buf, n, false));
+    float a = train_loss(s, x, y), b = train_loss(r, x, y);
+    CHECK(a == b && !isnan(a));
+    const otter_checkpoint *synced = NULL;
+    CHECK_OK(otter_training_sync_checkpoint(s, &synced));
+    CHECK(synced && !otter_checkpoint_is_nominal(synced));
+    free(buf);
+    otter_tensor_free(x), otter_tensor_free(y);
+    otter_training_session_free(s);
+    otter_training_session_free(r);
+}
+
+static otter_status build_artifacts(const char *which, otter_loss_kind loss, otter_optimizer_kind opt,
+                                    otter_artifacts *a) {
+    otter_model *m = NULL;
+    otter_status st = strcmp(which, "mnist") == 0 ? otter_model_mnist_dnn(&m, 0) : otter_model_cifar10_cnn(&m, 0);
+    if (st != OTTER_OK) return st;
+    otter_artifacts_options o = {.loss = loss, .optimizer = opt};
+    st = otter_artifacts_build(a, m, &o);
+    otter_model_free(m);
+    return st;
+}
+
+static otter_status session_from(otter_artifacts *a, otter_model *train, otter_model *eval, otter_checkpoint *ck,
+                                 otter_training_session **s) {
+    otter_model *t = NULL, *e = NULL, *o = NULL;
+    otter_checkpoint *c = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    otter_model_clone(&t, train);
+    if (eval) otter_model_clone(&e, eval);
+    otter_model_clone(&o, a->optimizer);
+    otter_checkpoint_save_to_memory(ck, NULL, &data, &size);
+    otter_checkpoint_load_from_memory(&c, data, size);
+    otter_free(data);
+    otter_status st = otter_training_session_create_from_models(s, c, t, e, o, NULL);
+    if (st != OTTER_OK) {
+        otter_model_free(t), otter_model_free(e), otter_model_free(o);
+        otter_checkpoint_free(c);
+    }
+    return st;
+}
+
+static void test_mixed(void) {
+    otter_artifacts mn = {0}, cf = {0};
+    CHECK_OK(build_artifacts("mnist", OTTER_LOSS_CROSS_ENTROPY, OTTER_OPTIM_ADAMW, &mn));
+    CHECK_OK(build_artifacts("cifar", OTTER_LOSS_CROSS_ENTROPY, OTTER_OPTIM_ADAMW, &cf));
+    otter_training_session *s = NULL;
+    CHECK_OK(session_from(&mn, mn.training, mn.eval, mn.checkpoint, &s));
+    otter_training_session_free(s);
+    s = NULL;
+    CHECK_STATUS(session_from(&mn, mn.training, cf.eval, mn.checkpoint, &s), OTTER_ERR_INVALID);
+    printf("mixed eval: %s\n", otter_last_error());
+    CHECK(strstr(otter_last_error(), "eval model") != NULL);
+    CHECK_STATUS(session_from(&mn, mn.training, mn.eval, cf.checkpoint, &s), OTTER_ERR_INVALID);
+    printf("mixed checkpoint: %s\n", otter_last_error());
+    CHECK(strstr(otter_last_error(), "checkpoint") != NULL);
+    /* same names, one shape different */
+    otter_checkpoint *bad = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    CHECK_OK(otter_checkpoint_save_to_memory(mn.checkpoint, NULL, &data, &size));
+    CHECK_OK(otter_checkpoint_load_from_memory(&bad, data, size));
+    otter_free(data);
+    otter_tensor *t = NULL;
+    int64_t d[1] = {11};
+    otter_tensor_create(&t, "fc3.bias", OTTER_DTYPE_FLOAT, 1, d);
+    CHECK_OK(otter_checkpoint_remove_param(bad, "fc3.bias"));
+    CHECK_OK(otter_checkpoint_add_param(bad, OTTER_PARAM_TRAINABLE, t));
+    otter_tensor_free(t);
+    CHECK_STATUS(session_from(&mn, mn.training, mn.eval, bad, &s), OTTER_ERR_INVALID);
+    printf("mismatched shape: %s\n", otter_last_error());
+    CHECK(strstr(otter_last_error(), "fc3.bias") && strstr(otter_last_error(), "[11]"));
+    otter_checkpoint_free(bad);
+    otter_artifacts_free(&mn);
+    otter_artifacts_free(&cf);
+}
+
+/* Export: eval model with its non-loss outputs, parameters as initializers; runs like the eval step. */
+static void test_export(void) {
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 9);
+    train_loss(s, x, y);
+    CHECK_OK(otter_training_optimizer_step(s));
+    otter_model *m = NULL;
+    CHECK_OK(otter_training_export_model(s, 0, NULL, &m));
+    if (!m) return;
+    CHECK(m->graph->n_inputs == 1 && strcmp(m->graph->inputs[0].name, "input") == 0);
+    CHECK(m->graph->n_outputs == 1 && strcmp(m->graph->outputs[0].name, "output") == 0);
+    CHECK(m->graph->n_initializers == 6);
+    CHECK(m->graph->n_nodes == 5); /* the loss is pruned */
+    otter_session *rs = NULL;
+    CHECK_OK(otter_session_create(&rs, m, NULL));
+    const otter_tensor *in[1] = {x};
+    otter_tensor *o1[1] = {NULL}, *o2[2] = {NULL, NULL};
+    CHECK_OK(otter_session_run(rs, 1, NULL, in, 1, NULL, o1));
+    const otter_tensor *ein[2] = {x, y};
+    CHECK_OK(otter_training_eval_step(s, 2, NULL, ein, 2, o2));
+    double ew = o1[0] && o2[1] ? max_rel(o1[0]->data, o2[1]->data, (size_t)otter_tensor_numel(o2[1]), 1.0) : INFINITY;
+    CHECK(o1[0] && o2[1] && otter_tensor_numel(o1[0]) == otter_tensor_numel(o2[1]) && ew < 1e-6);
+    const char *bad[] = {"nope"};
+    otter_model *m2 = NULL;
+    CHECK_STATUS(otter_training_export_model(s, 1, bad, &m2), OTTER_ERR_NOT_FOUND);
+    const char *both[] = {"output", "onnx::loss::2"};
+    CHECK_OK(otter_training_export_model(s, 2, both, &m2));
+    CHECK(m2 && m2->graph->n_outputs == 2 && strcmp(m2->graph->outputs[1].name, "onnx::loss::2") == 0 &&
+          m2->graph->n_inputs == 2);
+    printf("export: 1 input, 1 output, 6 initializers, %zu nodes; output vs the eval step's: max rel diff %.3g\n",
+           m->graph->n_nodes, ew);
+    otter_model_free(m2);
+    otter_tensor_free(o1[0]), otter_tensor_free(o2[0]), otter_tensor_free(o2[1]);
+    otter_session_free(rs);
+    otter_model_free(m);
+    otter_tensor_free(x), otter_tensor_free(y);
+    otter_training_session_free(s);
+}
+
+/* ---- driver for test_training_ort.py ------------------------------------------------------------- */
+
+static int write_floats(const char *path, const float *v, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    size_t w = fwrite(v, sizeof(float), n, f);
+    fclose(f);
+    return w == n ? 0 : 1;
+}
+
+static int drive(const char *dir, const char *batches, int steps, const char *out) {
+    otter_training_session *s = NULL;
+    if (otter_training_session_create_from_dir(&s, dir, NULL, NULL, &(otter_training_options){.n_threads = 1}) !=
+        OTTER_OK) {
+        fprintf(stderr, "drive: %s\n", otter_last_error());
+        return 1;
+    }
+    char path[4096];
+    size_t n = otter_training_params_size(s, true);
+    float *buf = malloc(n * sizeof(float));
+    otter_training_copy_params_to_buffer(s, buf, n, true);
+    snprintf(path, sizeof path, "%s.params0", out);
+    int rc = write_floats(path, buf, n);
+    snprintf(path, sizeof path, "%s.losses", out);
+    FILE *lf = fopen(path, "w");
+    for (int k = 0; k < steps && rc == 0 && lf; k++) {
+        otter_tensor *x = NULL, *y = NULL;
+        snprintf(path, sizeof path, "%s/x_%d.npy", batches, k);
+        otter_status st = otter_tensor_load_npy(&x, path);
+        snprintf(path, sizeof path, "%s/y_%d.npy", batches, k);
+        if (st == OTTER_OK) st = otter_tensor_load_npy(&y, path);
+        const otter_tensor *in[2] = {x, y};
+        otter_tensor *loss = NULL;
+        if (st == OTTER_OK) st = otter_training_train_step(s, 2, NULL, in, 1, &loss);
+        if (st == OTTER_OK) st = otter_training_optimizer_step(s);
+        if (st == OTTER_OK) st = otter_training_lazy_reset_grad(s);
+        if (st != OTTER_OK) {
+            fprintf(stderr, "drive step %d: %s\n", k, otter_last_error());
+            rc = 1;
+        } else {
+            fprintf(lf, "%.9g\n", ((float *)loss->data)[0]);
+        }
+        otter_tensor_free(loss), otter_tensor_free(x), otter_tensor_free(y);
+    }
+    if (lf) fclose(lf);
+    otter_training_copy_params_to_buffer(s, buf, n, true);
+    snprintf(path, sizeof path, "%s.params", out);
+    if (rc == 0) rc = write_floats(path, buf, n);
+    free(buf);
+    otter_training_session_free(s);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--drive") == 0) return drive(argv[2], argv[3], atoi(argv[4]), argv[5]);
+    test_layout();
+    test_accumulation();
+    test_adamw();
+    test_schedules();
+    test_resume();
+    test_nominal();
+    test_mixed();
+    test_export();
+    return tu_finish("test_training");
+}
