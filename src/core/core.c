@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,6 +202,33 @@ otter_status ot_read_file(const char *path, void **data, size_t *size) {
     *data = buf;
     *size = n;
     return OTTER_OK;
+}
+
+otter_status ot_map_file(const char *path, const void **data, size_t *size, bool *mapped) {
+    *mapped = false;
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (p != MAP_FAILED) {
+            *data = p;
+            *size = (size_t)st.st_size;
+            *mapped = true;
+            return OTTER_OK;
+        }
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    void *buf;
+    OT_TRY(ot_read_file(path, &buf, size));
+    *data = buf;
+    return OTTER_OK;
+}
+
+void ot_unmap_file(const void *data, size_t size, bool mapped) {
+    if (mapped) munmap((void *)data, size);
+    else ot_free((void *)data);
 }
 
 struct buf_writer {

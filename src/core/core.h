@@ -61,6 +61,9 @@ bool ot_mul_size(size_t a, size_t b, size_t *out);
 
 /* Whole file into memory (ot_free it). Errors name the path. */
 otter_status ot_read_file(const char *path, void **data, size_t *size);
+/* Map a whole file read-only (falls back to reading it); release with ot_unmap_file. */
+otter_status ot_map_file(const char *path, const void **data, size_t *size, bool *mapped);
+void ot_unmap_file(const void *data, size_t size, bool mapped);
 /* Write atomically: a temporary file in the same folder, fsync, rename over path. */
 otter_status ot_write_file_atomic(const char *path, const void *data, size_t size);
 /* Same, with the content produced by a callback writing to a FILE. */

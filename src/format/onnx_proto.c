@@ -267,7 +267,7 @@ static otter_status tensor_extra_from_proto(otter_tensor *t, const Onnx__TensorP
     return keep_unknown(&t->extra, &p->base);
 }
 
-static otter_status tensor_from_proto(otter_tensor **out, const Onnx__TensorProto *p, const char *base_dir) {
+static otter_status tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, const char *base_dir) {
     *out = NULL;
     otter_dtype dt = (otter_dtype)p->data_type;
     if (!p->has_data_type || dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_)
@@ -298,8 +298,14 @@ static otter_status tensor_from_proto(otter_tensor **out, const Onnx__TensorProt
         else if (p->raw_data.len != otter_tensor_nbytes(t))
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': raw_data has %zu bytes but dims need %zu (%zu %s elements)",
                          tname(p), p->raw_data.len, otter_tensor_nbytes(t), numel, otter_dtype_name(dt));
-        else if ((s = ot_tensor_alloc_data(t)) == OTTER_OK && numel)
-            memcpy(t->data, p->raw_data.data, p->raw_data.len);
+        else if (numel) {
+            /* Take over protobuf-c's copy of the bytes (allocated through otter's hook, malloc-aligned)
+             * instead of copying a third time. */
+            t->data = p->raw_data.data;
+            t->owns_data = true;
+            p->raw_data.data = NULL;
+            p->raw_data.len = 0;
+        }
     } else {
         t->extra->storage = OTTER_STORAGE_TYPED;
         size_t count;
@@ -323,7 +329,7 @@ fail:
     return s;
 }
 
-otter_status ot_tensor_from_proto(otter_tensor **out, const Onnx__TensorProto *p, const char *base_dir) {
+otter_status ot_tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, const char *base_dir) {
     return tensor_from_proto(out, p, base_dir);
 }
 
@@ -607,13 +613,14 @@ otter_status otter_model_load_from_memory(otter_model **out, const void *data, s
 
 otter_status otter_model_load(otter_model **out, const char *path) {
     *out = NULL;
-    void *data;
+    const void *data;
     size_t size;
-    OT_TRY(ot_read_file(path, &data, &size));
+    bool mapped;
+    OT_TRY(ot_map_file(path, &data, &size, &mapped));
     char *dir = ot_dirname(path);
     otter_status s = dir ? otter_model_load_from_memory(out, data, size, dir) : OT_NOMEM();
     ot_free(dir);
-    ot_free(data);
+    ot_unmap_file(data, size, mapped);
     if (s != OTTER_OK) ot_error_context(s, "%s: ", path);
     return s;
 }

@@ -13,8 +13,10 @@
 extern ProtobufCAllocator ot_protobuf_allocator;
 
 /* A TensorProto into an otter tensor. base_dir resolves external data (NULL: external data is an
- * error). Checks data_type, dims and that the data holds exactly the elements the dims need. */
-otter_status ot_tensor_from_proto(otter_tensor **out, const Onnx__TensorProto *p, const char *base_dir);
+ * error). Checks data_type, dims and that the data holds exactly the elements the dims need.
+ * The tensor takes over p's raw_data buffer (p must come from an unpack with ot_protobuf_allocator;
+ * its raw_data is left empty). */
+otter_status ot_tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, const char *base_dir);
 
 /* Serialize an otter tensor as a TensorProto with inline data (raw_data unless the tensor was read
  * from typed fields) into a buffer the caller frees with ot_free. */
