@@ -1,0 +1,927 @@
+/* Operators outside the main families: detection (NonMaxSuppression, RoiAlign), text
+ * (StringNormalizer, TfIdfVectorizer), Unique, signal processing (HannWindow, HammingWindow,
+ * BlackmanWindow, DFT, STFT, MelWeightMatrix), MeanVarianceNormalization and Det.
+ *
+ * These are reference-grade kernels: plain loops in double where precision matters, written to
+ * follow ONNX's reference implementation (and ONNX Runtime's where the reference copies it),
+ * not tuned for speed. */
+#include <ctype.h>
+#include <math.h>
+
+#include "runtime/ops/broadcast.h"
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
+    *t = ot_ctx_input(ctx, i);
+    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    return OTTER_OK;
+}
+
+static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
+                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
+}
+
+static bool is_real(otter_dtype t) { return otter_dtype_is_float(t); }
+
+/* A one-element input as int64 / double; def when omitted. */
+static otter_status scalar_i64(const ot_kernel_ctx *ctx, size_t i, int64_t def, int64_t *v) {
+    const otter_tensor *t = ot_ctx_input(ctx, i);
+    *v = def;
+    if (!t) return OTTER_OK;
+    if (otter_tensor_numel(t) != 1 || (otter_dtype_is_float(t->dtype) || t->dtype == OTTER_DTYPE_STRING))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a single integer", i,
+                            ot_ctx_input_name(ctx, i));
+    *v = ot_get_i64(t->data, t->dtype, 0);
+    return OTTER_OK;
+}
+
+static otter_status scalar_f64(const ot_kernel_ctx *ctx, size_t i, double def, double *v) {
+    const otter_tensor *t = ot_ctx_input(ctx, i);
+    *v = def;
+    if (!t) return OTTER_OK;
+    if (otter_tensor_numel(t) != 1 || t->dtype == OTTER_DTYPE_STRING)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a single number", i,
+                            ot_ctx_input_name(ctx, i));
+    *v = ot_get_f64(t->data, t->dtype, 0);
+    return OTTER_OK;
+}
+
+/* Merge sort of int64 keys with a comparison that takes a context (stable). */
+typedef int (*cmp_fn)(void *arg, int64_t a, int64_t b);
+static void merge_sort(int64_t *v, int64_t *tmp, int64_t n, cmp_fn cmp, void *arg) {
+    if (n < 2) return;
+    int64_t h = n / 2;
+    merge_sort(v, tmp, h, cmp, arg);
+    merge_sort(v + h, tmp, n - h, cmp, arg);
+    int64_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = cmp(arg, v[j], v[i]) < 0 ? v[j++] : v[i++];
+    while (i < h) tmp[k++] = v[i++];
+    while (j < n) tmp[k++] = v[j++];
+    memcpy(v, tmp, (size_t)n * sizeof *v);
+}
+
+/* ---- NonMaxSuppression --------------------------------------------------------------------- */
+
+typedef struct nms_box {
+    float x1, y1, x2, y2, area;
+} nms_box;
+
+static nms_box nms_read(const float *b, bool center) {
+    nms_box r;
+    if (center) {
+        r.x1 = b[0] - b[2] / 2, r.x2 = b[0] + b[2] / 2;
+        r.y1 = b[1] - b[3] / 2, r.y2 = b[1] + b[3] / 2;
+    } else { /* [y1, x1, y2, x2], any diagonal */
+        r.y1 = fminf(b[0], b[2]), r.y2 = fmaxf(b[0], b[2]);
+        r.x1 = fminf(b[1], b[3]), r.x2 = fmaxf(b[1], b[3]);
+    }
+    r.area = (r.x2 - r.x1) * (r.y2 - r.y1);
+    return r;
+}
+
+/* As ONNX Runtime: boxes of zero area never suppress. */
+static bool nms_suppress(const nms_box *a, const nms_box *b, float iou_threshold) {
+    float ix1 = fmaxf(a->x1, b->x1), iy1 = fmaxf(a->y1, b->y1);
+    float ix2 = fminf(a->x2, b->x2), iy2 = fminf(a->y2, b->y2);
+    if (ix2 <= ix1 || iy2 <= iy1) return false;
+    float inter = (ix2 - ix1) * (iy2 - iy1), uni = a->area + b->area - inter;
+    if (a->area <= 0 || b->area <= 0 || uni <= 0) return false;
+    return inter / uni > iou_threshold;
+}
+
+typedef struct nms_sort {
+    const float *scores;
+} nms_sort;
+
+static int nms_cmp(void *arg, int64_t a, int64_t b) {
+    const float *s = ((nms_sort *)arg)->scores;
+    return s[a] > s[b] ? -1 : s[a] < s[b] ? 1 : 0; /* stable: equal scores keep index order */
+}
+
+static otter_status nms_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *boxes, *scores;
+    OT_TRY(need_input(ctx, 0, &boxes));
+    OT_TRY(need_input(ctx, 1, &scores));
+    if (boxes->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 0, boxes->dtype);
+    if (scores->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 1, scores->dtype);
+    if (boxes->rank != 3 || boxes->dims[2] != 4 || scores->rank != 3 || scores->dims[0] != boxes->dims[0] ||
+        scores->dims[2] != boxes->dims[1]) {
+        char a[96], b[96];
+        return ot_ctx_error(
+            ctx, OTTER_ERR_INVALID, "boxes %s and scores %s must be [batches, boxes, 4] and [batches, classes, boxes]",
+            ot_shape_str(a, sizeof a, boxes->rank, boxes->dims), ot_shape_str(b, sizeof b, scores->rank, scores->dims));
+    }
+    int64_t max_out;
+    double iou, score_thr;
+    OT_TRY(scalar_i64(ctx, 2, 0, &max_out));
+    OT_TRY(scalar_f64(ctx, 3, 0, &iou));
+    OT_TRY(scalar_f64(ctx, 4, -INFINITY, &score_thr));
+    bool center = otter_node_attr_int(ctx->node, "center_point_box", 0) != 0;
+    const int64_t B = boxes->dims[0], C = scores->dims[1], S = boxes->dims[1];
+    if (iou < 0 || iou > 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "iou_threshold %g is outside [0, 1]", iou);
+    int64_t per_class = max_out < 0 ? 0 : max_out < S ? max_out : S;
+    int64_t cap = B * C * per_class;
+    int64_t *sel = ot_ctx_scratch(ctx, (size_t)(cap * 3 + 1) * sizeof *sel);
+    int64_t *order = ot_ctx_scratch(ctx, (size_t)(2 * S + 1) * sizeof *order);
+    nms_box *bx = ot_ctx_scratch(ctx, (size_t)(S + 1) * sizeof *bx);
+    int64_t *kept = ot_ctx_scratch(ctx, (size_t)(S + 1) * sizeof *kept);
+    if (!sel || !order || !bx || !kept) return OTTER_ERR_NOMEM;
+    int64_t n_sel = 0;
+    for (int64_t b = 0; b < B && per_class > 0; b++) {
+        const float *bd = (const float *)boxes->data + b * S * 4;
+        for (int64_t i = 0; i < S; i++) bx[i] = nms_read(bd + i * 4, center);
+        for (int64_t c = 0; c < C; c++) {
+            const float *sc = (const float *)scores->data + (b * C + c) * S;
+            int64_t n = 0;
+            for (int64_t i = 0; i < S; i++)
+                if (sc[i] > score_thr) order[n++] = i;
+            nms_sort arg = {sc};
+            merge_sort(order, order + S, n, nms_cmp, &arg);
+            int64_t n_kept = 0;
+            for (int64_t k = 0; k < n && n_kept < per_class; k++) {
+                int64_t i = order[k];
+                bool drop = false;
+                for (int64_t j = 0; j < n_kept && !drop; j++) drop = nms_suppress(&bx[kept[j]], &bx[i], (float)iou);
+                if (drop) continue;
+                kept[n_kept++] = i;
+                sel[n_sel * 3] = b, sel[n_sel * 3 + 1] = c, sel[n_sel * 3 + 2] = i;
+                n_sel++;
+            }
+        }
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 2, (int64_t[]){n_sel, 3});
+    if (!y) return OTTER_ERR_NOMEM;
+    if (n_sel) memcpy(y->data, sel, (size_t)n_sel * 3 * sizeof *sel);
+    return OTTER_OK;
+}
+
+/* ---- StringNormalizer ---------------------------------------------------------------------- */
+
+/* Case folding is ASCII only (bytes >= 0x80 are left as they are). */
+static bool bytes_eq(const otter_bytes *a, const otter_bytes *b, bool fold) {
+    if (a->len != b->len) return false;
+    for (size_t i = 0; i < a->len; i++) {
+        unsigned char x = (unsigned char)a->data[i], y = (unsigned char)b->data[i];
+        if (fold && x < 0x80) x = (unsigned char)tolower(x);
+        if (fold && y < 0x80) y = (unsigned char)tolower(y);
+        if (x != y) return false;
+    }
+    return true;
+}
+
+static otter_status strnorm_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (x->dtype != OTTER_DTYPE_STRING) return bad_type(ctx, 0, x->dtype);
+    if (x->rank != 1 && !(x->rank == 2 && x->dims[0] == 1)) {
+        char a[96];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [C] or [1, C]",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
+    }
+    const char *action = otter_node_attr_string(ctx->node, "case_change_action", "NONE");
+    int change = ot_streq(action, "LOWER") ? 1 : ot_streq(action, "UPPER") ? 2 : 0;
+    if (!change && !ot_streq(action, "NONE"))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'case_change_action' is '%s'", action);
+    bool fold = otter_node_attr_int(ctx->node, "is_case_sensitive", 0) == 0;
+    const otter_attr *stop = otter_node_attr(ctx->node, "stopwords");
+    const otter_bytes *in = x->data;
+    int64_t n = otter_tensor_numel(x), kept = 0;
+    uint8_t *keep = ot_ctx_scratch(ctx, (size_t)n + 1);
+    if (!keep) return OTTER_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        keep[i] = 1;
+        for (size_t s = 0; stop && s < stop->n_strings && keep[i]; s++)
+            if (bytes_eq(&in[i], &stop->strings[s], fold)) keep[i] = 0;
+        kept += keep[i];
+    }
+    int64_t dims[2] = {1, kept ? kept : 1};
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, x->rank, x->rank == 1 ? dims + 1 : dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    otter_bytes *out = y->data;
+    if (!kept) { /* everything removed: one empty string */
+        out[0].data = ot_strdup("");
+        if (!out[0].data) return OT_NOMEM();
+        out[0].len = 0;
+        return OTTER_OK;
+    }
+    for (int64_t i = 0, k = 0; i < n; i++) {
+        if (!keep[i]) continue;
+        char *s = ot_strndup(in[i].data ? in[i].data : "", in[i].len);
+        if (!s) return OT_NOMEM();
+        for (size_t j = 0; j < in[i].len; j++) {
+            unsigned char ch = (unsigned char)s[j];
+            if (ch < 0x80 && change) s[j] = (char)(change == 1 ? tolower(ch) : toupper(ch));
+        }
+        out[k].data = s;
+        out[k].len = in[i].len;
+        k++;
+    }
+    return OTTER_OK;
+}
+
+/* ---- TfIdfVectorizer ------------------------------------------------------------------------ */
+
+typedef struct tfidf {
+    const otter_tensor *x;
+    const otter_attr *pool_i, *pool_s;
+    const int64_t *counts; /* ngram_counts: pool start of each n-gram level */
+    size_t n_levels;
+    int64_t pool_len;
+} tfidf;
+
+static bool tok_eq(const tfidf *t, int64_t xi, int64_t pi) {
+    if (t->pool_s) {
+        const otter_bytes *a = (const otter_bytes *)t->x->data + xi, *b = &t->pool_s->strings[pi];
+        return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+    }
+    return ot_get_i64(t->x->data, t->x->dtype, xi) == t->pool_i->ints[pi];
+}
+
+/* Index (counting n-grams over all levels in pool order) of the n-gram starting at x[start] with
+ * step sd, or -1. */
+static int64_t tfidf_find(const tfidf *t, int64_t n, int64_t start, int64_t sd) {
+    int64_t lo = t->counts[n - 1], hi = (size_t)n < t->n_levels ? t->counts[n] : t->pool_len;
+    int64_t before = 0;
+    for (int64_t k = 1; k < n; k++) {
+        int64_t a = t->counts[k - 1], b = (size_t)k < t->n_levels ? t->counts[k] : t->pool_len;
+        before += (b - a) / k;
+    }
+    for (int64_t p = lo, g = 0; p + n <= hi; p += n, g++) {
+        bool eq = true;
+        for (int64_t k = 0; k < n && eq; k++) eq = tok_eq(t, start + k * sd, p + k);
+        if (eq) return before + g;
+    }
+    return -1;
+}
+
+static otter_status tfidf_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    tfidf t = {.x = x};
+    t.pool_i = otter_node_attr(ctx->node, "pool_int64s");
+    t.pool_s = otter_node_attr(ctx->node, "pool_strings");
+    if (t.pool_s && !t.pool_s->n_strings) t.pool_s = NULL;
+    if (t.pool_i && !t.pool_i->n_ints) t.pool_i = NULL;
+    if (!t.pool_i && !t.pool_s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pool_int64s or pool_strings is required");
+    if (t.pool_s ? x->dtype != OTTER_DTYPE_STRING : (x->dtype != OTTER_DTYPE_INT32 && x->dtype != OTTER_DTYPE_INT64))
+        return bad_type(ctx, 0, x->dtype);
+    t.pool_len = (int64_t)(t.pool_s ? t.pool_s->n_strings : t.pool_i->n_ints);
+    const otter_attr *nc = otter_node_attr(ctx->node, "ngram_counts"),
+                     *ni = otter_node_attr(ctx->node, "ngram_indexes");
+    const otter_attr *wt = otter_node_attr(ctx->node, "weights");
+    int64_t min_n = otter_node_attr_int(ctx->node, "min_gram_length", 1);
+    int64_t max_n = otter_node_attr_int(ctx->node, "max_gram_length", 1);
+    int64_t max_skip = otter_node_attr_int(ctx->node, "max_skip_count", 0);
+    const char *mode = otter_node_attr_string(ctx->node, "mode", "TF");
+    int md = ot_streq(mode, "TF") ? 0 : ot_streq(mode, "IDF") ? 1 : ot_streq(mode, "TFIDF") ? 2 : -1;
+    if (md < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'mode' is '%s'", mode);
+    if (!nc || !ni || min_n < 1 || max_n < min_n || max_skip < 0 || (size_t)max_n > nc->n_ints)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "need ngram_counts (one per level up to max_gram_length), ngram_indexes and "
+                            "1 <= min_gram_length <= max_gram_length");
+    t.counts = nc->ints;
+    t.n_levels = nc->n_ints;
+    int64_t total = 0;
+    for (size_t k = 0; k < t.n_levels; k++) {
+        int64_t a = t.counts[k], b = k + 1 < t.n_levels ? t.counts[k + 1] : t.pool_len;
+        if (a < 0 || b < a || b > t.pool_len || (b - a) % (int64_t)(k + 1))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ngram_counts[%zu] = %lld does not fit the pool", k,
+                                (long long)a);
+        total += (b - a) / (int64_t)(k + 1);
+    }
+    if ((int64_t)ni->n_ints != total || (wt && wt->n_floats && (int64_t)wt->n_floats != total))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ngram_indexes has %zu entries, the pool holds %lld n-grams",
+                            ni->n_ints, (long long)total);
+    int64_t out_size = 0;
+    for (size_t k = 0; k < ni->n_ints; k++) {
+        if (ni->ints[k] < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "negative ngram_indexes entry");
+        if (ni->ints[k] + 1 > out_size) out_size = ni->ints[k] + 1;
+    }
+    if (x->rank != 1 && x->rank != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank 1 or 2", ot_ctx_input_name(ctx, 0));
+    int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->dims[x->rank - 1];
+    int64_t dims[2] = {rows, out_size};
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, x->rank, x->rank == 2 ? dims : dims + 1);
+    if (!y) return OTTER_ERR_NOMEM;
+    float *yd = y->data;
+    memset(yd, 0, (size_t)(rows * out_size) * sizeof *yd);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = yd + r * out_size;
+        int64_t first_n = min_n;
+        for (int64_t sd = 1; sd <= max_skip + 1; sd++) {
+            for (int64_t s = 0; s < len; s++)
+                for (int64_t n = first_n; n <= max_n; n++) {
+                    if (s + (n - 1) * sd >= len) break;
+                    int64_t g = tfidf_find(&t, n, r * len + s, sd);
+                    if (g >= 0) row[ni->ints[g]] += 1;
+                }
+            if (first_n == 1 && ++first_n > max_n) break; /* unigrams do not depend on the skip */
+        }
+        for (size_t g = 0; g < ni->n_ints; g++) {
+            float *v = &row[ni->ints[g]];
+            float w = wt && wt->n_floats ? wt->floats[g] : 1.0f;
+            if (md == 1)
+                *v = *v > 0 ? w : 0;
+            else if (md == 2)
+                *v *= w;
+        }
+    }
+    return OTTER_OK;
+}
+
+/* ---- Unique ------------------------------------------------------------------------------- */
+
+typedef struct uniq {
+    const void *data; /* slices gathered contiguously: [n][len] */
+    otter_dtype t;
+    int64_t len;
+} uniq;
+
+static int elem_cmp(const void *d, otter_dtype t, int64_t i, int64_t j) {
+    switch (t) {
+#define CASE(E, T, S)                                                                                                  \
+    case E: {                                                                                                          \
+        T a = ((const T *)d)[i], b = ((const T *)d)[j];                                                                \
+        return a < b ? -1 : a > b ? 1 : 0;                                                                             \
+    }
+        OT_FOR_NUMERIC_BOOL(CASE)
+#undef CASE
+    case OTTER_DTYPE_FLOAT16:
+    case OTTER_DTYPE_BFLOAT16: {
+        double a = ot_get_f64(d, t, i), b = ot_get_f64(d, t, j);
+        return a < b ? -1 : a > b ? 1 : 0;
+    }
+    case OTTER_DTYPE_STRING: {
+        const otter_bytes *a = (const otter_bytes *)d + i, *b = (const otter_bytes *)d + j;
+        size_t m = a->len < b->len ? a->len : b->len;
+        int c = m ? memcmp(a->data, b->data, m) : 0;
+        return c ? c : a->len < b->len ? -1 : a->len > b->len ? 1 : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int uniq_cmp(void *arg, int64_t a, int64_t b) {
+    const uniq *u = arg;
+    for (int64_t k = 0; k < u->len; k++) {
+        int c = elem_cmp(u->data, u->t, a * u->len + k, b * u->len + k);
+        if (c) return c;
+    }
+    return 0;
+}
+
+typedef struct first_cmp_arg {
+    const int64_t *first;
+} first_cmp_arg;
+
+static int first_cmp(void *arg, int64_t a, int64_t b) {
+    const int64_t *f = ((first_cmp_arg *)arg)->first;
+    return f[a] < f[b] ? -1 : f[a] > f[b] ? 1 : 0;
+}
+
+static otter_status unique_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    size_t es = x->dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(x->dtype);
+    if (!es || x->dtype == OTTER_DTYPE_COMPLEX64 || x->dtype == OTTER_DTYPE_COMPLEX128)
+        return bad_type(ctx, 0, x->dtype);
+    const otter_attr *ax = otter_node_attr(ctx->node, "axis");
+    bool sorted = otter_node_attr_int(ctx->node, "sorted", 1) != 0;
+    int64_t axis = 0, outer = 1, n, inner = 1;
+    if (ax) {
+        axis = ax->i;
+        if (!ot_norm_axis(&axis, x->rank))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for rank %d",
+                                (long long)ax->i, x->rank);
+        for (int k = 0; k < x->rank; k++) {
+            if (k < axis) outer *= x->dims[k];
+            if (k > axis) inner *= x->dims[k];
+        }
+        n = x->dims[axis];
+    } else {
+        n = otter_tensor_numel(x);
+    }
+    int64_t len = outer * inner; /* elements per slice */
+    /* gather slice k contiguously (strings: shallow copies of the otter_bytes) */
+    char *g = ot_ctx_scratch(ctx, (size_t)(n * len) * es + 1);
+    int64_t *order = ot_ctx_scratch(ctx, (size_t)(5 * n + 1) * sizeof *order);
+    if (!g || !order) return OTTER_ERR_NOMEM;
+    int64_t *tmp = order + n, *first = tmp + n, *count = first + n, *inv = count + n;
+    for (int64_t k = 0; k < n; k++)
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(g + (size_t)(k * len + o * inner) * es, (const char *)x->data + (size_t)((o * n + k) * inner) * es,
+                   (size_t)inner * es);
+    uniq u = {g, x->dtype, len};
+    for (int64_t k = 0; k < n; k++) order[k] = k;
+    merge_sort(order, tmp, n, uniq_cmp, &u);
+    /* groups of equal slices; the first of each run is its first occurrence (stable sort) */
+    int64_t m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (k == 0 || uniq_cmp(&u, order[k - 1], order[k]) != 0) {
+            first[m] = order[k];
+            count[m] = 0;
+            m++;
+        }
+        count[m - 1]++;
+        inv[order[k]] = m - 1;
+    }
+    int64_t *gorder = tmp, *rank = order; /* output position p holds group gorder[p] */
+    for (int64_t k = 0; k < m; k++) gorder[k] = k;
+    if (!sorted) {
+        int64_t *tmp2 = ot_ctx_scratch(ctx, (size_t)(m + 1) * sizeof *tmp2);
+        if (!tmp2) return OTTER_ERR_NOMEM;
+        first_cmp_arg fa = {first};
+        merge_sort(gorder, tmp2, m, first_cmp, &fa);
+    }
+    for (int64_t p = 0; p < m; p++) rank[gorder[p]] = p;
+    int64_t ydims[OTTER_MAX_RANK];
+    int yrank = ax ? x->rank : 1;
+    if (ax) {
+        memcpy(ydims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        ydims[axis] = m;
+    } else {
+        ydims[0] = m;
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, yrank, ydims);
+    if (!y) return OTTER_ERR_NOMEM;
+    for (int64_t p = 0; p < m; p++) {
+        int64_t k = first[gorder[p]];
+        for (int64_t o = 0; o < outer; o++) {
+            char *dst = (char *)y->data + (size_t)((o * m + p) * inner) * es;
+            const char *src = g + (size_t)(k * len + o * inner) * es;
+            if (x->dtype != OTTER_DTYPE_STRING) {
+                memcpy(dst, src, (size_t)inner * es);
+                continue;
+            }
+            for (int64_t i = 0; i < inner; i++) {
+                const otter_bytes *s = (const otter_bytes *)src + i;
+                otter_bytes *d = (otter_bytes *)dst + i;
+                d->data = ot_strndup(s->data ? s->data : "", s->len);
+                if (!d->data) return OT_NOMEM();
+                d->len = s->len;
+            }
+        }
+    }
+    for (size_t o = 1; o < ctx->n_outputs && o < 4; o++) {
+        int64_t cnt = o == 2 ? n : m;
+        otter_tensor *t = ot_ctx_output(ctx, o, OTTER_DTYPE_INT64, 1, &cnt);
+        if (!t) return OTTER_ERR_NOMEM;
+        int64_t *d = t->data;
+        for (int64_t k = 0; k < cnt; k++) d[k] = o == 1 ? first[gorder[k]] : o == 2 ? rank[inv[k]] : count[gorder[k]];
+    }
+    return OTTER_OK;
+}
+
+/* ---- HannWindow, HammingWindow, BlackmanWindow ----------------------------------------------- */
+
+static otter_dtype output_datatype(const ot_kernel_ctx *ctx) {
+    return (otter_dtype)otter_node_attr_int(ctx->node, "output_datatype", OTTER_DTYPE_FLOAT);
+}
+
+static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, double a2) {
+    int64_t size;
+    if (!ot_ctx_input(ctx, 0)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 (size) is missing");
+    OT_TRY(scalar_i64(ctx, 0, 0, &size));
+    if (size < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "size %lld is negative", (long long)size);
+    otter_dtype dt = output_datatype(ctx);
+    if (dt == OTTER_DTYPE_STRING || !otter_dtype_size(dt) || dt == OTTER_DTYPE_COMPLEX64 ||
+        dt == OTTER_DTYPE_COMPLEX128)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output_datatype %d is not supported", (int)dt);
+    bool periodic = otter_node_attr_int(ctx->node, "periodic", 1) != 0;
+    otter_tensor *y = ot_ctx_output(ctx, 0, dt, 1, &size);
+    if (!y) return OTTER_ERR_NOMEM;
+    double den = periodic ? (double)size : (double)(size - 1);
+    for (int64_t k = 0; k < size; k++) {
+        double ph = den > 0 ? 2 * M_PI * (double)k / den : 0;
+        ot_set_f64(y->data, dt, k, a0 - a1 * cos(ph) + a2 * cos(2 * ph));
+    }
+    return OTTER_OK;
+}
+
+static otter_status hann_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.5, 0.5, 0); }
+static otter_status hamming_run(ot_kernel_ctx *ctx) { return window_common(ctx, 25.0 / 46, 1 - 25.0 / 46, 0); }
+static otter_status blackman_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.42, 0.5, 0.08); }
+
+/* ---- DFT, STFT --------------------------------------------------------------------------- */
+
+/* One transform of length L: out[k] = scale * sum_n in(n) e^(sign 2 pi i k n / L) for k < n_out;
+ * in(n) is read through get (n < n_in, zero beyond). Twiddles tw[2 * j] = cos, tw[2 * j + 1] = sin
+ * of 2 pi j / L. */
+static void dft_line(const double *in_re, const double *in_im, int64_t n_in, int64_t L, int64_t n_out, const double *tw,
+                     double sign, double scale, double *out_re, double *out_im) {
+    int64_t n_use = n_in < L ? n_in : L;
+    for (int64_t k = 0; k < n_out; k++) {
+        double re = 0, im = 0;
+        int64_t j = 0;
+        for (int64_t n = 0; n < n_use; n++) {
+            double c = tw[2 * j], s = sign * tw[2 * j + 1];
+            re += in_re[n] * c - in_im[n] * s;
+            im += in_re[n] * s + in_im[n] * c;
+            j += k;
+            if (j >= L) j %= L;
+        }
+        out_re[k] = re * scale;
+        out_im[k] = im * scale;
+    }
+}
+
+static double *twiddles(ot_kernel_ctx *ctx, int64_t L) {
+    double *tw = ot_ctx_scratch(ctx, (size_t)(2 * L + 2) * sizeof *tw);
+    if (!tw) return NULL;
+    for (int64_t j = 0; j < L; j++) {
+        tw[2 * j] = cos(2 * M_PI * (double)j / (double)L);
+        tw[2 * j + 1] = sin(2 * M_PI * (double)j / (double)L);
+    }
+    return tw;
+}
+
+static otter_status dft_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2 and a last dimension of 1 or 2",
+                            ot_ctx_input_name(ctx, 0));
+    int64_t axis;
+    if (ctx->opset >= 20)
+        OT_TRY(scalar_i64(ctx, 2, -2, &axis));
+    else
+        axis = otter_node_attr_int(ctx->node, "axis", 1);
+    int64_t given = axis;
+    if (!ot_norm_axis(&axis, x->rank) || axis == x->rank - 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
+    bool inverse = otter_node_attr_int(ctx->node, "inverse", 0) != 0;
+    bool onesided = otter_node_attr_int(ctx->node, "onesided", 0) != 0;
+    bool cplx = x->dims[x->rank - 1] == 2;
+    int64_t n_in = x->dims[axis], L;
+    OT_TRY(scalar_i64(ctx, 1, n_in, &L));
+    if (L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
+    if (onesided && cplx)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real input (last dimension 1)");
+    int64_t n_out = onesided ? L / 2 + 1 : L;
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < x->rank - 1; k++) {
+        if (k < axis) outer *= x->dims[k];
+        if (k > axis) inner *= x->dims[k];
+    }
+    int64_t dims[OTTER_MAX_RANK];
+    memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    dims[axis] = n_out;
+    dims[x->rank - 1] = 2;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    double *tw = twiddles(ctx, L);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_in + 2 * n_out + 4) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *ire = buf, *iim = ire + n_in, *ore = iim + n_in + 1, *oim = ore + n_out + 1;
+    int64_t c_in = cplx ? 2 : 1;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            for (int64_t n = 0; n < n_in; n++) {
+                int64_t e = ((o * n_in + n) * inner + i) * c_in;
+                ire[n] = ot_get_f64(x->data, x->dtype, e);
+                iim[n] = cplx ? ot_get_f64(x->data, x->dtype, e + 1) : 0;
+            }
+            dft_line(ire, iim, n_in, L, n_out, tw, inverse ? 1 : -1, inverse ? 1.0 / (double)L : 1.0, ore, oim);
+            for (int64_t k = 0; k < n_out; k++) {
+                int64_t e = ((o * n_out + k) * inner + i) * 2;
+                ot_set_f64(y->data, y->dtype, e, ore[k]);
+                ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+            }
+        }
+    return OTTER_OK;
+}
+
+static otter_status stft_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x, *win = ot_ctx_input(ctx, 2);
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must be [batch, signal_length, 1 or 2]",
+                            ot_ctx_input_name(ctx, 0));
+    if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (frame_step) is missing");
+    int64_t step, flen;
+    OT_TRY(scalar_i64(ctx, 1, 0, &step));
+    if (win && win->rank != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (window) must have rank 1",
+                            ot_ctx_input_name(ctx, 2));
+    OT_TRY(scalar_i64(ctx, 3, win ? win->dims[0] : 0, &flen));
+    if (win && win->dims[0] != flen)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "window length %lld differs from frame_length %lld",
+                            (long long)win->dims[0], (long long)flen);
+    const int64_t B = x->dims[0], S = x->dims[1];
+    if (step < 1 || flen < 1 || flen > S)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "frame_step %lld and frame_length %lld must be positive, the frame at most %lld long",
+                            (long long)step, (long long)flen, (long long)S);
+    bool onesided = otter_node_attr_int(ctx->node, "onesided", 1) != 0, cplx = x->dims[2] == 2;
+    if (onesided && cplx)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real signal (last dimension 1)");
+    int64_t frames = (S - flen) / step + 1, bins = onesided ? flen / 2 + 1 : flen;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){B, frames, bins, 2});
+    if (!y) return OTTER_ERR_NOMEM;
+    double *tw = twiddles(ctx, flen);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * flen + 2 * bins + 4) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *ire = buf, *iim = ire + flen, *ore = iim + flen + 1, *oim = ore + bins + 1;
+    int64_t c_in = cplx ? 2 : 1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t f = 0; f < frames; f++) {
+            for (int64_t n = 0; n < flen; n++) {
+                int64_t e = (b * S + f * step + n) * c_in;
+                double w = win ? ot_get_f64(win->data, win->dtype, n) : 1.0;
+                ire[n] = ot_get_f64(x->data, x->dtype, e) * w;
+                iim[n] = cplx ? ot_get_f64(x->data, x->dtype, e + 1) * w : 0;
+            }
+            dft_line(ire, iim, flen, flen, bins, tw, -1, 1.0, ore, oim);
+            for (int64_t k = 0; k < bins; k++) {
+                int64_t e = ((b * frames + f) * bins + k) * 2;
+                ot_set_f64(y->data, y->dtype, e, ore[k]);
+                ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+            }
+        }
+    return OTTER_OK;
+}
+
+/* ---- MelWeightMatrix ------------------------------------------------------------------------ */
+
+/* ONNX's reference: num_mel_bins + 2 points evenly spaced on the mel scale (step divided by the
+ * point count, as the reference does), mapped to spectrogram bins floor((dft_length + 1) f / rate),
+ * and triangles between neighbours. */
+static otter_status mel_run(ot_kernel_ctx *ctx) {
+    for (size_t i = 0; i < 5; i++)
+        if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    int64_t n_mel, dft_len, rate;
+    double lo_hz, hi_hz;
+    OT_TRY(scalar_i64(ctx, 0, 0, &n_mel));
+    OT_TRY(scalar_i64(ctx, 1, 0, &dft_len));
+    OT_TRY(scalar_i64(ctx, 2, 0, &rate));
+    OT_TRY(scalar_f64(ctx, 3, 0, &lo_hz));
+    OT_TRY(scalar_f64(ctx, 4, 0, &hi_hz));
+    if (n_mel < 1 || dft_len < 1 || rate < 1 || lo_hz < 0 || hi_hz < lo_hz)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "num_mel_bins %lld, dft_length %lld, sample_rate %lld, edges %g..%g Hz are not valid",
+                            (long long)n_mel, (long long)dft_len, (long long)rate, lo_hz, hi_hz);
+    otter_dtype dt = output_datatype(ctx);
+    if (dt == OTTER_DTYPE_STRING || !otter_dtype_size(dt) || dt == OTTER_DTYPE_COMPLEX64 ||
+        dt == OTTER_DTYPE_COMPLEX128)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output_datatype %d is not supported", (int)dt);
+    int64_t n_spec = dft_len / 2 + 1;
+    otter_tensor *y = ot_ctx_output(ctx, 0, dt, 2, (int64_t[]){n_spec, n_mel});
+    int64_t *bin = ot_ctx_scratch(ctx, (size_t)(n_mel + 2) * sizeof *bin);
+    double *w = ot_ctx_scratch(ctx, (size_t)(n_spec * n_mel) * sizeof *w);
+    if (!y || !bin || !w) return OTTER_ERR_NOMEM;
+    double lo_mel = 2595 * log10(1 + lo_hz / 700), hi_mel = 2595 * log10(1 + hi_hz / 700);
+    double step = (hi_mel - lo_mel) / (double)(n_mel + 2);
+    for (int64_t i = 0; i < n_mel + 2; i++) {
+        double hz = 700 * (pow(10, ((double)i * step + lo_mel) / 2595) - 1);
+        bin[i] = (int64_t)floor((double)(dft_len + 1) * hz / (double)rate);
+        if (bin[i] < 0) bin[i] = 0;
+        if (bin[i] > n_spec - 1 && i < n_mel + 1) bin[i] = n_spec - 1; /* stay inside the matrix */
+    }
+    memset(w, 0, (size_t)(n_spec * n_mel) * sizeof *w);
+    for (int64_t i = 0; i < n_mel; i++) {
+        int64_t l = bin[i], c = bin[i + 1], h = bin[i + 2];
+        if (c == l) {
+            w[c * n_mel + i] = 1;
+        } else {
+            for (int64_t j = l; j <= c; j++) w[j * n_mel + i] = (double)(j - l) / (double)(c - l);
+        }
+        for (int64_t j = c; j < h && j < n_spec; j++) w[j * n_mel + i] = (double)(h - j) / (double)(h - c);
+    }
+    for (int64_t k = 0; k < n_spec * n_mel; k++) ot_set_f64(y->data, dt, k, w[k]);
+    return OTTER_OK;
+}
+
+/* ---- RoiAlign ------------------------------------------------------------------------------ */
+
+/* Bilinear sample of one channel plane as ONNX Runtime (and ONNX's reference) does it: points
+ * more than one pixel outside contribute nothing, coordinates below 0 clamp to 0, and the four
+ * weighted corners are returned separately so max mode can take the largest of them. */
+static void roi_sample(const float *plane, int64_t H, int64_t W, double y, double x, double v[4]) {
+    v[0] = v[1] = v[2] = v[3] = 0;
+    if (y < -1.0 || y > (double)H || x < -1.0 || x > (double)W) return;
+    if (y <= 0) y = 0;
+    if (x <= 0) x = 0;
+    int64_t yl = (int64_t)y, xl = (int64_t)x, yh, xh;
+    if (yl >= H - 1) {
+        yh = yl = H - 1;
+        y = (double)yl;
+    } else {
+        yh = yl + 1;
+    }
+    if (xl >= W - 1) {
+        xh = xl = W - 1;
+        x = (double)xl;
+    } else {
+        xh = xl + 1;
+    }
+    double ly = y - (double)yl, lx = x - (double)xl, hy = 1 - ly, hx = 1 - lx;
+    v[0] = hy * hx * plane[yl * W + xl];
+    v[1] = hy * lx * plane[yl * W + xh];
+    v[2] = ly * hx * plane[yh * W + xl];
+    v[3] = ly * lx * plane[yh * W + xh];
+}
+
+static otter_status roialign_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x, *rois, *bi;
+    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(need_input(ctx, 1, &rois));
+    OT_TRY(need_input(ctx, 2, &bi));
+    if (x->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 0, x->dtype);
+    if (rois->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 1, rois->dtype);
+    if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32) return bad_type(ctx, 2, bi->dtype);
+    if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "expected X [N, C, H, W], rois [R, 4] and batch_indices [R]");
+    const char *mode = otter_node_attr_string(ctx->node, "mode", "avg");
+    bool max_mode = ot_streq(mode, "max");
+    if (!max_mode && !ot_streq(mode, "avg"))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'mode' is '%s'", mode);
+    const char *ctm =
+        otter_node_attr_string(ctx->node, "coordinate_transformation_mode", ctx->opset >= 16 ? "half_pixel" : "");
+    bool half_pixel = ot_streq(ctm, "half_pixel");
+    if (!half_pixel && !ot_streq(ctm, "output_half_pixel") && !ot_str_empty(ctm))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'coordinate_transformation_mode' is '%s'", ctm);
+    int64_t oh = otter_node_attr_int(ctx->node, "output_height", 1),
+            ow = otter_node_attr_int(ctx->node, "output_width", 1);
+    int64_t sr = otter_node_attr_int(ctx->node, "sampling_ratio", 0);
+    double scale = otter_node_attr_float(ctx->node, "spatial_scale", 1.0f);
+    if (oh < 1 || ow < 1 || sr < 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_height/output_width must be positive, sampling_ratio >= 0");
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, (int64_t[]){R, C, oh, ow});
+    if (!y) return OTTER_ERR_NOMEM;
+    float *yd = y->data;
+    const float *rd = rois->data;
+    double off = half_pixel ? 0.5 : 0.0;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = ot_get_i64(bi->data, bi->dtype, r);
+        if (b < 0 || b >= N)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "batch_indices[%lld] = %lld is outside [0, %lld)", (long long)r,
+                                (long long)b, (long long)N);
+        double x0 = rd[r * 4] * scale - off, y0 = rd[r * 4 + 1] * scale - off;
+        double x1 = rd[r * 4 + 2] * scale - off, y1 = rd[r * 4 + 3] * scale - off;
+        double rw = x1 - x0, rh = y1 - y0;
+        if (!half_pixel) {
+            rw = fmax(rw, 1.0);
+            rh = fmax(rh, 1.0);
+        }
+        double bh = rh / (double)oh, bw = rw / (double)ow;
+        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)oh), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)ow);
+        double count = (double)(gh * gw > 1 ? gh * gw : 1);
+        for (int64_t c = 0; c < C; c++) {
+            const float *plane = (const float *)x->data + (b * C + c) * H * W;
+            for (int64_t ph = 0; ph < oh; ph++)
+                for (int64_t pw = 0; pw < ow; pw++) {
+                    double acc = 0;
+                    bool first = true;
+                    for (int64_t iy = 0; iy < gh; iy++) {
+                        double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, v[4];
+                            roi_sample(plane, H, W, yy, xx, v);
+                            if (!max_mode) {
+                                acc += v[0] + v[1] + v[2] + v[3];
+                            } else {
+                                double m = fmax(fmax(v[0], v[1]), fmax(v[2], v[3]));
+                                acc = first || m > acc ? m : acc;
+                                first = false;
+                            }
+                        }
+                    }
+                    yd[((r * C + c) * oh + ph) * ow + pw] = (float)(max_mode ? acc : acc / count);
+                }
+        }
+    }
+    return OTTER_OK;
+}
+
+/* ---- MeanVarianceNormalization --------------------------------------------------------------- */
+
+/* ONNX's function body: (X - mean) / (sqrt(mean(X^2) - mean^2) + 1e-9) over `axes`. */
+static otter_status mvn_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    const otter_attr *a = otter_node_attr(ctx->node, "axes");
+    static const int64_t def_axes[] = {0, 2, 3};
+    const int64_t *axes = a ? a->ints : def_axes;
+    size_t n_axes = a ? a->n_ints : 3;
+    bool reduce[OTTER_MAX_RANK] = {false};
+    for (size_t k = 0; k < n_axes; k++) {
+        int64_t ax = axes[k];
+        if (!ot_norm_axis(&ax, x->rank))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axes[k],
+                                x->rank);
+        reduce[ax] = true;
+    }
+    int64_t n = otter_tensor_numel(x), groups = 1;
+    for (int k = 0; k < x->rank; k++)
+        if (!reduce[k]) groups *= x->dims[k];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    double *acc = ot_ctx_scratch(ctx, (size_t)(3 * groups + 1) * sizeof *acc);
+    int64_t *grp = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *grp);
+    if (!y || !acc || !grp) return OTTER_ERR_NOMEM;
+    memset(acc, 0, (size_t)(3 * groups) * sizeof *acc);
+    for (int64_t i = 0; i < n; i++) { /* group of element i: its index over the kept axes */
+        int64_t rem = i, g = 0, mul = 1;
+        for (int k = x->rank - 1; k >= 0; k--) {
+            int64_t c = rem % x->dims[k];
+            rem /= x->dims[k];
+            if (!reduce[k]) {
+                g += c * mul;
+                mul *= x->dims[k];
+            }
+        }
+        grp[i] = g;
+        double v = ot_get_f64(x->data, x->dtype, i);
+        acc[3 * g] += v;
+        acc[3 * g + 1] += v * v;
+        acc[3 * g + 2] += 1;
+    }
+    for (int64_t g = 0; g < groups; g++) {
+        double cnt = acc[3 * g + 2] > 0 ? acc[3 * g + 2] : 1, mean = acc[3 * g] / cnt;
+        double var = acc[3 * g + 1] / cnt - mean * mean;
+        acc[3 * g] = mean;
+        acc[3 * g + 1] = sqrt(var > 0 ? var : 0) + 1e-9;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double *s = acc + 3 * grp[i];
+        ot_set_f64(y->data, y->dtype, i, (ot_get_f64(x->data, x->dtype, i) - s[0]) / s[1]);
+    }
+    return OTTER_OK;
+}
+
+/* ---- Det ------------------------------------------------------------------------------------- */
+
+/* LU decomposition with partial pivoting in double, one matrix at a time. */
+static otter_status det_run(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2]) {
+        char a[96];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [..., M, M]",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
+    }
+    int64_t M = x->dims[x->rank - 1], mats = 1;
+    for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank - 2, x->dims);
+    double *a = ot_ctx_scratch(ctx, (size_t)(M * M + 1) * sizeof *a);
+    if (!y || !a) return OTTER_ERR_NOMEM;
+    for (int64_t m = 0; m < mats; m++) {
+        for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, m * M * M + i);
+        double det = 1;
+        for (int64_t c = 0; c < M && det != 0; c++) {
+            int64_t p = c;
+            for (int64_t r = c + 1; r < M; r++)
+                if (fabs(a[r * M + c]) > fabs(a[p * M + c])) p = r;
+            if (a[p * M + c] == 0) {
+                det = 0;
+                break;
+            }
+            if (p != c) {
+                for (int64_t k = 0; k < M; k++) {
+                    double t = a[c * M + k];
+                    a[c * M + k] = a[p * M + k];
+                    a[p * M + k] = t;
+                }
+                det = -det;
+            }
+            double piv = a[c * M + c];
+            det *= piv;
+            for (int64_t r = c + 1; r < M; r++) {
+                double f = a[r * M + c] / piv;
+                for (int64_t k = c; k < M; k++) a[r * M + k] -= f * a[c * M + k];
+            }
+        }
+        ot_set_f64(y->data, y->dtype, m, det);
+    }
+    return OTTER_OK;
+}
+
+const ot_op_def ot_ops_extra[] = {
+    {"", "NonMaxSuppression", 10, nms_run, 0},
+    {"", "NonMaxSuppression", 11, nms_run, 0},
+    {"", "StringNormalizer", 10, strnorm_run, 0},
+    {"", "TfIdfVectorizer", 9, tfidf_run, 0},
+    {"", "Unique", 11, unique_run, 0},
+    {"", "HannWindow", 17, hann_run, 0},
+    {"", "HammingWindow", 17, hamming_run, 0},
+    {"", "BlackmanWindow", 17, blackman_run, 0},
+    {"", "DFT", 17, dft_run, 0},
+    {"", "DFT", 20, dft_run, 0}, /* axis as input 2 */
+    {"", "STFT", 17, stft_run, 0},
+    {"", "MelWeightMatrix", 17, mel_run, 0},
+    {"", "RoiAlign", 10, roialign_run, 0},
+    {"", "RoiAlign", 16, roialign_run, 0}, /* coordinate_transformation_mode */
+    {"", "MeanVarianceNormalization", 9, mvn_run, 0},
+    {"", "MeanVarianceNormalization", 13, mvn_run, 0},
+    {"", "Det", 11, det_run, 0},
+    {0},
+};
