@@ -295,8 +295,8 @@ static otter_status npy_parse(otter_tensor **out, const void *data, size_t size,
     npy_header h;
     memset(&h, 0, sizeof h);
     OT_TRY(hdr_parse(&p, &h));
-    otter_dtype dt;
-    size_t itemsize;
+    otter_dtype dt = OTTER_DTYPE_UNDEFINED;
+    size_t itemsize = 0;
     OT_TRY(descr_to_dtype(what, h.descr, h.descr_len, &dt, &itemsize));
     if (h.fortran_order) {
         bool trivial = true; /* Fortran and C order coincide when at most one dim exceeds 1 */
