@@ -122,7 +122,7 @@ static void test_fixture(void) {
     CHECK(otter_checkpoint_param_count(c, OTTER_PARAM_FROZEN) == 0);
     CHECK(otter_checkpoint_group_count(c) == 0);
     CHECK(otter_checkpoint_property_count(c) == 0);
-    size_t file_n;
+    size_t file_n = 0;
     unsigned char *file = read_all(path, &file_n);
     int64_t total = 0;
     int found = 0;

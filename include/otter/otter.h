@@ -15,5 +15,6 @@
 #include "otter/blocks.h"
 #include "otter/artifacts.h"
 #include "otter/checkpoint.h"
+#include "otter/data.h"
 
 #endif

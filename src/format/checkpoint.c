@@ -735,7 +735,7 @@ static otter_status get_vector(const rd *r, const tab *t, int slot, size_t elem,
 
 /* A string at pos: its bytes (not copied) and length; NUL-terminated in the buffer. */
 static otter_status open_string(const rd *r, size_t pos, const char *what, const char **s, size_t *len) {
-    size_t n, e;
+    size_t n = 0, e = 0;
     OT_TRY(open_vector(r, pos, 1, 1, what, &n, &e));
     if (e + n >= r->n || r->b[e + n] != 0) return bad(pos, what, "string of %zu bytes is not NUL-terminated", n);
     *s = (const char *)r->b + e;
