@@ -55,8 +55,9 @@ typedef struct otter_training_session otter_training_session;
 /* Zero-initialized (or NULL): the defaults. */
 typedef struct otter_training_options {
     int n_threads; /* threads for the kernels (0: the available cores) */
-    /* Seed for Dropout masks (each train step and each Dropout node gets its own stream derived from the
-     * seed and the step); without it Dropout draws from an unseeded stream. */
+    /* Seed for Dropout masks: each Dropout node in each train step gets its own stream derived from the
+     * seed, the optimizer step and the train steps since it, so a run resumed from a checkpoint draws the
+     * same masks. Without it Dropout draws from an unseeded stream. */
     bool seed_set;
     uint64_t seed;
 } otter_training_options;

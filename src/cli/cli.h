@@ -64,5 +64,31 @@ int cmd_run(int argc, char **argv); /* src/cli/cmd_run.c, by the runtime */
 int cmd_checkpoint(int argc, char **argv); /* src/cli/cmd_checkpoint.c: ORT training checkpoints */
 int cmd_artifacts(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+int cmd_train(int argc, char **argv);  /* src/cli/cmd_train.c: train ORT-format artifacts on a dataset */
+int cmd_eval(int argc, char **argv);   /* src/cli/cmd_eval.c */
+int cmd_export(int argc, char **argv); /* src/cli/cmd_export.c */
+int cmd_params(int argc, char **argv); /* src/cli/cmd_params.c */
+
+/* Shared by train and eval (src/cli/cmd_eval.c). A batch fitted to the model's two user inputs (inputs and
+ * targets): the input reshaped to the model's per-sample dims, class labels turned one-hot when the model's
+ * target is float. Errors are printed. */
+#include "otter/data.h"
+#include "otter/training.h"
+typedef struct cli_batch_fit {
+    otter_tensor xv, yv;  /* headers to pass to the step */
+    otter_tensor *onehot; /* owned */
+} cli_batch_fit;
+bool cli_fit_batch(const char *verb, const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
+                   const otter_tensor *y, cli_batch_fit *f);
+void cli_fit_free(cli_batch_fit *f);
+typedef struct cli_eval_result {
+    double loss, accuracy; /* loss weighted by batch size; accuracy when has_accuracy */
+    bool has_accuracy;
+    long long n;
+} cli_eval_result;
+bool cli_evaluate(const char *verb, otter_training_session *s, const otter_dataset *ds, int64_t batch,
+                  cli_eval_result *r);
+/* A decimal integer >= lo. */
+bool cli_parse_int(const char *text, long long lo, long long *out);
 
 #endif

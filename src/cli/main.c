@@ -24,6 +24,10 @@ static const verb VERBS[] = {
     {"run", cmd_run, "run a model on .npy/.pb inputs; latency and memory with --repeat"},
     {"models", cmd_models, "build the seeds' MNIST DNN or CIFAR-10 CNN with the block API"},
     {"artifacts", cmd_artifacts, "training/eval/optimizer models and checkpoint in ONNX Runtime's format"},
+    {"train", cmd_train, "train ORT-format artifacts on a dataset (progress, per-epoch table, resume, plot)"},
+    {"eval", cmd_eval, "loss and accuracy of training artifacts on a dataset"},
+    {"export", cmd_export, "inference model from the eval model and a checkpoint's current weights"},
+    {"params", cmd_params, "parameter buffer layout: FLAT's shapes.json"},
     {"checkpoint", cmd_checkpoint, "ORT training checkpoint: info, dump to .npy + manifest.json, convert"},
 };
 

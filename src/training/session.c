@@ -667,7 +667,7 @@ static void seed_dropouts(otter_training_session *s) {
     if (!s->seed_set) return;
     for (size_t i = 0; i < s->n_dropouts; i++) {
         otter_attr *a = otter_node_attr_mut(s->dropouts[i], "seed");
-        int64_t v = (int64_t)(mix64(s->seed ^ mix64(s->n_train_steps * 1315423911ull + i)) >> 2);
+        int64_t v = (int64_t)(mix64(s->seed ^ mix64(((uint64_t)s->step << 20) + (s->since_opt << 8) + i)) >> 2);
         if (a && a->type == OTTER_ATTR_INT) {
             a->i = v; /* in place: the kernel reads it at run time; no allocation per step */
         } else if (otter_node_set_attr_int(s->dropouts[i], "seed", v) != OTTER_OK) {
@@ -680,7 +680,6 @@ void otter_training_set_seed(otter_training_session *s, uint64_t seed) {
     if (!s) return;
     s->seed_set = true;
     s->seed = seed;
-    s->n_train_steps = 0;
 }
 
 otter_status otter_training_train_step(otter_training_session *s, size_t n_inputs, const char *const *input_names,
@@ -697,7 +696,7 @@ otter_status otter_training_train_step(otter_training_session *s, size_t n_input
                                         n_outputs, s->train.user_out, outputs);
     if (st != OTTER_OK) return ot_error_context(st, "train step");
     s->accumulate = true;
-    s->n_train_steps++;
+    s->since_opt++;
     return OTTER_OK;
 }
 
@@ -750,6 +749,7 @@ otter_status otter_training_optimizer_step(otter_training_session *s) {
     else
         ot_sgd_update(s->lr, (int64_t)s->n_train, s->train_slab, s->grad_slab);
     s->step = t;
+    s->since_opt = 0;
     return OTTER_OK;
 }
 

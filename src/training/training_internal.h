@@ -65,7 +65,7 @@ struct otter_training_session {
     /* Dropout seeding */
     bool seed_set;
     uint64_t seed;
-    uint64_t n_train_steps;
+    uint64_t since_opt; /* train steps since the last optimizer step (Dropout stream index with step) */
     otter_node **dropouts;
     size_t n_dropouts;
 };

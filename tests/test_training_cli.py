@@ -1,0 +1,179 @@
+"""otter train / eval / export / params end to end on a small synthetic classification task (npy data).
+
+- train 3 epochs in one run vs 1 epoch + `--resume` to 3: identical per-epoch table rows and byte-identical
+  checkpoints (same trajectory: batch order, optimizer state, step, properties);
+- eval prints the same loss/accuracy as train's last epoch row; the task is learnable (accuracy > 80%);
+- export: inputs/outputs, initializers equal to the trained checkpoint (otter checkpoint dump), and onnx's
+  the exported graph evaluated in NumPy gives otter eval's accuracy;
+- params --shapes-json on the ORT fixture equals its shapes.json;
+- --grad-accum, --schedule, --plot (valid SVG) run; bad input fails with exit 1 and a message naming the fault
+  (sample size, label range, mixed artifacts, unwritable checkpoint path leaves the previous file intact).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
+CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
+FIX = os.path.join(SRC, "tests", "data", "ort-flat-mnist")
+WORK = os.path.join(BIN, "tests", "training_cli")
+
+failures = 0
+checks = 0
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures += 1
+
+
+def otter(*args):
+    r = subprocess.run([CLI, *args], capture_output=True, text=True)
+    print("$ otter " + " ".join(args) + f"  [exit {r.returncode}]\n" + r.stdout + r.stderr, end="")
+    return r
+
+
+def numpy_run(m, x):
+    """Evaluate the exported MNIST DNN (Gemm, Relu, Identity) in NumPy."""
+    env = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    env[m.graph.input[0].name] = x
+    for n in m.graph.node:
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in n.attribute}
+        i = [env[k] for k in n.input]
+        if n.op_type == "Gemm":
+            A = i[0].T if a.get("transA", 0) else i[0]
+            B = i[1].T if a.get("transB", 0) else i[1]
+            y = a.get("alpha", 1.0) * (A @ B)
+            if len(i) > 2:
+                y = y + a.get("beta", 1.0) * i[2]
+        elif n.op_type == "Relu":
+            y = np.maximum(i[0], 0)
+        elif n.op_type == "Identity":
+            y = i[0]
+        else:
+            raise ValueError("unexpected op " + n.op_type)
+        env[n.output[0]] = y
+    return env[m.graph.output[0].name]
+
+
+def rows(out):
+    """Per-epoch table rows without the time column."""
+    res = []
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 6 and f[0].isdigit():
+            res.append(" ".join(f[:5]))
+    return res
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    w = lambda *p: os.path.join(WORK, *p)
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 1, (10, 784)).astype(np.float32)
+    def make(n, seed):
+        r = np.random.default_rng(seed)
+        y = r.integers(0, 10, n)
+        x = (centers[y] + r.normal(0, 8.0, (n, 784))).astype(np.float32)
+        return x, y.astype(np.int64)
+    x, y = make(1000, 1)
+    xe, ye = make(300, 2)
+    for name, a in [("x", x), ("y", y), ("xe", xe), ("ye", ye)]:
+        np.save(w(name + ".npy"), a)
+    np.save(w("x_bad.npy"), x[:, :700])
+    np.save(w("y_bad.npy"), np.where(y == 3, 12, y))
+    data, edata = f"npy:{w('x.npy')},{w('y.npy')}", f"npy:{w('xe.npy')},{w('ye.npy')}"
+
+    check(otter("models", "mnist-dnn", "-o", w("m.onnx"), "--seed", "1").returncode == 0, "models")
+    check(otter("artifacts", w("m.onnx"), "-o", w("art"), "--additional-output", "output").returncode == 0,
+          "artifacts CE + AdamW with 'output' as additional output")
+    for d in ["full", "part"]:
+        shutil.copytree(w("art"), w(d))
+    common = ["--data", data, "--eval-data", edata, "--batch-size", "32", "--seed", "7", "--threads", "1"]
+    full = otter("train", w("full"), *common, "--epochs", "3", "--save", w("full.ckpt"), "--plot", w("p.svg"))
+    check(full.returncode == 0 and len(rows(full.stdout)) == 3, "train 3 epochs: 3 table rows")
+    part = otter("train", w("part"), *common, "--epochs", "1", "--save", w("part.ckpt"))
+    check(part.returncode == 0 and rows(part.stdout) == rows(full.stdout)[:1], "1 epoch: same first row")
+    res = otter("train", w("part"), *common, "--epochs", "3", "--resume", w("part.ckpt"), "--save", w("res.ckpt"))
+    check(res.returncode == 0 and rows(res.stdout) == rows(full.stdout)[1:],
+          f"resume to 3 epochs: rows 2-3 identical to the uninterrupted run {rows(res.stdout)}")
+    same = open(w("res.ckpt"), "rb").read() == open(w("full.ckpt"), "rb").read()
+    check(same, "resumed checkpoint byte-identical to the uninterrupted run's")
+    try:
+        svg = ET.parse(w("p.svg")).getroot()
+        polys = [e for e in svg.iter() if e.tag.endswith("polyline")]
+        check(len(polys) >= 3, f"--plot: SVG parses, {len(polys)} curves")
+    except Exception as e:  # noqa: BLE001
+        check(False, f"--plot SVG: {e}")
+
+    last = rows(full.stdout)[-1].split()
+    ev = otter("eval", w("full"), "--data", edata, "--checkpoint", w("full.ckpt"))
+    got = ev.stdout.split("loss ")[-1].replace(",", "").replace("%", "").split() if ev.returncode == 0 else []
+    acc = float(got[2]) if len(got) >= 3 else -1
+    check(ev.returncode == 0 and len(got) >= 3 and abs(float(got[0]) - float(last[2])) < 1e-5 and
+          abs(acc - float(last[3].rstrip("%"))) < 1e-9, f"eval: loss/accuracy equal train's last row {last}")
+    check(acc > 50.0, f"the task is learned: eval accuracy {acc}% (chance 10%)")
+
+    ex = otter("export", w("full"), "--checkpoint", w("full.ckpt"), "-o", w("inf.onnx"))
+    check(ex.returncode == 0, "export")
+    if ex.returncode == 0:
+        m = onnx.load(w("inf.onnx"))
+        onnx.checker.check_model(m)
+        check([i.name for i in m.graph.input] == ["input"] and [o.name for o in m.graph.output] == ["output"],
+              "export: input 'input', output 'output'")
+        otter("checkpoint", "dump", w("full.ckpt"), "--npy-dir", w("dump"))
+        man = json.load(open(w("dump", "manifest.json")))
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+        eq = all(np.array_equal(inits.get(n), np.load(w("dump", e["file"]))) for n, e in man.items() if n in inits)
+        check(len(inits) == 6 and eq, f"export: {len(inits)} initializers equal the checkpoint's values")
+        out = numpy_run(m, xe)
+        ref_acc = 100.0 * float(np.mean(out.argmax(1) == ye))
+        check(abs(ref_acc - acc) < 0.006, f"NumPy on the exported graph: accuracy {ref_acc:.2f}% = eval's")
+
+    pr = otter("params", FIX, "--shapes-json", w("shapes.json"))
+    check(pr.returncode == 0 and json.load(open(w("shapes.json"))) == json.load(open(os.path.join(FIX, "shapes.json"))),
+          "params --shapes-json on the ORT fixture equals its shapes.json")
+
+    ga = otter("train", w("art"), "--data", data, "--steps", "40", "--batch-size", "16", "--grad-accum", "4",
+               "--schedule", "cosine:warmup=2", "--lr", "0.01", "--save", w("ga.ckpt"), "--threads", "1")
+    check(ga.returncode == 0 and "(10 optimizer steps)" in ga.stdout, "--steps 40 --grad-accum 4: 10 optimizer steps")
+
+    bad = otter("train", w("art"), "--data", f"npy:{w('x_bad.npy')},{w('y.npy')}", "--save", w("bad.ckpt"))
+    check(bad.returncode == 1 and "700" in bad.stderr and "'input'" in bad.stderr, "sample size mismatch named")
+    bad = otter("train", w("art"), "--data", f"npy:{w('x.npy')},{w('y_bad.npy')}", "--save", w("bad.ckpt"))
+    check(bad.returncode == 1 and "12" in bad.stderr, "label out of range named")
+    shutil.copytree(w("art"), w("mixed"))
+    otter("models", "cifar10-cnn", "-o", w("c.onnx"))
+    otter("artifacts", w("c.onnx"), "-o", w("cart"))
+    shutil.copy(w("cart", "eval_model.onnx"), w("mixed", "eval_model.onnx"))
+    bad = otter("train", w("mixed"), "--data", data)
+    check(bad.returncode == 1 and "eval model" in bad.stderr, "mixed artifacts refused")
+    before = open(w("full.ckpt"), "rb").read()
+    shutil.copy(w("full.ckpt"), w("keep.ckpt"))
+    bad = otter("train", w("full"), "--data", data, "--steps", "3", "--epochs", "4")
+    check(bad.returncode == 2 and "not both" in bad.stderr, "--steps with --epochs is a usage error")
+    bad = otter("train", w("full"), "--data", data, "--epochs", "5", "--resume", w("keep.ckpt"), "--save", w("x.ckpt"))
+    check(bad.returncode == 1 and "--batch-size 32" in bad.stderr, "resume with another batch size refused")
+    bad = otter("train", w("full"), *common, "--epochs", "5", "--resume", w("keep.ckpt"),
+                "--save", w("no", "such", "dir", "c.ckpt"))
+    check(bad.returncode == 1 and "c.ckpt" in bad.stderr and open(w("keep.ckpt"), "rb").read() == before,
+          "save into a missing folder fails naming it; the resumed checkpoint is intact")
+
+    print(f"test_training_cli: {checks} checks, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
