@@ -35,6 +35,57 @@ extern "C" {
 
 typedef struct otter_session otter_session;
 
+/* ---- sequences and run arguments ------------------------------------------------------------- */
+
+/* A sequence of tensors of one element type (ONNX seq(tensor(T))). Each element is either owned
+ * by the sequence (freed with it) or a view the caller keeps alive: a sequence of views lets a
+ * graph update the caller's tensors in place (ONNX Runtime's optimizer graphs do). */
+typedef struct otter_sequence otter_sequence;
+
+/* elem_type UNDEFINED: taken from the first tensor added. */
+otter_status otter_sequence_create(otter_sequence **out, otter_dtype elem_type);
+/* Frees the sequence and the elements it owns (not views). NULL is fine. */
+void otter_sequence_free(otter_sequence *q);
+/* Add t at the end. append takes ownership of t on success (on failure t stays the caller's);
+ * append_view borrows t: the caller keeps it alive (and frees it) after the sequence is gone.
+ * t's element type must be the sequence's. */
+otter_status otter_sequence_append(otter_sequence *q, otter_tensor *t);
+otter_status otter_sequence_append_view(otter_sequence *q, otter_tensor *t);
+size_t otter_sequence_length(const otter_sequence *q);
+otter_dtype otter_sequence_elem_type(const otter_sequence *q);
+/* Element i (NULL when i is out of range); writable: the sequence's structure is what is const. */
+otter_tensor *otter_sequence_at(const otter_sequence *q, size_t i);
+
+/* One value a run takes or gives: a tensor, a sequence, or NONE (an ONNX optional without a
+ * value; an optional with a value is just its tensor or sequence). */
+typedef enum otter_arg_kind {
+    OTTER_ARG_UNSET = 0, /* outputs: nothing given, the session makes the value */
+    OTTER_ARG_TENSOR,
+    OTTER_ARG_SEQUENCE,
+    OTTER_ARG_NONE
+} otter_arg_kind;
+
+typedef struct otter_arg {
+    otter_arg_kind kind;
+    otter_tensor *tensor;     /* TENSOR */
+    otter_sequence *sequence; /* SEQUENCE */
+} otter_arg;
+
+static inline otter_arg otter_arg_of_tensor(otter_tensor *t) {
+    otter_arg a = {OTTER_ARG_TENSOR, t, NULL};
+    return a;
+}
+static inline otter_arg otter_arg_of_sequence(otter_sequence *q) {
+    otter_arg a = {OTTER_ARG_SEQUENCE, NULL, q};
+    return a;
+}
+static inline otter_arg otter_arg_none(void) {
+    otter_arg a = {OTTER_ARG_NONE, NULL, NULL};
+    return a;
+}
+/* Free the tensor and the sequence a holds (whatever its kind) and reset it to UNSET. */
+void otter_arg_free(otter_arg *a);
+
 /* Zero-initialized (or NULL): the defaults. */
 typedef struct otter_session_options {
     /* Threads every kernel may use, the caller's included (0: the available cores; 1: no pool). */
@@ -63,7 +114,8 @@ const otter_model *otter_session_model(const otter_session *s);
 int otter_session_threads(const otter_session *s);
 
 /* Inputs the caller must give (graph inputs that are not initializers) and outputs, in graph
- * order. The type points into the model: dims with value -1 are symbolic (param) or unknown. */
+ * order. The type points into the model: dims with value -1 are symbolic (param) or unknown; its
+ * kind tells tensors from sequences (OTTER_TYPE_SEQUENCE) and optionals. */
 size_t otter_session_input_count(const otter_session *s);
 size_t otter_session_output_count(const otter_session *s);
 const char *otter_session_input_name(const otter_session *s, size_t i);
@@ -83,6 +135,20 @@ const otter_type *otter_session_output_type(const otter_session *s, size_t i);
 otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *const *input_names,
                                const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
                                otter_tensor **outputs);
+
+/* The same with any kind of value: sequences (seq(tensor) inputs and outputs) and optionals.
+ * Inputs: a TENSOR or SEQUENCE is read in place (operators that update their inputs in place,
+ * such as com.microsoft AdamWOptimizer, SGDOptimizerV2 and InplaceClipGradNorm, write into the
+ * caller's tensors, a sequence's elements included); NONE binds an optional input to "no value".
+ * The kind must fit the declaration: seq(...) takes a SEQUENCE, optional(T) takes T or NONE.
+ * Outputs: an UNSET outputs[i] receives a new value (free it with otter_arg_free); a TENSOR with a
+ * tensor is filled in place as otter_session_run does; a SEQUENCE with a sequence gets its
+ * elements replaced by owned copies. When the output has no value (NONE) outputs[i].kind becomes
+ * NONE and a tensor or sequence given stays in it, still the caller's. otter_session_run is this
+ * call with TENSOR arguments; it refuses outputs that are not tensors. */
+otter_status otter_session_run_args(otter_session *s, size_t n_inputs, const char *const *input_names,
+                                    const otter_arg *inputs, size_t n_outputs, const char *const *output_names,
+                                    otter_arg *outputs);
 
 typedef struct otter_memory_stats {
     size_t arena_bytes;      /* planned peak: size of the arena holding every intermediate */

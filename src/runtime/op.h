@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "otter/ir.h"
+#include "otter/runtime.h"
 #include "otter/tensor.h"
 
 typedef struct ot_kernel_ctx ot_kernel_ctx;
@@ -61,10 +62,36 @@ void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_rang
 otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
                                  size_t n_out, otter_tensor **out);
 
+/* Same with values of any kind (sequences, optionals): in[i] are read (kind UNSET: an omitted
+ * optional input); out[i] UNSET on entry receives a new value the caller frees with
+ * otter_arg_free, a TENSOR / SEQUENCE given is filled as otter_session_run_args does. */
+otter_status ot_ctx_run_subgraph_args(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, const otter_arg *in,
+                                      size_t n_out, otter_arg *out);
+
+/* ---- sequences and optionals --------------------------------------------------------------------
+ * Only kernels flagged OT_OP_VALUES are given non-tensor inputs (for them ctx->inputs[i] is NULL
+ * where input i is a sequence or an optional without a value; others fail before they run). */
+
+/* Input i as an argument: kind UNSET when omitted (or beyond n_inputs), TENSOR, SEQUENCE or NONE.
+ * The sequence's elements may be written by in-place kernels; its structure is not to change. */
+otter_arg ot_ctx_input_arg(const ot_kernel_ctx *ctx, size_t i);
+/* Output i as a new, empty sequence of elem_type owned by the runtime; the kernel adds elements
+ * (otter_sequence_append / ot_seq_insert from runtime/value.h). NULL (error set) on failure. */
+otter_sequence *ot_ctx_output_sequence(ot_kernel_ctx *ctx, size_t i, otter_dtype elem_type);
+/* Output i is an optional without a value. */
+otter_status ot_ctx_output_none(ot_kernel_ctx *ctx, size_t i);
+/* Output i gets v: a tensor is copied into the planned output, a sequence is taken over
+ * (v->sequence becomes NULL), NONE is no value. The caller still frees v (otter_arg_free). */
+otter_status ot_ctx_output_arg(ot_kernel_ctx *ctx, size_t i, otter_arg *v);
+/* Output o is the sequence of input i after an in-place update (ONNX Runtime's aliased outputs):
+ * the same sequence when input i outlives the run or dies at this node, else an owned copy. */
+otter_status ot_ctx_output_sequence_inplace(ot_kernel_ctx *ctx, size_t o, size_t i);
+
 /* Flags describing a kernel to the planner. */
 enum {
     OT_OP_INPLACE0 = 1u << 0, /* output 0 may share input 0's buffer when input 0 dies here */
     OT_OP_NOFOLD = 1u << 1,   /* never constant-fold (random ops: results differ per run) */
+    OT_OP_VALUES = 1u << 2,   /* takes sequences / optionals (see above); never folded */
 };
 
 typedef struct ot_op_def {
@@ -85,6 +112,7 @@ extern const ot_op_def ot_ops_misc[];        /* Constant, Cast, Range, OneHot, R
 extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.preview.training ops */
 extern const ot_op_def ot_ops_rnn[];         /* RNN, GRU, LSTM */
 extern const ot_op_def ot_ops_quant[];       /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
+extern const ot_op_def ot_ops_sequence[];    /* Sequence*, Optional*, com.microsoft optimizers over sequences */
 extern const ot_op_def ot_ops_extra[];       /* NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
 
 /* The definition for (domain, op_type) at the given opset, or NULL. */

@@ -75,7 +75,7 @@ static void fl_free(freelist *f, size_t off, size_t size) {
 
 bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n) {
     for (size_t j = 0; j < n; j++) {
-        if (a[j].given != b[j].given) return false;
+        if (a[j].given != b[j].given || (b[j].given && a[j].kind != b[j].kind)) return false;
         if (b[j].given && (a[j].dtype != b[j].dtype || a[j].rank != b[j].rank ||
                            memcmp(a[j].dims, b[j].dims, (size_t)b[j].rank * sizeof(int64_t)) != 0))
             return false;

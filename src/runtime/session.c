@@ -9,7 +9,10 @@
  * Run: bind and check inputs, execute nodes in order, each value released after its last reader;
  * outputs are copied to the caller. A run whose input shapes match the plan places every output in
  * the arena (plan.c); otherwise values go to the heap, their sizes are recorded and a new plan is
- * made at the end of the run. */
+ * made at the end of the run.
+ * Values: a slot holds a tensor (cur), a sequence (seq, owned by the slot when a kernel made it,
+ * borrowed when it is the caller's or an enclosing graph's) or NONE (an optional without a value).
+ * Sequences live on the heap, outside the plan; only kernels flagged OT_OP_VALUES see them. */
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -246,6 +249,32 @@ static void release_data(rt_slot *sl) {
     sl->heap = NULL;
     sl->tensor.data = NULL;
     sl->cur = NULL;
+    if (sl->seq_owned) otter_sequence_free(sl->seq);
+    sl->seq = NULL;
+    sl->seq_owned = false;
+    sl->none = false;
+}
+
+static bool slot_has_value(const rt_slot *sl) { return sl->cur || sl->seq || sl->none; }
+
+static otter_arg slot_arg(const rt_slot *sl) {
+    if (sl->cur) return otter_arg_of_tensor(sl->cur);
+    if (sl->seq) return otter_arg_of_sequence(sl->seq);
+    if (sl->none) return otter_arg_none();
+    return (otter_arg){0};
+}
+
+static const char *arg_kind_name(otter_arg_kind k) {
+    switch (k) {
+    case OTTER_ARG_TENSOR:
+        return "a tensor";
+    case OTTER_ARG_SEQUENCE:
+        return "a sequence";
+    case OTTER_ARG_NONE:
+        return "an optional without a value";
+    default:
+        return "no value";
+    }
 }
 
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims) {
@@ -336,6 +365,115 @@ void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
     return (void *)(((uintptr_t)p + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
 }
 
+/* ---- sequences and optionals for kernels ---------------------------------------------------- */
+
+otter_arg ot_ctx_input_arg(const ot_kernel_ctx *ctx, size_t i) {
+    const rt_node *rn = rt_node_of(ctx);
+    if (i >= ctx->n_inputs || rn->in_slots[i] == RT_NONE) return (otter_arg){0};
+    return slot_arg(slot_target(ctx->runtime, rn->in_slots[i]));
+}
+
+/* Output i's slot with its old value released, or NULL (error set). */
+static rt_slot *output_slot(ot_kernel_ctx *ctx, size_t i) {
+    if (i >= ctx->n_outputs) {
+        ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs);
+        return NULL;
+    }
+    otter_session *s = ctx->runtime;
+    rt_node *rn = rt_node_of(ctx);
+    rt_slot *sl = &s->slots[rn->out_slots[i]];
+    release_data(sl);
+    sl->size = 0;
+    sl->is_string = false;
+    rn->out_ptrs[i] = NULL;
+    return sl;
+}
+
+otter_sequence *ot_ctx_output_sequence(ot_kernel_ctx *ctx, size_t i, otter_dtype elem_type) {
+    rt_slot *sl = output_slot(ctx, i);
+    if (!sl) return NULL;
+    otter_sequence *q = NULL;
+    if (otter_sequence_create(&q, elem_type) != OTTER_OK) {
+        ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: %s", i, otter_last_error());
+        return NULL;
+    }
+    sl->seq = q;
+    sl->seq_owned = true;
+    return q;
+}
+
+otter_status ot_ctx_output_none(ot_kernel_ctx *ctx, size_t i) {
+    rt_slot *sl = output_slot(ctx, i);
+    if (!sl) return OTTER_ERR_INVALID;
+    sl->none = true;
+    return OTTER_OK;
+}
+
+otter_status ot_ctx_output_arg(ot_kernel_ctx *ctx, size_t i, otter_arg *v) {
+    switch (v->kind) {
+    case OTTER_ARG_TENSOR: {
+        const otter_tensor *src = v->tensor;
+        if (!src) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: tensor is NULL", i);
+        otter_tensor *t = ot_ctx_output(ctx, i, src->dtype, src->rank, src->dims);
+        if (!t) return OTTER_ERR_INVALID;
+        int64_t n = otter_tensor_numel(src);
+        if (src->dtype == OTTER_DTYPE_STRING) {
+            const otter_bytes *sb = src->data;
+            otter_bytes *db = t->data;
+            for (int64_t k = 0; k < n; k++) {
+                db[k].data = ot_strndup(sb[k].data ? sb[k].data : "", sb[k].len);
+                if (!db[k].data) return ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: out of memory", i);
+                db[k].len = sb[k].len;
+            }
+        } else if (n) {
+            memcpy(t->data, src->data, otter_tensor_nbytes(src));
+        }
+        return OTTER_OK;
+    }
+    case OTTER_ARG_SEQUENCE: {
+        if (!v->sequence) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: sequence is NULL", i);
+        rt_slot *sl = output_slot(ctx, i);
+        if (!sl) return OTTER_ERR_INVALID;
+        sl->seq = v->sequence;
+        sl->seq_owned = true;
+        v->sequence = NULL;
+        return OTTER_OK;
+    }
+    case OTTER_ARG_NONE:
+        return ot_ctx_output_none(ctx, i);
+    default:
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: no value", i);
+    }
+}
+
+otter_status ot_ctx_output_sequence_inplace(ot_kernel_ctx *ctx, size_t o, size_t i) {
+    otter_session *s = ctx->runtime;
+    rt_node *rn = rt_node_of(ctx);
+    if (i >= ctx->n_inputs || rn->in_slots[i] == RT_NONE)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is omitted", i);
+    rt_slot *src = slot_target(s, rn->in_slots[i]);
+    if (!src->seq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is not a sequence", i);
+    rt_slot *dst = output_slot(ctx, o);
+    if (!dst) return OTTER_ERR_INVALID;
+    bool here = src >= s->slots && src < s->slots + s->n_slots;
+    if (!here || src->kind != RT_VALUE || !src->seq_owned) {
+        /* the caller's (or an enclosing graph's) value, or a VALUE borrowing one: alive for the
+         * whole run */
+        dst->seq = src->seq;
+        dst->seq_owned = false;
+    } else if (src->seq_owned && src->last_use == dst->producer) {
+        /* dies at this node: the output takes it over */
+        dst->seq = src->seq;
+        dst->seq_owned = true;
+        src->seq_owned = false;
+    } else {
+        otter_status st = ot_seq_clone(&dst->seq, src->seq);
+        if (st != OTTER_OK) return ot_ctx_error(ctx, st, "output %zu: %s", o, otter_last_error());
+        dst->seq_owned = true;
+    }
+    return OTTER_OK;
+}
+
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg) {
     const otter_session *s = ctx ? ctx->runtime : NULL;
     ot_pool_run(s ? s->pool : NULL, n, grain, fn, arg);
@@ -359,12 +497,19 @@ static otter_status exec_node(otter_session *s, rt_node *rn) {
         rt_slot *src = slot_target(s, rn->in_slots[i]);
         /* (a CONST's header lives in the slot array, which grows while nodes are folded at create) */
         if (src->kind == RT_CONST) src->cur = &src->tensor;
-        if (!src->cur) {
+        if (!slot_has_value(src)) {
             char label[256];
             node_label(nd, rn->index, label, sizeof label);
             s->err_named = true;
             return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' has no value (its producer did not write it)",
                             label, nd->inputs[i]);
+        }
+        if (!src->cur && !(rn->def->flags & OT_OP_VALUES)) {
+            char label[256];
+            node_label(nd, rn->index, label, sizeof label);
+            s->err_named = true;
+            return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' is %s; the operator takes tensors", label,
+                            nd->inputs[i], arg_kind_name(slot_arg(src).kind));
         }
         rn->in_ptrs[i] = src->cur;
     }
@@ -407,7 +552,8 @@ static bool inference_dropout(const otter_session *s, const otter_node *nd, int6
 
 static bool foldable(const otter_session *s, const rt_node *rn) {
     const otter_node *nd = rn->node;
-    if (!default_domain(nd->domain) || (rn->def->flags & OT_OP_NOFOLD) || nd->n_outputs == 0) return false;
+    if (!default_domain(nd->domain) || (rn->def->flags & (OT_OP_NOFOLD | OT_OP_VALUES)) || nd->n_outputs == 0)
+        return false;
     if (strncmp(nd->op_type, "Random", 6) == 0 || strcmp(nd->op_type, "Multinomial") == 0 ||
         strcmp(nd->op_type, "Bernoulli") == 0 || strcmp(nd->op_type, "Dropout") == 0)
         return false;
@@ -599,10 +745,12 @@ static otter_status build(otter_session *s) {
             s->inputs[s->n_inputs++] = si;
         }
         s->all_inputs[s->n_all_inputs++] = si;
-        if (v->has_type && v->type.kind != OTTER_TYPE_TENSOR && v->type.kind != OTTER_TYPE_NONE)
-            return ot_error(OTTER_ERR_UNSUPPORTED, "graph input '%s' is not a tensor (otter runs tensors only)",
-                            v->name);
-        if (v->has_type && v->type.rank > 0) {
+        if (v->has_type && v->type.kind != OTTER_TYPE_TENSOR && v->type.kind != OTTER_TYPE_NONE &&
+            v->type.kind != OTTER_TYPE_SEQUENCE && v->type.kind != OTTER_TYPE_OPTIONAL)
+            return ot_error(
+                OTTER_ERR_UNSUPPORTED,
+                "graph input '%s' is a map or a sparse tensor (otter runs tensors, sequences and optionals)", v->name);
+        if (v->has_type && v->type.kind == OTTER_TYPE_TENSOR && v->type.rank > 0) {
             int *ds = ot_calloc((size_t)v->type.rank, sizeof(int));
             if (!ds) return OT_NOMEM();
             s->slots[si].dim_sym = ds;
@@ -810,15 +958,12 @@ static void shape_str(const otter_tensor *t, char *buf, size_t cap) {
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-static otter_status check_input(otter_session *s, rt_slot *sl, const otter_tensor *t) {
-    const otter_value *v = sl->decl;
-    if (!v || !v->has_type || v->type.kind != OTTER_TYPE_TENSOR) return OTTER_OK;
-    const otter_type *ty = &v->type;
+static otter_status check_tensor(otter_session *s, rt_slot *sl, const otter_type *ty, const otter_tensor *t) {
     char shape[256];
     if (ty->has_elem_type && ty->elem_type != t->dtype)
         return ot_error(OTTER_ERR_INVALID, "input '%s': element type %s, expected %s", sl->name,
                         otter_dtype_name(t->dtype), otter_dtype_name(ty->elem_type));
-    if (ty->rank < 0) return OTTER_OK;
+    if (ty->rank < 0 || ty != &sl->decl->type) return OTTER_OK; /* shapes of top-level tensors only */
     shape_str(t, shape, sizeof shape);
     if (ty->rank != t->rank)
         return ot_error(OTTER_ERR_INVALID, "input '%s': rank %d (shape %s), expected rank %d", sl->name, t->rank, shape,
@@ -838,6 +983,44 @@ static otter_status check_input(otter_session *s, rt_slot *sl, const otter_tenso
                             "input '%s': dimension %d ('%s') is %lld (shape %s), but '%s' is %lld in an earlier input",
                             sl->name, d, sym->param, (long long)t->dims[d], shape, sym->param, (long long)sym->value);
         }
+    }
+    return OTTER_OK;
+}
+
+/* The kind (and for tensors the type and shape) of a value given for the input sl. */
+static otter_status check_input(otter_session *s, rt_slot *sl, const otter_arg *a) {
+    const otter_value *v = sl->decl;
+    const otter_type *ty = v && v->has_type ? &v->type : NULL;
+    if (ty && ty->kind == OTTER_TYPE_OPTIONAL) {
+        if (a->kind == OTTER_ARG_NONE) return OTTER_OK;
+        ty = ty->elem;
+    }
+    if (!ty || ty->kind == OTTER_TYPE_NONE) {
+        if (a->kind == OTTER_ARG_NONE)
+            return ot_error(OTTER_ERR_INVALID, "input '%s': no value given and the input is not optional", sl->name);
+        return OTTER_OK;
+    }
+    if (ty->kind == OTTER_TYPE_TENSOR) {
+        if (a->kind != OTTER_ARG_TENSOR)
+            return ot_error(OTTER_ERR_INVALID, "input '%s' is a tensor, %s was given", sl->name,
+                            arg_kind_name(a->kind));
+        return check_tensor(s, sl, ty, a->tensor);
+    }
+    if (ty->kind == OTTER_TYPE_SEQUENCE) {
+        if (a->kind != OTTER_ARG_SEQUENCE)
+            return ot_error(OTTER_ERR_INVALID, "input '%s' is a sequence, %s was given", sl->name,
+                            arg_kind_name(a->kind));
+        const otter_type *et = ty->elem;
+        otter_dtype got = otter_sequence_elem_type(a->sequence);
+        if (et && et->kind == OTTER_TYPE_TENSOR && et->has_elem_type && got != OTTER_DTYPE_UNDEFINED &&
+            got != et->elem_type)
+            return ot_error(OTTER_ERR_INVALID, "input '%s': sequence of %s, expected a sequence of %s", sl->name,
+                            otter_dtype_name(got), otter_dtype_name(et->elem_type));
+        for (size_t i = 0; i < a->sequence->n; i++)
+            if (!a->sequence->items[i] ||
+                (!a->sequence->items[i]->data && otter_tensor_numel(a->sequence->items[i]) > 0))
+                return ot_error(OTTER_ERR_ARGUMENT, "input '%s': sequence element %zu has no data", sl->name, i);
+        return OTTER_OK;
     }
     return OTTER_OK;
 }
@@ -887,58 +1070,157 @@ static otter_status copy_out(const otter_tensor *src, otter_tensor **dst, const 
     return OTTER_OK;
 }
 
+/* Where a run's inputs come from and its outputs go: tensors (otter_session_run,
+ * ot_ctx_run_subgraph) or arguments of any kind. */
+typedef struct rt_io {
+    const otter_tensor *const *in_t;
+    const otter_arg *in_a;
+    otter_tensor **out_t;
+    otter_arg *out_a;
+} rt_io;
+
+static otter_arg io_input(const rt_io *io, size_t i) {
+    if (io->in_a) return io->in_a[i];
+    return otter_arg_of_tensor((otter_tensor *)(uintptr_t)io->in_t[i]);
+}
+
+static otter_status copy_out_value(const rt_slot *v, const rt_io *io, size_t i, const char *name) {
+    otter_arg got = slot_arg(v);
+    if (!io->out_a) {
+        if (got.kind != OTTER_ARG_TENSOR)
+            return ot_error(OTTER_ERR_ARGUMENT, "output '%s' is %s: run with otter_session_run_args", name,
+                            arg_kind_name(got.kind));
+        return copy_out(got.tensor, &io->out_t[i], name);
+    }
+    otter_arg *d = &io->out_a[i];
+    if (got.kind == OTTER_ARG_NONE) {
+        d->kind = OTTER_ARG_NONE;
+        return OTTER_OK;
+    }
+    bool unset = d->kind == OTTER_ARG_UNSET || (d->kind == OTTER_ARG_NONE && !d->tensor && !d->sequence);
+    if (got.kind == OTTER_ARG_TENSOR) {
+        if (unset) {
+            d->tensor = NULL;
+            OT_TRY(copy_out(got.tensor, &d->tensor, name));
+            d->kind = OTTER_ARG_TENSOR;
+            return OTTER_OK;
+        }
+        if (!d->tensor)
+            return ot_error(OTTER_ERR_ARGUMENT, "output '%s' is a tensor, the argument given holds none", name);
+        OT_TRY(copy_out(got.tensor, &d->tensor, name));
+        d->kind = OTTER_ARG_TENSOR;
+        return OTTER_OK;
+    }
+    if (unset) {
+        OT_TRY(ot_seq_clone(&d->sequence, got.sequence));
+        d->kind = OTTER_ARG_SEQUENCE;
+        return OTTER_OK;
+    }
+    if (!d->sequence)
+        return ot_error(OTTER_ERR_ARGUMENT, "output '%s' is a sequence, the argument given holds none", name);
+    if (d->sequence == got.sequence) { /* the caller's own input sequence, updated in place */
+        d->kind = OTTER_ARG_SEQUENCE;
+        return OTTER_OK;
+    }
+    ot_seq_clear(d->sequence);
+    d->sequence->elem_type = got.sequence->elem_type;
+    for (size_t k = 0; k < got.sequence->n; k++) OT_TRY(ot_seq_insert_copy(d->sequence, k, got.sequence->items[k]));
+    d->kind = OTTER_ARG_SEQUENCE;
+    return OTTER_OK;
+}
+
 static void release_values(otter_session *s) {
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->slots[i].kind == RT_VALUE) release_data(&s->slots[i]);
     for (size_t k = 0; k < s->n_nodes; k++) free_scratch(&s->nodes[k]);
 }
 
-static otter_status bind_one(otter_session *s, size_t si, const otter_tensor *t, rt_key *cur) {
+/* Inputs get the initializer (if any) back; a caller's value is never freed here. */
+static void reset_inputs(otter_session *s) {
+    for (size_t j = 0; j < s->n_all_inputs; j++) {
+        rt_slot *sl = &s->slots[s->all_inputs[j]];
+        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
+        sl->seq = NULL;
+        sl->seq_owned = false;
+        sl->none = false;
+    }
+}
+
+static otter_status bind_one(otter_session *s, size_t si, otter_arg a, rt_key *cur) {
     rt_slot *sl = &s->slots[si];
-    if (!t) return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor is NULL", sl->name);
-    if (t->dtype == OTTER_DTYPE_UNDEFINED || (t->data == NULL && otter_tensor_numel(t) > 0))
-        return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor has no data", sl->name);
-    OT_TRY(check_input(s, sl, t));
-    sl->cur = (otter_tensor *)(uintptr_t)t;
+    switch (a.kind) {
+    case OTTER_ARG_TENSOR:
+        if (!a.tensor) return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor is NULL", sl->name);
+        if (a.tensor->dtype == OTTER_DTYPE_UNDEFINED || (a.tensor->data == NULL && otter_tensor_numel(a.tensor) > 0))
+            return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor has no data", sl->name);
+        break;
+    case OTTER_ARG_SEQUENCE:
+        if (!a.sequence) return ot_error(OTTER_ERR_ARGUMENT, "input '%s': sequence is NULL", sl->name);
+        break;
+    case OTTER_ARG_NONE:
+        break;
+    default:
+        return ot_error(OTTER_ERR_ARGUMENT, "input '%s': no value given (kind UNSET)", sl->name);
+    }
+    OT_TRY(check_input(s, sl, &a));
+    sl->cur = a.kind == OTTER_ARG_TENSOR ? a.tensor : NULL;
+    sl->seq = a.kind == OTTER_ARG_SEQUENCE ? a.sequence : NULL;
+    sl->seq_owned = false;
+    sl->none = a.kind == OTTER_ARG_NONE;
     for (size_t j = 0; j < s->n_all_inputs; j++)
         if (s->all_inputs[j] == si) {
             cur[j].given = true;
-            cur[j].dtype = t->dtype;
-            cur[j].rank = t->rank;
-            memcpy(cur[j].dims, t->dims, sizeof t->dims);
+            cur[j].kind = a.kind;
+            if (a.kind == OTTER_ARG_TENSOR) {
+                cur[j].dtype = a.tensor->dtype;
+                cur[j].rank = a.tensor->rank;
+                memcpy(cur[j].dims, a.tensor->dims, sizeof a.tensor->dims);
+            } else {
+                cur[j].dtype = a.kind == OTTER_ARG_SEQUENCE ? a.sequence->elem_type : OTTER_DTYPE_UNDEFINED;
+                cur[j].rank = 0;
+            }
         }
     return OTTER_OK;
 }
 
-static otter_status run_graph(otter_session *s, size_t n_in, const char *const *in_names, const otter_tensor *const *in,
-                              size_t n_out, const char *const *out_names, otter_tensor **out) {
-    if (n_in && !in) return ot_error(OTTER_ERR_ARGUMENT, "run: inputs is NULL");
-    if (n_out && !out) return ot_error(OTTER_ERR_ARGUMENT, "run: outputs is NULL");
+static otter_status run_graph(otter_session *s, size_t n_in, const char *const *in_names, size_t n_out,
+                              const char *const *out_names, const rt_io *io) {
+    if (n_in && !io->in_t && !io->in_a) return ot_error(OTTER_ERR_ARGUMENT, "run: inputs is NULL");
+    if (n_out && !io->out_t && !io->out_a) return ot_error(OTTER_ERR_ARGUMENT, "run: outputs is NULL");
     if (n_out > s->n_outputs && !out_names)
         return ot_error(OTTER_ERR_ARGUMENT, "run: %zu outputs asked for, the graph has %zu", n_out, s->n_outputs);
     rt_key *plan_key = s->key, *cur = s->key + s->n_all_inputs + 1;
-    for (size_t j = 0; j < s->n_all_inputs; j++) {
-        rt_slot *sl = &s->slots[s->all_inputs[j]];
-        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
-        cur[j].given = false;
-    }
+    reset_inputs(s);
+    for (size_t j = 0; j < s->n_all_inputs; j++) cur[j].given = false;
     for (size_t k = 0; k < s->n_syms; k++) s->syms[k].bound = false;
+    otter_status st = OTTER_OK;
     if (!in_names) {
         if (n_in > s->n_inputs)
-            return ot_error(OTTER_ERR_ARGUMENT, "run: %zu inputs given, the graph takes %zu", n_in, s->n_inputs);
-        for (size_t i = 0; i < n_in; i++) OT_TRY(bind_one(s, s->inputs[i], in[i], cur));
+            st = ot_error(OTTER_ERR_ARGUMENT, "run: %zu inputs given, the graph takes %zu", n_in, s->n_inputs);
+        for (size_t i = 0; i < n_in && st == OTTER_OK; i++) st = bind_one(s, s->inputs[i], io_input(io, i), cur);
     } else {
-        for (size_t i = 0; i < n_in; i++) {
+        for (size_t i = 0; i < n_in && st == OTTER_OK; i++) {
             const char *name = in_names[i] ? in_names[i] : "";
             size_t si = table_find(s, name);
             if (si == RT_NONE || !s->slots[si].decl)
-                return ot_error(OTTER_ERR_NOT_FOUND, "input '%s': the graph has no such input", name);
-            OT_TRY(bind_one(s, si, in[i], cur));
+                st = ot_error(OTTER_ERR_NOT_FOUND, "input '%s': the graph has no such input", name);
+            else
+                st = bind_one(s, si, io_input(io, i), cur);
         }
     }
-    for (size_t i = 0; i < s->n_inputs; i++)
-        if (!s->slots[s->inputs[i]].cur)
-            return ot_error(OTTER_ERR_INVALID, "input '%s' is missing", s->slots[s->inputs[i]].name);
+    for (size_t i = 0; i < s->n_inputs && st == OTTER_OK; i++) {
+        rt_slot *sl = &s->slots[s->inputs[i]];
+        if (slot_has_value(sl)) continue;
+        /* an optional input left out has no value */
+        if (sl->decl && sl->decl->has_type && sl->decl->type.kind == OTTER_TYPE_OPTIONAL)
+            sl->none = true;
+        else
+            st = ot_error(OTTER_ERR_INVALID, "input '%s' is missing", sl->name);
+    }
+    if (st != OTTER_OK) {
+        reset_inputs(s);
+        return st;
+    }
     /* same shapes as the plan? */
     if (!s->have_plan || !rt_key_equal(plan_key, cur, s->n_all_inputs)) {
         s->have_plan = rt_plan_activate(s, cur);
@@ -948,13 +1230,12 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
     for (size_t i = 0; i < s->n_slots; i++) {
         rt_slot *sl = &s->slots[i];
         if (sl->kind == RT_VALUE) {
-            if (sl->cur) release_data(sl);
+            if (slot_has_value(sl)) release_data(sl);
             sl->size = 0;
         } else if (sl->kind == RT_CONST) {
             sl->cur = &sl->tensor;
         }
     }
-    otter_status st = OTTER_OK;
     for (size_t e = 0; e < s->n_order && st == OTTER_OK; e++) {
         rt_node *rn = &s->nodes[s->order[e]];
         rn->scratch_size = 0;
@@ -973,17 +1254,14 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
             }
         }
         const char *name = s->graph->outputs[oi].name;
-        const otter_tensor *v = slot_target(s, s->outputs[oi])->cur;
-        if (!v)
+        const rt_slot *v = slot_target(s, s->outputs[oi]);
+        if (!slot_has_value(v))
             st = ot_error(OTTER_ERR_INVALID, "output '%s' was not produced", name);
         else
-            st = copy_out(v, &out[i], name);
+            st = copy_out_value(v, io, i, name);
     }
     release_values(s);
-    for (size_t j = 0; j < s->n_all_inputs; j++) {
-        rt_slot *sl = &s->slots[s->all_inputs[j]];
-        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
-    }
+    reset_inputs(s);
     s->stats.n_runs++;
     s->stats.n_heap_fallbacks = s->n_fallbacks;
     if (st == OTTER_OK && (!s->have_plan || s->n_fallbacks > 0)) {
@@ -997,11 +1275,19 @@ otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *co
                                const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
                                otter_tensor **outputs) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_run: session is NULL");
-    return run_graph(s, n_inputs, input_names, inputs, n_outputs, output_names, outputs);
+    rt_io io = {.in_t = inputs, .out_t = outputs};
+    return run_graph(s, n_inputs, input_names, n_outputs, output_names, &io);
 }
 
-otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
-                                 size_t n_out, otter_tensor **out) {
+otter_status otter_session_run_args(otter_session *s, size_t n_inputs, const char *const *input_names,
+                                    const otter_arg *inputs, size_t n_outputs, const char *const *output_names,
+                                    otter_arg *outputs) {
+    if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_run_args: session is NULL");
+    rt_io io = {.in_a = inputs, .out_a = outputs};
+    return run_graph(s, n_inputs, input_names, n_outputs, output_names, &io);
+}
+
+static otter_status run_sub(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, size_t n_out, const rt_io *io) {
     rt_node *rn = rt_node_of(ctx);
     otter_session *s = ctx->runtime;
     char label[256];
@@ -1018,10 +1304,22 @@ otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_
         return ot_error(OTTER_ERR_ARGUMENT, "node %s: %zu outputs asked of subgraph '%s', which has %zu", label, n_out,
                         g->name ? g->name : "", sub->n_outputs);
     }
-    otter_status st = run_graph(sub, n_in, NULL, (const otter_tensor *const *)in, n_out, NULL, out);
+    otter_status st = run_graph(sub, n_in, NULL, n_out, NULL, io);
     if (st != OTTER_OK) {
         s->err_named = true;
         return ot_error_context(st, "node %s, subgraph '%s': ", label, g->name ? g->name : "");
     }
     return OTTER_OK;
+}
+
+otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
+                                 size_t n_out, otter_tensor **out) {
+    rt_io io = {.in_t = (const otter_tensor *const *)in, .out_t = out};
+    return run_sub(ctx, g, n_in, n_out, &io);
+}
+
+otter_status ot_ctx_run_subgraph_args(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, const otter_arg *in,
+                                      size_t n_out, otter_arg *out) {
+    rt_io io = {.in_a = in, .out_a = out};
+    return run_sub(ctx, g, n_in, n_out, &io);
 }

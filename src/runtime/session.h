@@ -9,6 +9,7 @@
 #include "otter/runtime.h"
 #include "runtime/op.h"
 #include "runtime/threadpool.h"
+#include "runtime/value.h"
 
 #define RT_NONE    SIZE_MAX       /* omitted optional input */
 #define RT_FOREVER (SIZE_MAX - 1) /* last_use of a graph output */
@@ -26,7 +27,10 @@ typedef enum rt_slot_kind {
 typedef struct rt_slot {
     const char *name; /* points into the model ("" for an unnamed optional output) */
     rt_slot_kind kind;
-    otter_tensor *cur;   /* the value now (NULL: not available) */
+    otter_tensor *cur;   /* the value now when a tensor (NULL: none, or not a tensor) */
+    otter_sequence *seq; /* the value now when a sequence */
+    bool seq_owned;      /* seq is freed when the value dies (else the caller's or a parent's) */
+    bool none;           /* the value now is an optional without a value */
     otter_tensor tensor; /* header for VALUE / CONST slots */
     const otter_tensor *init;
     const otter_value *decl; /* graph-input declaration (INPUT, overridable INIT) */
@@ -67,6 +71,7 @@ typedef struct rt_node {
 
 typedef struct rt_key {
     bool given;
+    otter_arg_kind kind; /* sequences and NONE key on their kind only */
     otter_dtype dtype;
     int rank;
     int64_t dims[OTTER_MAX_RANK];
