@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF };
+enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD };
 
 typedef struct input_spec {
     const char *name;
@@ -28,7 +28,7 @@ typedef struct grad_case {
     const char *domain;
     int opset;
     int n_in;
-    input_spec in[4];
+    input_spec in[6];
     int n_out;
     void (*attrs)(otter_node *n);
     double tol; /* 0: the default */
@@ -56,7 +56,7 @@ static int64_t numel(const input_spec *s) {
     return n;
 }
 
-static bool is_wrt(const input_spec *s) { return s->kind == RAND || s->kind == POS; }
+static bool is_wrt(const input_spec *s) { return s->kind == RAND || s->kind == POS || s->kind == SPREAD; }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
 static otter_model *forward_model(const grad_case *c) {
@@ -64,7 +64,7 @@ static otter_model *forward_model(const grad_case *c) {
     CHECK_OK(otter_model_create(&m, c->label, c->opset ? c->opset : 17));
     if (c->domain) CHECK_OK(otter_model_set_opset(m, c->domain, 1));
     otter_graph *g = m->graph;
-    const char *names[4];
+    const char *names[6];
     for (int i = 0; i < c->n_in; i++) {
         const input_spec *s = &c->in[i];
         names[i] = s->name;
@@ -134,7 +134,7 @@ static void run_case(const grad_case *c) {
     otter_model *fwd = forward_model(c);
     otter_model *bwd;
     CHECK_OK(otter_model_clone(&bwd, fwd));
-    const char *wrt[4];
+    const char *wrt[6];
     size_t n_wrt = 0;
     for (int i = 0; i < c->n_in; i++)
         if (is_wrt(&c->in[i])) wrt[n_wrt++] = c->in[i].name;
@@ -147,16 +147,16 @@ static void run_case(const grad_case *c) {
         otter_model_free(bwd);
         return;
     }
-    char gnames[4][64];
-    const char *out_names[4];
+    char gnames[6][64];
+    const char *out_names[6];
     for (size_t k = 0; k < n_wrt; k++) {
         snprintf(gnames[k], sizeof gnames[k], "%s_grad", wrt[k]);
         out_names[k] = gnames[k];
         CHECK_OK(otter_graph_add_output(bwd->graph, gnames[k], OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     }
     /* Input values. */
-    otter_tensor *vals[4];
-    const char *in_names[4];
+    otter_tensor *vals[6];
+    const char *in_names[6];
     size_t n_vals = 0;
     for (int i = 0; i < c->n_in; i++) {
         const input_spec *s = &c->in[i];
@@ -165,11 +165,15 @@ static void run_case(const grad_case *c) {
         CHECK_OK(otter_tensor_create(&t, s->name, OTTER_DTYPE_FLOAT, s->rank, s->dims));
         float *d = t->data;
         for (int64_t e = 0; e < numel(s); e++)
-            d[e] = s->kind == MINUS_HALF ? -0.5f
-                   : s->kind == HALF     ? 0.5f
-                   : s->kind == POS      ? 0.5f + 0.5f * fabsf(frand())
-                   : s->kind == PROB     ? 0.5f + 0.4f * frand()
-                                         : away_from_kinks();
+            /* SPREAD: distinct values 0.1 apart, so a max never changes hands within eps. */
+            d[e] = s->kind == SPREAD       ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
+                   : s->kind == RATIO      ? 0.3f
+                   : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
+                   : s->kind == MINUS_HALF ? -0.5f
+                   : s->kind == HALF       ? 0.5f
+                   : s->kind == POS        ? 0.5f + 0.5f * fabsf(frand())
+                   : s->kind == PROB       ? 0.5f + 0.4f * frand()
+                                           : away_from_kinks();
         vals[n_vals] = t;
         in_names[n_vals++] = s->name;
     }
@@ -182,7 +186,7 @@ static void run_case(const grad_case *c) {
         fprintf(stderr, "%s: session failed: %s\n", c->label, otter_last_error());
         goto done;
     }
-    otter_tensor *grads[4] = {NULL};
+    otter_tensor *grads[6] = {NULL};
     st = otter_session_run(sb, n_vals, in_names, (const otter_tensor *const *)vals, n_wrt, out_names, grads);
     if (st != OTTER_OK) {
         tu_failures++;
@@ -260,6 +264,43 @@ static void a_nll_sum_ignore(otter_node *n) {
     otter_node_set_attr_string(n, "reduction", "sum");
     otter_node_set_attr_int(n, "ignore_index", 1);
 }
+
+static void a_conv(otter_node *n) {
+    int64_t k[2] = {3, 3}, p[4] = {1, 0, 1, 1}, st[2] = {2, 1};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+}
+static void a_conv_group(otter_node *n) {
+    int64_t k[1] = {3}, d[1] = {2};
+    otter_node_set_attr_ints(n, "kernel_shape", 1, k);
+    otter_node_set_attr_ints(n, "dilations", 1, d);
+    otter_node_set_attr_int(n, "group", 2);
+}
+static void a_convt(otter_node *n) {
+    int64_t k[2] = {3, 3}, st[2] = {2, 2}, p[4] = {1, 1, 0, 0};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+}
+static void a_pool(otter_node *n) {
+    int64_t k[2] = {2, 2}, st[2] = {2, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+}
+static void a_avgpool_pad(otter_node *n) {
+    int64_t k[2] = {3, 3}, p[4] = {1, 1, 1, 1};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+}
+static void a_axis_last(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
+static void a_bn_train(otter_node *n) {
+    otter_node_set_attr_int(n, "training_mode", 1);
+    otter_node_set_attr_float(n, "epsilon", 1e-3f);
+}
+static void a_dropout(otter_node *n) { otter_node_set_attr_int(n, "seed", 5); }
+static void a_sce(otter_node *n) { otter_node_set_attr_string(n, "reduction", "mean"); }
+static void a_gather(otter_node *n) { otter_node_set_attr_int(n, "axis", 1); }
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -351,6 +392,85 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(4, 3, 2)}, {"t", INTS, SHAPE(4, 2), {0, 2, 1, 1, 2, 0, 1, 0}}},
      1,
      a_nll_sum_ignore},
+    /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
+    {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"Tanh", "Tanh", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"Softmax", "Softmax", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 4)}}, 1, a_axis1},
+    {"LogSoftmax", "LogSoftmax", NULL, 0, 1, {{"x", RAND, SHAPE(3, 4)}}, 1, a_axis_last},
+    {"Conv 2-D strided padded",
+     "Conv",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(2, 2, 5, 4)}, {"w", RAND, SHAPE(3, 2, 3, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_conv},
+    {"Conv 1-D groups dilations",
+     "Conv",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(1, 4, 7)}, {"w", RAND, SHAPE(2, 2, 3)}},
+     1,
+     a_conv_group},
+    {"ConvTranspose",
+     "ConvTranspose",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 3)}, {"w", RAND, SHAPE(2, 3, 3, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_convt},
+    {"MaxPool", "MaxPool", NULL, 0, 1, {{"x", SPREAD, SHAPE(2, 2, 4, 4)}}, 1, a_pool},
+    {"AveragePool padded", "AveragePool", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 4, 4)}}, 1, a_avgpool_pad},
+    {"LayerNormalization",
+     "LayerNormalization",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(3, 4)}, {"s", RAND, SHAPE(4)}, {"b", RAND, SHAPE(4)}},
+     1,
+     a_axis_last},
+    {"BatchNormalization training",
+     "BatchNormalization",
+     NULL,
+     15,
+     5,
+     {{"x", RAND, SHAPE(4, 2, 3)},
+      {"s", RAND, SHAPE(2)},
+      {"b", RAND, SHAPE(2)},
+      {"m", FIXED, SHAPE(2)},
+      {"v", POS_FIXED, SHAPE(2)}},
+     1,
+     a_bn_train},
+    {"Dropout seeded",
+     "Dropout",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(4, 5)}, {"r", RATIO, 0, {0}}, {"t", BOOLS, 0, {1}}},
+     1,
+     a_dropout},
+    {"SoftmaxCrossEntropyLoss",
+     "SoftmaxCrossEntropyLoss",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(4, 3)}, {"t", INTS, SHAPE(4), {0, 2, 1, 2}}},
+     1,
+     a_sce},
+    {"Slice",
+     "Slice",
+     NULL,
+     0,
+     4,
+     {{"x", RAND, SHAPE(4, 5)},
+      {"st", INTS, SHAPE(2), {1, 0}},
+      {"en", INTS, SHAPE(2), {3, 5}},
+      {"ax", INTS, SHAPE(2), {0, 1}}},
+     1},
+    {"Gather", "Gather", NULL, 0, 2, {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(3), {2, 0, 2}}}, 1, a_gather},
 };
 
 int main(int argc, char **argv) {
