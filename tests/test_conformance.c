@@ -9,8 +9,11 @@
  * are in tests/conformance/tolerances.txt. Each case runs in a child process (fork) with a time
  * limit, so a crash or a hang in one kernel is reported as that case's failure.
  *
- * Cases whose graph inputs or outputs are not tensors (sequences, maps, optionals) are skipped:
- * otter's session runs tensors only.
+ * Inputs and outputs declared seq(tensor) or optional(...) are read from onnx's SequenceProto /
+ * OptionalProto files (decoded here: the protobuf-c bindings come from onnx.proto, which lacks
+ * them; the tensors inside go through otter_tensor_load_pb_from_memory), run through
+ * otter_session_run_args and compared element by element (kinds and lengths exactly). Cases with
+ * map inputs or outputs are skipped.
  *
  * Usage: test_conformance [--write-expected] [--list FILE] [--timeout SEC] [-v] [FILTER ...]
  *   default: compare with tests/conformance/expected_pass.txt (one case per line, `# case: reason`
@@ -224,6 +227,189 @@ static bool compare(const otter_tensor *got, const otter_tensor *exp, double rto
     return true;
 }
 
+/* ---- sequences and optionals ---- */
+
+/* onnx-data.proto: SequenceProto {1 name, 2 elem_type, 3 tensor_values, 4 sparse_tensor_values,
+ * 5 sequence_values, 6 map_values, 7 optional_values}; OptionalProto {1 name, 2 elem_type,
+ * 3 tensor_value, 4 sparse_tensor_value, 5 sequence_value, 6 map_value, 7 optional_value};
+ * elem_type: 0 undefined, 1 tensor, 2 sparse tensor, 3 sequence, 4 map, 5 optional. */
+static bool pb_varint(const unsigned char **p, const unsigned char *end, uint64_t *v) {
+    *v = 0;
+    for (int sh = 0; *p < end && sh < 64; sh += 7) {
+        unsigned char b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+/* Fields of a message: calls fn(field, wire type, payload, len, varint) for each; false when malformed. */
+typedef bool (*pb_field_fn)(void *ctx, unsigned field, const unsigned char *data, size_t len, uint64_t v, int wt);
+static bool pb_walk(const unsigned char *p, size_t n, pb_field_fn fn, void *ctx) {
+    const unsigned char *end = p + n;
+    while (p < end) {
+        uint64_t key, v = 0;
+        if (!pb_varint(&p, end, &key)) return false;
+        int wt = (int)(key & 7);
+        const unsigned char *data = NULL;
+        size_t len = 0;
+        if (wt == 0) {
+            if (!pb_varint(&p, end, &v)) return false;
+        } else if (wt == 2) {
+            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            data = p;
+            len = (size_t)v;
+            p += len;
+        } else if (wt == 1 || wt == 5) {
+            size_t w = wt == 1 ? 8 : 4;
+            if ((size_t)(end - p) < w) return false;
+            p += w;
+        } else {
+            return false;
+        }
+        if (!fn(ctx, (unsigned)(key >> 3), data, len, v, wt)) return false;
+    }
+    return true;
+}
+
+typedef struct pb_read {
+    otter_arg *out;
+    bool optional;
+    int64_t elem_type;
+    bool have_value;
+    char err[256];
+} pb_read;
+
+static bool read_message(const unsigned char *p, size_t n, bool optional, otter_arg *out, char *err, size_t cap);
+
+static bool on_field(void *vctx, unsigned field, const unsigned char *data, size_t len, uint64_t v, int wt) {
+    pb_read *r = vctx;
+    if (field == 2 && wt == 0) {
+        r->elem_type = (int64_t)v;
+        return true;
+    }
+    if (wt != 2 || field < 3 || field > 7) return true; /* name, unknown */
+    if (field != 3 && field != 5) {
+        snprintf(r->err, sizeof r->err, "field %u (sparse tensors, maps, nested optionals) is not supported", field);
+        return false;
+    }
+    if (r->optional) {
+        r->have_value = true;
+        if (field == 3) {
+            otter_tensor *t = NULL;
+            if (otter_tensor_load_pb_from_memory(&t, data, len) != OTTER_OK) {
+                snprintf(r->err, sizeof r->err, "optional's tensor: %s", otter_last_error());
+                return false;
+            }
+            *r->out = otter_arg_of_tensor(t);
+            return true;
+        }
+        return read_message(data, len, false, r->out, r->err, sizeof r->err);
+    }
+    if (field == 5) {
+        snprintf(r->err, sizeof r->err, "sequences of sequences are not supported");
+        return false;
+    }
+    otter_tensor *t = NULL;
+    if (otter_tensor_load_pb_from_memory(&t, data, len) != OTTER_OK ||
+        otter_sequence_append(r->out->sequence, t) != OTTER_OK) {
+        snprintf(r->err, sizeof r->err, "sequence element %zu: %s", otter_sequence_length(r->out->sequence),
+                 otter_last_error());
+        otter_tensor_free(t);
+        return false;
+    }
+    return true;
+}
+
+/* A SequenceProto (optional false) or an OptionalProto into *out. */
+static bool read_message(const unsigned char *p, size_t n, bool optional, otter_arg *out, char *err, size_t cap) {
+    pb_read r = {out, optional, 0, false, ""};
+    if (!optional) {
+        otter_sequence *q = NULL;
+        if (otter_sequence_create(&q, OTTER_DTYPE_UNDEFINED) != OTTER_OK) {
+            snprintf(err, cap, "%s", otter_last_error());
+            return false;
+        }
+        *out = otter_arg_of_sequence(q);
+    }
+    if (!pb_walk(p, n, on_field, &r)) {
+        snprintf(err, cap, "%s", r.err[0] ? r.err : "malformed protobuf");
+        otter_arg_free(out);
+        return false;
+    }
+    if (optional && !r.have_value) *out = otter_arg_none();
+    return true;
+}
+
+/* The value in path: a TensorProto, or a SequenceProto / OptionalProto when ty declares one. */
+static bool load_value(const char *path, const otter_type *ty, otter_arg *out, char *err, size_t cap) {
+    *out = (otter_arg){0};
+    if (!ty || (ty->kind != OTTER_TYPE_SEQUENCE && ty->kind != OTTER_TYPE_OPTIONAL)) {
+        otter_tensor *t = NULL;
+        if (otter_tensor_load_pb(&t, path) != OTTER_OK) {
+            snprintf(err, cap, "%s", otter_last_error());
+            return false;
+        }
+        *out = otter_arg_of_tensor(t);
+        return true;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "cannot open");
+        return false;
+    }
+    unsigned char *buf = NULL;
+    size_t n = 0, cap_b = 0;
+    for (;;) {
+        if (n == cap_b) {
+            cap_b = cap_b ? cap_b * 2 : 4096;
+            buf = realloc(buf, cap_b);
+        }
+        size_t got = fread(buf + n, 1, cap_b - n, f);
+        if (got == 0) break;
+        n += got;
+    }
+    fclose(f);
+    bool ok = read_message(buf, n, ty->kind == OTTER_TYPE_OPTIONAL, out, err, cap);
+    free(buf);
+    return ok;
+}
+
+static const char *kind_str(otter_arg_kind k) {
+    return k == OTTER_ARG_TENSOR     ? "a tensor"
+           : k == OTTER_ARG_SEQUENCE ? "a sequence"
+           : k == OTTER_ARG_NONE     ? "none"
+                                     : "unset";
+}
+
+static bool compare(const otter_tensor *got, const otter_tensor *exp, double rtol, double atol, char *msg, size_t cap,
+                    double *worst);
+
+/* Kinds, sequence lengths, then every tensor. */
+static bool compare_arg(const otter_arg *got, const otter_arg *exp, double rtol, double atol, char *msg, size_t cap,
+                        double *worst) {
+    if (got->kind != exp->kind) {
+        snprintf(msg, cap, "got %s, expected %s", kind_str(got->kind), kind_str(exp->kind));
+        return false;
+    }
+    if (exp->kind == OTTER_ARG_TENSOR) return compare(got->tensor, exp->tensor, rtol, atol, msg, cap, worst);
+    if (exp->kind != OTTER_ARG_SEQUENCE) return true;
+    size_t n = otter_sequence_length(exp->sequence);
+    if (otter_sequence_length(got->sequence) != n) {
+        snprintf(msg, cap, "sequence of %zu tensors, expected %zu", otter_sequence_length(got->sequence), n);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char m[768];
+        if (!compare(otter_sequence_at(got->sequence, i), otter_sequence_at(exp->sequence, i), rtol, atol, m, sizeof m,
+                     worst)) {
+            snprintf(msg, cap, "sequence element %zu: %s", i, m);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- one case, in the child ---- */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -256,9 +442,14 @@ static int file_index(const char *name) {
     return u ? atoi(u + 1) : -1;
 }
 
-static bool non_tensor(const otter_value *v) {
-    return v->has_type && v->type.kind != OTTER_TYPE_TENSOR && v->type.kind != OTTER_TYPE_NONE;
+/* Maps (and sparse tensors) are what the harness cannot feed or compare. */
+static bool unsupported_value(const otter_type *t) {
+    if (!t) return false;
+    if (t->kind == OTTER_TYPE_MAP || t->kind == OTTER_TYPE_SPARSE_TENSOR) return true;
+    if (t->kind == OTTER_TYPE_SEQUENCE || t->kind == OTTER_TYPE_OPTIONAL) return unsupported_value(t->elem);
+    return false;
 }
+static bool non_tensor(const otter_value *v) { return v->has_type && unsupported_value(&v->type); }
 
 static char run_case(const char *dir, const char *name, char *msg, size_t cap) {
     char path[8192];
@@ -270,13 +461,13 @@ static char run_case(const char *dir, const char *name, char *msg, size_t cap) {
     }
     for (size_t i = 0; i < m->graph->n_inputs; i++)
         if (non_tensor(&m->graph->inputs[i])) {
-            snprintf(msg, cap, "input '%s' is not a tensor", m->graph->inputs[i].name);
+            snprintf(msg, cap, "input '%s' is a map or sparse tensor", m->graph->inputs[i].name);
             otter_model_free(m);
             return R_SKIP;
         }
     for (size_t i = 0; i < m->graph->n_outputs; i++)
         if (non_tensor(&m->graph->outputs[i])) {
-            snprintf(msg, cap, "output '%s' is not a tensor", m->graph->outputs[i].name);
+            snprintf(msg, cap, "output '%s' is a map or sparse tensor", m->graph->outputs[i].name);
             otter_model_free(m);
             return R_SKIP;
         }
@@ -306,27 +497,29 @@ static char run_case(const char *dir, const char *name, char *msg, size_t cap) {
         snprintf(sd, sizeof sd, "%s/%s", dir, sets[k]);
         char **ins = NULL, **outs = NULL;
         size_t n_in = list_dir(sd, "input_", &ins), n_out = list_dir(sd, "output_", &outs);
-        otter_tensor **in = calloc(n_in + 1, sizeof *in), **exp = calloc(n_out + 1, sizeof *exp),
-                     **got = calloc(n_out + 1, sizeof *got);
+        otter_arg *in = calloc(n_in + 1, sizeof *in), *exp = calloc(n_out + 1, sizeof *exp),
+                  *got = calloc(n_out + 1, sizeof *got);
         for (size_t i = 0; i < n_in && result == R_PASS; i++) {
             snprintf(path, sizeof path, "%s/%s", sd, ins[i]);
             int idx = file_index(ins[i]);
+            char m2[512];
             if (idx < 0 || (size_t)idx >= n_in) {
                 snprintf(msg, cap, "%s: unexpected file name", path);
                 result = R_FAIL;
-            } else if (otter_tensor_load_pb(&in[idx], path) != OTTER_OK) {
-                snprintf(msg, cap, "%s/%s: %s", sets[k], ins[i], otter_last_error());
+            } else if (!load_value(path, otter_session_input_type(s, (size_t)idx), &in[idx], m2, sizeof m2)) {
+                snprintf(msg, cap, "%s/%s: %s", sets[k], ins[i], m2);
                 result = R_FAIL;
             }
         }
         for (size_t i = 0; i < n_out && result == R_PASS; i++) {
             snprintf(path, sizeof path, "%s/%s", sd, outs[i]);
             int idx = file_index(outs[i]);
+            char m2[512];
             if (idx < 0 || (size_t)idx >= n_out) {
                 snprintf(msg, cap, "%s: unexpected file name", path);
                 result = R_FAIL;
-            } else if (otter_tensor_load_pb(&exp[idx], path) != OTTER_OK) {
-                snprintf(msg, cap, "%s/%s: %s", sets[k], outs[i], otter_last_error());
+            } else if (!load_value(path, otter_session_output_type(s, (size_t)idx), &exp[idx], m2, sizeof m2)) {
+                snprintf(msg, cap, "%s/%s: %s", sets[k], outs[i], m2);
                 result = R_FAIL;
             }
         }
@@ -334,28 +527,30 @@ static char run_case(const char *dir, const char *name, char *msg, size_t cap) {
          * bfloat16): read them as the bfloat16 the graph declares. */
         for (size_t i = 0; i < n_in && result == R_PASS; i++) {
             const otter_type *ty = otter_session_input_type(s, i);
-            if (in[i] && ty && ty->elem_type == OTTER_DTYPE_BFLOAT16 && in[i]->dtype == OTTER_DTYPE_UINT16)
-                in[i]->dtype = OTTER_DTYPE_BFLOAT16;
+            otter_tensor *t = in[i].tensor;
+            if (t && ty && ty->elem_type == OTTER_DTYPE_BFLOAT16 && t->dtype == OTTER_DTYPE_UINT16)
+                t->dtype = OTTER_DTYPE_BFLOAT16;
         }
         for (size_t i = 0; i < n_out && result == R_PASS; i++) {
             const otter_type *ty = otter_session_output_type(s, i);
-            if (exp[i] && ty && ty->elem_type == OTTER_DTYPE_BFLOAT16 && exp[i]->dtype == OTTER_DTYPE_UINT16)
-                exp[i]->dtype = OTTER_DTYPE_BFLOAT16;
+            otter_tensor *t = exp[i].tensor;
+            if (t && ty && ty->elem_type == OTTER_DTYPE_BFLOAT16 && t->dtype == OTTER_DTYPE_UINT16)
+                t->dtype = OTTER_DTYPE_BFLOAT16;
         }
         if (result == R_PASS && n_out > otter_session_output_count(s)) {
             snprintf(msg, cap, "%zu expected outputs, the graph has %zu", n_out, otter_session_output_count(s));
             result = R_FAIL;
         }
         /* Twice: the first run records sizes on the heap, the second runs from the arena plan
-         * (outputs filled in place into the first run's tensors). */
+         * (outputs filled in place into the first run's tensors and sequences). */
         for (int pass = 0; pass < 2 && result == R_PASS; pass++) {
-            if (otter_session_run(s, n_in, NULL, (const otter_tensor *const *)in, n_out, NULL, got) != OTTER_OK) {
+            if (otter_session_run_args(s, n_in, NULL, in, n_out, NULL, got) != OTTER_OK) {
                 snprintf(msg, cap, "%s: run%s: %s", sets[k], pass ? " (planned)" : "", otter_last_error());
                 result = R_FAIL;
             }
             for (size_t i = 0; i < n_out && result == R_PASS; i++) {
                 char m2[1024];
-                if (!compare(got[i], exp[i], rtol, atol, m2, sizeof m2, &worst)) {
+                if (!compare_arg(&got[i], &exp[i], rtol, atol, m2, sizeof m2, &worst)) {
                     snprintf(msg, cap, "%s output %zu ('%s')%s: %s", sets[k], i, otter_session_output_name(s, i),
                              pass ? " in the planned run" : "", m2);
                     result = R_FAIL;
@@ -363,10 +558,10 @@ static char run_case(const char *dir, const char *name, char *msg, size_t cap) {
                 n_outputs_checked++;
             }
         }
-        for (size_t i = 0; i < n_in; i++) otter_tensor_free(in[i]);
+        for (size_t i = 0; i < n_in; i++) otter_arg_free(&in[i]);
         for (size_t i = 0; i < n_out; i++) {
-            otter_tensor_free(exp[i]);
-            otter_tensor_free(got[i]);
+            otter_arg_free(&exp[i]);
+            otter_arg_free(&got[i]);
         }
         free(in);
         free(exp);
