@@ -1,6 +1,6 @@
 /* Miscellaneous operators: Constant, ConstantOfShape, Cast, CastLike, Range, OneHot, EyeLike, Shape,
  * Size, Identity, Dropout, NonZero, Trilu, and the control-flow operators If and Loop (through
- * ot_ctx_run_subgraph). */
+ * ot_ctx_run_subgraph_args: their values may be sequences and optionals) and Scan. */
 #include <math.h>
 #include <stdio.h>
 
@@ -531,13 +531,31 @@ static otter_status if_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "'%s' has %zu outputs, the node %zu", bn, g->n_outputs,
                             ctx->n_outputs);
     size_t n = ctx->n_outputs;
-    otter_tensor **outs = ot_calloc(n ? n : 1, sizeof *outs);
+    otter_arg *outs = ot_calloc(n ? n : 1, sizeof *outs); /* tensors, sequences or optionals */
     if (!outs) return OT_NOMEM();
-    otter_status s = ot_ctx_run_subgraph(ctx, g, 0, NULL, n, outs);
-    for (size_t i = 0; s == OTTER_OK && i < n; i++) s = output_copy(ctx, i, outs[i]);
-    free_tensors(outs, n);
+    otter_status s = ot_ctx_run_subgraph_args(ctx, g, 0, NULL, n, outs);
+    for (size_t i = 0; s == OTTER_OK && i < n; i++) s = ot_ctx_output_arg(ctx, i, &outs[i]);
+    for (size_t i = 0; i < n; i++) otter_arg_free(&outs[i]);
     ot_free(outs);
     return s;
+}
+
+/* A deep copy of a value (a sequence's elements become owned copies). */
+static otter_status arg_clone(otter_arg *dst, otter_arg src) {
+    *dst = (otter_arg){src.kind, NULL, NULL};
+    if (src.kind == OTTER_ARG_TENSOR) return otter_tensor_clone(&dst->tensor, src.tensor);
+    if (src.kind != OTTER_ARG_SEQUENCE) return OTTER_OK;
+    OT_TRY(otter_sequence_create(&dst->sequence, otter_sequence_elem_type(src.sequence)));
+    for (size_t i = 0; i < otter_sequence_length(src.sequence); i++) {
+        otter_tensor *t = NULL;
+        OT_TRY(otter_tensor_clone(&t, otter_sequence_at(src.sequence, i)));
+        otter_status s = otter_sequence_append(dst->sequence, t);
+        if (s != OTTER_OK) {
+            otter_tensor_free(t);
+            return s;
+        }
+    }
+    return OTTER_OK;
 }
 
 /* Scan outputs of Loop: every iteration's value appended. */
@@ -564,9 +582,10 @@ static otter_status loop_run(ot_kernel_ctx *ctx) {
     if (ctx->n_outputs != nc + nscan)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "node has %zu outputs, body gives %zu", ctx->n_outputs, nc + nscan);
     otter_status s = OTTER_OK;
-    otter_tensor **carried = ot_calloc(nc + 1, sizeof *carried);
-    otter_tensor **in = ot_calloc(nc + 2, sizeof *in);
-    otter_tensor **out = ot_calloc(g->n_outputs, sizeof *out);
+    /* loop-carried values may be sequences or optionals; scan outputs are tensors */
+    otter_arg *carried = ot_calloc(nc + 1, sizeof *carried);
+    otter_arg *in = ot_calloc(nc + 2, sizeof *in);
+    otter_arg *out = ot_calloc(g->n_outputs, sizeof *out);
     scan_acc *acc = ot_calloc(nscan + 1, sizeof *acc);
     otter_tensor *iter_t = NULL, *cond_t = NULL;
     if (!carried || !in || !out || !acc) {
@@ -574,32 +593,38 @@ static otter_status loop_run(ot_kernel_ctx *ctx) {
         goto done;
     }
     for (size_t i = 0; i < nc; i++) {
-        const otter_tensor *v = ot_ctx_input(ctx, i + 2);
-        if (!v) {
+        otter_arg v = ot_ctx_input_arg(ctx, i + 2);
+        if (v.kind == OTTER_ARG_UNSET) {
             s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "omitted loop-carried input %zu", i + 2);
             goto done;
         }
-        if ((s = otter_tensor_clone(&carried[i], v)) != OTTER_OK) goto done;
+        if ((s = arg_clone(&carried[i], v)) != OTTER_OK) goto done;
     }
     if ((s = otter_tensor_create(&iter_t, NULL, OTTER_DTYPE_INT64, 0, NULL)) != OTTER_OK) goto done;
     if ((s = otter_tensor_create(&cond_t, NULL, OTTER_DTYPE_BOOL, 0, NULL)) != OTTER_OK) goto done;
     for (int64_t it = 0; it < max_trip && cond; it++) {
         *(int64_t *)iter_t->data = it;
         *(uint8_t *)cond_t->data = cond;
-        in[0] = iter_t;
-        in[1] = cond_t;
+        in[0] = otter_arg_of_tensor(iter_t);
+        in[1] = otter_arg_of_tensor(cond_t);
         for (size_t i = 0; i < nc; i++) in[i + 2] = carried[i];
-        if ((s = ot_ctx_run_subgraph(ctx, g, nc + 2, in, g->n_outputs, out)) != OTTER_OK) goto done;
-        cond = ot_get_f64(out[0]->data, out[0]->dtype, 0) != 0;
-        otter_tensor_free(out[0]);
-        out[0] = NULL;
+        if ((s = ot_ctx_run_subgraph_args(ctx, g, nc + 2, in, g->n_outputs, out)) != OTTER_OK) goto done;
+        for (size_t k = 0; k < 1 + nscan; k++) {
+            otter_arg *o = &out[k ? 1 + nc + k - 1 : 0];
+            if (o->kind != OTTER_ARG_TENSOR) {
+                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "body output %zu must be a tensor", k ? 1 + nc + k - 1 : 0);
+                goto done;
+            }
+        }
+        cond = ot_get_f64(out[0].tensor->data, out[0].tensor->dtype, 0) != 0;
+        otter_arg_free(&out[0]);
         for (size_t i = 0; i < nc; i++) {
-            otter_tensor_free(carried[i]);
+            otter_arg_free(&carried[i]);
             carried[i] = out[1 + i];
-            out[1 + i] = NULL;
+            out[1 + i] = (otter_arg){0};
         }
         for (size_t k = 0; k < nscan; k++) {
-            otter_tensor *v = out[1 + nc + k];
+            otter_tensor *v = out[1 + nc + k].tensor;
             scan_acc *a = &acc[k];
             size_t nb = otter_tensor_nbytes(v);
             if (a->count == 0) {
@@ -621,11 +646,10 @@ static otter_status loop_run(ot_kernel_ctx *ctx) {
             if (nb) memcpy(a->data + a->bytes, v->data, nb);
             a->bytes += nb;
             a->count++;
-            otter_tensor_free(v);
-            out[1 + nc + k] = NULL;
+            otter_arg_free(&out[1 + nc + k]);
         }
     }
-    for (size_t i = 0; i < nc && s == OTTER_OK; i++) s = output_copy(ctx, i, carried[i]);
+    for (size_t i = 0; i < nc && s == OTTER_OK; i++) s = ot_ctx_output_arg(ctx, i, &carried[i]);
     for (size_t k = 0; k < nscan && s == OTTER_OK; k++) {
         scan_acc *a = &acc[k];
         int64_t dims[OTTER_MAX_RANK];
@@ -645,8 +669,10 @@ static otter_status loop_run(ot_kernel_ctx *ctx) {
         if (a->bytes) memcpy(y->data, a->data, a->bytes);
     }
 done:
-    if (carried) free_tensors(carried, nc);
-    if (out) free_tensors(out, g->n_outputs);
+    if (carried)
+        for (size_t i = 0; i < nc; i++) otter_arg_free(&carried[i]);
+    if (out)
+        for (size_t i = 0; i < g->n_outputs; i++) otter_arg_free(&out[i]);
     if (acc)
         for (size_t k = 0; k < nscan; k++) ot_free(acc[k].data);
     otter_tensor_free(iter_t);
@@ -878,8 +904,8 @@ const ot_op_def ot_ops_misc[] = {
     {"", "Dropout", 10, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* bool mask */
     {"", "Dropout", 12, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* ratio, training_mode inputs */
     {"", "NonZero", 9, nonzero_run, 0},
-    {"", "If", 1, if_run, 0},
-    {"", "Loop", 1, loop_run, 0},
+    {"", "If", 1, if_run, OT_OP_VALUES},     /* branches may give sequences and optionals */
+    {"", "Loop", 1, loop_run, OT_OP_VALUES}, /* loop-carried values too */
     {"", "Scan", 8, scan_run, 0},
     {"", "Scan", 9, scan_run, 0}, /* no batch axis; per-input axes and directions */
     {0},
