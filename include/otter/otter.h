@@ -16,5 +16,6 @@
 #include "otter/artifacts.h"
 #include "otter/checkpoint.h"
 #include "otter/data.h"
+#include "otter/training.h"
 
 #endif

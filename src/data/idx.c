@@ -153,8 +153,8 @@ static otter_status idx_header(const char *path, bool gz, const uint8_t *d, size
 otter_status ot_idx_load_pair(ot_data_raw *raw, const char *images, const char *labels, int64_t ncls) {
     uint8_t *img = NULL, *lab = NULL;
     size_t in = 0, ln = 0;
-    bool igz, lgz;
-    uint32_t idims[3], ldims[1];
+    bool igz = false, lgz = false;
+    uint32_t idims[3] = {0}, ldims[1] = {0};
     size_t ih = 0, lh = 0;
     otter_status s = ot_read_maybe_gzip(images, &img, &in, &igz);
     if (s == OTTER_OK) s = idx_header(images, igz, img, in, 3, "image", idims, &ih);
