@@ -136,6 +136,7 @@ static void grad_maxpool(ot_grad *g, otter_node *n) {
     otter_node *x =
         ot_grad_emit(g, "MaxPoolGrad", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), indices}, 1, &dx);
     ot_grad_copy_attrs(g, x, n);
+    ot_grad_declare_like(g, dx, IN(0));
 }
 
 static void grad_avgpool(ot_grad *g, otter_node *n) {
