@@ -424,9 +424,28 @@ static char *artifact_path(const char *dir, const char *prefix, const char *name
     return ot_sprintf("%s/%s%s", dir, prefix ? prefix : "", name);
 }
 
+/* mkdir -p */
+static otter_status make_dirs(const char *dir) {
+    char *path = ot_strdup(dir);
+    if (!path) return OT_NOMEM();
+    otter_status s = OTTER_OK;
+    for (char *p = path + 1;; p++) {
+        char c = *p;
+        if (c != '/' && c != '\0') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            s = ot_error(OTTER_ERR_IO, "%s: cannot create the folder: %s", path, strerror(errno));
+            break;
+        }
+        *p = c;
+        if (!c) break;
+    }
+    ot_free(path);
+    return s;
+}
+
 otter_status otter_artifacts_write(const otter_artifacts *a, const char *dir, const otter_artifacts_options *opts) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ot_error(OTTER_ERR_IO, "%s: cannot create the folder: %s", dir, strerror(errno));
+    OT_TRY(make_dirs(dir));
     const char *prefix = opts ? opts->prefix : NULL;
     struct {
         const char *name;
