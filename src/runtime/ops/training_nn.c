@@ -804,7 +804,7 @@ otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx) {
     double wsum = 0, lsum = 0;
     for (int64_t i = 0; s == OTTER_OK && i < g.N; i++)
         for (int64_t d = 0; d < g.D && s == OTTER_OK; d++) {
-            int64_t t;
+            int64_t t = 0;
             s = sce_label(ctx, lab, &g, i * g.D + d, &t);
             if (s != OTTER_OK) break;
             if (t < 0) {
@@ -860,7 +860,7 @@ otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' must have log_prob's size", ot_ctx_input_name(ctx, 5));
     double wsum = 0;
     for (int64_t k = 0; k < nt; k++) {
-        int64_t t;
+        int64_t t = 0;
         OT_TRY(sce_label(ctx, lab, &g, k, &t));
         if (t >= 0) wsum += w ? ot_get_f64(w->data, w->dtype, t) : 1.0;
     }
@@ -873,7 +873,7 @@ otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK) {
         for (int64_t i = 0; i < g.N; i++)
             for (int64_t d = 0; d < g.D; d++) {
-                int64_t k = i * g.D + d, t;
+                int64_t k = i * g.D + d, t = 0;
                 sce_label(ctx, lab, &g, k, &t);
                 double gd = g.red == 0 ? ot_get_f64(dy->data, dy->dtype, k) : ot_get_f64(dy->data, dy->dtype, 0);
                 if (g.red == 2) gd = wsum != 0 ? gd / wsum : 0.0;

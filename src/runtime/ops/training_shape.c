@@ -109,7 +109,7 @@ otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx) {
     int64_t acc = 1;
     for (int i = dx->rank - 1; i >= 0; i--) st[i] = acc, acc *= dx->dims[i];
     for (int64_t p = 0; p < n && s == OTTER_OK; p++) {
-        int64_t r = p, off = 0, k;
+        int64_t r = p, off = 0, k = 0;
         s = index_at(ctx, ind, p, dx->dims[axis], &k);
         for (int i = ind->rank - 1; i >= 0; i--) {
             int64_t c = r % ind->dims[i];
@@ -159,7 +159,7 @@ otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx) {
         for (int64_t j = 0; j < per && s == OTTER_OK; j++) {
             int64_t tuple = (bi * per + j) * last, off = 0;
             for (int64_t k = 0; k < last && s == OTTER_OK; k++) {
-                int64_t v;
+                int64_t v = 0;
                 s = index_at(ctx, ind, tuple + k, dx->dims[b + k], &v);
                 off = off * dx->dims[b + k] + v;
             }
