@@ -294,7 +294,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
     }
     goto done;
 away:
-    res = ot_error(OTTER_ERR_IO, "server %s unreachable for %.0fs (%s); giving up", c->server, c->o.give_up, c->err);
+    res = ot_error(OTTER_ERR_IO, "server %s unreachable for %.1fs (%s); giving up", c->server, c->o.give_up, c->err);
 done:
     ot_free(out), ot_free(global), ot_free(msg);
     return res;
