@@ -227,8 +227,10 @@ otter_status ot_map_file(const char *path, const void **data, size_t *size, bool
 }
 
 void ot_unmap_file(const void *data, size_t size, bool mapped) {
-    if (mapped) munmap((void *)data, size);
-    else ot_free((void *)data);
+    if (mapped)
+        munmap((void *)data, size);
+    else
+        ot_free((void *)data);
 }
 
 struct buf_writer {
@@ -237,7 +239,8 @@ struct buf_writer {
 };
 static otter_status write_buf(FILE *f, void *user) {
     struct buf_writer *b = user;
-    if (b->size && fwrite(b->data, 1, b->size, f) != b->size) return ot_error(OTTER_ERR_IO, "write failed");
+    if (b->size && fwrite(b->data, 1, b->size, f) != b->size)
+        return ot_error(OTTER_ERR_IO, "write failed: %s", strerror(errno));
     return OTTER_OK;
 }
 

@@ -128,11 +128,13 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
 otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint64_t *offset) {
     static const char zeros[64];
     size_t pad = (size_t)((64 - s->size % 64) % 64);
-    if (pad && fwrite(zeros, 1, pad, s->f) != pad) return ot_error(OTTER_ERR_IO, "%s: write failed", s->path);
+    if (pad && fwrite(zeros, 1, pad, s->f) != pad)
+        return ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
     s->size += pad;
     *offset = s->size;
     size_t n = otter_tensor_nbytes(t);
-    if (n && fwrite(t->data, 1, n, s->f) != n) return ot_error(OTTER_ERR_IO, "%s: write failed", s->path);
+    if (n && fwrite(t->data, 1, n, s->f) != n)
+        return ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
     s->size += n;
     return OTTER_OK;
 }

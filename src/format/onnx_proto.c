@@ -6,6 +6,7 @@
  * frees the arena in one go. */
 #include "format/onnx_proto.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -1077,7 +1078,7 @@ static otter_status write_model(FILE *f, void *user) {
     size_t got = protobuf_c_message_pack(&p->base, buf);
     size_t wrote = fwrite(buf, 1, got, f);
     ot_free(buf);
-    if (wrote != got) return ot_error(OTTER_ERR_IO, "short write");
+    if (wrote != got) return ot_error(OTTER_ERR_IO, "write failed: %s", strerror(errno));
     if (c->w->sink) {
         ot_external_sink *sink = c->w->sink;
         c->w->sink = NULL;
