@@ -68,6 +68,9 @@ int cmd_train(int argc, char **argv);  /* src/cli/cmd_train.c: train ORT-format 
 int cmd_eval(int argc, char **argv);   /* src/cli/cmd_eval.c */
 int cmd_export(int argc, char **argv); /* src/cli/cmd_export.c */
 int cmd_params(int argc, char **argv); /* src/cli/cmd_params.c */
+int cmd_fl(int argc, char **argv);     /* src/cli/cmd_fl.c: dispatches simulate, serve, client */
+int cmd_fl_serve(int argc, char **argv);  /* src/cli/cmd_fl_serve.c */
+int cmd_fl_client(int argc, char **argv); /* src/cli/cmd_fl_client.c */
 
 /* Shared by train and eval (src/cli/cmd_eval.c). A batch fitted to the model's two user inputs (inputs and
  * targets): the input reshaped to the model's per-sample dims, class labels turned one-hot when the model's

@@ -28,6 +28,7 @@ static const verb VERBS[] = {
     {"eval", cmd_eval, "loss and accuracy of training artifacts on a dataset"},
     {"export", cmd_export, "inference model from the eval model and a checkpoint's current weights"},
     {"params", cmd_params, "parameter buffer layout: FLAT's shapes.json"},
+    {"fl", cmd_fl, "federated learning: simulate (one process), serve (HTTP server), client"},
     {"checkpoint", cmd_checkpoint, "ORT training checkpoint: info, dump to .npy + manifest.json, convert"},
 };
 
