@@ -998,6 +998,74 @@ static void test_optimizer_graphs(void) {
     otter_model_free(fx);
 }
 
+/* X[6] -> SplitToSequence(2) -> SequenceInsert(SequenceAt(S, -1)) -> ConcatFromSequence -> C; the
+ * sequence P is an output too. Every allocation failure gives OTTER_ERR_NOMEM and no leak. */
+static void test_sequence_alloc_failures(void) {
+    otter_model *m = NULL;
+    CHECK_OK(otter_model_create(&m, "seq_nomem", 18));
+    otter_graph *g = m->graph;
+    const int64_t xd[] = {6};
+    CHECK_OK(otter_graph_add_input(g, "X", OTTER_DTYPE_FLOAT, 1, xd, NULL));
+    add_untyped_input(g, "S");
+    otter_tensor *two = NULL, *m1 = NULL;
+    int64_t v2 = 2, vm1 = -1;
+    CHECK_OK(otter_tensor_from_data(&two, "two", OTTER_DTYPE_INT64, 0, NULL, &v2));
+    CHECK_OK(otter_tensor_from_data(&m1, "m1", OTTER_DTYPE_INT64, 0, NULL, &vm1));
+    CHECK_OK(otter_graph_add_initializer(g, two));
+    CHECK_OK(otter_graph_add_initializer(g, m1));
+    add_node(g, "SplitToSequence", "split", 2, (const char *[]){"X", "two"}, 1, (const char *[]){"parts"});
+    add_node(g, "SequenceAt", "at", 2, (const char *[]){"S", "m1"}, 1, (const char *[]){"last"});
+    add_node(g, "SequenceInsert", "ins", 2, (const char *[]){"parts", "last"}, 1, (const char *[]){"P"});
+    add_node(g, "ConcatFromSequence", "cat", 1, (const char *[]){"P"}, 1, (const char *[]){"C"});
+    CHECK_OK(otter_node_set_attr_int(g->nodes[g->n_nodes - 1], "axis", 0));
+    CHECK_OK(otter_graph_add_output(g, "C", OTTER_DTYPE_FLOAT, 1, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(g, "P", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    otter_type_clear(&g->outputs[1].type);
+    g->outputs[1].has_type = false;
+    otter_tensor *x = vec("X", 6, 1, 1), *a = vec("a", 3, 7, 1);
+    otter_sequence *q = NULL;
+    CHECK_OK(otter_sequence_create(&q, OTTER_DTYPE_FLOAT));
+    CHECK_OK(otter_sequence_append_view(q, a));
+    otter_arg in[2] = {otter_arg_of_tensor(x), otter_arg_of_sequence(q)};
+    const otter_allocator failing = {failing_malloc, failing_realloc, count_free, NULL};
+    int nomem = 0, ok = 0, bad = 0;
+    for (long k = 1; k < 600; k++) {
+        otter_session *s = NULL;
+        otter_arg out[2] = {{0}};
+        otter_set_allocator(&failing);
+        g_fail_at = k;
+        otter_status st = otter_session_create(&s, m, &(otter_session_options){.n_threads = 1});
+        if (st == OTTER_OK) st = otter_session_run_args(s, 2, NULL, in, 2, NULL, out);
+        if (st == OTTER_OK) st = otter_session_run_args(s, 2, NULL, in, 2, NULL, out);
+        bool reached = g_fail_at > 0;
+        g_fail_at = 0;
+        otter_set_allocator(NULL);
+        if (st != OTTER_OK) {
+            nomem++;
+            if (st != OTTER_ERR_NOMEM) {
+                bad++;
+                fprintf(stderr, "failure %ld: %s: %s\n", k, otter_status_name(st), otter_last_error());
+            }
+        } else {
+            ok++;
+            CHECK(out[0].kind == OTTER_ARG_TENSOR && otter_tensor_numel(out[0].tensor) == 9 &&
+                  ((float *)out[0].tensor->data)[8] == 9.0f);
+            CHECK(out[1].kind == OTTER_ARG_SEQUENCE && otter_sequence_length(out[1].sequence) == 4);
+        }
+        otter_arg_free(&out[0]);
+        otter_arg_free(&out[1]);
+        otter_session_free(s);
+        if (reached) break;
+    }
+    printf("sequence allocation failures: %d injected failures gave a clean error (%d not NOMEM), then success\n",
+           nomem, bad);
+    CHECK(nomem > 10 && ok >= 1 && bad == 0);
+    otter_sequence_free(q);
+    otter_tensor_free(a);
+    otter_tensor_free(x);
+    otter_model_free(m);
+}
+
 int main(void) {
     test_chain_and_plan();
     test_opt_level0();
@@ -1009,5 +1077,6 @@ int main(void) {
     test_alloc_failures();
     test_sequence_values();
     test_optimizer_graphs();
+    test_sequence_alloc_failures();
     return tu_finish("test_runtime");
 }

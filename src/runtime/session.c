@@ -415,7 +415,7 @@ otter_status ot_ctx_output_arg(ot_kernel_ctx *ctx, size_t i, otter_arg *v) {
         const otter_tensor *src = v->tensor;
         if (!src) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: tensor is NULL", i);
         otter_tensor *t = ot_ctx_output(ctx, i, src->dtype, src->rank, src->dims);
-        if (!t) return OTTER_ERR_INVALID;
+        if (!t) return OTTER_ERR_NOMEM; /* the type and shape are a valid tensor's: memory is what failed */
         int64_t n = otter_tensor_numel(src);
         if (src->dtype == OTTER_DTYPE_STRING) {
             const otter_bytes *sb = src->data;
