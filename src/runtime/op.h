@@ -113,6 +113,7 @@ extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.previe
 extern const ot_op_def ot_ops_rnn[];         /* RNN, GRU, LSTM */
 extern const ot_op_def ot_ops_quant[];       /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
 extern const ot_op_def ot_ops_sequence[];    /* Sequence*, Optional*, com.microsoft optimizers over sequences */
+extern const ot_op_def ot_ops_autodiff[];    /* ai.onnx.preview.training Gradient (src/autodiff/gradient_op.c) */
 extern const ot_op_def ot_ops_extra[];       /* NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
 
 /* The definition for (domain, op_type) at the given opset, or NULL. */
