@@ -17,11 +17,6 @@
 #include "otter/fl.h"
 #include "otter/training.h"
 
-/* serve and client live in cmd_fl_serve.c / cmd_fl_client.c (the transport's files); weak references keep
- * the CLI linking in a tree that doesn't have them yet. */
-extern int cmd_fl_serve(int argc, char **argv) __attribute__((weak));
-extern int cmd_fl_client(int argc, char **argv) __attribute__((weak));
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -457,16 +452,11 @@ int cmd_fl(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: otter fl <sub-verb> [options]   (otter fl <sub-verb> --help)\n\nfederated learning:\n");
-        for (size_t i = 0; i < n_sub; i++)
-            fprintf(f, "  %-9s %s%s\n", SUB[i].name, SUB[i].summary, fns[i] ? "" : " (not built)");
+        for (size_t i = 0; i < n_sub; i++) fprintf(f, "  %-9s %s\n", SUB[i].name, SUB[i].summary);
         return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     }
     for (size_t i = 0; i < n_sub; i++)
         if (strcmp(argv[1], SUB[i].name) == 0) {
-            if (!fns[i]) {
-                fprintf(stderr, "otter fl: '%s' is not built into this otter\n", argv[1]);
-                return CLI_EXIT_USAGE;
-            }
             /* the sub-verb sees argv[0] = "fl <name>" for its messages */
             char name[32];
             snprintf(name, sizeof name, "fl %s", SUB[i].name);
