@@ -410,6 +410,16 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
         return OTTER_OK;
     }
     blas_set_threads(ctx);
+    if (M == 1) {
+        /* one row (batch-1 inference): sgemv streams op(B) once, where sgemm would first pack it all */
+        if (beta == 0.0f) memset(C, 0, (size_t)N * sizeof(float)); /* never read C's garbage (NaN * 0) */
+        int inc_a = trans_a ? (int)lda : 1;
+        if (trans_b)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
+        else
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)K, (int)N, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
+        return OTTER_OK;
+    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return OTTER_OK;
