@@ -88,7 +88,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int batch = atoi(argv[2]), threads = atoi(argv[3]), runs = argc > 4 ? atoi(argv[4]) : 100;
-    otter_session_options o = {.n_threads = threads};
+    /* level 2 (fusions), as ORT runs with graphOptimizationLevel "all" */
+    otter_session_options o = {.n_threads = threads, .opt_level = 2, .opt_level_set = true};
     otter_session *s;
     if (otter_session_create_from_file(&s, argv[1], &o) != OTTER_OK) return fail(argv[1]);
     const otter_type *t = otter_session_input_type(s, 0);

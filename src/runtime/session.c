@@ -19,6 +19,7 @@
 
 #include "core/core.h"
 #include "otter/io.h"
+#include "runtime/fuse.h"
 #include "runtime/session.h"
 
 /* Where zero-byte tensors point (never written). */
@@ -859,6 +860,7 @@ void otter_session_free(otter_session *s) {
     ot_free(s->arena_mem);
     rt_plans_free(s);
     otter_model_free(s->owned_model);
+    otter_model_free(s->fused_model);
     ot_free(s);
 }
 
@@ -876,9 +878,11 @@ otter_status otter_session_create(otter_session **out, const otter_model *m, con
         n = c > 0 ? (int)c : 1;
     }
     s->n_threads = n;
-    s->model = m;
-    s->graph = m->graph;
-    otter_status st = ot_pool_create(&s->pool, n);
+    otter_status st = s->opts.opt_level >= 2 ? ot_fuse_model(m, !s->opts.no_fold_initializers, &s->fused_model, NULL)
+                                             : OTTER_OK; /* fuse.c: a copy with fused nodes, or NULL */
+    s->model = s->fused_model ? s->fused_model : m;
+    s->graph = s->model->graph;
+    if (st == OTTER_OK) st = ot_pool_create(&s->pool, n);
     if (st == OTTER_OK) {
         s->owns_pool = true;
         st = build(s);

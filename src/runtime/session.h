@@ -97,6 +97,7 @@ typedef struct rt_saved_plan {
 
 struct otter_session {
     otter_model *owned_model;
+    otter_model *fused_model; /* opt_level >= 2: runtime/fuse.c's copy of the model, run instead of it */
     const otter_model *model;
     const otter_graph *graph;
     struct otter_session *parent;

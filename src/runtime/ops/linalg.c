@@ -135,7 +135,69 @@ MM_INT_LOOP(int64_t, int64_t)
 MM_INT_LOOP(uint32_t, uint64_t)
 MM_INT_LOOP(uint64_t, uint64_t)
 
+/* ---- fused epilogues (com.otter FusedMatMul / FusedGemm from runtime/fuse.c) ------------------- */
+
+static bool is_fused(const ot_kernel_ctx *ctx) { return ctx->node->domain && !strcmp(ctx->node->domain, "com.otter"); }
+
+/* The fused activation: true for Relu, false for none; an error for anything else. */
+static otter_status fused_relu(const ot_kernel_ctx *ctx, bool *relu) {
+    const char *act = is_fused(ctx) ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    *relu = strcmp(act, "Relu") == 0;
+    if (act[0] && !*relu)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", act);
+    return OTTER_OK;
+}
+
+/* y = relu(y) in place, any dtype (x > 0 ? x : 0, like the Relu kernel: NaN becomes 0). */
+static void relu_inplace(otter_tensor *y) {
+    int64_t n = otter_tensor_numel(y);
+    if (y->dtype == OTTER_DTYPE_FLOAT) {
+        float *v = y->data;
+        for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+    } else if (y->dtype == OTTER_DTYPE_DOUBLE) {
+        double *v = y->data;
+        for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0.0 ? v[i] : 0.0;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            if (!(ot_get_f64(y->data, y->dtype, i) > 0.0)) ot_set_f64(y->data, y->dtype, i, 0.0);
+    }
+}
+
+static otter_status matmul_plain(ot_kernel_ctx *ctx);
+
+/* MatMul, then + bias (input 2, float, 1 or N elements along the last axis) and the activation. */
 static otter_status matmul_run(ot_kernel_ctx *ctx) {
+    bool relu;
+    OT_TRY(fused_relu(ctx, &relu));
+    const otter_tensor *bias = is_fused(ctx) ? ot_ctx_input(ctx, 2) : NULL;
+    OT_TRY(matmul_plain(ctx));
+    otter_tensor *y = ctx->outputs[0];
+    if (bias) {
+        int64_t nb = otter_tensor_numel(bias), n = y->rank ? y->dims[y->rank - 1] : 1;
+        if (y->dtype != OTTER_DTYPE_FLOAT || bias->dtype != OTTER_DTYPE_FLOAT || y->rank == 0 || (nb != 1 && nb != n))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "fused bias '%s' (%lld elements, %s) does not fit the %s output", in_name(ctx, 2),
+                                (long long)nb, otter_dtype_name(bias->dtype), otter_dtype_name(y->dtype));
+        float *v = y->data;
+        const float *bv = bias->data;
+        int64_t rows = n ? otter_tensor_numel(y) / n : 0;
+        for (int64_t r = 0; r < rows; r++) {
+            float *vr = v + r * n;
+            if (relu)
+                for (int64_t j = 0; j < n; j++) {
+                    float t = vr[j] + bv[nb == 1 ? 0 : j];
+                    vr[j] = t > 0.0f ? t : 0.0f;
+                }
+            else
+                for (int64_t j = 0; j < n; j++) vr[j] += bv[nb == 1 ? 0 : j];
+        }
+    } else if (relu) {
+        relu_inplace(y);
+    }
+    return OTTER_OK;
+}
+
+static otter_status matmul_plain(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1);
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
     if (a->dtype != b->dtype)
@@ -208,7 +270,17 @@ static otter_status matmul_run(ot_kernel_ctx *ctx) {
 
 /* ---- Gemm ---------------------------------------------------------------------------------- */
 
+static otter_status gemm_plain(ot_kernel_ctx *ctx);
+
 static otter_status gemm_run(ot_kernel_ctx *ctx) {
+    bool relu;
+    OT_TRY(fused_relu(ctx, &relu));
+    OT_TRY(gemm_plain(ctx));
+    if (relu) relu_inplace(ctx->outputs[0]);
+    return OTTER_OK;
+}
+
+static otter_status gemm_plain(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *c = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
@@ -615,6 +687,8 @@ static otter_status einsum_run(ot_kernel_ctx *ctx) {
 const ot_op_def ot_ops_linalg[] = {
     {"", "Gemm", 1, gemm_run, 0},
     {"", "MatMul", 1, matmul_run, 0},
+    {"com.otter", "FusedGemm", 1, gemm_run, 0},     /* Gemm + activation (runtime/fuse.c) */
+    {"com.otter", "FusedMatMul", 1, matmul_run, 0}, /* MatMul + 1-D bias + activation */
     {"", "MatMulInteger", 10, matmulinteger_run, 0},
     {"", "QLinearMatMul", 10, qlinearmatmul_run, 0},
     {"", "Einsum", 12, einsum_run, 0},

@@ -231,48 +231,99 @@ static void col2im3(const float *col, int64_t C, const geom *g, float *y) {
 
 /* ---- Conv ---------------------------------------------------------------------------------------- */
 
+/* Work is (image, group) tasks: each im2cols its input into a column buffer (scratch planned
+ * into the arena) and runs one sgemm, then an epilogue adds the bias, the fused sum input Z
+ * (com.otter FusedConv) and applies the fused activation while the output block is in cache.
+ * With more tasks than threads the tasks run on the session's threads (each sgemm single-threaded,
+ * never oversubscribing the cores); otherwise they run one after another with threads inside the
+ * sgemm. */
+
+enum { ACT_NONE, ACT_RELU };
+
 typedef struct conv_args {
     const ot_kernel_ctx *ctx;
     const geom *g;
-    const float *X, *Wt, *B;
+    const float *X, *Wt, *B, *Z; /* Z: fused sum input shaped like Y, or NULL */
     float *Y;
     int64_t M, group, Cg, Mg;
+    int act;
     bool direct; /* 1x1, stride 1, no pad: X is its own column matrix */
     bool inner_threads;
+    float *cols;       /* n_slots column buffers of col_elems */
+    int64_t col_elems; /* rows x out_size */
+    int64_t n_tasks, n_slots;
     atomic_int failed;
 } conv_args;
 
-static void conv_images(void *arg, int64_t n0, int64_t n1) {
-    conv_args *a = arg;
-    const geom *g = a->g;
-    int64_t rows = a->Cg * g->k_size, osz = g->out_size;
-    float *col = NULL;
-    if (!a->direct && !(col = ot_malloc((size_t)(rows * osz) * sizeof(float)))) {
-        atomic_store(&a->failed, 1);
-        return;
-    }
-    for (int64_t n = n0; n < n1; n++)
-        for (int64_t gr = 0; gr < a->group; gr++) {
-            const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
-            float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
-            if (!a->direct) im2col3(xg, a->Cg, g, col);
-            if (a->B)
-                for (int64_t m = 0; m < a->Mg; m++) {
-                    float b = a->B[gr * a->Mg + m];
-                    float *yr = yg + m * osz;
-                    for (int64_t j = 0; j < osz; j++) yr[j] = b;
+/* y[m][j] = act(y[m][j] + b[m] + z[m][j]) over rows of one task's output block. */
+static void conv_epilogue(float *restrict y, const float *restrict z, const float *b, int64_t rows, int64_t osz,
+                          int act) {
+    for (int64_t m = 0; m < rows; m++) {
+        float *restrict yr = y + m * osz;
+        const float bm = b ? b[m] : 0.0f;
+        if (z) {
+            const float *restrict zr = z + m * osz;
+            if (act == ACT_RELU)
+                for (int64_t j = 0; j < osz; j++) {
+                    float v = yr[j] + bm + zr[j];
+                    yr[j] = v > 0.0f ? v : 0.0f;
                 }
-            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
-                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, a->B ? 1.0f : 0.0f, yg,
-                         osz) != OTTER_OK)
-                atomic_store(&a->failed, 1);
+            else
+                for (int64_t j = 0; j < osz; j++) yr[j] = yr[j] + bm + zr[j];
+        } else if (act == ACT_RELU) {
+            for (int64_t j = 0; j < osz; j++) {
+                float v = yr[j] + bm;
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else if (b) {
+            for (int64_t j = 0; j < osz; j++) yr[j] += bm;
         }
-    ot_free(col);
+    }
+}
+
+static void conv_task(conv_args *a, int64_t t, float *col) {
+    const geom *g = a->g;
+    int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
+    const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
+    float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
+    if (!a->direct) im2col3(xg, a->Cg, g, col);
+    if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
+                 rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+        atomic_store(&a->failed, 1);
+    if (a->B || a->Z || a->act != ACT_NONE)
+        conv_epilogue(yg, a->Z ? a->Z + (n * a->M + gr * a->Mg) * osz : NULL, a->B ? a->B + gr * a->Mg : NULL, a->Mg,
+                      osz, a->act);
+}
+
+/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. */
+static void conv_slots(void *arg, int64_t s0, int64_t s1) {
+    conv_args *a = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        float *col = a->direct ? NULL : a->cols + s * a->col_elems;
+        for (int64_t t = s * a->n_tasks / a->n_slots; t < (s + 1) * a->n_tasks / a->n_slots; t++) conv_task(a, t, col);
+    }
+}
+
+/* The fused activation of a com.otter FusedConv / FusedGemm node ("" when none). */
+static otter_status fused_act(const ot_kernel_ctx *ctx, int *act) {
+    const char *dom = ctx->node->domain;
+    const char *s = dom && strcmp(dom, "com.otter") == 0 ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    if (!s[0])
+        *act = ACT_NONE;
+    else if (strcmp(s, "Relu") == 0)
+        *act = ACT_RELU;
+    else
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", s);
+    return OTTER_OK;
 }
 
 static otter_status conv_run(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
+    int act = ACT_NONE;
+    OT_TRY(fused_act(ctx, &act));
+    const otter_tensor *z =
+        ctx->node->domain && strcmp(ctx->node->domain, "com.otter") == 0 ? ot_ctx_input(ctx, 3) : NULL;
     OT_TRY(check_x(ctx, x, 3));
     if (!w || w->rank != x->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", in_name(ctx, 1),
@@ -280,6 +331,9 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (!float_like(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
                             otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    if (z && (z->dtype != OTTER_DTYPE_FLOAT || x->dtype != OTTER_DTYPE_FLOAT))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' needs float X and Z (got %s, %s)",
+                            in_name(ctx, 3), otter_dtype_name(x->dtype), otter_dtype_name(z->dtype));
     geom g;
     memset(&g, 0, sizeof g);
     int nd = x->rank - 2;
@@ -303,11 +357,20 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
                             (long long)otter_tensor_numel(b), (long long)M);
     int64_t yd[2 + MAXSP] = {g.N, M};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    /* A fused sum input of another shape: broadcast like Add, after the conv (into scratch). */
+    bool z_bcast = z && (z->rank != x->rank || memcmp(z->dims, yd, sizeof(int64_t) * (size_t)x->rank) != 0);
+    int ord = x->rank;
+    int64_t od[OTTER_MAX_RANK];
+    memcpy(od, yd, sizeof(int64_t) * (size_t)x->rank);
+    if (z_bcast && !ot_broadcast_shape2(x->rank, yd, z->rank, z->dims, &ord, od))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s does not broadcast with %s",
+                            in_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
+                            ot_shape_str(s2, sizeof s2, x->rank, yd));
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, od);
     if (!y) return OTTER_ERR_NOMEM;
     geom_to3(&g);
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
-    conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group};
+    conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
     atomic_init(&a.failed, 0);
     a.direct = g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 && g.stride[0] * g.stride[1] * g.stride[2] == 1 &&
                g.in_size == g.out_size;
@@ -315,17 +378,44 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = in_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.B, &tb);
-    if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK && z_bcast) {
+        /* conv (+ bias) into scratch; sum and activation below */
+        if (!(a.Y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) s = OTTER_ERR_NOMEM;
+        a.act = ACT_NONE;
+    } else if (s == OTTER_OK) {
+        s = out_f32(y, &a.Y, &ty);
+        a.Z = z ? z->data : NULL;
+    }
+    a.n_tasks = g.N * group;
+    a.inner_threads = !(ctx->n_threads > 1 && a.n_tasks >= ctx->n_threads);
+    a.n_slots = a.inner_threads ? 1 : (a.n_tasks < 2 * ctx->n_threads ? a.n_tasks : 2 * ctx->n_threads);
+    a.col_elems = a.Cg * g.k_size * g.out_size;
+    if (s == OTTER_OK && !a.direct &&
+        !(a.cols = ot_ctx_scratch(ctx, (size_t)(a.n_slots * a.col_elems) * sizeof(float))))
+        s = OTTER_ERR_NOMEM;
     if (s == OTTER_OK) {
-        /* Many images: one per thread, each gemm single-threaded; else threads inside the gemm. */
-        if (ctx->n_threads > 1 && g.N >= ctx->n_threads) {
-            a.inner_threads = false;
-            ot_parallel_for(ctx, g.N, 1, conv_images, &a);
-        } else {
-            a.inner_threads = true;
-            conv_images(&a, 0, g.N);
-        }
+        if (a.inner_threads)
+            conv_slots(&a, 0, 1);
+        else
+            ot_parallel_for(ctx, a.n_slots, 1, conv_slots, &a);
         if (atomic_load(&a.failed)) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK && z_bcast) {
+        /* y = act(conv + z), broadcast */
+        float *yo = y->data;
+        const float *zc = z->data;
+        ot_bcast bc;
+        const int ranks[2] = {x->rank, z->rank};
+        const int64_t *dims[2] = {yd, z->dims};
+        ot_bcast_init(&bc, ord, od, 2, ranks, dims);
+        int64_t idx[OTTER_MAX_RANK] = {0};
+        for (int64_t i = 0; i < bc.numel; i++) {
+            int64_t o1 = 0, o2 = 0;
+            for (int d = 0; d < bc.rank; d++) o1 += idx[d] * bc.strides[1][d], o2 += idx[d] * bc.strides[2][d];
+            float v = a.Y[o1] + zc[o2];
+            yo[i] = act == ACT_RELU && !(v > 0.0f) ? 0.0f : v;
+            for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
+        }
     }
     if (s == OTTER_OK)
         out_f32_done(y, ty);
@@ -401,7 +491,7 @@ static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, geom *g, int64
 
 static otter_status convinteger_run(ot_kernel_ctx *ctx) {
     geom g;
-    int64_t group, M, yd[2 + MAXSP];
+    int64_t group = 1, M = 0, yd[2 + MAXSP];
     OT_TRY(int_conv_setup(ctx, 1, &g, &group, &M, yd));
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
                        *wz = ot_ctx_input(ctx, 3);
@@ -416,7 +506,7 @@ static otter_status qlinearconv_run(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < 8; i++)
         if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
     geom g;
-    int64_t group, M, yd[2 + MAXSP];
+    int64_t group = 1, M = 0, yd[2 + MAXSP];
     OT_TRY(int_conv_setup(ctx, 3, &g, &group, &M, yd));
     const otter_tensor *x = ot_ctx_input(ctx, 0), *xs = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
                        *w = ot_ctx_input(ctx, 3), *ws = ot_ctx_input(ctx, 4), *wz = ot_ctx_input(ctx, 5),
@@ -1343,6 +1433,7 @@ static otter_status sce_run(ot_kernel_ctx *ctx) {
 
 const ot_op_def ot_ops_nn[] = {
     {"", "Conv", 1, conv_run, 0},
+    {"com.otter", "FusedConv", 1, conv_run, 0}, /* Conv + bias + sum input Z + activation (fuse.c) */
     {"", "ConvTranspose", 1, convtranspose_run, 0},
     {"", "ConvInteger", 10, convinteger_run, 0},
     {"", "QLinearConv", 10, qlinearconv_run, 0},

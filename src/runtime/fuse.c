@@ -1,0 +1,377 @@
+/* Graph fusions (see fuse.h): one pass over a copy of the top-level graph, in node order. A chain
+ * starts at a Conv / Gemm / MatMul and absorbs the single reader of its current output while that
+ * reader matches the next allowed stage; the fused node takes the place of the chain's last node
+ * (so a sum input produced between the Conv and the Add is defined before it is read) and keeps
+ * the last node's output name. Removed nodes are freed only at the end: the maps borrow their
+ * strings. */
+#include "runtime/fuse.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/strmap.h"
+
+typedef struct fz {
+    otter_graph *g;
+    int64_t opset;    /* default domain */
+    bool fold;        /* may make new initializers from constant ones (BatchNormalization folding) */
+    ot_strmap uses;   /* name -> readers (node inputs at any depth, graph outputs) */
+    ot_strmap reader; /* name -> index of a top-level node reading it */
+    ot_strmap inits;  /* initializer name -> index */
+    ot_strmap inputs; /* graph input name -> index */
+    ot_strmap names;  /* every name in the graph (for new initializer names) */
+    otter_node **dead;
+    size_t n_dead, cap_dead;
+    size_t n_fused;
+    unsigned counter;
+} fz;
+
+static bool default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
+
+static bool is_op(const otter_node *n, const char *op) {
+    return n && default_domain(n->domain) && !strcmp(n->op_type, op);
+}
+
+static intptr_t get(const ot_strmap *m, const char *k) {
+    intptr_t v;
+    return k && k[0] && ot_strmap_get(m, k, &v) ? v : -1;
+}
+
+static otter_status count_uses(fz *f, const otter_graph *g, bool top) {
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        const otter_node *n = g->nodes[k];
+        for (size_t i = 0; i < n->n_inputs; i++) {
+            if (!n->inputs[i][0]) continue;
+            intptr_t c = get(&f->uses, n->inputs[i]);
+            OT_TRY(ot_strmap_put(&f->uses, n->inputs[i], c < 0 ? 1 : c + 1));
+            if (top) OT_TRY(ot_strmap_put(&f->reader, n->inputs[i], (intptr_t)k));
+            if (top) OT_TRY(ot_strmap_put(&f->names, n->inputs[i], 1));
+        }
+        if (top)
+            for (size_t o = 0; o < n->n_outputs; o++)
+                if (n->outputs[o][0]) OT_TRY(ot_strmap_put(&f->names, n->outputs[o], 1));
+        for (size_t a = 0; a < n->n_attrs; a++) {
+            const otter_attr *at = &n->attrs[a];
+            if (at->type == OTTER_ATTR_GRAPH && at->g) OT_TRY(count_uses(f, at->g, false));
+            if (at->type == OTTER_ATTR_GRAPHS)
+                for (size_t i = 0; i < at->n_graphs; i++) OT_TRY(count_uses(f, at->graphs[i], false));
+        }
+    }
+    return OTTER_OK;
+}
+
+/* The one top-level node reading `name` (nothing else reads it, and it is no graph output), or -1. */
+static int64_t only_reader(const fz *f, const char *name) {
+    if (get(&f->uses, name) != 1) return -1;
+    intptr_t k = get(&f->reader, name);
+    if (k < 0 || !f->g->nodes[k]) return -1;
+    const otter_node *n = f->g->nodes[k];
+    size_t seen = 0;
+    for (size_t i = 0; i < n->n_inputs; i++) seen += !strcmp(n->inputs[i], name);
+    return seen == 1 ? (int64_t)k : -1;
+}
+
+/* An initializer the caller can't override (not a graph input), or NULL. */
+static otter_tensor *const_init(const fz *f, const char *name) {
+    intptr_t i = get(&f->inits, name);
+    if (i < 0 || get(&f->inputs, name) >= 0) return NULL;
+    return f->g->initializers[i];
+}
+
+/* Known to be float32: an initializer or a declared graph input of that type. */
+static bool is_float32(const fz *f, const char *name) {
+    intptr_t i = get(&f->inits, name);
+    if (i >= 0) return f->g->initializers[i]->dtype == OTTER_DTYPE_FLOAT;
+    i = get(&f->inputs, name);
+    if (i < 0) return false;
+    const otter_value *v = &f->g->inputs[i];
+    return v->has_type && v->type.kind == OTTER_TYPE_TENSOR && v->type.has_elem_type &&
+           v->type.elem_type == OTTER_DTYPE_FLOAT;
+}
+
+static otter_status bury(fz *f, size_t k) {
+    OT_TRY(ot_grow((void **)&f->dead, &f->cap_dead, f->n_dead + 1, sizeof *f->dead));
+    f->dead[f->n_dead++] = f->g->nodes[k];
+    f->g->nodes[k] = NULL;
+    f->n_fused++;
+    return OTTER_OK;
+}
+
+/* A new float initializer with a fresh name derived from base; its name into *name. */
+static otter_status new_init(fz *f, const char *base, int rank, const int64_t *dims, const float *data,
+                             const char **name) {
+    char buf[512];
+    do snprintf(buf, sizeof buf, "%s_otter_fused_%u", base, f->counter++);
+    while (get(&f->names, buf) >= 0 || get(&f->inits, buf) >= 0);
+    otter_tensor *t;
+    OT_TRY(otter_tensor_from_data(&t, buf, OTTER_DTYPE_FLOAT, rank, dims, data));
+    OT_TRY(otter_graph_add_initializer(f->g, t));
+    OT_TRY(ot_strmap_put(&f->inits, t->name, (intptr_t)(f->g->n_initializers - 1)));
+    *name = t->name;
+    return OTTER_OK;
+}
+
+/* Replace string *slot (freeing nothing now: the old one may be a map key) by a copy of v. */
+static otter_status set_name(fz *f, char **slot, const char *v) {
+    char *c = ot_strdup(v);
+    if (!c) return OT_NOMEM();
+    /* keep the old string alive until the end in a dead node's place: park it as a fake node */
+    otter_node *holder = ot_calloc(1, sizeof *holder);
+    if (!holder) {
+        ot_free(c);
+        return OT_NOMEM();
+    }
+    holder->op_type = *slot; /* freed with the holder */
+    otter_status s = ot_grow((void **)&f->dead, &f->cap_dead, f->n_dead + 1, sizeof *f->dead);
+    if (s != OTTER_OK) {
+        ot_free(c);
+        ot_free(holder);
+        return s;
+    }
+    f->dead[f->n_dead++] = holder;
+    *slot = c;
+    return OTTER_OK;
+}
+
+static otter_status set_input(fz *f, otter_node *n, size_t i, const char *v) {
+    while (n->n_inputs <= i) OT_TRY(otter_node_add_input(n, ""));
+    return set_name(f, &n->inputs[i], v);
+}
+
+/* Turn chain head `head` (at index k) into com.otter `op` ending at node `last`, whose output it
+ * takes over, and move it to last's place. */
+static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, bool relu) {
+    otter_node *n = f->g->nodes[k], *l = f->g->nodes[last];
+    OT_TRY(set_name(f, &n->op_type, op));
+    OT_TRY(otter_node_set_domain(n, "com.otter"));
+    if (relu) OT_TRY(otter_node_set_attr_string(n, "activation", "Relu"));
+    /* swap output names: the fused node writes the chain's result; the dead node keeps the old */
+    char *t = n->outputs[0];
+    n->outputs[0] = l->outputs[0];
+    l->outputs[0] = t;
+    OT_TRY(bury(f, last));
+    f->g->nodes[last] = n;
+    f->g->nodes[k] = NULL;
+    return OTTER_OK;
+}
+
+/* Conv -> BatchNormalization with constant parameters: new W' = W * s, B' = (B - mean) * s + beta,
+ * s = scale / sqrt(var + eps), computed in double. */
+static otter_status fold_bn(fz *f, otter_node *conv, const otter_node *bn, bool *done) {
+    *done = false;
+    if (!f->fold || f->opset < 9 || bn->n_inputs != 5 || otter_node_attr_int(bn, "training_mode", 0) != 0)
+        return OTTER_OK;
+    for (size_t o = 1; o < bn->n_outputs; o++)
+        if (bn->outputs[o][0]) return OTTER_OK;
+    const otter_tensor *w = const_init(f, conv->inputs[1]);
+    const otter_tensor *b = conv->n_inputs > 2 && conv->inputs[2][0] ? const_init(f, conv->inputs[2]) : NULL;
+    if (!w || w->dtype != OTTER_DTYPE_FLOAT || w->rank < 3 || (conv->n_inputs > 2 && conv->inputs[2][0] && !b))
+        return OTTER_OK;
+    int64_t M = w->dims[0], per = M ? otter_tensor_numel(w) / M : 0;
+    if (b && (b->dtype != OTTER_DTYPE_FLOAT || otter_tensor_numel(b) != M)) return OTTER_OK;
+    const float *p[4];
+    for (int i = 0; i < 4; i++) {
+        const otter_tensor *t = const_init(f, bn->inputs[1 + i]);
+        if (!t || t->dtype != OTTER_DTYPE_FLOAT || otter_tensor_numel(t) != M) return OTTER_OK;
+        p[i] = t->data;
+    }
+    double eps = otter_node_attr_float(bn, "epsilon", 1e-5f);
+    float *nw = ot_malloc((size_t)(M * per + M + 1) * sizeof(float));
+    if (!nw) return OT_NOMEM();
+    float *nb = nw + M * per;
+    const float *wv = w->data, *bv = b ? b->data : NULL;
+    for (int64_t m = 0; m < M; m++) {
+        double s = (double)p[0][m] / sqrt((double)p[3][m] + eps);
+        for (int64_t i = 0; i < per; i++) nw[m * per + i] = (float)((double)wv[m * per + i] * s);
+        nb[m] = (float)(((bv ? (double)bv[m] : 0.0) - (double)p[2][m]) * s + (double)p[1][m]);
+    }
+    const char *wn, *bname;
+    otter_status st = new_init(f, conv->inputs[1], w->rank, w->dims, nw, &wn);
+    if (st == OTTER_OK) st = new_init(f, conv->inputs[1], 1, &M, nb, &bname);
+    ot_free(nw);
+    OT_TRY(st);
+    OT_TRY(set_input(f, conv, 1, wn));
+    OT_TRY(set_input(f, conv, 2, bname));
+    *done = true;
+    return OTTER_OK;
+}
+
+/* The operand of Add node `add` other than `name`. */
+static const char *other_input(const otter_node *add, const char *name) {
+    if (add->n_inputs != 2) return NULL;
+    return !strcmp(add->inputs[0], name) ? add->inputs[1] : add->inputs[0];
+}
+
+/* A constant float tensor that broadcasts as one value per output channel of a Conv output of rank
+ * `rank` with M channels: M elements, the channel axis right-aligned, other dims 1. */
+static const otter_tensor *channel_bias(const fz *f, const char *name, int rank, int64_t M) {
+    const otter_tensor *t = const_init(f, name);
+    if (!t || t->dtype != OTTER_DTYPE_FLOAT || otter_tensor_numel(t) != M || t->rank > rank || t->rank < rank - 1)
+        return NULL;
+    int ch = t->rank - (rank - 1); /* index of the channel axis in t */
+    for (int d = 0; d < t->rank; d++)
+        if (d != ch && t->dims[d] != 1) return NULL;
+    return ch >= 0 && t->dims[ch] == M ? t : NULL;
+}
+
+static otter_status fuse_conv(fz *f, size_t k) {
+    otter_node *n = f->g->nodes[k];
+    if (n->n_outputs != 1 || n->n_inputs < 2 || n->n_inputs > 3) return OTTER_OK;
+    const otter_tensor *w = get(&f->inits, n->inputs[1]) >= 0 ? f->g->initializers[get(&f->inits, n->inputs[1])] : NULL;
+    bool f32 = is_float32(f, n->inputs[1]);
+    const char *out = n->outputs[0];
+    int64_t last = -1;
+    int stage = 0;
+    bool relu = false;
+    for (int64_t r; !relu && (r = only_reader(f, out)) >= 0;) {
+        otter_node *c = f->g->nodes[r];
+        bool taken = false;
+        if (stage < 1 && is_op(c, "BatchNormalization")) {
+            OT_TRY(fold_bn(f, n, c, &taken));
+            if (taken) stage = 1;
+        } else if (stage < 3 && is_op(c, "Add") && f32 && other_input(c, out)) {
+            const char *z = other_input(c, out);
+            bool has_b = n->n_inputs > 2 && n->inputs[2][0];
+            const otter_tensor *cb = w && w->rank >= 3 ? channel_bias(f, z, w->rank, w->dims[0]) : NULL;
+            if (stage < 2 && cb && !has_b) {
+                /* per-channel constant: the bias (y + b in both graphs) */
+                OT_TRY(set_input(f, n, 2, z));
+                stage = 2, taken = true;
+            } else if (!cb && get(&f->inits, z) < 0) {
+                /* a computed value (residual): the fused sum input Z */
+                OT_TRY(set_input(f, n, 2, has_b ? n->inputs[2] : ""));
+                OT_TRY(set_input(f, n, 3, z));
+                stage = 3, taken = true;
+            }
+        } else if (is_op(c, "Relu")) {
+            relu = taken = true;
+        }
+        if (!taken) break;
+        if (last >= 0) OT_TRY(bury(f, (size_t)last));
+        last = r;
+        out = c->outputs[0];
+    }
+    if (last < 0) return OTTER_OK;
+    return finish_chain(f, k, (size_t)last, "FusedConv", relu);
+}
+
+static otter_status fuse_gemm(fz *f, size_t k) {
+    otter_node *n = f->g->nodes[k];
+    if (n->n_outputs != 1) return OTTER_OK;
+    int64_t r = only_reader(f, n->outputs[0]);
+    if (r < 0 || !is_op(f->g->nodes[r], "Relu")) return OTTER_OK;
+    return finish_chain(f, k, (size_t)r, "FusedGemm", true);
+}
+
+static otter_status fuse_matmul(fz *f, size_t k) {
+    otter_node *n = f->g->nodes[k];
+    if (n->n_outputs != 1 || n->n_inputs != 2) return OTTER_OK;
+    const otter_tensor *w = get(&f->inits, n->inputs[1]) >= 0 ? f->g->initializers[get(&f->inits, n->inputs[1])] : NULL;
+    int64_t last = -1, r = only_reader(f, n->outputs[0]);
+    const char *out = n->outputs[0];
+    if (r >= 0 && is_op(f->g->nodes[r], "Add") && w && w->rank == 2 && w->dtype == OTTER_DTYPE_FLOAT) {
+        const char *bn = other_input(f->g->nodes[r], out);
+        const otter_tensor *b = bn ? const_init(f, bn) : NULL;
+        if (b && b->rank == 1 && b->dtype == OTTER_DTYPE_FLOAT && (b->dims[0] == w->dims[1] || b->dims[0] == 1)) {
+            OT_TRY(set_input(f, n, 2, bn));
+            last = r;
+            out = f->g->nodes[r]->outputs[0];
+            r = only_reader(f, out);
+        }
+    }
+    bool relu = r >= 0 && is_op(f->g->nodes[r], "Relu");
+    if (relu) {
+        if (last >= 0) OT_TRY(bury(f, (size_t)last));
+        last = r;
+    }
+    if (last < 0) return OTTER_OK;
+    return finish_chain(f, k, (size_t)last, "FusedMatMul", relu);
+}
+
+/* Any chain to fuse at all (so models without one are not copied)? */
+static bool worth_it(const otter_graph *g) {
+    for (size_t k = 0; k < g->n_nodes; k++)
+        if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul")) return true;
+    return false;
+}
+
+/* A copy of m whose graph holds views of m's initializers. */
+static otter_status copy_model(const otter_model *m, otter_model **out) {
+    otter_graph g = *m->graph;
+    g.n_initializers = 0, g.initializers = NULL, g.cap_initializers = 0;
+    otter_model mm = *m;
+    mm.graph = &g;
+    otter_model *c = NULL;
+    OT_TRY(otter_model_clone(&c, &mm));
+    for (size_t i = 0; i < m->graph->n_initializers; i++) {
+        const otter_tensor *t = m->graph->initializers[i];
+        otter_tensor *v = ot_calloc(1, sizeof *v);
+        if (!v || !(v->name = ot_strdup(t->name))) {
+            ot_free(v);
+            otter_model_free(c);
+            return OT_NOMEM();
+        }
+        v->dtype = t->dtype, v->rank = t->rank, v->data = t->data, v->owns_data = false;
+        memcpy(v->dims, t->dims, sizeof v->dims);
+        otter_status s = otter_graph_add_initializer(c->graph, v);
+        if (s != OTTER_OK) {
+            otter_model_free(c);
+            return s;
+        }
+    }
+    *out = c;
+    return OTTER_OK;
+}
+
+static otter_status run_passes(fz *f) {
+    otter_graph *g = f->g;
+    OT_TRY(count_uses(f, g, true));
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        intptr_t c = get(&f->uses, g->outputs[i].name);
+        OT_TRY(ot_strmap_put(&f->uses, g->outputs[i].name, c < 0 ? 1 : c + 1));
+    }
+    for (size_t i = 0; i < g->n_initializers; i++)
+        OT_TRY(ot_strmap_put(&f->inits, g->initializers[i]->name, (intptr_t)i));
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        OT_TRY(ot_strmap_put(&f->inputs, g->inputs[i].name, (intptr_t)i));
+        OT_TRY(ot_strmap_put(&f->names, g->inputs[i].name, 1));
+    }
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        const otter_node *n = g->nodes[k];
+        if (is_op(n, "Conv"))
+            OT_TRY(fuse_conv(f, k));
+        else if (is_op(n, "Gemm"))
+            OT_TRY(fuse_gemm(f, k));
+        else if (is_op(n, "MatMul"))
+            OT_TRY(fuse_matmul(f, k));
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_model **out, size_t *n_fused) {
+    *out = NULL;
+    if (n_fused) *n_fused = 0;
+    if (!m || !m->graph || !worth_it(m->graph)) return OTTER_OK;
+    otter_model *c = NULL;
+    OT_TRY(copy_model(m, &c));
+    fz f = {.g = c->graph, .opset = otter_model_opset(m, ""), .fold = fold_initializers};
+    otter_status s = run_passes(&f);
+    size_t j = 0; /* drop the fused-away nodes' places */
+    for (size_t k = 0; k < c->graph->n_nodes; k++)
+        if (c->graph->nodes[k]) c->graph->nodes[j++] = c->graph->nodes[k];
+    c->graph->n_nodes = j;
+    if (s == OTTER_OK && f.n_fused) s = otter_model_set_opset(c, "com.otter", 1);
+    ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.inits), ot_strmap_free(&f.inputs),
+        ot_strmap_free(&f.names);
+    for (size_t i = 0; i < f.n_dead; i++) otter_node_free(f.dead[i]);
+    ot_free(f.dead);
+    if (s != OTTER_OK || !f.n_fused) {
+        /* on failure the copy may be half-edited: drop it (the session runs the model as written) */
+        otter_model_free(c);
+        return s;
+    }
+    *out = c;
+    if (n_fused) *n_fused = f.n_fused;
+    return OTTER_OK;
+}

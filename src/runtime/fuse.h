@@ -1,0 +1,32 @@
+/* Graph fusions for the runtime (session opt_level >= 2).
+ *
+ * ot_fuse_model() returns a copy of the model's top-level graph in which chains of nodes whose
+ * intermediate values have no other reader are replaced by one com.otter node that the kernels
+ * run in one pass over the output:
+ *
+ *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu]
+ *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | ""}
+ *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
+ *   MatMul [-> Add(1-D bias)] [-> Relu] -> FusedMatMul(A, B, bias) {activation}
+ *
+ * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
+ * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B
+ * and the BN's four inputs are initializers that are not also graph inputs. Results equal the
+ * unfused graph's up to the rounding of the folded weights and the order of the float additions
+ * (bias, then sum input); activations are exact. Sums (Add) are fused only for float32 (the
+ * Conv's weight or the bias is a float32 initializer or declared input).
+ *
+ * The copy shares the original initializers' data (views): keep the model alive as long as the
+ * copy. *out is NULL when nothing was fused; *n_fused (may be NULL) counts the nodes removed. */
+#ifndef OTTER_RUNTIME_FUSE_H
+#define OTTER_RUNTIME_FUSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "otter/ir.h"
+#include "otter/status.h"
+
+otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_model **out, size_t *n_fused);
+
+#endif

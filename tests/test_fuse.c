@@ -1,0 +1,219 @@
+/* Graph fusions (runtime/fuse.c, session opt_level 2): each model runs at level 1 (unfused) and
+ * level 2, at 1 and 2 threads; the outputs must agree and the fused graph must hold the expected
+ * number of com.otter nodes and of nodes in all. Error: |a - b| / (1e-4 + |a|), below 1e-6 where
+ * fusion only reorders additions, below 1e-3 (the conformance rtol) for BatchNormalization folding
+ * (rounded folded weights). Cases: Conv + BN + Relu; Conv without bias + per-channel Add + residual
+ * Add + Relu (a ResNet block); Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu;
+ * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
+ * initializers stay live). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "otter/otter.h"
+#include "runtime/fuse.h"
+#include "testutil.h"
+
+static double worst;
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void add_init(otter_model *m, const char *name, int rank, const int64_t *dims, unsigned seed, float lo,
+                     float span) {
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_create(&t, name, OTTER_DTYPE_FLOAT, rank, dims));
+    float *d = t->data;
+    for (int64_t i = 0; i < otter_tensor_numel(t); i++) d[i] = lo + span * (frand(&seed) + 1.0f) * 0.5f;
+    CHECK_OK(otter_graph_add_initializer(m->graph, t));
+}
+
+static void node(otter_model *m, const char *op, size_t ni, const char *const *in, const char *out) {
+    otter_node *n;
+    const char *outs[1] = {out};
+    CHECK_OK(otter_node_create(&n, op, out, ni, in, 1, outs));
+    if (!strcmp(op, "Conv")) {
+        const int64_t pads[4] = {1, 1, 1, 1};
+        CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, pads));
+    }
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+}
+
+/* Run m at opt level 1 and 2 and compare; check the fused graph's com.otter and total node counts. */
+static void compare(const char *what, const otter_model *m, int rank, const int64_t *xdims, size_t want_fused,
+                    size_t want_nodes, bool no_fold, double tol) {
+    otter_tensor *x;
+    CHECK_OK(otter_tensor_create(&x, "x", OTTER_DTYPE_FLOAT, rank, xdims));
+    unsigned seed = 7;
+    float *xd = x->data;
+    for (int64_t i = 0; i < otter_tensor_numel(x); i++) xd[i] = frand(&seed);
+    for (int threads = 1; threads <= 2; threads++) {
+        otter_tensor *y[2] = {NULL, NULL};
+        size_t fused = 0, nodes = 0;
+        for (int lvl = 1; lvl <= 2; lvl++) {
+            otter_session *s = NULL;
+            otter_session_options o = {
+                .n_threads = threads, .opt_level = lvl, .opt_level_set = true, .no_fold_initializers = no_fold};
+            CHECK_OK(otter_session_create(&s, m, &o));
+            if (!s) return;
+            const otter_tensor *in[1] = {x};
+            CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y[lvl - 1]));
+            if (lvl == 2) {
+                const otter_graph *g = otter_session_model(s)->graph;
+                nodes = g->n_nodes;
+                for (size_t k = 0; k < g->n_nodes; k++)
+                    fused += g->nodes[k]->domain && !strcmp(g->nodes[k]->domain, "com.otter");
+            }
+            otter_session_free(s);
+        }
+        double err = 0;
+        bool same_shape = y[0] && y[1] && y[0]->rank == y[1]->rank &&
+                          !memcmp(y[0]->dims, y[1]->dims, sizeof(int64_t) * (size_t)y[0]->rank);
+        CHECK(same_shape);
+        if (same_shape) {
+            const float *a = y[0]->data, *b = y[1]->data;
+            for (int64_t i = 0; i < otter_tensor_numel(y[0]); i++) {
+                double e = fabs((double)a[i] - b[i]) / (1e-4 + fabs((double)a[i]));
+                if (!(e <= err)) err = e;
+            }
+            CHECK(err < tol);
+        }
+        if (err > worst) worst = err;
+        CHECK(fused == want_fused);
+        CHECK(nodes == want_nodes);
+        printf("  %-44s threads %d: %zu fused node(s), %zu nodes, worst relative error %.2e\n", what, threads, fused,
+               nodes, err);
+        otter_tensor_free(y[0]);
+        otter_tensor_free(y[1]);
+    }
+    otter_tensor_free(x);
+}
+
+static otter_model *new_model(int64_t opset, int rank, const int64_t *xd, const char *out) {
+    otter_model *m;
+    CHECK_OK(otter_model_create(&m, "fuse", opset));
+    CHECK_OK(otter_graph_add_input(m->graph, "x", OTTER_DTYPE_FLOAT, rank, xd, NULL));
+    CHECK_OK(otter_graph_add_output(m->graph, out, OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    return m;
+}
+
+int main(void) {
+    const int64_t xd[4] = {3, 4, 7, 6}, w[4] = {8, 4, 3, 3}, c8[1] = {8}, c811[3] = {8, 1, 1};
+    {
+        /* Conv + BatchNormalization + Relu: one FusedConv with folded weights */
+        otter_model *m = new_model(15, 4, xd, "r");
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        add_init(m, "B", 1, c8, 2, -0.5f, 1.0f);
+        add_init(m, "scale", 1, c8, 3, 0.5f, 1.0f);
+        add_init(m, "beta", 1, c8, 4, -1.0f, 2.0f);
+        add_init(m, "mean", 1, c8, 5, -0.5f, 1.0f);
+        add_init(m, "var", 1, c8, 6, 0.2f, 2.0f);
+        node(m, "Conv", 3, (const char *[]){"x", "W", "B"}, "c");
+        node(m, "BatchNormalization", 5, (const char *[]){"c", "scale", "beta", "mean", "var"}, "bn");
+        node(m, "Relu", 1, (const char *[]){"bn"}, "r");
+        compare("Conv+BatchNormalization+Relu", m, 4, xd, 1, 1, false, 1e-3);
+        /* sessions that keep initializers live (training) don't fold BN, and the chain stops there */
+        compare("  same, no_fold_initializers", m, 4, xd, 0, 3, true, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* ResNet block without conv bias: Conv + Add(per-channel [8,1,1]) + Add(residual) + Relu */
+        otter_model *m = new_model(14, 4, xd, "r");
+        const int64_t w2[4] = {4, 4, 3, 3};
+        add_init(m, "W", 4, w2, 1, -0.5f, 1.0f);
+        const int64_t c411[3] = {4, 1, 1};
+        add_init(m, "bias", 3, c411, 2, -0.5f, 1.0f);
+        node(m, "Relu", 1, (const char *[]){"x"}, "h");
+        node(m, "Conv", 2, (const char *[]){"h", "W"}, "c");
+        node(m, "Add", 2, (const char *[]){"bias", "c"}, "cb");
+        node(m, "Add", 2, (const char *[]){"cb", "h"}, "s");
+        node(m, "Relu", 1, (const char *[]){"s"}, "r");
+        compare("Conv+Add(bias)+Add(residual)+Relu", m, 4, xd, 1, 2, false, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* Conv + Add of a value that broadcasts ([1,8,1,6] computed) and of a bigger one ([2,...]) */
+        otter_model *m = new_model(14, 4, xd, "r");
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        add_init(m, "B", 1, c8, 2, -0.5f, 1.0f);
+        const int64_t zd[4] = {1, 8, 1, 6};
+        add_init(m, "z0", 4, zd, 3, -1.0f, 2.0f);
+        node(m, "Neg", 1, (const char *[]){"z0"}, "z");
+        node(m, "Conv", 3, (const char *[]){"x", "W", "B"}, "c");
+        node(m, "Add", 2, (const char *[]){"c", "z"}, "r");
+        compare("Conv+Add(broadcast value)", m, 4, xd, 1, 2, false, 1e-6);
+        otter_model_free(m);
+        const int64_t x1[4] = {1, 4, 7, 6}, zb[5] = {2, 1, 8, 1, 6};
+        m = new_model(14, 4, x1, "r");
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        add_init(m, "z0", 5, zb, 3, -1.0f, 2.0f);
+        node(m, "Neg", 1, (const char *[]){"z0"}, "z");
+        node(m, "Conv", 2, (const char *[]){"x", "W"}, "c");
+        node(m, "Add", 2, (const char *[]){"z", "c"}, "s");
+        node(m, "Relu", 1, (const char *[]){"s"}, "r");
+        compare("Conv+Add(value broadcast to rank 5)+Relu", m, 4, x1, 1, 2, false, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* not fused: the Conv output is also a graph output; a Relu output read twice stops the chain */
+        otter_model *m = new_model(14, 4, xd, "r");
+        CHECK_OK(otter_graph_add_output(m->graph, "c", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        node(m, "Conv", 2, (const char *[]){"x", "W"}, "c");
+        node(m, "Relu", 1, (const char *[]){"c"}, "r");
+        compare("Conv whose output is a graph output", m, 4, xd, 0, 2, false, 1e-6);
+        otter_model_free(m);
+        m = new_model(14, 4, xd, "r");
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        add_init(m, "bias", 3, c811, 2, -0.5f, 1.0f);
+        node(m, "Conv", 2, (const char *[]){"x", "W"}, "c");
+        node(m, "Add", 2, (const char *[]){"c", "bias"}, "cb");
+        node(m, "Mul", 2, (const char *[]){"cb", "cb"}, "r");
+        compare("Conv+Add(bias), then read twice", m, 4, xd, 1, 2, false, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* Gemm + Relu; MatMul + Add(bias) + Relu; MatMul + Relu on a 3-D input */
+        const int64_t x2[2] = {5, 12}, wg[2] = {7, 12}, wm[2] = {12, 9}, b9[1] = {9}, c7[1] = {7};
+        otter_model *m = new_model(14, 2, x2, "r");
+        add_init(m, "W", 2, wg, 1, -0.5f, 1.0f);
+        add_init(m, "C", 1, c7, 2, -0.5f, 1.0f);
+        otter_node *n;
+        CHECK_OK(otter_node_create(&n, "Gemm", "g", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"}));
+        CHECK_OK(otter_node_set_attr_int(n, "transB", 1));
+        CHECK_OK(otter_node_set_attr_float(n, "alpha", 0.5f));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        node(m, "Relu", 1, (const char *[]){"g"}, "r");
+        compare("Gemm+Relu", m, 2, x2, 1, 1, false, 1e-6);
+        otter_model_free(m);
+        m = new_model(14, 2, x2, "r");
+        add_init(m, "W", 2, wm, 1, -0.5f, 1.0f);
+        add_init(m, "b", 1, b9, 2, -0.5f, 1.0f);
+        node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
+        node(m, "Add", 2, (const char *[]){"b", "mm"}, "a");
+        node(m, "Relu", 1, (const char *[]){"a"}, "r");
+        compare("MatMul+Add(bias)+Relu", m, 2, x2, 1, 1, false, 1e-6);
+        otter_model_free(m);
+        const int64_t x3[3] = {2, 5, 12};
+        m = new_model(14, 3, x3, "r");
+        add_init(m, "W", 2, wm, 1, -0.5f, 1.0f);
+        node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
+        node(m, "Relu", 1, (const char *[]){"mm"}, "r");
+        compare("MatMul+Relu (3-D)", m, 3, x3, 1, 1, false, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* ot_fuse_model directly: the count of removed nodes, and no copy when nothing fuses */
+        otter_model *m = new_model(14, 4, xd, "r"), *f = NULL;
+        node(m, "Relu", 1, (const char *[]){"x"}, "r");
+        size_t n = 99;
+        CHECK_OK(ot_fuse_model(m, true, &f, &n));
+        CHECK(f == NULL && n == 0);
+        otter_model_free(m);
+    }
+    printf("fusions: worst relative error %.2e\n", worst);
+    return tu_finish("test_fuse");
+}
