@@ -266,11 +266,26 @@ otter_status otter_fl_msg_decode(const void *buf, size_t size, const otter_fl_ms
         otter_fl_msg_values(buf, (size_t)m.n, scratch);
         v = scratch;
     }
-    /* finite check: an exponent of all ones is NaN or Inf */
+    /* finite check: an exponent of all ones is NaN or Inf. Blocks of 4096 values are tested with a branch-free
+     * OR (vectorized); only a block holding a bad value is searched for it. */
     const uint8_t *raw = b + OTTER_FL_HEADER_SIZE;
-    for (size_t i = 0; i < (size_t)m.n; i++) {
-        uint32_t u = get_u32(raw + 4 * i);
-        if ((u & 0x7f800000u) == 0x7f800000u) {
+    const bool le = host_is_le();
+    for (size_t i0 = 0; i0 < (size_t)m.n; i0 += 4096) {
+        size_t i1 = (size_t)m.n - i0 < 4096 ? (size_t)m.n : i0 + 4096;
+        uint32_t any = 0;
+        if (le) {
+            for (size_t i = i0; i < i1; i++) {
+                uint32_t u;
+                memcpy(&u, raw + 4 * i, 4);
+                any |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+            }
+        } else {
+            any = 1; /* big-endian hosts search every block */
+        }
+        if (!any) continue;
+        for (size_t i = i0; i < i1; i++) {
+            uint32_t u = get_u32(raw + 4 * i);
+            if ((u & 0x7f800000u) != 0x7f800000u) continue;
             const char *bad = (u & 0x007fffffu) ? "NaN" : "Inf";
             for (size_t p = 0; want->layout && p < otter_fl_layout_count(want->layout); p++) {
                 size_t off = otter_fl_layout_offset(want->layout, p),
