@@ -339,11 +339,15 @@ def dump(ckpt, d):
 def run_c(tag, kill_after=None):
     args = dict(rounds=8, k=3, timeout=30)
     srv, port = serve(f"c_{tag}_srv", f"c_{tag}_state", "--save", w(f"c_{tag}.ckpt"), **args)
-    cl = [client(f"c_{tag}_cl{i}", port, i, 3) for i in range(3)]
+    # client 2 trains 400 local epochs, clients 0 and 1 one: the kill below lands while client 2 is training,
+    # after the others' updates for that round were accepted
+    cl = [client(f"c_{tag}_cl{i}", port, i, 3, "--local-epochs", "400" if i == 2 else "1") for i in range(3)]
     resumed = None
     if kill_after:
-        seen = wait_for(f"c_{tag}_srv", rf"round {kill_after}/8", 60)
-        check(seen is not None, f"round {kill_after} finished before the kill")
+        # kill as soon as one client's update for the next round is accepted: usually mid-round, with some
+        # updates of the open round received (they are lost with the process; that round is trained again)
+        seen = wait_for(f"c_{tag}_cl0", rf"round {kill_after + 1}: .*accepted", 60)
+        check(seen is not None, f"client 0's update for round {kill_after + 1} accepted before the kill")
         srv.send_signal(signal.SIGKILL)
         srv.wait()
         printed = [int(x) for x in re.findall(r"round (\d+)/8:", text(f"c_{tag}_srv"))]
@@ -356,8 +360,10 @@ def run_c(tag, kill_after=None):
                     f"c_{tag}_srv2")
         m = wait_for(f"c_{tag}_srv2", r"resumed at round (\d+) of 8", 20, proc=srv)
         resumed = int(m.group(1)) if m else None
+        printed = printed or [0]
         check(resumed is not None and resumed >= max(printed),
               f"restarted server resumed at round {resumed} (last round printed before the kill: {max(printed)})")
+        check(resumed == kill_after, f"the kill landed in round {kill_after + 1}, with updates of it received")
         out2 = text(f"c_{tag}_srv2")
     rc = finish(srv, 90)
     check(rc == 0, f"{tag}: server exit {rc}")
@@ -377,7 +383,7 @@ def run_c(tag, kill_after=None):
 
 
 def test_server_restart():
-    print("== C: the server SIGKILLed after round 3 and restarted", flush=True)
+    print("== C: the server SIGKILLed in round 4 and restarted", flush=True)
     ref = run_c("ref")
     got = run_c("int", kill_after=3)
     worst = max(float(np.max(np.abs(ref[k].astype(np.float64) - got[k]))) for k in ref) if ref else None

@@ -199,7 +199,6 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
     }
     backoff b = {0};
     bool registered = false;
-    int64_t last_trained = -1;
     char line[160];
     while (!(c->o.stop && *c->o.stop)) {
         if (!registered) {
@@ -237,7 +236,9 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             clog_(c, OTTER_LOG_INFO, "server says training is over after round %lld", round);
             goto done;
         }
-        if (strcmp(what, "train") != 0 || round == last_trained) {
+        /* "train" goes only to a picked client without an accepted update for the open round; the same round
+         * number comes back after a restarted round or a restarted server, and then it is trained again */
+        if (strcmp(what, "train") != 0) {
             sleep_s(c, c->poll_ms / 1000.0);
             continue;
         }
@@ -266,7 +267,6 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
         double t0 = now_s();
         if ((res = train(round, global, c->n, out, &examples, &loss, train_user)) != OTTER_OK) goto done;
         st->rounds_trained++;
-        last_trained = round;
         otter_fl_msg_header u = {.kind = OTTER_FL_MSG_UPDATE,
                                  .round = round,
                                  .num_examples = examples,
@@ -290,6 +290,11 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             clog_(c, OTTER_LOG_WARN, "round %lld: update refused (%ld): %s", round, code,
                   body_line(c, line, sizeof line));
             if (code == 401) registered = false;
+            if (code == 400) { /* the server would refuse it again: a fault of this client, not a transient */
+                res = ot_error(OTTER_ERR_INVALID, "round %lld: server %s refused the update: %s", round, c->server,
+                               body_line(c, line, sizeof line));
+                goto done;
+            }
         }
     }
     goto done;
