@@ -17,5 +17,6 @@
 #include "otter/checkpoint.h"
 #include "otter/data.h"
 #include "otter/training.h"
+#include "otter/fl.h"
 
 #endif
