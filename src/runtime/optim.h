@@ -1,10 +1,10 @@
 /* Optimizer update math as plain functions over float arrays and over lists of tensors.
  *
- * Used by the ai.onnx.preview.training kernels (Adam, Adagrad, Momentum) and by the training
- * session for ORT's optimizer graph: com.microsoft::AdamWOptimizer, SGDOptimizerV2 and
- * InplaceClipGradNorm take seq(tensor(float)) inputs, which otter's runtime does not carry, so the
- * session calls ot_adamw_step / ot_sgd_step / ot_clip_grad_norm directly with the node's
- * attributes (ot_adamw_params_from_node) and the parameter / gradient / moment tensors.
+ * One implementation for every caller: the ai.onnx.preview.training kernels (Adam, Adagrad,
+ * Momentum), the com.microsoft AdamWOptimizer / SGDOptimizerV2 / InplaceClipGradNorm kernels over
+ * tensor sequences (ops/sequence.c), and the training session, which applies the optimizer
+ * model's node to its flat parameter slab in one pass (ot_adamw_params_from_node + the array
+ * functions).
  *
  * AdamW (ORT's definition, see specs/ort-training-format.md "Optimizer model"), t = step:
  *   correct_bias: bc1 = 1 - alpha^t, bc2 = 1 - beta^t, else bc1 = bc2 = 1
