@@ -293,6 +293,10 @@ static void a_avgpool_pad(otter_node *n) {
     otter_node_set_attr_ints(n, "kernel_shape", 2, k);
     otter_node_set_attr_ints(n, "pads", 4, p);
 }
+static void a_avgpool_pad_incl(otter_node *n) {
+    a_avgpool_pad(n);
+    otter_node_set_attr_int(n, "count_include_pad", 1);
+}
 static void a_axis_last(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
 static void a_bn_train(otter_node *n) {
     otter_node_set_attr_int(n, "training_mode", 1);
@@ -424,6 +428,18 @@ static const grad_case CASES[] = {
      a_convt},
     {"MaxPool", "MaxPool", NULL, 0, 1, {{"x", SPREAD, SHAPE(2, 2, 4, 4)}}, 1, a_pool},
     {"AveragePool padded", "AveragePool", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 4, 4)}}, 1, a_avgpool_pad},
+    {"AveragePool padded include_pad",
+     "AveragePool",
+     NULL,
+     0,
+     1,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}},
+     1,
+     a_avgpool_pad_incl},
+    {"AveragePool strided", "AveragePool", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 5, 5)}}, 1, a_pool},
+    {"MaxPool overlapping opset 17", "MaxPool", NULL, 17, 1, {{"x", SPREAD, SHAPE(1, 2, 5, 5)}}, 1, a_avgpool_pad},
+    {"MaxPool overlapping opset 14", "MaxPool", NULL, 14, 1, {{"x", SPREAD, SHAPE(1, 2, 5, 5)}}, 1, a_avgpool_pad},
+    {"MaxPool opset 14", "MaxPool", NULL, 14, 1, {{"x", SPREAD, SHAPE(2, 2, 4, 4)}}, 1, a_pool},
     {"LayerNormalization",
      "LayerNormalization",
      NULL,

@@ -94,6 +94,7 @@ static void claim_name(ot_grad *g, const char *name) {
 /* ---- queries ---------------------------------------------------------------------------- */
 
 int64_t ot_grad_opset(const ot_grad *g) { return otter_model_opset(g->m, ""); }
+otter_graph *ot_grad_graph(ot_grad *g) { return g->gr; }
 
 const otter_type *ot_grad_type(ot_grad *g, const char *name) {
     if (!name || !name[0]) return NULL;

@@ -36,6 +36,8 @@ bool ot_grad_needs(ot_grad *g, size_t in_index);
 const char *ot_grad_dx(ot_grad *g, size_t in_index);
 /* Opset of the default domain. */
 int64_t ot_grad_opset(const ot_grad *g);
+/* The graph being rewritten (for initializers a rule adds itself). */
+otter_graph *ot_grad_graph(ot_grad *g);
 /* Static type of a tensor (from inputs, initializers, value_info after shape inference); NULL if unknown. */
 const otter_type *ot_grad_type(ot_grad *g, const char *name);
 /* Fixed rank of a tensor or -1. */

@@ -130,20 +130,129 @@ static void grad_conv(ot_grad *g, otter_node *n) {
     ot_grad_copy_attrs(g, x, n);
 }
 
-static void grad_maxpool(ot_grad *g, otter_node *n) {
-    const char *indices = ot_grad_forward_output(g, n, 1, "indices");
-    const char *dx = ot_grad_dx(g, 0);
-    otter_node *x =
-        ot_grad_emit(g, "MaxPoolGrad", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), indices}, 1, &dx);
-    ot_grad_copy_attrs(g, x, n);
-    ot_grad_declare_like(g, dx, IN(0));
+static const char *reshape_flat(ot_grad *g, const char *x) {
+    int64_t minus_one = -1;
+    return OT_G1(g, "Reshape", ot_grad_tmp(g, "flat"), x, ot_grad_const_i64(g, "minus_one", 1, &minus_one, false));
 }
 
+/* Whether pooling windows can share input elements (a kernel extent beyond the stride). */
+static bool windows_overlap(const otter_node *n) {
+    const otter_attr *k = otter_node_attr(n, "kernel_shape"), *st = otter_node_attr(n, "strides"),
+                     *d = otter_node_attr(n, "dilations");
+    for (size_t i = 0; k && i < k->n_ints; i++) {
+        int64_t extent = (k->ints[i] - 1) * (d && i < d->n_ints ? d->ints[i] : 1) + 1;
+        if (extent > (st && i < st->n_ints ? st->ints[i] : 1)) return true;
+    }
+    return false;
+}
+
+/* MaxPool: scatter dY to the argmax positions: the Indices output counts over the flattened X, so
+ * dX = Reshape(ScatterElements(zeros[numel(X)], flat(indices), flat(dY), add), shape(X)). Standard
+ * ops keep the training model valid for onnx.checker and runnable by ORT. Overlapping windows need
+ * ScatterElements' reduction (opset 16); below that, ORT's MaxPoolGrad (default domain, as ORT
+ * registers it) does the job. */
+static void grad_maxpool(ot_grad *g, otter_node *n) {
+    const char *indices = ot_grad_forward_output(g, n, 1, "indices");
+    const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
+    bool reduction = ot_grad_opset(g) >= 16, overlap = windows_overlap(n);
+    if (otter_node_attr_int(n, "storage_order", 0) != 0 || (overlap && !reduction)) {
+        otter_node *x = ot_grad_emit(g, "MaxPoolGrad", "", 2, (const char *[]){dy, indices}, 1, &dx);
+        ot_grad_copy_attrs(g, x, n);
+        ot_grad_declare_like(g, dx, IN(0));
+        return;
+    }
+    const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0));
+    const char *zeros = ot_grad_tmp(g, "zeros");
+    otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &zeros);
+    otter_tensor *zero;
+    int64_t one = 1;
+    if (c && (otter_tensor_create(&zero, NULL, elem_type(g, IN(0)), 1, &one) != OTTER_OK ||
+              otter_node_set_attr_tensor(c, "value", zero) != OTTER_OK))
+        OT_GRAD_NOMEM(g);
+    const char *scattered = ot_grad_tmp(g, "scattered");
+    otter_node *sc = ot_grad_emit(
+        g, "ScatterElements", "", 3,
+        (const char *[]){reshape_flat(g, zeros), reshape_flat(g, indices), reshape_flat(g, dy)}, 1, &scattered);
+    set_int(g, sc, "axis", 0);
+    if (sc && overlap && otter_node_set_attr_string(sc, "reduction", "add") != OTTER_OK) OT_GRAD_NOMEM(g);
+    OT_G1(g, "Reshape", dx, scattered, shape);
+}
+
+/* AveragePool: dX = ConvTranspose(dY / count, ones[C, 1, k...], group C) with the pooling's strides
+ * and pads, output_padding making it X's size; count is the window size, or the number of real
+ * (unpadded) elements per window when count_include_pad is 0. Needs static channel and spatial
+ * sizes; otherwise (or with auto_pad) ORT's AveragePoolGrad (default domain) does it. */
 static void grad_avgpool(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
-    otter_node *x = ot_grad_emit(g, "AveragePoolGrad", "com.microsoft", 1, &dy, 1, &dx);
-    ot_grad_copy_attrs(g, x, n);
-    ot_grad_declare_like(g, dx, IN(0));
+    const otter_type *tx = ot_grad_type(g, IN(0)), *ty = ot_grad_type(g, OUT(0));
+    const otter_attr *k = otter_node_attr(n, "kernel_shape"), *st = otter_node_attr(n, "strides"),
+                     *pads = otter_node_attr(n, "pads");
+    const char *auto_pad = otter_node_attr_string(n, "auto_pad", "NOTSET");
+    int sp = tx && tx->rank >= 3 ? tx->rank - 2 : -1;
+    bool fixed = sp > 0 && k && (int)k->n_ints == sp && ty && ty->rank == tx->rank && tx->dims[1].value > 0 &&
+                 tx->elem_type == OTTER_DTYPE_FLOAT && ot_streq(auto_pad, "NOTSET") && !otter_node_attr(n, "dilations");
+    for (int i = 0; fixed && i < sp; i++) fixed = tx->dims[2 + i].value > 0 && ty->dims[2 + i].value > 0;
+    if (!fixed) {
+        otter_node *x = ot_grad_emit(g, "AveragePoolGrad", "", 1, &dy, 1, &dx);
+        ot_grad_copy_attrs(g, x, n);
+        ot_grad_declare_like(g, dx, IN(0));
+        return;
+    }
+    int64_t C = tx->dims[1].value, kvol = 1, wdims[OTTER_MAX_RANK], out_pad[OTTER_MAX_RANK];
+    wdims[0] = C;
+    wdims[1] = 1;
+    for (int i = 0; i < sp; i++) {
+        int64_t s = st && i < (int)st->n_ints ? st->ints[i] : 1;
+        int64_t pb = pads ? pads->ints[i] : 0, pe = pads ? pads->ints[sp + i] : 0;
+        wdims[2 + i] = k->ints[i];
+        kvol *= k->ints[i];
+        /* What the transposed convolution falls short of X (windows floor() left out). */
+        out_pad[i] = tx->dims[2 + i].value - ((ty->dims[2 + i].value - 1) * s + k->ints[i] - pb - pe);
+        if (out_pad[i] < 0) out_pad[i] = 0;
+    }
+    /* The all-ones kernel. */
+    const char *w = ot_grad_tmp(g, "ones_kernel");
+    otter_tensor *ones;
+    if (otter_tensor_create(&ones, w, OTTER_DTYPE_FLOAT, sp + 2, wdims) != OTTER_OK) OT_GRAD_NOMEM(g);
+    for (int64_t i = 0; i < otter_tensor_numel(ones); i++) ((float *)ones->data)[i] = 1.0f;
+    if (otter_graph_add_initializer(ot_grad_graph(g), ones) != OTTER_OK) OT_GRAD_NOMEM(g);
+    const char *scaled;
+    bool has_pads = false;
+    for (size_t i = 0; pads && i < pads->n_ints; i++) has_pads |= pads->ints[i] != 0;
+    if (!has_pads || otter_node_attr_int(n, "count_include_pad", 0)) {
+        scaled = OT_G1(g, "Div", ot_grad_tmp(g, "dY_over_k"), dy,
+                       ot_grad_const_f32(g, "window", (float)kvol, elem_type(g, IN(0))));
+    } else {
+        /* Real elements per window: the same pooling, counting pads, over ones, times the window size. */
+        const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0));
+        const char *ones_x = ot_grad_tmp(g, "ones_like_x");
+        otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &ones_x);
+        otter_tensor *one;
+        int64_t d1 = 1;
+        if (c && (otter_tensor_create(&one, NULL, OTTER_DTYPE_FLOAT, 1, &d1) != OTTER_OK ||
+                  (*(float *)one->data = 1.0f, otter_node_set_attr_tensor(c, "value", one) != OTTER_OK)))
+            OT_GRAD_NOMEM(g);
+        const char *frac = ot_grad_tmp(g, "valid_fraction");
+        otter_node *ap = ot_grad_emit(g, "AveragePool", "", 1, &ones_x, 1, &frac);
+        ot_grad_copy_attrs(g, ap, n);
+        if (ap) {
+            otter_attr *cip = otter_node_attr_mut(ap, "count_include_pad");
+            if (cip)
+                cip->i = 1;
+            else
+                set_int(g, ap, "count_include_pad", 1);
+        }
+        const char *count = OT_G1(g, "Mul", ot_grad_tmp(g, "valid_count"), frac,
+                                  ot_grad_const_f32(g, "window", (float)kvol, OTTER_DTYPE_FLOAT));
+        scaled = OT_G1(g, "Div", ot_grad_tmp(g, "dY_over_count"), dy, count);
+    }
+    otter_node *ct = ot_grad_emit(g, "ConvTranspose", "", 2, (const char *[]){scaled, w}, 1, &dx);
+    set_int(g, ct, "group", C);
+    if (ct && (otter_node_set_attr_ints(ct, "kernel_shape", k->n_ints, k->ints) != OTTER_OK ||
+               (st && otter_node_set_attr_ints(ct, "strides", st->n_ints, st->ints) != OTTER_OK) ||
+               (pads && otter_node_set_attr_ints(ct, "pads", pads->n_ints, pads->ints) != OTTER_OK) ||
+               otter_node_set_attr_ints(ct, "output_padding", (size_t)sp, out_pad) != OTTER_OK))
+        OT_GRAD_NOMEM(g);
 }
 
 /* dX = Expand(dY / (H*W...), shape(X)). */
