@@ -407,14 +407,25 @@ static void test_batchnorm(void) {
     otter_tensor *x = trand(4, d, -2, 2), *sc = trand(1, &c, 0.5, 1.5), *b = trand(1, &c, -1, 1);
     otter_tensor *rm = trand(1, &c, -0.2, 0.2), *rv = trand(1, &c, 0.8, 1.2);
     otter_tensor *fin[5] = {x, sc, b, rm, rv}, *y[5] = {0}, *ref[3] = {0}, *g[3] = {0};
-    otter_node *fwd = mknode("BatchNormInternal", MS, 5, 0, 5, 0);
-    otter_node_set_attr_float(fwd, "momentum", 0.8f);
-    CHECK_OK(run_node(fwd, 15, 5, fin, 5, y));
-    /* forward against ai.onnx BatchNormalization-15 in training mode */
+    /* The reference first: BatchNormInternal writes the new running statistics into rm and rv. */
+    otter_tensor *rm0, *rv0;
+    CHECK_OK(otter_tensor_clone(&rm0, rm));
+    CHECK_OK(otter_tensor_clone(&rv0, rv));
     otter_node *bn = mknode("BatchNormalization", NULL, 5, 0, 3, 0);
     otter_node_set_attr_int(bn, "training_mode", 1);
     otter_node_set_attr_float(bn, "momentum", 0.8f);
     CHECK_OK(run_node(bn, 15, 5, fin, 3, ref));
+    otter_node *fwd = mknode("BatchNormInternal", MS, 5, 0, 5, 0);
+    otter_node_set_attr_float(fwd, "momentum", 0.8f);
+    CHECK_OK(run_node(fwd, 15, 5, fin, 5, y));
+    /* In place, as ORT's kernel (outputs 1 and 2 alias inputs 3 and 4). */
+    bool in_place = true;
+    for (int64_t i = 0; i < 2; i++)
+        in_place &= F(rm)[i] == F(y[1])[i] && F(rv)[i] == F(y[2])[i] && F(rm)[i] != F(rm0)[i];
+    CHECK(in_place);
+    printf("  BatchNormInternal updates the running statistics in place: %s\n", in_place ? "yes" : "NO");
+    otter_tensor_free(rm0);
+    otter_tensor_free(rv0);
     double w[36];
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < otter_tensor_numel(ref[k]); i++) w[i] = F(ref[k])[i];

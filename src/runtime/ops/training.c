@@ -674,7 +674,7 @@ const ot_op_def ot_ops_training[] = {
     {MS, "SimplifiedLayerNormalizationGrad", 1, tr_simplified_layernorm_grad, 0},
     {"", "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
     {MS, "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
-    {MS, "BatchNormInternal", 1, tr_batchnorm_internal, 0},
+    {MS, "BatchNormInternal", 1, tr_batchnorm_internal, OT_OP_NOFOLD}, /* updates inputs 3, 4 */
     {MS, "BatchNormalizationGrad", 1, tr_batchnorm_grad, 0},
     {MS, "DropoutGrad", 1, dropout_grad, 0},
     /* convolution and pooling (older ORT graphs put these in the default domain) */

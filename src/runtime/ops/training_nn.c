@@ -156,7 +156,10 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
 /* BatchNormInternal(X, scale, B, input_mean, input_var; epsilon, momentum, training_mode = 1)
  * -> Y, running_mean, running_var, saved_mean, saved_inv_std. Training: batch statistics (biased
  * variance), running = input * momentum + batch * (1 - momentum), saved_inv_std = 1/sqrt(var + eps).
- * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat. */
+ * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat.
+ * In training the running statistics are also written back into input_mean / input_var (float32),
+ * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
+ * checkpoint's frozen statistics there, so training updates them. */
 otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tr_need(ctx, 0, "X", &x));
@@ -196,8 +199,14 @@ otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx) {
                 int64_t j = (n * C + c) * sp + i;
                 out[0][j] = in[0][j] * k + sh;
             }
-        if (out[1]) out[1][c] = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
-        if (out[2]) out[2][c] = training ? in[4][c] * mom + (float)var * (1 - mom) : in[4][c];
+        float run_mean = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
+        float run_var = training ? in[4][c] * mom + (float)var * (1 - mom) : in[4][c];
+        if (out[1]) out[1][c] = run_mean;
+        if (out[2]) out[2][c] = run_var;
+        if (training && !tin[3] && !tin[4]) { /* channel c's statistics are not read again */
+            ((float *)ctx->inputs[3]->data)[c] = run_mean;
+            ((float *)ctx->inputs[4]->data)[c] = run_var;
+        }
         if (out[3]) out[3][c] = (float)mu;
         if (out[4]) out[4][c] = inv;
     }
