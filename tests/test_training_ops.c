@@ -543,6 +543,63 @@ static void conv_case(const char *label, bool transpose, int rank, const int64_t
     free_all(5, all);
 }
 
+/* ConvGrad over many images (several column chunks, a partial last one) against direct loops:
+ * dW[m][c][i][j] = sum dY[n][m][oh][ow] X[n][c'][ih][iw], dX the adjoint, dB the sum of dY. */
+static void conv_ref_case(const char *label, const int64_t *xd, const int64_t *wd, const conv_attrs *a) {
+    const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], M = wd[0], Cg = wd[1], KH = wd[2], KW = wd[3];
+    const int64_t G = a->group, Mg = M / G, sh = a->strides[0], sw = a->strides[1], dh = a->dil[0], dw = a->dil[1];
+    const int64_t ph = a->pads[0], pw = a->pads[1];
+    const int64_t OH = (H + a->pads[0] + a->pads[2] - (KH - 1) * dh - 1) / sh + 1;
+    const int64_t OW = (W + a->pads[1] + a->pads[3] - (KW - 1) * dw - 1) / sw + 1;
+    int64_t yd[4] = {N, M, OH, OW};
+    otter_tensor *x = trand(4, xd, -1, 1), *w = trand(4, wd, -1, 1), *R = trand(4, yd, -1, 1);
+    otter_tensor *dx = tf(4, xd, NULL), *dwr = tf(4, wd, NULL), *db = tf(1, &M, NULL);
+    memset(dx->data, 0, otter_tensor_nbytes(dx)), memset(dwr->data, 0, otter_tensor_nbytes(dwr));
+    memset(db->data, 0, otter_tensor_nbytes(db));
+    const float *X = F(x), *Wt = F(w), *DY = F(R);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float d = DY[((n * M + m) * OH + oh) * OW + ow];
+                    F(db)[m] += d;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t i = 0; i < KH; i++)
+                            for (int64_t j = 0; j < KW; j++) {
+                                int64_t ih = oh * sh - ph + i * dh, iw = ow * sw - pw + j * dw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                int64_t xi = ((n * C + (m / Mg) * Cg + c) * H + ih) * W + iw;
+                                int64_t wi = ((m * Cg + c) * KH + i) * KW + j;
+                                F(dwr)[wi] += d * X[xi];
+                                F(dx)[xi] += d * Wt[wi];
+                            }
+                }
+    otter_node *gn = mknode("ConvGrad", MS, 3, 0, 3, 0);
+    set_conv_attrs(gn, a, false);
+    otter_tensor *gin[3] = {R, x, w}, *g[3] = {0};
+    CHECK_OK(run_node(gn, 17, 3, gin, 3, g));
+    otter_tensor *want[3] = {dx, dwr, db};
+    const char *names[3] = {"dX", "dW", "dB"};
+    for (int k = 0; k < 3; k++) {
+        tu_checks++;
+        double worst = 0;
+        bool ok = g[k] && otter_tensor_numel(g[k]) == otter_tensor_numel(want[k]);
+        for (int64_t i = 0; ok && i < otter_tensor_numel(want[k]); i++) {
+            double e = fabs((double)F(g[k])[i] - F(want[k])[i]) / (1 + fabs((double)F(want[k])[i]));
+            if (!(e <= worst)) worst = e;
+        }
+        if (!ok || worst > 1e-4) {
+            tu_failures++;
+            fprintf(stderr, "ConvGrad %s %s: FAIL (worst rel err %g)\n", label, names[k], worst);
+        }
+        printf("  ConvGrad %-40s %s vs direct loops: worst rel err %.2e\n", label, names[k], worst);
+    }
+    free_all(3, g);
+    otter_node_free(gn);
+    otter_tensor *all[6] = {x, w, R, dx, dwr, db};
+    free_all(6, all);
+}
+
 static void test_conv(void) {
     printf("convolution gradients:\n");
     int64_t xd[4] = {2, 4, 5, 6}, wd[4] = {6, 2, 3, 2};
@@ -554,6 +611,16 @@ static void test_conv(void) {
     conv_attrs a2 = {2, {1, 1, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, "SAME_UPPER"};
     int64_t xd2[4] = {1, 2, 4, 5}, wd2[4] = {3, 2, 3, 3};
     conv_case("2-D auto_pad SAME_UPPER", false, 4, xd2, wd2, &a2);
+    /* many images: ConvGrad's column chunks (about 4096 columns) with a partial last chunk */
+    int64_t rx[4] = {7, 3, 33, 31}, rw[4] = {5, 3, 3, 3};
+    conv_attrs r = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 7, 3x3 pad 1 (chunks 5 + 2)", rx, rw, &r);
+    int64_t rx2[4] = {6, 4, 70, 69}, rw2[4] = {6, 2, 3, 2};
+    conv_attrs r2 = {2, {2, 2, 1}, {1, 0, 2, 1, 0, 0}, {2, 1, 1}, 2, {0, 0, 0}, NULL};
+    conv_ref_case("N 6, groups 2, strides 2, pads (1,0,2,1), dil (2,1)", rx2, rw2, &r2);
+    int64_t rx3[4] = {7, 2, 1, 3001}, rw3[4] = {3, 2, 1, 4};
+    conv_attrs r3 = {2, {1, 3, 1}, {0, 2, 0, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 7, 1x4 stride 3, odd width", rx3, rw3, &r3);
     /* ConvTranspose: W is (C, M/group, k...) */
     int64_t txd[4] = {2, 4, 3, 4}, twd[4] = {4, 3, 3, 2};
     conv_attrs t = {2, {2, 2, 1}, {1, 0, 0, 1, 0, 0}, {1, 1, 1}, 2, {1, 0, 0}, NULL};

@@ -863,6 +863,28 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
         return;
     }
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    if (g->nd == 2 && a->I && !a->col_major && a->kind == POOL_MAX && g->k[1] == 2 && g->k[2] == 2 &&
+        g->stride[1] == 2 && g->stride[2] == 2 && g->dil[1] == 1 && g->dil[2] == 1 && g->pb[1] == 0 && g->pb[2] == 0 &&
+        g->out[1] * 2 <= H && g->out[2] * 2 <= W) {
+        /* 2x2 stride 2 with indices (training): the general loop's scan order and ties (first max) */
+        const int64_t OH = g->out[1], OW = g->out[2];
+        for (int64_t pl = p0; pl < p1; pl++) {
+            const float *x = a->X + pl * g->in_size;
+            float *y = a->Y + pl * g->out_size;
+            int64_t *ind = a->I + pl * g->out_size, base = pl * g->in_size;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t off = 2 * oh * W + 2 * ow, best = off;
+                    float acc = x[off];
+                    if (x[off + 1] > acc) acc = x[off + 1], best = off + 1;
+                    if (x[off + W] > acc) acc = x[off + W], best = off + W;
+                    if (x[off + W + 1] > acc) acc = x[off + W + 1], best = off + W + 1;
+                    y[oh * OW + ow] = acc;
+                    ind[oh * OW + ow] = base + best;
+                }
+        }
+        return;
+    }
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *x = a->X + pl * g->in_size;
         float *y = a->Y + pl * g->out_size;

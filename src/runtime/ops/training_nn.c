@@ -368,28 +368,6 @@ static void tr_im2col(const float *x, int64_t C, const tgeom *g, float *col) {
                     }
 }
 
-/* x[c][id][ih][iw] += col[(c, kd, kh, kw)][od, oh, ow] (the adjoint of tr_im2col). */
-static void tr_col2im(const float *col, int64_t C, const tgeom *g, float *x) {
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
-    const float *src = col;
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++)
-                    for (int64_t od = 0; od < g->out[0]; od++) {
-                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
-                        for (int64_t oh = 0; oh < g->out[1]; oh++, src += g->out[2]) {
-                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
-                            if (id < 0 || id >= D || ih < 0 || ih >= H) continue;
-                            float *dst = x + ((c * D + id) * H + ih) * W;
-                            for (int64_t ow = 0; ow < g->out[2]; ow++) {
-                                int64_t iw = ow * g->st[2] - g->pb[2] + kw * g->dil[2];
-                                if (iw >= 0 && iw < W) dst[iw] += src[ow];
-                            }
-                        }
-                    }
-}
-
 static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **dy, const otter_tensor **x,
                                 const otter_tensor **w) {
     char s1[128], s2[128];
@@ -405,8 +383,120 @@ static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **d
     return OTTER_OK;
 }
 
-/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Per image and group, with
- * col = im2col(X_g): dW_g += dY_g col^T, dX_g += col2im(W_g^T dY_g); dB = sum of dY over N and space. */
+/* Fast im2col / col2im over one image for ConvGrad: per kernel tap, the valid output range along
+ * w is computed once (no per-element bounds tests), rows copied with memcpy at stride 1. Columns
+ * of image b of a chunk start at col + b * osz in rows of ld elements. */
+
+/* Valid output positions [lo, hi) along one axis for tap offset off = kk*dil - pad. */
+static void tg_valid(int64_t off, int64_t st, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + st - 1) / st;
+    int64_t h = in - off <= 0 ? 0 : (in - off + st - 1) / st;
+    if (h > out) h = out;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* col[(c, kd, kh, kw) * ld + (od, oh, ow)] = x[c][id][ih][iw] or 0 (same values as tr_im2col). */
+static void tg_im2col_ld(const float *x, int64_t C, const tgeom *g, float *col, int64_t ld) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    int64_t r = 0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
+                    float *dst = col + r * ld;
+                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
+                    tg_valid(offw, g->st[2], W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < g->out[0]; od++) {
+                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            float *drow = dst + (od * OH + oh) * OW;
+                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                                memset(drow, 0, (size_t)OW * sizeof(float));
+                                continue;
+                            }
+                            const float *src = x + ((c * D + id) * H + ih) * W + offw;
+                            for (int64_t ow = 0; ow < wlo; ow++) drow[ow] = 0.0f;
+                            if (g->st[2] == 1)
+                                memcpy(drow + wlo, src + wlo, (size_t)(whi - wlo) * sizeof(float));
+                            else
+                                for (int64_t ow = wlo; ow < whi; ow++) drow[ow] = src[ow * g->st[2]];
+                            for (int64_t ow = whi; ow < OW; ow++) drow[ow] = 0.0f;
+                        }
+                    }
+                }
+}
+
+/* x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for channels [c0, c1) of one image
+ * (x points at channel 0; the adjoint of tg_im2col_ld). */
+static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *g, float *x, int64_t ld) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], sw = g->st[2];
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t r = c * g->k_size;
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
+                    const float *src = col + r * ld;
+                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
+                    tg_valid(offw, sw, W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < g->out[0]; od++) {
+                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        if (id < 0 || id >= D) continue;
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            if (ih < 0 || ih >= H) continue;
+                            const float *restrict srow = src + (od * OH + oh) * OW;
+                            float *restrict dst = x + ((c * D + id) * H + ih) * W + offw;
+                            if (sw == 1)
+                                for (int64_t ow = wlo; ow < whi; ow++) dst[ow] += srow[ow];
+                            else
+                                for (int64_t ow = wlo; ow < whi; ow++) dst[ow * sw] += srow[ow];
+                        }
+                    }
+                }
+    }
+}
+
+/* One chunk of nb images [n0, n0 + nb) and one group, shared by the parallel pieces below. */
+typedef struct cg_args {
+    const tgeom *g;
+    const float *X, *DY;
+    float *col, *dyc, *dx; /* col / dcol: rows x ld; dyc: Mg x ld (dY of the chunk, images side by side) */
+    int64_t n0, nb, gr, C, M, Cg, Mg, ld;
+} cg_args;
+
+/* Images [b0, b1) of the chunk: im2col of X_g into col and dY_g into dyc. */
+static void cg_gather(void *arg, int64_t b0, int64_t b1) {
+    const cg_args *a = arg;
+    const tgeom *g = a->g;
+    const int64_t osz = g->out_size;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t n = a->n0 + b;
+        if (a->col) tg_im2col_ld(a->X + (n * a->C + a->gr * a->Cg) * g->in_size, a->Cg, g, a->col + b * osz, a->ld);
+        const float *dy = a->DY + (n * a->M + a->gr * a->Mg) * osz;
+        for (int64_t m = 0; m < a->Mg; m++)
+            memcpy(a->dyc + m * a->ld + b * osz, dy + m * osz, (size_t)osz * sizeof(float));
+    }
+}
+
+/* Tasks (image b, channel c) in [t0, t1): dX[n0 + b][gr*Cg + c] += col2im of dcol. */
+static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
+    const cg_args *a = arg;
+    const tgeom *g = a->g;
+    for (int64_t t = t0; t < t1;) {
+        int64_t b = t / a->Cg, c0 = t % a->Cg, c1 = a->Cg;
+        if (c1 - c0 > t1 - t) c1 = c0 + (t1 - t);
+        tg_col2im_ld(a->col + b * g->out_size, c0, c1, g, a->dx + ((a->n0 + b) * a->C + a->gr * a->Cg) * g->in_size,
+                     a->ld);
+        t += c1 - c0;
+    }
+}
+
+/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Over chunks of images and each group,
+ * with col = im2col(X_g) and dY_g of the chunk's images side by side (one matrix of
+ * chunk x out_size columns): dW_g += dY_g col^T and dcol = W_g^T dY_g, each one sgemm over the
+ * chunk; dX_g = col2im(dcol), parallel over (image, channel). dB = sum of dY over N and space. */
 otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
@@ -426,7 +516,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     int64_t Cg = C / group, Mg = M / group, rows = Cg * g.k_size, osz = g.out_size;
     bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
     const float *DY, *X, *W;
-    float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL, *dcol = NULL;
+    float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL, *dyc = NULL;
     otter_tensor *o[3] = {0};
     otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
     if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
@@ -434,23 +524,43 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
     if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
     if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
-    size_t csz = (size_t)(rows * osz > 0 ? rows * osz : 1) * sizeof(float);
-    if (s == OTTER_OK && ((want_dw && !(col = ot_malloc(csz))) || (want_dx && !(dcol = ot_malloc(csz)))))
-        s = OT_NOMEM();
+    /* chunk: enough images for about 4096 columns, at most N */
+    int64_t chunk = osz > 0 ? (4096 + osz - 1) / osz : 1;
+    if (chunk > N) chunk = N;
+    if (chunk < 1) chunk = 1;
+    int64_t ld = chunk * osz;
+    bool work = (want_dx || want_dw) && N > 0 && osz > 0 && rows > 0 && Mg > 0;
+    if (s == OTTER_OK && work &&
+        (!(col = ot_ctx_scratch(ctx, (size_t)(rows * ld) * sizeof(float))) ||
+         !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float)))))
+        s = OTTER_ERR_NOMEM;
     if (s == OTTER_OK && out[0]) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
     if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
-    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
+    for (int64_t n0 = 0; s == OTTER_OK && work && n0 < N; n0 += chunk)
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
-            const float *dyg = DY + (n * M + gr * Mg) * osz, *xg = X + (n * C + gr * Cg) * g.in_size;
-            const float *wg = W + gr * Mg * rows;
-            if (want_dw) {
-                tr_im2col(xg, Cg, &g, col);
-                s = ot_sgemm(ctx, false, true, Mg, rows, osz, 1.0f, dyg, osz, col, osz, 1.0f, out[1] + gr * Mg * rows,
+            int64_t nb = N - n0 < chunk ? N - n0 : chunk, cols = nb * osz;
+            cg_args a = {.g = &g,
+                         .X = X,
+                         .DY = DY,
+                         .col = want_dw ? col : NULL,
+                         .dyc = dyc,
+                         .dx = out[0],
+                         .n0 = n0,
+                         .nb = nb,
+                         .gr = gr,
+                         .C = C,
+                         .M = M,
+                         .Cg = Cg,
+                         .Mg = Mg,
+                         .ld = ld};
+            ot_parallel_for(ctx, nb, 1, cg_gather, &a);
+            if (want_dw)
+                s = ot_sgemm(ctx, false, true, Mg, rows, cols, 1.0f, dyc, ld, col, ld, 1.0f, out[1] + gr * Mg * rows,
                              rows);
-            }
             if (s == OTTER_OK && want_dx) {
-                s = ot_sgemm(ctx, true, false, rows, osz, Mg, 1.0f, wg, rows, dyg, osz, 0.0f, dcol, osz);
-                if (s == OTTER_OK) tr_col2im(dcol, Cg, &g, out[0] + (n * C + gr * Cg) * g.in_size);
+                s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyc, ld, 0.0f, col, ld);
+                a.col = col;
+                if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
             }
         }
     if (s == OTTER_OK && want_db)
@@ -460,7 +570,6 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                 for (int64_t i = 0; i < osz; i++) sum += DY[(n * M + m) * osz + i];
             out[2][m] = (float)sum;
         }
-    ot_free(col), ot_free(dcol);
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
             tr_out_done(o[k], tout[k]);
