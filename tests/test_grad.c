@@ -297,6 +297,11 @@ static void a_avgpool_pad_incl(otter_node *n) {
     a_avgpool_pad(n);
     otter_node_set_attr_int(n, "count_include_pad", 1);
 }
+static void a_cast_float(otter_node *n) { otter_node_set_attr_int(n, "to", OTTER_DTYPE_FLOAT); }
+static void a_sce_weight_ignore(otter_node *n) {
+    otter_node_set_attr_string(n, "reduction", "mean");
+    otter_node_set_attr_int(n, "ignore_index", 1);
+}
 static void a_axis_last(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
 static void a_bn_train(otter_node *n) {
     otter_node_set_attr_int(n, "training_mode", 1);
@@ -486,6 +491,16 @@ static const grad_case CASES[] = {
       {"en", INTS, SHAPE(2), {3, 5}},
       {"ax", INTS, SHAPE(2), {0, 1}}},
      1},
+    {"Gelu (com.microsoft)", "Gelu", "com.microsoft", 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"Cast", "Cast", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_cast_float},
+    {"SoftmaxCrossEntropyLoss weight ignore_index",
+     "SoftmaxCrossEntropyLoss",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(5, 3)}, {"t", INTS, SHAPE(5), {0, 2, 1, 2, 1}}, {"w", POS_FIXED, SHAPE(3)}},
+     1,
+     a_sce_weight_ignore},
     {"Gather", "Gather", NULL, 0, 2, {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(3), {2, 0, 2}}}, 1, a_gather},
 };
 

@@ -483,6 +483,9 @@ static ot_infer_fn find_rule(const char *domain, const char *op_type) {
     } else if (strcmp(domain, "ai.onnx.preview.training") == 0) {
         for (const ot_infer_rule *r = ot_infer_rules_training; r->op_type; r++)
             if (strcmp(r->op_type, op_type) == 0) return r->fn;
+    } else if (strcmp(domain, "com.microsoft") == 0) {
+        for (const ot_infer_rule *r = ot_infer_rules_microsoft; r->op_type; r++)
+            if (strcmp(r->op_type, op_type) == 0) return r->fn;
     }
     return NULL;
 }

@@ -302,3 +302,23 @@ const ot_infer_rule ot_infer_rules_elementwise[] = {
     {"Where", where},
     {NULL, NULL},
 };
+
+/* com.microsoft operators in training graphs whose output 0 is shaped like input 0: the Gelu
+ * family (x, or x + bias) and the elementwise gradient operators (dY). */
+const ot_infer_rule ot_infer_rules_microsoft[] = {
+    {"Gelu", unary},
+    {"FastGelu", unary},
+    {"QuickGelu", unary},
+    {"BiasGelu", unary},
+    {"ReluGrad", unary},
+    {"SigmoidGrad", unary},
+    {"TanhGrad", unary},
+    {"GeluGrad", unary},
+    {"FastGeluGrad", unary},
+    {"SoftmaxGrad", unary},
+    {"SoftmaxGrad_13", unary},
+    {"LogSoftmaxGrad", unary},
+    {"LogSoftmaxGrad_13", unary},
+    {"DropoutGrad", unary},
+    {NULL, NULL},
+};

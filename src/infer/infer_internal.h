@@ -79,6 +79,7 @@ typedef struct ot_infer_rule {
 
 /* Rule tables, each {NULL, NULL}-terminated (default domain). */
 extern const ot_infer_rule ot_infer_rules_elementwise[];
+extern const ot_infer_rule ot_infer_rules_microsoft[]; /* com.microsoft */
 extern const ot_infer_rule ot_infer_rules_shape[];
 extern const ot_infer_rule ot_infer_rules_nn[];
 extern const ot_infer_rule ot_infer_rules_reduce[];
