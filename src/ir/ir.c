@@ -723,7 +723,12 @@ otter_status otter_graph_rename(otter_graph *g, const char *old_name, const char
     if (graph_defines(g, new_name) || otter_graph_find_output(g, new_name) >= 0)
         return ot_error(OTTER_ERR_INVALID, "cannot rename '%s' to '%s': '%s' already exists", old_name, new_name,
                         new_name);
-    return rename_refs(g, old_name, new_name, false);
+    /* The names may point into the graph itself (e.g. g->outputs[0].name), which renaming frees. */
+    char *from = ot_strdup(old_name), *to = ot_strdup(new_name);
+    otter_status s = from && to ? rename_refs(g, from, to, false) : OT_NOMEM();
+    ot_free(from);
+    ot_free(to);
+    return s;
 }
 
 otter_status otter_graph_add_initializer(otter_graph *g, otter_tensor *t) {
