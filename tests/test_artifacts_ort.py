@@ -36,7 +36,6 @@ ReLU + MaxPool CNNs under AdamW are sensitive to float32 kinks: see SEEDS.
 The npm package is installed under the build tree on first use. Prints the worst differences per model.
 """
 import ctypes
-import importlib.util
 import json
 import os
 import shutil
@@ -46,13 +45,11 @@ import sys
 import numpy as np
 import onnx
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-LIB = os.environ.get("OTTER_LIB", os.path.join(BIN, "libotter.so"))
-NPM = os.path.join(BIN, "npm")
-ORT_VERSION = "1.19.2"
-WORK = os.path.join(BIN, "tests", "artifacts_ort")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import LIB, check, load_exporter, run_cli  # noqa: E402
+
+WORK = tl.work_dir("artifacts_ort")
 STEPS = 10
 LOSS_TOL = 1e-5
 PARAM_TOL = 1e-5
@@ -80,37 +77,11 @@ RANDOM_DROPOUT = {"bn_dropout_cnn"}
 # 10 steps. A failure there that starts with a few elements at one step is such a kink, not a kernel bug.
 SEEDS = {("cifar_cnn", "CrossEntropyLoss", "AdamW"): 1000}
 
-failures = 0
-checks = 0
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def load_exporter():
-    path = os.path.join(SRC, "tools", "export_torch_models.py")
-    spec = importlib.util.spec_from_file_location("export_torch_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def ensure_ort():
     """Installs onnxruntime-web under the build tree; returns the path of a copy of its (unminified) training
     build whose wasm module is reachable from the test script, to read the message of a C++ exception."""
-    dist = os.path.join(NPM, "node_modules", "onnxruntime-web", "dist")
-    pkg = os.path.join(NPM, "node_modules", "onnxruntime-web", "package.json")
-    if not (os.path.exists(pkg) and json.load(open(pkg))["version"] == ORT_VERSION):
-        os.makedirs(NPM, exist_ok=True)
-        if not os.path.exists(os.path.join(NPM, "package.json")):  # npm --prefix needs one in a fresh folder
-            open(os.path.join(NPM, "package.json"), "w").write('{"private": true}\n')
-        subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", NPM,
-                        "onnxruntime-web@" + ORT_VERSION], check=True)
+    dist = os.path.join(tl.ensure_ort(), "dist")
     js = open(os.path.join(dist, "ort.training.wasm.js")).read()
     hook = "getInstance = () => {"
     if js.count(hook) != 1:
@@ -343,11 +314,6 @@ class TrainingSession:
 
 
 # ---- cases ------------------------------------------------------------------------------------------
-
-def run_cli(*args):
-    p = subprocess.run([CLI, *args], capture_output=True, text=True)
-    return p.returncode, (p.stdout + p.stderr).strip()
-
 
 def case_name(model, loss, opt, extra):
     return f"{model}/{loss}+{opt}" + ("(" + extra[1] + ")" if extra else "")
@@ -590,8 +556,7 @@ def main():
     for row in summary:
         print(f"  {row['name']}: loads {row['loads'][:200]}; loss {row.get('loss', '-')}; params "
               f"{row.get('param', '-')}; frozen {row.get('frozen', '-')}; loss {row.get('trend', '-')}")
-    print(f"test_artifacts_ort: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_artifacts_ort")
 
 
 if __name__ == "__main__":

@@ -19,33 +19,12 @@ import sys
 
 import numpy as np
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-FIX = os.path.join(SRC, "tests", "data", "ort-flat-mnist")
-NPM = os.path.join(BIN, "npm")
-ORT_VERSION = "1.19.2"
-WORK = os.path.join(BIN, "tests", "checkpoint_ort")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check  # noqa: E402
 
-failures = 0
-checks = 0
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def ensure_ort():
-    pkg = os.path.join(NPM, "node_modules", "onnxruntime-web", "package.json")
-    if os.path.exists(pkg) and json.load(open(pkg))["version"] == ORT_VERSION:
-        return
-    os.makedirs(NPM, exist_ok=True)
-    subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", NPM,
-                    "onnxruntime-web@" + ORT_VERSION], check=True)
+FIX = tl.ORT_FIXTURE
+WORK = tl.work_dir("checkpoint_ort")
 
 
 NODE_SCRIPT = r"""
@@ -91,14 +70,8 @@ const rd = (f) => new Uint8Array(fs.readFileSync(f));
 """
 
 
-def cli(*args):
-    r = subprocess.run([CLI, "checkpoint", *args], capture_output=True, text=True)
-    print("$ otter checkpoint " + " ".join(args) + "\n" + r.stdout + r.stderr, end="")
-    return r.returncode
-
-
 def main():
-    ensure_ort()
+    tl.ensure_ort()
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     orig = os.path.join(FIX, "checkpoint")
@@ -106,9 +79,10 @@ def main():
     for name, extra in [("sorted", []), ("keep", ["--keep-order"]), ("nominal", ["--nominal"]),
                         ("v1", ["--version", "1"])]:
         files[name] = os.path.join(WORK, name + ".ckpt")
-        check(cli("convert", orig, "-o", files[name], *extra) == 0, f"otter wrote {name}.ckpt")
+        check(tl.otter("checkpoint", "convert", orig, "-o", files[name], *extra).returncode == 0,
+              f"otter wrote {name}.ckpt")
     npy_dir = os.path.join(WORK, "npy")
-    check(cli("dump", orig, "--npy-dir", npy_dir) == 0, "otter checkpoint dump")
+    check(tl.otter("checkpoint", "dump", orig, "--npy-dir", npy_dir).returncode == 0, "otter checkpoint dump")
 
     jobs = [{"name": n, "ckpt": f, "out": os.path.join(WORK, n)} for n, f in files.items() if n != "nominal"]
     jobs.append({"name": "nominal", "ckpt": files["nominal"], "out": os.path.join(WORK, "nominal"),
@@ -117,7 +91,7 @@ def main():
     json.dump(jobs, open(job_file, "w"))
     script = os.path.join(WORK, "ort_check.js")
     open(script, "w").write(NODE_SCRIPT)
-    r = subprocess.run(["node", script, NPM, FIX, job_file], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["node", script, tl.NPM, FIX, job_file], capture_output=True, text=True, timeout=600)
     sys.stderr.write(r.stderr)
     check(r.returncode == 0, "node ran the ORT checks")
     res = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
@@ -163,8 +137,7 @@ def main():
     check(flat.size == ref.size and np.array_equal(flat.astype("<f4").view("<u4"), ref.view("<u4")),
           f"dumped .npy files in shapes.json order equal ORT's contiguous buffer ({flat.size} floats)")
 
-    print(f"test_checkpoint_ort: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_checkpoint_ort")
 
 
 if __name__ == "__main__":

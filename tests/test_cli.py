@@ -2,7 +2,6 @@
 model with exit 1 and a message naming the file, node or tensor at fault; and each verb does its job
 on a small MNIST-like model made here with python3-onnx."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -10,22 +9,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-BIN = os.environ.get("OTTER_BINARY_DIR", "build")
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check  # noqa: E402
+
 VERBS = ["info", "print", "check", "clean", "merge", "extract", "dot", "convert"]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
 
 
 def otter(*args):
-    p = subprocess.run([CLI, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    r = tl.otter(*args, echo=False)
+    return r.returncode, r.stdout, r.stderr
 
 
 def dnn(path):
@@ -184,8 +177,7 @@ def main():
         same = all(t.data_location != TensorProto.EXTERNAL and np.array_equal(numpy_helper.to_array(t), orig[t.name])
                    for t in mb.graph.initializer)
         check(rc == 0 and same and len(mb.graph.initializer) == len(orig), "otter convert --inline: all inline, values equal")
-    print(f"test_cli: {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_cli")
 
 
 if __name__ == "__main__":

@@ -14,32 +14,15 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-WORK = os.path.join(BIN, "tests", "fl_simulate")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check, otter  # noqa: E402
 
-failures = 0
-checks = 0
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def otter(*args):
-    r = subprocess.run([CLI, *args], capture_output=True, text=True)
-    print("$ otter " + " ".join(args) + f"  [exit {r.returncode}]\n" + r.stdout + r.stderr, end="")
-    return r
+WORK = tl.work_dir("fl_simulate")
 
 
 def w(*p):
@@ -151,8 +134,7 @@ def main():
     r = otter("fl", "frobnicate")
     check(r.returncode == 2 and "frobnicate" in r.stderr, "unknown fl sub-verb")
 
-    print(f"test_fl_simulate: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_fl_simulate")
 
 
 if __name__ == "__main__":

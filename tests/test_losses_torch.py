@@ -7,7 +7,6 @@ name), and the loss must equal torch.nn's on the same values to 1e-5 relative:
   BCEWithLogitsLoss (mean, sum, pos_weight).
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -15,16 +14,16 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-CLI = os.environ.get("OTTER_CLI", "otter")
-WORK = os.path.join(os.environ.get("OTTER_BINARY_DIR", "."), "tests", "losses_torch")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+
+WORK = tl.work_dir("losses_torch")
 os.makedirs(WORK, exist_ok=True)
 rng = np.random.default_rng(3)
 N, IN, C = 5, 6, 4
 W = rng.standard_normal((C, IN)).astype(np.float32)
 B = rng.standard_normal(C).astype(np.float32)
 X = rng.standard_normal((N, IN)).astype(np.float32)
-
-failures = 0
 
 
 def model_path():
@@ -39,8 +38,7 @@ def model_path():
 
 def otter_loss(name, args, target_name, target):
     out = os.path.join(WORK, name)
-    r = subprocess.run([CLI, "artifacts", model_path(), "-o", out, "--optimizer", "none", *args],
-                       capture_output=True, text=True)
+    r = tl.otter("artifacts", model_path(), "-o", out, "--optimizer", "none", *args, echo=False)
     if r.returncode:
         raise RuntimeError(r.stderr)
     feeds = {"x": X, "w": W, "b": B, target_name: target}
@@ -49,27 +47,22 @@ def otter_loss(name, args, target_name, target):
         f = os.path.join(out, k + ".npy")
         np.save(f, v)
         files.append(f"{k}={f}")
-    r = subprocess.run([CLI, "run", os.path.join(out, "eval_model.onnx"), *files, "--outdir", out, "-q"],
-                       capture_output=True, text=True)
+    r = tl.otter("run", os.path.join(out, "eval_model.onnx"), *files, "--outdir", out, "-q", echo=False)
     if r.returncode:
         raise RuntimeError(r.stderr)
     return float(np.load(os.path.join(out, "output_0.npy")))
 
 
 def check(name, args, target_name, target, torch_loss):
-    global failures
     y = torch.from_numpy(X) @ torch.from_numpy(W).T + torch.from_numpy(B)
     want = float(torch_loss(y))
     try:
         got = otter_loss(name, args, target_name, target)
     except RuntimeError as e:
-        failures += 1
-        print(f"FAIL {name}: {e}")
+        tl.check(False, f"{name}: {e}")
         return
     err = abs(got - want) / max(abs(want), 1e-12)
-    ok = err <= 1e-5
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {name:<34} otter {got:.7f} torch {want:.7f} rel err {err:.1e}")
+    tl.check(err <= 1e-5, f"{name:<34} otter {got:.7f} torch {want:.7f} rel err {err:.1e}")
 
 
 def main():
@@ -99,8 +92,7 @@ def main():
           lambda y: torch.nn.CrossEntropyLoss(weight=T(cw), ignore_index=1, reduction="sum")(y, T(labels)))
     check("BCEWithLogitsLoss pos_weight", ["--loss", "BCEWithLogitsLoss", "--pos-weight", ",".join(map(str, pw))],
           "target", t_b, lambda y: torch.nn.BCEWithLogitsLoss(pos_weight=T(pw))(y, T(t_b)))
-    print(f"test_losses_torch: {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_losses_torch")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ onnx.checker (full_check=True) and `otter check`, and evaluating its nodes (a sm
 interpreter; Debian's onnx 1.12 has no onnx.reference) gives the same logits as preprocessing
 and the DNN computed separately. Also: a wire with the wrong type is refused, naming the tensors."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -13,26 +12,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.mapping import TENSOR_TYPE_TO_NP_TYPE as NP_TYPE
 
-BIN = os.environ.get("OTTER_BINARY_DIR", "build")
-EXAMPLE = os.environ.get("OTTER_MNIST_DNN", os.path.join(BIN, "examples", "mnist_dnn"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check, run  # noqa: E402
 
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def run(args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    print("$ " + " ".join(args) + f"  -> exit {p.returncode}")
-    for s in (p.stdout, p.stderr):
-        if s.strip():
-            print(s.rstrip())
-    return p
+EXAMPLE = os.environ.get("OTTER_MNIST_DNN", os.path.join(tl.BIN, "examples", "mnist_dnn"))
+CLI = tl.CLI
 
 
 def preprocess_model(out_type=TensorProto.FLOAT):
@@ -132,8 +117,7 @@ def main():
         # Without a prefix the names still don't clash here; a wire to a missing input is named.
         p = run([CLI, "merge", pre, dnn, "--wire", "pixels:nope", "-o", os.path.join(tmp, "bad.onnx")])
         check(p.returncode == 1 and "'nope'" in p.stderr, "unknown input: exit 1 naming 'nope'")
-    print(f"test_merge_preprocess: {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_merge_preprocess")
 
 
 if __name__ == "__main__":

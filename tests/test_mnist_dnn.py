@@ -2,7 +2,6 @@
 python3-onnx's checker with full_check=True and by `otter check`; its structure and its
 PyTorch-style initialization are as specified; the same seed gives the same bytes."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -10,27 +9,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-BIN = os.environ.get("OTTER_BINARY_DIR", "build")
-EXAMPLE = os.environ.get("OTTER_MNIST_DNN", os.path.join(BIN, "examples", "mnist_dnn"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check, run  # noqa: E402
 
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def run(args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    print("$ " + " ".join(args) + f"  -> exit {p.returncode}")
-    if p.stdout.strip():
-        print(p.stdout.rstrip())
-    if p.stderr.strip():
-        print(p.stderr.rstrip())
-    return p
+EXAMPLE = os.environ.get("OTTER_MNIST_DNN", os.path.join(tl.BIN, "examples", "mnist_dnn"))
+CLI = tl.CLI
 
 
 def main():
@@ -103,8 +87,7 @@ def main():
         h = np.maximum(h @ inits["fc2.weight"].T + inits["fc2.bias"], 0)
         y = h @ inits["fc3.weight"].T + inits["fc3.bias"]
         check(y.shape == (4, 10) and np.isfinite(y).all(), f"numpy forward: logits {y.shape}, finite")
-    print(f"test_mnist_dnn: {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_mnist_dnn")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ applies exactly that mask (x * mask / (1 - p)), so the loss checks that the forw
 and every gradient checks that DropoutGrad applied the same mask. The masks must keep 30-70%.
 """
 import ctypes
-import importlib.util
 import os
 import subprocess
 import sys
@@ -35,11 +34,11 @@ import torch
 import torch.nn as nn
 from onnx import numpy_helper
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-LIB = os.environ.get("OTTER_LIB", os.path.join(BIN, "libotter.so"))
-WORK = os.path.join(BIN, "tests", "torch_grads")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import LIB, check, load_exporter, run_cli  # noqa: E402
+
+WORK = tl.work_dir("torch_grads")
 
 GRAD_TOL = 1e-4
 LOSS_TOL = 1e-5
@@ -50,28 +49,12 @@ BATCH = {"mnist_dnn": 8, "cifar_cnn": 4, "bn_dropout_cnn": 8, "bn_dropout_cnn_p0
          "transformer_ln17": 4}
 CLASSES = 10
 
-failures = 0
 worst = {"grad": (0.0, ""), "loss": (0.0, "")}
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def note_worst(kind, err, where):
     if err > worst[kind][0] or not np.isfinite(err):
         worst[kind] = (err, where)
-
-
-def load_exporter():
-    path = os.path.join(SRC, "tools", "export_torch_models.py")
-    spec = importlib.util.spec_from_file_location("export_torch_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ---- otter's runtime through ctypes -------------------------------------------------------------
@@ -169,11 +152,6 @@ class Session:
 
 
 # ---- one case -------------------------------------------------------------------------------------
-
-def run_cli(*args):
-    p = subprocess.run([CLI, *args], capture_output=True, text=True)
-    return p.returncode, (p.stdout + p.stderr).strip()
-
 
 def make_data(name, loss, shape, rng):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -447,8 +425,7 @@ def main():
                 check(False, f"{name}/{loss}: {type(e).__name__}: {e}")
     print(f"worst gradient error {worst['grad'][0]:.3e} ({worst['grad'][1]}), tolerance {GRAD_TOL:g}")
     print(f"worst loss error {worst['loss'][0]:.3e} ({worst['loss'][1]}), tolerance {LOSS_TOL:g}")
-    print(f"test_torch_grads: {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_torch_grads")
 
 
 if __name__ == "__main__":

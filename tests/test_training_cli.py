@@ -12,7 +12,6 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
@@ -20,28 +19,12 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-FIX = os.path.join(SRC, "tests", "data", "ort-flat-mnist")
-WORK = os.path.join(BIN, "tests", "training_cli")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check, otter  # noqa: E402
 
-failures = 0
-checks = 0
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def otter(*args):
-    r = subprocess.run([CLI, *args], capture_output=True, text=True)
-    print("$ otter " + " ".join(args) + f"  [exit {r.returncode}]\n" + r.stdout + r.stderr, end="")
-    return r
+FIX = tl.ORT_FIXTURE
+WORK = tl.work_dir("training_cli")
 
 
 def numpy_run(m, x):
@@ -171,8 +154,7 @@ def main():
     check(bad.returncode == 1 and "c.ckpt" in bad.stderr and open(w("keep.ckpt"), "rb").read() == before,
           "save into a missing folder fails naming it; the resumed checkpoint is intact")
 
-    print(f"test_training_cli: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_training_cli")
 
 
 if __name__ == "__main__":
