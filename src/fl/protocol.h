@@ -136,7 +136,8 @@ typedef struct otter_fl_server_options {
     unsigned max_connections; /* concurrent connections (0: 1000) */
     unsigned max_clients;     /* registrations (0: 10000) */
     int poll_ms;              /* client poll interval advertised (0: 200) */
-    double linger;            /* seconds to keep answering "done" after the last round (default 0: 3) */
+    double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
+                      it */
     otter_fl_server_log_fn log;
     otter_fl_server_round_fn on_round;
     void *user;

@@ -526,8 +526,11 @@ otter_status otter_fl_server_run(otter_fl_server *s) {
         double now = now_s();
         if (s->ph == PH_DONE) {
             size_t n_live = 0, told = 0;
+            /* Wait for every client still polling, and for every client of the final round (one slow to
+             * come back after its upload would otherwise retry against a gone server until it gives up). */
             for (size_t i = 0; i < s->n_clients; i++)
-                if (now - s->clients[i].last_seen <= live_window(s)) n_live++, told += s->clients[i].told_done;
+                if (now - s->clients[i].last_seen <= live_window(s) || s->clients[i].uploaded)
+                    n_live++, told += s->clients[i].told_done;
             if (told == n_live || now - s->t_done >= s->o.linger) break;
             wait_until(s, s->t_done + s->o.linger);
         } else if (s->ph == PH_WAITING) {
@@ -644,7 +647,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     if (!s->o.max_connections) s->o.max_connections = 1000;
     if (!s->o.max_clients) s->o.max_clients = 10000;
     if (s->o.poll_ms <= 0) s->o.poll_ms = 200;
-    if (!(s->o.linger > 0)) s->o.linger = 3;
+    if (!(s->o.linger > 0)) s->o.linger = 10;
     if (!(s->o.join_wait > 0)) s->o.join_wait = fmin(2.0, s->o.round_timeout);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
