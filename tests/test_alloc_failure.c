@@ -5,28 +5,6 @@
 
 #include "testutil.h"
 
-static long g_live, g_count, g_fail_at;
-
-static void *t_malloc(size_t n, void *u) {
-    (void)u;
-    if (g_fail_at && ++g_count == g_fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) g_live++;
-    return p;
-}
-static void *t_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (g_fail_at && ++g_count == g_fail_at) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) g_live++;
-    return q;
-}
-static void t_free(void *p, void *u) {
-    (void)u;
-    if (p) g_live--;
-    free(p);
-}
-
 /* One full exercise of the I/O and IR paths; returns the first non-OK status. */
 static otter_status exercise(const void *data, size_t size) {
     otter_model *m = NULL, *c = NULL;
@@ -45,23 +23,19 @@ static otter_status exercise(const void *data, size_t size) {
 static void run(const char *rel) {
     char path[4096];
     snprintf(path, sizeof path, "/usr/share/libonnx-testdata/data/%s/model.onnx", rel);
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    if (!f) return;
-    static char data[1 << 20];
-    size_t size = fread(data, 1, sizeof data, f);
-    fclose(f);
+    size_t size;
+    char *data = tu_read_file(path, &size);
+    CHECK(data != NULL);
+    if (!data) return;
 
-    otter_allocator a = {t_malloc, t_realloc, t_free, NULL};
-    otter_set_allocator(&a);
+    otter_set_allocator(&tu_counting_allocator);
     long n;
     int nomem = 0, other = 0, leaks = 0;
     for (n = 1;; n++) {
-        g_count = 0;
-        g_fail_at = n;
-        g_live = 0;
+        tu_alloc_fail_at(n);
+        tu_alloc_live = 0;
         otter_status s = exercise(data, size);
-        if (g_live != 0) leaks++;
+        if (tu_alloc_live != 0) leaks++;
         if (s == OTTER_OK) break;
         if (s == OTTER_ERR_NOMEM)
             nomem++;
@@ -72,6 +46,8 @@ static void run(const char *rel) {
         }
     }
     otter_set_allocator(NULL);
+    tu_alloc_fail_at(0);
+    free(data);
     printf("%s: %ld allocation points tried, %d clean NOMEM, %d other errors, %d leaking runs\n", rel, n, nomem, other,
            leaks);
     CHECK(other == 0);

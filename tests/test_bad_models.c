@@ -11,48 +11,7 @@
 
 #define CONV_MODEL "/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx"
 
-/* ---- an allocator that counts live blocks and can fail the Nth request ---- */
-
-static long g_live, g_calls, g_fail_at = -1;
-static size_t g_biggest; /* largest single request */
-static void *count_malloc(size_t n, void *u) {
-    (void)u;
-    if (n > g_biggest) g_biggest = n;
-    if (++g_calls == g_fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) g_live++;
-    return p;
-}
-static void *count_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (n > g_biggest) g_biggest = n;
-    if (++g_calls == g_fail_at) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) g_live++;
-    return q;
-}
-static void count_free(void *p, void *u) {
-    (void)u;
-    if (p) g_live--;
-    free(p);
-}
-static const otter_allocator COUNTING = {count_malloc, count_realloc, count_free, NULL};
-
-static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
+/* Allocations go through tu_counting_allocator (live blocks, the largest request, a failing Nth call). */
 
 static void write_all(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -66,29 +25,29 @@ static void expect_bad_mem(const char *label, const void *data, size_t n, const 
                            const char *needle2) {
     otter_model *m = (otter_model *)1;
     otter_clear_error();
-    long live = g_live;
+    long live = tu_alloc_live;
     otter_status s = otter_model_load_from_memory(&m, data, n, base_dir);
     const char *msg = otter_last_error();
-    bool ok =
-        s != OTTER_OK && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)) && g_live == live;
+    bool ok = s != OTTER_OK && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)) &&
+              tu_alloc_live == live;
     CHECK(ok);
     printf("  %-36s -> %s: %s%s\n", label, otter_status_name(s), msg, ok ? "" : "   <-- UNEXPECTED");
     if (s == OTTER_OK) otter_model_free(m);
-    if (g_live != live) printf("     %ld allocations leaked\n", g_live - live);
+    if (tu_alloc_live != live) printf("     %ld allocations leaked\n", tu_alloc_live - live);
 }
 
 static void expect_bad_file(const char *label, const char *path, const char *needle1, const char *needle2) {
     otter_model *m = (otter_model *)1;
     otter_clear_error();
-    long live = g_live;
+    long live = tu_alloc_live;
     otter_status s = otter_model_load(&m, path);
     const char *msg = otter_last_error();
-    bool ok =
-        s != OTTER_OK && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)) && g_live == live;
+    bool ok = s != OTTER_OK && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)) &&
+              tu_alloc_live == live;
     CHECK(ok);
     printf("  %-36s -> %s: %s%s\n", label, otter_status_name(s), msg, ok ? "" : "   <-- UNEXPECTED");
     if (s == OTTER_OK) otter_model_free(m);
-    if (g_live != live) printf("     %ld allocations leaked\n", g_live - live);
+    if (tu_alloc_live != live) printf("     %ld allocations leaked\n", tu_alloc_live - live);
 }
 
 /* A small valid model: Y = Identity(W) with W an initializer described by `w`; optionally an If node whose
@@ -286,12 +245,12 @@ static void test_built_models(void) {
         w.raw_data.len = 4;
         w.has_raw_data = k == 0;
         buf = build_model(&w, false, &n);
-        g_biggest = 0;
+        tu_alloc_biggest = 0;
         expect_bad_mem(k == 0 ? "dims 2^26 floats, raw_data 4 bytes" : "dims 2^26 floats, no data at all", buf, n, NULL,
                        "W_claims_256MB", NULL);
-        bool bounded = g_biggest <= ((size_t)1 << 20);
+        bool bounded = tu_alloc_biggest <= ((size_t)1 << 20);
         CHECK(bounded);
-        printf("     largest allocation while refusing this %zu-byte model: %zu bytes%s\n", n, g_biggest,
+        printf("     largest allocation while refusing this %zu-byte model: %zu bytes%s\n", n, tu_alloc_biggest,
                bounded ? "" : "   <-- allocates what the dims claim before checking the data");
         free(buf);
     }
@@ -399,14 +358,14 @@ static void test_bytes(void) {
 
     /* Every prefix of a real model: none may crash or leak; count how many are refused. */
     size_t size = 0;
-    uint8_t *model = read_all(CONV_MODEL, &size);
+    uint8_t *model = tu_read_file(CONV_MODEL, &size);
     CHECK(model != NULL);
     if (!model) return;
     size_t refused = 0, leaks = 0, accepted = 0;
     for (size_t len = 0; len < size; len++) {
         uint8_t *copy = malloc(len ? len : 1); /* exact size: ASan sees any over-read */
         memcpy(copy, model, len);
-        long live = g_live;
+        long live = tu_alloc_live;
         otter_model *m = NULL;
         otter_status s = otter_model_load_from_memory(&m, copy, len, NULL);
         if (s == OTTER_OK) {
@@ -415,7 +374,7 @@ static void test_bytes(void) {
         } else {
             refused += m == NULL && otter_last_error()[0] != '\0';
         }
-        leaks += g_live != live;
+        leaks += tu_alloc_live != live;
         free(copy);
     }
     /* A prefix that ends on a field boundary is a valid (smaller) ModelProto, so some load. */
@@ -461,14 +420,14 @@ static void test_bytes(void) {
         uint8_t *copy = malloc(size);
         memcpy(copy, model, size);
         copy[i] ^= 0xff;
-        long live = g_live;
+        long live = tu_alloc_live;
         m = NULL;
         otter_status s = otter_model_load_from_memory(&m, copy, size, NULL);
         if (s == OTTER_OK)
             otter_model_free(m);
         else
             flips_refused++;
-        flips_leaked += g_live != live;
+        flips_leaked += tu_alloc_live != live;
         free(copy);
     }
     CHECK(flips_leaked == 0);
@@ -485,10 +444,10 @@ static void test_bytes(void) {
             x = x * 1664525u + 1013904223u;
             buf[i] = (uint8_t)(x >> 24);
         }
-        long live = g_live;
+        long live = tu_alloc_live;
         m = NULL;
         if (otter_model_load_from_memory(&m, buf, n, NULL) == OTTER_OK) otter_model_free(m);
-        garbage_ok += g_live == live;
+        garbage_ok += tu_alloc_live == live;
     }
     CHECK(garbage_ok == 2000);
     printf("  2000 random buffers: no crash, %zu without a leak\n", garbage_ok);
@@ -496,21 +455,20 @@ static void test_bytes(void) {
     /* Fail the Nth allocation for N = 1, 2, ... until the load succeeds: a clean NOMEM, no leak. */
     size_t n_fail = 0, clean = 0;
     for (long nth = 1; nth < 100000; nth++) {
-        g_calls = 0;
-        g_fail_at = nth;
-        long live = g_live;
+        tu_alloc_fail_at(nth);
+        long live = tu_alloc_live;
         m = NULL;
         otter_status s = otter_model_load_from_memory(&m, model, size, NULL);
-        g_fail_at = -1;
+        tu_alloc_fail_at(0);
         if (s == OTTER_OK) {
             otter_model_free(m);
             break;
         }
         n_fail++;
-        clean += s == OTTER_ERR_NOMEM && m == NULL && g_live == live;
-        if (!(s == OTTER_ERR_NOMEM && g_live == live))
+        clean += s == OTTER_ERR_NOMEM && m == NULL && tu_alloc_live == live;
+        if (!(s == OTTER_ERR_NOMEM && tu_alloc_live == live))
             printf("     allocation %ld failing: %s (%s), %ld leaked\n", nth, otter_status_name(s), otter_last_error(),
-                   g_live - live);
+                   tu_alloc_live - live);
     }
     CHECK(n_fail > 10 && clean == n_fail);
     printf("  failing allocation 1..%zu in turn: %zu clean out-of-memory errors without a leak\n", n_fail, clean);
@@ -518,11 +476,11 @@ static void test_bytes(void) {
 }
 
 int main(void) {
-    otter_set_allocator(&COUNTING);
+    otter_set_allocator(&tu_counting_allocator);
     test_bytes();
     test_built_models();
     otter_set_allocator(NULL);
-    printf("live allocations at exit: %ld\n", g_live);
-    CHECK(g_live == 0);
+    printf("live allocations at exit: %ld\n", tu_alloc_live);
+    CHECK(tu_alloc_live == 0);
     return tu_finish("test_bad_models");
 }

@@ -45,49 +45,26 @@ static void print_report(const char *what, const otter_check_report *r) {
                otter_check_report_message(r, i));
 }
 
-static long g_live, g_count, g_fail_at;
-static void *t_malloc(size_t n, void *u) {
-    (void)u;
-    if (g_fail_at && ++g_count == g_fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) g_live++;
-    return p;
-}
-static void *t_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (g_fail_at && ++g_count == g_fail_at) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) g_live++;
-    return q;
-}
-static void t_free(void *p, void *u) {
-    (void)u;
-    if (p) g_live--;
-    free(p);
-}
-
 /* Fail allocation n = 1, 2, ... during a full check: each run ends in NOMEM (or, once n is past
  * the last allocation, in `final`) and leaves nothing allocated. */
 static void alloc_failures(const char *what, const otter_model *m, otter_status final) {
-    otter_allocator al = {t_malloc, t_realloc, t_free, NULL};
-    otter_set_allocator(&al);
+    otter_set_allocator(&tu_counting_allocator);
     int nomem = 0, other = 0, leaks = 0;
     long n;
     otter_status s = OTTER_OK;
     for (n = 1;; n++) {
         otter_check_report *rr = NULL;
-        g_count = 0;
-        g_live = 0;
-        g_fail_at = n;
+        tu_alloc_live = 0;
+        tu_alloc_fail_at(n);
         s = otter_check_report_create(&rr);
         if (s == OTTER_OK) {
             otter_check_options oo = {.full_check = true, .report = rr};
             s = otter_model_check(m, &oo);
         }
         otter_check_report_free(rr);
-        bool reached = g_count >= n;
-        g_fail_at = 0;
-        if (g_live != 0) leaks++;
+        bool reached = tu_alloc_calls >= n;
+        tu_alloc_fail_at(0);
+        if (tu_alloc_live != 0) leaks++;
         if (!reached) break;
         if (s == OTTER_ERR_NOMEM)
             nomem++;

@@ -11,18 +11,6 @@
 /* A copy of ../shared/fixtures/ort-flat-mnist (ORT 1.18's Python tool, MNIST DNN 784-200-200-10). */
 #define FIXTURE OTTER_SOURCE_DIR "/tests/data/ort-flat-mnist/checkpoint"
 
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 static const void *find_bytes(const void *hay, size_t hn, const void *needle, size_t nn) {
     const unsigned char *h = hay;
     for (size_t i = 0; i + nn <= hn; i++)
@@ -123,7 +111,7 @@ static void test_fixture(void) {
     CHECK(otter_checkpoint_group_count(c) == 0);
     CHECK(otter_checkpoint_property_count(c) == 0);
     size_t file_n = 0;
-    unsigned char *file = read_all(path, &file_n);
+    unsigned char *file = tu_read_file(path, &file_n);
     int64_t total = 0;
     int found = 0;
     for (size_t i = 0; i < 6 && i < otter_checkpoint_param_count(c, OTTER_PARAM_TRAINABLE); i++) {

@@ -353,23 +353,12 @@ static bool load_value(const char *path, const otter_type *ty, otter_arg *out, c
         *out = otter_arg_of_tensor(t);
         return true;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    size_t n;
+    unsigned char *buf = tu_read_file(path, &n);
+    if (!buf) {
         snprintf(err, cap, "cannot open");
         return false;
     }
-    unsigned char *buf = NULL;
-    size_t n = 0, cap_b = 0;
-    for (;;) {
-        if (n == cap_b) {
-            cap_b = cap_b ? cap_b * 2 : 4096;
-            buf = realloc(buf, cap_b);
-        }
-        size_t got = fread(buf + n, 1, cap_b - n, f);
-        if (got == 0) break;
-        n += got;
-    }
-    fclose(f);
     bool ok = read_message(buf, n, ty->kind == OTTER_TYPE_OPTIONAL, out, err, cap);
     free(buf);
     return ok;

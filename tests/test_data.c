@@ -9,30 +9,6 @@
 #include "otter/data.h"
 #include "testutil.h"
 
-/* ---- allocator that counts (and can fail the Nth allocation) ---- */
-
-static long alloc_live, alloc_count, alloc_fail_at = -1;
-static void *t_malloc(size_t n, void *u) {
-    (void)u;
-    if (++alloc_count == alloc_fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) alloc_live++;
-    return p;
-}
-static void *t_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (++alloc_count == alloc_fail_at) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) alloc_live++;
-    return q;
-}
-static void t_free(void *p, void *u) {
-    (void)u;
-    if (p) alloc_live--;
-    free(p);
-}
-static const otter_allocator counting = {t_malloc, t_realloc, t_free, NULL};
-
 /* ---- file writers ---- */
 
 static void write_bytes(const char *path, const void *d, size_t n) {
@@ -65,17 +41,6 @@ static void write_gz(const char *path, const void *d, size_t n, int members) {
         free(out);
     }
     fclose(f);
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return b;
 }
 
 static void put_be32(unsigned char *p, uint32_t v) {
@@ -324,7 +289,7 @@ static void test_idx(void) {
     otter_dataset_free(ds);
     /* gzip: truncated stream, corrupt stream, garbage after it, and a bad IDX inside a good gzip */
     size_t gzn;
-    unsigned char *gz = read_all(imgz, &gzn);
+    unsigned char *gz = tu_read_file(imgz, &gzn);
     write_bytes(bad, gz, gzn - 12);
     CHECK_STATUS(otter_dataset_open(&ds, spec2("idx", bad, lab), NULL), OTTER_ERR_INVALID);
     CHECK(error_has(bad, "truncated gzip"));
@@ -351,7 +316,7 @@ static void test_idx(void) {
         write_bytes(bad, idx_img, cut);
         refused += otter_dataset_open(&ds, spec2("idx", bad, lab), NULL) == OTTER_ERR_INVALID;
     }
-    gz = read_all(imgz, &gzn);
+    gz = tu_read_file(imgz, &gzn);
     for (size_t cut = 0; cut < gzn; cut++, total++) {
         write_bytes(bad, gz, cut);
         refused += otter_dataset_open(&ds, spec2("idx", bad, lab), NULL) == OTTER_ERR_INVALID;
@@ -452,7 +417,7 @@ static void test_cifar(void) {
     CHECK_STATUS(otter_dataset_open(&ds, spec2("cifar10", badf, NULL), NULL), OTTER_ERR_INVALID);
     CHECK(error_has(badf, "record 2 (offset 6146): label 10 is out of range for 10 classes"));
     size_t n;
-    unsigned char *b = read_all(badf, &n);
+    unsigned char *b = tu_read_file(badf, &n);
     write_bytes(badf, b, 3073 + 100);
     free(b);
     CHECK_STATUS(otter_dataset_open(&ds, spec2("cifar10", badf, NULL), NULL), OTTER_ERR_INVALID);
@@ -797,8 +762,8 @@ static void test_batches(void) {
     otter_tensor *y32 = NULL, *x3 = NULL;
     otter_tensor_create(&y32, NULL, OTTER_DTYPE_INT32, 1, yd);
     otter_tensor_create(&x3, NULL, OTTER_DTYPE_FLOAT, 3, xd); /* another per-sample shape, same elements */
-    otter_set_allocator(&counting);
-    alloc_count = 0;
+    otter_set_allocator(&tu_counting_allocator);
+    tu_alloc_fail_at(0);
     int64_t ids[8];
     int k = 0, lbad = 0;
     for (;;) {
@@ -810,7 +775,7 @@ static void test_batches(void) {
             k++;
         }
     }
-    long allocs = alloc_count;
+    long allocs = tu_alloc_calls;
     otter_set_allocator(NULL);
     CHECK(allocs == 0 && lbad == 0 && k == 5);
     for (int i = 0; i < 5 && i < k; i++) CHECK(ids[i] == sub[i]);
@@ -982,10 +947,9 @@ static void test_alloc_failures(void) {
     int leaks = 0, wrong = 0, points = 0;
     for (int k = 0; k < 3; k++) {
         for (long n = 1;; n++) {
-            otter_set_allocator(&counting);
-            alloc_live = 0;
-            alloc_count = 0;
-            alloc_fail_at = n;
+            otter_set_allocator(&tu_counting_allocator);
+            tu_alloc_live = 0;
+            tu_alloc_fail_at(n);
             otter_dataset *ds = NULL;
             otter_status s = otter_dataset_open(&ds, all[k], NULL);
             otter_partition *p = NULL;
@@ -1001,8 +965,8 @@ static void test_alloc_failures(void) {
             otter_batch_iter_free(it);
             otter_partition_free(p);
             otter_dataset_free(ds);
-            alloc_fail_at = -1;
-            long live = alloc_live;
+            tu_alloc_fail_at(0);
+            long live = tu_alloc_live;
             otter_set_allocator(NULL);
             if (live != 0) leaks++;
             if (s == OTTER_OK) break;
@@ -1030,7 +994,7 @@ static void test_corruptions(void) {
     int ok = 0, refused = 0, other = 0;
     for (int k = 0; k < 4; k++) {
         size_t n;
-        unsigned char *orig = read_all(srcs[k], &n);
+        unsigned char *orig = tu_read_file(srcs[k], &n);
         unsigned char *b = malloc(n);
         for (int trial = 0; trial < 300; trial++) {
             memcpy(b, orig, n);

@@ -376,28 +376,6 @@ static void test_dtypes_and_text(void) {
 
 #include <stdlib.h>
 
-static long alloc_live, alloc_count, alloc_fail_at = -1;
-
-static void *cnt_malloc(size_t n, void *u) {
-    (void)u;
-    if (++alloc_count == alloc_fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) alloc_live++;
-    return p;
-}
-static void *cnt_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (++alloc_count == alloc_fail_at) return NULL;
-    void *q = realloc(p, n);
-    if (q && !p) alloc_live++;
-    return q;
-}
-static void cnt_free(void *p, void *u) {
-    (void)u;
-    if (p) alloc_live--;
-    free(p);
-}
-
 typedef otter_status (*tool_fn)(otter_model *m, const otter_model *b, otter_model **out);
 
 static otter_status run_merge(otter_model *m, const otter_model *b, otter_model **out) {
@@ -435,25 +413,23 @@ static void test_alloc_failures(void) {
                  {"extract", run_extract},
                  {"clean", run_clean},
                  {"text+dot", run_text}};
-    otter_allocator a = {cnt_malloc, cnt_realloc, cnt_free, NULL};
-    otter_set_allocator(&a);
+    otter_set_allocator(&tu_counting_allocator);
     for (size_t t = 0; t < sizeof tools / sizeof tools[0]; t++) {
         long n = 1, bad = 0, leaks = 0;
         for (;; n++) {
             otter_model *m = model_a(14), *b = model_b(14, OTTER_DTYPE_FLOAT), *out = NULL;
             if (!m || !b) break;
-            alloc_count = 0;
-            alloc_fail_at = n;
+            tu_alloc_fail_at(n);
             otter_status s = tools[t].fn(m, b, &out);
-            bool failed_alloc = alloc_count >= n;
-            alloc_fail_at = -1;
+            bool failed_alloc = tu_alloc_calls >= n;
+            tu_alloc_fail_at(0);
             otter_model_free(out);
             otter_model_free(m);
             otter_model_free(b);
             if (s != OTTER_OK && s != OTTER_ERR_NOMEM) bad++;
             if (s == OTTER_OK && failed_alloc) bad++; /* a failed allocation went unreported */
-            if (alloc_live != 0) leaks++;
-            alloc_live = 0;
+            if (tu_alloc_live != 0) leaks++;
+            tu_alloc_live = 0;
             if (!failed_alloc) break; /* ran to the end without reaching allocation n */
         }
         printf("alloc failures: %s: failed allocation 1..%ld, %ld wrong statuses, %ld runs leaked\n", tools[t].name,

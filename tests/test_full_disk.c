@@ -10,21 +10,9 @@
 #include "otter/otter.h"
 #include "testutil.h"
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 static bool same_file(const char *path, const unsigned char *want, size_t n) {
     size_t got_n;
-    unsigned char *got = slurp(path, &got_n);
+    unsigned char *got = tu_read_file(path, &got_n);
     bool same = got && got_n == n && memcmp(got, want, n) == 0;
     free(got);
     return same;
@@ -55,7 +43,7 @@ int main(void) {
     CHECK_OK(otter_checkpoint_set_property_int(a.checkpoint, "epoch", 1));
     CHECK_OK(otter_checkpoint_save(a.checkpoint, ckpt_path, NULL));
     size_t model_n, ckpt_n;
-    unsigned char *model_before = slurp(model_path, &model_n), *ckpt_before = slurp(ckpt_path, &ckpt_n);
+    unsigned char *model_before = tu_read_file(model_path, &model_n), *ckpt_before = tu_read_file(ckpt_path, &ckpt_n);
     CHECK(model_before && ckpt_before && ckpt_n > 700000);
 
     /* The disk "fills up" at 64 KiB: both saves (800 KB each) must fail cleanly. */

@@ -6,22 +6,6 @@
 
 #include "testutil.h"
 
-static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 static float half_to_float(uint16_t h) {
     int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
     float v;
@@ -120,7 +104,7 @@ static void test_numpy_files(void) {
         strcat(out, ".npy");
         CHECK_OK(otter_tensor_save_npy(t, out));
         size_t na = 0, nb = 0;
-        void *a = read_all(path, &na), *b = read_all(out, &nb);
+        void *a = tu_read_file(path, &na), *b = tu_read_file(out, &nb);
         CHECK(a && b && na == nb && memcmp(a, b, na) == 0);
         printf("  %-22s saved %zu bytes, numpy's file %zu bytes, %s\n", "", nb, na,
                a && b && na == nb && memcmp(a, b, na) == 0 ? "identical" : "DIFFERENT");
@@ -209,7 +193,7 @@ static void test_round_trip(void) {
     const char *path = tu_tmp_path("rank16.npy");
     CHECK_OK(otter_tensor_save_npy(t, path));
     size_t sz = 0;
-    uint8_t *raw = read_all(path, &sz);
+    uint8_t *raw = tu_read_file(path, &sz);
     CHECK(raw && sz > 10 && raw[6] == 1 && raw[7] == 0);
     size_t hl = raw ? (size_t)raw[8] | (size_t)raw[9] << 8 : 0;
     CHECK((10 + hl) % 64 == 0 && raw[10 + hl - 1] == '\n' && sz == 10 + hl + 4);
@@ -381,7 +365,7 @@ static void test_headers(void) {
 
     /* Every prefix of a real file fails cleanly; the whole file loads. */
     size_t fsz = 0;
-    uint8_t *file = read_all(tu_src_path("tests/data/npy/f8.npy"), &fsz);
+    uint8_t *file = tu_read_file(tu_src_path("tests/data/npy/f8.npy"), &fsz);
     CHECK(file != NULL);
     size_t failed = 0, mentioned = 0;
     for (size_t len = 0; file && len < fsz; len++) {

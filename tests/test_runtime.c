@@ -11,25 +11,6 @@
 #include "otter/runtime.h"
 #include "testutil.h"
 
-/* ---- counting allocator ---- */
-
-static long g_allocs;
-static void *count_malloc(size_t n, void *u) {
-    (void)u;
-    g_allocs++;
-    return malloc(n);
-}
-static void *count_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    g_allocs++;
-    return realloc(p, n);
-}
-static void count_free(void *p, void *u) {
-    (void)u;
-    free(p);
-}
-static const otter_allocator COUNTING = {count_malloc, count_realloc, count_free, NULL};
-
 /* ---- building graphs ---- */
 
 static void add_node(otter_graph *g, const char *op, const char *name, size_t ni, const char *const *in, size_t no,
@@ -140,10 +121,10 @@ static void test_chain_and_plan(void) {
 
     /* second run, same shapes, outputs filled in place: no allocation at all */
     memset(out[0]->data, 0, otter_tensor_nbytes(out[0]));
-    otter_set_allocator(&COUNTING);
-    g_allocs = 0;
+    otter_set_allocator(&tu_counting_allocator);
+    tu_alloc_fail_at(0);
     CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, out));
-    long allocs = g_allocs;
+    long allocs = tu_alloc_calls;
     otter_set_allocator(NULL);
     CHECK_OK(otter_session_memory_stats(s, &st));
     printf("chain run 2 (planned): %ld allocations, %zu heap fallbacks; arena %zu bytes for %zu intermediates "
@@ -174,10 +155,10 @@ static void test_chain_and_plan(void) {
     CHECK_OK(otter_session_run(s, 1, NULL, in2, 2, NULL, out));
     CHECK(out[0]->dims[0] == 5 && max_err(out[0], y2) < 1e-5f);
     /* back to the first shape: its plan is cached, so no new plan and no allocation */
-    otter_set_allocator(&COUNTING);
-    g_allocs = 0;
+    otter_set_allocator(&tu_counting_allocator);
+    tu_alloc_fail_at(0);
     CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, keep));
-    allocs = g_allocs;
+    allocs = tu_alloc_calls;
     otter_set_allocator(NULL);
     CHECK_OK(otter_session_memory_stats(s, &st));
     printf("chain, back to N=%lld after N=5: %ld allocations, %zu plans made in all\n", (long long)n, allocs,
@@ -561,33 +542,21 @@ static void test_subgraph(void) {
 }
 
 /* Allocation failures at create and run: a clean error, never a crash (leaks show under ASan). */
-static long g_fail_at;
-static void *failing_malloc(size_t n, void *u) {
-    (void)u;
-    if (g_fail_at > 0 && --g_fail_at == 0) return NULL;
-    return malloc(n);
-}
-static void *failing_realloc(void *p, size_t n, void *u) {
-    (void)u;
-    if (g_fail_at > 0 && --g_fail_at == 0) return NULL;
-    return realloc(p, n);
-}
 
 static void test_alloc_failures(void) {
-    const otter_allocator failing = {failing_malloc, failing_realloc, count_free, NULL};
     otter_model *m = chain_model();
     otter_tensor *x = make_x(8, 0.5f);
     int nomem = 0, ok = 0;
     for (long k = 1; k < 400; k++) {
         otter_session *s = NULL;
         otter_tensor *out[2] = {NULL, NULL};
-        otter_set_allocator(&failing);
-        g_fail_at = k;
+        otter_set_allocator(&tu_counting_allocator);
+        tu_alloc_fail_at(k);
         otter_status st = otter_session_create(&s, m, &(otter_session_options){.n_threads = 1});
         if (st == OTTER_OK) st = otter_session_run(s, 1, NULL, (const otter_tensor *const[]){x}, 2, NULL, out);
         if (st == OTTER_OK) st = otter_session_run(s, 1, NULL, (const otter_tensor *const[]){x}, 2, NULL, out);
-        bool reached = g_fail_at > 0;
-        g_fail_at = 0;
+        bool past_end = tu_alloc_calls < k; /* fewer calls than k: the failure point is past the end */
+        tu_alloc_fail_at(0);
         otter_set_allocator(NULL);
         if (st != OTTER_OK) {
             nomem++;
@@ -598,7 +567,7 @@ static void test_alloc_failures(void) {
         otter_tensor_free(out[0]);
         otter_tensor_free(out[1]);
         otter_session_free(s);
-        if (reached) break; /* the failure point is past everything: done */
+        if (past_end) break; /* the failure point is past everything: done */
     }
     printf("allocation failures: %d injected failures gave a clean error, then success\n", nomem);
     CHECK(nomem > 10 && ok >= 1);
@@ -1027,18 +996,17 @@ static void test_sequence_alloc_failures(void) {
     CHECK_OK(otter_sequence_create(&q, OTTER_DTYPE_FLOAT));
     CHECK_OK(otter_sequence_append_view(q, a));
     otter_arg in[2] = {otter_arg_of_tensor(x), otter_arg_of_sequence(q)};
-    const otter_allocator failing = {failing_malloc, failing_realloc, count_free, NULL};
     int nomem = 0, ok = 0, bad = 0;
     for (long k = 1; k < 600; k++) {
         otter_session *s = NULL;
         otter_arg out[2] = {{0}};
-        otter_set_allocator(&failing);
-        g_fail_at = k;
+        otter_set_allocator(&tu_counting_allocator);
+        tu_alloc_fail_at(k);
         otter_status st = otter_session_create(&s, m, &(otter_session_options){.n_threads = 1});
         if (st == OTTER_OK) st = otter_session_run_args(s, 2, NULL, in, 2, NULL, out);
         if (st == OTTER_OK) st = otter_session_run_args(s, 2, NULL, in, 2, NULL, out);
-        bool reached = g_fail_at > 0;
-        g_fail_at = 0;
+        bool past_end = tu_alloc_calls < k; /* fewer calls than k: the failure point is past the end */
+        tu_alloc_fail_at(0);
         otter_set_allocator(NULL);
         if (st != OTTER_OK) {
             nomem++;
@@ -1055,7 +1023,7 @@ static void test_sequence_alloc_failures(void) {
         otter_arg_free(&out[0]);
         otter_arg_free(&out[1]);
         otter_session_free(s);
-        if (reached) break;
+        if (past_end) break;
     }
     printf("sequence allocation failures: %d injected failures gave a clean error (%d not NOMEM), then success\n",
            nomem, bad);

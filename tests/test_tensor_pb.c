@@ -9,22 +9,6 @@
 
 #define CORPUS "/usr/share/libonnx-testdata/data"
 
-static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 static void test_corpus(void) {
     char dir[4096], manifest[4096], pairs[4096], cmd[16384];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("pbref"));
@@ -94,7 +78,7 @@ static void test_corpus(void) {
         CHECK(eq);
         n_rt_equal += eq;
         size_t na = 0, nb = 0;
-        void *a = read_all(pb, &na), *b = read_all(out, &nb);
+        void *a = tu_read_file(pb, &na), *b = tu_read_file(out, &nb);
         n_identical += a && b && na == nb && memcmp(a, b, na) == 0;
         free(a);
         free(b);
@@ -247,7 +231,7 @@ static void test_bad_input(void) {
 
     /* every strict prefix of a real file fails cleanly */
     size_t fsz = 0;
-    uint8_t *file = read_all(CORPUS "/node/test_abs/test_data_set_0/input_0.pb", &fsz);
+    uint8_t *file = tu_read_file(CORPUS "/node/test_abs/test_data_set_0/input_0.pb", &fsz);
     CHECK(file != NULL);
     size_t failed = 0;
     for (size_t len = 0; file && len < fsz; len++) {

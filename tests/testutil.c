@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 int tu_failures;
@@ -23,3 +24,53 @@ const char *tu_tmp_path(const char *name) {
     snprintf(buf, sizeof buf, "%s/tests/tmp/%s", OTTER_BINARY_DIR, name);
     return buf;
 }
+
+void *tu_read_file(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long len = -1;
+    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    unsigned char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1) : NULL;
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (!b) return NULL;
+    b[len] = 0;
+    *n = (size_t)len;
+    return b;
+}
+
+long tu_alloc_live, tu_alloc_calls;
+size_t tu_alloc_biggest;
+static long tu_alloc_fail;
+
+void tu_alloc_fail_at(long n) {
+    tu_alloc_calls = 0;
+    tu_alloc_fail = n;
+}
+
+static void *tu_malloc(size_t n, void *u) {
+    (void)u;
+    if (n > tu_alloc_biggest) tu_alloc_biggest = n;
+    if (++tu_alloc_calls == tu_alloc_fail) return NULL;
+    void *p = malloc(n);
+    if (p) tu_alloc_live++;
+    return p;
+}
+static void *tu_realloc(void *p, size_t n, void *u) {
+    (void)u;
+    if (n > tu_alloc_biggest) tu_alloc_biggest = n;
+    if (++tu_alloc_calls == tu_alloc_fail) return NULL;
+    void *q = realloc(p, n);
+    if (q && !p) tu_alloc_live++;
+    return q;
+}
+static void tu_free(void *p, void *u) {
+    (void)u;
+    if (p) tu_alloc_live--;
+    free(p);
+}
+const otter_allocator tu_counting_allocator = {tu_malloc, tu_realloc, tu_free, NULL};

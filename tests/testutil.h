@@ -45,5 +45,17 @@ int tu_finish(const char *name);
 /* Path under the source tree / a scratch folder under the build tree (static buffers). */
 const char *tu_src_path(const char *rel);
 const char *tu_tmp_path(const char *name);
+/* The whole file in a malloc'd buffer with a NUL byte after it; its size in *n. NULL (and *n = 0) when the
+ * file can't be opened or read in full. */
+void *tu_read_file(const char *path, size_t *n);
+
+/* A counting allocator, for otter_set_allocator(&tu_counting_allocator). tu_alloc_live: allocations made
+ * through it and not yet freed; tu_alloc_calls: malloc/realloc calls since the last tu_alloc_fail_at;
+ * tu_alloc_biggest: the largest request. */
+extern const otter_allocator tu_counting_allocator;
+extern long tu_alloc_live, tu_alloc_calls;
+extern size_t tu_alloc_biggest;
+/* Start counting calls from 0 again; call number n (1, 2, ...) returns NULL; n <= 0: none fails. */
+void tu_alloc_fail_at(long n);
 
 #endif
