@@ -17,35 +17,14 @@ import sys
 
 import numpy as np
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-DRIVER = os.path.join(BIN, "tests", "test_training")
-FIX = os.path.join(SRC, "tests", "data", "ort-flat-mnist")
-NPM = os.path.join(BIN, "npm")
-ORT_VERSION = "1.19.2"
-WORK = os.path.join(BIN, "tests", "training_ort")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check  # noqa: E402
+
+DRIVER = os.path.join(tl.BIN, "tests", "test_training")
+FIX = tl.ORT_FIXTURE
+WORK = tl.work_dir("training_ort")
 STEPS, BATCH = 20, 64
-
-failures = 0
-checks = 0
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-
-
-def ensure_ort():
-    pkg = os.path.join(NPM, "node_modules", "onnxruntime-web", "package.json")
-    if os.path.exists(pkg) and json.load(open(pkg))["version"] == ORT_VERSION:
-        return
-    os.makedirs(NPM, exist_ok=True)
-    subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", NPM,
-                    "onnxruntime-web@" + ORT_VERSION], check=True)
 
 
 NODE_SCRIPT = r"""
@@ -97,10 +76,7 @@ const save = (f, t) => fs.writeFileSync(f, Buffer.from(t.data.buffer, t.data.byt
 
 
 def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        print("$ " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
-    return r.returncode
+    return tl.run(cmd, echo="fail").returncode
 
 
 def write_batches(d, labels, seed):
@@ -117,17 +93,17 @@ def write_batches(d, labels, seed):
 
 
 def main():
-    ensure_ort()
+    tl.ensure_ort()
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     model = os.path.join(WORK, "mnist_dnn.onnx")
-    check(run([CLI, "models", "mnist-dnn", "-o", model, "--seed", "3"]) == 0, "otter models mnist-dnn")
+    check(run([tl.CLI, "models", "mnist-dnn", "-o", model, "--seed", "3"]) == 0, "otter models mnist-dnn")
     sets = {"fixture": (FIX, "int64"),
             "otter-ce-adamw": (os.path.join(WORK, "ce_adamw"), "int64"),
             "otter-mse-sgd": (os.path.join(WORK, "mse_sgd"), "float32")}
-    check(run([CLI, "artifacts", model, "-o", sets["otter-ce-adamw"][0], "--loss", "CrossEntropyLoss",
+    check(run([tl.CLI, "artifacts", model, "-o", sets["otter-ce-adamw"][0], "--loss", "CrossEntropyLoss",
                "--optimizer", "AdamW"]) == 0, "otter artifacts CrossEntropyLoss + AdamW")
-    check(run([CLI, "artifacts", model, "-o", sets["otter-mse-sgd"][0], "--loss", "MSELoss",
+    check(run([tl.CLI, "artifacts", model, "-o", sets["otter-mse-sgd"][0], "--loss", "MSELoss",
                "--optimizer", "SGD"]) == 0, "otter artifacts MSELoss + SGD")
     jobs = []
     for i, (name, (d, labels)) in enumerate(sets.items()):
@@ -139,7 +115,7 @@ def main():
     json.dump(jobs, open(job_file, "w"))
     script = os.path.join(WORK, "ort_train.js")
     open(script, "w").write(NODE_SCRIPT)
-    r = subprocess.run(["node", script, NPM, job_file], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(["node", script, tl.NPM, job_file], capture_output=True, text=True, timeout=900)
     sys.stderr.write(r.stderr)
     check(r.returncode == 0, "node ran ORT's training")
     res = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
@@ -172,8 +148,7 @@ def main():
         check(diff <= 1e-3 * moved and moved > 0,
               f"{name}: trained parameters max |otter - ORT| {diff:.3g} (training moved them up to {moved:.3g})")
 
-    print(f"test_training_ort: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_training_ort")
 
 
 if __name__ == "__main__":
