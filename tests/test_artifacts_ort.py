@@ -79,7 +79,7 @@ SEEDS = {("cifar_cnn", "CrossEntropyLoss", "AdamW"): 1000}
 
 
 def ensure_ort():
-    """Installs onnxruntime-web under the build tree; returns the path of a copy of its (unminified) training
+    """Installs onnxruntime-web under the build tree (<build>/npm); returns the path of a copy of its (unminified) training
     build whose wasm module is reachable from the test script, to read the message of a C++ exception."""
     dist = os.path.join(tl.ensure_ort(), "dist")
     js = open(os.path.join(dist, "ort.training.wasm.js")).read()

@@ -29,22 +29,13 @@ import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as nh
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-WORK = os.path.join(BIN, "tests", "fl_faults")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check  # noqa: E402
 
-failures = 0
-checks = 0
+WORK = tl.work_dir("fl_faults")
+
 procs = []
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def w(*p):
@@ -54,7 +45,7 @@ def w(*p):
 def spawn(args, name):
     out = open(w(name + ".out"), "w")
     err = open(w(name + ".err"), "w")
-    p = subprocess.Popen([CLI, *args], stdout=out, stderr=err)
+    p = subprocess.Popen([tl.CLI, *args], stdout=out, stderr=err)
     p.name = name
     procs.append(p)
     return p
@@ -201,8 +192,7 @@ def make_fixtures():
     centers = rng.normal(0, 2, (3, 4))
     np.save(w("x.npy"), (centers[c] + rng.normal(0, 1, (n, 4))).astype(np.float32))
     np.save(w("y.npy"), c.astype(np.int64))
-    r = subprocess.run([CLI, "artifacts", w("tiny.onnx"), "-o", w("art"), "--optimizer", "SGD"],
-                       capture_output=True, text=True)
+    r = tl.otter("artifacts", w("tiny.onnx"), "-o", w("art"), "--optimizer", "SGD", echo=False)
     check(r.returncode == 0, "artifacts for the tiny model: " + r.stdout.strip().splitlines()[0])
 
 
@@ -330,7 +320,7 @@ def test_killed_client():
 # ---- C: the server killed and restarted ---------------------------------------------------------------------
 
 def dump(ckpt, d):
-    r = subprocess.run([CLI, "checkpoint", "dump", ckpt, "--npy-dir", d], capture_output=True, text=True)
+    r = tl.otter("checkpoint", "dump", ckpt, "--npy-dir", d, echo=False)
     check(r.returncode == 0, f"dump {os.path.basename(ckpt)}")
     man = json.load(open(os.path.join(d, "manifest.json")))
     return {k: np.load(os.path.join(d, v["file"])) for k, v in man.items() if "/" not in k}
@@ -426,8 +416,7 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    print(f"test_fl_faults: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_fl_faults")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,8 @@ def run_cli(*args):
 
 def npm_install(package, version):
     """Installs package@version under <build>/npm unless that version is already there (the registry is
-    reachable in CI); returns the package's folder."""
+    reachable in CI); returns the package's folder. A test that calls this must say "npm" in its own text:
+    tests/CMakeLists.txt gives those tests RESOURCE_LOCK npm (parallel installs corrupt node_modules)."""
     folder = os.path.join(NPM, "node_modules", package)
     pkg = os.path.join(folder, "package.json")
     if not (os.path.exists(pkg) and json.load(open(pkg))["version"] == version):
