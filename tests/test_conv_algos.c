@@ -1,0 +1,145 @@
+/* Conv (nn.c's im2col + sgemm, the 1x1 direct path, fused FusedConv) against direct loops in this
+ * file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides, groups,
+ * dilations, 1x1 and 5x5 kernels, batches, with bias, and bias + residual Add + Relu fused at opt
+ * level 2, at 1 and 2 threads. Error: |got - want| / (1 + |want|), below 1e-4. New conv algorithms
+ * (Winograd, direct) must pass these cases. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "otter/otter.h"
+#include "testutil.h"
+
+static double worst;
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static otter_tensor *rand_tensor(const char *name, int rank, const int64_t *dims, unsigned seed) {
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_create(&t, name, OTTER_DTYPE_FLOAT, rank, dims));
+    float *d = t->data;
+    for (int64_t i = 0; i < otter_tensor_numel(t); i++) d[i] = frand(&seed);
+    return t;
+}
+
+typedef struct conv_case {
+    int64_t N, C, H, W, M, KH, KW, group;
+    int64_t pads[4], strides[2], dil[2];
+    bool fused; /* Conv + B, then Add(x) and Relu: residual (needs M == C and same spatial size) */
+} conv_case;
+
+static void run_case(const conv_case *k) {
+    const int64_t xd[4] = {k->N, k->C, k->H, k->W}, wd[4] = {k->M, k->C / k->group, k->KH, k->KW}, bd[1] = {k->M};
+    const int64_t OH = (k->H + k->pads[0] + k->pads[2] - (k->KH - 1) * k->dil[0] - 1) / k->strides[0] + 1;
+    const int64_t OW = (k->W + k->pads[1] + k->pads[3] - (k->KW - 1) * k->dil[1] - 1) / k->strides[1] + 1;
+    otter_tensor *x = rand_tensor("x", 4, xd, 11), *w = rand_tensor("W", 4, wd, 12), *b = rand_tensor("B", 1, bd, 13);
+    /* reference */
+    const int64_t Cg = k->C / k->group, Mg = k->M / k->group, ysz = k->N * k->M * OH * OW;
+    float *want = malloc((size_t)ysz * sizeof(float));
+    const float *X = x->data, *Wt = w->data, *B = b->data;
+    for (int64_t n = 0; n < k->N; n++)
+        for (int64_t m = 0; m < k->M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = B[m];
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t i = 0; i < k->KH; i++)
+                            for (int64_t j = 0; j < k->KW; j++) {
+                                int64_t ih = oh * k->strides[0] - k->pads[0] + i * k->dil[0];
+                                int64_t iw = ow * k->strides[1] - k->pads[1] + j * k->dil[1];
+                                if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W) continue;
+                                acc += (double)Wt[((m * Cg + c) * k->KH + i) * k->KW + j] *
+                                       X[((n * k->C + (m / Mg) * Cg + c) * k->H + ih) * k->W + iw];
+                            }
+                    int64_t o = ((n * k->M + m) * OH + oh) * OW + ow;
+                    if (k->fused) {
+                        acc += X[o];
+                        acc = acc > 0 ? acc : 0;
+                    }
+                    want[o] = (float)acc;
+                }
+    /* model */
+    otter_model *mod;
+    CHECK_OK(otter_model_create(&mod, "conv", 17));
+    CHECK_OK(otter_graph_add_input(mod->graph, "x", OTTER_DTYPE_FLOAT, 4, xd, NULL));
+    CHECK_OK(otter_graph_add_output(mod->graph, k->fused ? "r" : "y", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    otter_tensor *wc, *bc;
+    CHECK_OK(otter_tensor_clone(&wc, w));
+    CHECK_OK(otter_tensor_clone(&bc, b));
+    CHECK_OK(otter_graph_add_initializer(mod->graph, wc));
+    CHECK_OK(otter_graph_add_initializer(mod->graph, bc));
+    otter_node *n;
+    const char *cin[3] = {"x", "W", "B"}, *cout[1] = {"y"};
+    CHECK_OK(otter_node_create(&n, "Conv", "conv", 3, cin, 1, cout));
+    CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, k->pads));
+    CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, k->strides));
+    CHECK_OK(otter_node_set_attr_ints(n, "dilations", 2, k->dil));
+    CHECK_OK(otter_node_set_attr_int(n, "group", k->group));
+    CHECK_OK(otter_graph_add_node(mod->graph, n));
+    if (k->fused) {
+        const char *ain[2] = {"y", "x"}, *aout[1] = {"s"}, *rin[1] = {"s"}, *rout[1] = {"r"};
+        CHECK_OK(otter_node_create(&n, "Add", "add", 2, ain, 1, aout));
+        CHECK_OK(otter_graph_add_node(mod->graph, n));
+        CHECK_OK(otter_node_create(&n, "Relu", "relu", 1, rin, 1, rout));
+        CHECK_OK(otter_graph_add_node(mod->graph, n));
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        otter_session *s = NULL;
+        otter_session_options o = {.n_threads = threads, .opt_level = 2, .opt_level_set = true};
+        CHECK_OK(otter_session_create(&s, mod, &o));
+        if (!s) break;
+        const otter_tensor *in[1] = {x};
+        otter_tensor *y = NULL;
+        CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y));
+        double err = 0;
+        bool ok = y && otter_tensor_numel(y) == ysz;
+        CHECK(ok);
+        for (int64_t i = 0; ok && i < ysz; i++) {
+            double e = fabs((double)((float *)y->data)[i] - want[i]) / (1 + fabs((double)want[i]));
+            if (!(e <= err)) err = e;
+        }
+        CHECK(err < 1e-4);
+        if (err > worst) worst = err;
+        printf(
+            "  N %lld C %3lld %3lldx%-3lld M %3lld k %lldx%lld pads %lld,%lld,%lld,%lld stride %lld,%lld dil %lld,%lld "
+            "group %lld%s, threads %d: worst rel err %.2e\n",
+            (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W, (long long)k->M, (long long)k->KH,
+            (long long)k->KW, (long long)k->pads[0], (long long)k->pads[1], (long long)k->pads[2],
+            (long long)k->pads[3], (long long)k->strides[0], (long long)k->strides[1], (long long)k->dil[0],
+            (long long)k->dil[1], (long long)k->group, k->fused ? " +residual+Relu" : "", threads, err);
+        otter_tensor_free(y);
+        otter_session_free(s);
+    }
+    otter_model_free(mod);
+    otter_tensor_free(x), otter_tensor_free(w), otter_tensor_free(b);
+    free(want);
+}
+
+int main(void) {
+    printf("Conv vs direct loops:\n");
+    const conv_case cases[] = {
+        /* 3x3 stride 1 */
+        {2, 8, 8, 8, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {3, 16, 7, 9, 12, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {1, 9, 5, 6, 17, 3, 3, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {2, 8, 11, 4, 8, 3, 3, 1, {2, 0, 1, 2}, {1, 1}, {1, 1}, false},
+        {5, 32, 16, 16, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {40, 8, 3, 3, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 16, 9, 9, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {3, 8, 2, 2, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        /* C < 8, strides, groups, dilations, 1x1, 5x5 */
+        {2, 4, 8, 8, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 16, 9, 10, 8, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        {2, 16, 9, 10, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 16, 9, 10, 8, 3, 3, 1, {2, 2, 2, 2}, {1, 1}, {2, 2}, false},
+        {2, 16, 9, 10, 8, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {2, 8, 9, 10, 8, 5, 5, 1, {2, 2, 2, 2}, {1, 1}, {1, 1}, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    printf("worst relative error %.2e\n", worst);
+    return tu_finish("test_conv_algos");
+}
