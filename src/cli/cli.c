@@ -140,3 +140,16 @@ bool cli_parse_size(const char *s, size_t *out) {
     *out = (size_t)(v * mul);
     return true;
 }
+
+bool cli_parse_norm(const char *text, otter_data_norm *out) {
+    static const struct {
+        const char *name;
+        otter_data_norm norm;
+    } names[] = {{"none", OTTER_NORM_NONE}, {"scale", OTTER_NORM_SCALE}, {"standard", OTTER_NORM_STANDARD}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(text, names[i].name) == 0) {
+            *out = names[i].norm;
+            return true;
+        }
+    return false;
+}

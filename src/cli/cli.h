@@ -48,6 +48,8 @@ bool cli_save(const char *verb, const otter_model *m, const char *path, const ot
  * items are dropped. Returns NULL when out of memory. */
 char **cli_split(const char *s, size_t *n);
 void cli_list_free(char **list);
+/* --normalize: "none", "scale" (x/255) or "standard" (per-channel mean/std); false when unknown. */
+bool cli_parse_norm(const char *text, otter_data_norm *out);
 /* A byte count: digits with an optional K, M or G suffix (powers of 1024). */
 bool cli_parse_size(const char *s, size_t *out);
 
@@ -60,15 +62,15 @@ int cmd_merge(int argc, char **argv);
 int cmd_extract(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
-int cmd_run(int argc, char **argv); /* src/cli/cmd_run.c, by the runtime */
+int cmd_run(int argc, char **argv);        /* src/cli/cmd_run.c, by the runtime */
 int cmd_checkpoint(int argc, char **argv); /* src/cli/cmd_checkpoint.c: ORT training checkpoints */
 int cmd_artifacts(int argc, char **argv);
 int cmd_models(int argc, char **argv);
-int cmd_train(int argc, char **argv);  /* src/cli/cmd_train.c: train ORT-format artifacts on a dataset */
-int cmd_eval(int argc, char **argv);   /* src/cli/cmd_eval.c */
-int cmd_export(int argc, char **argv); /* src/cli/cmd_export.c */
-int cmd_params(int argc, char **argv); /* src/cli/cmd_params.c */
-int cmd_fl(int argc, char **argv);     /* src/cli/cmd_fl.c: dispatches simulate, serve, client */
+int cmd_train(int argc, char **argv);     /* src/cli/cmd_train.c: train ORT-format artifacts on a dataset */
+int cmd_eval(int argc, char **argv);      /* src/cli/cmd_eval.c */
+int cmd_export(int argc, char **argv);    /* src/cli/cmd_export.c */
+int cmd_params(int argc, char **argv);    /* src/cli/cmd_params.c */
+int cmd_fl(int argc, char **argv);        /* src/cli/cmd_fl.c: dispatches simulate, serve, client */
 int cmd_fl_serve(int argc, char **argv);  /* src/cli/cmd_fl_serve.c */
 int cmd_fl_client(int argc, char **argv); /* src/cli/cmd_fl_client.c */
 

@@ -169,13 +169,15 @@ bool cli_parse_int(const char *text, long long lo, long long *out) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *data = NULL, *ckpt = NULL, *batch_text = NULL, *threads_text = NULL, *prefix = NULL;
+    const char *data = NULL, *ckpt = NULL, *batch_text = NULL, *threads_text = NULL, *prefix = NULL, *norm_t = NULL;
     const cli_opt opts[] = {
         {"--data", NULL, "SPEC", "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, npy:X.npy,Y.npy or csv:FILE", &data, NULL},
         {"--checkpoint", NULL, "CKPT", "checkpoint to evaluate (default: DIR/checkpoint)", &ckpt, NULL},
         {"--batch-size", NULL, "B", "samples per eval step (default 256)", &batch_text, NULL},
         {"--threads", NULL, "N", "threads (default: all cores)", &threads_text, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
+        {"--normalize", NULL, "N", "inputs: scale (x/255, default for images), standard (per-channel mean/std), none",
+         &norm_t, NULL},
         {0}};
     const cli_spec spec = {
         "eval",
@@ -191,6 +193,9 @@ int cmd_eval(int argc, char **argv) {
     int rc = cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
     if (!data) return cli_usage_error(&spec, "missing --data");
+    otter_data_norm norm = OTTER_NORM_DEFAULT;
+    if (norm_t && !cli_parse_norm(norm_t, &norm))
+        return cli_usage_error(&spec, "--normalize must be none, scale or standard, not '%s'", norm_t);
     long long batch = 256, threads = 0;
     if (batch_text && !cli_parse_int(batch_text, 1, &batch))
         return cli_usage_error(&spec, "--batch-size '%s' is not a positive number", batch_text);
@@ -206,7 +211,7 @@ int cmd_eval(int argc, char **argv) {
         return CLI_EXIT_INVALID;
     }
     otter_dataset *ds = NULL;
-    if (otter_dataset_open(&ds, data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST}) != OTTER_OK) {
+    if (otter_dataset_open(&ds, data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST, .norm = norm}) != OTTER_OK) {
         otter_training_session_free(s);
         return cli_fail("eval", data);
     }

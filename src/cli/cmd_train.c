@@ -224,7 +224,7 @@ static bool get_int_property(otter_training_session *s, const char *name, long l
 int cmd_train(int argc, char **argv) {
     const char *data = NULL, *eval_data = NULL, *epochs_t = NULL, *steps_t = NULL, *batch_t = NULL, *lr_t = NULL,
                *sched_t = NULL, *accum_t = NULL, *seed_t = NULL, *threads_t = NULL, *save = NULL, *resume = NULL,
-               *plot = NULL, *prefix = NULL;
+               *plot = NULL, *prefix = NULL, *norm_t = NULL;
     bool no_shuffle = false;
     const cli_opt opts[] = {
         {"--data", NULL, "SPEC", "training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, npy:X.npy,Y.npy, csv:FILE",
@@ -247,6 +247,8 @@ int cmd_train(int argc, char **argv) {
         {"--resume", NULL, "CKPT", "continue from a checkpoint saved by otter train", &resume, NULL},
         {"--plot", NULL, "FILE.svg", "write loss and accuracy curves as SVG", &plot, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
+        {"--normalize", NULL, "N", "inputs: scale (x/255, default for images), standard (per-channel mean/std), none",
+         &norm_t, NULL},
         {0}};
     const cli_spec spec = {"train",
                            "DIR",
@@ -261,6 +263,9 @@ int cmd_train(int argc, char **argv) {
     int rc = cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
     if (!data) return cli_usage_error(&spec, "missing --data");
+    otter_data_norm norm = OTTER_NORM_DEFAULT;
+    if (norm_t && !cli_parse_norm(norm_t, &norm))
+        return cli_usage_error(&spec, "--normalize must be none, scale or standard, not '%s'", norm_t);
     long long epochs = 1, steps = -1, batch = 64, accum = 1, threads = 0, seed_v = 0;
     float lr = 0.001f;
     if (epochs_t && !cli_parse_int(epochs_t, 1, &epochs)) return cli_usage_error(&spec, "bad --epochs '%s'", epochs_t);
@@ -328,12 +333,13 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     otter_training_set_seed(s, seed);
-    if (otter_dataset_open(&ds, data, &(otter_dataset_options){.split = OTTER_SPLIT_TRAIN}) != OTTER_OK) {
+    if (otter_dataset_open(&ds, data, &(otter_dataset_options){.split = OTTER_SPLIT_TRAIN, .norm = norm}) != OTTER_OK) {
         cli_fail("train", data);
         goto done;
     }
     if (eval_data &&
-        otter_dataset_open(&eds, eval_data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST}) != OTTER_OK) {
+        otter_dataset_open(&eds, eval_data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST, .norm = norm}) !=
+            OTTER_OK) {
         cli_fail("train", eval_data);
         goto done;
     }

@@ -343,7 +343,7 @@ static otter_status attr_slot(otter_node *n, const char *name, otter_attr_type t
 }
 
 otter_status otter_node_set_attr_int(otter_node *n, const char *name, int64_t v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_INT, &a));
     a->i = v;
     a->has_i = true;
@@ -351,7 +351,7 @@ otter_status otter_node_set_attr_int(otter_node *n, const char *name, int64_t v)
 }
 
 otter_status otter_node_set_attr_float(otter_node *n, const char *name, float v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_FLOAT, &a));
     a->f = v;
     a->has_f = true;
@@ -359,7 +359,7 @@ otter_status otter_node_set_attr_float(otter_node *n, const char *name, float v)
 }
 
 otter_status otter_node_set_attr_string(otter_node *n, const char *name, const char *v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_STRING, &a));
     a->has_s = true;
     a->s.len = strlen(v);
@@ -367,7 +367,7 @@ otter_status otter_node_set_attr_string(otter_node *n, const char *name, const c
 }
 
 otter_status otter_node_set_attr_ints(otter_node *n, const char *name, size_t count, const int64_t *v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_INTS, &a));
     OT_TRY(memdup((void **)&a->ints, v, count, sizeof *v));
     a->n_ints = count;
@@ -375,7 +375,7 @@ otter_status otter_node_set_attr_ints(otter_node *n, const char *name, size_t co
 }
 
 otter_status otter_node_set_attr_floats(otter_node *n, const char *name, size_t count, const float *v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_FLOATS, &a));
     OT_TRY(memdup((void **)&a->floats, v, count, sizeof *v));
     a->n_floats = count;
@@ -383,7 +383,7 @@ otter_status otter_node_set_attr_floats(otter_node *n, const char *name, size_t 
 }
 
 otter_status otter_node_set_attr_strings(otter_node *n, const char *name, size_t count, const char *const *v) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     OT_TRY(attr_slot(n, name, OTTER_ATTR_STRINGS, &a));
     if (!count) return OTTER_OK;
     if (!(a->strings = ot_calloc(count, sizeof *a->strings))) return OT_NOMEM();
@@ -396,7 +396,7 @@ otter_status otter_node_set_attr_strings(otter_node *n, const char *name, size_t
 }
 
 otter_status otter_node_set_attr_tensor(otter_node *n, const char *name, otter_tensor *t) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     otter_status s = attr_slot(n, name, OTTER_ATTR_TENSOR, &a);
     if (s != OTTER_OK) {
         otter_tensor_free(t);
@@ -407,7 +407,7 @@ otter_status otter_node_set_attr_tensor(otter_node *n, const char *name, otter_t
 }
 
 otter_status otter_node_set_attr_graph(otter_node *n, const char *name, otter_graph *g) {
-    otter_attr *a;
+    otter_attr *a = NULL;
     otter_status s = attr_slot(n, name, OTTER_ATTR_GRAPH, &a);
     if (s != OTTER_OK) {
         otter_graph_free(g);
