@@ -23,6 +23,6 @@ ctest --test-dir build/portable --output-on-failure -j"$JOBS" -R 'gemm|conforman
 
 echo "== fuzzers (bounded)"
 CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DOTTER_FUZZ=ON -DOTTER_BLAS=OFF -DOTTER_BUILD_TESTS=OFF >/dev/null
-cmake --build build/fuzz -j"$JOBS"
+cmake --build build/fuzz -j"$JOBS" --target fuzz_model_load fuzz_npy fuzz_tensor_pb fuzz_checkpoint
 tools/run-fuzzers.sh build/fuzz "${OTTER_FUZZ_SECONDS:-30}"
 echo "== all tests passed"
