@@ -233,8 +233,85 @@ static inline float fastgelu_d(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x * x);
 }
 
+/* Four floats as one value (GCC/Clang vector extension: SSE2 on x86-64, NEON on arm64). Elementwise
+ * arithmetic in it rounds exactly like the scalar code, so results are bit-identical to a plain loop. */
+typedef float ag_v4 __attribute__((vector_size(16)));
+typedef int32_t ag_i4 __attribute__((vector_size(16)));
+static inline ag_v4 ag_load(const float *p) {
+    ag_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void ag_store(float *p, ag_v4 v) { memcpy(p, &v, sizeof v); }
+
+typedef struct {
+    int kind;
+    const float *DY, *X, *B; /* B: bias over the last axis or NULL */
+    float *DX;
+    int64_t last;
+} ag_job;
+
+/* dx[i] = dy[i] * f'(x[i] + b[i]) over [0, n); b may be NULL. */
+static void ag_row(int kind, const float *restrict dy, const float *restrict x, const float *restrict b,
+                   float *restrict dx, int64_t n) {
+    int64_t i = 0;
+    if (!b && kind == G_RELU) {
+        const ag_v4 zero = {0, 0, 0, 0};
+        for (; i + 4 <= n; i += 4) {
+            ag_i4 m = ag_load(x + i) > zero;
+            ag_store(dx + i, (ag_v4)((ag_i4)ag_load(dy + i) & m));
+        }
+    } else if (!b && kind == G_SIGMOID) {
+        const ag_v4 one = {1, 1, 1, 1};
+        for (; i + 4 <= n; i += 4) {
+            ag_v4 v = ag_load(x + i);
+            ag_store(dx + i, ag_load(dy + i) * v * (one - v));
+        }
+    } else if (!b && kind == G_TANH) {
+        const ag_v4 one = {1, 1, 1, 1};
+        for (; i + 4 <= n; i += 4) {
+            ag_v4 v = ag_load(x + i);
+            ag_store(dx + i, ag_load(dy + i) * (one - v * v));
+        }
+    }
+    for (; i < n; i++) {
+        float v = x[i] + (b ? b[i] : 0.0f), g = dy[i];
+        switch (kind) {
+        case G_RELU:
+            dx[i] = v > 0.0f ? g : 0.0f;
+            break;
+        case G_SIGMOID:
+            dx[i] = g * v * (1.0f - v);
+            break;
+        case G_TANH:
+            dx[i] = g * (1.0f - v * v);
+            break;
+        case G_GELU:
+            dx[i] = g * gelu_d(v);
+            break;
+        default:
+            dx[i] = g * fastgelu_d(v);
+            break;
+        }
+    }
+}
+
+/* Elements [i0, i1): without a bias one contiguous row, with one row pieces along the last axis. */
+static void ag_range(void *arg, int64_t i0, int64_t i1) {
+    const ag_job *j = arg;
+    if (!j->B) {
+        ag_row(j->kind, j->DY + i0, j->X + i0, NULL, j->DX + i0, i1 - i0);
+        return;
+    }
+    for (int64_t i = i0; i < i1;) {
+        int64_t k = i % j->last, m = j->last - k < i1 - i ? j->last - k : i1 - i;
+        ag_row(j->kind, j->DY + i, j->X + i, j->B + k, j->DX + i, m);
+        i += m;
+    }
+}
+
 /* dX = dY * f'(.) from input 1 (X or Y as the op defines) plus an optional bias (input 2, broadcast
- * over the last axis). */
+ * over the last axis). Elementwise, split over the session's threads. */
 static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     const otter_tensor *dy, *x, *b = NULL;
     char s1[128], s2[128];
@@ -259,26 +336,9 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     if (s == OTTER_OK && b) s = tr_in(ctx, 2, &B, &t2);
     if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
-        for (int64_t i = 0; i < n; i++) {
-            float v = X[i] + (B ? B[i % last] : 0.0f), g = DY[i];
-            switch (kind) {
-            case G_RELU:
-                DX[i] = v > 0.0f ? g : 0.0f;
-                break;
-            case G_SIGMOID:
-                DX[i] = g * v * (1.0f - v);
-                break;
-            case G_TANH:
-                DX[i] = g * (1.0f - v * v);
-                break;
-            case G_GELU:
-                DX[i] = g * gelu_d(v);
-                break;
-            default:
-                DX[i] = g * fastgelu_d(v);
-                break;
-            }
-        }
+        ag_job j = {kind, DY, X, B, DX, last > 0 ? last : 1};
+        int64_t grain = kind == G_GELU || kind == G_FASTGELU ? 4096 : 32768;
+        if (n > 0) ot_parallel_for(ctx, n, grain, ag_range, &j);
         tr_out_done(dx, ty);
     } else {
         ot_free(ty);
