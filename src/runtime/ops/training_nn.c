@@ -493,6 +493,28 @@ static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+/* dB[m] = sum of dY[n][m][i] over n and i, in double with four independent partial sums (not one
+ * latency-bound chain); channels [m0, m1). */
+typedef struct {
+    const float *DY;
+    float *db;
+    int64_t N, M, osz;
+} db_args;
+
+static void db_channels(void *arg, int64_t m0, int64_t m1) {
+    const db_args *d = arg;
+    for (int64_t m = m0; m < m1; m++) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t n = 0; n < d->N; n++) {
+            const float *r = d->DY + (n * d->M + m) * d->osz;
+            int64_t i = 0;
+            for (; i + 4 <= d->osz; i += 4) s0 += r[i], s1 += r[i + 1], s2 += r[i + 2], s3 += r[i + 3];
+            for (; i < d->osz; i++) s0 += r[i];
+        }
+        d->db[m] = (float)((s0 + s1) + (s2 + s3));
+    }
+}
+
 /* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Over chunks of images and each group,
  * with col = im2col(X_g) and dY_g of the chunk's images side by side (one matrix of
  * chunk x out_size columns): dW_g += dY_g col^T and dcol = W_g^T dY_g, each one sgemm over the
@@ -563,13 +585,10 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                 if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
             }
         }
-    if (s == OTTER_OK && want_db)
-        for (int64_t m = 0; m < M; m++) {
-            double sum = 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < osz; i++) sum += DY[(n * M + m) * osz + i];
-            out[2][m] = (float)sum;
-        }
+    if (s == OTTER_OK && want_db) {
+        db_args d = {DY, out[2], N, M, osz};
+        ot_parallel_for(ctx, M, 1 + 16384 / (N * osz + 1), db_channels, &d);
+    }
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
             tr_out_done(o[k], tout[k]);
