@@ -874,11 +874,18 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
             int64_t *ind = a->I + pl * g->out_size, base = pl * g->in_size;
             for (int64_t oh = 0; oh < OH; oh++)
                 for (int64_t ow = 0; ow < OW; ow++) {
-                    int64_t off = 2 * oh * W + 2 * ow, best = off;
-                    float acc = x[off];
-                    if (x[off + 1] > acc) acc = x[off + 1], best = off + 1;
-                    if (x[off + W] > acc) acc = x[off + W], best = off + W;
-                    if (x[off + W + 1] > acc) acc = x[off + W + 1], best = off + W + 1;
+                    /* selects, not branches: which tap wins is data-dependent and mispredicts */
+                    int64_t off = 2 * oh * W + 2 * ow;
+                    float v0 = x[off], v1 = x[off + 1], v2 = x[off + W], v3 = x[off + W + 1];
+                    bool c1 = v1 > v0;
+                    float acc = c1 ? v1 : v0;
+                    int64_t best = off + (int64_t)c1;
+                    bool c2 = v2 > acc;
+                    acc = c2 ? v2 : acc;
+                    best = c2 ? off + W : best;
+                    bool c3 = v3 > acc;
+                    acc = c3 ? v3 : acc;
+                    best = c3 ? off + W + 1 : best;
                     y[oh * OW + ow] = acc;
                     ind[oh * OW + ow] = base + best;
                 }
