@@ -428,6 +428,21 @@ static void tg_im2col_ld(const float *x, int64_t C, const tgeom *g, float *col, 
                 }
 }
 
+/* dst[i] += src[i] for i < n, four lanes at a time (GCC/Clang vector extension; one add per element,
+ * so the same bits as the scalar loop, which GCC -O2 leaves scalar). */
+typedef float tg_v4 __attribute__((vector_size(16)));
+static inline void tg_add_row(float *restrict dst, const float *restrict src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        tg_v4 a, b;
+        memcpy(&a, dst + i, sizeof a);
+        memcpy(&b, src + i, sizeof b);
+        a += b;
+        memcpy(dst + i, &a, sizeof a);
+    }
+    for (; i < n; i++) dst[i] += src[i];
+}
+
 /* x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for channels [c0, c1) of one image
  * (x points at channel 0; the adjoint of tg_im2col_ld). */
 static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *g, float *x, int64_t ld) {
@@ -449,7 +464,7 @@ static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *
                             const float *restrict srow = src + (od * OH + oh) * OW;
                             float *restrict dst = x + ((c * D + id) * H + ih) * W + offw;
                             if (sw == 1)
-                                for (int64_t ow = wlo; ow < whi; ow++) dst[ow] += srow[ow];
+                                tg_add_row(dst + wlo, srow + wlo, whi - wlo);
                             else
                                 for (int64_t ow = wlo; ow < whi; ow++) dst[ow * sw] += srow[ow];
                         }
