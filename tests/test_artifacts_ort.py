@@ -31,7 +31,7 @@ stream vs otter's seeded stream), so the two can't draw the same masks and nothi
 Instead each runtime trains 10 steps on one repeated batch and the loss must decrease (mean of the last 3 steps
 below the mean of the first 3) and stay finite; the parameter buffer layout is still compared.
 
-ReLU + MaxPool CNNs under AdamW are sensitive to float32 kinks: see SEEDS.
+ReLU + MaxPool CNNs under AdamW are sensitive to float32 kinks: see CNN_ADAM_EPS.
 
 The npm package is installed under the build tree on first use. Prints the worst differences per model.
 """
@@ -60,8 +60,16 @@ BATCH = {"mnist_dnn": 64, "cifar_cnn": 8, "bn_dropout_cnn": 32, "bn_dropout_cnn_
          "transformer_ln17": 16}
 
 # (model, loss, optimizer, extra `otter artifacts` arguments)
-CASES = [(m, "CrossEntropyLoss", "AdamW", []) for m in
-         ("mnist_dnn", "cifar_cnn", "bn_dropout_cnn_p0", "transformer", "transformer_ln17")]
+# ReLU + MaxPool CNNs under AdamW: a pre-activation within float32 rounding of 0 (ReLU(conv) = 1.1e-8 in one
+# runtime, 0 in the other) makes MaxPool route a gradient entry differently; with eps 1e-6, Adam turns such
+# entries (and a conv bias before BatchNorm, whose exact gradient is 0) into lr-sized steps and two correct runtimes
+# drift ~1e-4 apart in 10 steps. A larger epsilon keeps AdamW's math and the comparison exact while not amplifying
+# gradient entries that are rounding noise; ORT and otter run the same optimizer model either way.
+CNN_ADAM_EPS = 1e-3
+CASES = [(m, "CrossEntropyLoss", "AdamW", []) for m in ("mnist_dnn", "transformer", "transformer_ln17")]
+# ReLU + MaxPool CNNs under AdamW: see CNN_ADAM_EPS.
+CASES += [(m, "CrossEntropyLoss", "AdamW", ["--lr-hparams", f"eps={CNN_ADAM_EPS}"]) for m in
+          ("cifar_cnn", "bn_dropout_cnn_p0")]
 CASES += [(m, "MSELoss", "SGD", []) for m in
           ("mnist_dnn", "cifar_cnn", "bn_dropout_cnn_p0", "transformer", "transformer_ln17")]
 CASES += [("mnist_dnn", "BCEWithLogitsLoss", "AdamW", ["--lr-hparams", "adam_mode=0,weight_decay=0.01"]),
@@ -69,13 +77,7 @@ CASES += [("mnist_dnn", "BCEWithLogitsLoss", "AdamW", ["--lr-hparams", "adam_mod
           ("transformer_ln17", "L1Loss", "AdamW", ["--lr-hparams", "adam_mode=0,weight_decay=0.01"]),
           ("bn_dropout_cnn", "CrossEntropyLoss", "AdamW", [])]
 RANDOM_DROPOUT = {"bn_dropout_cnn"}
-# Batch seed per case: 1000 + the case's index in CASES, except where noted. cifar_cnn/CrossEntropyLoss+AdamW:
-# with seed 1001 (and with seed 1000 at batch 16) a pre-activation lands within float32 rounding of 0 at step 2
-# or later (ReLU(conv2) = 1.1e-8 in otter, 0 in ORT, at [5, 28, 5, 6] of batch 16), so MaxPool routes the
-# gradient differently; Adam turns the flipped gradient entries into lr-sized steps and the runs drift apart
-# (all parameters ~1e-3 relative by step 10). Both runtimes are right; seed 1000 at batch 8 has no such tie in
-# 10 steps. A failure there that starts with a few elements at one step is such a kink, not a kernel bug.
-SEEDS = {("cifar_cnn", "CrossEntropyLoss", "AdamW"): 1000}
+# Batch seed per case: 1000 + the case's index in CASES.
 
 
 def ensure_ort():
@@ -439,7 +441,7 @@ def main():
         if rc != 0:
             continue
         bd = os.path.join(d, "batches")
-        feeds = make_batches(bd, exporter, model, loss, SEEDS.get((model, loss, opt), 1000 + i))
+        feeds = make_batches(bd, exporter, model, loss, 1000 + i)
         jobs.append({"name": name, "model": model, "opt": opt, "dir": d, "batches": bd, "feeds": feeds, "steps": STEPS,
                      "out": os.path.join(d, "ort")})
         fixed = domain_fixed_copy(d)
