@@ -490,6 +490,7 @@ static void cg_gather(void *arg, int64_t b0, int64_t b1) {
         int64_t n = a->n0 + b;
         if (a->col) tg_im2col_ld(a->X + (n * a->C + a->gr * a->Cg) * g->in_size, a->Cg, g, a->col + b * osz, a->ld);
         const float *dy = a->DY + (n * a->M + a->gr * a->Mg) * osz;
+        if (!a->dyc) continue; /* one image per chunk: the sgemms read dY_g in place */
         for (int64_t m = 0; m < a->Mg; m++)
             memcpy(a->dyc + m * a->ld + b * osz, dy + m * osz, (size_t)osz * sizeof(float));
     }
@@ -561,15 +562,15 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
     if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
     if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
-    /* chunk: enough images for about 4096 columns, at most N */
-    int64_t chunk = osz > 0 ? (4096 + osz - 1) / osz : 1;
+    /* chunk: enough images for about 4096 columns, at most N; one image (no dY copy) from 1024 columns */
+    int64_t chunk = osz >= 1024 ? 1 : osz > 0 ? (4096 + osz - 1) / osz : 1;
     if (chunk > N) chunk = N;
     if (chunk < 1) chunk = 1;
     int64_t ld = chunk * osz;
     bool work = (want_dx || want_dw) && N > 0 && osz > 0 && rows > 0 && Mg > 0;
     if (s == OTTER_OK && work &&
         (!(col = ot_ctx_scratch(ctx, (size_t)(rows * ld) * sizeof(float))) ||
-         !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float)))))
+         (chunk > 1 && !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float))))))
         s = OTTER_ERR_NOMEM;
     if (s == OTTER_OK && out[0]) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
     if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
@@ -580,7 +581,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .X = X,
                          .DY = DY,
                          .col = want_dw ? col : NULL,
-                         .dyc = dyc,
+                         .dyc = chunk > 1 ? dyc : NULL,
                          .dx = out[0],
                          .n0 = n0,
                          .nb = nb,
@@ -591,11 +592,12 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .Mg = Mg,
                          .ld = ld};
             ot_parallel_for(ctx, nb, 1, cg_gather, &a);
+            const float *dyp = chunk > 1 ? dyc : DY + (n0 * M + gr * Mg) * osz; /* ld = osz when chunk is 1 */
             if (want_dw)
-                s = ot_sgemm(ctx, false, true, Mg, rows, cols, 1.0f, dyc, ld, col, ld, 1.0f, out[1] + gr * Mg * rows,
+                s = ot_sgemm(ctx, false, true, Mg, rows, cols, 1.0f, dyp, ld, col, ld, 1.0f, out[1] + gr * Mg * rows,
                              rows);
             if (s == OTTER_OK && want_dx) {
-                s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyc, ld, 0.0f, col, ld);
+                s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyp, ld, 0.0f, col, ld);
                 a.col = col;
                 if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
             }
