@@ -782,8 +782,9 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK) {
         int64_t nx = otter_tensor_numel(dx), n = otter_tensor_numel(dy);
         memset(DX, 0, (size_t)nx * sizeof(float));
+        const int64_t *I64 = ind->dtype == OTTER_DTYPE_INT64 ? ind->data : NULL; /* no per-element dtype switch */
         for (int64_t i = 0; i < n; i++) {
-            int64_t k = ot_get_i64(ind->data, ind->dtype, i);
+            int64_t k = I64 ? I64[i] : ot_get_i64(ind->data, ind->dtype, i);
             if (k < 0 || k >= nx) {
                 s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' value %lld out of range for dX of %lld elements",
                                  ot_ctx_input_name(ctx, 1), (long long)k, (long long)nx);
