@@ -222,9 +222,9 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             continue;
         }
         char what[16];
-        long long round;
+        long long round, rounds = 0;
         int poll;
-        if (code != 200 || sscanf(body_str(c), "%15s %lld poll_ms %d", what, &round, &poll) != 3) {
+        if (code != 200 || sscanf(body_str(c), "%15s %lld poll_ms %d rounds %lld", what, &round, &poll, &rounds) < 3) {
             snprintf(c->err, sizeof c->err, "GET /round answered %ld: %s", code, body_line(c, line, sizeof line));
             if (!backoff_wait(c, &b, st, "polling")) goto away;
             continue;
@@ -285,6 +285,11 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             st->updates_accepted++;
             clog_(c, OTTER_LOG_INFO, "round %lld: trained on %lld examples in %.2fs, loss %.4f; update accepted", round,
                   (long long)examples, now_s() - t0, loss);
+            if (rounds > 0 && round >= rounds) { /* the final round: nothing more to wait for */
+                st->last_round = round;
+                clog_(c, OTTER_LOG_INFO, "round %lld was the last of %lld: training is over", round, rounds);
+                goto done;
+            }
         } else {
             st->updates_refused++;
             clog_(c, OTTER_LOG_WARN, "round %lld: update refused (%ld): %s", round, code,

@@ -230,7 +230,9 @@ static enum MHD_Result do_round(otter_fl_server *s, struct MHD_Connection *conn,
         what = "train", r = s->open_round;
     else if (s->ph == PH_OPEN)
         r = s->open_round;
-    snprintf(text, sizeof text, "%s %lld\npoll_ms %d\n", what, (long long)r, s->o.poll_ms);
+    /* "rounds" lets a client of the final round finish without hearing "done" (the server may be gone). */
+    snprintf(text, sizeof text, "%s %lld\npoll_ms %d\nrounds %lld\n", what, (long long)r, s->o.poll_ms,
+             (long long)s->o.rounds);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return reply(conn, MHD_HTTP_OK, text);
