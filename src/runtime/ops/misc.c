@@ -107,12 +107,21 @@ static otter_status constant_of_shape_run(ot_kernel_ctx *ctx) {
         for (int64_t i = 0; i < n; i++) OT_TRY(copy_elems(ctx, (otter_bytes *)y->data + i, v->data, dt, 1));
         return OTTER_OK;
     }
-    size_t es = otter_dtype_size(dt);
-    if (!v) {
-        memset(y->data, 0, (size_t)n * es);
+    size_t es = otter_dtype_size(dt), total = (size_t)n * es;
+    static const char zero[16];
+    if (!v || memcmp(v->data, zero, es) == 0) { /* the usual zeros: one memset */
+        memset(y->data, 0, total);
         return OTTER_OK;
     }
-    for (int64_t i = 0; i < n; i++) memcpy((char *)y->data + (size_t)i * es, v->data, es);
+    /* Fill by doubling: one element, then copies of what is already there. */
+    char *d = y->data;
+    if (!total) return OTTER_OK;
+    memcpy(d, v->data, es);
+    for (size_t done = es; done < total;) {
+        size_t chunk = done < total - done ? done : total - done;
+        memcpy(d + done, d, chunk);
+        done += chunk;
+    }
     return OTTER_OK;
 }
 
