@@ -7,7 +7,7 @@ $SUDO apt-get update -q
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
   build-essential cmake pkg-config clang libclang-rt-14-dev \
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata \
-  libopenblas-dev zlib1g-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev \
+  libopenblas-dev zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev \
   python3 python3-onnx python3-numpy python3-torch graphviz dataset-fashion-mnist
 # Node.js runs ONNX Runtime's web training build and onnxruntime-node, the peers in tests and benchmarks.
 command -v node >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q nodejs npm
