@@ -29,10 +29,10 @@ echo "== training artifacts (CrossEntropyLoss, AdamW), as ONNX Runtime's generat
 echo "== the real MNIST"
 mnist="$("$root/tools/fetch-mnist.sh" "$build/mnist")"
 
-echo "== training $epochs epochs (batch 64, AdamW, lr 1e-3)"
+echo "== training $epochs epochs (batch 64, AdamW, lr 1e-3 with cosine decay)"
 start=$(date +%s)
 "$otter" train "$out/artifacts" --data "mnist:$mnist" --eval-data "mnist:$mnist" --epochs "$epochs" \
-    --batch-size 64 --lr 1e-3 --seed 1 --save "$out/mnist.ckpt" --plot "$out/mnist_training.svg"
+    --batch-size 64 --lr 1e-3 --schedule cosine --seed 1 --save "$out/mnist.ckpt" --plot "$out/mnist_training.svg"
 echo "(trained in $(( $(date +%s) - start )) s)"
 
 echo "== evaluating the saved checkpoint on the test set"
