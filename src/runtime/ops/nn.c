@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/im2col.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
@@ -163,44 +164,14 @@ static otter_status check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int
 /* ---- im2col / col2im (3-D) ---------------------------------------------------------------------- */
 
 /* Valid output positions [lo, hi) along one axis for kernel tap offset off = kk*dil - pad. */
-static void valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int64_t h = in - off <= 0 ? 0 : (in - off + stride - 1) / stride;
-    if (h > out) h = out;
-    if (l > h) l = h;
-    *lo = l, *hi = h;
-}
 
 /* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
 static void im2col3(const float *x, int64_t C, const geom *g, float *col) {
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
-    const int64_t osz = g->out_size;
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                    float *dst = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
-                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
-                    valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
-                    for (int64_t od = 0; od < OD; od++) {
-                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
-                        for (int64_t oh = 0; oh < OH; oh++) {
-                            float *drow = dst + (od * OH + oh) * OW;
-                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
-                            if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                                memset(drow, 0, (size_t)OW * sizeof(float));
-                                continue;
-                            }
-                            const float *src = x + ((c * D + id) * H + ih) * W + offw;
-                            for (int64_t ow = 0; ow < wlo; ow++) drow[ow] = 0.0f;
-                            if (g->stride[2] == 1)
-                                memcpy(drow + wlo, src + wlo, (size_t)(whi - wlo) * sizeof(float));
-                            else
-                                for (int64_t ow = wlo; ow < whi; ow++) drow[ow] = src[ow * g->stride[2]];
-                            for (int64_t ow = whi; ow < OW; ow++) drow[ow] = 0.0f;
-                        }
-                    }
-                }
+    ot_conv_window w;
+    for (int i = 0; i < MAXSP; i++)
+        w.in[i] = g->in[i], w.out[i] = g->out[i], w.k[i] = g->k[i], w.stride[i] = g->stride[i], w.dil[i] = g->dil[i],
+        w.pad_begin[i] = g->pb[i];
+    ot_im2col(x, C, &w, col, g->out_size);
 }
 
 /* y[c][d][h][w] += col[(c, kd, kh, kw)][positions of x] for ConvTranspose: here g->in is the
@@ -214,7 +185,7 @@ static void col2im3(const float *col, int64_t C, const geom *g, float *y) {
                 for (int64_t kw = 0; kw < g->k[2]; kw++) {
                     const float *src = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
                     int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
-                    valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
+                    ot_conv_valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
                     for (int64_t od = 0; od < OD; od++) {
                         int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
                         if (id < 0 || id >= D) continue;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/ops/gemm.h"
+#include "runtime/ops/im2col.h"
 #include "runtime/ops/training_internal.h"
 
 /* ---- LayerNormalizationGrad / SimplifiedLayerNormalization(Grad) --------------------------------- */
@@ -388,44 +389,14 @@ static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **d
  * of image b of a chunk start at col + b * osz in rows of ld elements. */
 
 /* Valid output positions [lo, hi) along one axis for tap offset off = kk*dil - pad. */
-static void tg_valid(int64_t off, int64_t st, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + st - 1) / st;
-    int64_t h = in - off <= 0 ? 0 : (in - off + st - 1) / st;
-    if (h > out) h = out;
-    if (l > h) l = h;
-    *lo = l, *hi = h;
-}
 
 /* col[(c, kd, kh, kw) * ld + (od, oh, ow)] = x[c][id][ih][iw] or 0 (same values as tr_im2col). */
 static void tg_im2col_ld(const float *x, int64_t C, const tgeom *g, float *col, int64_t ld) {
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
-    int64_t r = 0;
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
-                    float *dst = col + r * ld;
-                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
-                    tg_valid(offw, g->st[2], W, OW, &wlo, &whi);
-                    for (int64_t od = 0; od < g->out[0]; od++) {
-                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
-                        for (int64_t oh = 0; oh < OH; oh++) {
-                            float *drow = dst + (od * OH + oh) * OW;
-                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
-                            if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                                memset(drow, 0, (size_t)OW * sizeof(float));
-                                continue;
-                            }
-                            const float *src = x + ((c * D + id) * H + ih) * W + offw;
-                            for (int64_t ow = 0; ow < wlo; ow++) drow[ow] = 0.0f;
-                            if (g->st[2] == 1)
-                                memcpy(drow + wlo, src + wlo, (size_t)(whi - wlo) * sizeof(float));
-                            else
-                                for (int64_t ow = wlo; ow < whi; ow++) drow[ow] = src[ow * g->st[2]];
-                            for (int64_t ow = whi; ow < OW; ow++) drow[ow] = 0.0f;
-                        }
-                    }
-                }
+    ot_conv_window w;
+    for (int i = 0; i < SP; i++)
+        w.in[i] = g->in[i], w.out[i] = g->out[i], w.k[i] = g->k[i], w.stride[i] = g->st[i], w.dil[i] = g->dil[i],
+        w.pad_begin[i] = g->pb[i];
+    ot_im2col(x, C, &w, col, ld);
 }
 
 /* dst[i] += src[i] for i < n, four lanes at a time (GCC/Clang vector extension; one add per element,
@@ -454,7 +425,7 @@ static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *
                 for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
                     const float *src = col + r * ld;
                     int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
-                    tg_valid(offw, sw, W, OW, &wlo, &whi);
+                    ot_conv_valid_range(offw, sw, W, OW, &wlo, &whi);
                     for (int64_t od = 0; od < g->out[0]; od++) {
                         int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
                         if (id < 0 || id >= D) continue;
