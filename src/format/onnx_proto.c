@@ -140,6 +140,16 @@ static otter_status pack_opaque(otter_bytes *dst, const ProtobufCMessage *m) {
     if (!(dst->data = ot_malloc(n + 1))) return OT_NOMEM();
     dst->len = protobuf_c_message_pack(m, (uint8_t *)dst->data);
     dst->data[dst->len] = '\0';
+    /* Saving unpacks these bytes again: refuse now what protobuf-c accepted but can't read back
+     * (malformed nested fields), rather than fail when the model is written. */
+    pb_alloc_failed = false;
+    ProtobufCMessage *check =
+        protobuf_c_message_unpack(m->descriptor, &ot_protobuf_allocator, dst->len, (const uint8_t *)dst->data);
+    if (!check)
+        return pb_alloc_failed ? OT_NOMEM()
+                               : ot_error(OTTER_ERR_INVALID, "invalid protobuf: a %s does not decode after re-encoding",
+                                          m->descriptor->name);
+    protobuf_c_message_free_unpacked(check, &ot_protobuf_allocator);
     return OTTER_OK;
 }
 
@@ -639,6 +649,7 @@ static char *wstr(const char *s) { return (char *)s; } /* protobuf-c wants char*
 
 static ProtobufCBinaryData wbytes(const otter_bytes *b) { return (ProtobufCBinaryData){b->len, (uint8_t *)b->data}; }
 
+/* Opaque bytes were checked to decode when they were read (pack_opaque). */
 static void *unpack_opaque(writer *w, const ProtobufCMessageDescriptor *d, const otter_bytes *b) {
     ProtobufCAllocator al = {arena_pb_alloc, arena_pb_free, &w->a};
     ProtobufCMessage *m = protobuf_c_message_unpack(d, &al, b->len, (const uint8_t *)b->data);
