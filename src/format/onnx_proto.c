@@ -145,10 +145,14 @@ static otter_status pack_opaque(otter_bytes *dst, const ProtobufCMessage *m) {
     pb_alloc_failed = false;
     ProtobufCMessage *check =
         protobuf_c_message_unpack(m->descriptor, &ot_protobuf_allocator, dst->len, (const uint8_t *)dst->data);
-    if (!check)
+    if (!check) {
+        ot_free(dst->data);
+        dst->data = NULL;
+        dst->len = 0;
         return pb_alloc_failed ? OT_NOMEM()
                                : ot_error(OTTER_ERR_INVALID, "invalid protobuf: a %s does not decode after re-encoding",
                                           m->descriptor->name);
+    }
     protobuf_c_message_free_unpacked(check, &ot_protobuf_allocator);
     return OTTER_OK;
 }
