@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/conv_direct.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
@@ -165,12 +166,18 @@ static otter_status check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int
 
 /* Valid output positions [lo, hi) along one axis for kernel tap offset off = kk*dil - pad. */
 
-/* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
-static void im2col3(const float *x, int64_t C, const geom *g, float *col) {
+/* The window of a forward geometry in 3 spatial dims (after geom_to3). */
+static ot_conv_window geom_window(const geom *g) {
     ot_conv_window w;
     for (int i = 0; i < MAXSP; i++)
         w.in[i] = g->in[i], w.out[i] = g->out[i], w.k[i] = g->k[i], w.stride[i] = g->stride[i], w.dil[i] = g->dil[i],
         w.pad_begin[i] = g->pb[i];
+    return w;
+}
+
+/* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
+static void im2col3(const float *x, int64_t C, const geom *g, float *col) {
+    const ot_conv_window w = geom_window(g);
     ot_im2col(x, C, &w, col, g->out_size);
 }
 
@@ -382,19 +389,23 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
         s = out_f32(y, &a.Y, &ty);
         a.Z = z ? z->data : NULL;
     }
-    a.n_tasks = g.N * group;
-    a.inner_threads = !(ctx->n_threads > 1 && a.n_tasks >= ctx->n_threads);
-    a.n_slots = a.inner_threads ? 1 : (a.n_tasks < 2 * ctx->n_threads ? a.n_tasks : 2 * ctx->n_threads);
-    a.col_elems = a.Cg * g.k_size * g.out_size;
-    if (s == OTTER_OK && !a.direct &&
-        !(a.cols = ot_ctx_scratch(ctx, (size_t)(a.n_slots * a.col_elems) * sizeof(float))))
-        s = OTTER_ERR_NOMEM;
-    if (s == OTTER_OK) {
-        if (a.inner_threads)
+    const ot_conv_window win = geom_window(&g);
+    if (s == OTTER_OK && !a.direct && ot_conv_direct_supported(&win)) {
+        const ot_conv_direct d = {.x = a.X, .w = a.Wt, .bias = a.B, .sum = a.Z, .y = a.Y, .N = g.N, .C = g.C, .M = M,
+                                  .group = group, .win = win, .relu = a.act == ACT_RELU};
+        s = ot_conv_direct_run(ctx, &d);
+    } else if (s == OTTER_OK) {
+        a.n_tasks = g.N * group;
+        a.inner_threads = !(ctx->n_threads > 1 && a.n_tasks >= ctx->n_threads);
+        a.n_slots = a.inner_threads ? 1 : (a.n_tasks < 2 * ctx->n_threads ? a.n_tasks : 2 * ctx->n_threads);
+        a.col_elems = a.Cg * g.k_size * g.out_size;
+        if (!a.direct && !(a.cols = ot_ctx_scratch(ctx, (size_t)(a.n_slots * a.col_elems) * sizeof(float))))
+            s = OTTER_ERR_NOMEM;
+        else if (a.inner_threads)
             conv_slots(&a, 0, 1);
         else
             ot_parallel_for(ctx, a.n_slots, 1, conv_slots, &a);
-        if (atomic_load(&a.failed)) s = OT_NOMEM();
+        if (s == OTTER_OK && atomic_load(&a.failed)) s = OT_NOMEM();
     }
     if (s == OTTER_OK && z_bcast) {
         /* y = act(conv + z), broadcast */

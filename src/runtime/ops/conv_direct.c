@@ -1,0 +1,276 @@
+/* Direct 2-D convolution: see conv_direct.h.
+ *
+ * Layout of the padded input, per image: PH padded rows, each holding every channel's sw phases
+ * of QW columns, where phase s, column q is padded column q * sw + s. Output position ow under
+ * tap kw reads padded column ow * sw + kw * dw = phase (kw * dw) % sw, column ow + (kw * dw) / sw:
+ * consecutive outputs read consecutive floats for any stride, and every (channel, tap) is one
+ * offset (off[k]). Rows hold all channels so that the rows a run of output rows reads are one
+ * contiguous block (hardware prefetch and TLB friendly).
+ *
+ * Output rows are cut into "halves" of 8 positions (the last one of a row may be short); a tile
+ * is two halves (from the same or neighbouring rows), so rows of any width fill the 16 lanes.
+ * Weights are packed per block of MR output channels as [K][MR] so that the inner loop
+ * broadcasts MR consecutive floats. Work items are (image, group, run of tiles); each item walks
+ * its tiles once per channel block, keeping the block's weights in L1. */
+#include "runtime/ops/conv_direct.h"
+
+#include <string.h>
+
+#include "core/core.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_DC_X86 1
+#endif
+
+bool ot_conv_direct_supported(const ot_conv_window *w) {
+#ifdef OT_DC_X86
+    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    (void)w;
+    return false;
+#endif
+}
+
+#ifdef OT_DC_X86
+
+#define DC_MR     6  /* output channels per register tile */
+#define DC_HALF   8  /* positions per half tile (one AVX register) */
+#define DC_TILES  8  /* tiles per work item, at most */
+#define DC_SLACK  16 /* floats after the padded input: the last short half reads past its row */
+
+typedef struct dc_plan {
+    const ot_conv_direct *a;
+    int64_t Cg, Mg, K, OH, OW, sh;
+    int64_t PH, QW;        /* padded rows, columns per phase row */
+    int64_t row, image;    /* floats per padded row (all channels and phases) and per image */
+    int64_t row_halves, halves, tiles, tiles_per_item, items_per_group;
+    float *xp;        /* padded input */
+    float *wp;        /* packed weights: per group, the channel blocks in order */
+    int64_t *off;     /* K tap offsets into one image-group of xp */
+    int64_t *blk_m0;  /* channel blocks of a group: first channel and height */
+    int *blk_mr;
+    int n_blk;
+} dc_plan;
+
+/* Cut Mg channels into blocks of 6, using two blocks of 4 rather than a block of 2 (the 4-row
+ * tile keeps more accumulators busy). */
+static int dc_blocks(int64_t Mg, int64_t *m0, int *mr) {
+    int n = 0;
+    int64_t q = Mg / DC_MR, r = Mg % DC_MR, m = 0;
+    if (r == 2 && q > 0) q--, r = 8;
+    for (int64_t i = 0; i < q; i++, n++) m0[n] = m, mr[n] = DC_MR, m += DC_MR;
+    if (r == 8) {
+        m0[n] = m, mr[n] = 4, m += 4, n++;
+        m0[n] = m, mr[n] = 4, n++;
+    } else if (r > 0) {
+        m0[n] = m, mr[n] = (int)r, n++;
+    }
+    return n;
+}
+
+/* Padded, phase-split copy of padded rows [u0, u1) (unit = image * PH + row), every channel. */
+static void dc_pad(void *arg, int64_t u0, int64_t u1) {
+    const dc_plan *p = arg;
+    const ot_conv_window *w = &p->a->win;
+    const int64_t C = p->a->C, H = w->in[1], W = w->in[2], sw = w->stride[2], pw = w->pad_begin[2], QW = p->QW;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t n = u / p->PH, r = u % p->PH, ih = r - w->pad_begin[1];
+        float *d = p->xp + n * p->image + r * p->row;
+        if (ih < 0 || ih >= H) {
+            memset(d, 0, (size_t)p->row * sizeof(float));
+            continue;
+        }
+        for (int64_t c = 0; c < C; c++) {
+            const float *srow = p->a->x + ((n * C + c) * H + ih) * W;
+            for (int64_t s = 0; s < sw; s++, d += QW) {
+                if (sw == 1) {
+                    /* columns q with 0 <= q - pw < W are copied, the rest are zero */
+                    int64_t lo = pw < QW ? pw : QW, hi = pw + W < QW ? pw + W : QW;
+                    memset(d, 0, (size_t)lo * sizeof(float));
+                    if (hi > lo) memcpy(d + lo, srow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
+                    if (QW > hi) memset(d + hi, 0, (size_t)(QW - hi) * sizeof(float));
+                } else {
+                    for (int64_t q = 0; q < QW; q++) {
+                        int64_t iw = q * sw + s - pw;
+                        d[q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static inline __m256i dc_mask(int lanes) __attribute__((target("avx2")));
+static inline __m256i dc_mask(int lanes) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Store one accumulator row: y[0..lanes) = act(acc + bias + z). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void dc_store(__m256 acc, float bias, const float *z,
+                                                                               float *y, int lanes, bool relu) {
+    acc = _mm256_add_ps(acc, _mm256_set1_ps(bias));
+    if (lanes == DC_HALF) {
+        if (z) acc = _mm256_add_ps(acc, _mm256_loadu_ps(z));
+        if (relu) acc = _mm256_max_ps(acc, _mm256_setzero_ps());
+        _mm256_storeu_ps(y, acc);
+    } else if (lanes > 0) {
+        __m256i m = dc_mask(lanes);
+        if (z) acc = _mm256_add_ps(acc, _mm256_maskload_ps(z, m));
+        if (relu) acc = _mm256_max_ps(acc, _mm256_setzero_ps());
+        _mm256_maskstore_ps(y, m, acc);
+    }
+}
+
+/* One register tile: MR channels x two halves. a: packed weights [K][MR]; x0 / x1: the halves'
+ * first input in the image-group's padded input; y0 / y1 (and z0 / z1): their first output in
+ * channel 0 of the block, channels ystride apart. lanes1 == 0: no second half. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+dc_tile(const int MR, const float *restrict a, const int64_t *restrict off, int64_t K, const float *x0,
+        const float *x1, float *y0, float *y1, const float *z0, const float *z1, int lanes0, int lanes1,
+        const float *bias, int64_t ystride, bool relu) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t o = off[k];
+        const __m256 b0 = _mm256_loadu_ps(x0 + o), b1 = _mm256_loadu_ps(x1 + o);
+        __m256 av;
+#define DC_ROW(i, ca, cb)                                                                                              \
+    if (MR > i) {                                                                                                      \
+        av = _mm256_broadcast_ss(a + i);                                                                               \
+        ca = _mm256_fmadd_ps(av, b0, ca);                                                                              \
+        cb = _mm256_fmadd_ps(av, b1, cb);                                                                              \
+    }
+        DC_ROW(0, c00, c01)
+        DC_ROW(1, c10, c11)
+        DC_ROW(2, c20, c21)
+        DC_ROW(3, c30, c31)
+        DC_ROW(4, c40, c41)
+        DC_ROW(5, c50, c51)
+#undef DC_ROW
+        a += MR;
+    }
+#define DC_OUT(i, ca, cb)                                                                                              \
+    if (MR > i) {                                                                                                      \
+        dc_store(ca, bias ? bias[i] : 0.0f, z0 ? z0 + i * ystride : NULL, y0 + i * ystride, lanes0, relu);            \
+        dc_store(cb, bias ? bias[i] : 0.0f, z1 ? z1 + i * ystride : NULL, y1 + i * ystride, lanes1, relu);            \
+    }
+    DC_OUT(0, c00, c01)
+    DC_OUT(1, c10, c11)
+    DC_OUT(2, c20, c21)
+    DC_OUT(3, c30, c31)
+    DC_OUT(4, c40, c41)
+    DC_OUT(5, c50, c51)
+#undef DC_OUT
+}
+
+/* Work items [i0, i1): item = (image, group, run of tiles). */
+__attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, int64_t i1) {
+    const dc_plan *p = arg;
+    const ot_conv_direct *a = p->a;
+    const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, rh = p->row_halves;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t ng = it / p->items_per_group, n = ng / a->group, gr = ng % a->group;
+        int64_t t0 = (it % p->items_per_group) * p->tiles_per_item;
+        int64_t t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
+        const float *xg = p->xp + n * p->image + gr * p->Cg * a->win.stride[2] * p->QW;
+        int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
+        const float *wg = p->wp + gr * p->Mg * p->K;
+        for (int b = 0; b < p->n_blk; b++) {
+            const int mr = p->blk_mr[b];
+            const int64_t m0 = p->blk_m0[b];
+            const float *ab = wg + m0 * p->K;
+            const float *bias = a->bias ? a->bias + gr * p->Mg + m0 : NULL;
+            for (int64_t t = t0; t < t1; t++) {
+                const float *xh[2];
+                float *yh[2];
+                const float *zh[2];
+                int lanes[2];
+                for (int h = 0; h < 2; h++) {
+                    int64_t hh = 2 * t + h;
+                    bool none = hh >= p->halves; /* odd count: recompute half 0, store nothing */
+                    if (none) hh = 2 * t;
+                    int64_t oh = hh / rh, ow0 = (hh % rh) * DC_HALF;
+                    lanes[h] = none ? 0 : OW - ow0 < DC_HALF ? (int)(OW - ow0) : DC_HALF;
+                    xh[h] = xg + oh * p->sh * p->row + ow0;
+                    int64_t yo = (ych + m0) * osz + oh * OW + ow0;
+                    yh[h] = a->y + yo;
+                    zh[h] = a->sum ? a->sum + yo : NULL;
+                }
+                switch (mr) {
+#define DC_CASE(R)                                                                                                     \
+    case R:                                                                                                            \
+        dc_tile(R, ab, p->off, p->K, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1], lanes[0], lanes[1], bias, osz, a->relu); \
+        break;
+                    DC_CASE(6)
+                    DC_CASE(5)
+                    DC_CASE(4)
+                    DC_CASE(3)
+                    DC_CASE(2)
+                    DC_CASE(1)
+#undef DC_CASE
+                }
+            }
+        }
+    }
+}
+
+otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
+    const ot_conv_window *w = &a->win;
+    dc_plan p = {.a = a, .Cg = a->C / a->group, .Mg = a->M / a->group, .OH = w->out[1], .OW = w->out[2],
+                 .sh = w->stride[1]};
+    const int64_t KH = w->k[1], KW = w->k[2], sw = w->stride[2], dh = w->dil[1], dw = w->dil[2];
+    p.K = p.Cg * KH * KW;
+    p.PH = (p.OH - 1) * p.sh + (KH - 1) * dh + 1;
+    int64_t pw_full = (p.OW - 1) * sw + (KW - 1) * dw + 1;
+    p.QW = (pw_full + sw - 1) / sw;
+    p.row = a->C * sw * p.QW;
+    p.image = p.PH * p.row;
+    p.row_halves = (p.OW + DC_HALF - 1) / DC_HALF;
+    p.halves = p.OH * p.row_halves;
+    p.tiles = (p.halves + 1) / 2;
+    /* enough items to keep every thread busy, each at most DC_TILES tiles */
+    int64_t groups = a->N * a->group, want = 4 * (int64_t)ctx->n_threads;
+    p.tiles_per_item = p.tiles < DC_TILES ? p.tiles : DC_TILES;
+    while (p.tiles_per_item > 1 && groups * ((p.tiles + p.tiles_per_item - 1) / p.tiles_per_item) < want)
+        p.tiles_per_item = (p.tiles_per_item + 1) / 2;
+    p.items_per_group = (p.tiles + p.tiles_per_item - 1) / p.tiles_per_item;
+
+    int64_t max_blk = p.Mg / 4 + 2;
+    p.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.image + DC_SLACK) * sizeof(float));
+    p.wp = ot_ctx_scratch(ctx, (size_t)(a->M * p.K) * sizeof(float));
+    p.off = ot_ctx_scratch(ctx, (size_t)p.K * sizeof(int64_t));
+    p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
+    p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
+    if (!p.xp || !p.wp || !p.off || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
+    memset(p.xp + a->N * p.image, 0, DC_SLACK * sizeof(float));
+    p.n_blk = dc_blocks(p.Mg, p.blk_m0, p.blk_mr);
+
+    for (int64_t c = 0, k = 0; c < p.Cg; c++)
+        for (int64_t kh = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++, k++)
+                p.off[k] = kh * dh * p.row + (c * sw + (kw * dw) % sw) * p.QW + (kw * dw) / sw;
+    for (int64_t gr = 0; gr < a->group; gr++)
+        for (int b = 0; b < p.n_blk; b++) {
+            int64_t m0 = gr * p.Mg + p.blk_m0[b];
+            float *dst = p.wp + m0 * p.K;
+            for (int64_t k = 0; k < p.K; k++)
+                for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
+        }
+    ot_parallel_for(ctx, a->N * p.PH, 1, dc_pad, &p);
+    ot_parallel_for(ctx, groups * p.items_per_group, 1, dc_items, &p);
+    return OTTER_OK;
+}
+
+#else
+
+otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
+    (void)a;
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "direct convolution needs x86-64 with AVX2");
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* Direct 2-D convolution (float, NCHW) for kernels larger than 1x1, without im2col.
+ *
+ * The input is copied once into a zero-padded buffer (split into stride phases along W, so that
+ * eight neighbouring outputs always read eight neighbouring inputs), and an AVX2/FMA register
+ * tile of up to 6 output channels x 16 output positions accumulates over every (channel, tap)
+ * straight from that buffer. Bias, a sum input and ReLU are applied as the tile is stored. Used
+ * by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c). */
+#ifndef OTTER_RUNTIME_OPS_CONV_DIRECT_H
+#define OTTER_RUNTIME_OPS_CONV_DIRECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/op.h"
+#include "runtime/ops/im2col.h"
+
+typedef struct ot_conv_direct {
+    const float *x;    /* [N][C][H][W] */
+    const float *w;    /* [M][C / group][KH][KW] */
+    const float *bias; /* [M], or NULL */
+    const float *sum;  /* shaped like y, added before the activation, or NULL */
+    float *y;          /* [N][M][OH][OW] */
+    int64_t N, C, M, group;
+    ot_conv_window win; /* 2-D geometry in the last two axes: in[0] == out[0] == k[0] == 1 */
+    bool relu;
+} ot_conv_direct;
+
+/* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */
+bool ot_conv_direct_supported(const ot_conv_window *w);
+
+/* y = act(conv(x, w) + bias + sum). Scratch comes from ctx (planned into the arena); runs on the
+ * session's threads. Fails only with OTTER_ERR_NOMEM. */
+otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
+
+#endif
