@@ -621,6 +621,17 @@ static void test_conv(void) {
     int64_t rx3[4] = {7, 2, 1, 3001}, rw3[4] = {3, 2, 1, 4};
     conv_attrs r3 = {2, {1, 3, 1}, {0, 2, 0, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_ref_case("N 7, 1x4 stride 3, odd width", rx3, rw3, &r3);
+    /* stride 1: dX by the direct convolution with the flipped kernel (pads (k-1)*dil - pad, which
+     * is negative, a crop, when a pad exceeds the kernel's reach) */
+    int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};
+    conv_attrs s1 = {2, {1, 1, 1}, {2, 0, 1, 3, 0, 0}, {2, 1, 1}, 2, {0, 0, 0}, NULL};
+    conv_ref_case("N 3, groups 2, stride 1, pads (2,0,1,3), dil (2,1)", sx, sw, &s1);
+    int64_t sx2[4] = {2, 3, 6, 7}, sw2[4] = {7, 3, 1, 1};
+    conv_attrs s2 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 2, 1x1 pad 1 (dX crops)", sx2, sw2, &s2);
+    int64_t sx3[4] = {2, 5, 13, 13}, sw3[4] = {7, 5, 5, 5};
+    conv_attrs s3 = {2, {1, 1, 1}, {2, 2, 2, 2, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 2, 5x5 pad 2, 7 outputs, width 13", sx3, sw3, &s3);
     /* ConvTranspose: W is (C, M/group, k...) */
     int64_t txd[4] = {2, 4, 3, 4}, twd[4] = {4, 3, 3, 2};
     conv_attrs t = {2, {2, 2, 1}, {1, 0, 0, 1, 0, 0}, {1, 1, 1}, 2, {1, 0, 0}, NULL};

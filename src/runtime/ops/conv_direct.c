@@ -87,8 +87,8 @@ static void dc_pad(void *arg, int64_t u0, int64_t u1) {
             const float *srow = p->a->x + ((n * C + c) * H + ih) * W;
             for (int64_t s = 0; s < sw; s++, d += QW) {
                 if (sw == 1) {
-                    /* columns q with 0 <= q - pw < W are copied, the rest are zero */
-                    int64_t lo = pw < QW ? pw : QW, hi = pw + W < QW ? pw + W : QW;
+                    /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
+                    int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
                     memset(d, 0, (size_t)lo * sizeof(float));
                     if (hi > lo) memcpy(d + lo, srow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
                     if (QW > hi) memset(d + hi, 0, (size_t)(QW - hi) * sizeof(float));

@@ -21,7 +21,8 @@ typedef struct ot_conv_direct {
     const float *sum;  /* shaped like y, added before the activation, or NULL */
     float *y;          /* [N][M][OH][OW] */
     int64_t N, C, M, group;
-    ot_conv_window win; /* 2-D geometry in the last two axes: in[0] == out[0] == k[0] == 1 */
+    ot_conv_window win; /* 2-D geometry in the last two axes: in[0] == out[0] == k[0] == 1; a negative
+                           pad_begin crops (ConvGrad's input gradient uses that) */
     bool relu;
 } ot_conv_direct;
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ops/conv_direct.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/training_internal.h"
@@ -502,6 +503,21 @@ static void db_channels(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
+/* dX = conv(dY, W^T flipped) over window win (see tr_conv_grad). */
+static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window *win, const float *DY, const float *W,
+                                        int64_t N, int64_t C, int64_t M, int64_t group, int64_t ks, float *dx) {
+    const int64_t Cg = C / group, Mg = M / group;
+    float *wt = ot_ctx_scratch(ctx, (size_t)(C * Mg * ks) * sizeof(float));
+    if (!wt) return OTTER_ERR_NOMEM;
+    for (int64_t gr = 0; gr < group; gr++)
+        for (int64_t m = 0; m < Mg; m++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t t = 0; t < ks; t++)
+                    wt[((gr * Cg + c) * Mg + m) * ks + ks - 1 - t] = W[((gr * Mg + m) * Cg + c) * ks + t];
+    const ot_conv_direct d = {.x = DY, .w = wt, .y = dx, .N = N, .C = M, .M = C, .group = group, .win = *win};
+    return ot_conv_direct_run(ctx, &d);
+}
+
 /* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Over chunks of images and each group,
  * with col = im2col(X_g) and dY_g of the chunk's images side by side (one matrix of
  * chunk x out_size columns): dW_g += dY_g col^T and dcol = W_g^T dY_g, each one sgemm over the
@@ -533,17 +549,29 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
     if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
     if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
+    /* At stride 1, dX is the convolution of dY with W flipped in space and transposed in channels
+     * (pads (k - 1) * dil - pad): the direct kernel computes it without col2im. */
+    ot_conv_window dx_win = {.in = {0}};
+    bool stride1 = true;
+    for (int i = 0; i < SP; i++) {
+        dx_win.in[i] = g.out[i], dx_win.out[i] = g.in[i], dx_win.k[i] = g.k[i], dx_win.stride[i] = 1;
+        dx_win.dil[i] = g.dil[i], dx_win.pad_begin[i] = (g.k[i] - 1) * g.dil[i] - g.pb[i];
+        stride1 = stride1 && g.st[i] == 1;
+    }
+    bool direct_dx = want_dx && stride1 && N > 0 && ot_conv_direct_supported(&dx_win);
+    if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
+    bool loop_dx = want_dx && !direct_dx;
     /* chunk: enough images for about 4096 columns, at most N; one image (no dY copy) from 1024 columns */
     int64_t chunk = osz >= 1024 ? 1 : osz > 0 ? (4096 + osz - 1) / osz : 1;
     if (chunk > N) chunk = N;
     if (chunk < 1) chunk = 1;
     int64_t ld = chunk * osz;
-    bool work = (want_dx || want_dw) && N > 0 && osz > 0 && rows > 0 && Mg > 0;
+    bool work = (loop_dx || want_dw) && N > 0 && osz > 0 && rows > 0 && Mg > 0;
     if (s == OTTER_OK && work &&
         (!(col = ot_ctx_scratch(ctx, (size_t)(rows * ld) * sizeof(float))) ||
          (chunk > 1 && !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float))))))
         s = OTTER_ERR_NOMEM;
-    if (s == OTTER_OK && out[0]) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
+    if (s == OTTER_OK && loop_dx) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
     if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
     for (int64_t n0 = 0; s == OTTER_OK && work && n0 < N; n0 += chunk)
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
@@ -567,7 +595,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
             if (want_dw)
                 s = ot_sgemm(ctx, false, true, Mg, rows, cols, 1.0f, dyp, ld, col, ld, 1.0f, out[1] + gr * Mg * rows,
                              rows);
-            if (s == OTTER_OK && want_dx) {
+            if (s == OTTER_OK && loop_dx) {
                 s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyp, ld, 0.0f, col, ld);
                 a.col = col;
                 if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
