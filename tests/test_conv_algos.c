@@ -1,8 +1,8 @@
-/* Conv (nn.c's im2col + sgemm, the 1x1 direct path, fused FusedConv) against direct loops in this
- * file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides, groups,
- * dilations, 1x1 and 5x5 kernels, batches, with bias, and bias + residual Add + Relu fused at opt
- * level 2, at 1 and 2 threads. Error: |got - want| / (1 + |want|), below 1e-4. New conv algorithms
- * (Winograd, direct) must pass these cases. */
+/* Conv (the direct kernel, im2col + sgemm, the 1x1 matrix product, fused FusedConv) against direct
+ * loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
+ * groups, dilations, 1x1 and 5x5 kernels, batches, with bias, and bias + residual Add + Relu and
+ * Relu + MaxPool 2x2 fused at opt level 2, at 1 and 2 threads. Error: |got - want| / (1 + |want|),
+ * below 1e-4. New conv algorithms (Winograd, ...) must pass these cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,7 @@ typedef struct conv_case {
     int64_t N, C, H, W, M, KH, KW, group;
     int64_t pads[4], strides[2], dil[2];
     bool fused; /* Conv + B, then Add(x) and Relu: residual (needs M == C and same spatial size) */
+    bool pool;  /* then (Relu and) MaxPool 2x2 stride 2: fused into the conv at opt level 2 */
 } conv_case;
 
 static void run_case(const conv_case *k) {
@@ -38,7 +39,8 @@ static void run_case(const conv_case *k) {
     const int64_t OW = (k->W + k->pads[1] + k->pads[3] - (k->KW - 1) * k->dil[1] - 1) / k->strides[1] + 1;
     otter_tensor *x = rand_tensor("x", 4, xd, 11), *w = rand_tensor("W", 4, wd, 12), *b = rand_tensor("B", 1, bd, 13);
     /* reference */
-    const int64_t Cg = k->C / k->group, Mg = k->M / k->group, ysz = k->N * k->M * OH * OW;
+    const int64_t Cg = k->C / k->group, Mg = k->M / k->group;
+    int64_t ysz = k->N * k->M * OH * OW;
     float *want = malloc((size_t)ysz * sizeof(float));
     const float *X = x->data, *Wt = w->data, *B = b->data;
     for (int64_t n = 0; n < k->N; n++)
@@ -62,11 +64,27 @@ static void run_case(const conv_case *k) {
                     }
                     want[o] = (float)acc;
                 }
+    if (k->pool) { /* Relu, MaxPool 2x2 stride 2 (floor), in place */
+        const int64_t PH = OH / 2, PW = OW / 2;
+        for (int64_t p = 0; p < k->N * k->M; p++)
+            for (int64_t i = 0; i < PH; i++)
+                for (int64_t j = 0; j < PW; j++) {
+                    float v = 0;
+                    for (int64_t di = 0; di < 2; di++)
+                        for (int64_t dj = 0; dj < 2; dj++) {
+                            float e = want[(p * OH + 2 * i + di) * OW + 2 * j + dj];
+                            if (e > v) v = e;
+                        }
+                    want[(p * PH + i) * PW + j] = v;
+                }
+        ysz = k->N * k->M * PH * PW;
+    }
     /* model */
     otter_model *mod;
     CHECK_OK(otter_model_create(&mod, "conv", 17));
     CHECK_OK(otter_graph_add_input(mod->graph, "x", OTTER_DTYPE_FLOAT, 4, xd, NULL));
-    CHECK_OK(otter_graph_add_output(mod->graph, k->fused ? "r" : "y", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(mod->graph, k->pool ? "p" : k->fused ? "r" : "y", OTTER_DTYPE_FLOAT, -1, NULL,
+                                    NULL));
     otter_tensor *wc, *bc;
     CHECK_OK(otter_tensor_clone(&wc, w));
     CHECK_OK(otter_tensor_clone(&bc, b));
@@ -80,11 +98,21 @@ static void run_case(const conv_case *k) {
     CHECK_OK(otter_node_set_attr_ints(n, "dilations", 2, k->dil));
     CHECK_OK(otter_node_set_attr_int(n, "group", k->group));
     CHECK_OK(otter_graph_add_node(mod->graph, n));
-    if (k->fused) {
-        const char *ain[2] = {"y", "x"}, *aout[1] = {"s"}, *rin[1] = {"s"}, *rout[1] = {"r"};
-        CHECK_OK(otter_node_create(&n, "Add", "add", 2, ain, 1, aout));
-        CHECK_OK(otter_graph_add_node(mod->graph, n));
+    if (k->fused || k->pool) {
+        const char *ain[2] = {"y", "x"}, *aout[1] = {"s"}, *rin[1] = {k->fused ? "s" : "y"}, *rout[1] = {"r"};
+        if (k->fused) {
+            CHECK_OK(otter_node_create(&n, "Add", "add", 2, ain, 1, aout));
+            CHECK_OK(otter_graph_add_node(mod->graph, n));
+        }
         CHECK_OK(otter_node_create(&n, "Relu", "relu", 1, rin, 1, rout));
+        CHECK_OK(otter_graph_add_node(mod->graph, n));
+    }
+    if (k->pool) {
+        const char *pin[1] = {"r"}, *pout[1] = {"p"};
+        const int64_t two[2] = {2, 2};
+        CHECK_OK(otter_node_create(&n, "MaxPool", "pool", 1, pin, 1, pout));
+        CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, two));
+        CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, two));
         CHECK_OK(otter_graph_add_node(mod->graph, n));
     }
     for (int threads = 1; threads <= 2; threads++) {
@@ -106,11 +134,12 @@ static void run_case(const conv_case *k) {
         if (err > worst) worst = err;
         printf(
             "  N %lld C %3lld %3lldx%-3lld M %3lld k %lldx%lld pads %lld,%lld,%lld,%lld stride %lld,%lld dil %lld,%lld "
-            "group %lld%s, threads %d: worst rel err %.2e\n",
+            "group %lld%s%s, threads %d: worst rel err %.2e\n",
             (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W, (long long)k->M, (long long)k->KH,
             (long long)k->KW, (long long)k->pads[0], (long long)k->pads[1], (long long)k->pads[2],
             (long long)k->pads[3], (long long)k->strides[0], (long long)k->strides[1], (long long)k->dil[0],
-            (long long)k->dil[1], (long long)k->group, k->fused ? " +residual+Relu" : "", threads, err);
+            (long long)k->dil[1], (long long)k->group, k->fused ? " +residual+Relu" : "", k->pool ? " +Relu+MaxPool" : "",
+            threads, err);
         otter_tensor_free(y);
         otter_session_free(s);
     }
@@ -131,6 +160,13 @@ int main(void) {
         {40, 8, 3, 3, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         {2, 16, 9, 9, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         {3, 8, 2, 2, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        /* + Relu + MaxPool 2x2: even and odd sizes (floor), rows narrower than 8, a residual, 5x5 */
+        {2, 3, 32, 32, 32, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+        {3, 8, 9, 13, 10, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+        {2, 16, 6, 4, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+        {2, 4, 11, 12, 6, 5, 5, 1, {2, 2, 2, 2}, {1, 1}, {1, 1}, false, true},
+        {2, 4, 11, 12, 6, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false, true},
+        {2, 4, 7, 10, 6, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false, true}, /* 1x1: pooled after the product */
         /* C < 8, strides, groups, dilations, 1x1, 5x5 */
         {2, 4, 8, 8, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         {2, 16, 9, 10, 8, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},

@@ -97,6 +97,8 @@ typedef struct otter_session_options {
     /* Don't fold nodes that read initializers (only Constant nodes and what follows from them),
      * for callers that change initializer values between runs (training). */
     bool no_fold_initializers;
+    /* Time every node's kernel (read with otter_session_profile); costs two clock reads a node. */
+    bool profile;
 } otter_session_options;
 
 /* The session reads the model (and its initializers, in place) for its whole life: keep the model
@@ -166,6 +168,18 @@ typedef struct otter_memory_stats {
 } otter_memory_stats;
 
 otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out);
+
+/* Time spent in one node's kernel over the runs since create (options.profile). */
+typedef struct otter_node_profile {
+    const char *name;    /* the node's name ("" when unnamed) */
+    const char *op_type; /* as run: fused chains show as their com.otter operator */
+    uint64_t calls;
+    double total_ms;
+} otter_node_profile;
+
+/* Fill out[0 .. cap) with the nodes run so far in execution order; returns how many there are
+ * (0 without options.profile). Strings stay valid until the session is freed. */
+size_t otter_session_profile(const otter_session *s, otter_node_profile *out, size_t cap);
 
 #ifdef __cplusplus
 }

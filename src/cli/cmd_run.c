@@ -1,5 +1,6 @@
 /* otter run MODEL [NAME=FILE ...]: run a model on tensors from .npy / .pb files. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +14,16 @@
 #define MAX_POS 1024
 
 static const char *o_outdir, *o_threads, *o_repeat, *o_opt;
-static bool o_pb, o_quiet;
+static bool o_pb, o_quiet, o_profile;
 
 static const cli_opt OPTS[] = {
     {"--outdir", "-o", "DIR", "write output i to DIR/output_<i>.npy (graph-output order)", &o_outdir, NULL},
     {"--pb", NULL, NULL, "also write DIR/output_<i>.pb (ONNX TensorProto)", NULL, &o_pb},
     {"--threads", "-t", "N", "threads for the kernels (default: available cores)", &o_threads, NULL},
     {"--repeat", "-r", "N", "run N times and print latency (min / median / p90) and peak memory", &o_repeat, NULL},
-    {"--opt-level", NULL, "N", "graph optimizations: 0 none, 1 (default) drop Identity/Dropout, fold constants", &o_opt,
-     NULL},
+    {"--opt-level", NULL, "N",
+     "graph optimizations: 0 none, 1 drop Identity/Dropout and fold constants, 2 (default) also fuse", &o_opt, NULL},
+    {"--profile", NULL, NULL, "print where the time went: per operator type and the slowest nodes", NULL, &o_profile},
     {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
@@ -100,14 +102,64 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+typedef struct op_total {
+    const char *op_type;
+    double ms;
+    uint64_t nodes;
+} op_total;
+
+static int cmp_total_desc(const void *a, const void *b) {
+    double x = ((const op_total *)a)->ms, y = ((const op_total *)b)->ms;
+    return x > y ? -1 : x < y;
+}
+
+static int cmp_node_desc(const void *a, const void *b) {
+    double x = ((const otter_node_profile *)a)->total_ms, y = ((const otter_node_profile *)b)->total_ms;
+    return x > y ? -1 : x < y;
+}
+
+/* Per run: time per operator type (share of the kernels' total), then the ten slowest nodes. */
+static int print_profile(const otter_session *s, long runs) {
+    size_t n = otter_session_profile(s, NULL, 0);
+    otter_node_profile *p = calloc(n + 1, sizeof *p);
+    op_total *t = calloc(n + 1, sizeof *t);
+    if (!p || !t) {
+        free(p), free(t);
+        fprintf(stderr, "otter run: out of memory\n");
+        return CLI_EXIT_INVALID;
+    }
+    otter_session_profile(s, p, n);
+    size_t n_ops = 0;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < n_ops && strcmp(t[k].op_type, p[i].op_type) != 0) k++;
+        if (k == n_ops) t[n_ops++] = (op_total){p[i].op_type, 0, 0};
+        t[k].ms += p[i].total_ms, t[k].nodes++, total += p[i].total_ms;
+    }
+    qsort(t, n_ops, sizeof *t, cmp_total_desc);
+    printf("profile: %.3f ms per run in %zu kernels\n%-28s %6s %10s %7s\n", total / (double)runs, n, "operator",
+           "nodes", "ms/run", "share");
+    for (size_t k = 0; k < n_ops; k++)
+        printf("%-28s %6llu %10.3f %6.1f%%\n", t[k].op_type, (unsigned long long)t[k].nodes, t[k].ms / (double)runs,
+               total > 0 ? 100 * t[k].ms / total : 0);
+    qsort(p, n, sizeof *p, cmp_node_desc);
+    printf("slowest nodes:\n");
+    for (size_t i = 0; i < n && i < 10; i++)
+        printf("  %-40s %-20s %10.3f ms/run\n", p[i].name[0] ? p[i].name : "(unnamed)", p[i].op_type,
+               p[i].total_ms / (double)runs);
+    free(p), free(t);
+    return CLI_EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv) {
     o_outdir = o_threads = o_repeat = o_opt = NULL;
-    o_pb = o_quiet = false;
+    o_pb = o_quiet = o_profile = false;
     const char *pos[MAX_POS];
     size_t n_pos = 0;
     int rc = cli_parse(&SPEC, argc, argv, pos, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
-    long threads = 0, repeat = 0, opt = 1;
+    long threads = 0, repeat = 0, opt = 2;
     if (o_threads && !parse_int(o_threads, 1, 1024, &threads))
         return cli_usage_error(&SPEC, "--threads needs a number from 1 to 1024, not '%s'", o_threads);
     if (o_repeat && !parse_int(o_repeat, 1, 100000000, &repeat))
@@ -116,7 +168,8 @@ int cmd_run(int argc, char **argv) {
         return cli_usage_error(&SPEC, "--opt-level is 0, 1 or 2, not '%s'", o_opt);
     if (o_pb && !o_outdir) return cli_usage_error(&SPEC, "--pb needs --outdir");
 
-    otter_session_options so = {.n_threads = (int)threads, .opt_level = (int)opt, .opt_level_set = true};
+    otter_session_options so = {
+        .n_threads = (int)threads, .opt_level = (int)opt, .opt_level_set = true, .profile = o_profile};
     otter_session *s = NULL;
     if (otter_session_create_from_file(&s, pos[0], &so) != OTTER_OK) return cli_fail("run", pos[0]);
 
@@ -204,6 +257,7 @@ int cmd_run(int argc, char **argv) {
                (double)st.arena_bytes / 1024, st.n_planned, (double)st.naive_bytes / 1024, st.n_inplace,
                (double)st.constant_bytes / 1024, (double)ru.ru_maxrss / 1024);
     }
+    if (rc == CLI_EXIT_OK && o_profile) rc = print_profile(s, runs);
     free(ms);
     for (size_t i = 0; i < n_in; i++) {
         otter_tensor_free(in[i]);

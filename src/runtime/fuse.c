@@ -215,6 +215,22 @@ static const otter_tensor *channel_bias(const fz *f, const char *name, int rank,
     return ch >= 0 && t->dims[ch] == M ? t : NULL;
 }
 
+/* MaxPool 2x2, stride 2, no padding, floor, without Indices: what the direct conv kernel pools. */
+static bool maxpool_2x2(const otter_node *p) {
+    if (!is_op(p, "MaxPool") || (p->n_outputs > 1 && p->outputs[1][0])) return false;
+    const otter_attr *ks = otter_node_attr(p, "kernel_shape"), *st = otter_node_attr(p, "strides");
+    const otter_attr *pads = otter_node_attr(p, "pads"), *dil = otter_node_attr(p, "dilations");
+    if (!ks || ks->n_ints != 2 || ks->ints[0] != 2 || ks->ints[1] != 2 || !st || st->n_ints != 2 || st->ints[0] != 2 ||
+        st->ints[1] != 2)
+        return false;
+    for (size_t i = 0; pads && i < pads->n_ints; i++)
+        if (pads->ints[i] != 0) return false;
+    for (size_t i = 0; dil && i < dil->n_ints; i++)
+        if (dil->ints[i] != 1) return false;
+    const char *ap = otter_node_attr_string(p, "auto_pad", "NOTSET");
+    return otter_node_attr_int(p, "ceil_mode", 0) == 0 && (!strcmp(ap, "NOTSET") || !strcmp(ap, "VALID"));
+}
+
 static otter_status fuse_conv(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
     if (n->n_outputs != 1 || n->n_inputs < 2 || n->n_inputs > 3) return OTTER_OK;
@@ -223,8 +239,8 @@ static otter_status fuse_conv(fz *f, size_t k) {
     const char *out = n->outputs[0];
     int64_t last = -1;
     int stage = 0;
-    bool relu = false;
-    for (int64_t r; !relu && (r = only_reader(f, out)) >= 0;) {
+    bool relu = false, pool = false;
+    for (int64_t r; !pool && (r = only_reader(f, out)) >= 0;) {
         otter_node *c = f->g->nodes[r];
         bool taken = false;
         if (stage < 1 && is_op(c, "BatchNormalization")) {
@@ -244,8 +260,12 @@ static otter_status fuse_conv(fz *f, size_t k) {
                 OT_TRY(set_input(f, n, 3, z));
                 stage = 3, taken = true;
             }
-        } else if (is_op(c, "Relu")) {
+        } else if (stage < 4 && is_op(c, "Relu")) {
             relu = taken = true;
+            stage = 4;
+        } else if (f32 && maxpool_2x2(c)) {
+            OT_TRY(otter_node_set_attr_int(n, "maxpool_2x2", 1));
+            pool = taken = true;
         }
         if (!taken) break;
         if (last >= 0) OT_TRY(bury(f, (size_t)last));

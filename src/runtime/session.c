@@ -15,6 +15,7 @@
  * Sequences live on the heap, outside the plan; only kernels flagged OT_OP_VALUES see them. */
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -488,6 +489,12 @@ static void free_scratch(rt_node *rn) {
     rn->scratch_used = 0;
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static otter_status exec_node(otter_session *s, rt_node *rn) {
     const otter_node *nd = rn->node;
     for (size_t i = 0; i < nd->n_inputs; i++) {
@@ -516,7 +523,9 @@ static otter_status exec_node(otter_session *s, rt_node *rn) {
     }
     for (size_t i = 0; i < nd->n_outputs; i++) rn->out_ptrs[i] = NULL;
     s->err_named = false;
+    uint64_t t0 = s->opts.profile ? now_ns() : 0;
     otter_status st = rn->def->run(&rn->ctx);
+    if (s->opts.profile) rn->prof_calls++, rn->prof_ns += now_ns() - t0;
     free_scratch(rn);
     if (st != OTTER_OK && !s->err_named) {
         char label[256];
@@ -951,6 +960,22 @@ otter_status otter_session_memory_stats(const otter_session *s, otter_memory_sta
     if (!s || !out) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_memory_stats: NULL argument");
     *out = s->stats;
     return OTTER_OK;
+}
+
+size_t otter_session_profile(const otter_session *s, otter_node_profile *out, size_t cap) {
+    if (!s || !s->opts.profile) return 0;
+    size_t n = 0;
+    for (size_t k = 0; k < s->n_order; k++) {
+        const rt_node *rn = &s->nodes[s->order[k]];
+        if (!rn->prof_calls) continue;
+        if (out && n < cap)
+            out[n] = (otter_node_profile){.name = rn->node->name ? rn->node->name : "",
+                                          .op_type = rn->node->op_type,
+                                          .calls = rn->prof_calls,
+                                          .total_ms = (double)rn->prof_ns * 1e-6};
+        n++;
+    }
+    return n;
 }
 
 /* ---- run ------------------------------------------------------------------------------------- */

@@ -67,6 +67,7 @@ typedef struct rt_node {
     bool scratch_planned;
     void **scratch_heap;
     size_t n_scratch_heap, cap_scratch_heap;
+    uint64_t prof_calls, prof_ns; /* options.profile */
 } rt_node;
 
 typedef struct rt_key {

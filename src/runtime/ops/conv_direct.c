@@ -4,14 +4,14 @@
  * of QW columns, where phase s, column q is padded column q * sw + s. Output position ow under
  * tap kw reads padded column ow * sw + kw * dw = phase (kw * dw) % sw, column ow + (kw * dw) / sw:
  * consecutive outputs read consecutive floats for any stride, and every (channel, tap) is one
- * offset (off[k]). Rows hold all channels so that the rows a run of output rows reads are one
+ * offset (a row offset per (channel, kernel row) plus a column offset per kernel column). Rows hold all channels so that the rows a run of output rows reads are one
  * contiguous block (hardware prefetch and TLB friendly).
  *
  * Output rows are cut into "halves" of 8 positions (the last one of a row may be short); a tile
  * is two halves (from the same or neighbouring rows), so rows of any width fill the 16 lanes.
  * Weights are packed per block of MR output channels as [K][MR] so that the inner loop
- * broadcasts MR consecutive floats. Work items are (image, group, run of tiles); each item walks
- * its tiles once per channel block, keeping the block's weights in L1. */
+ * broadcasts MR consecutive floats. Work items are (image, group, run of tiles, run of channel
+ * blocks); each item walks its tiles once per channel block, keeping the block's weights in L1. */
 #include "runtime/ops/conv_direct.h"
 
 #include <string.h>
@@ -46,10 +46,14 @@ typedef struct dc_plan {
     int64_t Cg, Mg, K, OH, OW, sh;
     int64_t PH, QW;        /* padded rows, columns per phase row */
     int64_t row, image;    /* floats per padded row (all channels and phases) and per image */
-    int64_t row_halves, halves, tiles, tiles_per_item, items_per_group;
+    int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
     float *xp;        /* padded input */
     float *wp;        /* packed weights: per group, the channel blocks in order */
-    int64_t *off;     /* K tap offsets into one image-group of xp */
+    int64_t *roff;    /* per (channel, kernel row): offset into one image-group of xp */
+    int64_t *kwoff;   /* per kernel column: offset added to a row's */
+    int64_t n_rows, KW;
+    bool kw3;         /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;        /* a->maxpool_2x2 */
     int64_t *blk_m0;  /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
@@ -124,38 +128,66 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store(_
     }
 }
 
-/* One register tile: MR channels x two halves. a: packed weights [K][MR]; x0 / x1: the halves'
- * first input in the image-group's padded input; y0 / y1 (and z0 / z1): their first output in
- * channel 0 of the block, channels ystride apart. lanes1 == 0: no second half. */
+/* Store one accumulator row pair with 2x2 max pooling: the halves are rows 2r and 2r + 1 of one
+ * channel at the same columns; y[0..plane_lanes) = act(max over each 2x2 of (acc + bias + z)),
+ * the same operations in the same order as the unfused Conv, Add, Relu and MaxPool. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-dc_tile(const int MR, const float *restrict a, const int64_t *restrict off, int64_t K, const float *x0,
-        const float *x1, float *y0, float *y1, const float *z0, const float *z1, int lanes0, int lanes1,
-        const float *bias, int64_t ystride, bool relu) {
+dc_store_pool(__m256 a0, __m256 a1, float bias, const float *z0, const float *z1, float *y, int lanes, int plane_lanes,
+              bool relu) {
+    a0 = _mm256_add_ps(a0, _mm256_set1_ps(bias)), a1 = _mm256_add_ps(a1, _mm256_set1_ps(bias));
+    if (z0 && lanes == DC_HALF) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z0)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z1));
+    } else if (z0) {
+        __m256i m = dc_mask(lanes);
+        a0 = _mm256_add_ps(a0, _mm256_maskload_ps(z0, m)), a1 = _mm256_add_ps(a1, _mm256_maskload_ps(z1, m));
+    }
+    __m256 v = _mm256_max_ps(a0, a1);
+    v = _mm256_max_ps(v, _mm256_permute_ps(v, 0xB1)); /* lanes 2j and 2j + 1 both hold their max */
+    __m128 q = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    if (relu) q = _mm_max_ps(q, _mm_setzero_ps());
+    if (plane_lanes == DC_HALF / 2)
+        _mm_storeu_ps(y, q);
+    else if (plane_lanes > 0)
+        _mm_maskstore_ps(y, _mm256_castsi256_si128(dc_mask(plane_lanes)), q);
+}
+
+/* One register tile: MR channels x two halves. a: packed weights [K][MR]; x0 / x1: the halves'
+ * first input in the image-group's padded input; taps: n_rows (channel, kernel row) offsets
+ * roff, each followed by KW column offsets kwoff (KW3: the common 3 taps at +0, +1, +2, unrolled);
+ * y0 / y1 (and z0 / z1): the halves' first output in channel 0 of the block, channels ystride
+ * apart. lanes1 == 0: no second half. POOL: the halves are vertical neighbours, pooled into y0
+ * (channels pstride apart, plane_lanes outputs). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, const int64_t *restrict roff,
+        int64_t n_rows, const int64_t *restrict kwoff, int64_t KW, const float *x0, const float *x1, float *y0,
+        float *y1, const float *z0, const float *z1, int lanes0, int lanes1, const float *bias, int64_t ystride,
+        int64_t pstride, int plane_lanes, bool relu) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
            c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
            c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
            c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t o = off[k];
-        const __m256 b0 = _mm256_loadu_ps(x0 + o), b1 = _mm256_loadu_ps(x1 + o);
-        __m256 av;
-#define DC_ROW(i, ca, cb)                                                                                              \
-    if (MR > i) {                                                                                                      \
-        av = _mm256_broadcast_ss(a + i);                                                                               \
-        ca = _mm256_fmadd_ps(av, b0, ca);                                                                              \
-        cb = _mm256_fmadd_ps(av, b1, cb);                                                                              \
+    __m256 b0, b1, av;
+#define DC_ROW(i, ca, cb)                                                                                                  if (MR > i) {                                                                                                              av = _mm256_broadcast_ss(a + i);                                                                                       ca = _mm256_fmadd_ps(av, b0, ca);                                                                                      cb = _mm256_fmadd_ps(av, b1, cb);                                                                                  }
+#define DC_TAP(p0, p1)                                                                                                     b0 = _mm256_loadu_ps(p0), b1 = _mm256_loadu_ps(p1);                                                                    DC_ROW(0, c00, c01)                                                                                                    DC_ROW(1, c10, c11)                                                                                                    DC_ROW(2, c20, c21)                                                                                                    DC_ROW(3, c30, c31)                                                                                                    DC_ROW(4, c40, c41)                                                                                                    DC_ROW(5, c50, c51)                                                                                                    a += MR;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *p0 = x0 + roff[r], *p1 = x1 + roff[r];
+        if (KW3) {
+            DC_TAP(p0, p1)
+            DC_TAP(p0 + 1, p1 + 1)
+            DC_TAP(p0 + 2, p1 + 2)
+        } else {
+            for (int64_t j = 0; j < KW; j++) {
+                DC_TAP(p0 + kwoff[j], p1 + kwoff[j])
+            }
+        }
     }
-        DC_ROW(0, c00, c01)
-        DC_ROW(1, c10, c11)
-        DC_ROW(2, c20, c21)
-        DC_ROW(3, c30, c31)
-        DC_ROW(4, c40, c41)
-        DC_ROW(5, c50, c51)
+#undef DC_TAP
 #undef DC_ROW
-        a += MR;
-    }
 #define DC_OUT(i, ca, cb)                                                                                              \
-    if (MR > i) {                                                                                                      \
+    if (MR > i && POOL) {                                                                                              \
+        dc_store_pool(ca, cb, bias ? bias[i] : 0.0f, z0 ? z0 + i * ystride : NULL, z1 ? z1 + i * ystride : NULL,       \
+                      y0 + i * pstride, lanes0, plane_lanes, relu);                                                    \
+    } else if (MR > i) {                                                                                               \
         dc_store(ca, bias ? bias[i] : 0.0f, z0 ? z0 + i * ystride : NULL, y0 + i * ystride, lanes0, relu);            \
         dc_store(cb, bias ? bias[i] : 0.0f, z1 ? z1 + i * ystride : NULL, y1 + i * ystride, lanes1, relu);            \
     }
@@ -172,15 +204,16 @@ dc_tile(const int MR, const float *restrict a, const int64_t *restrict off, int6
 __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, int64_t i1) {
     const dc_plan *p = arg;
     const ot_conv_direct *a = p->a;
-    const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, rh = p->row_halves;
+    const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
     for (int64_t it = i0; it < i1; it++) {
-        int64_t ng = it / p->items_per_group, n = ng / a->group, gr = ng % a->group;
-        int64_t t0 = (it % p->items_per_group) * p->tiles_per_item;
-        int64_t t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
+        int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, n = ng / a->group, gr = ng % a->group;
+        int64_t tc = it % per_group / p->blk_chunks, bc = it % p->blk_chunks;
+        int64_t t0 = tc * p->tiles_per_item, t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
+        int b0 = (int)(bc * p->n_blk / p->blk_chunks), b1 = (int)((bc + 1) * p->n_blk / p->blk_chunks);
         const float *xg = p->xp + n * p->image + gr * p->Cg * a->win.stride[2] * p->QW;
         int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
         const float *wg = p->wp + gr * p->Mg * p->K;
-        for (int b = 0; b < p->n_blk; b++) {
+        for (int b = b0; b < b1; b++) {
             const int mr = p->blk_mr[b];
             const int64_t m0 = p->blk_m0[b];
             const float *ab = wg + m0 * p->K;
@@ -189,9 +222,10 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                 const float *xh[2];
                 float *yh[2];
                 const float *zh[2];
-                int lanes[2];
+                int lanes[2], plane_lanes = 0;
                 for (int h = 0; h < 2; h++) {
-                    int64_t hh = 2 * t + h;
+                    /* half tiles: two of a row in order, or (pooling) one below the other */
+                    int64_t hh = p->pool ? (t / rh * 2 + h) * rh + t % rh : 2 * t + h;
                     bool none = hh >= p->halves; /* odd count: recompute half 0, store nothing */
                     if (none) hh = 2 * t;
                     int64_t oh = hh / rh, ow0 = (hh % rh) * DC_HALF;
@@ -200,11 +234,23 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                     int64_t yo = (ych + m0) * osz + oh * OW + ow0;
                     yh[h] = a->y + yo;
                     zh[h] = a->sum ? a->sum + yo : NULL;
+                    if (p->pool && h == 0) {
+                        yh[0] = a->y + (ych + m0) * psz + oh / 2 * (OW / 2) + ow0 / 2;
+                        plane_lanes = OW / 2 - ow0 / 2 < DC_HALF / 2 ? (int)(OW / 2 - ow0 / 2) : DC_HALF / 2;
+                    }
                 }
                 switch (mr) {
 #define DC_CASE(R)                                                                                                     \
     case R:                                                                                                            \
-        dc_tile(R, ab, p->off, p->K, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1], lanes[0], lanes[1], bias, osz, a->relu); \
+        if (p->kw3 && p->pool)                                                                                         \
+            dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
+                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
+        else if (p->kw3)                                                                                               \
+            dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],    \
+                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
+        else                                                                                                           \
+            dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],    \
+                    zh[1], lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                  \
         break;
                     DC_CASE(6)
                     DC_CASE(5)
@@ -232,28 +278,31 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.image = p.PH * p.row;
     p.row_halves = (p.OW + DC_HALF - 1) / DC_HALF;
     p.halves = p.OH * p.row_halves;
-    p.tiles = (p.halves + 1) / 2;
-    /* enough items to keep every thread busy, each at most DC_TILES tiles */
-    int64_t groups = a->N * a->group, want = 4 * (int64_t)ctx->n_threads;
-    p.tiles_per_item = p.tiles < DC_TILES ? p.tiles : DC_TILES;
-    while (p.tiles_per_item > 1 && groups * ((p.tiles + p.tiles_per_item - 1) / p.tiles_per_item) < want)
-        p.tiles_per_item = (p.tiles_per_item + 1) / 2;
-    p.items_per_group = (p.tiles + p.tiles_per_item - 1) / p.tiles_per_item;
-
+    p.pool = a->maxpool_2x2;
+    /* pooling: a tile is two rows of one column of halves (an odd last row is never pooled) */
+    p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
     int64_t max_blk = p.Mg / 4 + 2;
     p.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.image + DC_SLACK) * sizeof(float));
     p.wp = ot_ctx_scratch(ctx, (size_t)(a->M * p.K) * sizeof(float));
-    p.off = ot_ctx_scratch(ctx, (size_t)p.K * sizeof(int64_t));
+    p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
+    p.roff = ot_ctx_scratch(ctx, (size_t)p.n_rows * sizeof(int64_t));
+    p.kwoff = ot_ctx_scratch(ctx, (size_t)KW * sizeof(int64_t));
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
-    if (!p.xp || !p.wp || !p.off || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
+    if (!p.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
     memset(p.xp + a->N * p.image, 0, DC_SLACK * sizeof(float));
     p.n_blk = dc_blocks(p.Mg, p.blk_m0, p.blk_mr);
+    /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
+     * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
+    int64_t groups = a->N * a->group, want = ctx->n_threads > 1 ? 4 * (int64_t)ctx->n_threads : 1;
+    p.tiles_per_item = p.tiles < DC_TILES ? p.tiles : DC_TILES;
+    p.tile_chunks = (p.tiles + p.tiles_per_item - 1) / p.tiles_per_item;
+    p.blk_chunks = 1;
+    while (p.blk_chunks < p.n_blk && groups * p.tile_chunks * p.blk_chunks < want) p.blk_chunks++;
 
-    for (int64_t c = 0, k = 0; c < p.Cg; c++)
-        for (int64_t kh = 0; kh < KH; kh++)
-            for (int64_t kw = 0; kw < KW; kw++, k++)
-                p.off[k] = kh * dh * p.row + (c * sw + (kw * dw) % sw) * p.QW + (kw * dw) / sw;
+    for (int64_t c = 0; c < p.Cg; c++)
+        for (int64_t kh = 0; kh < KH; kh++) p.roff[c * KH + kh] = kh * dh * p.row + c * sw * p.QW;
+    for (int64_t kw = 0; kw < KW; kw++) p.kwoff[kw] = (kw * dw) % sw * p.QW + (kw * dw) / sw;
     for (int64_t gr = 0; gr < a->group; gr++)
         for (int b = 0; b < p.n_blk; b++) {
             int64_t m0 = gr * p.Mg + p.blk_m0[b];
@@ -262,7 +311,7 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
                 for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
         }
     ot_parallel_for(ctx, a->N * p.PH, 1, dc_pad, &p);
-    ot_parallel_for(ctx, groups * p.items_per_group, 1, dc_items, &p);
+    ot_parallel_for(ctx, groups * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
     return OTTER_OK;
 }
 

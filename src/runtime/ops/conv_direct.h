@@ -1,10 +1,11 @@
-/* Direct 2-D convolution (float, NCHW) for kernels larger than 1x1, without im2col.
+/* Direct 2-D convolution (float, NCHW) for every kernel but a plain 1x1 (already a matrix
+ * product), without im2col.
  *
  * The input is copied once into a zero-padded buffer (split into stride phases along W, so that
  * eight neighbouring outputs always read eight neighbouring inputs), and an AVX2/FMA register
  * tile of up to 6 output channels x 16 output positions accumulates over every (channel, tap)
- * straight from that buffer. Bias, a sum input and ReLU are applied as the tile is stored. Used
- * by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c). */
+ * straight from that buffer. Bias, a sum input, ReLU and a 2x2 max pooling are applied as the
+ * tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c). */
 #ifndef OTTER_RUNTIME_OPS_CONV_DIRECT_H
 #define OTTER_RUNTIME_OPS_CONV_DIRECT_H
 
@@ -24,6 +25,7 @@ typedef struct ot_conv_direct {
     ot_conv_window win; /* 2-D geometry in the last two axes: in[0] == out[0] == k[0] == 1; a negative
                            pad_begin crops (ConvGrad's input gradient uses that) */
     bool relu;
+    bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
 } ot_conv_direct;
 
 /* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */

@@ -307,10 +307,14 @@ static void conv_slots(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
+/* A com.otter fused node (sum input, pooling attributes), not a plain ONNX one. */
+static bool is_fused_node(const ot_kernel_ctx *ctx) {
+    return ctx->node->domain && strcmp(ctx->node->domain, "com.otter") == 0;
+}
+
 /* The fused activation of a com.otter FusedConv / FusedGemm node ("" when none). */
 static otter_status fused_act(const ot_kernel_ctx *ctx, int *act) {
-    const char *dom = ctx->node->domain;
-    const char *s = dom && strcmp(dom, "com.otter") == 0 ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    const char *s = is_fused_node(ctx) ? otter_node_attr_string(ctx->node, "activation", "") : "";
     if (!s[0])
         *act = ACT_NONE;
     else if (strcmp(s, "Relu") == 0)
@@ -320,13 +324,27 @@ static otter_status fused_act(const ot_kernel_ctx *ctx, int *act) {
     return OTTER_OK;
 }
 
+/* y[p][i][j] = max of x[p][2i .. 2i + 1][2j .. 2j + 1] (MaxPool 2x2, stride 2, floor), planes p. */
+static void maxpool_2x2(const float *x, int64_t planes, int64_t H, int64_t W, float *y) {
+    const int64_t PH = H / 2, PW = W / 2;
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < PH; i++) {
+            const float *r0 = x + (p * H + 2 * i) * W, *r1 = r0 + W;
+            float *yr = y + (p * PH + i) * PW;
+            for (int64_t j = 0; j < PW; j++) {
+                float a = r0[2 * j] > r0[2 * j + 1] ? r0[2 * j] : r0[2 * j + 1];
+                float b = r1[2 * j] > r1[2 * j + 1] ? r1[2 * j] : r1[2 * j + 1];
+                yr[j] = a > b ? a : b;
+            }
+        }
+}
+
 static otter_status conv_run(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     int act = ACT_NONE;
     OT_TRY(fused_act(ctx, &act));
-    const otter_tensor *z =
-        ctx->node->domain && strcmp(ctx->node->domain, "com.otter") == 0 ? ot_ctx_input(ctx, 3) : NULL;
+    const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
     OT_TRY(check_x(ctx, x, 3));
     if (!w || w->rank != x->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", in_name(ctx, 1),
@@ -369,7 +387,14 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s does not broadcast with %s",
                             in_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
                             ot_shape_str(s2, sizeof s2, x->rank, yd));
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, od);
+    /* com.otter FusedConv with maxpool_2x2: the result is max-pooled 2x2, stride 2 (fuse.c) */
+    bool pool = is_fused_node(ctx) && otter_node_attr_int(ctx->node, "maxpool_2x2", 0) != 0;
+    if (pool && (ord != 4 || x->dtype != OTTER_DTYPE_FLOAT))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "maxpool_2x2 needs a float 2-D convolution");
+    int64_t pd[OTTER_MAX_RANK];
+    memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
+    if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd);
     if (!y) return OTTER_ERR_NOMEM;
     geom_to3(&g);
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
@@ -381,18 +406,28 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = in_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.B, &tb);
+    const ot_conv_window win = geom_window(&g);
+    const bool direct = !a.direct && ot_conv_direct_supported(&win);
+    /* the unpooled result, when the direct kernel doesn't pool as it stores */
+    float *full = NULL;
+    if (s == OTTER_OK && pool && (!direct || z_bcast) &&
+        !(full = ot_ctx_scratch(ctx, (size_t)(od[0] * od[1] * od[2] * od[3]) * sizeof(float))))
+        s = OTTER_ERR_NOMEM;
     if (s == OTTER_OK && z_bcast) {
         /* conv (+ bias) into scratch; sum and activation below */
         if (!(a.Y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) s = OTTER_ERR_NOMEM;
         a.act = ACT_NONE;
     } else if (s == OTTER_OK) {
-        s = out_f32(y, &a.Y, &ty);
+        if (full)
+            a.Y = full;
+        else
+            s = out_f32(y, &a.Y, &ty);
         a.Z = z ? z->data : NULL;
     }
-    const ot_conv_window win = geom_window(&g);
-    if (s == OTTER_OK && !a.direct && ot_conv_direct_supported(&win)) {
+    if (s == OTTER_OK && direct) {
         const ot_conv_direct d = {.x = a.X, .w = a.Wt, .bias = a.B, .sum = a.Z, .y = a.Y, .N = g.N, .C = g.C, .M = M,
-                                  .group = group, .win = win, .relu = a.act == ACT_RELU};
+                                  .group = group, .win = win, .relu = a.act == ACT_RELU,
+                                  .maxpool_2x2 = pool && !full};
         s = ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK) {
         a.n_tasks = g.N * group;
@@ -409,7 +444,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     }
     if (s == OTTER_OK && z_bcast) {
         /* y = act(conv + z), broadcast */
-        float *yo = y->data;
+        float *yo = full ? full : y->data;
         const float *zc = z->data;
         ot_bcast bc;
         const int ranks[2] = {x->rank, z->rank};
@@ -424,6 +459,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
             for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
         }
     }
+    if (s == OTTER_OK && full) maxpool_2x2(full, od[0] * od[1], od[2], od[3], y->data);
     if (s == OTTER_OK)
         out_f32_done(y, ty);
     else
