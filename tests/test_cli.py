@@ -138,6 +138,21 @@ def main():
               "otter info: types, op counts and parameter count (784*32+32+32*10+10 + 32 for the copy = 25482)")
         rc, so, se = otter("print", model)
         check(rc == 0 and "%fc1_out = Gemm[transB = 1](%input, %fc1.weight, %fc1.bias)    # fc1" in so, "otter print: node line")
+
+        # run: outputs equal numpy's forward pass; --repeat with --profile names where the time went.
+        m = onnx.load(model)
+        w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+        x = np.random.default_rng(1).uniform(0, 1, (3, 784)).astype(np.float32)
+        want = np.maximum(x @ w["fc1.weight"].T + w["fc1.bias"], 0) @ w["fc2.weight"].T + w["fc2.bias"]
+        xin, outdir = os.path.join(tmp, "x.npy"), os.path.join(tmp, "run_out")
+        np.save(xin, x)
+        rc, so, se = otter("run", model, f"input={xin}", "--outdir", outdir, "--repeat", "3", "--profile")
+        got = np.load(os.path.join(outdir, "output_0.npy")) if rc == 0 else None
+        check(got is not None and np.allclose(got, want, rtol=1e-5, atol=1e-6), "otter run: output equals numpy's")
+        check(rc == 0 and "latency over 2 runs" in so and "profile:" in so and "FusedGemm" in so and "fc2" in so,
+              f"otter run --repeat 3 --profile: latency, per-operator times (Gemm + Relu fused) and slowest nodes")
+        rc, so, se = otter("run", model, f"nope={xin}")
+        check(rc == 1 and "'nope'" in se, f"otter run with an unknown input name: exit 1 naming it: {se.strip()}")
         rc, so, se = otter("check", model)
         check(rc == 0 and "valid" in so, "otter check: valid model exits 0")
         rc, so, se = otter("clean", model, "-o", out)
