@@ -28,6 +28,7 @@ static bool is_numeric(otter_dtype t) {
 
 /* Input converted to compute type ct (a borrowed pointer when it already is). */
 static otter_status to_compute(const otter_tensor *t, otter_dtype ct, void **data, bool *owned) {
+    *owned = false; /* set on every path: callers read it only after OT_TRY, but -O3 can't tell */
     int64_t n = otter_tensor_numel(t);
     if (t->dtype == ct) {
         *data = t->data;

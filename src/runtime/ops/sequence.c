@@ -29,6 +29,7 @@ static const char *kind_name(otter_arg_kind k) {
 }
 
 static otter_status need_seq(const ot_kernel_ctx *ctx, size_t i, const otter_sequence **q) {
+    *q = NULL; /* set on every path: callers read it only after OT_TRY, but -O3 can't tell */
     otter_arg a = ot_ctx_input_arg(ctx, i);
     if (a.kind != OTTER_ARG_SEQUENCE)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a sequence, it is %s", i,
@@ -38,6 +39,7 @@ static otter_status need_seq(const ot_kernel_ctx *ctx, size_t i, const otter_seq
 }
 
 static otter_status need_tensor(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
+    *t = NULL; /* as in need_seq */
     otter_arg a = ot_ctx_input_arg(ctx, i);
     if (a.kind != OTTER_ARG_TENSOR)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a tensor, it is %s", i,
@@ -49,6 +51,7 @@ static otter_status need_tensor(const ot_kernel_ctx *ctx, size_t i, const otter_
 /* The position input i (int32/int64 scalar) for a sequence of n, normalized; dflt when omitted.
  * Valid positions are [-n, n - 1], or [-n, n] with at_end (insertion). */
 static otter_status position(const ot_kernel_ctx *ctx, size_t i, size_t n, bool at_end, int64_t dflt, size_t *out) {
+    *out = 0; /* as in need_seq */
     const otter_tensor *t = ot_ctx_input(ctx, i);
     int64_t p = dflt;
     if (t) {

@@ -18,6 +18,7 @@ static otter_status zero_dx(ot_kernel_ctx *ctx, size_t shape_i, otter_dtype dt, 
 }
 
 static otter_status index_at(const ot_kernel_ctx *ctx, const otter_tensor *ind, int64_t k, int64_t dim, int64_t *out) {
+    *out = 0; /* set on every path: callers read it only on success, but -O3 can't tell */
     int64_t v = ot_get_i64(ind->data, ind->dtype, k);
     if (v < -dim || v >= dim)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "index %lld out of range for a dimension of %lld", (long long)v,
