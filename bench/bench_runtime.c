@@ -84,12 +84,14 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--make") == 0) return make_models(argv[2]);
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_runtime --make DIR | bench_runtime MODEL BATCH THREADS [RUNS]\n");
+        fprintf(stderr, "usage: bench_runtime --make DIR | bench_runtime MODEL BATCH THREADS [RUNS [OPT_LEVEL]]\n");
         return 2;
     }
     int batch = atoi(argv[2]), threads = atoi(argv[3]), runs = argc > 4 ? atoi(argv[4]) : 100;
-    /* level 2 (fusions), as ORT runs with graphOptimizationLevel "all" */
-    otter_session_options o = {.n_threads = threads, .opt_level = 2, .opt_level_set = true};
+    /* default level 2 (fusions, exact algorithms), as ORT runs with graphOptimizationLevel "all";
+     * 3 adds Winograd convolutions */
+    int level = argc > 5 ? atoi(argv[5]) : 2;
+    otter_session_options o = {.n_threads = threads, .opt_level = level, .opt_level_set = true};
     otter_session *s;
     if (otter_session_create_from_file(&s, argv[1], &o) != OTTER_OK) return fail(argv[1]);
     const otter_type *t = otter_session_input_type(s, 0);

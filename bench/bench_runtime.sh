@@ -2,7 +2,8 @@
 # Inference speed, otter against ONNX Runtime (onnxruntime-node, installed with --ignore-scripts into
 # the build tree) on the same models, batches and thread counts, side by side in one run.
 #   bench/bench_runtime.sh [BUILD_DIR]     (default build/release; built if missing)
-# Prints median latency of each, the ratio ORT/otter (> 1: otter faster) and peak RSS. Not a test.
+# Prints the median latency of ORT and of otter at opt level 2 (exact algorithms, the default) and
+# 3 (Winograd 3x3 convolutions), the ratios ORT/otter (> 1: otter faster) and peak RSS. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -14,20 +15,25 @@ mkdir -p "$MODELS"
 "$BUILD/bench/bench_runtime" --make "$MODELS"
 ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.json').version")
 echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node), median of N runs; ratio = ORT / otter (> 1: otter faster)"
-printf '%-14s %5s %7s %12s %12s %7s %14s %14s\n' model batch threads "otter ms" "ORT ms" ratio "otter RSS MB" "ORT RSS MB"
+echo "otter L2: opt level 2 (fusions, exact algorithms; the default); L3: also Winograd F(4x4,3x3) convolutions"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+printf '%-14s %5s %7s %10s %10s %10s %8s %8s %9s %9s\n' model batch threads "ORT ms" "L2 ms" "L3 ms" "ratio L2" \
+  "ratio L3" "otter MB" "ORT MB"
 for model in mnist_dnn cifar10_cnn resnet_stack; do
   for batch in 1 64; do
     for threads in 1 2; do
       runs=200
       [ "$model" != mnist_dnn ] && [ "$batch" = 64 ] && runs=20
-      o=$("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")
       r=$(node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")
-      /usr/bin/python3 - "$model" "$batch" "$threads" "$o" "$r" <<'PY'
+      o2=$("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)
+      o3=$("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)
+      /usr/bin/python3 - "$model" "$batch" "$threads" "$r" "$o2" "$o3" <<'PY'
 import json, sys
-m, b, t, o, r = sys.argv[1:]
-o, r = json.loads(o), json.loads(r)
-print(f"{m:<14} {b:>5} {t:>7} {o['median_ms']:12.4f} {r['median_ms']:12.4f} {r['median_ms']/o['median_ms']:7.2f} "
-      f"{o['peak_rss_kb']/1024:14.1f} {r['peak_rss_kb']/1024:14.1f}   (otter arena {o['arena_bytes']/1048576:.2f} MB)")
+m, b, t, r, o2, o3 = sys.argv[1:]
+r, o2, o3 = json.loads(r), json.loads(o2), json.loads(o3)
+print(f"{m:<14} {b:>5} {t:>7} {r['median_ms']:10.3f} {o2['median_ms']:10.3f} {o3['median_ms']:10.3f} "
+      f"{r['median_ms']/o2['median_ms']:8.2f} {r['median_ms']/o3['median_ms']:8.2f} "
+      f"{max(o2['peak_rss_kb'], o3['peak_rss_kb'])/1024:9.1f} {r['peak_rss_kb']/1024:9.1f}")
 PY
     done
   done

@@ -22,7 +22,9 @@ static const cli_opt OPTS[] = {
     {"--threads", "-t", "N", "threads for the kernels (default: available cores)", &o_threads, NULL},
     {"--repeat", "-r", "N", "run N times and print latency (min / median / p90) and peak memory", &o_repeat, NULL},
     {"--opt-level", NULL, "N",
-     "graph optimizations: 0 none, 1 drop Identity/Dropout and fold constants, 2 (default) also fuse", &o_opt, NULL},
+     "graph optimizations: 0 none, 1 drop Identity/Dropout and fold constants, 2 (default) also fuse, 3 also "
+     "Winograd 3x3 convolutions (faster, rounding error up to ~1e-4)",
+     &o_opt, NULL},
     {"--profile", NULL, NULL, "print where the time went: per operator type and the slowest nodes", NULL, &o_profile},
     {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},
     {NULL, NULL, NULL, NULL, NULL, NULL},
@@ -164,8 +166,8 @@ int cmd_run(int argc, char **argv) {
         return cli_usage_error(&SPEC, "--threads needs a number from 1 to 1024, not '%s'", o_threads);
     if (o_repeat && !parse_int(o_repeat, 1, 100000000, &repeat))
         return cli_usage_error(&SPEC, "--repeat needs a positive number, not '%s'", o_repeat);
-    if (o_opt && !parse_int(o_opt, 0, 2, &opt))
-        return cli_usage_error(&SPEC, "--opt-level is 0, 1 or 2, not '%s'", o_opt);
+    if (o_opt && !parse_int(o_opt, 0, 3, &opt))
+        return cli_usage_error(&SPEC, "--opt-level is 0, 1, 2 or 3, not '%s'", o_opt);
     if (o_pb && !o_outdir) return cli_usage_error(&SPEC, "--pb needs --outdir");
 
     otter_session_options so = {

@@ -26,6 +26,7 @@ struct ot_kernel_ctx {
     size_t n_outputs;
     otter_tensor **outputs; /* set by ot_ctx_output */
     int n_threads;
+    bool winograd; /* opt level 3: convolutions may trade ~1e-4 rounding error for speed */
     void *runtime; /* the session that runs this node (opaque to kernels) */
 };
 

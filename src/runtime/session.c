@@ -697,6 +697,7 @@ static otter_status build_node(otter_session *s, size_t k) {
                               .n_outputs = nd->n_outputs,
                               .outputs = rn->out_ptrs,
                               .n_threads = s->n_threads,
+                              .winograd = s->opts.opt_level >= 3,
                               .runtime = s};
     if (optimize && foldable(s, rn) && try_fold(s, rn)) {
         s->stats.n_folded++;

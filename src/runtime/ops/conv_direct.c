@@ -36,18 +36,14 @@ bool ot_conv_direct_supported(const ot_conv_window *w) {
 
 #ifdef OT_DC_X86
 
-#define DC_MR     6  /* output channels per register tile */
 #define DC_HALF   8  /* positions per half tile (one AVX register) */
 #define DC_TILES  8  /* tiles per work item, at most */
-#define DC_SLACK  16 /* floats after the padded input: the last short half reads past its row */
 
 typedef struct dc_plan {
     const ot_conv_direct *a;
     int64_t Cg, Mg, K, OH, OW, sh;
-    int64_t PH, QW;        /* padded rows, columns per phase row */
-    int64_t row, image;    /* floats per padded row (all channels and phases) and per image */
+    ot_conv_pad pad;       /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
     int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
-    float *xp;        /* padded input */
     float *wp;        /* packed weights: per group, the channel blocks in order */
     int64_t *roff;    /* per (channel, kernel row): offset into one image-group of xp */
     int64_t *kwoff;   /* per kernel column: offset added to a row's */
@@ -59,13 +55,11 @@ typedef struct dc_plan {
     int n_blk;
 } dc_plan;
 
-/* Cut Mg channels into blocks of 6, using two blocks of 4 rather than a block of 2 (the 4-row
- * tile keeps more accumulators busy). */
-static int dc_blocks(int64_t Mg, int64_t *m0, int *mr) {
+int ot_conv_channel_blocks(int64_t Mg, int64_t *m0, int *mr) {
     int n = 0;
-    int64_t q = Mg / DC_MR, r = Mg % DC_MR, m = 0;
+    int64_t q = Mg / OT_CONV_MR, r = Mg % OT_CONV_MR, m = 0;
     if (r == 2 && q > 0) q--, r = 8;
-    for (int64_t i = 0; i < q; i++, n++) m0[n] = m, mr[n] = DC_MR, m += DC_MR;
+    for (int64_t i = 0; i < q; i++, n++) m0[n] = m, mr[n] = OT_CONV_MR, m += OT_CONV_MR;
     if (r == 8) {
         m0[n] = m, mr[n] = 4, m += 4, n++;
         m0[n] = m, mr[n] = 4, n++;
@@ -75,34 +69,60 @@ static int dc_blocks(int64_t Mg, int64_t *m0, int *mr) {
     return n;
 }
 
-/* Padded, phase-split copy of padded rows [u0, u1) (unit = image * PH + row), every channel. */
-static void dc_pad(void *arg, int64_t u0, int64_t u1) {
-    const dc_plan *p = arg;
-    const ot_conv_window *w = &p->a->win;
-    const int64_t C = p->a->C, H = w->in[1], W = w->in[2], sw = w->stride[2], pw = w->pad_begin[2], QW = p->QW;
+/* The 4 phase rows d[s * QW + q] = srow[4 q + s - pw] (0 outside the row) of one input row: the
+ * columns whose 4 inputs are all inside go through an SSE 4x4 transpose, 4 columns at a time. */
+static void pad_phases4(const float *srow, int64_t W, int64_t pw, int64_t QW, float *d) {
+    int64_t lo = pw <= 0 ? 0 : (pw + 3) / 4, hi = (W + pw) / 4; /* 0 <= 4q - pw and 4q + 3 - pw < W */
+    if (hi > QW) hi = QW;
+    if (lo > hi) lo = hi;
+    for (int64_t q = 0; q < QW; q++) {
+        if (q == lo) q = hi; /* the interior below */
+        if (q >= QW) break;
+        for (int64_t s = 0; s < 4; s++) {
+            int64_t iw = 4 * q + s - pw;
+            d[s * QW + q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
+        }
+    }
+    int64_t q = lo;
+    for (; q + 4 <= hi; q += 4) {
+        const float *src = srow + 4 * q - pw;
+        __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + 4), r2 = _mm_loadu_ps(src + 8),
+               r3 = _mm_loadu_ps(src + 12);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(d + q, r0), _mm_storeu_ps(d + QW + q, r1), _mm_storeu_ps(d + 2 * QW + q, r2);
+        _mm_storeu_ps(d + 3 * QW + q, r3);
+    }
+    for (; q < hi; q++)
+        for (int64_t s = 0; s < 4; s++) d[s * QW + q] = srow[4 * q + s - pw];
+}
+
+void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1) {
+    const ot_conv_pad *p = arg;
+    const int64_t C = p->C, H = p->H, W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
     for (int64_t u = u0; u < u1; u++) {
-        const int64_t n = u / p->PH, r = u % p->PH, ih = r - w->pad_begin[1];
+        const int64_t n = u / p->PH, r = u % p->PH, ih = r - p->pad_h;
         float *d = p->xp + n * p->image + r * p->row;
         if (ih < 0 || ih >= H) {
             memset(d, 0, (size_t)p->row * sizeof(float));
             continue;
         }
         for (int64_t c = 0; c < C; c++) {
-            const float *srow = p->a->x + ((n * C + c) * H + ih) * W;
-            for (int64_t s = 0; s < sw; s++, d += QW) {
-                if (sw == 1) {
+            const float *srow = p->x + ((n * C + c) * H + ih) * W;
+            for (int64_t s = 0; s < ph; s++, d += QW) {
+                if (ph == 1) {
                     /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
                     int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
                     memset(d, 0, (size_t)lo * sizeof(float));
                     if (hi > lo) memcpy(d + lo, srow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
                     if (QW > hi) memset(d + hi, 0, (size_t)(QW - hi) * sizeof(float));
-                } else {
+                } else if (ph != 4) {
                     for (int64_t q = 0; q < QW; q++) {
-                        int64_t iw = q * sw + s - pw;
+                        int64_t iw = q * ph + s - pw;
                         d[q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
                     }
                 }
             }
+            if (ph == 4) pad_phases4(srow, W, pw, QW, d - 4 * QW);
         }
     }
 }
@@ -210,7 +230,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
         int64_t tc = it % per_group / p->blk_chunks, bc = it % p->blk_chunks;
         int64_t t0 = tc * p->tiles_per_item, t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
         int b0 = (int)(bc * p->n_blk / p->blk_chunks), b1 = (int)((bc + 1) * p->n_blk / p->blk_chunks);
-        const float *xg = p->xp + n * p->image + gr * p->Cg * a->win.stride[2] * p->QW;
+        const float *xg = p->pad.xp + n * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;
         int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
         const float *wg = p->wp + gr * p->Mg * p->K;
         for (int b = b0; b < b1; b++) {
@@ -230,7 +250,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                     if (none) hh = 2 * t;
                     int64_t oh = hh / rh, ow0 = (hh % rh) * DC_HALF;
                     lanes[h] = none ? 0 : OW - ow0 < DC_HALF ? (int)(OW - ow0) : DC_HALF;
-                    xh[h] = xg + oh * p->sh * p->row + ow0;
+                    xh[h] = xg + oh * p->sh * p->pad.row + ow0;
                     int64_t yo = (ych + m0) * osz + oh * OW + ow0;
                     yh[h] = a->y + yo;
                     zh[h] = a->sum ? a->sum + yo : NULL;
@@ -266,32 +286,34 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
 }
 
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
+    if (a->winograd && ot_conv_winograd_applies(a)) return ot_conv_winograd_run(ctx, a);
     const ot_conv_window *w = &a->win;
     dc_plan p = {.a = a, .Cg = a->C / a->group, .Mg = a->M / a->group, .OH = w->out[1], .OW = w->out[2],
                  .sh = w->stride[1]};
     const int64_t KH = w->k[1], KW = w->k[2], sw = w->stride[2], dh = w->dil[1], dw = w->dil[2];
     p.K = p.Cg * KH * KW;
-    p.PH = (p.OH - 1) * p.sh + (KH - 1) * dh + 1;
-    int64_t pw_full = (p.OW - 1) * sw + (KW - 1) * dw + 1;
-    p.QW = (pw_full + sw - 1) / sw;
-    p.row = a->C * sw * p.QW;
-    p.image = p.PH * p.row;
+    const int64_t pw_full = (p.OW - 1) * sw + (KW - 1) * dw + 1; /* padded columns read */
+    p.pad = (ot_conv_pad){.x = a->x, .C = a->C, .H = w->in[1], .W = w->in[2], .pad_h = w->pad_begin[1],
+                          .pad_w = w->pad_begin[2], .phases = sw, .PH = (p.OH - 1) * p.sh + (KH - 1) * dh + 1,
+                          .QW = (pw_full + sw - 1) / sw};
+    p.pad.row = a->C * sw * p.pad.QW;
+    p.pad.image = p.pad.PH * p.pad.row;
     p.row_halves = (p.OW + DC_HALF - 1) / DC_HALF;
     p.halves = p.OH * p.row_halves;
     p.pool = a->maxpool_2x2;
     /* pooling: a tile is two rows of one column of halves (an odd last row is never pooled) */
     p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
     int64_t max_blk = p.Mg / 4 + 2;
-    p.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.image + DC_SLACK) * sizeof(float));
+    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
     p.wp = ot_ctx_scratch(ctx, (size_t)(a->M * p.K) * sizeof(float));
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
     p.roff = ot_ctx_scratch(ctx, (size_t)p.n_rows * sizeof(int64_t));
     p.kwoff = ot_ctx_scratch(ctx, (size_t)KW * sizeof(int64_t));
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
-    if (!p.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
-    memset(p.xp + a->N * p.image, 0, DC_SLACK * sizeof(float));
-    p.n_blk = dc_blocks(p.Mg, p.blk_m0, p.blk_mr);
+    if (!p.pad.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
+    memset(p.pad.xp + a->N * p.pad.image, 0, OT_CONV_PAD_SLACK * sizeof(float));
+    p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
     /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
      * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
     int64_t groups = a->N * a->group, want = ctx->n_threads > 1 ? 4 * (int64_t)ctx->n_threads : 1;
@@ -301,8 +323,8 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     while (p.blk_chunks < p.n_blk && groups * p.tile_chunks * p.blk_chunks < want) p.blk_chunks++;
 
     for (int64_t c = 0; c < p.Cg; c++)
-        for (int64_t kh = 0; kh < KH; kh++) p.roff[c * KH + kh] = kh * dh * p.row + c * sw * p.QW;
-    for (int64_t kw = 0; kw < KW; kw++) p.kwoff[kw] = (kw * dw) % sw * p.QW + (kw * dw) / sw;
+        for (int64_t kh = 0; kh < KH; kh++) p.roff[c * KH + kh] = kh * dh * p.pad.row + c * sw * p.pad.QW;
+    for (int64_t kw = 0; kw < KW; kw++) p.kwoff[kw] = (kw * dw) % sw * p.pad.QW + (kw * dw) / sw;
     for (int64_t gr = 0; gr < a->group; gr++)
         for (int b = 0; b < p.n_blk; b++) {
             int64_t m0 = gr * p.Mg + p.blk_m0[b];
@@ -310,7 +332,7 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
             for (int64_t k = 0; k < p.K; k++)
                 for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
         }
-    ot_parallel_for(ctx, a->N * p.PH, 1, dc_pad, &p);
+    ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
     ot_parallel_for(ctx, groups * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
     return OTTER_OK;
 }

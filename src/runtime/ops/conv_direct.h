@@ -26,6 +26,7 @@ typedef struct ot_conv_direct {
                            pad_begin crops (ConvGrad's input gradient uses that) */
     bool relu;
     bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
+    bool winograd;    /* may use Winograd where it pays off (ctx->winograd: opt level 3) */
 } ot_conv_direct;
 
 /* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */
@@ -34,5 +35,33 @@ bool ot_conv_direct_supported(const ot_conv_window *w);
 /* y = act(conv(x, w) + bias + sum). Scratch comes from ctx (planned into the arena); runs on the
  * session's threads. Fails only with OTTER_ERR_NOMEM. */
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
+
+/* ---- shared by the direct and Winograd kernels (x86-64 only) ---------------------------------- */
+
+#define OT_CONV_MR        6  /* output channels per register tile */
+#define OT_CONV_PAD_SLACK 16 /* zeroed floats after a padded input: vector reads run past a row's end */
+
+/* A zero-padded copy of x [N][C][H][W]: per image, PH padded rows (padded row r is input row
+ * r - pad_h), each holding every channel's `phases` column phases of QW columns, where phase s,
+ * column q is padded column q * phases + s (input column q * phases + s - pad_w). Negative pads
+ * crop. row = C * phases * QW and image = PH * row floats. */
+typedef struct ot_conv_pad {
+    const float *x;
+    float *xp;
+    int64_t C, H, W, pad_h, pad_w, phases, PH, QW, row, image;
+} ot_conv_pad;
+
+/* ot_parallel_for body over units [u0, u1) = image * PH + padded row (arg: ot_conv_pad). */
+void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1);
+
+/* Cut M channels into register-tile blocks of OT_CONV_MR, using two blocks of 4 rather than a
+ * block of 2 (the 4-row tile keeps more accumulators busy); m0 / mr get M / 4 + 2 entries at most.
+ * Returns the number of blocks. */
+int ot_conv_channel_blocks(int64_t M, int64_t *m0, int *mr);
+
+/* Winograd F(4x4, 3x3) for 3x3, stride 1, dilation 1, one group (conv_winograd.c); same contract
+ * as ot_conv_direct_run, which calls it when a->winograd and ot_conv_winograd_applies. */
+bool ot_conv_winograd_applies(const ot_conv_direct *a);
+otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
 
 #endif
