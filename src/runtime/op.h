@@ -41,6 +41,13 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
  * Planned into the arena like the outputs, so a steady-state run allocates nothing. Several calls
  * per kernel call are fine (each returns a new block). NULL (error set) on failure. */
 void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes);
+/* Memory the kernel keeps across runs of this node, for data derived from constant inputs (packed
+ * weights): NULL at first; the kernel stores what it allocates there, and the runtime calls
+ * free_fn on it with the session. */
+void **ot_ctx_cache(ot_kernel_ctx *ctx, void (*free_fn)(void *));
+/* Input i holds the same values for the session's life (a folded constant, or an initializer the
+ * caller can't override or change): what is derived from it may go in ot_ctx_cache. */
+bool ot_ctx_input_constant(const ot_kernel_ctx *ctx, size_t i);
 /* Input i or NULL when omitted / beyond n_inputs. */
 static inline const otter_tensor *ot_ctx_input(const ot_kernel_ctx *ctx, size_t i) {
     return i < ctx->n_inputs ? ctx->inputs[i] : NULL;

@@ -546,6 +546,17 @@ static bool is_const_slot(const otter_session *s, size_t i) {
     return sl->kind == RT_INIT && !sl->decl && !s->opts.no_fold_initializers;
 }
 
+void **ot_ctx_cache(ot_kernel_ctx *ctx, void (*free_fn)(void *)) {
+    rt_node *rn = rt_node_of(ctx);
+    rn->cache_free = free_fn;
+    return &rn->cache;
+}
+
+bool ot_ctx_input_constant(const ot_kernel_ctx *ctx, size_t i) {
+    const rt_node *rn = rt_node_of(ctx);
+    return i < ctx->n_inputs && rn->in_slots[i] != RT_NONE && is_const_slot(ctx->runtime, rn->in_slots[i]);
+}
+
 /* Dropout that is the identity: no mask output used, not in training mode. */
 static bool inference_dropout(const otter_session *s, const otter_node *nd, int64_t opset) {
     if (nd->n_outputs > 1 && nd->outputs[1][0]) return false;
@@ -844,6 +855,7 @@ void otter_session_free(otter_session *s) {
         for (size_t g = 0; g < rn->n_subs && rn->subs; g++) otter_session_free(rn->subs[g]);
         free_scratch(rn);
         ot_free(rn->scratch_heap);
+        if (rn->cache) rn->cache_free(rn->cache);
         ot_free(rn->subs);
         ot_free(rn->sub_graphs);
         ot_free(rn->in_slots);

@@ -68,6 +68,8 @@ typedef struct rt_node {
     void **scratch_heap;
     size_t n_scratch_heap, cap_scratch_heap;
     uint64_t prof_calls, prof_ns; /* options.profile */
+    void *cache;                  /* ot_ctx_cache */
+    void (*cache_free)(void *);
 } rt_node;
 
 typedef struct rt_key {

@@ -55,6 +55,30 @@ typedef struct dc_plan {
     int n_blk;
 } dc_plan;
 
+/* The node's cache: a block per packed form, allocated on first use. */
+typedef struct dc_cache {
+    float *form[2];
+} dc_cache;
+
+static void dc_cache_free(void *p) {
+    dc_cache *c = p;
+    ot_free(c->form[0]), ot_free(c->form[1]), ot_free(c);
+}
+
+float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill) {
+    *fill = true;
+    if (!a->constant_w) return ot_ctx_scratch(ctx, n * sizeof(float));
+    void **slot = ot_ctx_cache(ctx, dc_cache_free);
+    if (!*slot && !(*slot = ot_calloc(1, sizeof(dc_cache)))) {
+        OT_NOMEM();
+        return NULL;
+    }
+    dc_cache *c = *slot;
+    *fill = !c->form[form];
+    if (!c->form[form] && !(c->form[form] = ot_malloc(n * sizeof(float)))) OT_NOMEM();
+    return c->form[form];
+}
+
 int ot_conv_channel_blocks(int64_t Mg, int64_t *m0, int *mr) {
     int n = 0;
     int64_t q = Mg / OT_CONV_MR, r = Mg % OT_CONV_MR, m = 0;
@@ -305,7 +329,8 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
     int64_t max_blk = p.Mg / 4 + 2;
     p.pad.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
-    p.wp = ot_ctx_scratch(ctx, (size_t)(a->M * p.K) * sizeof(float));
+    bool fill_w;
+    p.wp = ot_conv_packed_weights(ctx, a, 0, (size_t)(a->M * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
     p.roff = ot_ctx_scratch(ctx, (size_t)p.n_rows * sizeof(int64_t));
     p.kwoff = ot_ctx_scratch(ctx, (size_t)KW * sizeof(int64_t));
@@ -325,7 +350,7 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     for (int64_t c = 0; c < p.Cg; c++)
         for (int64_t kh = 0; kh < KH; kh++) p.roff[c * KH + kh] = kh * dh * p.pad.row + c * sw * p.pad.QW;
     for (int64_t kw = 0; kw < KW; kw++) p.kwoff[kw] = (kw * dw) % sw * p.pad.QW + (kw * dw) / sw;
-    for (int64_t gr = 0; gr < a->group; gr++)
+    for (int64_t gr = 0; fill_w && gr < a->group; gr++)
         for (int b = 0; b < p.n_blk; b++) {
             int64_t m0 = gr * p.Mg + p.blk_m0[b];
             float *dst = p.wp + m0 * p.K;

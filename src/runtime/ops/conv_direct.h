@@ -27,6 +27,7 @@ typedef struct ot_conv_direct {
     bool relu;
     bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
     bool winograd;    /* may use Winograd where it pays off (ctx->winograd: opt level 3) */
+    bool constant_w;  /* w is the same every run: its packed forms are kept in the node's cache */
 } ot_conv_direct;
 
 /* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */
@@ -58,6 +59,11 @@ void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1);
  * block of 2 (the 4-row tile keeps more accumulators busy); m0 / mr get M / 4 + 2 entries at most.
  * Returns the number of blocks. */
 int ot_conv_channel_blocks(int64_t M, int64_t *m0, int *mr);
+
+/* Room for the weights in packed form `form` (0 direct, 1 Winograd), n floats: kept in the node's
+ * cache when a->constant_w (*fill false once they are there), else scratch (*fill true). NULL
+ * (error set) when out of memory. */
+float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill);
 
 /* Winograd F(4x4, 3x3) for 3x3, stride 1, dilation 1, one group (conv_winograd.c); same contract
  * as ot_conv_direct_run, which calls it when a->winograd and ot_conv_winograd_applies. */

@@ -25,12 +25,12 @@
 
 /* Where the transforms pay off against the direct kernel (measured on the CIFAR and ResNet layers):
  * 16 channels or more on both sides, rows of 4 tiles or more (the transforms run 8 neighbouring
- * tiles per vector), and 32 tiles or more (the weights' transform is per run). */
+ * tiles per vector), and 16 tiles or more (32 when the weights are transformed every run). */
 bool ot_conv_winograd_applies(const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
     const int64_t th = (w->out[1] + 3) / 4, tw = (w->out[2] + 3) / 4;
     return a->group == 1 && a->C >= 16 && a->M >= 16 && w->k[1] == 3 && w->k[2] == 3 && w->stride[1] == 1 &&
-           w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 && a->N * th * tw >= 32;
+           w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 && a->N * th * tw >= (a->constant_w ? 16 : 32);
 }
 
 /* n <= 8 neighbouring tiles of one tile row: image, tile row and first column, position in the block */
@@ -333,7 +333,8 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.work_floats = 36 * (p.ldv + p.ldy);
     int64_t max_blk = p.M / 4 + 2;
     p.pad.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
-    p.u = ot_ctx_scratch(ctx, (size_t)(36 * p.M * p.C) * sizeof(float));
+    bool fill_u;
+    p.u = ot_conv_packed_weights(ctx, a, 1, (size_t)(36 * p.M * p.C), &fill_u);
     p.work = ot_ctx_scratch(ctx, (size_t)(p.n_slots * p.work_floats) * sizeof(float));
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
@@ -342,7 +343,7 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     /* a last block's unused columns of V are multiplied too (and never stored): zeros, not garbage */
     for (int64_t s = 0; s < p.n_slots; s++) memset(p.work + s * p.work_floats, 0, (size_t)(36 * p.ldv) * sizeof(float));
     p.n_blk = ot_conv_channel_blocks(p.M, p.blk_m0, p.blk_mr);
-    for (int b = 0; b < p.n_blk; b++)
+    for (int b = 0; fill_u && b < p.n_blk; b++)
         for (int64_t c = 0; c < p.C; c++)
             for (int i = 0; i < p.blk_mr[b]; i++) {
                 double u[36];

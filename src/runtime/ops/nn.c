@@ -427,7 +427,8 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && direct) {
         const ot_conv_direct d = {.x = a.X, .w = a.Wt, .bias = a.B, .sum = a.Z, .y = a.Y, .N = g.N, .C = g.C, .M = M,
                                   .group = group, .win = win, .relu = a.act == ACT_RELU,
-                                  .maxpool_2x2 = pool && !full, .winograd = ctx->winograd};
+                                  .maxpool_2x2 = pool && !full, .winograd = ctx->winograd,
+                                  .constant_w = ot_ctx_input_constant(ctx, 1)};
         s = ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK) {
         a.n_tasks = g.N * group;
