@@ -6,6 +6,8 @@
 - export: inputs/outputs, initializers equal to the trained checkpoint (otter checkpoint dump), and onnx's
   the exported graph evaluated in NumPy gives otter eval's accuracy;
 - params --shapes-json on the ORT fixture equals its shapes.json;
+- an explicit --normalize is saved in the checkpoint (otter.normalize): eval without --normalize and --resume
+  without it feed the inputs the same way (uint8 data trained with --normalize none, not eval's default x / 255);
 - --grad-accum, --schedule, --plot (valid SVG) run; bad input fails with exit 1 and a message naming the fault
   (sample size, label range, mixed artifacts, unwritable checkpoint path leaves the previous file intact).
 """
@@ -124,6 +126,28 @@ def main():
         out = numpy_run(m, xe)
         ref_acc = 100.0 * float(np.mean(out.argmax(1) == ye))
         check(abs(ref_acc - acc) < 0.006, f"NumPy on the exported graph: accuracy {ref_acc:.2f}% = eval's")
+
+    # uint8 samples, trained on the raw values (--normalize none) instead of the default x / 255
+    xu = np.clip(x * 8 + 128, 0, 255).astype(np.uint8)
+    np.save(w("xu.npy"), xu)
+    udata = ["--data", f"npy:{w('xu.npy')},{w('y.npy')}", "--batch-size", "32", "--seed", "3", "--threads", "1",
+             "--lr", "1e-4"]
+    nfull = otter("train", w("art"), *udata, "--epochs", "2", "--normalize", "none", "--save", w("n2.ckpt"))
+    npart = otter("train", w("art"), *udata, "--epochs", "1", "--normalize", "none", "--save", w("n1.ckpt"))
+    info = otter("checkpoint", "info", w("n1.ckpt"))
+    check(nfull.returncode == 0 and npart.returncode == 0 and "otter.normalize" in info.stdout and
+          "none" in info.stdout, "--normalize none is saved as the checkpoint property otter.normalize")
+    nres = otter("train", w("art"), *udata, "--epochs", "2", "--resume", w("n1.ckpt"), "--save", w("nr.ckpt"))
+    check(nres.returncode == 0 and rows(nres.stdout) == rows(nfull.stdout)[1:] and
+          open(w("nr.ckpt"), "rb").read() == open(w("n2.ckpt"), "rb").read(),
+          "--resume without --normalize follows the checkpoint's (same row, byte-identical checkpoint)")
+    ueval = ["--data", f"npy:{w('xu.npy')},{w('y.npy')}", "--checkpoint", w("n2.ckpt")]
+    e_saved = otter("eval", w("art"), *ueval)
+    e_none = otter("eval", w("art"), *ueval, "--normalize", "none")
+    e_scale = otter("eval", w("art"), *ueval, "--normalize", "scale")
+    check(e_saved.returncode == 0 and e_saved.stdout == e_none.stdout and e_scale.stdout != e_none.stdout,
+          f"eval without --normalize uses the checkpoint's: {e_saved.stdout.split(': ')[-1].strip()} "
+          f"(x / 255 would give {e_scale.stdout.split(': ')[-1].strip()})")
 
     pr = otter("params", FIX, "--shapes-json", w("shapes.json"))
     check(pr.returncode == 0 and json.load(open(w("shapes.json"))) == json.load(open(os.path.join(FIX, "shapes.json"))),

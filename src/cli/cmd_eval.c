@@ -176,7 +176,9 @@ int cmd_eval(int argc, char **argv) {
         {"--batch-size", NULL, "B", "samples per eval step (default 256)", &batch_text, NULL},
         {"--threads", NULL, "N", "threads (default: all cores)", &threads_text, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
-        {"--normalize", NULL, "N", "inputs: scale (x/255, default for images), standard (per-channel mean/std), none",
+        {"--normalize", NULL, "N",
+         "inputs: scale (x/255), standard (per-channel mean/std), none (default: the checkpoint's otter.normalize, "
+         "saved by otter train --normalize; else scale for images)",
          &norm_t, NULL},
         {0}};
     const cli_spec spec = {
@@ -210,6 +212,10 @@ int cmd_eval(int argc, char **argv) {
         otter_training_session_free(s);
         return CLI_EXIT_INVALID;
     }
+    const otter_property *np = NULL;
+    if (!norm_t && otter_training_get_property(s, "otter.normalize", &np) == OTTER_OK &&
+        np->type == OTTER_PROPERTY_STRING && !cli_parse_norm(np->s, &norm))
+        fprintf(stderr, "otter eval: warning: ignoring the checkpoint's otter.normalize '%s'\n", np->s);
     otter_dataset *ds = NULL;
     if (otter_dataset_open(&ds, data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST, .norm = norm}) != OTTER_OK) {
         otter_training_session_free(s);

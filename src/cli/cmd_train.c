@@ -6,7 +6,8 @@
  * (train loss, eval loss and accuracy, learning rate, time) to stdout. The checkpoint is saved atomically after
  * every epoch with the position as properties (otter.epoch, otter.batch, otter.global_step, otter.seed);
  * --resume continues from such a checkpoint along the same trajectory: the batch order of an epoch depends only
- * on (seed, epoch), Dropout masks on (seed, optimizer step), the learning rate on the optimizer step. */
+ * on (seed, epoch), Dropout masks on (seed, optimizer step), the learning rate on the optimizer step. An explicit
+ * --normalize is saved too (otter.normalize), so that --resume and otter eval feed the inputs the same way. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +189,8 @@ typedef struct run_state {
     const char *save;
     uint64_t seed;
     long long batch_size;
-    long long global; /* batches done */
+    long long global;      /* batches done */
+    const char *norm_name; /* --normalize as given (or resumed), saved as otter.normalize; NULL: not saved */
 } run_state;
 
 static bool save_position(run_state *r, long long epoch, long long batch) {
@@ -197,6 +199,7 @@ static bool save_position(run_state *r, long long epoch, long long batch) {
     if (st == OTTER_OK) st = otter_training_set_property_int(r->s, "otter.global_step", r->global);
     if (st == OTTER_OK) st = otter_training_set_property_int(r->s, "otter.seed", (int64_t)r->seed);
     if (st == OTTER_OK) st = otter_training_set_property_int(r->s, "otter.batch_size", r->batch_size);
+    if (st == OTTER_OK && r->norm_name) st = otter_training_set_property_string(r->s, "otter.normalize", r->norm_name);
     if (st == OTTER_OK) st = otter_training_save_checkpoint(r->s, r->save, true);
     if (st != OTTER_OK) {
         cli_fail("train", r->save);
@@ -247,7 +250,9 @@ int cmd_train(int argc, char **argv) {
         {"--resume", NULL, "CKPT", "continue from a checkpoint saved by otter train", &resume, NULL},
         {"--plot", NULL, "FILE.svg", "write loss and accuracy curves as SVG", &plot, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
-        {"--normalize", NULL, "N", "inputs: scale (x/255, default for images), standard (per-channel mean/std), none",
+        {"--normalize", NULL, "N",
+         "inputs: scale (x/255, default for images), standard (per-channel mean/std), none; saved in the "
+         "checkpoint (on --resume, the checkpoint's)",
          &norm_t, NULL},
         {0}};
     const cli_spec spec = {"train",
@@ -326,6 +331,22 @@ int cmd_train(int argc, char **argv) {
                 seed = (uint64_t)stored_seed;
         }
     }
+    const otter_property *np = NULL;
+    if (resume && otter_training_get_property(s, "otter.normalize", &np) == OTTER_OK &&
+        np->type == OTTER_PROPERTY_STRING) {
+        otter_data_norm stored_norm;
+        if (!cli_parse_norm(np->s, &stored_norm))
+            fprintf(stderr, "otter train: warning: ignoring the checkpoint's otter.normalize '%s'\n", np->s);
+        else if (!norm_t) /* a literal: saving replaces the property np points into */
+            norm = stored_norm, norm_t = stored_norm == OTTER_NORM_NONE    ? "none"
+                                         : stored_norm == OTTER_NORM_SCALE ? "scale"
+                                                                           : "standard";
+        else if (stored_norm != norm)
+            fprintf(stderr,
+                    "otter train: warning: --normalize %s differs from the checkpoint's %s; the run will not "
+                    "follow the interrupted one\n",
+                    norm_t, np->s);
+    }
     long long stored_batch;
     if (resume && get_int_property(s, "otter.batch_size", &stored_batch) && stored_batch != batch) {
         fprintf(stderr, "otter train: '%s' was trained with batches of %lld; resume with --batch-size %lld\n", resume,
@@ -390,7 +411,7 @@ int cmd_train(int argc, char **argv) {
         printf("resumed from %s: epoch %lld, batch %lld, global batch %lld\n", resume, start_epoch + 1, start_batch,
                global);
     printf("%5s %12s %12s %10s %10s %8s\n", "epoch", "train loss", "eval loss", "eval acc", "lr", "time");
-    run_state r = {.s = s, .save = save, .seed = seed, .batch_size = batch, .global = global};
+    run_state r = {.s = s, .save = save, .seed = seed, .batch_size = batch, .global = global, .norm_name = norm_t};
     long long epoch = start_epoch, bi = start_batch, pending = 0;
     double t_epoch = now_s(), t_start = t_epoch, ep_loss = 0, run_loss = 0, last_draw = 0;
     long long ep_n = 0, run_n = 0, samples_run = 0;
