@@ -335,6 +335,61 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
     return OTTER_OK;
 }
 
+/* ---- B packed once: products with constant weights ------------------------------------------ */
+
+/* The packed blocks in the order ot_sgemm_prepacked visits them: per NC panel, per KC slice, the
+ * panel's NR-column slabs. */
+size_t ot_sgemm_packed_b_size(int64_t K, int64_t N) {
+    size_t n = 0;
+    for (int64_t jc = 0; jc < N; jc += NC) {
+        int64_t nc = N - jc < NC ? N - jc : NC;
+        n += (size_t)((nc + NR - 1) / NR * NR * K);
+    }
+    return n;
+}
+
+void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
+    sg_args g = {.tb = trans_b, .N = N, .K = K, .B = B, .ldb = ldb, .pb = packed};
+    for (g.jc = 0; g.jc < N; g.jc += NC) {
+        g.nc = N - g.jc < NC ? N - g.jc : NC;
+        for (g.pc = 0; g.pc < K; g.pc += KC) {
+            g.kc = K - g.pc < KC ? K - g.pc : KC;
+            sg_pack_b(&g, 0, (g.nc + NR - 1) / NR);
+            g.pb += (g.nc + NR - 1) / NR * NR * g.kc;
+        }
+    }
+}
+
+otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C,
+                                int64_t ldc) {
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    sg_args g = {.ta = trans_a, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .lda = lda,
+                 .ldc = ldc, .C = C, .ukr = pick_ukr()};
+    if (K <= 0 || alpha == 0.0f) {
+        run_range(ctx, M, 16, sg_scale, &g);
+        return OTTER_OK;
+    }
+    int64_t mcap = M < MSUP ? M : MSUP, kcap = K < KC ? K : KC;
+    g.pa = ot_malloc((size_t)((mcap + MR - 1) / MR * MR * kcap) * sizeof(float));
+    if (!g.pa) return OT_NOMEM();
+    g.pb = (float *)(uintptr_t)packed_b; /* read only: sg_compute never writes it */
+    for (g.jc = 0; g.jc < N; g.jc += NC) {
+        g.nc = N - g.jc < NC ? N - g.jc : NC;
+        g.n_nch = (g.nc + NCH - 1) / NCH;
+        for (g.pc = 0; g.pc < K; g.pc += KC, g.pb += (g.nc + NR - 1) / NR * NR * g.kc) {
+            g.kc = K - g.pc < KC ? K - g.pc : KC;
+            for (g.ic = 0; g.ic < M; g.ic += MSUP) {
+                g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
+                run_range(ctx, (g.mc + MR - 1) / MR, 4, sg_pack_a, &g);
+                run_range(ctx, ((g.mc + MC - 1) / MC) * g.n_nch, 1, sg_compute, &g);
+            }
+        }
+    }
+    ot_free(g.pa);
+    return OTTER_OK;
+}
+
 /* ---- portable dgemm: row-wise axpy / dot, parallel over rows -------------------------------- */
 
 typedef struct dg_args {

@@ -35,6 +35,15 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                                double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
                                double *C, int64_t ldc);
 
+/* Products with a B that stays the same over many calls (constant weights): pack it once into
+ * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b, then C = alpha op(A) B + beta C with
+ * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). */
+size_t ot_sgemm_packed_b_size(int64_t K, int64_t N);
+void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
+otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C,
+                                int64_t ldc);
+
 /* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
 const char *ot_gemm_backend(void);
 

@@ -280,6 +280,21 @@ static otter_status gemm_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
+/* Constant weights packed once into the node's cache for ot_sgemm_prepacked (no per-call packing
+ * of B, which for a batch of 64 rows costs as much as the product's loads). */
+static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64_t N, const float *B, int64_t ldb,
+                                   const float **packed) {
+    void **cache = ot_ctx_cache(ctx, ot_free);
+    if (!*cache) {
+        float *p = ot_malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
+        if (!p) return OT_NOMEM();
+        ot_sgemm_pack_b(tb, K, N, B, ldb, p);
+        *cache = p;
+    }
+    *packed = *cache;
+    return OTTER_OK;
+}
+
 static otter_status gemm_plain(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *c = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
@@ -362,8 +377,15 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx) {
                     memcpy(yr, cr_, (size_t)N * sizeof(float));
             }
         }
-        s = ot_sgemm(ctx, ta, tb, M, N, K, (float)alpha, A, a->dims[1], B, b->dims[1], use_c ? (float)beta : 0.0f, Y,
-                     N);
+        const float *packed = NULL;
+        if (M > 4 && b->dtype == OTTER_DTYPE_FLOAT && ot_ctx_input_constant(ctx, 1))
+            s = packed_weights(ctx, tb, K, N, B, b->dims[1], &packed);
+        if (s == OTTER_OK && packed)
+            s = ot_sgemm_prepacked(ctx, ta, M, N, K, (float)alpha, A, a->dims[1], packed, use_c ? (float)beta : 0.0f,
+                                   Y, N);
+        else if (s == OTTER_OK)
+            s = ot_sgemm(ctx, ta, tb, M, N, K, (float)alpha, A, a->dims[1], B, b->dims[1], use_c ? (float)beta : 0.0f,
+                         Y, N);
         if (s == OTTER_OK && tY) ot_convert(y->data, y->dtype, tY, OTTER_DTYPE_FLOAT, M * N);
     }
     ot_free(tA), ot_free(tB), ot_free(tC), ot_free(tY);
