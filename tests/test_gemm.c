@@ -1,5 +1,5 @@
-/* ot_sgemm / ot_dgemm (and the portable kernels, in every build) against a naive double-precision
- * reference: many shapes around the blocking sizes, all four transpose combinations, alpha/beta,
+/* ot_sgemm / ot_dgemm (and the portable kernels and the prepacked-B product, in every build) against
+ * a naive double-precision reference: many shapes around the blocking sizes, all four transpose combinations, alpha/beta,
  * padded leading dimensions, and beta == 0 over a NaN-filled C (which must not leak). */
 #include <math.h>
 #include <stdlib.h>
@@ -107,10 +107,24 @@ static void speed(const char *name, sgemm_fn sf, int64_t n) {
     free(A), free(B), free(C);
 }
 
+/* ot_sgemm_pack_b + ot_sgemm_prepacked (B packed once, as Gemm does for constant weights) in the
+ * sgemm signature, so that sweep checks it on every shape. */
+static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                              int64_t ldc) {
+    float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
+    if (!p) return OTTER_ERR_NOMEM;
+    ot_sgemm_pack_b(tb, K, N, B, ldb, p);
+    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc);
+    free(p);
+    return s;
+}
+
 int main(void) {
     printf("gemm backend: %s\n", ot_gemm_backend());
     sweep("ot_sgemm/ot_dgemm", ot_sgemm, ot_dgemm);
     sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
+    sweep("prepacked B", prepacked, ot_dgemm_portable);
     speed("ot_sgemm", ot_sgemm, 512);
     speed("portable", ot_sgemm_portable, 512);
     return tu_finish("test_gemm");
