@@ -1,6 +1,7 @@
 /* ot_sgemm / ot_dgemm (and the portable kernels and the prepacked-B product, in every build) against
- * a naive double-precision reference: many shapes around the blocking sizes, all four transpose combinations, alpha/beta,
- * padded leading dimensions, and beta == 0 over a NaN-filled C (which must not leak). */
+ * a naive double-precision reference: many shapes around the blocking sizes, all four transpose
+ * combinations, alpha/beta, padded leading dimensions, and beta == 0 over a NaN-filled C (which
+ * must not leak). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
