@@ -92,6 +92,7 @@ static otter_status run_node(const otter_node *node, int opset, int n_in, otter_
     otter_status st = otter_model_create(&m, "t", opset);
     if (st == OTTER_OK) st = otter_model_set_opset(m, MS, 1);
     if (st == OTTER_OK) st = otter_model_set_opset(m, PRV, 1);
+    if (st == OTTER_OK) st = otter_model_set_opset(m, "com.otter", 1);
     for (int k = 0; k < n_in && st == OTTER_OK; k++)
         if (in[k] && node->inputs[k][0])
             st = otter_graph_add_input(m->graph, node->inputs[k], in[k]->dtype, in[k]->rank, in[k]->dims, NULL);
@@ -664,6 +665,29 @@ static void test_pool(void) {
     vi_rank = -1;
     otter_tensor *xin[1] = {x};
     check_fd("MaxPoolGrad (3x2, stride 2, pads) vs FD of MaxPool", fwd, 12, 1, xin, 0, R, g[0], 1e-3, 2e-3);
+    /* com.otter's form (runtime/fuse.c) takes X's shape as input 2 instead of value_info: same bits */
+    otter_node *fused = mknode("MaxPoolGrad", "com.otter", 3, 0, 1, 0);
+    otter_tensor *fin[3] = {R, y[1], tshape(x)}, *fg[1] = {0};
+    CHECK_OK(run_node(fused, 12, 3, fin, 1, fg));
+    CHECK(fg[0] && fg[0]->rank == 4 && !memcmp(fg[0]->dims, xd, sizeof xd) &&
+          !memcmp(fg[0]->data, g[0]->data, otter_tensor_nbytes(g[0])));
+    printf("  com.otter MaxPoolGrad with X's shape as input: equal to MaxPoolGrad with value_info\n");
+    free_all(1, fg);
+    otter_tensor_free(fin[2]);
+    /* indices leaving their (n, c) plane and repeated ones: the serial loop, sums in dY's order; one out of
+     * range: an error naming it */
+    const int64_t dyd[4] = {2, 1, 1, 2}, xsd[4] = {2, 1, 2, 2}, four = 4;
+    otter_tensor *sin[3] = {tf(4, dyd, (const float[]){1, 2, 4, 8}), ti64(4, dyd, (const int64_t[]){0, 5, 4, 0}),
+                            ti64(1, &four, xsd)};
+    CHECK_OK(run_node(fused, 12, 3, sin, 1, fg));
+    CHECK(fg[0] && !memcmp(fg[0]->data, (const float[]){9, 0, 0, 0, 4, 2, 0, 0}, 8 * sizeof(float)));
+    free_all(1, fg);
+    ((int64_t *)sin[1]->data)[2] = 8;
+    CHECK_STATUS(run_node(fused, 12, 3, sin, 1, fg), OTTER_ERR_INVALID);
+    CHECK(strstr(otter_last_error(), "value 8 out of range") != NULL);
+    printf("  com.otter MaxPoolGrad: indices across planes summed in order; index 8 of 8 elements refused\n");
+    free_all(3, sin);
+    otter_node_free(fused);
     free_all(1, g);
     /* without value_info: a clear error */
     CHECK_STATUS(run_node(gn, 12, 2, gin, 1, g), OTTER_ERR_INVALID);
