@@ -351,7 +351,7 @@ static otter_status fuse_maxpool_grad(fz *f, size_t k) {
     const otter_node *cs = made_by(f, zeros, "ConstantOfShape", &c), *pool = made_by(f, ind, "MaxPool", NULL);
     const otter_node *re = f->g->nodes[out];
     if (!cs || cs->n_inputs != 1 || !zero_f32_fill(cs) || !pool || pool->n_outputs < 2 ||
-        strcmp(pool->outputs[1], ind) || !is_op(re, "Reshape") || re->n_inputs != 2 ||
+        strcmp(pool->outputs[1], ind) || !is_op(re, "Reshape") || re->n_inputs != 2 || re->n_outputs != 1 ||
         strcmp(re->inputs[0], sc->outputs[0]) || strcmp(re->inputs[1], cs->inputs[0]))
         return OTTER_OK;
     otter_node *n;
