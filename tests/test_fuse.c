@@ -5,7 +5,10 @@
  * (rounded folded weights). Cases: Conv + BN + Relu; Conv without bias + per-channel Add + residual
  * Add + Relu (a ResNet block); Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu;
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
- * initializers stay live). */
+ * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
+ * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
+ * MaxPoolGrad, with disjoint and with overlapping windows, and must not fuse when an intermediate
+ * is a graph output or the fill is not zero. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +100,41 @@ static otter_model *new_model(int64_t opset, int rank, const int64_t *xd, const 
     CHECK_OK(otter_model_create(&m, "fuse", opset));
     CHECK_OK(otter_graph_add_input(m->graph, "x", OTTER_DTYPE_FLOAT, rank, xd, NULL));
     CHECK_OK(otter_graph_add_output(m->graph, out, OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    return m;
+}
+
+/* dX = Reshape(ScatterElements(Reshape(ConstantOfShape(S, fill), [-1]), Reshape(I, [-1]), Reshape(dY, [-1]),
+ * reduction), S) for S = Shape(x), [Y, I] = MaxPool(x) (kernel k x k, stride st), dY = Neg(Y): the pattern
+ * src/autodiff/rules_nn.c emits. The scattered value is also a graph output when `leak` is set. */
+static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t k, int64_t st, const char *reduction,
+                                       float fill, bool leak) {
+    otter_model *m = new_model(opset, 4, xd, "r");
+    if (leak) CHECK_OK(otter_graph_add_output(m->graph, "sc", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    otter_tensor *flat;
+    const int64_t one = 1, minus_one = -1;
+    CHECK_OK(otter_tensor_from_data(&flat, "flat", OTTER_DTYPE_INT64, 1, &one, &minus_one));
+    CHECK_OK(otter_graph_add_initializer(m->graph, flat));
+    otter_node *n;
+    CHECK_OK(otter_node_create(&n, "MaxPool", "pool", 1, (const char *[]){"x"}, 2, (const char *[]){"y", "i"}));
+    CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (const int64_t[]){k, k}));
+    CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (const int64_t[]){st, st}));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+    node(m, "Neg", 1, (const char *[]){"y"}, "dy");
+    node(m, "Shape", 1, (const char *[]){"x"}, "s");
+    CHECK_OK(otter_node_create(&n, "ConstantOfShape", "zeros", 1, (const char *[]){"s"}, 1, (const char *[]){"z"}));
+    otter_tensor *v;
+    CHECK_OK(otter_tensor_from_data(&v, NULL, OTTER_DTYPE_FLOAT, 1, &one, &fill));
+    CHECK_OK(otter_node_set_attr_tensor(n, "value", v));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+    node(m, "Reshape", 2, (const char *[]){"z", "flat"}, "zf");
+    node(m, "Reshape", 2, (const char *[]){"i", "flat"}, "if");
+    node(m, "Reshape", 2, (const char *[]){"dy", "flat"}, "dyf");
+    CHECK_OK(otter_node_create(&n, "ScatterElements", "sc", 3, (const char *[]){"zf", "if", "dyf"}, 1,
+                               (const char *[]){"sc"}));
+    CHECK_OK(otter_node_set_attr_int(n, "axis", 0));
+    if (reduction) CHECK_OK(otter_node_set_attr_string(n, "reduction", reduction));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+    node(m, "Reshape", 2, (const char *[]){"sc", "s"}, "r");
     return m;
 }
 
@@ -203,6 +241,25 @@ int main(void) {
         node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
         node(m, "Relu", 1, (const char *[]){"mm"}, "r");
         compare("MatMul+Relu (3-D)", m, 3, x3, 1, 1, false, 1e-6);
+        otter_model_free(m);
+    }
+    {
+        /* MaxPool's gradient: MaxPool, Neg, Shape and one MaxPoolGrad (192 planes: split over threads);
+         * 2x2 stride 2 as autodiff writes it at opset 14, 3x3 stride 1 (overlapping, reduction add) at 16.
+         * An odd height: the pooling drops X's last row, so only S gives dX's shape. Same bits. */
+        const int64_t xp[4] = {4, 48, 15, 14};
+        otter_model *m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false);
+        compare("MaxPool gradient (2x2/2) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false);
+        compare("MaxPool gradient (3x3/1, add) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
+        otter_model_free(m);
+        /* not fused: the scattered value is also a graph output; the fill is not zero */
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, true);
+        compare("MaxPool gradient, scattered value an output", m, 4, xp, 0, 9, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false);
+        compare("MaxPool gradient over ones (not a gradient)", m, 4, xp, 0, 9, false, 1e-300);
         otter_model_free(m);
     }
     {

@@ -1,7 +1,8 @@
 /* Training session API on the ORT-made fixture (tests/data/ort-flat-mnist) and on artifacts otter builds in
  * memory: input classification and buffer layout (199,210 trainable floats in shapes.json order), gradient
  * accumulation and lazy reset, AdamW and SGD steps against a double-precision reference of ORT's formulas,
- * schedules, save/resume giving the same trajectory, nominal checkpoints, mixed artifacts refused, export.
+ * schedules, save/resume giving the same trajectory, nominal checkpoints, mixed artifacts refused, export,
+ * seeded Dropout masks in a training model the runtime fuses.
  *
  * Also a driver for tests/test_training_ort.py:
  *   test_training --drive ARTIFACTS_DIR BATCH_DIR N_STEPS OUT_PREFIX
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "otter/training.h"
+#include "otter/otter.h"
 #include "testutil.h"
 
 #define FIX OTTER_SOURCE_DIR "/tests/data/ort-flat-mnist"
@@ -365,6 +366,55 @@ static void test_mixed(void) {
     otter_artifacts_free(&cf);
 }
 
+/* Seeded Dropout in a training model the runtime fuses (Gemm + Relu): the seed has to reach the graph
+ * the session runs, so two sessions with one seed draw the same masks (same losses, step by step, no
+ * optimizer step between) and another seed draws others. */
+static void test_dropout_seed(void) {
+    otter_model *m = NULL;
+    otter_builder *b = NULL;
+    CHECK_OK(otter_model_create(&m, "dropout", 14));
+    CHECK_OK(otter_builder_create(&b, m, 1));
+    const char *x = otter_block_input(b, "input", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){-1, 784});
+    const char *h = otter_block_relu(b, otter_block_linear(b, "fc1", x, 784, 32));
+    otter_tensor *ratio = NULL, *mode = NULL;
+    const float half = 0.5f;
+    const uint8_t on = 1;
+    CHECK_OK(otter_tensor_from_data(&ratio, NULL, OTTER_DTYPE_FLOAT, 0, NULL, &half));
+    CHECK_OK(otter_tensor_from_data(&mode, NULL, OTTER_DTYPE_BOOL, 0, NULL, &on));
+    CHECK_OK(otter_graph_add_constant(m->graph, "ratio", ratio));
+    CHECK_OK(otter_graph_add_constant(m->graph, "mode", mode));
+    otter_tensor_free(ratio), otter_tensor_free(mode);
+    otter_node *d = NULL;
+    CHECK_OK(otter_node_create(&d, "Dropout", "drop", 3, (const char *[]){h, "ratio", "mode"}, 1,
+                               (const char *[]){"dropped"}));
+    CHECK_OK(otter_graph_add_node(m->graph, d));
+    otter_block_output(b, otter_block_linear(b, "fc2", "dropped", 32, 10), "output");
+    CHECK_OK(otter_builder_finish(b));
+    otter_artifacts a = {0};
+    otter_artifacts_options o = {.loss = OTTER_LOSS_CROSS_ENTROPY, .optimizer = OTTER_OPTIM_SGD};
+    CHECK_OK(otter_artifacts_build(&a, m, &o));
+    otter_tensor *bx, *by;
+    make_batch(&bx, &by, 3);
+    float loss[3][3];
+    const uint64_t seeds[3] = {5, 5, 6};
+    for (int k = 0; k < 3; k++) {
+        otter_training_session *s = NULL;
+        CHECK_OK(session_from(&a, a.training, a.eval, a.checkpoint, &s));
+        if (!s) break;
+        otter_training_set_seed(s, seeds[k]);
+        for (int step = 0; step < 3; step++) loss[k][step] = train_loss(s, bx, by);
+        otter_training_session_free(s);
+    }
+    printf("dropout seed 5: losses %.6f %.6f %.6f, again %.6f %.6f %.6f; seed 6: %.6f %.6f %.6f\n", loss[0][0],
+           loss[0][1], loss[0][2], loss[1][0], loss[1][1], loss[1][2], loss[2][0], loss[2][1], loss[2][2]);
+    CHECK(!memcmp(loss[0], loss[1], sizeof loss[0]));
+    CHECK(loss[0][0] != loss[0][1] && loss[0][1] != loss[0][2]);
+    CHECK(loss[0][0] != loss[2][0] && loss[0][1] != loss[2][1] && loss[0][2] != loss[2][2]);
+    otter_tensor_free(bx), otter_tensor_free(by);
+    otter_artifacts_free(&a);
+    otter_model_free(m);
+}
+
 /* Export: eval model with its non-loss outputs, parameters as initializers; runs like the eval step. */
 static void test_export(void) {
     otter_training_session *s = open_fixture();
@@ -468,6 +518,7 @@ int main(int argc, char **argv) {
     test_resume();
     test_nominal();
     test_mixed();
+    test_dropout_seed();
     test_export();
     return tu_finish("test_training");
 }

@@ -92,6 +92,7 @@ static otter_status run_node(const otter_node *node, int opset, int n_in, otter_
     otter_status st = otter_model_create(&m, "t", opset);
     if (st == OTTER_OK) st = otter_model_set_opset(m, MS, 1);
     if (st == OTTER_OK) st = otter_model_set_opset(m, PRV, 1);
+    if (st == OTTER_OK) st = otter_model_set_opset(m, "com.otter", 1);
     for (int k = 0; k < n_in && st == OTTER_OK; k++)
         if (in[k] && node->inputs[k][0])
             st = otter_graph_add_input(m->graph, node->inputs[k], in[k]->dtype, in[k]->rank, in[k]->dims, NULL);
@@ -643,6 +644,41 @@ static void test_conv(void) {
 
 /* ---- pooling ----------------------------------------------------------------------------------------- */
 
+/* MaxPool 2x2 stride 2 with Indices (the training path, nn.c's vectorized loop) against the scan the
+ * general loop does: taps in row-major order, a later tap wins only when strictly greater (ties and
+ * NaN keep the first). Inputs drawn from {0, -0, 0.5, 1, NaN} so ties and NaNs are everywhere; odd
+ * sizes leave a row and a column unread. Values and indices must match bit for bit. */
+static void test_maxpool_indices(void) {
+    const int64_t xd[4] = {2, 3, 7, 9};
+    otter_tensor *x = tf(4, xd, NULL);
+    const float pick[5] = {0.0f, -0.0f, 0.5f, 1.0f, NAN};
+    for (int64_t i = 0; i < otter_tensor_numel(x); i++) F(x)[i] = pick[(int)(urand() * 5)];
+    const int64_t k2[2] = {2, 2};
+    otter_node *fwd = mknode("MaxPool", NULL, 1, 0, 2, 0);
+    otter_node_set_attr_ints(fwd, "kernel_shape", 2, k2);
+    otter_node_set_attr_ints(fwd, "strides", 2, k2);
+    otter_tensor *y[2] = {0};
+    CHECK_OK(run_node(fwd, 12, 1, &x, 2, y));
+    const int64_t H = xd[2], W = xd[3], OH = H / 2, OW = W / 2;
+    int64_t bad = 0;
+    for (int64_t pl = 0; y[0] && pl < xd[0] * xd[1]; pl++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t best = pl * H * W + 2 * oh * W + 2 * ow;
+                const int64_t taps[3] = {best + 1, best + W, best + W + 1};
+                for (int t = 0; t < 3; t++)
+                    if (F(x)[taps[t]] > F(x)[best]) best = taps[t];
+                int64_t o = (pl * OH + oh) * OW + ow;
+                bad += memcmp(&F(y[0])[o], &F(x)[best], sizeof(float)) != 0 || ((int64_t *)y[1]->data)[o] != best;
+            }
+    CHECK(y[0] && bad == 0);
+    printf("  MaxPool 2x2/2 with Indices vs first-max scan: %lld of %lld windows differ\n", (long long)bad,
+           (long long)(xd[0] * xd[1] * OH * OW));
+    free_all(2, y);
+    otter_tensor_free(x);
+    otter_node_free(fwd);
+}
+
 static void test_pool(void) {
     printf("pooling gradients:\n");
     int64_t xd[4] = {2, 2, 5, 6};
@@ -675,6 +711,29 @@ static void test_pool(void) {
     vi_rank = -1;
     otter_tensor *xin[1] = {x};
     check_fd("MaxPoolGrad (3x2, stride 2, pads) vs FD of MaxPool", fwd, 12, 1, xin, 0, R, g[0], 1e-3, 2e-3);
+    /* com.otter's form (runtime/fuse.c) takes X's shape as input 2 instead of value_info: same bits */
+    otter_node *fused = mknode("MaxPoolGrad", "com.otter", 3, 0, 1, 0);
+    otter_tensor *fin[3] = {R, y[1], tshape(x)}, *fg[1] = {0};
+    CHECK_OK(run_node(fused, 12, 3, fin, 1, fg));
+    CHECK(fg[0] && fg[0]->rank == 4 && !memcmp(fg[0]->dims, xd, sizeof xd) &&
+          !memcmp(fg[0]->data, g[0]->data, otter_tensor_nbytes(g[0])));
+    printf("  com.otter MaxPoolGrad with X's shape as input: equal to MaxPoolGrad with value_info\n");
+    free_all(1, fg);
+    otter_tensor_free(fin[2]);
+    /* indices leaving their (n, c) plane and repeated ones: the serial loop, sums in dY's order; one out of
+     * range: an error naming it */
+    const int64_t dyd[4] = {2, 1, 1, 2}, xsd[4] = {2, 1, 2, 2}, four = 4;
+    otter_tensor *sin[3] = {tf(4, dyd, (const float[]){1, 2, 4, 8}), ti64(4, dyd, (const int64_t[]){0, 5, 4, 0}),
+                            ti64(1, &four, xsd)};
+    CHECK_OK(run_node(fused, 12, 3, sin, 1, fg));
+    CHECK(fg[0] && !memcmp(fg[0]->data, (const float[]){9, 0, 0, 0, 4, 2, 0, 0}, 8 * sizeof(float)));
+    free_all(1, fg);
+    ((int64_t *)sin[1]->data)[2] = 8;
+    CHECK_STATUS(run_node(fused, 12, 3, sin, 1, fg), OTTER_ERR_INVALID);
+    CHECK(strstr(otter_last_error(), "value 8 out of range") != NULL);
+    printf("  com.otter MaxPoolGrad: indices across planes summed in order; index 8 of 8 elements refused\n");
+    free_all(3, sin);
+    otter_node_free(fused);
     free_all(1, g);
     /* without value_info: a clear error */
     CHECK_STATUS(run_node(gn, 12, 2, gin, 1, g), OTTER_ERR_INVALID);
@@ -1071,6 +1130,7 @@ int main(void) {
     test_batchnorm();
     test_dropout_grad();
     test_conv();
+    test_maxpool_indices();
     test_pool();
     test_indexing();
     test_losses();

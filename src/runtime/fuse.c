@@ -2,8 +2,8 @@
  * starts at a Conv / Gemm / MatMul and absorbs the single reader of its current output while that
  * reader matches the next allowed stage; the fused node takes the place of the chain's last node
  * (so a sum input produced between the Conv and the Add is defined before it is read) and keeps
- * the last node's output name. Removed nodes are freed only at the end: the maps borrow their
- * strings. */
+ * the last node's output name. MaxPool's standard-op gradient is matched from its ScatterElements.
+ * Removed nodes are freed only at the end: the maps borrow their strings. */
 #include "runtime/fuse.h"
 
 #include <math.h>
@@ -14,13 +14,14 @@
 
 typedef struct fz {
     otter_graph *g;
-    int64_t opset;    /* default domain */
-    bool fold;        /* may make new initializers from constant ones (BatchNormalization folding) */
-    ot_strmap uses;   /* name -> readers (node inputs at any depth, graph outputs) */
-    ot_strmap reader; /* name -> index of a top-level node reading it */
-    ot_strmap inits;  /* initializer name -> index */
-    ot_strmap inputs; /* graph input name -> index */
-    ot_strmap names;  /* every name in the graph (for new initializer names) */
+    int64_t opset;      /* default domain */
+    bool fold;          /* may make new initializers from constant ones (BatchNormalization folding) */
+    ot_strmap uses;     /* name -> readers (node inputs at any depth, graph outputs) */
+    ot_strmap reader;   /* name -> index of a top-level node reading it */
+    ot_strmap producer; /* name -> index of the top-level node writing it */
+    ot_strmap inits;    /* initializer name -> index */
+    ot_strmap inputs;   /* graph input name -> index */
+    ot_strmap names;    /* every name in the graph (for new initializer names) */
     otter_node **dead;
     size_t n_dead, cap_dead;
     size_t n_fused;
@@ -50,7 +51,10 @@ static otter_status count_uses(fz *f, const otter_graph *g, bool top) {
         }
         if (top)
             for (size_t o = 0; o < n->n_outputs; o++)
-                if (n->outputs[o][0]) OT_TRY(ot_strmap_put(&f->names, n->outputs[o], 1));
+                if (n->outputs[o][0]) {
+                    OT_TRY(ot_strmap_put(&f->names, n->outputs[o], 1));
+                    OT_TRY(ot_strmap_put(&f->producer, n->outputs[o], (intptr_t)k));
+                }
         for (size_t a = 0; a < n->n_attrs; a++) {
             const otter_attr *at = &n->attrs[a];
             if (at->type == OTTER_ATTR_GRAPH && at->g) OT_TRY(count_uses(f, at->g, false));
@@ -90,9 +94,15 @@ static bool is_float32(const fz *f, const char *name) {
            v->type.elem_type == OTTER_DTYPE_FLOAT;
 }
 
-static otter_status bury(fz *f, size_t k) {
+/* Keep n until the end, when it is freed with the removed nodes (the maps borrow its strings). */
+static otter_status park(fz *f, otter_node *n) {
     OT_TRY(ot_grow((void **)&f->dead, &f->cap_dead, f->n_dead + 1, sizeof *f->dead));
-    f->dead[f->n_dead++] = f->g->nodes[k];
+    f->dead[f->n_dead++] = n;
+    return OTTER_OK;
+}
+
+static otter_status bury(fz *f, size_t k) {
+    OT_TRY(park(f, f->g->nodes[k]));
     f->g->nodes[k] = NULL;
     f->n_fused++;
     return OTTER_OK;
@@ -123,13 +133,12 @@ static otter_status set_name(fz *f, char **slot, const char *v) {
         return OT_NOMEM();
     }
     holder->op_type = *slot; /* freed with the holder */
-    otter_status s = ot_grow((void **)&f->dead, &f->cap_dead, f->n_dead + 1, sizeof *f->dead);
+    otter_status s = park(f, holder);
     if (s != OTTER_OK) {
         ot_free(c);
         ot_free(holder);
         return s;
     }
-    f->dead[f->n_dead++] = holder;
     *slot = c;
     return OTTER_OK;
 }
@@ -309,10 +318,84 @@ static otter_status fuse_matmul(fz *f, size_t k) {
     return finish_chain(f, k, (size_t)last, "FusedMatMul", relu);
 }
 
+/* The top-level node writing `name` when it is the default-domain `op` (its index into *at unless NULL),
+ * or NULL. */
+static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at) {
+    intptr_t k = get(&f->producer, name);
+    const otter_node *n = k >= 0 ? f->g->nodes[k] : NULL;
+    if (at) *at = k;
+    return is_op(n, op) ? n : NULL;
+}
+
+/* v = Reshape(src, [-1]) (constant shape) read only by node `reader`: that Reshape's index, its input
+ * into *src; else -1. */
+static int64_t flattened(const fz *f, const char *v, size_t reader, const char **src) {
+    int64_t k;
+    const otter_node *r = made_by(f, v, "Reshape", &k);
+    if (!r || r->n_inputs != 2 || only_reader(f, v) != (int64_t)reader) return -1;
+    const otter_tensor *s = const_init(f, r->inputs[1]);
+    if (!s || s->dtype != OTTER_DTYPE_INT64 || s->rank != 1 || s->dims[0] != 1 || ((const int64_t *)s->data)[0] != -1)
+        return -1;
+    *src = r->inputs[0];
+    return k;
+}
+
+/* ConstantOfShape filling with float32 +0 (its default). */
+static bool zero_f32_fill(const otter_node *n) {
+    const otter_attr *a = otter_node_attr(n, "value");
+    if (!a) return true;
+    const otter_tensor *t = a->type == OTTER_ATTR_TENSOR ? a->t : NULL;
+    if (!t || t->dtype != OTTER_DTYPE_FLOAT || otter_tensor_numel(t) != 1) return false;
+    uint32_t bits;
+    memcpy(&bits, t->data, sizeof bits);
+    return bits == 0;
+}
+
+/* MaxPool's gradient as autodiff writes it in standard ops (src/autodiff/rules_nn.c):
+ *   S = shape of X; zeros = ConstantOfShape(S); scattered = ScatterElements(Reshape(zeros, [-1]),
+ *   Reshape(Indices, [-1]), Reshape(dY, [-1]), axis 0, reduction none | add); dX = Reshape(scattered, S)
+ * with Indices MaxPool's second output -> com.otter MaxPoolGrad(dY, Indices, S), one pass over dX.
+ * `k` is the ScatterElements. MaxPool's indices are distinct where windows don't overlap, so "none"
+ * and "add" agree (up to the sign of a zero dY). */
+static otter_status fuse_maxpool_grad(fz *f, size_t k) {
+    const otter_node *sc = f->g->nodes[k];
+    const char *red = otter_node_attr_string(sc, "reduction", "none");
+    if (f->opset < 11 || sc->n_inputs != 3 || sc->n_outputs != 1 || otter_node_attr_int(sc, "axis", 0) != 0 ||
+        (strcmp(red, "none") && strcmp(red, "add")))
+        return OTTER_OK;
+    const char *zeros = NULL, *ind = NULL, *dy = NULL;
+    int64_t c, out = only_reader(f, sc->outputs[0]);
+    int64_t r0 = flattened(f, sc->inputs[0], k, &zeros), r1 = flattened(f, sc->inputs[1], k, &ind),
+            r2 = flattened(f, sc->inputs[2], k, &dy);
+    if (r0 < 0 || r1 < 0 || r2 < 0 || out < 0 || only_reader(f, zeros) != r0) return OTTER_OK;
+    const otter_node *cs = made_by(f, zeros, "ConstantOfShape", &c), *pool = made_by(f, ind, "MaxPool", NULL);
+    const otter_node *re = f->g->nodes[out];
+    if (!cs || cs->n_inputs != 1 || !zero_f32_fill(cs) || !pool || pool->n_outputs < 2 ||
+        strcmp(pool->outputs[1], ind) || !is_op(re, "Reshape") || re->n_inputs != 2 || re->n_outputs != 1 ||
+        strcmp(re->inputs[0], sc->outputs[0]) || strcmp(re->inputs[1], cs->inputs[0]))
+        return OTTER_OK;
+    otter_node *n;
+    OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, 3, (const char *[]){dy, ind, cs->inputs[0]}, 1,
+                             (const char *const *)re->outputs));
+    otter_status s = otter_node_set_domain(n, "com.otter");
+    int64_t gone[5] = {c, r0, r1, r2, out};
+    for (int i = 0; i < 5 && s == OTTER_OK; i++) s = bury(f, (size_t)gone[i]);
+    /* n takes the ScatterElements' place, after the Reshapes of dY and Indices and so after both */
+    if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
+    if (s != OTTER_OK) {
+        otter_node_free(n);
+        return s;
+    }
+    f->g->nodes[k] = n;
+    return OTTER_OK;
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
-        if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul")) return true;
+        if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul") ||
+            is_op(g->nodes[k], "ScatterElements"))
+            return true;
     return false;
 }
 
@@ -365,6 +448,8 @@ static otter_status run_passes(fz *f) {
             OT_TRY(fuse_gemm(f, k));
         else if (is_op(n, "MatMul"))
             OT_TRY(fuse_matmul(f, k));
+        else if (is_op(n, "ScatterElements"))
+            OT_TRY(fuse_maxpool_grad(f, k));
     }
     return OTTER_OK;
 }
@@ -382,8 +467,8 @@ otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_m
         if (c->graph->nodes[k]) c->graph->nodes[j++] = c->graph->nodes[k];
     c->graph->n_nodes = j;
     if (s == OTTER_OK && f.n_fused) s = otter_model_set_opset(c, "com.otter", 1);
-    ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.inits), ot_strmap_free(&f.inputs),
-        ot_strmap_free(&f.names);
+    ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.producer), ot_strmap_free(&f.inits),
+        ot_strmap_free(&f.inputs), ot_strmap_free(&f.names);
     for (size_t i = 0; i < f.n_dead; i++) otter_node_free(f.dead[i]);
     ot_free(f.dead);
     if (s != OTTER_OK || !f.n_fused) {

@@ -8,6 +8,9 @@
  *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | ""}
  *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
  *   MatMul [-> Add(1-D bias)] [-> Relu] -> FusedMatMul(A, B, bias) {activation}
+ *   MaxPool's gradient in standard ops (autodiff's ConstantOfShape(S) zeros, Reshapes to 1-D,
+ *   ScatterElements of dY at MaxPool's Indices, Reshape to S)
+ *                                   -> MaxPoolGrad(dY, Indices, S), the same sums in the same order
  *
  * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
  * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B

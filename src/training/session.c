@@ -287,8 +287,9 @@ static otter_status bind_training(otter_training_session *s, const otter_session
     OT_ASSERT(k == s->train.n_run);
     otter_status st = otter_session_create(&s->train.sess, s->train_m, so);
     if (st != OTTER_OK) return ot_error_context(st, "training model");
-    /* Dropout nodes get a per-step seed when the session is seeded */
-    const otter_graph *g = s->train_m->graph;
+    /* Dropout nodes get a per-step seed when the session is seeded, in the graph the session runs
+     * (a fused copy when the runtime fused anything) */
+    const otter_graph *g = otter_session_model(s->train.sess)->graph;
     for (size_t i = 0; i < g->n_nodes; i++)
         if (ot_str_empty(g->nodes[i]->domain) && strcmp(g->nodes[i]->op_type, "Dropout") == 0) {
             otter_node **d = ot_realloc(s->dropouts, (s->n_dropouts + 1) * sizeof *d);
@@ -499,7 +500,8 @@ otter_status otter_training_session_create_from_models(otter_training_session **
     s->lr = 0.001f;
     s->accumulate = false;
     if (opts && opts->seed_set) s->seed_set = true, s->seed = opts->seed;
-    otter_session_options so = {.n_threads = opts ? opts->n_threads : 0};
+    /* opt level 2: fusions (runtime/fuse.c), among them the one for MaxPool's standard-op gradient */
+    otter_session_options so = {.n_threads = opts ? opts->n_threads : 0, .opt_level = 2, .opt_level_set = true};
     otter_status st = classify_training(s);
     if (st == OTTER_OK) st = lay_out(s);
     if (st == OTTER_OK) st = bind_training(s, &so);

@@ -910,30 +910,26 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     if (g->nd == 2 && a->I && !a->col_major && a->kind == POOL_MAX && g->k[1] == 2 && g->k[2] == 2 &&
         g->stride[1] == 2 && g->stride[2] == 2 && g->dil[1] == 1 && g->dil[2] == 1 && g->pb[1] == 0 && g->pb[2] == 0 &&
         g->out[1] * 2 <= H && g->out[2] * 2 <= W) {
-        /* 2x2 stride 2 with indices (training): the general loop's scan order and ties (first max) */
+        /* 2x2 stride 2 with indices (training): the general loop's scan order and ties (first max).
+         * The winning tap's offset is chosen with masks: GCC turns selects of it into branches, which
+         * mispredict (the winner is data-dependent) and keep the loop from vectorizing. */
         const int64_t OH = g->out[1], OW = g->out[2];
-        for (int64_t pl = p0; pl < p1; pl++) {
-            const float *x = a->X + pl * g->in_size;
-            float *y = a->Y + pl * g->out_size;
-            int64_t *ind = a->I + pl * g->out_size, base = pl * g->in_size;
-            for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t pl = p0; pl < p1; pl++)
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *restrict r0 = a->X + pl * g->in_size + 2 * oh * W, *restrict r1 = r0 + W;
+                float *restrict y = a->Y + pl * g->out_size + oh * OW;
+                int64_t *restrict ind = a->I + pl * g->out_size + oh * OW;
+                const int64_t row = pl * g->in_size + 2 * oh * W;
                 for (int64_t ow = 0; ow < OW; ow++) {
-                    /* selects, not branches: which tap wins is data-dependent and mispredicts */
-                    int64_t off = 2 * oh * W + 2 * ow;
-                    float v0 = x[off], v1 = x[off + 1], v2 = x[off + W], v3 = x[off + W + 1];
-                    bool c1 = v1 > v0;
-                    float acc = c1 ? v1 : v0;
-                    int64_t best = off + (int64_t)c1;
-                    bool c2 = v2 > acc;
-                    acc = c2 ? v2 : acc;
-                    best = c2 ? off + W : best;
-                    bool c3 = v3 > acc;
-                    acc = c3 ? v3 : acc;
-                    best = c3 ? off + W + 1 : best;
-                    y[oh * OW + ow] = acc;
-                    ind[oh * OW + ow] = base + best;
+                    float v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1], acc = v0;
+                    int64_t best = 0, m;
+                    m = -(int64_t)(v1 > acc), acc = v1 > acc ? v1 : acc, best = (best & ~m) | (1 & m);
+                    m = -(int64_t)(v2 > acc), acc = v2 > acc ? v2 : acc, best = (best & ~m) | (W & m);
+                    m = -(int64_t)(v3 > acc), acc = v3 > acc ? v3 : acc, best = (best & ~m) | ((W + 1) & m);
+                    y[ow] = acc;
+                    ind[ow] = row + 2 * ow + best;
                 }
-        }
+            }
         return;
     }
     for (int64_t pl = p0; pl < p1; pl++) {

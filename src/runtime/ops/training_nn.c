@@ -6,6 +6,7 @@
  * Spatial kernels treat 1-D and 2-D as 3-D with leading size-1 dimensions. The convolution
  * gradients use their own im2col / col2im over one image and group, and the shared sgemm. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "runtime/ops/conv_direct.h"
@@ -761,7 +762,39 @@ static otter_status pool_grad_shape(const ot_kernel_ctx *ctx, const otter_tensor
     return OTTER_OK;
 }
 
-/* MaxPoolGrad(dY, Indices) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices into X). */
+/* dX = 0, then dX[Indices[i]] += dY[i] over a range of (n, c) planes [b, e). Each plane has px
+ * elements of dX and py of dY / Indices; an index outside its own plane (another chunk may be
+ * writing there) records its position in `stray` and stops the chunk; the caller then redoes the
+ * whole tensor as one plane. */
+typedef struct pool_scatter {
+    const float *dy;
+    const int64_t *i64; /* the indices: one of the two */
+    const int32_t *i32;
+    float *dx;
+    int64_t px, py;
+    atomic_llong stray; /* -1, or the position of an index outside its plane */
+} pool_scatter;
+
+static void scatter_planes(void *arg, int64_t b, int64_t e) {
+    pool_scatter *a = arg;
+    for (int64_t p = b; p < e; p++) {
+        int64_t lo = p * a->px, hi = lo + a->px;
+        memset(a->dx + lo, 0, (size_t)a->px * sizeof(float)); /* plane by plane: still in cache for the scatter */
+        for (int64_t i = p * a->py; i < (p + 1) * a->py; i++) {
+            int64_t k = a->i64 ? a->i64[i] : a->i32[i];
+            if (k < lo || k >= hi) {
+                atomic_store_explicit(&a->stray, i, memory_order_relaxed);
+                return;
+            }
+            a->dx[k] += a->dy[i];
+        }
+    }
+}
+
+/* MaxPoolGrad(dY, Indices[, X_shape]) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices into
+ * X). X_shape (com.otter's form, from runtime/fuse.c) gives dX's shape; without it, the model's
+ * declarations do. MaxPool's indices stay inside their (n, c) plane, so planes go to threads in
+ * parallel, each in dY's order (the serial loop's sums, same bits). */
 otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
@@ -772,7 +805,10 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 1));
     int rank;
     int64_t dims[OTTER_MAX_RANK];
-    OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
+    if (ot_ctx_input(ctx, 2))
+        OT_TRY(tr_shape_input(ctx, 2, &rank, dims));
+    else
+        OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
@@ -780,17 +816,26 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         int64_t nx = otter_tensor_numel(dx), n = otter_tensor_numel(dy);
-        memset(DX, 0, (size_t)nx * sizeof(float));
-        const int64_t *I64 = ind->dtype == OTTER_DTYPE_INT64 ? ind->data : NULL; /* no per-element dtype switch */
-        for (int64_t i = 0; i < n; i++) {
-            int64_t k = I64 ? I64[i] : ot_get_i64(ind->data, ind->dtype, i);
-            if (k < 0 || k >= nx) {
-                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' value %lld out of range for dX of %lld elements",
-                                 ot_ctx_input_name(ctx, 1), (long long)k, (long long)nx);
-                break;
-            }
-            DX[k] += DY[i];
+        pool_scatter a = {.dy = DY,
+                          .i64 = ind->dtype == OTTER_DTYPE_INT64 ? ind->data : NULL,
+                          .i32 = ind->dtype == OTTER_DTYPE_INT32 ? ind->data : NULL,
+                          .dx = DX};
+        atomic_init(&a.stray, -1);
+        int64_t planes =
+            rank >= 2 && dy->rank == rank && dy->dims[0] == dims[0] && dy->dims[1] == dims[1] ? dims[0] * dims[1] : 0;
+        if (planes > 0) {
+            a.px = nx / planes, a.py = n / planes;
+            ot_parallel_for(ctx, planes, 1 + 16384 / (a.px + a.py + 1), scatter_planes, &a);
         }
+        if (planes <= 0 || atomic_load(&a.stray) >= 0) {
+            a.px = nx, a.py = n;
+            atomic_store(&a.stray, -1);
+            scatter_planes(&a, 0, 1);
+        }
+        int64_t bad = atomic_load(&a.stray);
+        if (bad >= 0)
+            s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' value %lld out of range for dX of %lld elements",
+                             ot_ctx_input_name(ctx, 1), (long long)(a.i64 ? a.i64[bad] : a.i32[bad]), (long long)nx);
     }
     if (s == OTTER_OK)
         tr_out_done(dx, ty);
