@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "core/core.h"
 #include "otter/io.h"
@@ -1308,6 +1311,11 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
     s->stats.n_heap_fallbacks = s->n_fallbacks;
     if (st == OTTER_OK && (!s->have_plan || s->n_fallbacks > 0)) {
         memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
+#ifdef __GLIBC__
+        /* the unplanned run's intermediates are freed: give their pages back before the arena
+         * takes its own, or the process keeps both (peak RSS ~2x the arena) */
+        malloc_trim(0);
+#endif
         if (rt_plan(s, cur) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
     }
     return st;
