@@ -158,6 +158,13 @@ static void scale_rows_d(double *C, int64_t ldc, int64_t m, int64_t n, double be
 
 /* ---- portable sgemm ------------------------------------------------------------------------- */
 
+/* Depth of the K slices: K cut into equal slices of at most KC (784 = 4 x 196, not 3 x 256 + 16:
+ * a thin last slice would cost a C load and store per tile for a few products). */
+static int64_t kc_step(int64_t K) {
+    int64_t n = (K + KC - 1) / KC;
+    return n > 0 ? (K + n - 1) / n : 1;
+}
+
 typedef struct sg_args {
     bool ta, tb;
     int64_t M, N, K;
@@ -308,7 +315,7 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
         run_range(ctx, N, 64, sg_small_m, &g);
         return OTTER_OK;
     }
-    int64_t ncap = N < NC ? N : NC, mcap = M < MSUP ? M : MSUP, kcap = K < KC ? K : KC;
+    int64_t ncap = N < NC ? N : NC, mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
     int64_t ncap_pad = (ncap + NR - 1) / NR * NR, mcap_pad = (mcap + MR - 1) / MR * MR;
     g.pb = ot_malloc((size_t)(ncap_pad * kcap) * sizeof(float));
     g.pa = ot_malloc((size_t)(mcap_pad * kcap) * sizeof(float));
@@ -320,8 +327,8 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
     for (g.jc = 0; g.jc < N; g.jc += NC) {
         g.nc = N - g.jc < NC ? N - g.jc : NC;
         g.n_nch = (g.nc + NCH - 1) / NCH;
-        for (g.pc = 0; g.pc < K; g.pc += KC) {
-            g.kc = K - g.pc < KC ? K - g.pc : KC;
+        for (g.pc = 0; g.pc < K; g.pc += g.kc) {
+            g.kc = K - g.pc < kcap ? K - g.pc : kcap;
             run_range(ctx, (g.nc + NR - 1) / NR, 4, sg_pack_b, &g);
             for (g.ic = 0; g.ic < M; g.ic += MSUP) {
                 g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
@@ -350,10 +357,11 @@ size_t ot_sgemm_packed_b_size(int64_t K, int64_t N) {
 
 void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
     sg_args g = {.tb = trans_b, .N = N, .K = K, .B = B, .ldb = ldb, .pb = packed};
+    const int64_t kcap = kc_step(K);
     for (g.jc = 0; g.jc < N; g.jc += NC) {
         g.nc = N - g.jc < NC ? N - g.jc : NC;
-        for (g.pc = 0; g.pc < K; g.pc += KC) {
-            g.kc = K - g.pc < KC ? K - g.pc : KC;
+        for (g.pc = 0; g.pc < K; g.pc += g.kc) {
+            g.kc = K - g.pc < kcap ? K - g.pc : kcap;
             sg_pack_b(&g, 0, (g.nc + NR - 1) / NR);
             g.pb += (g.nc + NR - 1) / NR * NR * g.kc;
         }
@@ -370,15 +378,15 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
     }
-    int64_t mcap = M < MSUP ? M : MSUP, kcap = K < KC ? K : KC;
+    int64_t mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
     g.pa = ot_malloc((size_t)((mcap + MR - 1) / MR * MR * kcap) * sizeof(float));
     if (!g.pa) return OT_NOMEM();
     g.pb = (float *)(uintptr_t)packed_b; /* read only: sg_compute never writes it */
     for (g.jc = 0; g.jc < N; g.jc += NC) {
         g.nc = N - g.jc < NC ? N - g.jc : NC;
         g.n_nch = (g.nc + NCH - 1) / NCH;
-        for (g.pc = 0; g.pc < K; g.pc += KC, g.pb += (g.nc + NR - 1) / NR * NR * g.kc) {
-            g.kc = K - g.pc < KC ? K - g.pc : KC;
+        for (g.pc = 0; g.pc < K; g.pc += g.kc, g.pb += (g.nc + NR - 1) / NR * NR * g.kc) {
+            g.kc = K - g.pc < kcap ? K - g.pc : kcap;
             for (g.ic = 0; g.ic < M; g.ic += MSUP) {
                 g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
                 run_range(ctx, (g.mc + MR - 1) / MR, 4, sg_pack_a, &g);
