@@ -81,6 +81,8 @@ static otter_node *mknode(const char *op, const char *domain, int n_in, unsigned
 /* Optional value_info for output o0 (rank -1: none; dims < 0 become symbols). */
 static int vi_rank = -1;
 static int64_t vi_dims[8];
+/* Threads of the sessions run_node creates. */
+static int run_threads = 1;
 
 /* Run a clone of node in a one-node model (default opset `opset`): in[k] feeds input k (NULL for an
  * omitted one), out[k] receives output k (NULL slots are not fetched). Returns the status. */
@@ -119,7 +121,8 @@ static otter_status run_node(const otter_node *node, int opset, int n_in, otter_
     }
     if (st == OTTER_OK) st = otter_node_clone(&n, node);
     if (st == OTTER_OK) st = otter_graph_add_node(m->graph, n);
-    otter_session_options o = {.n_threads = 1, .opt_level = 0, .opt_level_set = true, .no_fold_initializers = true};
+    otter_session_options o = {
+        .n_threads = run_threads, .opt_level = 0, .opt_level_set = true, .no_fold_initializers = true};
     if (st == OTTER_OK) st = otter_session_create(&s, m, &o);
     const char *in_names[16];
     const otter_tensor *in_t[16];
@@ -622,6 +625,12 @@ static void test_conv(void) {
     int64_t rx3[4] = {7, 2, 1, 3001}, rw3[4] = {3, 2, 1, 4};
     conv_attrs r3 = {2, {1, 3, 1}, {0, 2, 0, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_ref_case("N 7, 1x4 stride 3, odd width", rx3, rw3, &r3);
+    /* threads: dW's positions (7161, 7140) split over them, the splits inside images */
+    run_threads = 3;
+    conv_ref_case("3 threads: N 7, 3x3 pad 1", rx, rw, &r);
+    run_threads = 2;
+    conv_ref_case("2 threads: N 6, groups 2, strides 2", rx2, rw2, &r2);
+    run_threads = 1;
     /* stride 1: dX by the direct convolution with the flipped kernel (pads (k-1)*dil - pad, which
      * is negative, a crop, when a pad exceeds the kernel's reach) */
     int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};

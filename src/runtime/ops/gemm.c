@@ -3,7 +3,8 @@
  * Portable sgemm (the GotoBLAS/BLIS scheme): for each NC-wide column panel and KC-deep slice,
  * B is packed into NR-wide slabs ([kc][NR], zero-padded), A into MR-tall slabs ([kc][MR], alpha
  * folded in), and a MR x NR micro-kernel accumulates into C. Packing and the micro-kernel loop
- * run on the session's threads (tasks are MC-row x NCH-column tiles of C). Small M (a few rows,
+ * run on the session's threads (tasks are MC-row x NCH-column tiles of C). Packing goes through
+ * callbacks, so ot_sgemm_packing's callers pack operands that are never stored. Small M (a few rows,
  * as in batch-1 inference) skips packing: rows of C are built with axpy (B not transposed) or dot
  * products (B transposed), split over columns. */
 #include "runtime/ops/gemm.h"
@@ -22,8 +23,8 @@
 #define OT_GEMM_X86 1
 #endif
 
-#define MR   6
-#define NR   16
+#define MR   OT_SGEMM_MR
+#define NR   OT_SGEMM_NR
 #define KC   256
 #define MC   120 /* multiple of MR */
 #define NC   4096
@@ -172,6 +173,9 @@ typedef struct sg_args {
     const float *A, *B;
     int64_t lda, ldb, ldc;
     float *C;
+    ot_sgemm_pack_fn pack_a, pack_b; /* mat_pack_a / mat_pack_b (arg: this struct) or the caller's */
+    const void *parg;
+    int64_t k0; /* offset of this product's K range in the callbacks' (a part of a split K) */
     /* current block */
     int64_t jc, nc, pc, kc, ic, mc;
     float *pa, *pb;
@@ -179,49 +183,56 @@ typedef struct sg_args {
     ukr_fn ukr;
 } sg_args;
 
-/* Pack B[pc:pc+kc, jc:jc+nc] slabs [s0, s1) of NR columns. */
-static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
-    sg_args *g = arg;
-    for (int64_t s = s0; s < s1; s++) {
-        float *dst = g->pb + s * g->kc * NR;
-        int64_t j0 = g->jc + s * NR;
-        int64_t nr = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
-        for (int64_t k = 0; k < g->kc; k++) {
-            float *d = dst + k * NR;
-            int64_t kk = g->pc + k;
-            if (!g->tb) {
-                const float *src = g->B + kk * g->ldb + j0;
-                int64_t j = 0;
-                for (; j < nr; j++) d[j] = src[j];
-                for (; j < NR; j++) d[j] = 0.0f;
-            } else {
-                const float *src = g->B + j0 * g->ldb + kk;
-                int64_t j = 0;
-                for (; j < nr; j++) d[j] = src[j * g->ldb];
-                for (; j < NR; j++) d[j] = 0.0f;
-            }
+/* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
+static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
+    const sg_args *g = arg;
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * NR;
+        int64_t kk = p0 + k, j = 0;
+        if (!g->tb) {
+            const float *src = g->B + kk * g->ldb + j0;
+            for (; j < nr; j++) d[j] = src[j];
+        } else {
+            const float *src = g->B + j0 * g->ldb + kk;
+            for (; j < nr; j++) d[j] = src[j * g->ldb];
+        }
+        for (; j < NR; j++) d[j] = 0.0f;
+    }
+}
+
+/* alpha folded in. */
+static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
+    const sg_args *g = arg;
+    for (int64_t i = 0; i < MR; i++) {
+        if (i >= mr) {
+            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0.0f;
+        } else if (!g->ta) {
+            const float *src = g->A + (i0 + i) * g->lda + p0;
+            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
+        } else {
+            const float *src = g->A + p0 * g->lda + (i0 + i);
+            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
         }
     }
 }
 
-/* Pack alpha * A[ic:ic+mc, pc:pc+kc] slabs [s0, s1) of MR rows. */
+/* Pack B[pc:pc+kc, jc:jc+nc] slabs [s0, s1) of NR columns. */
+static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
+    sg_args *g = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        int64_t j0 = g->jc + s * NR;
+        int64_t nr = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
+        g->pack_b(g->parg, j0, nr, g->k0 + g->pc, g->kc, g->pb + s * g->kc * NR);
+    }
+}
+
+/* Pack A[ic:ic+mc, pc:pc+kc] slabs [s0, s1) of MR rows. */
 static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
     sg_args *g = arg;
     for (int64_t s = s0; s < s1; s++) {
-        float *dst = g->pa + s * g->kc * MR;
         int64_t i0 = g->ic + s * MR;
         int64_t mr = g->ic + g->mc - i0 < MR ? g->ic + g->mc - i0 : MR;
-        for (int64_t i = 0; i < MR; i++) {
-            if (i >= mr) {
-                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = 0.0f;
-            } else if (!g->ta) {
-                const float *src = g->A + (i0 + i) * g->lda + g->pc;
-                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = g->alpha * src[k];
-            } else {
-                const float *src = g->A + g->pc * g->lda + (i0 + i);
-                for (int64_t k = 0; k < g->kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
-            }
-        }
+        g->pack_a(g->parg, i0, mr, g->k0 + g->pc, g->kc, g->pa + s * g->kc * MR);
     }
 }
 
@@ -241,6 +252,31 @@ static void sg_compute(void *arg, int64_t t0, int64_t t1) {
                 int mr = (int)(r1 - r < MR ? r1 - r : MR);
                 const float *ap = g->pa + (r / MR) * g->kc * MR;
                 g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
+            }
+        }
+    }
+}
+
+/* Floats of the packing buffers of an M x N x K product: B's (first) and A's. */
+static void sg_pack_sizes(int64_t M, int64_t N, int64_t K, size_t *nb, size_t *na) {
+    int64_t ncap = N < NC ? N : NC, mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
+    *nb = (size_t)((ncap + NR - 1) / NR * NR * kcap);
+    *na = (size_t)((mcap + MR - 1) / MR * MR * kcap);
+}
+
+/* The blocked product with g's callbacks and packing buffers (g->pb, g->pa of sg_pack_sizes). */
+static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
+    for (g->jc = 0; g->jc < g->N; g->jc += NC) {
+        g->nc = g->N - g->jc < NC ? g->N - g->jc : NC;
+        g->n_nch = (g->nc + NCH - 1) / NCH;
+        const int64_t step = kc_step(g->K);
+        for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
+            g->kc = g->K - g->pc < step ? g->K - g->pc : step;
+            run_range(ctx, (g->nc + NR - 1) / NR, 4, sg_pack_b, g);
+            for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
+                g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
+                run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
+                run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
             }
         }
     }
@@ -306,6 +342,9 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                  .ldb = ldb,
                  .ldc = ldc,
                  .C = C,
+                 .pack_a = mat_pack_a,
+                 .pack_b = mat_pack_b,
+                 .parg = &g,
                  .ukr = pick_ukr()};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
@@ -315,30 +354,13 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
         run_range(ctx, N, 64, sg_small_m, &g);
         return OTTER_OK;
     }
-    int64_t ncap = N < NC ? N : NC, mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
-    int64_t ncap_pad = (ncap + NR - 1) / NR * NR, mcap_pad = (mcap + MR - 1) / MR * MR;
-    g.pb = ot_malloc((size_t)(ncap_pad * kcap) * sizeof(float));
-    g.pa = ot_malloc((size_t)(mcap_pad * kcap) * sizeof(float));
-    if (!g.pb || !g.pa) {
-        ot_free(g.pb);
-        ot_free(g.pa);
-        return OT_NOMEM();
-    }
-    for (g.jc = 0; g.jc < N; g.jc += NC) {
-        g.nc = N - g.jc < NC ? N - g.jc : NC;
-        g.n_nch = (g.nc + NCH - 1) / NCH;
-        for (g.pc = 0; g.pc < K; g.pc += g.kc) {
-            g.kc = K - g.pc < kcap ? K - g.pc : kcap;
-            run_range(ctx, (g.nc + NR - 1) / NR, 4, sg_pack_b, &g);
-            for (g.ic = 0; g.ic < M; g.ic += MSUP) {
-                g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
-                run_range(ctx, (g.mc + MR - 1) / MR, 4, sg_pack_a, &g);
-                run_range(ctx, ((g.mc + MC - 1) / MC) * g.n_nch, 1, sg_compute, &g);
-            }
-        }
-    }
+    size_t nb, na;
+    sg_pack_sizes(M, N, K, &nb, &na);
+    g.pb = ot_malloc((nb + na) * sizeof(float));
+    if (!g.pb) return OT_NOMEM();
+    g.pa = g.pb + nb;
+    sg_blocked(ctx, &g);
     ot_free(g.pb);
-    ot_free(g.pa);
     return OTTER_OK;
 }
 
@@ -356,7 +378,7 @@ size_t ot_sgemm_packed_b_size(int64_t K, int64_t N) {
 }
 
 void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
-    sg_args g = {.tb = trans_b, .N = N, .K = K, .B = B, .ldb = ldb, .pb = packed};
+    sg_args g = {.tb = trans_b, .N = N, .K = K, .B = B, .ldb = ldb, .pack_b = mat_pack_b, .parg = &g, .pb = packed};
     const int64_t kcap = kc_step(K);
     for (g.jc = 0; g.jc < N; g.jc += NC) {
         g.nc = N - g.jc < NC ? N - g.jc : NC;
@@ -372,8 +394,19 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                                 const float *A, int64_t lda, const float *packed_b, float beta, float *C,
                                 int64_t ldc) {
     if (M <= 0 || N <= 0) return OTTER_OK;
-    sg_args g = {.ta = trans_a, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .lda = lda,
-                 .ldc = ldc, .C = C, .ukr = pick_ukr()};
+    sg_args g = {.ta = trans_a,
+                 .M = M,
+                 .N = N,
+                 .K = K,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .A = A,
+                 .lda = lda,
+                 .ldc = ldc,
+                 .C = C,
+                 .pack_a = mat_pack_a,
+                 .parg = &g,
+                 .ukr = pick_ukr()};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
@@ -395,6 +428,89 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
         }
     }
     ot_free(g.pa);
+    return OTTER_OK;
+}
+
+/* ---- operands from packing callbacks ---------------------------------------------------------- */
+
+/* A K split over parts: part t runs the blocked product over its K range on one thread, into C
+ * (part 0, with beta) or its own M x N buffer (beta 0). */
+typedef struct sk_args {
+    const sg_args *g;
+    int64_t parts, kpart;
+    size_t nb, na; /* packing floats per part */
+    float *buf;    /* per part: packing buffers; then parts - 1 buffers of M x N */
+} sk_args;
+
+static void sk_part(void *arg, int64_t t0, int64_t t1) {
+    const sk_args *s = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        sg_args g = *s->g;
+        g.k0 = t * s->kpart;
+        g.K = g.K - g.k0 < s->kpart ? g.K - g.k0 : s->kpart;
+        g.pb = s->buf + (size_t)t * (s->nb + s->na);
+        g.pa = g.pb + s->nb;
+        if (t > 0) {
+            g.C = s->buf + (size_t)s->parts * (s->nb + s->na) + (size_t)(t - 1) * (size_t)(g.M * g.N);
+            g.ldc = g.N;
+            g.beta = 0.0f;
+        }
+        sg_blocked(NULL, &g);
+    }
+}
+
+/* Rows [i0, i1) of C += the other parts' sums, in part order. */
+static void sk_reduce(void *arg, int64_t i0, int64_t i1) {
+    const sk_args *s = arg;
+    const sg_args *g = s->g;
+    const float *parts = s->buf + (size_t)s->parts * (s->nb + s->na);
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t t = 1; t < s->parts; t++) {
+            const float *restrict src = parts + (size_t)(t - 1) * (size_t)(g->M * g->N) + i * g->N;
+            float *restrict c = g->C + i * g->ldc;
+            for (int64_t j = 0; j < g->N; j++) c[j] += src[j];
+        }
+}
+
+otter_status ot_sgemm_packing(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, ot_sgemm_pack_fn pack_a,
+                              ot_sgemm_pack_fn pack_b, const void *arg, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return OTTER_OK;
+    sg_args g = {.M = M,
+                 .N = N,
+                 .K = K,
+                 .beta = beta,
+                 .ldc = ldc,
+                 .C = C,
+                 .pack_a = pack_a,
+                 .pack_b = pack_b,
+                 .parg = arg,
+                 .ukr = pick_ukr()};
+    if (K <= 0) {
+        run_range(ctx, M, 16, sg_scale, &g);
+        return OTTER_OK;
+    }
+    /* A long K with a small C (weight gradients) gives few tiles per KC slice (unbalanced below
+     * about 8 per thread) and three thread barriers per slice: split K over the threads instead
+     * (at least 4 slices each; the copies of C stay small). */
+    int64_t threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1, parts = K / (4 * KC);
+    int64_t tiles = (M < MSUP ? (M + MC - 1) / MC : MSUP / MC) * (((N < NC ? N : NC) + NCH - 1) / NCH);
+    if (parts > threads) parts = threads;
+    if (tiles >= 8 * threads) parts = 1;
+    if (parts < 1) parts = 1;
+    sk_args s = {.g = &g, .parts = parts, .kpart = (K + parts - 1) / parts};
+    if (parts > 1) s.kpart = (s.kpart + KC - 1) / KC * KC;
+    sg_pack_sizes(M, N, parts > 1 ? s.kpart : K, &s.nb, &s.na);
+    s.buf = ot_malloc(((size_t)parts * (s.nb + s.na) + (size_t)(parts - 1) * (size_t)(M * N)) * sizeof(float));
+    if (!s.buf) return OT_NOMEM();
+    if (parts == 1) {
+        g.pb = s.buf;
+        g.pa = s.buf + s.nb;
+        sg_blocked(ctx, &g);
+    } else {
+        ot_parallel_for(ctx, parts, 1, sk_part, &s);
+        run_range(ctx, M, 8, sk_reduce, &s);
+    }
+    ot_free(s.buf);
     return OTTER_OK;
 }
 

@@ -44,6 +44,19 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                                 const float *A, int64_t lda, const float *packed_b, float beta, float *C,
                                 int64_t ldc);
 
+/* C[M x N] = A[M x K] B[K x N] + beta C with operands that are never stored (im2col of images,
+ * strided views): the portable kernel packs them through callbacks, called concurrently on the
+ * session's threads. pack_a(arg, i0, mr, p0, kc, dst) writes rows [i0, i0 + mr) of A over columns
+ * [p0, p0 + kc) as dst[k * OT_SGEMM_MR + i], zero for rows i in [mr, OT_SGEMM_MR); pack_b(arg,
+ * j0, nr, p0, kc, dst) writes columns [j0, j0 + nr) of B over rows [p0, p0 + kc) as
+ * dst[k * OT_SGEMM_NR + j], zero for j in [nr, OT_SGEMM_NR). A long K may be split over the
+ * threads (partial sums added at the end), so the rounding depends on the thread count. */
+#define OT_SGEMM_MR 6
+#define OT_SGEMM_NR 16
+typedef void (*ot_sgemm_pack_fn)(const void *arg, int64_t i0, int64_t n, int64_t p0, int64_t kc, float *dst);
+otter_status ot_sgemm_packing(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, ot_sgemm_pack_fn pack_a,
+                              ot_sgemm_pack_fn pack_b, const void *arg, float beta, float *C, int64_t ldc);
+
 /* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
 const char *ot_gemm_backend(void);
 

@@ -4,7 +4,8 @@
  * SoftmaxCrossEntropyLossInternal and SoftmaxCrossEntropyLoss(Internal)Grad.
  *
  * Spatial kernels treat 1-D and 2-D as 3-D with leading size-1 dimensions. The convolution
- * gradients use their own im2col / col2im over one image and group, and the shared sgemm. */
+ * gradients use their own im2col / col2im over one image and group, and the shared sgemm; ConvGrad's
+ * dW packs im2col on the fly into the portable sgemm (ot_sgemm_packing). */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -386,20 +387,9 @@ static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **d
     return OTTER_OK;
 }
 
-/* Fast im2col / col2im over one image for ConvGrad: per kernel tap, the valid output range along
- * w is computed once (no per-element bounds tests), rows copied with memcpy at stride 1. Columns
- * of image b of a chunk start at col + b * osz in rows of ld elements. */
-
-/* Valid output positions [lo, hi) along one axis for tap offset off = kk*dil - pad. */
-
-/* col[(c, kd, kh, kw) * ld + (od, oh, ow)] = x[c][id][ih][iw] or 0 (same values as tr_im2col). */
-static void tg_im2col_ld(const float *x, int64_t C, const tgeom *g, float *col, int64_t ld) {
-    ot_conv_window w;
-    for (int i = 0; i < SP; i++)
-        w.in[i] = g->in[i], w.out[i] = g->out[i], w.k[i] = g->k[i], w.stride[i] = g->st[i], w.dil[i] = g->dil[i],
-        w.pad_begin[i] = g->pb[i];
-    ot_im2col(x, C, &w, col, ld);
-}
+/* col2im over one image for ConvGrad: per kernel tap, the valid output range along w is computed
+ * once (no per-element bounds tests). Columns of image b of a chunk start at col + b * osz in rows
+ * of ld elements. */
 
 /* dst[i] += src[i] for i < n, four lanes at a time (GCC/Clang vector extension; one add per element,
  * so the same bits as the scalar loop, which GCC -O2 leaves scalar). */
@@ -417,7 +407,7 @@ static inline void tg_add_row(float *restrict dst, const float *restrict src, in
 }
 
 /* x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for channels [c0, c1) of one image
- * (x points at channel 0; the adjoint of tg_im2col_ld). */
+ * (x points at channel 0; the adjoint of ot_im2col). */
 static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *g, float *x, int64_t ld) {
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], sw = g->st[2];
     for (int64_t c = c0; c < c1; c++) {
@@ -449,23 +439,93 @@ static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *
 /* One chunk of nb images [n0, n0 + nb) and one group, shared by the parallel pieces below. */
 typedef struct cg_args {
     const tgeom *g;
-    const float *X, *DY;
-    float *col, *dyc, *dx; /* col / dcol: rows x ld; dyc: Mg x ld (dY of the chunk, images side by side) */
+    const float *DY;
+    float *col, *dyc, *dx; /* dcol: rows x ld; dyc: Mg x ld (dY of the chunk, images side by side) */
     int64_t n0, nb, gr, C, M, Cg, Mg, ld;
 } cg_args;
 
-/* Images [b0, b1) of the chunk: im2col of X_g into col and dY_g into dyc. */
+/* Images [b0, b1) of the chunk: dY_g into dyc. */
 static void cg_gather(void *arg, int64_t b0, int64_t b1) {
     const cg_args *a = arg;
-    const tgeom *g = a->g;
-    const int64_t osz = g->out_size;
+    const int64_t osz = a->g->out_size;
     for (int64_t b = b0; b < b1; b++) {
-        int64_t n = a->n0 + b;
-        if (a->col) tg_im2col_ld(a->X + (n * a->C + a->gr * a->Cg) * g->in_size, a->Cg, g, a->col + b * osz, a->ld);
-        const float *dy = a->DY + (n * a->M + a->gr * a->Mg) * osz;
-        if (!a->dyc) continue; /* one image per chunk: the sgemms read dY_g in place */
+        const float *dy = a->DY + ((a->n0 + b) * a->M + a->gr * a->Mg) * osz;
         for (int64_t m = 0; m < a->Mg; m++)
             memcpy(a->dyc + m * a->ld + b * osz, dy + m * osz, (size_t)osz * sizeof(float));
+    }
+}
+
+/* dW_g = dY_g col^T as one product over all positions p = (n, od, oh, ow) of the batch, with A =
+ * dY_g (Mg x positions) and B = col^T (positions x taps) packed straight from dY and X: no im2col
+ * matrix, no dY copy. Per tap r = (c, kd, kh, kw), tap[r] = {offset in X_g of the input read for
+ * output 0 (may lie in the padding), valid output range [lo, hi) along d, h, w}. */
+#define DW_TAP 7
+typedef struct dw_args {
+    const tgeom *g;
+    const float *X, *DY;       /* group gr's first channel of image 0 */
+    int64_t xstride, dystride; /* per image */
+    const int64_t *tap;
+} dw_args;
+
+static void dw_taps(const tgeom *g, int64_t Cg, int64_t *tap) {
+    const int64_t HW = g->in[1] * g->in[2], W = g->in[2];
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++, tap += DW_TAP) {
+                    int64_t off[SP] = {kd * g->dil[0] - g->pb[0], kh * g->dil[1] - g->pb[1], kw * g->dil[2] - g->pb[2]};
+                    tap[0] = c * g->in_size + off[0] * HW + off[1] * W + off[2];
+                    for (int i = 0; i < SP; i++)
+                        ot_conv_valid_range(off[i], g->st[i], g->in[i], g->out[i], &tap[1 + 2 * i], &tap[2 + 2 * i]);
+                }
+}
+
+/* A slab: dst[k][i] = dY_g[i0 + i][p0 + k]; each image's positions are contiguous. */
+static void dw_pack_dy(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const int64_t osz = a->g->out_size;
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, len = osz - q < kc - k ? osz - q : kc - k;
+        const float *restrict src = a->DY + n * a->dystride + i0 * osz + q;
+        float *restrict d = dst + k * OT_SGEMM_MR;
+        if (mr == OT_SGEMM_MR) /* whole rows: the output written contiguously */
+            for (int64_t j = 0; j < len; j++)
+                for (int64_t i = 0; i < OT_SGEMM_MR; i++) d[j * OT_SGEMM_MR + i] = src[i * osz + j];
+        else
+            for (int64_t j = 0; j < len; j++)
+                for (int64_t i = 0; i < OT_SGEMM_MR; i++) d[j * OT_SGEMM_MR + i] = i < mr ? src[i * osz + j] : 0.0f;
+        k += len;
+    }
+}
+
+/* B slab: dst[k][j] = X_g's input of tap j0 + j at position p0 + k, or 0 in the padding. Positions
+ * go in runs along one output row, where each tap's valid part is one range (branch-free loops). */
+static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const tgeom *g = a->g;
+    const int64_t OH = g->out[1], OW = g->out[2], osz = g->out_size, sw = g->st[2];
+    if (nr < OT_SGEMM_NR)
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t j = nr; j < OT_SGEMM_NR; j++) dst[k * OT_SGEMM_NR + j] = 0.0f;
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, od = q / (OH * OW), oh = q / OW % OH, o0 = q % OW;
+        int64_t o1 = OW - o0 < kc - k ? OW : o0 + kc - k;
+        const float *row = a->X + n * a->xstride + (od * g->st[0] * g->in[1] + oh * g->st[1]) * g->in[2];
+        for (int64_t j = 0; j < nr; j++) {
+            const int64_t *t = a->tap + (j0 + j) * DW_TAP;
+            float *restrict d = dst + k * OT_SGEMM_NR + j; /* d[(o - o0) * NR]: output column o */
+            const float *restrict src = row + t[0];
+            int64_t lo = o0, hi = o0;
+            if (od >= t[1] && od < t[2] && oh >= t[3] && oh < t[4]) {
+                lo = t[5] > o0 ? (t[5] < o1 ? t[5] : o1) : o0;
+                hi = t[6] > lo ? (t[6] < o1 ? t[6] : o1) : lo;
+            }
+            int64_t o = o0;
+            for (; o < lo; o++) d[(o - o0) * OT_SGEMM_NR] = 0.0f;
+            for (; o < hi; o++) d[(o - o0) * OT_SGEMM_NR] = src[o * sw];
+            for (; o < o1; o++) d[(o - o0) * OT_SGEMM_NR] = 0.0f;
+        }
+        k += o1 - o0;
     }
 }
 
@@ -528,10 +588,11 @@ static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window
     return ot_conv_direct_run(ctx, &d);
 }
 
-/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Over chunks of images and each group,
- * with col = im2col(X_g) and dY_g of the chunk's images side by side (one matrix of
- * chunk x out_size columns): dW_g += dY_g col^T and dcol = W_g^T dY_g, each one sgemm over the
- * chunk; dX_g = col2im(dcol), parallel over (image, channel). dB = sum of dY over N and space. */
+/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. dW_g = dY_g col^T per group, one product
+ * over the batch with col = im2col(X_g) packed on the fly (dw_args). dX: at stride 1 the direct
+ * convolution below; else over chunks of images and each group, dcol = W_g^T dY_g with the chunk's
+ * dY_g side by side (one matrix of chunk x out_size columns), one sgemm, and dX_g = col2im(dcol),
+ * parallel over (image, channel). dB = sum of dY over N and space. */
 otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
@@ -571,26 +632,41 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     bool direct_dx = want_dx && stride1 && N > 0 && ot_conv_direct_supported(&dx_win);
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
     bool loop_dx = want_dx && !direct_dx;
+    if (s == OTTER_OK && want_dw && rows > 0 && Mg > 0) {
+        int64_t *tap = ot_ctx_scratch(ctx, (size_t)(rows * DW_TAP) * sizeof(int64_t));
+        if (!tap)
+            s = OTTER_ERR_NOMEM;
+        else
+            dw_taps(&g, Cg, tap);
+        for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
+            dw_args d = {.g = &g,
+                         .X = X + gr * Cg * g.in_size,
+                         .DY = DY + gr * Mg * osz,
+                         .xstride = C * g.in_size,
+                         .dystride = M * osz,
+                         .tap = tap};
+            s = ot_sgemm_packing(ctx, Mg, rows, N * osz, dw_pack_dy, dw_pack_x, &d, 0.0f, out[1] + gr * Mg * rows,
+                                 rows);
+        }
+    }
     /* chunk: enough images for about 4096 columns, at most N; one image (no dY copy) from 1024 columns */
     int64_t chunk = osz >= 1024 ? 1 : osz > 0 ? (4096 + osz - 1) / osz : 1;
     if (chunk > N) chunk = N;
     if (chunk < 1) chunk = 1;
     int64_t ld = chunk * osz;
-    bool work = (loop_dx || want_dw) && N > 0 && osz > 0 && rows > 0 && Mg > 0;
+    bool work = loop_dx && N > 0 && osz > 0 && rows > 0 && Mg > 0;
     if (s == OTTER_OK && work &&
         (!(col = ot_ctx_scratch(ctx, (size_t)(rows * ld) * sizeof(float))) ||
          (chunk > 1 && !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float))))))
         s = OTTER_ERR_NOMEM;
     if (s == OTTER_OK && loop_dx) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
-    if (s == OTTER_OK && out[1]) memset(out[1], 0, (size_t)otter_tensor_numel(w) * sizeof(float));
     for (int64_t n0 = 0; s == OTTER_OK && work && n0 < N; n0 += chunk)
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
             int64_t nb = N - n0 < chunk ? N - n0 : chunk, cols = nb * osz;
             cg_args a = {.g = &g,
-                         .X = X,
                          .DY = DY,
-                         .col = want_dw ? col : NULL,
-                         .dyc = chunk > 1 ? dyc : NULL,
+                         .col = col,
+                         .dyc = dyc,
                          .dx = out[0],
                          .n0 = n0,
                          .nb = nb,
@@ -600,16 +676,10 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .Cg = Cg,
                          .Mg = Mg,
                          .ld = ld};
-            ot_parallel_for(ctx, nb, 1, cg_gather, &a);
+            if (chunk > 1) ot_parallel_for(ctx, nb, 1, cg_gather, &a);
             const float *dyp = chunk > 1 ? dyc : DY + (n0 * M + gr * Mg) * osz; /* ld = osz when chunk is 1 */
-            if (want_dw)
-                s = ot_sgemm(ctx, false, true, Mg, rows, cols, 1.0f, dyp, ld, col, ld, 1.0f, out[1] + gr * Mg * rows,
-                             rows);
-            if (s == OTTER_OK && loop_dx) {
-                s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyp, ld, 0.0f, col, ld);
-                a.col = col;
-                if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
-            }
+            s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyp, ld, 0.0f, col, ld);
+            if (s == OTTER_OK) ot_parallel_for(ctx, nb * Cg, 1 + 4096 / (g.k_size * osz + 1), cg_scatter, &a);
         }
     if (s == OTTER_OK && want_db) {
         db_args d = {DY, out[2], N, M, osz};
