@@ -370,3 +370,15 @@ otter_status ot_ctx_input_ints(const ot_kernel_ctx *ctx, size_t which, int64_t *
     *count = n;
     return OTTER_OK;
 }
+
+otter_status ot_ctx_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present) {
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    *present = false;
+    if (!a || a->n_ints == 0) return OTTER_OK;
+    if ((int64_t)a->n_ints != n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %lld", name, a->n_ints,
+                            (long long)n);
+    memcpy(out, a->ints, sizeof(int64_t) * (size_t)n);
+    *present = true;
+    return OTTER_OK;
+}

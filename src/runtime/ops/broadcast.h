@@ -130,6 +130,9 @@ void ot_set_f64(void *data, otter_dtype t, int64_t i, double v);
 /* Read an integer tensor (int32/int64, any rank) into out (up to max values); count is set to its
  * element count. Fails (naming input `which`) for other dtypes or more than max elements. */
 otter_status ot_ctx_input_ints(const ot_kernel_ctx *ctx, size_t which, int64_t *out, int64_t max, int64_t *count);
+/* An INTS attribute of ctx's node into out (n values expected); *present false when absent or
+ * empty. Fails when the count differs. */
+otter_status ot_ctx_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present);
 
 /* Normalise axis into [0, rank) (accepting [-rank, rank)); false when out of range. */
 static inline bool ot_norm_axis(int64_t *axis, int rank) {

@@ -11,11 +11,11 @@
 #include "core/core.h"
 #include "runtime/op.h"
 #include "runtime/ops/conv_direct.h"
+#include "runtime/ops/conv_geom.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
-#define MAXSP 3 /* spatial dims handled */
 
 static const char *in_name(const ot_kernel_ctx *ctx, size_t i) { return ot_ctx_input_name(ctx, i); }
 
@@ -65,99 +65,22 @@ static void out_f32_done(otter_tensor *y, float *tmp) {
     ot_free(tmp);
 }
 
-/* An INTS attribute into out (n values expected); false when absent. Fails when the count differs. */
-static otter_status ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present) {
-    const otter_attr *a = otter_node_attr(ctx->node, name);
-    *present = false;
-    if (!a || a->n_ints == 0) return OTTER_OK;
-    if ((int64_t)a->n_ints != n)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %lld", name, a->n_ints,
-                            (long long)n);
-    memcpy(out, a->ints, sizeof(int64_t) * (size_t)n);
-    *present = true;
-    return OTTER_OK;
-}
+/* ---- spatial geometry (runtime/ops/conv_geom.h) ---------------------------------------------- */
 
-/* ---- spatial geometry shared by Conv, ConvTranspose and the pools --------------------------- */
-
-typedef struct geom {
-    int nd; /* spatial dims of the op (1..3) */
-    int64_t N, C;
-    int64_t in[MAXSP], k[MAXSP], out[MAXSP], stride[MAXSP], dil[MAXSP], pb[MAXSP], pe[MAXSP], opad[MAXSP];
-    int64_t in_size, k_size, out_size;
-} geom;
-
-/* Expand nd spatial dims to 3 (leading 1s). */
-static void geom_to3(geom *g) {
-    int sh = MAXSP - g->nd;
-    if (sh == 0) goto sizes;
-    for (int i = MAXSP - 1; i >= 0; i--) {
-        int j = i - sh;
-        g->in[i] = j >= 0 ? g->in[j] : 1;
-        g->k[i] = j >= 0 ? g->k[j] : 1;
-        g->out[i] = j >= 0 ? g->out[j] : 1;
-        g->stride[i] = j >= 0 ? g->stride[j] : 1;
-        g->dil[i] = j >= 0 ? g->dil[j] : 1;
-        g->pb[i] = j >= 0 ? g->pb[j] : 0;
-        g->pe[i] = j >= 0 ? g->pe[j] : 0;
-        g->opad[i] = j >= 0 ? g->opad[j] : 0;
-    }
-sizes:
-    g->in_size = g->in[0] * g->in[1] * g->in[2];
-    g->k_size = g->k[0] * g->k[1] * g->k[2];
-    g->out_size = g->out[0] * g->out[1] * g->out[2];
-}
-
-/* Read strides, dilations, pads, auto_pad for a forward (Conv / pool) op and compute output dims.
- * X is (N, C, spatial...), kernel dims in g->k already. */
-static otter_status geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, geom *g, bool ceil_mode) {
+/* ot_conv_geom_forward over X (N, C, spatial...); the kernel dims are in g->k already. */
+static otter_status geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, ot_conv_geom *g, bool ceil_mode) {
     g->nd = x->rank - 2;
     g->N = x->dims[0], g->C = x->dims[1];
-    bool has;
-    for (int i = 0; i < g->nd; i++)
-        g->in[i] = x->dims[2 + i], g->stride[i] = 1, g->dil[i] = 1, g->pb[i] = 0, g->pe[i] = 0, g->opad[i] = 0;
-    OT_TRY(ints_attr(ctx, "strides", g->nd, g->stride, &has));
-    OT_TRY(ints_attr(ctx, "dilations", g->nd, g->dil, &has));
-    int64_t pads[2 * MAXSP];
-    OT_TRY(ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
-    if (has)
-        for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
-    for (int i = 0; i < g->nd; i++)
-        if (g->stride[i] < 1 || g->dil[i] < 1 || g->k[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
-    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
-    bool same_u = strcmp(ap, "SAME_UPPER") == 0, same_l = strcmp(ap, "SAME_LOWER") == 0;
-    if (strcmp(ap, "VALID") == 0)
-        for (int i = 0; i < g->nd; i++) g->pb[i] = g->pe[i] = 0;
-    for (int i = 0; i < g->nd; i++) {
-        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
-        if (same_u || same_l) {
-            int64_t o = (g->in[i] + g->stride[i] - 1) / g->stride[i];
-            int64_t tot = (o - 1) * g->stride[i] + ke - g->in[i];
-            if (tot < 0) tot = 0;
-            g->pb[i] = same_u ? tot / 2 : tot - tot / 2;
-            g->pe[i] = tot - g->pb[i];
-            g->out[i] = o;
-            continue;
-        }
-        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
-        if (span < 0)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
-                                "input '%s': spatial axis %d (size %lld with pads) is smaller than the kernel (%lld)",
-                                in_name(ctx, 0), i, (long long)g->in[i], (long long)ke);
-        int64_t o = (ceil_mode ? (span + g->stride[i] - 1) / g->stride[i] : span / g->stride[i]) + 1;
-        if (ceil_mode && (o - 1) * g->stride[i] >= g->in[i] + g->pb[i]) o--;
-        g->out[i] = o;
-    }
-    return OTTER_OK;
+    for (int i = 0; i < g->nd; i++) g->in[i] = x->dims[2 + i];
+    return ot_conv_geom_forward(ctx, g, ceil_mode);
 }
 
 static otter_status check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int min_rank) {
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
-    if (x->rank < min_rank || x->rank > 2 + MAXSP) {
+    if (x->rank < min_rank || x->rank > 2 + OT_SP) {
         char b[128];
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' %s: expected rank %d to %d (N, C, spatial...)",
-                            in_name(ctx, 0), ot_shape_str(b, sizeof b, x->rank, x->dims), min_rank, 2 + MAXSP);
+                            in_name(ctx, 0), ot_shape_str(b, sizeof b, x->rank, x->dims), min_rank, 2 + OT_SP);
     }
     return OTTER_OK;
 }
@@ -166,24 +89,15 @@ static otter_status check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int
 
 /* Valid output positions [lo, hi) along one axis for kernel tap offset off = kk*dil - pad. */
 
-/* The window of a forward geometry in 3 spatial dims (after geom_to3). */
-static ot_conv_window geom_window(const geom *g) {
-    ot_conv_window w;
-    for (int i = 0; i < MAXSP; i++)
-        w.in[i] = g->in[i], w.out[i] = g->out[i], w.k[i] = g->k[i], w.stride[i] = g->stride[i], w.dil[i] = g->dil[i],
-        w.pad_begin[i] = g->pb[i];
-    return w;
-}
-
 /* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
-static void im2col3(const float *x, int64_t C, const geom *g, float *col) {
-    const ot_conv_window w = geom_window(g);
+static void im2col3(const float *x, int64_t C, const ot_conv_geom *g, float *col) {
+    const ot_conv_window w = ot_conv_geom_window(g);
     ot_im2col(x, C, &w, col, g->out_size);
 }
 
 /* y[c][d][h][w] += col[(c, kd, kh, kw)][positions of x] for ConvTranspose: here g->in is the
  * *output* (image) size and g->out the input (column) size, as in the forward conv it inverts. */
-static void col2im3(const float *col, int64_t C, const geom *g, float *y) {
+static void col2im3(const float *col, int64_t C, const ot_conv_geom *g, float *y) {
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
     const int64_t osz = g->out_size;
     for (int64_t c = 0; c < C; c++)
@@ -220,7 +134,7 @@ enum { ACT_NONE, ACT_RELU };
 
 typedef struct conv_args {
     const ot_kernel_ctx *ctx;
-    const geom *g;
+    const ot_conv_geom *g;
     const float *X, *Wt, *B, *Z; /* Z: fused sum input shaped like Y, or NULL */
     float *Y;
     int64_t M, group, Cg, Mg;
@@ -285,7 +199,7 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
 }
 
 static void conv_task(conv_args *a, int64_t t, float *col) {
-    const geom *g = a->g;
+    const ot_conv_geom *g = a->g;
     int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
     const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
     float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
@@ -355,13 +269,13 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (z && (z->dtype != OTTER_DTYPE_FLOAT || x->dtype != OTTER_DTYPE_FLOAT))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' needs float X and Z (got %s, %s)",
                             in_name(ctx, 3), otter_dtype_name(x->dtype), otter_dtype_name(z->dtype));
-    geom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     int nd = x->rank - 2;
     bool has;
     for (int i = 0; i < nd; i++) g.k[i] = w->dims[2 + i];
-    int64_t ks[MAXSP];
-    OT_TRY(ints_attr(ctx, "kernel_shape", nd, ks, &has));
+    int64_t ks[OT_SP];
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, ks, &has));
     if (has)
         for (int i = 0; i < nd; i++)
             if (ks[i] != g.k[i])
@@ -376,7 +290,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (b && otter_tensor_numel(b) != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld", in_name(ctx, 2),
                             (long long)otter_tensor_numel(b), (long long)M);
-    int64_t yd[2 + MAXSP] = {g.N, M};
+    int64_t yd[2 + OT_SP] = {g.N, M};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
     /* A fused sum input of another shape: broadcast like Add, after the conv (into scratch). */
     bool z_bcast = z && (z->rank != x->rank || memcmp(z->dims, yd, sizeof(int64_t) * (size_t)x->rank) != 0);
@@ -396,7 +310,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd);
     if (!y) return OTTER_ERR_NOMEM;
-    geom_to3(&g);
+    ot_conv_geom_to3(&g);
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
     conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
     atomic_init(&a.failed, 0);
@@ -406,7 +320,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = in_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.B, &tb);
-    const ot_conv_window win = geom_window(&g);
+    const ot_conv_window win = ot_conv_geom_window(&g);
     const bool direct = !a.direct && ot_conv_direct_supported(&win);
     /* the unpooled result, when the direct kernel doesn't pool as it stores */
     float *full = NULL;
@@ -472,7 +386,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
 /* ---- ConvInteger / QLinearConv: direct integer convolution ------------------------------------- */
 
 /* acc[n][m][out] = sum (x - xzp) * (w - wzp[m]) over the receptive field, in int32. */
-static void int_conv(const geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp, const otter_tensor *wzp,
+static void int_conv(const ot_conv_geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp, const otter_tensor *wzp,
                      int64_t M, int64_t group, int32_t *acc) {
     int64_t Cg = g->C / group, Mg = M / group, nw = wzp ? otter_tensor_numel(wzp) : 0;
     for (int64_t n = 0; n < g->N; n++)
@@ -508,7 +422,7 @@ static void int_conv(const geom *g, const otter_tensor *x, const otter_tensor *w
 }
 
 /* Shared setup: x at input 0, w at input wi; output dims into yd. */
-static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, geom *g, int64_t *group, int64_t *M, int64_t *yd) {
+static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *g, int64_t *group, int64_t *M, int64_t *yd) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, wi);
     char s1[128], s2[128];
     OT_TRY(check_x(ctx, x, 3));
@@ -529,13 +443,13 @@ static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, geom *g, int64
                             ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)*group);
     yd[0] = g->N, yd[1] = *M;
     for (int i = 0; i < nd; i++) yd[2 + i] = g->out[i];
-    geom_to3(g);
+    ot_conv_geom_to3(g);
     return OTTER_OK;
 }
 
 static otter_status convinteger_run(ot_kernel_ctx *ctx) {
-    geom g;
-    int64_t group = 1, M = 0, yd[2 + MAXSP];
+    ot_conv_geom g;
+    int64_t group = 1, M = 0, yd[2 + OT_SP];
     OT_TRY(int_conv_setup(ctx, 1, &g, &group, &M, yd));
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
                        *wz = ot_ctx_input(ctx, 3);
@@ -549,8 +463,8 @@ static otter_status convinteger_run(ot_kernel_ctx *ctx) {
 static otter_status qlinearconv_run(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < 8; i++)
         if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    geom g;
-    int64_t group = 1, M = 0, yd[2 + MAXSP];
+    ot_conv_geom g;
+    int64_t group = 1, M = 0, yd[2 + OT_SP];
     OT_TRY(int_conv_setup(ctx, 3, &g, &group, &M, yd));
     const otter_tensor *x = ot_ctx_input(ctx, 0), *xs = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
                        *w = ot_ctx_input(ctx, 3), *ws = ot_ctx_input(ctx, 4), *wz = ot_ctx_input(ctx, 5),
@@ -588,19 +502,19 @@ static otter_status maxunpool_run(ot_kernel_ctx *ctx) {
     if (!ind || ind->dtype != OTTER_DTYPE_INT64 || otter_tensor_numel(ind) != otter_tensor_numel(x))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int64 with the shape of X", in_name(ctx, 1));
     int nd = x->rank - 2;
-    int64_t k[MAXSP], st[MAXSP], pads[2 * MAXSP] = {0}, yd[2 + MAXSP] = {x->dims[0], x->dims[1]};
+    int64_t k[OT_SP], st[OT_SP], pads[2 * OT_SP] = {0}, yd[2 + OT_SP] = {x->dims[0], x->dims[1]};
     bool has;
-    OT_TRY(ints_attr(ctx, "kernel_shape", nd, k, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, k, &has));
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
     for (int i = 0; i < nd; i++) st[i] = 1;
-    OT_TRY(ints_attr(ctx, "strides", nd, st, &has));
-    OT_TRY(ints_attr(ctx, "pads", 2 * nd, pads, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "strides", nd, st, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * nd, pads, &has));
     for (int i = 0; i < nd; i++) yd[2 + i] = (x->dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[nd + i];
-    int64_t dd[2 + MAXSP]; /* the default shape: indices are positions in it */
+    int64_t dd[2 + OT_SP]; /* the default shape: indices are positions in it */
     memcpy(dd, yd, sizeof dd);
     if (os) {
         int64_t n;
-        OT_TRY(ot_ctx_input_ints(ctx, 2, yd, 2 + MAXSP, &n));
+        OT_TRY(ot_ctx_input_ints(ctx, 2, yd, 2 + OT_SP, &n));
         if (n != x->rank)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_shape '%s' must have %d values", in_name(ctx, 2),
                                 x->rank);
@@ -750,20 +664,20 @@ static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
                             ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
     int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
     /* g describes the equivalent forward conv: g.in = our output (image), g.out = our input. */
-    geom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = nd;
     bool has;
-    int64_t pads[2 * MAXSP] = {0}, oshape[MAXSP];
+    int64_t pads[2 * OT_SP] = {0}, oshape[OT_SP];
     for (int i = 0; i < nd; i++) {
         g.k[i] = w->dims[2 + i], g.stride[i] = 1, g.dil[i] = 1, g.opad[i] = 0;
         g.out[i] = x->dims[2 + i];
     }
-    OT_TRY(ints_attr(ctx, "strides", nd, g.stride, &has));
-    OT_TRY(ints_attr(ctx, "dilations", nd, g.dil, &has));
-    OT_TRY(ints_attr(ctx, "output_padding", nd, g.opad, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "strides", nd, g.stride, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "dilations", nd, g.dil, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "output_padding", nd, g.opad, &has));
     bool has_pads;
-    OT_TRY(ints_attr(ctx, "pads", 2 * nd, pads, &has_pads));
+    OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * nd, pads, &has_pads));
     bool has_oshape;
     const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
     has_oshape = osa && osa->n_ints > 0;
@@ -801,11 +715,11 @@ static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
     if (b && otter_tensor_numel(b) != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld", in_name(ctx, 2),
                             (long long)otter_tensor_numel(b), (long long)M);
-    int64_t yd[2 + MAXSP] = {N, M};
+    int64_t yd[2 + OT_SP] = {N, M};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.in[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
     if (!y) return OTTER_ERR_NOMEM;
-    geom_to3(&g);
+    ot_conv_geom_to3(&g);
     const float *X, *Wt, *B = NULL;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *Y, *col = NULL;
     otter_status s = in_f32(ctx, 0, x, &X, &tx);
@@ -840,7 +754,7 @@ static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
 enum { POOL_MAX, POOL_AVG, POOL_LP };
 
 typedef struct pool_args {
-    const geom *g;
+    const ot_conv_geom *g;
     int kind;
     const float *X;
     float *Y;
@@ -851,7 +765,7 @@ typedef struct pool_args {
 
 /* 2-D max / average pooling without dilation or indices: clipped windows, no per-tap tests. */
 static void pool2d_fast(pool_args *a, int64_t p0, int64_t p1) {
-    const geom *g = a->g;
+    const ot_conv_geom *g = a->g;
     const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], kh = g->k[1], kw = g->k[2];
     const int64_t sh = g->stride[1], sw = g->stride[2], ph = g->pb[1], pw = g->pb[2];
     const bool max = a->kind == POOL_MAX;
@@ -901,7 +815,7 @@ static void pool2d_fast(pool_args *a, int64_t p0, int64_t p1) {
 
 static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     pool_args *a = arg;
-    const geom *g = a->g;
+    const ot_conv_geom *g = a->g;
     if (g->nd == 2 && !a->I && a->kind != POOL_LP && g->dil[1] == 1 && g->dil[2] == 1) {
         pool2d_fast(a, p0, p1);
         return;
@@ -998,17 +912,17 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     if (!float_like(x->dtype) && !int_ok)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s not supported", in_name(ctx, 0),
                             otter_dtype_name(x->dtype));
-    geom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     int nd = x->rank - 2;
     bool has;
-    OT_TRY(ints_attr(ctx, "kernel_shape", nd, g.k, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, g.k, &has));
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
     bool ceil_mode = otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0;
     OT_TRY(geom_forward(ctx, x, &g, ceil_mode));
     if (kind != POOL_MAX)
         for (int i = 0; i < nd; i++) g.dil[i] = g.dil[i] ? g.dil[i] : 1;
-    int64_t yd[2 + MAXSP] = {g.N, g.C};
+    int64_t yd[2 + OT_SP] = {g.N, g.C};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
     if (!y) return OTTER_ERR_NOMEM;
@@ -1017,7 +931,7 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
         ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, yd);
         if (!ind) return OTTER_ERR_NOMEM;
     }
-    geom_to3(&g);
+    ot_conv_geom_to3(&g);
     pool_args a = {.g = &g,
                    .kind = kind,
                    .I = ind ? ind->data : NULL,

@@ -80,18 +80,6 @@ void tr_out_done(otter_tensor *t, float *tmp) {
     ot_free(tmp);
 }
 
-otter_status tr_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present) {
-    const otter_attr *a = otter_node_attr(ctx->node, name);
-    *present = false;
-    if (!a || a->n_ints == 0) return OTTER_OK;
-    if ((int64_t)a->n_ints != n)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu values, expected %lld", name, a->n_ints,
-                            (long long)n);
-    memcpy(out, a->ints, sizeof(int64_t) * (size_t)n);
-    *present = true;
-    return OTTER_OK;
-}
-
 otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
     int64_t n = 0;
     OT_TRY(ot_ctx_input_ints(ctx, i, dims, OTTER_MAX_RANK, &n));

@@ -24,8 +24,6 @@ bool tr_wanted(const ot_kernel_ctx *ctx, size_t i);
 bool tr_is_float(otter_dtype t);
 /* Required input i (error naming it as `what` when missing). */
 otter_status tr_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t);
-/* INTS attribute with n values; *present false when absent or empty; error when the count differs. */
-otter_status tr_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present);
 /* A shape given as a 1-D int64 tensor (input i) into rank/dims. */
 otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims);
 bool tr_same_shape(const otter_tensor *a, const otter_tensor *b);

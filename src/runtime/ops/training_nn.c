@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/ops/conv_direct.h"
+#include "runtime/ops/conv_geom.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/training_internal.h"
@@ -271,78 +272,14 @@ otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx) {
     return s;
 }
 
-/* ---- spatial geometry ------------------------------------------------------------------------------ */
-
-#define SP 3
-
-typedef struct tgeom {
-    int nd;
-    int64_t in[SP], out[SP], k[SP], st[SP], dil[SP], pb[SP], pe[SP];
-    int64_t in_size, out_size, k_size;
-} tgeom;
-
-static void tg_to3(tgeom *g) {
-    int sh = SP - g->nd;
-    for (int i = SP - 1; i >= 0; i--) {
-        int j = i - sh;
-        g->in[i] = j >= 0 ? g->in[j] : 1;
-        g->out[i] = j >= 0 ? g->out[j] : 1;
-        g->k[i] = j >= 0 ? g->k[j] : 1;
-        g->st[i] = j >= 0 ? g->st[j] : 1;
-        g->dil[i] = j >= 0 ? g->dil[j] : 1;
-        g->pb[i] = j >= 0 ? g->pb[j] : 0;
-        g->pe[i] = j >= 0 ? g->pe[j] : 0;
-    }
-    g->in_size = g->in[0] * g->in[1] * g->in[2];
-    g->out_size = g->out[0] * g->out[1] * g->out[2];
-    g->k_size = g->k[0] * g->k[1] * g->k[2];
-}
-
-/* Strides, dilations, pads and auto_pad of a forward conv / pool over image dims g->in (nd set,
- * g->k set); computes g->out. */
-static otter_status tg_forward(const ot_kernel_ctx *ctx, tgeom *g, bool ceil_mode) {
-    bool has;
-    for (int i = 0; i < g->nd; i++) g->st[i] = 1, g->dil[i] = 1, g->pb[i] = 0, g->pe[i] = 0;
-    OT_TRY(tr_ints_attr(ctx, "strides", g->nd, g->st, &has));
-    OT_TRY(tr_ints_attr(ctx, "dilations", g->nd, g->dil, &has));
-    int64_t pads[2 * SP];
-    OT_TRY(tr_ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
-    if (has)
-        for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
-    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
-    bool su = strcmp(ap, "SAME_UPPER") == 0, sl = strcmp(ap, "SAME_LOWER") == 0;
-    if (strcmp(ap, "VALID") == 0)
-        for (int i = 0; i < g->nd; i++) g->pb[i] = g->pe[i] = 0;
-    for (int i = 0; i < g->nd; i++) {
-        if (g->st[i] < 1 || g->dil[i] < 1 || g->k[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
-        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
-        if (su || sl) {
-            int64_t o = (g->in[i] + g->st[i] - 1) / g->st[i], tot = (o - 1) * g->st[i] + ke - g->in[i];
-            if (tot < 0) tot = 0;
-            g->pb[i] = su ? tot / 2 : tot - tot / 2;
-            g->pe[i] = tot - g->pb[i];
-            g->out[i] = o;
-            continue;
-        }
-        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
-        if (span < 0)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
-                                "spatial axis %d (size %lld with pads) is smaller than the kernel", i,
-                                (long long)g->in[i]);
-        int64_t o = (ceil_mode ? (span + g->st[i] - 1) / g->st[i] : span / g->st[i]) + 1;
-        if (ceil_mode && (o - 1) * g->st[i] >= g->in[i] + g->pb[i]) o--;
-        g->out[i] = o;
-    }
-    return OTTER_OK;
-}
+/* ---- spatial geometry (runtime/ops/conv_geom.h) ------------------------------------------------- */
 
 /* dY's spatial dims must be the computed output dims. */
-static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const tgeom *g, const otter_tensor *dy, const int64_t *want) {
+static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy, const int64_t *want) {
     char s1[128];
     for (int i = 0; i < g->nd; i++)
         if (dy->dims[2 + i] != want[i]) {
-            int64_t d[2 + SP] = {dy->dims[0], dy->dims[1]};
+            int64_t d[2 + OT_SP] = {dy->dims[0], dy->dims[1]};
             for (int j = 0; j < g->nd; j++) d[2 + j] = want[j];
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' does not have the forward output's shape %s",
                                 ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, 2 + g->nd, d));
@@ -351,7 +288,7 @@ static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const tgeom *g, const 
 }
 
 /* col[(c, kd, kh, kw)][od, oh, ow] = x[c][id][ih][iw] or 0 outside (C channels, 3-D geometry). */
-static void tr_im2col(const float *x, int64_t C, const tgeom *g, float *col) {
+static void tr_im2col(const float *x, int64_t C, const ot_conv_geom *g, float *col) {
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     float *dst = col;
     for (int64_t c = 0; c < C; c++)
@@ -359,13 +296,13 @@ static void tr_im2col(const float *x, int64_t C, const tgeom *g, float *col) {
             for (int64_t kh = 0; kh < g->k[1]; kh++)
                 for (int64_t kw = 0; kw < g->k[2]; kw++)
                     for (int64_t od = 0; od < g->out[0]; od++) {
-                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
                         for (int64_t oh = 0; oh < g->out[1]; oh++) {
-                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
                             bool row_ok = id >= 0 && id < D && ih >= 0 && ih < H;
                             const float *src = x + ((c * D + (row_ok ? id : 0)) * H + (row_ok ? ih : 0)) * W;
                             for (int64_t ow = 0; ow < g->out[2]; ow++) {
-                                int64_t iw = ow * g->st[2] - g->pb[2] + kw * g->dil[2];
+                                int64_t iw = ow * g->stride[2] - g->pb[2] + kw * g->dil[2];
                                 *dst++ = row_ok && iw >= 0 && iw < W ? src[iw] : 0.0f;
                             }
                         }
@@ -378,7 +315,7 @@ static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **d
     OT_TRY(tr_need(ctx, 0, "dY", dy));
     OT_TRY(tr_need(ctx, 1, "X", x));
     OT_TRY(tr_need(ctx, 2, "W", w));
-    if ((*x)->rank < 3 || (*x)->rank > 2 + SP || (*w)->rank != (*x)->rank || (*dy)->rank != (*x)->rank)
+    if ((*x)->rank < 3 || (*x)->rank > 2 + OT_SP || (*w)->rank != (*x)->rank || (*dy)->rank != (*x)->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s and W '%s' %s must have one rank in 3..5 (dY too)",
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, (*x)->rank, (*x)->dims),
                             ot_ctx_input_name(ctx, 2), ot_shape_str(s2, sizeof s2, (*w)->rank, (*w)->dims));
@@ -408,8 +345,8 @@ static inline void tg_add_row(float *restrict dst, const float *restrict src, in
 
 /* x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for channels [c0, c1) of one image
  * (x points at channel 0; the adjoint of ot_im2col). */
-static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *g, float *x, int64_t ld) {
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], sw = g->st[2];
+static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const ot_conv_geom *g, float *x, int64_t ld) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], sw = g->stride[2];
     for (int64_t c = c0; c < c1; c++) {
         int64_t r = c * g->k_size;
         for (int64_t kd = 0; kd < g->k[0]; kd++)
@@ -419,10 +356,10 @@ static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *
                     int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
                     ot_conv_valid_range(offw, sw, W, OW, &wlo, &whi);
                     for (int64_t od = 0; od < g->out[0]; od++) {
-                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dil[0];
+                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
                         if (id < 0 || id >= D) continue;
                         for (int64_t oh = 0; oh < OH; oh++) {
-                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dil[1];
+                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
                             if (ih < 0 || ih >= H) continue;
                             const float *restrict srow = src + (od * OH + oh) * OW;
                             float *restrict dst = x + ((c * D + id) * H + ih) * W + offw;
@@ -438,7 +375,7 @@ static void tg_col2im_ld(const float *col, int64_t c0, int64_t c1, const tgeom *
 
 /* One chunk of nb images [n0, n0 + nb) and one group, shared by the parallel pieces below. */
 typedef struct cg_args {
-    const tgeom *g;
+    const ot_conv_geom *g;
     const float *DY;
     float *col, *dyc, *dx; /* dcol: rows x ld; dyc: Mg x ld (dY of the chunk, images side by side) */
     int64_t n0, nb, gr, C, M, Cg, Mg, ld;
@@ -461,22 +398,22 @@ static void cg_gather(void *arg, int64_t b0, int64_t b1) {
  * output 0 (may lie in the padding), valid output range [lo, hi) along d, h, w}. */
 #define DW_TAP 7
 typedef struct dw_args {
-    const tgeom *g;
+    const ot_conv_geom *g;
     const float *X, *DY;       /* group gr's first channel of image 0 */
     int64_t xstride, dystride; /* per image */
     const int64_t *tap;
 } dw_args;
 
-static void dw_taps(const tgeom *g, int64_t Cg, int64_t *tap) {
+static void dw_taps(const ot_conv_geom *g, int64_t Cg, int64_t *tap) {
     const int64_t HW = g->in[1] * g->in[2], W = g->in[2];
     for (int64_t c = 0; c < Cg; c++)
         for (int64_t kd = 0; kd < g->k[0]; kd++)
             for (int64_t kh = 0; kh < g->k[1]; kh++)
                 for (int64_t kw = 0; kw < g->k[2]; kw++, tap += DW_TAP) {
-                    int64_t off[SP] = {kd * g->dil[0] - g->pb[0], kh * g->dil[1] - g->pb[1], kw * g->dil[2] - g->pb[2]};
+                    int64_t off[OT_SP] = {kd * g->dil[0] - g->pb[0], kh * g->dil[1] - g->pb[1], kw * g->dil[2] - g->pb[2]};
                     tap[0] = c * g->in_size + off[0] * HW + off[1] * W + off[2];
-                    for (int i = 0; i < SP; i++)
-                        ot_conv_valid_range(off[i], g->st[i], g->in[i], g->out[i], &tap[1 + 2 * i], &tap[2 + 2 * i]);
+                    for (int i = 0; i < OT_SP; i++)
+                        ot_conv_valid_range(off[i], g->stride[i], g->in[i], g->out[i], &tap[1 + 2 * i], &tap[2 + 2 * i]);
                 }
 }
 
@@ -502,15 +439,15 @@ static void dw_pack_dy(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
  * go in runs along one output row, where each tap's valid part is one range (branch-free loops). */
 static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
     const dw_args *a = arg;
-    const tgeom *g = a->g;
-    const int64_t OH = g->out[1], OW = g->out[2], osz = g->out_size, sw = g->st[2];
+    const ot_conv_geom *g = a->g;
+    const int64_t OH = g->out[1], OW = g->out[2], osz = g->out_size, sw = g->stride[2];
     if (nr < OT_SGEMM_NR)
         for (int64_t k = 0; k < kc; k++)
             for (int64_t j = nr; j < OT_SGEMM_NR; j++) dst[k * OT_SGEMM_NR + j] = 0.0f;
     for (int64_t k = 0; k < kc;) {
         int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, od = q / (OH * OW), oh = q / OW % OH, o0 = q % OW;
         int64_t o1 = OW - o0 < kc - k ? OW : o0 + kc - k;
-        const float *row = a->X + n * a->xstride + (od * g->st[0] * g->in[1] + oh * g->st[1]) * g->in[2];
+        const float *row = a->X + n * a->xstride + (od * g->stride[0] * g->in[1] + oh * g->stride[1]) * g->in[2];
         for (int64_t j = 0; j < nr; j++) {
             const int64_t *t = a->tap + (j0 + j) * DW_TAP;
             float *restrict d = dst + k * OT_SGEMM_NR + j; /* d[(o - o0) * NR]: output column o */
@@ -532,7 +469,7 @@ static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64
 /* Tasks (image b, channel c) in [t0, t1): dX[n0 + b][gr*Cg + c] += col2im of dcol. */
 static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
     const cg_args *a = arg;
-    const tgeom *g = a->g;
+    const ot_conv_geom *g = a->g;
     for (int64_t t = t0; t < t1;) {
         int64_t b = t / a->Cg, c0 = t % a->Cg, c1 = a->Cg;
         if (c1 - c0 > t1 - t) c1 = c0 + (t1 - t);
@@ -597,7 +534,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
     OT_TRY(conv_inputs(ctx, &dy, &x, &w));
-    tgeom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = x->rank - 2;
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], group = otter_node_attr_int(ctx->node, "group", 1);
@@ -606,9 +543,9 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X %s, W %s, dY and group %lld don't agree",
                             ot_shape_str(s1, sizeof s1, x->rank, x->dims),
                             ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
-    OT_TRY(tg_forward(ctx, &g, false));
+    OT_TRY(ot_conv_geom_forward(ctx, &g, false));
     OT_TRY(tg_check_dy(ctx, &g, dy, g.out));
-    tg_to3(&g);
+    ot_conv_geom_to3(&g);
     int64_t Cg = C / group, Mg = M / group, rows = Cg * g.k_size, osz = g.out_size;
     bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
     const float *DY, *X, *W;
@@ -624,10 +561,10 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
      * (pads (k - 1) * dil - pad): the direct kernel computes it without col2im. */
     ot_conv_window dx_win = {.in = {0}};
     bool stride1 = true;
-    for (int i = 0; i < SP; i++) {
+    for (int i = 0; i < OT_SP; i++) {
         dx_win.in[i] = g.out[i], dx_win.out[i] = g.in[i], dx_win.k[i] = g.k[i], dx_win.stride[i] = 1;
         dx_win.dil[i] = g.dil[i], dx_win.pad_begin[i] = (g.k[i] - 1) * g.dil[i] - g.pb[i];
-        stride1 = stride1 && g.st[i] == 1;
+        stride1 = stride1 && g.stride[i] == 1;
     }
     bool direct_dx = want_dx && stride1 && N > 0 && ot_conv_direct_supported(&dx_win);
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
@@ -702,7 +639,7 @@ otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
     OT_TRY(conv_inputs(ctx, &dy, &x, &w));
-    tgeom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = x->rank - 2;
     int64_t N = x->dims[0], C = x->dims[1], group = otter_node_attr_int(ctx->node, "group", 1);
@@ -712,26 +649,26 @@ otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx) {
                             ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
     int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
     bool has, has_pads;
-    int64_t pads[2 * SP] = {0}, opad[SP] = {0};
+    int64_t pads[2 * OT_SP] = {0}, opad[OT_SP] = {0};
     for (int i = 0; i < g.nd; i++) {
-        g.k[i] = w->dims[2 + i], g.st[i] = 1, g.dil[i] = 1;
+        g.k[i] = w->dims[2 + i], g.stride[i] = 1, g.dil[i] = 1;
         g.out[i] = x->dims[2 + i], g.in[i] = dy->dims[2 + i];
     }
-    OT_TRY(tr_ints_attr(ctx, "strides", g.nd, g.st, &has));
-    OT_TRY(tr_ints_attr(ctx, "dilations", g.nd, g.dil, &has));
-    OT_TRY(tr_ints_attr(ctx, "output_padding", g.nd, opad, &has));
-    OT_TRY(tr_ints_attr(ctx, "pads", 2 * g.nd, pads, &has_pads));
+    OT_TRY(ot_ctx_ints_attr(ctx, "strides", g.nd, g.stride, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "dilations", g.nd, g.dil, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "output_padding", g.nd, opad, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * g.nd, pads, &has_pads));
     const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
     bool has_os = osa && osa->n_ints > 0;
     const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
     bool su = strcmp(ap, "SAME_UPPER") == 0, sl = strcmp(ap, "SAME_LOWER") == 0;
     for (int i = 0; i < g.nd; i++) {
-        if (g.st[i] < 1 || g.dil[i] < 1)
+        if (g.stride[i] < 1 || g.dil[i] < 1)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
-        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1, full = g.st[i] * (g.out[i] - 1) + opad[i] + ke;
+        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1, full = g.stride[i] * (g.out[i] - 1) + opad[i] + ke;
         int64_t want;
         if (has_os || su || sl) {
-            int64_t target = has_os ? osa->ints[osa->n_ints - (size_t)g.nd + (size_t)i] : g.out[i] * g.st[i];
+            int64_t target = has_os ? osa->ints[osa->n_ints - (size_t)g.nd + (size_t)i] : g.out[i] * g.stride[i];
             int64_t tot = full - target;
             if (tot < 0) tot = 0;
             if (su)
@@ -749,7 +686,7 @@ otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx) {
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' spatial axis %d is %lld, the forward output has %lld",
                                 ot_ctx_input_name(ctx, 0), i, (long long)dy->dims[2 + i], (long long)want);
     }
-    tg_to3(&g);
+    ot_conv_geom_to3(&g);
     int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
     bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
     const float *DY, *X, *W;
@@ -930,23 +867,23 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
 otter_status tr_avgpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    if (dy->rank < 3 || dy->rank > 2 + SP)
+    if (dy->rank < 3 || dy->rank > 2 + OT_SP)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' must have rank 3..5", ot_ctx_input_name(ctx, 0));
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
-    tgeom g;
+    ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = rank - 2;
     bool has;
-    OT_TRY(tr_ints_attr(ctx, "kernel_shape", g.nd, g.k, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", g.nd, g.k, &has));
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
     for (int i = 0; i < g.nd; i++) g.in[i] = dims[2 + i];
-    OT_TRY(tg_forward(ctx, &g, otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0));
+    OT_TRY(ot_conv_geom_forward(ctx, &g, otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0));
     OT_TRY(tg_check_dy(ctx, &g, dy, g.out));
     if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "declared dX batch/channel dims differ from dY's");
-    tg_to3(&g);
+    ot_conv_geom_to3(&g);
     bool incl = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
@@ -960,7 +897,7 @@ otter_status tr_avgpool_grad(ot_kernel_ctx *ctx) {
             for (int64_t od = 0; od < g.out[0]; od++)
                 for (int64_t oh = 0; oh < g.out[1]; oh++)
                     for (int64_t ow = 0; ow < g.out[2]; ow++) {
-                        int64_t s0 = od * g.st[0] - g.pb[0], s1 = oh * g.st[1] - g.pb[1], s2 = ow * g.st[2] - g.pb[2];
+                        int64_t s0 = od * g.stride[0] - g.pb[0], s1 = oh * g.stride[1] - g.pb[1], s2 = ow * g.stride[2] - g.pb[2];
                         int64_t cnt = 0, cnt_pad = 0;
                         for (int pass = 0; pass < 2; pass++) {
                             float v = 0.0f;
