@@ -264,7 +264,8 @@ static void sg_pack_sizes(int64_t M, int64_t N, int64_t K, size_t *nb, size_t *n
     *na = (size_t)((mcap + MR - 1) / MR * MR * kcap);
 }
 
-/* The blocked product with g's callbacks and packing buffers (g->pb, g->pa of sg_pack_sizes). */
+/* The blocked product with g's callbacks and packing buffers (g->pb, g->pa of sg_pack_sizes); with
+ * no pack_b, g->pb is B packed beforehand. */
 static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
     for (g->jc = 0; g->jc < g->N; g->jc += NC) {
         g->nc = g->N - g->jc < NC ? g->N - g->jc : NC;
@@ -272,12 +273,14 @@ static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
         const int64_t step = kc_step(g->K);
         for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
             g->kc = g->K - g->pc < step ? g->K - g->pc : step;
-            run_range(ctx, (g->nc + NR - 1) / NR, 4, sg_pack_b, g);
+            if (g->pack_b) run_range(ctx, (g->nc + NR - 1) / NR, 4, sg_pack_b, g);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
                 run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
             }
+            /* no pack_b: g->pb walks B packed beforehand (ot_sgemm_pack_b), block after block */
+            if (!g->pack_b) g->pb += (g->nc + NR - 1) / NR * NR * g->kc;
         }
     }
 }
@@ -414,19 +417,8 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
     int64_t mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
     g.pa = ot_malloc((size_t)((mcap + MR - 1) / MR * MR * kcap) * sizeof(float));
     if (!g.pa) return OT_NOMEM();
-    g.pb = (float *)(uintptr_t)packed_b; /* read only: sg_compute never writes it */
-    for (g.jc = 0; g.jc < N; g.jc += NC) {
-        g.nc = N - g.jc < NC ? N - g.jc : NC;
-        g.n_nch = (g.nc + NCH - 1) / NCH;
-        for (g.pc = 0; g.pc < K; g.pc += g.kc, g.pb += (g.nc + NR - 1) / NR * NR * g.kc) {
-            g.kc = K - g.pc < kcap ? K - g.pc : kcap;
-            for (g.ic = 0; g.ic < M; g.ic += MSUP) {
-                g.mc = M - g.ic < MSUP ? M - g.ic : MSUP;
-                run_range(ctx, (g.mc + MR - 1) / MR, 4, sg_pack_a, &g);
-                run_range(ctx, ((g.mc + MC - 1) / MC) * g.n_nch, 1, sg_compute, &g);
-            }
-        }
-    }
+    g.pb = (float *)(uintptr_t)packed_b; /* read only: without pack_b nothing writes it */
+    sg_blocked(ctx, &g);
     ot_free(g.pa);
     return OTTER_OK;
 }
