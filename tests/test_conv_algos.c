@@ -86,8 +86,11 @@ static void run_case(const conv_case *k) {
     otter_model *mod;
     CHECK_OK(otter_model_create(&mod, "conv", 17));
     CHECK_OK(otter_graph_add_input(mod->graph, "x", OTTER_DTYPE_FLOAT, 4, xd, NULL));
-    CHECK_OK(otter_graph_add_output(mod->graph, k->pool ? "p" : k->fused ? "r" : "y", OTTER_DTYPE_FLOAT, -1, NULL,
-                                    NULL));
+    CHECK_OK(otter_graph_add_output(mod->graph,
+                                    k->pool    ? "p"
+                                    : k->fused ? "r"
+                                               : "y",
+                                    OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     otter_tensor *wc, *bc;
     CHECK_OK(otter_tensor_clone(&wc, w));
     CHECK_OK(otter_tensor_clone(&bc, b));
@@ -143,8 +146,8 @@ static void run_case(const conv_case *k) {
             (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W, (long long)k->M, (long long)k->KH,
             (long long)k->KW, (long long)k->pads[0], (long long)k->pads[1], (long long)k->pads[2],
             (long long)k->pads[3], (long long)k->strides[0], (long long)k->strides[1], (long long)k->dil[0],
-            (long long)k->dil[1], (long long)k->group, k->fused ? " +residual+Relu" : "", k->pool ? " +Relu+MaxPool" : "",
-            level, threads, err);
+            (long long)k->dil[1], (long long)k->group, k->fused ? " +residual+Relu" : "",
+            k->pool ? " +Relu+MaxPool" : "", level, threads, err);
         otter_tensor_free(y);
         otter_session_free(s);
     }

@@ -134,6 +134,18 @@ otter_status ot_ctx_input_ints(const ot_kernel_ctx *ctx, size_t which, int64_t *
  * empty. Fails when the count differs. */
 otter_status ot_ctx_ints_attr(const ot_kernel_ctx *ctx, const char *name, int64_t n, int64_t *out, bool *present);
 
+/* Four floats (or int32s) as one value (GCC/Clang vector extension: SSE2 on x86-64, NEON on
+ * arm64). Elementwise arithmetic in it rounds like the scalar code, so a loop written with it gives
+ * the same bits as the plain loop, which GCC -O2 leaves scalar (and branchy for compares). */
+typedef float ot_v4 __attribute__((vector_size(16)));
+typedef int32_t ot_i4 __attribute__((vector_size(16)));
+static inline ot_v4 ot_v4_load(const float *p) {
+    ot_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void ot_v4_store(float *p, ot_v4 v) { memcpy(p, &v, sizeof v); }
+
 /* Normalise axis into [0, rank) (accepting [-rank, rank)); false when out of range. */
 static inline bool ot_norm_axis(int64_t *axis, int rank) {
     if (*axis < -rank || *axis >= rank) return false;

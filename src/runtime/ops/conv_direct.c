@@ -1,11 +1,11 @@
 /* Direct 2-D convolution: see conv_direct.h.
  *
- * Layout of the padded input, per image: PH padded rows, each holding every channel's sw phases
- * of QW columns, where phase s, column q is padded column q * sw + s. Output position ow under
- * tap kw reads padded column ow * sw + kw * dw = phase (kw * dw) % sw, column ow + (kw * dw) / sw:
+ * The padded input (ot_conv_pad) has sw column phases: output position ow under tap kw reads
+ * padded column ow * sw + kw * dw = phase (kw * dw) % sw, column ow + (kw * dw) / sw, so
  * consecutive outputs read consecutive floats for any stride, and every (channel, tap) is one
- * offset (a row offset per (channel, kernel row) plus a column offset per kernel column). Rows hold all channels so that the rows a run of output rows reads are one
- * contiguous block (hardware prefetch and TLB friendly).
+ * offset (a row offset per (channel, kernel row) plus a column offset per kernel column). Padded
+ * rows hold all channels, so the rows a run of output rows reads are one contiguous block
+ * (hardware prefetch and TLB friendly).
  *
  * Output rows are cut into "halves" of 8 positions (the last one of a row may be short); a tile
  * is two halves (from the same or neighbouring rows), so rows of any width fill the 16 lanes.
@@ -36,21 +36,21 @@ bool ot_conv_direct_supported(const ot_conv_window *w) {
 
 #ifdef OT_DC_X86
 
-#define DC_HALF   8  /* positions per half tile (one AVX register) */
-#define DC_TILES  8  /* tiles per work item, at most */
+#define DC_HALF  8 /* positions per half tile (one AVX register) */
+#define DC_TILES 8 /* tiles per work item, at most */
 
 typedef struct dc_plan {
     const ot_conv_direct *a;
     int64_t Cg, Mg, K, OH, OW, sh;
-    ot_conv_pad pad;       /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
+    ot_conv_pad pad; /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
     int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
-    float *wp;        /* packed weights: per group, the channel blocks in order */
-    int64_t *roff;    /* per (channel, kernel row): offset into one image-group of xp */
-    int64_t *kwoff;   /* per kernel column: offset added to a row's */
+    float *wp;      /* packed weights: per group, the channel blocks in order */
+    int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
+    int64_t *kwoff; /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
-    bool kw3;         /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;        /* a->maxpool_2x2 */
-    int64_t *blk_m0;  /* channel blocks of a group: first channel and height */
+    bool kw3;        /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;       /* a->maxpool_2x2 */
+    int64_t *blk_m0; /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
 } dc_plan;
@@ -175,9 +175,10 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store(_
 /* Store one accumulator row pair with 2x2 max pooling: the halves are rows 2r and 2r + 1 of one
  * channel at the same columns; y[0..plane_lanes) = act(max over each 2x2 of (acc + bias + z)),
  * the same operations in the same order as the unfused Conv, Add, Relu and MaxPool. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-dc_store_pool(__m256 a0, __m256 a1, float bias, const float *z0, const float *z1, float *y, int lanes, int plane_lanes,
-              bool relu) {
+__attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_pool(__m256 a0, __m256 a1, float bias,
+                                                                                    const float *z0, const float *z1,
+                                                                                    float *y, int lanes,
+                                                                                    int plane_lanes, bool relu) {
     a0 = _mm256_add_ps(a0, _mm256_set1_ps(bias)), a1 = _mm256_add_ps(a1, _mm256_set1_ps(bias));
     if (z0 && lanes == DC_HALF) {
         a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z0)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z1));
@@ -206,13 +207,20 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
         int64_t n_rows, const int64_t *restrict kwoff, int64_t KW, const float *x0, const float *x1, float *y0,
         float *y1, const float *z0, const float *z1, int lanes0, int lanes1, const float *bias, int64_t ystride,
         int64_t pstride, int plane_lanes, bool relu) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
-           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
-           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
-           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(),
+           c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
+           c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     __m256 b0, b1, av;
-#define DC_ROW(i, ca, cb)                                                                                                  if (MR > i) {                                                                                                              av = _mm256_broadcast_ss(a + i);                                                                                       ca = _mm256_fmadd_ps(av, b0, ca);                                                                                      cb = _mm256_fmadd_ps(av, b1, cb);                                                                                  }
-#define DC_TAP(p0, p1)                                                                                                     b0 = _mm256_loadu_ps(p0), b1 = _mm256_loadu_ps(p1);                                                                    DC_ROW(0, c00, c01)                                                                                                    DC_ROW(1, c10, c11)                                                                                                    DC_ROW(2, c20, c21)                                                                                                    DC_ROW(3, c30, c31)                                                                                                    DC_ROW(4, c40, c41)                                                                                                    DC_ROW(5, c50, c51)                                                                                                    a += MR;
+#define DC_ROW(i, ca, cb)                                                                                              \
+    if (MR > i) {                                                                                                      \
+        av = _mm256_broadcast_ss(a + i);                                                                               \
+        ca = _mm256_fmadd_ps(av, b0, ca);                                                                              \
+        cb = _mm256_fmadd_ps(av, b1, cb);                                                                              \
+    }
+#define DC_TAP(p0, p1)                                                                                                 \
+    b0 = _mm256_loadu_ps(p0), b1 = _mm256_loadu_ps(p1);                                                                \
+    DC_ROW(0, c00, c01)                                                                                                \
+    DC_ROW(1, c10, c11) DC_ROW(2, c20, c21) DC_ROW(3, c30, c31) DC_ROW(4, c40, c41) DC_ROW(5, c50, c51) a += MR;
     for (int64_t r = 0; r < n_rows; r++) {
         const float *p0 = x0 + roff[r], *p1 = x1 + roff[r];
         if (KW3) {
@@ -229,11 +237,11 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
 #undef DC_ROW
 #define DC_OUT(i, ca, cb)                                                                                              \
     if (MR > i && POOL) {                                                                                              \
-        dc_store_pool(ca, cb, bias ? bias[i] : 0.0f, z0 ? z0 + i * ystride : NULL, z1 ? z1 + i * ystride : NULL,       \
+        dc_store_pool(ca, cb, bias ? bias[i] : 0.0f, z0 ? z0 + i *ystride : NULL, z1 ? z1 + i *ystride : NULL,         \
                       y0 + i * pstride, lanes0, plane_lanes, relu);                                                    \
     } else if (MR > i) {                                                                                               \
-        dc_store(ca, bias ? bias[i] : 0.0f, z0 ? z0 + i * ystride : NULL, y0 + i * ystride, lanes0, relu);            \
-        dc_store(cb, bias ? bias[i] : 0.0f, z1 ? z1 + i * ystride : NULL, y1 + i * ystride, lanes1, relu);            \
+        dc_store(ca, bias ? bias[i] : 0.0f, z0 ? z0 + i *ystride : NULL, y0 + i * ystride, lanes0, relu);              \
+        dc_store(cb, bias ? bias[i] : 0.0f, z1 ? z1 + i *ystride : NULL, y1 + i * ystride, lanes1, relu);              \
     }
     DC_OUT(0, c00, c01)
     DC_OUT(1, c10, c11)
@@ -287,13 +295,13 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
 #define DC_CASE(R)                                                                                                     \
     case R:                                                                                                            \
         if (p->kw3 && p->pool)                                                                                         \
-            dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
+            dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],      \
                     lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
         else if (p->kw3)                                                                                               \
-            dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],    \
+            dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
                     lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
         else                                                                                                           \
-            dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],    \
+            dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],     \
                     zh[1], lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                  \
         break;
                     DC_CASE(6)
@@ -312,13 +320,19 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     if (a->winograd && ot_conv_winograd_applies(a)) return ot_conv_winograd_run(ctx, a);
     const ot_conv_window *w = &a->win;
-    dc_plan p = {.a = a, .Cg = a->C / a->group, .Mg = a->M / a->group, .OH = w->out[1], .OW = w->out[2],
-                 .sh = w->stride[1]};
+    dc_plan p = {
+        .a = a, .Cg = a->C / a->group, .Mg = a->M / a->group, .OH = w->out[1], .OW = w->out[2], .sh = w->stride[1]};
     const int64_t KH = w->k[1], KW = w->k[2], sw = w->stride[2], dh = w->dil[1], dw = w->dil[2];
     p.K = p.Cg * KH * KW;
     const int64_t pw_full = (p.OW - 1) * sw + (KW - 1) * dw + 1; /* padded columns read */
-    p.pad = (ot_conv_pad){.x = a->x, .C = a->C, .H = w->in[1], .W = w->in[2], .pad_h = w->pad_begin[1],
-                          .pad_w = w->pad_begin[2], .phases = sw, .PH = (p.OH - 1) * p.sh + (KH - 1) * dh + 1,
+    p.pad = (ot_conv_pad){.x = a->x,
+                          .C = a->C,
+                          .H = w->in[1],
+                          .W = w->in[2],
+                          .pad_h = w->pad_begin[1],
+                          .pad_w = w->pad_begin[2],
+                          .phases = sw,
+                          .PH = (p.OH - 1) * p.sh + (KH - 1) * dh + 1,
                           .QW = (pw_full + sw - 1) / sw};
     p.pad.row = a->C * sw * p.pad.QW;
     p.pad.image = p.pad.PH * p.pad.row;

@@ -30,7 +30,8 @@ bool ot_conv_winograd_applies(const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
     const int64_t th = (w->out[1] + 3) / 4, tw = (w->out[2] + 3) / 4;
     return a->group == 1 && a->C >= 16 && a->M >= 16 && w->k[1] == 3 && w->k[2] == 3 && w->stride[1] == 1 &&
-           w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 && a->N * th * tw >= (a->constant_w ? 16 : 32);
+           w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 &&
+           a->N * th * tw >= (a->constant_w ? 16 : 32);
 }
 
 /* n <= 8 neighbouring tiles of one tile row: image, tile row and first column, position in the block */
@@ -43,8 +44,8 @@ typedef struct wg_plan {
     const ot_conv_direct *a;
     ot_conv_pad pad;
     int64_t C, M, OH, OW, th, tw, tiles, n_blocks;
-    float *u;      /* transformed weights, per xi the channel blocks packed [C][mr] */
-    float *work;   /* per slot: V (36 planes of C x WG_TB, ldv apart), Yb (36 of OT_CONV_MR x WG_TB, ldy apart) */
+    float *u;    /* transformed weights, per xi the channel blocks packed [C][mr] */
+    float *work; /* per slot: V (36 planes of C x WG_TB, ldv apart), Yb (36 of OT_CONV_MR x WG_TB, ldy apart) */
     int64_t ldv, ldy, work_floats;
     int64_t *blk_m0;
     int *blk_mr;
@@ -101,8 +102,9 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void wg_at(cons
     o[3] = _mm256_add_ps(_mm256_fmadd_ps(c8, d34, d12), m[5]);
 }
 
-/* V[xi][c][slot .. slot + n) for a run of n <= 8 tiles of tile row ti from column tj of image img; the padded input has 4 phases, so element (r, cc) of 8 neighbouring tiles is one
- * load at row 4 ti + r, phase cc % 4, column tj + cc / 4. */
+/* V[xi][c][slot .. slot + n) for a run of n <= 8 tiles of tile row ti from column tj of image img; the padded input has
+ * 4 phases, so element (r, cc) of 8 neighbouring tiles is one load at row 4 ti + r, phase cc % 4, column tj + cc / 4.
+ */
 __attribute__((target("avx2,fma"))) static void wg_input(const wg_plan *p, const wg_run *run, float *v) {
     const int64_t img = run->img, ti = run->ti, tj = run->tj, slot = run->slot;
     const int n = run->n;
@@ -134,13 +136,11 @@ __attribute__((target("avx2,fma"))) static void wg_input(const wg_plan *p, const
 }
 
 /* Y[xi][m0 .. m0 + MR)[16 columns] = U[xi] block (packed [C][MR]) x V[xi][C][16 columns]. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void wg_tile(const int MR, const float *restrict a,
-                                                                              const float *restrict v, int64_t C,
-                                                                              float *restrict y) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
-           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
-           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
-           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+wg_tile(const int MR, const float *restrict a, const float *restrict v, int64_t C, float *restrict y) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(),
+           c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
+           c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     for (int64_t c = 0; c < C; c++, v += WG_TB, a += MR) {
         const __m256 b0 = _mm256_loadu_ps(v), b1 = _mm256_loadu_ps(v + 8);
         __m256 av;
@@ -238,52 +238,50 @@ __attribute__((target("avx2,fma"))) static void wg_output(const wg_plan *p, cons
     const ot_conv_direct *a = p->a;
     const int64_t OH = p->OH, OW = p->OW, PH = OH / 2, PW = OW / 2, img = run->img, ti = run->ti, tj = run->tj;
     const int n = run->n;
-    {
-        ym += run->slot;
-        __m256 t[6][6], o[4][4];
-        for (int r = 0; r < 6; r++)
-            for (int c = 0; c < 6; c++) t[r][c] = _mm256_loadu_ps(ym + (6 * r + c) * p->ldy);
-        __m256 s[4][6];
-        for (int j = 0; j < 6; j++) { /* columns: A^T t */
-            __m256 col[6] = {t[0][j], t[1][j], t[2][j], t[3][j], t[4][j], t[5][j]}, r[4];
-            wg_at(col, r);
-            for (int i = 0; i < 4; i++) s[i][j] = r[i];
-        }
-        for (int i = 0; i < 4; i++) wg_at(s[i], o[i]); /* rows: (A^T t) A */
-        const float bias = a->bias ? a->bias[m] : 0.0f;
-        const int64_t plane = (img * p->M + m) * OH * OW;
-        if ((n == 8 || n == 4) && 4 * ti + 4 <= OH && 4 * (tj + n) <= OW) {
-            wg_store_rows(p, o, bias, plane, 4 * ti, 4 * tj, n / 2, (img * p->M + m) * PH * PW);
-            return;
-        }
-        float tile[16][8]; /* tile[4 r + c][lane] */
+    ym += run->slot;
+    __m256 t[6][6], o[4][4];
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 6; c++) t[r][c] = _mm256_loadu_ps(ym + (6 * r + c) * p->ldy);
+    __m256 s[4][6];
+    for (int j = 0; j < 6; j++) { /* columns: A^T t */
+        __m256 col[6] = {t[0][j], t[1][j], t[2][j], t[3][j], t[4][j], t[5][j]}, r[4];
+        wg_at(col, r);
+        for (int i = 0; i < 4; i++) s[i][j] = r[i];
+    }
+    for (int i = 0; i < 4; i++) wg_at(s[i], o[i]); /* rows: (A^T t) A */
+    const float bias = a->bias ? a->bias[m] : 0.0f;
+    const int64_t plane = (img * p->M + m) * OH * OW;
+    if ((n == 8 || n == 4) && 4 * ti + 4 <= OH && 4 * (tj + n) <= OW) {
+        wg_store_rows(p, o, bias, plane, 4 * ti, 4 * tj, n / 2, (img * p->M + m) * PH * PW);
+        return;
+    }
+    float tile[16][8]; /* tile[4 r + c][lane] */
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) _mm256_storeu_ps(tile[4 * r + c], o[r][c]);
+    for (int k = 0; k < n; k++) {
+        const int64_t oh0 = 4 * ti, ow0 = 4 * (tj + k);
+        float v[4][4];
         for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) _mm256_storeu_ps(tile[4 * r + c], o[r][c]);
-        for (int k = 0; k < n; k++) {
-            const int64_t oh0 = 4 * ti, ow0 = 4 * (tj + k);
-            float v[4][4];
-            for (int r = 0; r < 4; r++)
-                for (int c = 0; c < 4; c++) {
-                    int64_t oh = oh0 + r, ow = ow0 + c;
-                    float e = tile[4 * r + c][k] + bias;
-                    if (a->sum && oh < OH && ow < OW) e += a->sum[plane + oh * OW + ow];
-                    v[r][c] = a->relu && !(e > 0.0f) ? 0.0f : e;
-                }
-            if (a->maxpool_2x2) {
-                float *yp = a->y + (img * p->M + m) * PH * PW;
-                for (int r = 0; r < 2; r++)
-                    for (int c = 0; c < 2; c++) {
-                        int64_t ph = oh0 / 2 + r, pw = ow0 / 2 + c;
-                        if (ph >= PH || pw >= PW) continue;
-                        float x0 = v[2 * r][2 * c] > v[2 * r][2 * c + 1] ? v[2 * r][2 * c] : v[2 * r][2 * c + 1];
-                        float x1 = v[2 * r + 1][2 * c] > v[2 * r + 1][2 * c + 1] ? v[2 * r + 1][2 * c]
-                                                                                : v[2 * r + 1][2 * c + 1];
-                        yp[ph * PW + pw] = x0 > x1 ? x0 : x1;
-                    }
-            } else {
-                for (int r = 0; r < 4 && oh0 + r < OH; r++)
-                    for (int c = 0; c < 4 && ow0 + c < OW; c++) a->y[plane + (oh0 + r) * OW + ow0 + c] = v[r][c];
+            for (int c = 0; c < 4; c++) {
+                int64_t oh = oh0 + r, ow = ow0 + c;
+                float e = tile[4 * r + c][k] + bias;
+                if (a->sum && oh < OH && ow < OW) e += a->sum[plane + oh * OW + ow];
+                v[r][c] = a->relu && !(e > 0.0f) ? 0.0f : e;
             }
+        if (a->maxpool_2x2) {
+            float *yp = a->y + (img * p->M + m) * PH * PW;
+            for (int r = 0; r < 2; r++)
+                for (int c = 0; c < 2; c++) {
+                    int64_t ph = oh0 / 2 + r, pw = ow0 / 2 + c;
+                    if (ph >= PH || pw >= PW) continue;
+                    float x0 = v[2 * r][2 * c] > v[2 * r][2 * c + 1] ? v[2 * r][2 * c] : v[2 * r][2 * c + 1];
+                    float x1 =
+                        v[2 * r + 1][2 * c] > v[2 * r + 1][2 * c + 1] ? v[2 * r + 1][2 * c] : v[2 * r + 1][2 * c + 1];
+                    yp[ph * PW + pw] = x0 > x1 ? x0 : x1;
+                }
+        } else {
+            for (int r = 0; r < 4 && oh0 + r < OH; r++)
+                for (int c = 0; c < 4 && ow0 + c < OW; c++) a->y[plane + (oh0 + r) * OW + ow0 + c] = v[r][c];
         }
     }
 }
@@ -324,8 +322,15 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.n_blocks = (p.tiles + WG_TB - 1) / WG_TB;
     p.n_slots = ctx->n_threads < p.n_blocks ? ctx->n_threads : p.n_blocks;
     /* tile (ti, tj) reads padded rows 4 ti .. 4 ti + 5 and columns 4 tj .. 4 tj + 5 */
-    p.pad = (ot_conv_pad){.x = a->x, .C = a->C, .H = w->in[1], .W = w->in[2], .pad_h = w->pad_begin[1],
-                          .pad_w = w->pad_begin[2], .phases = 4, .PH = 4 * p.th + 2, .QW = p.tw + 1};
+    p.pad = (ot_conv_pad){.x = a->x,
+                          .C = a->C,
+                          .H = w->in[1],
+                          .W = w->in[2],
+                          .pad_h = w->pad_begin[1],
+                          .pad_w = w->pad_begin[2],
+                          .phases = 4,
+                          .PH = 4 * p.th + 2,
+                          .QW = p.tw + 1};
     p.pad.row = a->C * 4 * p.pad.QW;
     p.pad.image = p.pad.PH * p.pad.row;
     /* one cache line more than the matrices need: the 36 planes must not all map to one L1 set */

@@ -139,18 +139,14 @@ UNARY_KERNEL(sign, f32, float, x > 0 ? (ti)1 : (x < 0 ? (ti)-1 : x))
 UNARY_KERNEL(sign, f64, double, x > 0 ? (ti)1 : (x < 0 ? (ti)-1 : x))
 /* Relu f32: four lanes at a time with a compare mask (GCC/Clang vector extension; the scalar form
  * compiles to a data-dependent branch that mispredicts on mixed signs). Same bits as x > 0 ? x : 0. */
-typedef float relu_v4 __attribute__((vector_size(16)));
-typedef int32_t relu_i4 __attribute__((vector_size(16)));
 static void relu_u_f32(const void *xv, void *yv, int64_t n, const uparams *p) {
     const float *xs = xv;
     float *ys = yv;
-    const relu_v4 zero = {0, 0, 0, 0};
+    const ot_v4 zero = {0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        relu_v4 x;
-        memcpy(&x, xs + i, sizeof x);
-        relu_v4 y = (relu_v4)((relu_i4)x & (x > zero));
-        memcpy(ys + i, &y, sizeof y);
+        ot_v4 x = ot_v4_load(xs + i);
+        ot_v4_store(ys + i, (ot_v4)((ot_i4)x & (x > zero)));
     }
     for (; i < n; i++) ys[i] = xs[i] > 0 ? xs[i] : 0.0f;
     (void)p;

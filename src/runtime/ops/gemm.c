@@ -394,8 +394,7 @@ void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t
 }
 
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, const float *packed_b, float beta, float *C,
-                                int64_t ldc) {
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return OTTER_OK;
     sg_args g = {.ta = trans_a,
                  .M = M,
@@ -414,9 +413,9 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
     }
-    int64_t mcap = M < MSUP ? M : MSUP, kcap = kc_step(K);
-    g.pa = ot_malloc((size_t)((mcap + MR - 1) / MR * MR * kcap) * sizeof(float));
-    if (!g.pa) return OT_NOMEM();
+    size_t nb, na;
+    sg_pack_sizes(M, N, K, &nb, &na);
+    if (!(g.pa = ot_malloc(na * sizeof(float)))) return OT_NOMEM();
     g.pb = (float *)(uintptr_t)packed_b; /* read only: without pack_b nothing writes it */
     sg_blocked(ctx, &g);
     ot_free(g.pa);

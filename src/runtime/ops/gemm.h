@@ -41,8 +41,7 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 size_t ot_sgemm_packed_b_size(int64_t K, int64_t N);
 void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, const float *packed_b, float beta, float *C,
-                                int64_t ldc);
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc);
 
 /* C[M x N] = A[M x K] B[K x N] + beta C with operands that are never stored (im2col of images,
  * strided views): the portable kernel packs them through callbacks, called concurrently on the

@@ -381,8 +381,8 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx) {
         if (M > 4 && b->dtype == OTTER_DTYPE_FLOAT && ot_ctx_input_constant(ctx, 1))
             s = packed_weights(ctx, tb, K, N, B, b->dims[1], &packed);
         if (s == OTTER_OK && packed)
-            s = ot_sgemm_prepacked(ctx, ta, M, N, K, (float)alpha, A, a->dims[1], packed, use_c ? (float)beta : 0.0f,
-                                   Y, N);
+            s = ot_sgemm_prepacked(ctx, ta, M, N, K, (float)alpha, A, a->dims[1], packed, use_c ? (float)beta : 0.0f, Y,
+                                   N);
         else if (s == OTTER_OK)
             s = ot_sgemm(ctx, ta, tb, M, N, K, (float)alpha, A, a->dims[1], B, b->dims[1], use_c ? (float)beta : 0.0f,
                          Y, N);

@@ -16,7 +16,6 @@
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
-
 static const char *in_name(const ot_kernel_ctx *ctx, size_t i) { return ot_ctx_input_name(ctx, i); }
 
 static bool float_like(otter_dtype t) {
@@ -147,52 +146,41 @@ typedef struct conv_args {
     atomic_int failed;
 } conv_args;
 
-/* Four floats as one value (GCC/Clang vector extension): one operation per element in the scalar
- * order, so the same bits as the scalar loops, which GCC -O2 leaves scalar (and branchy for Relu). */
-typedef float nn_v4 __attribute__((vector_size(16)));
-typedef int32_t nn_i4 __attribute__((vector_size(16)));
-static inline nn_v4 nn_load(const float *p) {
-    nn_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void nn_store(float *p, nn_v4 v) { memcpy(p, &v, sizeof v); }
-
 /* y[m][j] = act(y[m][j] + b[m] + z[m][j]) over rows of one task's output block. */
 static void conv_epilogue(float *restrict y, const float *restrict z, const float *b, int64_t rows, int64_t osz,
                           int act) {
-    const nn_v4 zero = {0, 0, 0, 0};
+    const ot_v4 zero = {0, 0, 0, 0};
     for (int64_t m = 0; m < rows; m++) {
         float *restrict yr = y + m * osz;
         const float bm = b ? b[m] : 0.0f;
-        const nn_v4 bv = {bm, bm, bm, bm};
+        const ot_v4 bv = {bm, bm, bm, bm};
         int64_t j = 0;
         if (z) {
             const float *restrict zr = z + m * osz;
             if (act == ACT_RELU) {
                 for (; j + 4 <= osz; j += 4) {
-                    nn_v4 v = nn_load(yr + j) + bv + nn_load(zr + j);
-                    nn_store(yr + j, (nn_v4)((nn_i4)v & (v > zero)));
+                    ot_v4 v = ot_v4_load(yr + j) + bv + ot_v4_load(zr + j);
+                    ot_v4_store(yr + j, (ot_v4)((ot_i4)v & (v > zero)));
                 }
                 for (; j < osz; j++) {
                     float v = yr[j] + bm + zr[j];
                     yr[j] = v > 0.0f ? v : 0.0f;
                 }
             } else {
-                for (; j + 4 <= osz; j += 4) nn_store(yr + j, nn_load(yr + j) + bv + nn_load(zr + j));
+                for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv + ot_v4_load(zr + j));
                 for (; j < osz; j++) yr[j] = yr[j] + bm + zr[j];
             }
         } else if (act == ACT_RELU) {
             for (; j + 4 <= osz; j += 4) {
-                nn_v4 v = nn_load(yr + j) + bv;
-                nn_store(yr + j, (nn_v4)((nn_i4)v & (v > zero)));
+                ot_v4 v = ot_v4_load(yr + j) + bv;
+                ot_v4_store(yr + j, (ot_v4)((ot_i4)v & (v > zero)));
             }
             for (; j < osz; j++) {
                 float v = yr[j] + bm;
                 yr[j] = v > 0.0f ? v : 0.0f;
             }
         } else if (b) {
-            for (; j + 4 <= osz; j += 4) nn_store(yr + j, nn_load(yr + j) + bv);
+            for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv);
             for (; j < osz; j++) yr[j] += bm;
         }
     }
@@ -339,9 +327,19 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
         a.Z = z ? z->data : NULL;
     }
     if (s == OTTER_OK && direct) {
-        const ot_conv_direct d = {.x = a.X, .w = a.Wt, .bias = a.B, .sum = a.Z, .y = a.Y, .N = g.N, .C = g.C, .M = M,
-                                  .group = group, .win = win, .relu = a.act == ACT_RELU,
-                                  .maxpool_2x2 = pool && !full, .winograd = ctx->winograd,
+        const ot_conv_direct d = {.x = a.X,
+                                  .w = a.Wt,
+                                  .bias = a.B,
+                                  .sum = a.Z,
+                                  .y = a.Y,
+                                  .N = g.N,
+                                  .C = g.C,
+                                  .M = M,
+                                  .group = group,
+                                  .win = win,
+                                  .relu = a.act == ACT_RELU,
+                                  .maxpool_2x2 = pool && !full,
+                                  .winograd = ctx->winograd,
                                   .constant_w = ot_ctx_input_constant(ctx, 1)};
         s = ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK) {
@@ -386,8 +384,8 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
 /* ---- ConvInteger / QLinearConv: direct integer convolution ------------------------------------- */
 
 /* acc[n][m][out] = sum (x - xzp) * (w - wzp[m]) over the receptive field, in int32. */
-static void int_conv(const ot_conv_geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp, const otter_tensor *wzp,
-                     int64_t M, int64_t group, int32_t *acc) {
+static void int_conv(const ot_conv_geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp,
+                     const otter_tensor *wzp, int64_t M, int64_t group, int32_t *acc) {
     int64_t Cg = g->C / group, Mg = M / group, nw = wzp ? otter_tensor_numel(wzp) : 0;
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t m = 0; m < M; m++) {
@@ -422,7 +420,8 @@ static void int_conv(const ot_conv_geom *g, const otter_tensor *x, const otter_t
 }
 
 /* Shared setup: x at input 0, w at input wi; output dims into yd. */
-static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *g, int64_t *group, int64_t *M, int64_t *yd) {
+static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *g, int64_t *group, int64_t *M,
+                                   int64_t *yd) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, wi);
     char s1[128], s2[128];
     OT_TRY(check_x(ctx, x, 3));

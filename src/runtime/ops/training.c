@@ -221,17 +221,6 @@ static inline float fastgelu_d(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x * x);
 }
 
-/* Four floats as one value (GCC/Clang vector extension: SSE2 on x86-64, NEON on arm64). Elementwise
- * arithmetic in it rounds exactly like the scalar code, so results are bit-identical to a plain loop. */
-typedef float ag_v4 __attribute__((vector_size(16)));
-typedef int32_t ag_i4 __attribute__((vector_size(16)));
-static inline ag_v4 ag_load(const float *p) {
-    ag_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void ag_store(float *p, ag_v4 v) { memcpy(p, &v, sizeof v); }
-
 typedef struct {
     int kind;
     const float *DY, *X, *B; /* B: bias over the last axis or NULL */
@@ -244,22 +233,22 @@ static void ag_row(int kind, const float *restrict dy, const float *restrict x, 
                    float *restrict dx, int64_t n) {
     int64_t i = 0;
     if (!b && kind == G_RELU) {
-        const ag_v4 zero = {0, 0, 0, 0};
+        const ot_v4 zero = {0, 0, 0, 0};
         for (; i + 4 <= n; i += 4) {
-            ag_i4 m = ag_load(x + i) > zero;
-            ag_store(dx + i, (ag_v4)((ag_i4)ag_load(dy + i) & m));
+            ot_i4 m = ot_v4_load(x + i) > zero;
+            ot_v4_store(dx + i, (ot_v4)((ot_i4)ot_v4_load(dy + i) & m));
         }
     } else if (!b && kind == G_SIGMOID) {
-        const ag_v4 one = {1, 1, 1, 1};
+        const ot_v4 one = {1, 1, 1, 1};
         for (; i + 4 <= n; i += 4) {
-            ag_v4 v = ag_load(x + i);
-            ag_store(dx + i, ag_load(dy + i) * v * (one - v));
+            ot_v4 v = ot_v4_load(x + i);
+            ot_v4_store(dx + i, ot_v4_load(dy + i) * v * (one - v));
         }
     } else if (!b && kind == G_TANH) {
-        const ag_v4 one = {1, 1, 1, 1};
+        const ot_v4 one = {1, 1, 1, 1};
         for (; i + 4 <= n; i += 4) {
-            ag_v4 v = ag_load(x + i);
-            ag_store(dx + i, ag_load(dy + i) * (one - v * v));
+            ot_v4 v = ot_v4_load(x + i);
+            ot_v4_store(dx + i, ot_v4_load(dy + i) * (one - v * v));
         }
     }
     for (; i < n; i++) {

@@ -275,7 +275,8 @@ otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx) {
 /* ---- spatial geometry (runtime/ops/conv_geom.h) ------------------------------------------------- */
 
 /* dY's spatial dims must be the computed output dims. */
-static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy, const int64_t *want) {
+static otter_status tg_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy,
+                                const int64_t *want) {
     char s1[128];
     for (int i = 0; i < g->nd; i++)
         if (dy->dims[2 + i] != want[i]) {
@@ -330,16 +331,9 @@ static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **d
 
 /* dst[i] += src[i] for i < n, four lanes at a time (GCC/Clang vector extension; one add per element,
  * so the same bits as the scalar loop, which GCC -O2 leaves scalar). */
-typedef float tg_v4 __attribute__((vector_size(16)));
 static inline void tg_add_row(float *restrict dst, const float *restrict src, int64_t n) {
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        tg_v4 a, b;
-        memcpy(&a, dst + i, sizeof a);
-        memcpy(&b, src + i, sizeof b);
-        a += b;
-        memcpy(dst + i, &a, sizeof a);
-    }
+    for (; i + 4 <= n; i += 4) ot_v4_store(dst + i, ot_v4_load(dst + i) + ot_v4_load(src + i));
     for (; i < n; i++) dst[i] += src[i];
 }
 
@@ -410,10 +404,12 @@ static void dw_taps(const ot_conv_geom *g, int64_t Cg, int64_t *tap) {
         for (int64_t kd = 0; kd < g->k[0]; kd++)
             for (int64_t kh = 0; kh < g->k[1]; kh++)
                 for (int64_t kw = 0; kw < g->k[2]; kw++, tap += DW_TAP) {
-                    int64_t off[OT_SP] = {kd * g->dil[0] - g->pb[0], kh * g->dil[1] - g->pb[1], kw * g->dil[2] - g->pb[2]};
+                    int64_t off[OT_SP] = {kd * g->dil[0] - g->pb[0], kh * g->dil[1] - g->pb[1],
+                                          kw * g->dil[2] - g->pb[2]};
                     tap[0] = c * g->in_size + off[0] * HW + off[1] * W + off[2];
                     for (int i = 0; i < OT_SP; i++)
-                        ot_conv_valid_range(off[i], g->stride[i], g->in[i], g->out[i], &tap[1 + 2 * i], &tap[2 + 2 * i]);
+                        ot_conv_valid_range(off[i], g->stride[i], g->in[i], g->out[i], &tap[1 + 2 * i],
+                                            &tap[2 + 2 * i]);
                 }
 }
 
@@ -493,15 +489,13 @@ static void db_channels(void *arg, int64_t m0, int64_t m1) {
         double sum = 0;
         for (int64_t n = 0; n < d->N; n++) {
             const float *r = d->DY + (n * d->M + m) * d->osz;
-            tg_v4 a = {0, 0, 0, 0}, b = a, c = a, e = a;
+            ot_v4 a = {0, 0, 0, 0}, b = a, c = a, e = a;
             int64_t i = 0;
             for (; i + 16 <= d->osz; i += 16) {
-                tg_v4 v0, v1, v2, v3;
-                memcpy(&v0, r + i, sizeof v0), memcpy(&v1, r + i + 4, sizeof v1);
-                memcpy(&v2, r + i + 8, sizeof v2), memcpy(&v3, r + i + 12, sizeof v3);
-                a += v0, b += v1, c += v2, e += v3;
+                a += ot_v4_load(r + i), b += ot_v4_load(r + i + 4);
+                c += ot_v4_load(r + i + 8), e += ot_v4_load(r + i + 12);
             }
-            tg_v4 t = (a + b) + (c + e);
+            ot_v4 t = (a + b) + (c + e);
             double row = ((double)t[0] + t[1]) + ((double)t[2] + t[3]);
             for (; i < d->osz; i++) row += r[i];
             sum += row;
@@ -897,7 +891,8 @@ otter_status tr_avgpool_grad(ot_kernel_ctx *ctx) {
             for (int64_t od = 0; od < g.out[0]; od++)
                 for (int64_t oh = 0; oh < g.out[1]; oh++)
                     for (int64_t ow = 0; ow < g.out[2]; ow++) {
-                        int64_t s0 = od * g.stride[0] - g.pb[0], s1 = oh * g.stride[1] - g.pb[1], s2 = ow * g.stride[2] - g.pb[2];
+                        int64_t s0 = od * g.stride[0] - g.pb[0], s1 = oh * g.stride[1] - g.pb[1],
+                                s2 = ow * g.stride[2] - g.pb[2];
                         int64_t cnt = 0, cnt_pad = 0;
                         for (int pass = 0; pass < 2; pass++) {
                             float v = 0.0f;
