@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "otter/otter.h"
+#include "bench_util.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "bench_runtime: %s: %s\n", what, otter_last_error());
@@ -68,17 +69,6 @@ static int make_models(const char *dir) {
     otter_status s = otter_model_save(m, path, NULL);
     otter_model_free(m);
     return s == OTTER_OK ? 0 : fail(path);
-}
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "otter/otter.h"
+#include "bench_util.h"
 
 #define NBATCH 4
 #define WARMUP 3
@@ -22,17 +23,6 @@
 static int fail(const char *what) {
     fprintf(stderr, "bench_training: %s: %s\n", what, otter_last_error());
     return 1;
-}
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* xorshift64*: reproducible synthetic data */

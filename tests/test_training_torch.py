@@ -35,6 +35,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl  # noqa: E402
+from testlib import check  # noqa: E402
+
 SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
 CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
@@ -48,17 +52,7 @@ ADAMW_HP = "beta1=0.9,beta2=0.999,eps=1e-8,weight_decay=0.01,correct_bias=1,adam
 ADAMW_LR, SGD_LR = 1e-3, 0.01
 CLASSES = 10
 
-failures = 0
-checks = 0
 worst = {"loss": (0.0, ""), "param": (0.0, ""), "eval": (0.0, "")}
-
-
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def note(kind, err, where):
@@ -395,8 +389,7 @@ def main():
 
     for kind, (err, where) in worst.items():
         print(f"worst {kind}: {err:.3g} ({where})")
-    print(f"test_training_torch: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return tl.finish("test_training_torch")
 
 
 if __name__ == "__main__":
