@@ -2,8 +2,9 @@
 # Inference speed, otter against ONNX Runtime (onnxruntime-node, installed with --ignore-scripts into
 # the build tree) on the same models, batches and thread counts, side by side in one run.
 #   bench/bench_runtime.sh [BUILD_DIR]     (default build/release; built if missing)
-# Prints the median latency of ORT and of otter at opt level 2 (exact algorithms, the default) and
-# 3 (Winograd 3x3 convolutions), the ratios ORT/otter (> 1: otter faster) and peak RSS. Not a test.
+# Prints the latency of ORT and of otter at opt level 2 (exact algorithms, the default) and 3 (Winograd
+# 3x3 convolutions), the ratios ORT/otter (> 1: otter faster) and peak RSS. ROUNDS=N (default 3) sets how
+# many times each configuration alternates the three. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -14,27 +15,41 @@ MODELS="$BUILD/bench/models"
 mkdir -p "$MODELS"
 "$BUILD/bench/bench_runtime" --make "$MODELS"
 ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.json').version")
-echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node), median of N runs; ratio = ORT / otter (> 1: otter faster)"
+ROUNDS=${ROUNDS:-3}
+echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node); ratio = ORT / otter (> 1: otter faster)"
 echo "otter L2: opt level 2 (fusions, exact algorithms; the default); L3: also Winograd F(4x4,3x3) convolutions"
+echo "The VM's speed drifts by 10-25% within minutes, so each row runs $ROUNDS rounds of ORT, L2, L3 in turn;"
+echo "ms = the median of the rounds' medians; 'min' ratios compare the fastest single runs (least disturbed)."
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-printf '%-14s %5s %7s %10s %10s %10s %8s %8s %9s %9s\n' model batch threads "ORT ms" "L2 ms" "L3 ms" "ratio L2" \
-  "ratio L3" "otter MB" "ORT MB"
+printf '%-13s %5s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n' model batch threads "ORT ms" "L2 ms" "L3 ms" "ratio L2" \
+  "ratio L3" "min L2" "min L3" "otter MB" "ORT MB"
 for model in mnist_dnn cifar10_cnn resnet_stack; do
   for batch in 1 64; do
     for threads in 1 2; do
       runs=200
       [ "$model" != mnist_dnn ] && [ "$batch" = 64 ] && runs=20
-      r=$(node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")
-      o2=$("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)
-      o3=$("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)
-      /usr/bin/python3 - "$model" "$batch" "$threads" "$r" "$o2" "$o3" <<'PY'
-import json, sys
-m, b, t, r, o2, o3 = sys.argv[1:]
-r, o2, o3 = json.loads(r), json.loads(o2), json.loads(o3)
-print(f"{m:<14} {b:>5} {t:>7} {r['median_ms']:10.3f} {o2['median_ms']:10.3f} {o3['median_ms']:10.3f} "
-      f"{r['median_ms']/o2['median_ms']:8.2f} {r['median_ms']/o3['median_ms']:8.2f} "
-      f"{max(o2['peak_rss_kb'], o3['peak_rss_kb'])/1024:9.1f} {r['peak_rss_kb']/1024:9.1f}")
-PY
+      runs=$(((runs + ROUNDS - 1) / ROUNDS))
+      lines=()
+      for _ in $(seq "$ROUNDS"); do
+        lines+=("ort $(node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")")
+        lines+=("l2 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)")
+        lines+=("l3 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)")
+      done
+      printf '%s\n' "${lines[@]}" | /usr/bin/python3 -c '
+import json, statistics, sys
+m, b, t = sys.argv[1:]
+runs = {}
+for line in sys.stdin:
+    who, js = line.split(" ", 1)
+    runs.setdefault(who, []).append(json.loads(js))
+med = {k: statistics.median(r["median_ms"] for r in v) for k, v in runs.items()}
+best = {k: min(r["min_ms"] for r in v) for k, v in runs.items()}
+rss = {k: max(r["peak_rss_kb"] for r in v) / 1024 for k, v in runs.items()}
+o, l2, l3 = med["ort"], med["l2"], med["l3"]
+bo, b2, b3 = best["ort"], best["l2"], best["l3"]
+mb, mb_ort = max(rss["l2"], rss["l3"]), rss["ort"]
+print(f"{m:<13} {b:>5} {t:>7} {o:9.3f} {l2:9.3f} {l3:9.3f} {o / l2:8.2f} {o / l3:8.2f} {bo / b2:8.2f} "
+      f"{bo / b3:8.2f} {mb:8.1f} {mb_ort:8.1f}")' "$model" "$batch" "$threads"
     done
   done
 done
