@@ -120,34 +120,45 @@ static void pad_phases4(const float *srow, int64_t W, int64_t pw, int64_t QW, fl
         for (int64_t s = 0; s < 4; s++) d[s * QW + q] = srow[4 * q + s - pw];
 }
 
+/* Padded row r of image n, channel c: its ph phase rows at d (QW floats apart). */
+static void pad_channel_row(const ot_conv_pad *p, const float *srow, float *d) {
+    const int64_t W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
+    if (ph == 4) {
+        pad_phases4(srow, W, pw, QW, d);
+    } else if (ph == 1) {
+        /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops); rows are
+         * short (tens of floats): inline loops, not memcpy calls */
+        int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW, q = 0;
+        for (; q < lo; q++) d[q] = 0.0f;
+        for (const float *sq = srow + (lo - pw); q < hi; q++) d[q] = sq[q - lo];
+        for (; q < QW; q++) d[q] = 0.0f;
+    } else {
+        for (int64_t s = 0; s < ph; s++, d += QW)
+            for (int64_t q = 0; q < QW; q++) {
+                int64_t iw = q * ph + s - pw;
+                d[q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
+            }
+    }
+}
+
+/* Padded rows u = (image, row) in [u0, u1). Per image, channel by channel, so that the input is
+ * read in order (its rows of one channel are contiguous; reading all channels of one row instead
+ * jumps a plane per row, which the prefetchers don't follow). */
 void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1) {
     const ot_conv_pad *p = arg;
-    const int64_t C = p->C, H = p->H, W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t n = u / p->PH, r = u % p->PH, ih = r - p->pad_h;
-        float *d = p->xp + n * p->image + r * p->row;
-        if (ih < 0 || ih >= H) {
-            memset(d, 0, (size_t)p->row * sizeof(float));
-            continue;
-        }
-        for (int64_t c = 0; c < C; c++) {
-            const float *srow = p->x + ((n * C + c) * H + ih) * W;
-            for (int64_t s = 0; s < ph; s++, d += QW) {
-                if (ph == 1) {
-                    /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
-                    int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
-                    memset(d, 0, (size_t)lo * sizeof(float));
-                    if (hi > lo) memcpy(d + lo, srow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
-                    if (QW > hi) memset(d + hi, 0, (size_t)(QW - hi) * sizeof(float));
-                } else if (ph != 4) {
-                    for (int64_t q = 0; q < QW; q++) {
-                        int64_t iw = q * ph + s - pw;
-                        d[q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
-                    }
-                }
+    const int64_t C = p->C, H = p->H, W = p->W, rowc = p->phases * p->QW; /* floats per channel of a row */
+    for (int64_t u = u0; u < u1;) {
+        const int64_t n = u / p->PH, r0 = u % p->PH, r1 = u1 - u < p->PH - r0 ? r0 + (u1 - u) : p->PH;
+        float *img = p->xp + n * p->image;
+        for (int64_t r = r0; r < r1; r++)
+            if (r - p->pad_h < 0 || r - p->pad_h >= H) memset(img + r * p->row, 0, (size_t)p->row * sizeof(float));
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = r0; r < r1; r++) {
+                const int64_t ih = r - p->pad_h;
+                if (ih >= 0 && ih < H)
+                    pad_channel_row(p, p->x + ((n * C + c) * H + ih) * W, img + r * p->row + c * rowc);
             }
-            if (ph == 4) pad_phases4(srow, W, pw, QW, d - 4 * QW);
-        }
+        u += r1 - r0;
     }
 }
 
@@ -196,6 +207,23 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_p
         _mm_maskstore_ps(y, _mm256_castsi256_si128(dc_mask(plane_lanes)), q);
 }
 
+/* The stores of a register tile (acc[2 i], acc[2 i + 1]: channel i's two halves). Out of line, so
+ * that the constants of the stores are not hoisted into registers the tile's loop needs. */
+__attribute__((target("avx2,fma"), noinline)) static void
+dc_epilogue(const __m256 *acc, int mr, bool pool, const float *bias, const float *z0, const float *z1, float *y0,
+            float *y1, int lanes0, int lanes1, int64_t ystride, int64_t pstride, int plane_lanes, bool relu) {
+    for (int i = 0; i < mr; i++) {
+        const float b = bias ? bias[i] : 0.0f;
+        const float *zi0 = z0 ? z0 + i * ystride : NULL, *zi1 = z1 ? z1 + i * ystride : NULL;
+        if (pool) {
+            dc_store_pool(acc[2 * i], acc[2 * i + 1], b, zi0, zi1, y0 + i * pstride, lanes0, plane_lanes, relu);
+        } else {
+            dc_store(acc[2 * i], b, zi0, y0 + i * ystride, lanes0, relu);
+            dc_store(acc[2 * i + 1], b, zi1, y1 + i * ystride, lanes1, relu);
+        }
+    }
+}
+
 /* One register tile: MR channels x two halves. a: packed weights [K][MR]; x0 / x1: the halves'
  * first input in the image-group's padded input; taps: n_rows (channel, kernel row) offsets
  * roff, each followed by KW column offsets kwoff (KW3: the common 3 taps at +0, +1, +2, unrolled);
@@ -235,21 +263,8 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
     }
 #undef DC_TAP
 #undef DC_ROW
-#define DC_OUT(i, ca, cb)                                                                                              \
-    if (MR > i && POOL) {                                                                                              \
-        dc_store_pool(ca, cb, bias ? bias[i] : 0.0f, z0 ? z0 + i *ystride : NULL, z1 ? z1 + i *ystride : NULL,         \
-                      y0 + i * pstride, lanes0, plane_lanes, relu);                                                    \
-    } else if (MR > i) {                                                                                               \
-        dc_store(ca, bias ? bias[i] : 0.0f, z0 ? z0 + i *ystride : NULL, y0 + i * ystride, lanes0, relu);              \
-        dc_store(cb, bias ? bias[i] : 0.0f, z1 ? z1 + i *ystride : NULL, y1 + i * ystride, lanes1, relu);              \
-    }
-    DC_OUT(0, c00, c01)
-    DC_OUT(1, c10, c11)
-    DC_OUT(2, c20, c21)
-    DC_OUT(3, c30, c31)
-    DC_OUT(4, c40, c41)
-    DC_OUT(5, c50, c51)
-#undef DC_OUT
+    const __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    dc_epilogue(acc, MR, POOL, bias, z0, z1, y0, y1, lanes0, lanes1, ystride, pstride, plane_lanes, relu);
 }
 
 /* Work items [i0, i1): item = (image, group, run of tiles). */
