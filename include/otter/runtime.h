@@ -13,7 +13,7 @@
  * At create every node's kernel is resolved from the operator table with the model's opset for
  * the node's domain (an operator or version otter lacks is an error naming the node), the graph is
  * optimized (opt_level >= 1: Identity and inference-mode Dropout dropped, nodes over constants run
- * once) and a thread pool is started. The first run with a given set of input shapes records the
+ * once; >= 2, the default: fusions) and a thread pool is started. The first run with a given set of input shapes records the
  * size of every intermediate; the session then plans all of them into one arena by liveness (a
  * buffer is reused after its last reader; elementwise kernels write over an input that dies at
  * that node) and later runs with the same shapes reuse the plan: they allocate nothing when the
@@ -90,10 +90,11 @@ void otter_arg_free(otter_arg *a);
 typedef struct otter_session_options {
     /* Threads every kernel may use, the caller's included (0: the available cores; 1: no pool). */
     int n_threads;
-    /* 0: run the graph as written; 1 (default when left 0 and opt_level_set is false): drop
-     * Identity and inference-mode Dropout, fold constant subexpressions; 2: also fuse; 3: also
-     * let 3x3 convolutions use Winograd F(4x4, 3x3), about 2x fewer operations but a rounding
-     * error up to ~1e-4 of the output's scale (levels 0-2 stay within ~1e-6). */
+    /* 0: run the graph as written; 1: drop Identity and inference-mode Dropout, fold constant
+     * subexpressions; 2 (default when left 0 and opt_level_set is false): also fuse (Conv/Gemm
+     * with bias, BatchNormalization, residual Add, ReLU, 2x2 MaxPool); 3: also let 3x3
+     * convolutions use Winograd F(4x4, 3x3), about 2x fewer operations but a rounding error up
+     * to ~1e-4 of the output's scale (levels 0-2 stay within ~1e-6). */
     int opt_level;
     bool opt_level_set; /* take opt_level literally, so 0 can be asked for */
     /* Don't fold nodes that read initializers (only Constant nodes and what follows from them),

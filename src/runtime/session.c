@@ -896,7 +896,7 @@ otter_status otter_session_create(otter_session **out, const otter_model *m, con
     otter_session *s = ot_calloc(1, sizeof *s);
     if (!s) return OT_NOMEM();
     if (opts) s->opts = *opts;
-    if (!s->opts.opt_level_set && s->opts.opt_level == 0) s->opts.opt_level = 1;
+    if (!s->opts.opt_level_set && s->opts.opt_level == 0) s->opts.opt_level = 2;
     int n = s->opts.n_threads;
     if (n <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
