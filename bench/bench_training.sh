@@ -9,11 +9,13 @@
 # tests/data/ort-flat-mnist and on otter's CIFAR-10 artifacts. Each measurement is its own process, so the peak
 # RSS (getrusage / process.resourceUsage) is that runtime's alone. samples/s from the median step time.
 # Prints otter/peer throughput ratios (> 1: otter faster) and peak RSS. Not a test.
-#   STEPS_SCALE=2 doubles the timed steps.
+#   STEPS_SCALE=2 doubles the timed steps. otter and PyTorch alternate ROUNDS times (default 3) per row, since
+# the VM's speed drifts by 10-25% within minutes; a row shows the medians over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
 SCALE=${STEPS_SCALE:-1}
+ROUNDS=${ROUNDS:-3}
 [ -x "$BUILD/bench/bench_training" ] && [ -x "$BUILD/otter" ] || {
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
     cmake --build "$BUILD" -j"$(nproc)" --target bench_training otter_cli >/dev/null
@@ -32,11 +34,16 @@ for m in mnist-dnn cifar10-cnn; do
   "$BUILD/otter" artifacts "$W/$m.onnx" -o "$W/$m" --loss CrossEntropyLoss --optimizer AdamW --lr-hparams "$HP" >/dev/null
 done
 
-row() { # label threads otter-json peer-json peer-name
+row() { # label threads otter-jsons peer-jsons peer-name (one JSON line per round)
   /usr/bin/python3 - "$@" <<'PY'
-import json, sys
+import json, statistics, sys
 label, threads, o, p, peer = sys.argv[1:]
-o, p = json.loads(o), json.loads(p)
+def rounds(text):
+    runs = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return {"samples_per_s": statistics.median(r["samples_per_s"] for r in runs),
+            "median_ms": statistics.median(r["median_ms"] for r in runs),
+            "peak_rss_kb": max(r["peak_rss_kb"] for r in runs)}
+o, p = rounds(o), rounds(p)
 print(f"{label:<22} {threads:>7} {o['samples_per_s']:12.0f} {p['samples_per_s']:12.0f} {peer:<9} "
       f"{o['samples_per_s'] / p['samples_per_s']:7.2f}x {o['peak_rss_kb'] / 1024:10.1f} {p['peak_rss_kb'] / 1024:10.1f} "
       f"{p['peak_rss_kb'] / o['peak_rss_kb']:7.1f}x   (ms/step {o['median_ms']:.2f} vs {p['median_ms']:.2f})")
@@ -52,9 +59,12 @@ printf '%-22s %7s %12s %12s %-9s %8s %10s %10s %8s\n' model threads "otter smp/s
 for m in mnist-dnn cifar10-cnn; do
   if [ "$m" = mnist-dnn ]; then tm=mnist_dnn; dims="784"; steps=$((200 * SCALE)); else tm=cifar_cnn; dims="3 32 32"; steps=$((20 * SCALE)); fi
   for t in 1 2; do
-    # shellcheck disable=SC2086
-    o=$("$BUILD/bench/bench_training" "$W/$m" "$t" "$steps" 64 $dims)
-    p=$(/usr/bin/python3 bench/torch_train.py "$tm" "$t" "$steps" 64)
+    o="" p=""
+    for _ in $(seq "$ROUNDS"); do # alternate the two: the VM's speed drifts
+      # shellcheck disable=SC2086
+      o+=$("$BUILD/bench/bench_training" "$W/$m" "$t" "$steps" 64 $dims)$'\n'
+      p+=$(/usr/bin/python3 bench/torch_train.py "$tm" "$t" "$steps" 64)$'\n'
+    done
     row "$m" "$t" "$o" "$p" pytorch
   done
 done
