@@ -16,6 +16,11 @@
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/training_internal.h"
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_TN_X86 1
+#endif
+
 /* ---- LayerNormalizationGrad / SimplifiedLayerNormalization(Grad) --------------------------------- */
 
 /* Split X at axis into outer x inner and check that scale has `inner` elements and the saved
@@ -462,6 +467,114 @@ static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64
     }
 }
 
+#ifdef OT_TN_X86
+_Static_assert(OT_SGEMM_MR <= 8 && OT_SGEMM_NR % 8 == 0, "the AVX2 packers move 8 x 8 blocks");
+
+/* v[i][j] becomes v[j][i]. */
+__attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(__m256 *v) {
+    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    v[0] = _mm256_permute2f128_ps(s0, s4, 0x20), v[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    v[2] = _mm256_permute2f128_ps(s2, s6, 0x20), v[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    v[4] = _mm256_permute2f128_ps(s0, s4, 0x31), v[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    v[6] = _mm256_permute2f128_ps(s2, s6, 0x31), v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Lanes [lo, hi) of an 8-float load (masked lanes are not read: no fault past a row's end). */
+__attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_range(const float *p, int64_t lo,
+                                                                                  int64_t hi) {
+    if (lo <= 0 && hi >= 8) return _mm256_loadu_ps(p);
+    if (lo >= hi) return _mm256_setzero_ps();
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
+                                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+    return _mm256_maskload_ps(p, m);
+}
+
+/* dw_pack_dy with 8 x 8 transposes: per run of positions, blocks of 8 from the MR rows of dY. */
+__attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int64_t i0, int64_t mr, int64_t p0,
+                                                            int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const int64_t osz = a->g->out_size;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(OT_SGEMM_MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, len = osz - q < kc - k ? osz - q : kc - k;
+        const float *src = a->DY + n * a->dystride + i0 * osz + q;
+        for (int64_t j = 0; j < len; j += 8) {
+            int64_t cols = len - j < 8 ? len - j : 8;
+            __m256 v[8];
+            for (int i = 0; i < 8; i++) v[i] = i < mr ? dw_load_range(src + i * osz + j, 0, cols) : _mm256_setzero_ps();
+            dw_transpose8(v);
+            /* row i's 8-lane store spills into row i + 1, written next; the last row stores MR lanes */
+            float *d = dst + (k + j) * OT_SGEMM_MR;
+            for (int64_t i = 0; i + 1 < cols; i++) _mm256_storeu_ps(d + i * OT_SGEMM_MR, v[i]);
+            _mm256_maskstore_ps(d + (cols - 1) * OT_SGEMM_MR, keep, v[cols - 1]);
+        }
+        k += len;
+    }
+}
+
+/* dw_pack_x at stride 1 along w with 8 x 8 transposes: per run and group of 8 taps, blocks of 8
+ * consecutive inputs per tap (masked to the tap's valid range) become 8 rows of the slab. Each
+ * run's valid ranges are computed for 8 taps at a time from the taps' ranges as int32 columns. */
+__attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int64_t j0, int64_t nr, int64_t p0,
+                                                           int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const ot_conv_geom *g = a->g;
+    const int64_t OH = g->out[1], OW = g->out[2], osz = g->out_size;
+    int64_t off[OT_SGEMM_NR];
+    int32_t range[6][OT_SGEMM_NR]; /* tap[1..6] per tap; an empty d range past nr */
+    for (int64_t j = 0; j < OT_SGEMM_NR; j++) {
+        const int64_t *t = a->tap + (j0 + (j < nr ? j : 0)) * DW_TAP;
+        off[j] = t[0];
+        for (int i = 0; i < 6; i++) range[i][j] = (int32_t)t[1 + i];
+        if (j >= nr) range[0][j] = 1, range[1][j] = 0;
+    }
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, od = q / (OH * OW), oh = q / OW % OH, o0 = q % OW;
+        int64_t o1 = OW - o0 < kc - k ? OW : o0 + kc - k;
+        const float *row = a->X + n * a->xstride + (od * g->stride[0] * g->in[1] + oh * g->stride[1]) * g->in[2];
+        int32_t lo[OT_SGEMM_NR], hi[OT_SGEMM_NR]; /* valid outputs [lo, hi) of the run, per tap */
+        const __m256i vd = _mm256_set1_epi32((int)od), vh = _mm256_set1_epi32((int)oh);
+        const __m256i v0 = _mm256_set1_epi32((int)o0), v1 = _mm256_set1_epi32((int)o1);
+        for (int j = 0; j < OT_SGEMM_NR; j += 8) {
+#define OT_R(i) _mm256_loadu_si256((const __m256i *)(range[i] + j))
+            __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(OT_R(0), vd), _mm256_cmpgt_epi32(OT_R(2), vh));
+            __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(OT_R(1), vd), _mm256_cmpgt_epi32(OT_R(3), vh));
+            __m256i l = _mm256_min_epi32(_mm256_max_epi32(OT_R(4), v0), v1);
+            __m256i h = _mm256_min_epi32(_mm256_max_epi32(OT_R(5), l), v1);
+#undef OT_R
+            __m256i ok = _mm256_andnot_si256(out, in);
+            _mm256_storeu_si256((__m256i *)(lo + j), _mm256_blendv_epi8(v0, l, ok));
+            _mm256_storeu_si256((__m256i *)(hi + j), _mm256_blendv_epi8(v0, h, ok));
+        }
+        for (int64_t ob = o0; ob < o1; ob += 8) {
+            float *d = dst + (k + ob - o0) * OT_SGEMM_NR;
+            int64_t rows = o1 - ob < 8 ? o1 - ob : 8;
+            for (int jg = 0; jg < OT_SGEMM_NR; jg += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; i++)
+                    v[i] = dw_load_range(row + off[jg + i] + ob, lo[jg + i] - ob, hi[jg + i] - ob);
+                dw_transpose8(v);
+                for (int64_t i = 0; i < rows; i++) _mm256_storeu_ps(d + i * OT_SGEMM_NR + jg, v[i]);
+            }
+        }
+        k += o1 - o0;
+    }
+}
+
+static bool dw_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+#endif
+
 /* Tasks (image b, channel c) in [t0, t1): dX[n0 + b][gr*Cg + c] += col2im of dcol. */
 static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
     const cg_args *a = arg;
@@ -569,6 +682,13 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
             s = OTTER_ERR_NOMEM;
         else
             dw_taps(&g, Cg, tap);
+        ot_sgemm_pack_fn pack_dy = dw_pack_dy, pack_x = dw_pack_x;
+#ifdef OT_TN_X86
+        if (dw_avx2()) {
+            pack_dy = dw_pack_dy_avx2;
+            if (g.stride[2] == 1) pack_x = dw_pack_x_avx2;
+        }
+#endif
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
             dw_args d = {.g = &g,
                          .X = X + gr * Cg * g.in_size,
@@ -576,8 +696,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .xstride = C * g.in_size,
                          .dystride = M * osz,
                          .tap = tap};
-            s = ot_sgemm_packing(ctx, Mg, rows, N * osz, dw_pack_dy, dw_pack_x, &d, 0.0f, out[1] + gr * Mg * rows,
-                                 rows);
+            s = ot_sgemm_packing(ctx, Mg, rows, N * osz, pack_dy, pack_x, &d, 0.0f, out[1] + gr * Mg * rows, rows);
         }
     }
     /* chunk: enough images for about 4096 columns, at most N; one image (no dY copy) from 1024 columns */
