@@ -7,8 +7,8 @@
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
- * MaxPoolGrad, with disjoint and with overlapping windows, and must not fuse when an intermediate
- * is a graph output or the fill is not zero. */
+ * MaxPoolGrad, with disjoint and with overlapping windows, also with the ReluGrad after it, and must
+ * not fuse when an intermediate is a graph output or the fill is not zero. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +105,11 @@ static otter_model *new_model(int64_t opset, int rank, const int64_t *xd, const 
 
 /* dX = Reshape(ScatterElements(Reshape(ConstantOfShape(S, fill), [-1]), Reshape(I, [-1]), Reshape(dY, [-1]),
  * reduction), S) for S = Shape(x), [Y, I] = MaxPool(x) (kernel k x k, stride st), dY = Neg(Y): the pattern
- * src/autodiff/rules_nn.c emits. The scattered value is also a graph output when `leak` is set. */
+ * src/autodiff/rules_nn.c emits. The scattered value is also a graph output when `leak` is set. With relu
+ * ("x" or "nx" = Neg(x)), the output is com.microsoft ReluGrad(dX, relu). */
 static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t k, int64_t st, const char *reduction,
-                                       float fill, bool leak) {
-    otter_model *m = new_model(opset, 4, xd, "r");
+                                       float fill, bool leak, const char *relu) {
+    otter_model *m = new_model(opset, 4, xd, relu ? "g" : "r");
     if (leak) CHECK_OK(otter_graph_add_output(m->graph, "sc", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     otter_tensor *flat;
     const int64_t one = 1, minus_one = -1;
@@ -135,6 +136,13 @@ static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t
     if (reduction) CHECK_OK(otter_node_set_attr_string(n, "reduction", reduction));
     CHECK_OK(otter_graph_add_node(m->graph, n));
     node(m, "Reshape", 2, (const char *[]){"sc", "s"}, "r");
+    if (relu) {
+        node(m, "Neg", 1, (const char *[]){"x"}, "nx");
+        CHECK_OK(otter_node_create(&n, "ReluGrad", "rg", 2, (const char *[]){"r", relu}, 1, (const char *[]){"g"}));
+        CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    }
     return m;
 }
 
@@ -248,17 +256,32 @@ int main(void) {
          * 2x2 stride 2 as autodiff writes it at opset 14, 3x3 stride 1 (overlapping, reduction add) at 16.
          * An odd height: the pooling drops X's last row, so only S gives dX's shape. Same bits. */
         const int64_t xp[4] = {4, 48, 15, 14};
-        otter_model *m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false);
+        otter_model *m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, NULL);
         compare("MaxPool gradient (2x2/2) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
         otter_model_free(m);
-        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false);
+        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false, NULL);
         compare("MaxPool gradient (3x3/1, add) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
         otter_model_free(m);
+        /* then ReluGrad at MaxPool's input (x in [-1, 1): windows with no positive value): one node;
+         * at another tensor it stays (Neg(x) is left unread when fused) */
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, "x");
+        compare("MaxPool gradient (2x2/2) + ReluGrad", m, 4, xp, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false, "x");
+        compare("MaxPool gradient (3x3/1, add) + ReluGrad", m, 4, xp, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        const int64_t xo[4] = {2, 3, 9, 11}; /* odd width: a column left out, 5 blocks a row */
+        m = maxpool_grad_model(14, xo, 2, 2, NULL, 0.0f, false, "x");
+        compare("MaxPool gradient (2x2/2, 9x11) + ReluGrad", m, 4, xo, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, "nx");
+        compare("MaxPool gradient, ReluGrad at another input", m, 4, xp, 1, 6, false, 1e-300);
+        otter_model_free(m);
         /* not fused: the scattered value is also a graph output; the fill is not zero */
-        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, true);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, true, NULL);
         compare("MaxPool gradient, scattered value an output", m, 4, xp, 0, 9, false, 1e-300);
         otter_model_free(m);
-        m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false, NULL);
         compare("MaxPool gradient over ones (not a gradient)", m, 4, xp, 0, 9, false, 1e-300);
         otter_model_free(m);
     }

@@ -354,7 +354,8 @@ static bool zero_f32_fill(const otter_node *n) {
 /* MaxPool's gradient as autodiff writes it in standard ops (src/autodiff/rules_nn.c):
  *   S = shape of X; zeros = ConstantOfShape(S); scattered = ScatterElements(Reshape(zeros, [-1]),
  *   Reshape(Indices, [-1]), Reshape(dY, [-1]), axis 0, reduction none | add); dX = Reshape(scattered, S)
- * with Indices MaxPool's second output -> com.otter MaxPoolGrad(dY, Indices, S), one pass over dX.
+ * with Indices MaxPool's second output -> com.otter MaxPoolGrad(dY, Indices, S), one pass over dX;
+ * and with ReluGrad(dX, X) after it -> MaxPoolGrad(dY, Indices, S, P) (P: MaxPool's output).
  * `k` is the ScatterElements. MaxPool's indices are distinct where windows don't overlap, so "none"
  * and "add" agree (up to the sign of a zero dY). */
 static otter_status fuse_maxpool_grad(fz *f, size_t k) {
@@ -374,12 +375,20 @@ static otter_status fuse_maxpool_grad(fz *f, size_t k) {
         strcmp(pool->outputs[1], ind) || !is_op(re, "Reshape") || re->n_inputs != 2 || re->n_outputs != 1 ||
         strcmp(re->inputs[0], sc->outputs[0]) || strcmp(re->inputs[1], cs->inputs[0]))
         return OTTER_OK;
+    /* dX's only reader a ReluGrad at MaxPool's input X: dX is nonzero only at the Indices, where X
+     * is MaxPool's output P, so P > 0 picks the values ReluGrad keeps (input 3 of the fused node) */
+    int64_t rg = only_reader(f, re->outputs[0]);
+    const otter_node *rn = rg >= 0 ? f->g->nodes[rg] : NULL;
+    bool relu = rn && rn->domain && !strcmp(rn->domain, "com.microsoft") && !strcmp(rn->op_type, "ReluGrad") &&
+                rn->n_inputs == 2 && rn->n_outputs == 1 && !strcmp(rn->inputs[0], re->outputs[0]) &&
+                pool->n_inputs >= 1 && !strcmp(rn->inputs[1], pool->inputs[0]) && pool->outputs[0][0];
     otter_node *n;
-    OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, 3, (const char *[]){dy, ind, cs->inputs[0]}, 1,
-                             (const char *const *)re->outputs));
+    OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, relu ? 4 : 3,
+                             (const char *[]){dy, ind, cs->inputs[0], pool->outputs[0]}, 1,
+                             (const char *const *)(relu ? rn->outputs : re->outputs)));
     otter_status s = otter_node_set_domain(n, "com.otter");
-    int64_t gone[5] = {c, r0, r1, r2, out};
-    for (int i = 0; i < 5 && s == OTTER_OK; i++) s = bury(f, (size_t)gone[i]);
+    int64_t gone[6] = {c, r0, r1, r2, out, rg};
+    for (int i = 0; i < 5 + relu && s == OTTER_OK; i++) s = bury(f, (size_t)gone[i]);
     /* n takes the ScatterElements' place, after the Reshapes of dY and Indices and so after both */
     if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
     if (s != OTTER_OK) {

@@ -11,6 +11,8 @@
  *   MaxPool's gradient in standard ops (autodiff's ConstantOfShape(S) zeros, Reshapes to 1-D,
  *   ScatterElements of dY at MaxPool's Indices, Reshape to S)
  *                                   -> MaxPoolGrad(dY, Indices, S), the same sums in the same order
+ *   that gradient -> ReluGrad(., X) for MaxPool's input X
+ *                                   -> MaxPoolGrad(dY, Indices, S, Y) (Y: MaxPool's output), same bits
  *
  * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
  * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B
