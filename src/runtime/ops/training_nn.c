@@ -401,6 +401,7 @@ typedef struct dw_args {
     const float *X, *DY;       /* group gr's first channel of image 0 */
     int64_t xstride, dystride; /* per image */
     const int64_t *tap;
+    const float *x_begin, *x_end; /* all of X: 8-float loads inside need no mask */
 } dw_args;
 
 static void dw_taps(const ot_conv_geom *g, int64_t Cg, int64_t *tap) {
@@ -486,15 +487,14 @@ __attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(
     v[6] = _mm256_permute2f128_ps(s2, s6, 0x31), v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* Lanes [lo, hi) of an 8-float load (masked lanes are not read: no fault past a row's end). */
+/* Lanes [lo, hi) of p[0..8), zeros elsewhere, with a plain load and a mask when all of p[0..8) may
+ * be read (in_bounds), else a masked load (slow on some CPUs), which reads only lanes [lo, hi). */
 __attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_range(const float *p, int64_t lo,
-                                                                                  int64_t hi) {
-    if (lo <= 0 && hi >= 8) return _mm256_loadu_ps(p);
-    if (lo >= hi) return _mm256_setzero_ps();
+                                                                                  int64_t hi, bool in_bounds) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
                                     _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
-    return _mm256_maskload_ps(p, m);
+    return in_bounds ? _mm256_and_ps(_mm256_loadu_ps(p), _mm256_castsi256_ps(m)) : _mm256_maskload_ps(p, m);
 }
 
 /* dw_pack_dy with 8 x 8 transposes: per run of positions, blocks of 8 from the MR rows of dY. */
@@ -509,7 +509,8 @@ __attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int
         for (int64_t j = 0; j < len; j += 8) {
             int64_t cols = len - j < 8 ? len - j : 8;
             __m256 v[8];
-            for (int i = 0; i < 8; i++) v[i] = i < mr ? dw_load_range(src + i * osz + j, 0, cols) : _mm256_setzero_ps();
+            for (int i = 0; i < 8; i++)
+                v[i] = i < mr ? dw_load_range(src + i * osz + j, 0, cols, cols == 8) : _mm256_setzero_ps();
             dw_transpose8(v);
             /* row i's 8-lane store spills into row i + 1, written next; the last row stores MR lanes */
             float *d = dst + (k + j) * OT_SGEMM_MR;
@@ -559,8 +560,10 @@ __attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int6
             int64_t rows = o1 - ob < 8 ? o1 - ob : 8;
             for (int jg = 0; jg < OT_SGEMM_NR; jg += 8) {
                 __m256 v[8];
-                for (int i = 0; i < 8; i++)
-                    v[i] = dw_load_range(row + off[jg + i] + ob, lo[jg + i] - ob, hi[jg + i] - ob);
+                for (int i = 0; i < 8; i++) {
+                    const float *p = row + off[jg + i] + ob;
+                    v[i] = dw_load_range(p, lo[jg + i] - ob, hi[jg + i] - ob, p >= a->x_begin && p + 8 <= a->x_end);
+                }
                 dw_transpose8(v);
                 for (int64_t i = 0; i < rows; i++) _mm256_storeu_ps(d + i * OT_SGEMM_NR + jg, v[i]);
             }
@@ -695,7 +698,9 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .DY = DY + gr * Mg * osz,
                          .xstride = C * g.in_size,
                          .dystride = M * osz,
-                         .tap = tap};
+                         .tap = tap,
+                         .x_begin = X,
+                         .x_end = X + otter_tensor_numel(x)};
             s = ot_sgemm_packing(ctx, Mg, rows, N * osz, pack_dy, pack_x, &d, 0.0f, out[1] + gr * Mg * rows, rows);
         }
     }
