@@ -120,6 +120,31 @@ static void pad_phases4(const float *srow, int64_t W, int64_t pw, int64_t QW, fl
         for (int64_t s = 0; s < 4; s++) d[s * QW + q] = srow[4 * q + s - pw];
 }
 
+/* One channel of a padded row: d[0..lo) = 0, d[lo..hi) = s[0..hi - lo), d[hi..QW) = 0. Such rows
+ * hold tens of floats, where a memcpy / memset call costs more than the stores; the empty asm
+ * statements keep the compiler from turning the loops into those calls. */
+__attribute__((target("avx2"))) static void pad_channel(float *restrict d, const float *restrict s, int64_t lo,
+                                                        int64_t hi, int64_t QW) {
+    int64_t q = 0;
+    for (; q < lo; q++) {
+        d[q] = 0.0f;
+        __asm__("" ::: "memory");
+    }
+    for (; q + 8 <= hi; q += 8) {
+        __m256 v = _mm256_loadu_ps(s + q - lo);
+        __asm__("" : "+x"(v));
+        _mm256_storeu_ps(d + q, v);
+    }
+    for (; q < hi; q++) {
+        d[q] = s[q - lo];
+        __asm__("" ::: "memory");
+    }
+    for (; q < QW; q++) {
+        d[q] = 0.0f;
+        __asm__("" ::: "memory");
+    }
+}
+
 void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1) {
     const ot_conv_pad *p = arg;
     const int64_t C = p->C, H = p->H, W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
@@ -132,13 +157,14 @@ void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1) {
         }
         for (int64_t c = 0; c < C; c++) {
             const float *srow = p->x + ((n * C + c) * H + ih) * W;
+            /* consecutive channels' rows are a plane apart, a stride the hardware prefetchers miss: fetch ahead */
+            if (c + 8 < C)
+                for (int64_t b = 0; b < W; b += 16) __builtin_prefetch(srow + 8 * H * W + b);
             for (int64_t s = 0; s < ph; s++, d += QW) {
                 if (ph == 1) {
                     /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
                     int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
-                    memset(d, 0, (size_t)lo * sizeof(float));
-                    if (hi > lo) memcpy(d + lo, srow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
-                    if (QW > hi) memset(d + hi, 0, (size_t)(QW - hi) * sizeof(float));
+                    pad_channel(d, srow + (lo - pw), lo, hi, QW);
                 } else if (ph != 4) {
                     for (int64_t q = 0; q < QW; q++) {
                         int64_t iw = q * ph + s - pw;
