@@ -4,8 +4,10 @@
  * intermediate values have no other reader are replaced by one com.otter node that the kernels
  * run in one pass over the output:
  *
- *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu]
- *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | ""}
+ *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu] [-> MaxPool 2x2/2]
+ *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | "", maxpool_2x2} -> Y
+ *          [, MaxPool's Indices [, the unpooled shape: a Shape that was the unpooled value's other
+ *          reader, as in a training graph's MaxPool gradient]]
  *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
  *   MatMul [-> Add(1-D bias)] [-> Relu] -> FusedMatMul(A, B, bias) {activation}
  *   MaxPool's gradient in standard ops (autodiff's ConstantOfShape(S) zeros, Reshapes to 1-D,
