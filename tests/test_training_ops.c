@@ -612,6 +612,8 @@ static void test_conv(void) {
     int64_t xd1[3] = {2, 3, 9}, wd1[3] = {4, 3, 3};
     conv_attrs a1 = {1, {2, 1, 1}, {2, 1, 0}, {2, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_case("1-D stride 2, pads (2,1), dilation 2", false, 3, xd1, wd1, &a1);
+    conv_attrs a1s = {1, {1, 1, 1}, {2, 1, 0}, {2, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_case("1-D stride 1, pads (2,1), dilation 2", false, 3, xd1, wd1, &a1s);
     conv_attrs a2 = {2, {1, 1, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, "SAME_UPPER"};
     int64_t xd2[4] = {1, 2, 4, 5}, wd2[4] = {3, 2, 3, 3};
     conv_case("2-D auto_pad SAME_UPPER", false, 4, xd2, wd2, &a2);

@@ -401,7 +401,8 @@ typedef struct dw_args {
     const float *X, *DY;       /* group gr's first channel of image 0 */
     int64_t xstride, dystride; /* per image */
     const int64_t *tap;
-    const float *x_begin, *x_end; /* all of X: 8-float loads inside need no mask */
+    const ot_conv_pad *pad; /* dw_pack_x_avx2: X zero-padded */
+    int64_t pad_group;      /* offset of group gr's first channel in a padded row */
 } dw_args;
 
 static void dw_taps(const ot_conv_geom *g, int64_t Cg, int64_t *tap) {
@@ -487,14 +488,12 @@ __attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(
     v[6] = _mm256_permute2f128_ps(s2, s6, 0x31), v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* Lanes [lo, hi) of p[0..8), zeros elsewhere, with a plain load and a mask when all of p[0..8) may
- * be read (in_bounds), else a masked load (slow on some CPUs), which reads only lanes [lo, hi). */
-__attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_range(const float *p, int64_t lo,
-                                                                                  int64_t hi, bool in_bounds) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
-                                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
-    return in_bounds ? _mm256_and_ps(_mm256_loadu_ps(p), _mm256_castsi256_ps(m)) : _mm256_maskload_ps(p, m);
+/* The first n <= 8 floats at p, zeros after: a plain load, or a masked one (slow on some CPUs)
+ * for a short block. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_n(const float *p, int64_t n) {
+    if (n == 8) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(p,
+                              _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
 /* dw_pack_dy with 8 x 8 transposes: per run of positions, blocks of 8 from the MR rows of dY. */
@@ -509,8 +508,7 @@ __attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int
         for (int64_t j = 0; j < len; j += 8) {
             int64_t cols = len - j < 8 ? len - j : 8;
             __m256 v[8];
-            for (int i = 0; i < 8; i++)
-                v[i] = i < mr ? dw_load_range(src + i * osz + j, 0, cols, cols == 8) : _mm256_setzero_ps();
+            for (int i = 0; i < 8; i++) v[i] = i < mr ? dw_load_n(src + i * osz + j, cols) : _mm256_setzero_ps();
             dw_transpose8(v);
             /* row i's 8-lane store spills into row i + 1, written next; the last row stores MR lanes */
             float *d = dst + (k + j) * OT_SGEMM_MR;
@@ -521,49 +519,33 @@ __attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int
     }
 }
 
-/* dw_pack_x at stride 1 along w with 8 x 8 transposes: per run and group of 8 taps, blocks of 8
- * consecutive inputs per tap (masked to the tap's valid range) become 8 rows of the slab. Each
- * run's valid ranges are computed for 8 taps at a time from the taps' ranges as int32 columns. */
+/* dw_pack_x from X zero-padded (2-D, stride 1 along w): tap (c, kh, kw) at output (oh, ow) reads
+ * padded row oh * sh + kh * dh, column ow + kw * dw of channel c, so a run's inputs are 8-float
+ * loads at one offset per tap, without tests, and 8 x 8 transposes make the slab's rows. A run's
+ * last loads may read past it (into the next channel or the buffer's slack): those lanes are not
+ * stored. */
 __attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int64_t j0, int64_t nr, int64_t p0,
                                                            int64_t kc, float *dst) {
     const dw_args *a = arg;
     const ot_conv_geom *g = a->g;
-    const int64_t OH = g->out[1], OW = g->out[2], osz = g->out_size;
+    const ot_conv_pad *pad = a->pad;
+    const int64_t OW = g->out[2], osz = g->out_size, KH = g->k[1], KW = g->k[2];
     int64_t off[OT_SGEMM_NR];
-    int32_t range[6][OT_SGEMM_NR]; /* tap[1..6] per tap; an empty d range past nr */
-    for (int64_t j = 0; j < OT_SGEMM_NR; j++) {
-        const int64_t *t = a->tap + (j0 + (j < nr ? j : 0)) * DW_TAP;
-        off[j] = t[0];
-        for (int i = 0; i < 6; i++) range[i][j] = (int32_t)t[1 + i];
-        if (j >= nr) range[0][j] = 1, range[1][j] = 0;
+    for (int64_t j = 0; j < nr; j++) {
+        int64_t r = j0 + j, c = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+        off[j] = a->pad_group + kh * g->dil[1] * pad->row + c * pad->QW + kw * g->dil[2];
     }
     for (int64_t k = 0; k < kc;) {
-        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, od = q / (OH * OW), oh = q / OW % OH, o0 = q % OW;
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, oh = q / OW, o0 = q % OW;
         int64_t o1 = OW - o0 < kc - k ? OW : o0 + kc - k;
-        const float *row = a->X + n * a->xstride + (od * g->stride[0] * g->in[1] + oh * g->stride[1]) * g->in[2];
-        int32_t lo[OT_SGEMM_NR], hi[OT_SGEMM_NR]; /* valid outputs [lo, hi) of the run, per tap */
-        const __m256i vd = _mm256_set1_epi32((int)od), vh = _mm256_set1_epi32((int)oh);
-        const __m256i v0 = _mm256_set1_epi32((int)o0), v1 = _mm256_set1_epi32((int)o1);
-        for (int j = 0; j < OT_SGEMM_NR; j += 8) {
-#define OT_R(i) _mm256_loadu_si256((const __m256i *)(range[i] + j))
-            __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(OT_R(0), vd), _mm256_cmpgt_epi32(OT_R(2), vh));
-            __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(OT_R(1), vd), _mm256_cmpgt_epi32(OT_R(3), vh));
-            __m256i l = _mm256_min_epi32(_mm256_max_epi32(OT_R(4), v0), v1);
-            __m256i h = _mm256_min_epi32(_mm256_max_epi32(OT_R(5), l), v1);
-#undef OT_R
-            __m256i ok = _mm256_andnot_si256(out, in);
-            _mm256_storeu_si256((__m256i *)(lo + j), _mm256_blendv_epi8(v0, l, ok));
-            _mm256_storeu_si256((__m256i *)(hi + j), _mm256_blendv_epi8(v0, h, ok));
-        }
+        const float *row = pad->xp + n * pad->image + oh * g->stride[1] * pad->row;
         for (int64_t ob = o0; ob < o1; ob += 8) {
             float *d = dst + (k + ob - o0) * OT_SGEMM_NR;
             int64_t rows = o1 - ob < 8 ? o1 - ob : 8;
             for (int jg = 0; jg < OT_SGEMM_NR; jg += 8) {
                 __m256 v[8];
-                for (int i = 0; i < 8; i++) {
-                    const float *p = row + off[jg + i] + ob;
-                    v[i] = dw_load_range(p, lo[jg + i] - ob, hi[jg + i] - ob, p >= a->x_begin && p + 8 <= a->x_end);
-                }
+                for (int i = 0; i < 8; i++)
+                    v[i] = jg + i < nr ? _mm256_loadu_ps(row + off[jg + i] + ob) : _mm256_setzero_ps();
                 dw_transpose8(v);
                 for (int64_t i = 0; i < rows; i++) _mm256_storeu_ps(d + i * OT_SGEMM_NR + jg, v[i]);
             }
@@ -575,6 +557,31 @@ __attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int6
 static bool tn_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
+}
+
+/* With AVX2, the AVX2 packers; for im2col(X) only in 2-D (or 1-D) at stride 1 along w, with X
+ * zero-padded into pad first (scratch). */
+static otter_status dw_avx2_packers(ot_kernel_ctx *ctx, const ot_conv_geom *g, const float *X, int64_t N, int64_t C,
+                                    ot_conv_pad *pad, ot_sgemm_pack_fn *pack_dy, ot_sgemm_pack_fn *pack_x) {
+    if (!tn_avx2()) return OTTER_OK;
+    *pack_dy = dw_pack_dy_avx2;
+    if (g->stride[2] != 1 || g->k[0] != 1 || g->in[0] != 1 || N <= 0 || g->out_size <= 0) return OTTER_OK;
+    *pad = (ot_conv_pad){.x = X,
+                         .C = C,
+                         .H = g->in[1],
+                         .W = g->in[2],
+                         .pad_h = g->pb[1],
+                         .pad_w = g->pb[2],
+                         .phases = 1,
+                         .PH = (g->out[1] - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1,
+                         .QW = g->out[2] + (g->k[2] - 1) * g->dil[2]};
+    pad->row = C * pad->QW, pad->image = pad->PH * pad->row;
+    if (!(pad->xp = ot_ctx_scratch(ctx, (size_t)(N * pad->image + OT_CONV_PAD_SLACK) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    memset(pad->xp + N * pad->image, 0, OT_CONV_PAD_SLACK * sizeof(float));
+    ot_parallel_for(ctx, N * pad->PH, 1, ot_conv_pad_rows, pad);
+    *pack_x = dw_pack_x_avx2;
+    return OTTER_OK;
 }
 #endif
 
@@ -686,11 +693,9 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
         else
             dw_taps(&g, Cg, tap);
         ot_sgemm_pack_fn pack_dy = dw_pack_dy, pack_x = dw_pack_x;
+        ot_conv_pad pad = {.xp = NULL};
 #ifdef OT_TN_X86
-        if (tn_avx2()) {
-            pack_dy = dw_pack_dy_avx2;
-            if (g.stride[2] == 1) pack_x = dw_pack_x_avx2;
-        }
+        if (s == OTTER_OK) s = dw_avx2_packers(ctx, &g, X, N, C, &pad, &pack_dy, &pack_x);
 #endif
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
             dw_args d = {.g = &g,
@@ -699,8 +704,8 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
                          .xstride = C * g.in_size,
                          .dystride = M * osz,
                          .tap = tap,
-                         .x_begin = X,
-                         .x_end = X + otter_tensor_numel(x)};
+                         .pad = &pad,
+                         .pad_group = gr * Cg * pad.QW};
             s = ot_sgemm_packing(ctx, Mg, rows, N * osz, pack_dy, pack_x, &d, 0.0f, out[1] + gr * Mg * rows, rows);
         }
     }
