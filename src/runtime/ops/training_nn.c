@@ -1006,8 +1006,9 @@ static void scatter_planes(void *arg, int64_t b, int64_t e) {
 /* MaxPoolGrad(dY, Indices[, X_shape[, Y]]) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices
  * into X). X_shape (com.otter's form, from runtime/fuse.c) gives dX's shape; without it, the model's
  * declarations do. With MaxPool's output Y (fuse.c's MaxPoolGrad + ReluGrad), dY[i] counts only
- * where Y[i] > 0: ReluGrad(dX, X), as X[Indices[i]] is Y[i]. MaxPool's indices stay inside their (n, c) plane, so
- * planes go to threads in parallel, each in dY's order (the serial loop's sums, same bits). */
+ * where Y[i] > 0: ReluGrad(dX, X), as X[Indices[i]] is Y[i]. MaxPool's indices stay inside their
+ * (n, c) plane, so planes go to threads in parallel, each in dY's order (the serial loop's sums,
+ * same bits). */
 otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
