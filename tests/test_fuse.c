@@ -7,8 +7,8 @@
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
- * MaxPoolGrad, with disjoint and with overlapping windows, and must not fuse when an intermediate
- * is a graph output or the fill is not zero. */
+ * MaxPoolGrad, with disjoint and with overlapping windows, also with the ReluGrad after it, and must
+ * not fuse when an intermediate is a graph output or the fill is not zero. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,23 +104,35 @@ static otter_model *new_model(int64_t opset, int rank, const int64_t *xd, const 
 }
 
 /* dX = Reshape(ScatterElements(Reshape(ConstantOfShape(S, fill), [-1]), Reshape(I, [-1]), Reshape(dY, [-1]),
- * reduction), S) for S = Shape(x), [Y, I] = MaxPool(x) (kernel k x k, stride st), dY = Neg(Y): the pattern
- * src/autodiff/rules_nn.c emits. The scattered value is also a graph output when `leak` is set. */
+ * reduction), S) for S = Shape(p), [Y, I] = MaxPool(p) (kernel k x k, stride st), dY = Neg(Y): the pattern
+ * src/autodiff/rules_nn.c emits. The pooled p is x, or with conv_w (W's dims) Relu(Conv(x, W, B)) (pads
+ * k / 2). The scattered value is also a graph output when `leak` is set. With relu ("x" for p, or "nx" =
+ * Neg(x)), the output is com.microsoft ReluGrad(dX, relu). */
 static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t k, int64_t st, const char *reduction,
-                                       float fill, bool leak) {
-    otter_model *m = new_model(opset, 4, xd, "r");
+                                       float fill, bool leak, const char *relu, const int64_t *conv_w) {
+    otter_model *m = new_model(opset, 4, xd, relu ? "g" : "r");
     if (leak) CHECK_OK(otter_graph_add_output(m->graph, "sc", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     otter_tensor *flat;
     const int64_t one = 1, minus_one = -1;
     CHECK_OK(otter_tensor_from_data(&flat, "flat", OTTER_DTYPE_INT64, 1, &one, &minus_one));
     CHECK_OK(otter_graph_add_initializer(m->graph, flat));
     otter_node *n;
-    CHECK_OK(otter_node_create(&n, "MaxPool", "pool", 1, (const char *[]){"x"}, 2, (const char *[]){"y", "i"}));
+    const char *p = conv_w ? "cr" : "x";
+    if (conv_w) {
+        add_init(m, "W", 4, conv_w, 11, -0.5f, 1.0f);
+        add_init(m, "B", 1, conv_w, 12, -0.2f, 0.4f);
+        int64_t pad = conv_w[2] / 2;
+        CHECK_OK(otter_node_create(&n, "Conv", "conv", 3, (const char *[]){"x", "W", "B"}, 1, (const char *[]){"c"}));
+        CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, (const int64_t[]){pad, pad, pad, pad}));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        node(m, "Relu", 1, (const char *[]){"c"}, "cr");
+    }
+    CHECK_OK(otter_node_create(&n, "MaxPool", "pool", 1, (const char *[]){p}, 2, (const char *[]){"y", "i"}));
     CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (const int64_t[]){k, k}));
     CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (const int64_t[]){st, st}));
     CHECK_OK(otter_graph_add_node(m->graph, n));
     node(m, "Neg", 1, (const char *[]){"y"}, "dy");
-    node(m, "Shape", 1, (const char *[]){"x"}, "s");
+    node(m, "Shape", 1, (const char *[]){p}, "s");
     CHECK_OK(otter_node_create(&n, "ConstantOfShape", "zeros", 1, (const char *[]){"s"}, 1, (const char *[]){"z"}));
     otter_tensor *v;
     CHECK_OK(otter_tensor_from_data(&v, NULL, OTTER_DTYPE_FLOAT, 1, &one, &fill));
@@ -135,6 +147,14 @@ static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t
     if (reduction) CHECK_OK(otter_node_set_attr_string(n, "reduction", reduction));
     CHECK_OK(otter_graph_add_node(m->graph, n));
     node(m, "Reshape", 2, (const char *[]){"sc", "s"}, "r");
+    if (relu) {
+        node(m, "Neg", 1, (const char *[]){"x"}, "nx");
+        CHECK_OK(otter_node_create(&n, "ReluGrad", "rg", 2, (const char *[]){"r", strcmp(relu, "x") ? relu : p}, 1,
+                                   (const char *[]){"g"}));
+        CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    }
     return m;
 }
 
@@ -248,17 +268,68 @@ int main(void) {
          * 2x2 stride 2 as autodiff writes it at opset 14, 3x3 stride 1 (overlapping, reduction add) at 16.
          * An odd height: the pooling drops X's last row, so only S gives dX's shape. Same bits. */
         const int64_t xp[4] = {4, 48, 15, 14};
-        otter_model *m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false);
+        otter_model *m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, NULL, NULL);
         compare("MaxPool gradient (2x2/2) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
         otter_model_free(m);
-        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false);
+        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false, NULL, NULL);
         compare("MaxPool gradient (3x3/1, add) -> MaxPoolGrad", m, 4, xp, 1, 4, false, 1e-300);
         otter_model_free(m);
+        /* then ReluGrad at MaxPool's input (x in [-1, 1): windows with no positive value): one node;
+         * at another tensor it stays (Neg(x) is left unread when fused) */
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, "x", NULL);
+        compare("MaxPool gradient (2x2/2) + ReluGrad", m, 4, xp, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(16, xp, 3, 1, "add", 0.0f, false, "x", NULL);
+        compare("MaxPool gradient (3x3/1, add) + ReluGrad", m, 4, xp, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        const int64_t xo[4] = {2, 3, 9, 11}; /* odd width: a column left out, 5 blocks a row */
+        m = maxpool_grad_model(14, xo, 2, 2, NULL, 0.0f, false, "x", NULL);
+        compare("MaxPool gradient (2x2/2, 9x11) + ReluGrad", m, 4, xo, 1, 5, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, false, "nx", NULL);
+        compare("MaxPool gradient, ReluGrad at another input", m, 4, xp, 1, 6, false, 1e-300);
+        otter_model_free(m);
+        /* a training graph's Conv, Relu, MaxPool and their gradients: a FusedConv that pools and writes
+         * the Indices and the unpooled shape (for the gradient), and the fused MaxPoolGrad; 13 x 18: a
+         * pooled row ends in a partial half tile, the last row is left out; 7 channels; 3x3 (the
+         * direct kernel) and 1x1 (a matrix product, pooled after) */
+        const int64_t xc[4] = {3, 5, 13, 18}, wc3[4] = {7, 5, 3, 3}, wc1[4] = {7, 5, 1, 1};
+        m = maxpool_grad_model(14, xc, 2, 2, NULL, 0.0f, false, "x", wc3);
+        compare("Conv+Relu+MaxPool and gradient, 3x3", m, 4, xc, 2, 4, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(14, xc, 2, 2, NULL, 0.0f, false, "x", wc1);
+        compare("Conv+Relu+MaxPool and gradient, 1x1", m, 4, xc, 2, 4, false, 1e-300);
+        otter_model_free(m);
+        /* the Indices themselves (as floats): ties of zeros after the Relu pick the first tap */
+        m = new_model(14, 4, xc, "ci");
+        add_init(m, "W", 4, wc3, 11, -0.5f, 1.0f);
+        add_init(m, "B", 1, wc3, 12, -0.2f, 0.4f);
+        node(m, "Conv", 3, (const char *[]){"x", "W", "B"}, "c");
+        node(m, "Relu", 1, (const char *[]){"c"}, "cr");
+        otter_node *n;
+        CHECK_OK(otter_node_create(&n, "MaxPool", "pool", 1, (const char *[]){"cr"}, 2, (const char *[]){"y", "i"}));
+        CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (const int64_t[]){2, 2}));
+        CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (const int64_t[]){2, 2}));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        CHECK_OK(otter_node_create(&n, "Cast", "cast", 1, (const char *[]){"i"}, 1, (const char *[]){"ci"}));
+        CHECK_OK(otter_node_set_attr_int(n, "to", OTTER_DTYPE_FLOAT));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        compare("Conv+Relu+MaxPool's Indices", m, 4, xc, 1, 2, false, 1e-300);
+        otter_model_free(m);
+        /* without the ReluGrad, the Relu's output is still read by the MaxPool and the Shape only: the
+         * same FusedConv; with an unfused ReluGrad (the scattered value an output) it keeps a third
+         * reader and the MaxPool stays */
+        m = maxpool_grad_model(14, xc, 2, 2, NULL, 0.0f, false, NULL, wc3);
+        compare("Conv+Relu+MaxPool and gradient w/o ReluGrad", m, 4, xc, 2, 3, false, 1e-300);
+        otter_model_free(m);
+        m = maxpool_grad_model(14, xc, 2, 2, NULL, 0.0f, true, "x", wc3);
+        compare("Conv+Relu, MaxPool read by a ReluGrad", m, 4, xc, 1, 12, false, 1e-300);
+        otter_model_free(m);
         /* not fused: the scattered value is also a graph output; the fill is not zero */
-        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, true);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 0.0f, true, NULL, NULL);
         compare("MaxPool gradient, scattered value an output", m, 4, xp, 0, 9, false, 1e-300);
         otter_model_free(m);
-        m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false);
+        m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false, NULL, NULL);
         compare("MaxPool gradient over ones (not a gradient)", m, 4, xp, 0, 9, false, 1e-300);
         otter_model_free(m);
     }

@@ -612,6 +612,8 @@ static void test_conv(void) {
     int64_t xd1[3] = {2, 3, 9}, wd1[3] = {4, 3, 3};
     conv_attrs a1 = {1, {2, 1, 1}, {2, 1, 0}, {2, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_case("1-D stride 2, pads (2,1), dilation 2", false, 3, xd1, wd1, &a1);
+    conv_attrs a1s = {1, {1, 1, 1}, {2, 1, 0}, {2, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_case("1-D stride 1, pads (2,1), dilation 2", false, 3, xd1, wd1, &a1s);
     conv_attrs a2 = {2, {1, 1, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, "SAME_UPPER"};
     int64_t xd2[4] = {1, 2, 4, 5}, wd2[4] = {3, 2, 3, 3};
     conv_case("2-D auto_pad SAME_UPPER", false, 4, xd2, wd2, &a2);
@@ -642,6 +644,17 @@ static void test_conv(void) {
     int64_t sx3[4] = {2, 5, 13, 13}, sw3[4] = {7, 5, 5, 5};
     conv_attrs s3 = {2, {1, 1, 1}, {2, 2, 2, 2, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_ref_case("N 2, 5x5 pad 2, 7 outputs, width 13", sx3, sw3, &s3);
+    /* dW's packing in blocks of 8 positions x 8 taps: rows shorter than a block, a block and a
+     * part (K slices of 150 positions start inside rows), taps cut by pads and dilation, a last
+     * slab of 2 taps, channel slabs of 6, 6, 1 */
+    int64_t px[4] = {5, 6, 4, 3}, pw[4] = {9, 2, 3, 3};
+    conv_attrs p1 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 3, {0, 0, 0}, NULL};
+    conv_ref_case("N 5, groups 3, width 3, 18 taps", px, pw, &p1);
+    int64_t px2[4] = {3, 2, 5, 20}, pw2[4] = {13, 2, 3, 3};
+    conv_ref_case("N 3, 13 channels, width 20, K slices of 150", px2, pw2, &s2);
+    int64_t px3[4] = {4, 3, 6, 10}, pw3[4] = {8, 3, 2, 5};
+    conv_attrs p3 = {2, {1, 1, 1}, {0, 3, 1, 4, 0, 0}, {1, 2, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 4, 2x5 pads (0,3,1,4), dil (1,2), width 9", px3, pw3, &p3);
     /* ConvTranspose: W is (C, M/group, k...) */
     int64_t txd[4] = {2, 4, 3, 4}, twd[4] = {4, 3, 3, 2};
     conv_attrs t = {2, {2, 2, 1}, {1, 0, 0, 1, 0, 0}, {1, 1, 1}, 2, {1, 0, 0}, NULL};

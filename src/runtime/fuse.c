@@ -224,9 +224,10 @@ static const otter_tensor *channel_bias(const fz *f, const char *name, int rank,
     return ch >= 0 && t->dims[ch] == M ? t : NULL;
 }
 
-/* MaxPool 2x2, stride 2, no padding, floor, without Indices: what the direct conv kernel pools. */
+/* MaxPool 2x2, stride 2, no padding, floor, Indices in row-major order if any: what the direct conv
+ * kernel pools. */
 static bool maxpool_2x2(const otter_node *p) {
-    if (!is_op(p, "MaxPool") || (p->n_outputs > 1 && p->outputs[1][0])) return false;
+    if (!is_op(p, "MaxPool") || otter_node_attr_int(p, "storage_order", 0) != 0) return false;
     const otter_attr *ks = otter_node_attr(p, "kernel_shape"), *st = otter_node_attr(p, "strides");
     const otter_attr *pads = otter_node_attr(p, "pads"), *dil = otter_node_attr(p, "dilations");
     if (!ks || ks->n_ints != 2 || ks->ints[0] != 2 || ks->ints[1] != 2 || !st || st->n_ints != 2 || st->ints[0] != 2 ||
@@ -240,6 +241,42 @@ static bool maxpool_2x2(const otter_node *p) {
     return otter_node_attr_int(p, "ceil_mode", 0) == 0 && (!strcmp(ap, "NOTSET") || !strcmp(ap, "VALID"));
 }
 
+/* Append output `name` to n. */
+static otter_status add_output(otter_node *n, const char *name) {
+    char *copy = ot_strdup(name);
+    char **grown = copy ? ot_realloc(n->outputs, (n->n_outputs + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        ot_free(copy);
+        return OT_NOMEM();
+    }
+    n->outputs = grown;
+    n->outputs[n->n_outputs++] = copy;
+    return OTTER_OK;
+}
+
+/* `name` read by one top-level MaxPool and one Shape (no start / end) after node k, and by nothing
+ * else (a training graph: MaxPool's gradient takes dX's shape from the Shape): the MaxPool's index,
+ * the Shape's into *shape; else -1. */
+static int64_t pool_and_shape(const fz *f, size_t k, const char *name, int64_t *shape) {
+    int64_t pool = -1, n_read = 0;
+    *shape = -1;
+    for (size_t j = k + 1; j < f->g->n_nodes; j++) {
+        const otter_node *c = f->g->nodes[j];
+        if (!c) continue;
+        int64_t reads = 0;
+        for (size_t i = 0; i < c->n_inputs; i++) reads += !strcmp(c->inputs[i], name);
+        if (!reads) continue;
+        n_read += reads;
+        if (reads == 1 && is_op(c, "MaxPool") && pool < 0)
+            pool = (int64_t)j;
+        else if (reads == 1 && is_op(c, "Shape") && c->n_attrs == 0 && *shape < 0)
+            *shape = (int64_t)j;
+        else
+            return -1;
+    }
+    return pool >= 0 && *shape >= 0 && n_read == get(&f->uses, name) ? pool : -1;
+}
+
 static otter_status fuse_conv(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
     if (n->n_outputs != 1 || n->n_inputs < 2 || n->n_inputs > 3) return OTTER_OK;
@@ -249,7 +286,8 @@ static otter_status fuse_conv(fz *f, size_t k) {
     int64_t last = -1;
     int stage = 0;
     bool relu = false, pool = false;
-    for (int64_t r; !pool && (r = only_reader(f, out)) >= 0;) {
+    for (int64_t r, shape = -1;
+         !pool && ((r = only_reader(f, out)) >= 0 || (r = pool_and_shape(f, k, out, &shape)) >= 0);) {
         otter_node *c = f->g->nodes[r];
         bool taken = false;
         if (stage < 1 && is_op(c, "BatchNormalization")) {
@@ -273,7 +311,13 @@ static otter_status fuse_conv(fz *f, size_t k) {
             relu = taken = true;
             stage = 4;
         } else if (f32 && maxpool_2x2(c)) {
+            /* outputs 1 and 2: the Indices, the unpooled shape (for the Shape) */
             OT_TRY(otter_node_set_attr_int(n, "maxpool_2x2", 1));
+            if (c->n_outputs > 1 || shape >= 0) OT_TRY(add_output(n, c->n_outputs > 1 ? c->outputs[1] : ""));
+            if (shape >= 0) {
+                OT_TRY(add_output(n, f->g->nodes[shape]->outputs[0]));
+                OT_TRY(bury(f, (size_t)shape));
+            }
             pool = taken = true;
         }
         if (!taken) break;
@@ -354,7 +398,8 @@ static bool zero_f32_fill(const otter_node *n) {
 /* MaxPool's gradient as autodiff writes it in standard ops (src/autodiff/rules_nn.c):
  *   S = shape of X; zeros = ConstantOfShape(S); scattered = ScatterElements(Reshape(zeros, [-1]),
  *   Reshape(Indices, [-1]), Reshape(dY, [-1]), axis 0, reduction none | add); dX = Reshape(scattered, S)
- * with Indices MaxPool's second output -> com.otter MaxPoolGrad(dY, Indices, S), one pass over dX.
+ * with Indices MaxPool's second output -> com.otter MaxPoolGrad(dY, Indices, S), one pass over dX;
+ * and with ReluGrad(dX, X) after it -> MaxPoolGrad(dY, Indices, S, P) (P: MaxPool's output).
  * `k` is the ScatterElements. MaxPool's indices are distinct where windows don't overlap, so "none"
  * and "add" agree (up to the sign of a zero dY). */
 static otter_status fuse_maxpool_grad(fz *f, size_t k) {
@@ -374,12 +419,23 @@ static otter_status fuse_maxpool_grad(fz *f, size_t k) {
         strcmp(pool->outputs[1], ind) || !is_op(re, "Reshape") || re->n_inputs != 2 || re->n_outputs != 1 ||
         strcmp(re->inputs[0], sc->outputs[0]) || strcmp(re->inputs[1], cs->inputs[0]))
         return OTTER_OK;
+    /* dX's only reader a ReluGrad at MaxPool's input X: dX is nonzero only at the Indices, where X
+     * is MaxPool's output P, so P > 0 picks the values ReluGrad keeps (input 3 of the fused node) */
+    int64_t rg = only_reader(f, re->outputs[0]);
+    const otter_node *rn = rg >= 0 ? f->g->nodes[rg] : NULL;
+    bool relu = rn && rn->domain && !strcmp(rn->domain, "com.microsoft") && !strcmp(rn->op_type, "ReluGrad") &&
+                rn->n_inputs == 2 && rn->n_outputs == 1 && !strcmp(rn->inputs[0], re->outputs[0]) &&
+                pool->n_inputs >= 1 && !strcmp(rn->inputs[1], pool->inputs[0]) && pool->outputs[0][0];
     otter_node *n;
-    OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, 3, (const char *[]){dy, ind, cs->inputs[0]}, 1,
-                             (const char *const *)re->outputs));
+    OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, relu ? 4 : 3,
+                             (const char *[]){dy, ind, cs->inputs[0], pool->outputs[0]}, 1,
+                             (const char *const *)(relu ? rn->outputs : re->outputs)));
     otter_status s = otter_node_set_domain(n, "com.otter");
-    int64_t gone[5] = {c, r0, r1, r2, out};
-    for (int i = 0; i < 5 && s == OTTER_OK; i++) s = bury(f, (size_t)gone[i]);
+    int64_t gone[6] = {c, r0, r1, r2, out, rg};
+    for (int i = 0; i < 5 + relu && s == OTTER_OK; i++) s = bury(f, (size_t)gone[i]);
+    /* X lost the ReluGrad's read, Y gained this one's */
+    if (s == OTTER_OK && relu) s = ot_strmap_put(&f->uses, pool->inputs[0], get(&f->uses, pool->inputs[0]) - 1);
+    if (s == OTTER_OK && relu) s = ot_strmap_put(&f->uses, pool->outputs[0], get(&f->uses, pool->outputs[0]) + 1);
     /* n takes the ScatterElements' place, after the Reshapes of dY and Indices and so after both */
     if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
     if (s != OTTER_OK) {
@@ -440,6 +496,10 @@ static otter_status run_passes(fz *f) {
         OT_TRY(ot_strmap_put(&f->inputs, g->inputs[i].name, (intptr_t)i));
         OT_TRY(ot_strmap_put(&f->names, g->inputs[i].name, 1));
     }
+    /* gradients first: a ReluGrad fused there no longer reads the Relu's output, which the Conv's
+     * chain may then take up to the MaxPool */
+    for (size_t k = 0; k < g->n_nodes; k++)
+        if (is_op(g->nodes[k], "ScatterElements")) OT_TRY(fuse_maxpool_grad(f, k));
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
         if (is_op(n, "Conv"))
@@ -448,8 +508,6 @@ static otter_status run_passes(fz *f) {
             OT_TRY(fuse_gemm(f, k));
         else if (is_op(n, "MatMul"))
             OT_TRY(fuse_matmul(f, k));
-        else if (is_op(n, "ScatterElements"))
-            OT_TRY(fuse_maxpool_grad(f, k));
     }
     return OTTER_OK;
 }

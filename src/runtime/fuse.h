@@ -4,13 +4,17 @@
  * intermediate values have no other reader are replaced by one com.otter node that the kernels
  * run in one pass over the output:
  *
- *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu]
- *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | ""}
+ *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu] [-> MaxPool 2x2/2]
+ *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | "", maxpool_2x2} -> Y
+ *          [, MaxPool's Indices [, the unpooled shape: a Shape that was the unpooled value's other
+ *          reader, as in a training graph's MaxPool gradient]]
  *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
  *   MatMul [-> Add(1-D bias)] [-> Relu] -> FusedMatMul(A, B, bias) {activation}
  *   MaxPool's gradient in standard ops (autodiff's ConstantOfShape(S) zeros, Reshapes to 1-D,
  *   ScatterElements of dY at MaxPool's Indices, Reshape to S)
  *                                   -> MaxPoolGrad(dY, Indices, S), the same sums in the same order
+ *   that gradient -> ReluGrad(., X) for MaxPool's input X
+ *                                   -> MaxPoolGrad(dY, Indices, S, Y) (Y: MaxPool's output), same bits
  *
  * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
  * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B

@@ -120,18 +120,40 @@ static void pad_phases4(const float *srow, int64_t W, int64_t pw, int64_t QW, fl
         for (int64_t s = 0; s < 4; s++) d[s * QW + q] = srow[4 * q + s - pw];
 }
 
+/* One channel of a padded row: d[0..lo) = 0, d[lo..hi) = s[0..hi - lo), d[hi..QW) = 0. Such rows
+ * hold tens of floats, where a memcpy / memset call costs more than the stores; the empty asm
+ * statements keep the compiler from turning the loops into those calls. */
+__attribute__((target("avx2"))) static void pad_channel(float *restrict d, const float *restrict s, int64_t lo,
+                                                        int64_t hi, int64_t QW) {
+    int64_t q = 0;
+    for (; q < lo; q++) {
+        d[q] = 0.0f;
+        __asm__("" ::: "memory");
+    }
+    for (; q + 8 <= hi; q += 8) {
+        __m256 v = _mm256_loadu_ps(s + q - lo);
+        __asm__("" : "+x"(v));
+        _mm256_storeu_ps(d + q, v);
+    }
+    for (; q < hi; q++) {
+        d[q] = s[q - lo];
+        __asm__("" ::: "memory");
+    }
+    for (; q < QW; q++) {
+        d[q] = 0.0f;
+        __asm__("" ::: "memory");
+    }
+}
+
 /* Padded row r of image n, channel c: its ph phase rows at d (QW floats apart). */
 static void pad_channel_row(const ot_conv_pad *p, const float *srow, float *d) {
     const int64_t W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
     if (ph == 4) {
         pad_phases4(srow, W, pw, QW, d);
     } else if (ph == 1) {
-        /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops); rows are
-         * short (tens of floats): inline loops, not memcpy calls */
-        int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW, q = 0;
-        for (; q < lo; q++) d[q] = 0.0f;
-        for (const float *sq = srow + (lo - pw); q < hi; q++) d[q] = sq[q - lo];
-        for (; q < QW; q++) d[q] = 0.0f;
+        /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
+        int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
+        pad_channel(d, srow + (lo - pw), lo, hi, QW);
     } else {
         for (int64_t s = 0; s < ph; s++, d += QW)
             for (int64_t q = 0; q < QW; q++) {
@@ -207,15 +229,58 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_p
         _mm_maskstore_ps(y, _mm256_castsi256_si128(dc_mask(plane_lanes)), q);
 }
 
+/* dc_store_pool with MaxPool's Indices: the activation first (as a Relu node before the MaxPool),
+ * then per window the first maximum in scan order (a later tap wins only when greater: ties and NaN
+ * keep the first), as the MaxPool kernel scans. ind: the window's index out; ibase: the flat position
+ * of the first window's top-left input; W: the unpooled row length. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+dc_store_pool_ind(__m256 a0, __m256 a1, float bias, const float *z0, const float *z1, float *y, int64_t *ind,
+                  int64_t ibase, int64_t W, int lanes, int plane_lanes, bool relu) {
+    a0 = _mm256_add_ps(a0, _mm256_set1_ps(bias)), a1 = _mm256_add_ps(a1, _mm256_set1_ps(bias));
+    if (z0 && lanes == DC_HALF) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z0)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z1));
+    } else if (z0) {
+        __m256i m = dc_mask(lanes);
+        a0 = _mm256_add_ps(a0, _mm256_maskload_ps(z0, m)), a1 = _mm256_add_ps(a1, _mm256_maskload_ps(z1, m));
+    }
+    if (relu) a0 = _mm256_max_ps(a0, _mm256_setzero_ps()), a1 = _mm256_max_ps(a1, _mm256_setzero_ps());
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); /* low half: even lanes, high: odd */
+    a0 = _mm256_permutevar8x32_ps(a0, even), a1 = _mm256_permutevar8x32_ps(a1, even);
+    __m128 acc = _mm256_castps256_ps128(a0), m;
+    __m128i best = _mm_setzero_si128();
+#define DC_TAKE(v, off)                                                                                                \
+    m = _mm_cmp_ps(v, acc, _CMP_GT_OQ);                                                                                \
+    acc = _mm_blendv_ps(acc, v, m);                                                                                    \
+    best = _mm_blendv_epi8(best, _mm_set1_epi32((int)(off)), _mm_castps_si128(m));
+    DC_TAKE(_mm256_extractf128_ps(a0, 1), 1)
+    DC_TAKE(_mm256_castps256_ps128(a1), W)
+    DC_TAKE(_mm256_extractf128_ps(a1, 1), W + 1)
+#undef DC_TAKE
+    __m256i iv = _mm256_add_epi64(_mm256_set1_epi64x(ibase),
+                                  _mm256_cvtepi32_epi64(_mm_add_epi32(best, _mm_setr_epi32(0, 2, 4, 6))));
+    if (plane_lanes == DC_HALF / 2) {
+        _mm_storeu_ps(y, acc);
+        _mm256_storeu_si256((__m256i *)ind, iv);
+    } else if (plane_lanes > 0) {
+        __m256i pm = dc_mask(plane_lanes);
+        _mm_maskstore_ps(y, _mm256_castsi256_si128(pm), acc);
+        _mm256_maskstore_epi64((long long *)ind, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pm)), iv);
+    }
+}
+
 /* The stores of a register tile (acc[2 i], acc[2 i + 1]: channel i's two halves). Out of line, so
  * that the constants of the stores are not hoisted into registers the tile's loop needs. */
 __attribute__((target("avx2,fma"), noinline)) static void
 dc_epilogue(const __m256 *acc, int mr, bool pool, const float *bias, const float *z0, const float *z1, float *y0,
-            float *y1, int lanes0, int lanes1, int64_t ystride, int64_t pstride, int plane_lanes, bool relu) {
+            float *y1, int lanes0, int lanes1, int64_t ystride, int64_t pstride, int plane_lanes, bool relu,
+            int64_t *ind0, int64_t ibase, int64_t ind_w) {
     for (int i = 0; i < mr; i++) {
         const float b = bias ? bias[i] : 0.0f;
         const float *zi0 = z0 ? z0 + i * ystride : NULL, *zi1 = z1 ? z1 + i * ystride : NULL;
-        if (pool) {
+        if (pool && ind0) {
+            dc_store_pool_ind(acc[2 * i], acc[2 * i + 1], b, zi0, zi1, y0 + i * pstride, ind0 + i * pstride,
+                              ibase + i * ystride, ind_w, lanes0, plane_lanes, relu);
+        } else if (pool) {
             dc_store_pool(acc[2 * i], acc[2 * i + 1], b, zi0, zi1, y0 + i * pstride, lanes0, plane_lanes, relu);
         } else {
             dc_store(acc[2 * i], b, zi0, y0 + i * ystride, lanes0, relu);
@@ -229,12 +294,13 @@ dc_epilogue(const __m256 *acc, int mr, bool pool, const float *bias, const float
  * roff, each followed by KW column offsets kwoff (KW3: the common 3 taps at +0, +1, +2, unrolled);
  * y0 / y1 (and z0 / z1): the halves' first output in channel 0 of the block, channels ystride
  * apart. lanes1 == 0: no second half. POOL: the halves are vertical neighbours, pooled into y0
- * (channels pstride apart, plane_lanes outputs). */
+ * (channels pstride apart, plane_lanes outputs), with Indices into ind0 when not NULL (ibase: flat
+ * position of y0's first window, channels ystride apart; ind_w: the unpooled row length). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, const int64_t *restrict roff,
         int64_t n_rows, const int64_t *restrict kwoff, int64_t KW, const float *x0, const float *x1, float *y0,
         float *y1, const float *z0, const float *z1, int lanes0, int lanes1, const float *bias, int64_t ystride,
-        int64_t pstride, int plane_lanes, bool relu) {
+        int64_t pstride, int plane_lanes, bool relu, int64_t *ind0, int64_t ibase, int64_t ind_w) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(),
            c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
            c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
@@ -264,7 +330,8 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
 #undef DC_TAP
 #undef DC_ROW
     const __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    dc_epilogue(acc, MR, POOL, bias, z0, z1, y0, y1, lanes0, lanes1, ystride, pstride, plane_lanes, relu);
+    dc_epilogue(acc, MR, POOL, bias, z0, z1, y0, y1, lanes0, lanes1, ystride, pstride, plane_lanes, relu, ind0, ibase,
+                ind_w);
 }
 
 /* Work items [i0, i1): item = (image, group, run of tiles). */
@@ -290,6 +357,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                 float *yh[2];
                 const float *zh[2];
                 int lanes[2], plane_lanes = 0;
+                int64_t *ind = NULL, ibase = 0;
                 for (int h = 0; h < 2; h++) {
                     /* half tiles: two of a row in order, or (pooling) one below the other */
                     int64_t hh = p->pool ? (t / rh * 2 + h) * rh + t % rh : 2 * t + h;
@@ -304,6 +372,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                     if (p->pool && h == 0) {
                         yh[0] = a->y + (ych + m0) * psz + oh / 2 * (OW / 2) + ow0 / 2;
                         plane_lanes = OW / 2 - ow0 / 2 < DC_HALF / 2 ? (int)(OW / 2 - ow0 / 2) : DC_HALF / 2;
+                        if (a->indices) ind = a->indices + (yh[0] - a->y), ibase = yo;
                     }
                 }
                 switch (mr) {
@@ -311,13 +380,13 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     case R:                                                                                                            \
         if (p->kw3 && p->pool)                                                                                         \
             dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],      \
-                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
+                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                         \
         else if (p->kw3)                                                                                               \
             dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
-                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                         \
+                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                         \
         else                                                                                                           \
             dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],     \
-                    zh[1], lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu);                                  \
+                    zh[1], lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                  \
         break;
                     DC_CASE(6)
                     DC_CASE(5)

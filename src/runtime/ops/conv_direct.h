@@ -26,6 +26,8 @@ typedef struct ot_conv_direct {
                            pad_begin crops (ConvGrad's input gradient uses that) */
     bool relu;
     bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
+    int64_t *indices; /* with maxpool_2x2, or NULL: MaxPool's Indices, shaped like y (flat positions in the
+                         unpooled [N][M][OH][OW], the first maximum of each window in scan order) */
     bool winograd;    /* may use Winograd where it pays off (ctx->winograd: opt level 3) */
     bool constant_w;  /* w is the same every run: its packed forms are kept in the node's cache */
 } ot_conv_direct;

@@ -29,8 +29,8 @@
 bool ot_conv_winograd_applies(const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
     const int64_t th = (w->out[1] + 3) / 4, tw = (w->out[2] + 3) / 4;
-    return a->group == 1 && a->C >= 16 && a->M >= 16 && w->k[1] == 3 && w->k[2] == 3 && w->stride[1] == 1 &&
-           w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 &&
+    return !a->indices && a->group == 1 && a->C >= 16 && a->M >= 16 && w->k[1] == 3 && w->k[2] == 3 &&
+           w->stride[1] == 1 && w->stride[2] == 1 && w->dil[1] == 1 && w->dil[2] == 1 && tw >= 4 &&
            a->N * th * tw >= (a->constant_w ? 16 : 32);
 }
 

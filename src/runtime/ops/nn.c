@@ -241,6 +241,9 @@ static void maxpool_2x2(const float *x, int64_t planes, int64_t H, int64_t W, fl
         }
 }
 
+static void maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W,
+                                float *y, int64_t *ind);
+
 static otter_status conv_run(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
@@ -296,8 +299,18 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     int64_t pd[OTTER_MAX_RANK];
     memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
     if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd);
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd), *ind = NULL;
     if (!y) return OTTER_ERR_NOMEM;
+    /* outputs 1 and 2 with pooling (fuse.c, from a training graph): MaxPool's Indices, the unpooled shape */
+    if (pool && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
+        !(ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, ord, pd)))
+        return OTTER_ERR_NOMEM;
+    if (pool && ctx->n_outputs > 2 && ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2])) {
+        int64_t r = ord;
+        otter_tensor *sh = ot_ctx_output(ctx, 2, OTTER_DTYPE_INT64, 1, &r);
+        if (!sh) return OTTER_ERR_NOMEM;
+        memcpy(sh->data, od, sizeof(int64_t) * (size_t)ord);
+    }
     ot_conv_geom_to3(&g);
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
     conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
@@ -339,6 +352,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
                                   .win = win,
                                   .relu = a.act == ACT_RELU,
                                   .maxpool_2x2 = pool && !full,
+                                  .indices = ind && !full ? ind->data : NULL,
                                   .winograd = ctx->winograd,
                                   .constant_w = ot_ctx_input_constant(ctx, 1)};
         s = ot_conv_direct_run(ctx, &d);
@@ -372,7 +386,10 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
             for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
         }
     }
-    if (s == OTTER_OK && full) maxpool_2x2(full, od[0] * od[1], od[2], od[3], y->data);
+    if (s == OTTER_OK && full && ind)
+        maxpool_2x2_indices(ctx, full, od[0] * od[1], od[2], od[3], y->data, ind->data);
+    else if (s == OTTER_OK && full)
+        maxpool_2x2(full, od[0] * od[1], od[2], od[3], y->data);
     if (s == OTTER_OK)
         out_f32_done(y, ty);
     else
@@ -902,6 +919,15 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
                     }
                 }
     }
+}
+
+/* MaxPool 2x2, stride 2, floor with Indices over planes of H x W, by the MaxPool kernel's loop. */
+static void maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W,
+                                float *y, int64_t *ind) {
+    ot_conv_geom g = {.nd = 2, .in = {H, W}, .k = {2, 2}, .out = {H / 2, W / 2}, .stride = {2, 2}, .dil = {1, 1}};
+    ot_conv_geom_to3(&g);
+    pool_args a = {.g = &g, .kind = POOL_MAX, .X = x, .Y = y, .I = ind};
+    ot_parallel_for(ctx, planes, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
 }
 
 static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {

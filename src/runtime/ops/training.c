@@ -720,7 +720,7 @@ const ot_op_def ot_ops_training[] = {
     {MS, "ConvTransposeGrad", 1, tr_conv_transpose_grad, 0},
     {MS, "MaxPoolGrad", 1, tr_maxpool_grad, 0},
     {"", "MaxPoolGrad", 9, tr_maxpool_grad, 0},
-    {"com.otter", "MaxPoolGrad", 1, tr_maxpool_grad, 0}, /* + X's shape: the fused scatter (runtime/fuse.c) */
+    {"com.otter", "MaxPoolGrad", 1, tr_maxpool_grad, 0}, /* + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
     {MS, "AveragePoolGrad", 1, tr_avgpool_grad, 0},
     {"", "AveragePoolGrad", 9, tr_avgpool_grad, 0},
     /* indexing */

@@ -16,6 +16,11 @@
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/training_internal.h"
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_TN_X86 1
+#endif
+
 /* ---- LayerNormalizationGrad / SimplifiedLayerNormalization(Grad) --------------------------------- */
 
 /* Split X at axis into outer x inner and check that scale has `inner` elements and the saved
@@ -396,6 +401,8 @@ typedef struct dw_args {
     const float *X, *DY;       /* group gr's first channel of image 0 */
     int64_t xstride, dystride; /* per image */
     const int64_t *tap;
+    const ot_conv_pad *pad; /* dw_pack_x_avx2: X zero-padded */
+    int64_t pad_group;      /* offset of group gr's first channel in a padded row */
 } dw_args;
 
 static void dw_taps(const ot_conv_geom *g, int64_t Cg, int64_t *tap) {
@@ -461,6 +468,122 @@ static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64
         k += o1 - o0;
     }
 }
+
+#ifdef OT_TN_X86
+_Static_assert(OT_SGEMM_MR <= 8 && OT_SGEMM_NR % 8 == 0, "the AVX2 packers move 8 x 8 blocks");
+
+/* v[i][j] becomes v[j][i]. */
+__attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(__m256 *v) {
+    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    v[0] = _mm256_permute2f128_ps(s0, s4, 0x20), v[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    v[2] = _mm256_permute2f128_ps(s2, s6, 0x20), v[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    v[4] = _mm256_permute2f128_ps(s0, s4, 0x31), v[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    v[6] = _mm256_permute2f128_ps(s2, s6, 0x31), v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* The first n <= 8 floats at p, zeros after: a plain load, or a masked one (slow on some CPUs)
+ * for a short block. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_n(const float *p, int64_t n) {
+    if (n == 8) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(p,
+                              _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+/* dw_pack_dy with 8 x 8 transposes: per run of positions, blocks of 8 from the MR rows of dY. */
+__attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int64_t i0, int64_t mr, int64_t p0,
+                                                            int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const int64_t osz = a->g->out_size;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(OT_SGEMM_MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, len = osz - q < kc - k ? osz - q : kc - k;
+        const float *src = a->DY + n * a->dystride + i0 * osz + q;
+        for (int64_t j = 0; j < len; j += 8) {
+            int64_t cols = len - j < 8 ? len - j : 8;
+            __m256 v[8];
+            for (int i = 0; i < 8; i++) v[i] = i < mr ? dw_load_n(src + i * osz + j, cols) : _mm256_setzero_ps();
+            dw_transpose8(v);
+            /* row i's 8-lane store spills into row i + 1, written next; the last row stores MR lanes */
+            float *d = dst + (k + j) * OT_SGEMM_MR;
+            for (int64_t i = 0; i + 1 < cols; i++) _mm256_storeu_ps(d + i * OT_SGEMM_MR, v[i]);
+            _mm256_maskstore_ps(d + (cols - 1) * OT_SGEMM_MR, keep, v[cols - 1]);
+        }
+        k += len;
+    }
+}
+
+/* dw_pack_x from X zero-padded (2-D, stride 1 along w): tap (c, kh, kw) at output (oh, ow) reads
+ * padded row oh * sh + kh * dh, column ow + kw * dw of channel c, so a run's inputs are 8-float
+ * loads at one offset per tap, without tests, and 8 x 8 transposes make the slab's rows. A run's
+ * last loads may read past it (into the next channel or the buffer's slack): those lanes are not
+ * stored. */
+__attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int64_t j0, int64_t nr, int64_t p0,
+                                                           int64_t kc, float *dst) {
+    const dw_args *a = arg;
+    const ot_conv_geom *g = a->g;
+    const ot_conv_pad *pad = a->pad;
+    const int64_t OW = g->out[2], osz = g->out_size, KH = g->k[1], KW = g->k[2];
+    int64_t off[OT_SGEMM_NR];
+    for (int64_t j = 0; j < nr; j++) {
+        int64_t r = j0 + j, c = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+        off[j] = a->pad_group + kh * g->dil[1] * pad->row + c * pad->QW + kw * g->dil[2];
+    }
+    for (int64_t k = 0; k < kc;) {
+        int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, oh = q / OW, o0 = q % OW;
+        int64_t o1 = OW - o0 < kc - k ? OW : o0 + kc - k;
+        const float *row = pad->xp + n * pad->image + oh * g->stride[1] * pad->row;
+        for (int64_t ob = o0; ob < o1; ob += 8) {
+            float *d = dst + (k + ob - o0) * OT_SGEMM_NR;
+            int64_t rows = o1 - ob < 8 ? o1 - ob : 8;
+            for (int jg = 0; jg < OT_SGEMM_NR; jg += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; i++)
+                    v[i] = jg + i < nr ? _mm256_loadu_ps(row + off[jg + i] + ob) : _mm256_setzero_ps();
+                dw_transpose8(v);
+                for (int64_t i = 0; i < rows; i++) _mm256_storeu_ps(d + i * OT_SGEMM_NR + jg, v[i]);
+            }
+        }
+        k += o1 - o0;
+    }
+}
+
+static bool tn_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+/* With AVX2, the AVX2 packers; for im2col(X) only in 2-D (or 1-D) at stride 1 along w, with X
+ * zero-padded into pad first (scratch). */
+static otter_status dw_avx2_packers(ot_kernel_ctx *ctx, const ot_conv_geom *g, const float *X, int64_t N, int64_t C,
+                                    ot_conv_pad *pad, ot_sgemm_pack_fn *pack_dy, ot_sgemm_pack_fn *pack_x) {
+    if (!tn_avx2()) return OTTER_OK;
+    *pack_dy = dw_pack_dy_avx2;
+    if (g->stride[2] != 1 || g->k[0] != 1 || g->in[0] != 1 || N <= 0 || g->out_size <= 0) return OTTER_OK;
+    *pad = (ot_conv_pad){.x = X,
+                         .C = C,
+                         .H = g->in[1],
+                         .W = g->in[2],
+                         .pad_h = g->pb[1],
+                         .pad_w = g->pb[2],
+                         .phases = 1,
+                         .PH = (g->out[1] - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1,
+                         .QW = g->out[2] + (g->k[2] - 1) * g->dil[2]};
+    pad->row = C * pad->QW, pad->image = pad->PH * pad->row;
+    if (!(pad->xp = ot_ctx_scratch(ctx, (size_t)(N * pad->image + OT_CONV_PAD_SLACK) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    memset(pad->xp + N * pad->image, 0, OT_CONV_PAD_SLACK * sizeof(float));
+    ot_parallel_for(ctx, N * pad->PH, 1, ot_conv_pad_rows, pad);
+    *pack_x = dw_pack_x_avx2;
+    return OTTER_OK;
+}
+#endif
 
 /* Tasks (image b, channel c) in [t0, t1): dX[n0 + b][gr*Cg + c] += col2im of dcol. */
 static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
@@ -569,15 +692,21 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
             s = OTTER_ERR_NOMEM;
         else
             dw_taps(&g, Cg, tap);
+        ot_sgemm_pack_fn pack_dy = dw_pack_dy, pack_x = dw_pack_x;
+        ot_conv_pad pad = {.xp = NULL};
+#ifdef OT_TN_X86
+        if (s == OTTER_OK) s = dw_avx2_packers(ctx, &g, X, N, C, &pad, &pack_dy, &pack_x);
+#endif
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
             dw_args d = {.g = &g,
                          .X = X + gr * Cg * g.in_size,
                          .DY = DY + gr * Mg * osz,
                          .xstride = C * g.in_size,
                          .dystride = M * osz,
-                         .tap = tap};
-            s = ot_sgemm_packing(ctx, Mg, rows, N * osz, dw_pack_dy, dw_pack_x, &d, 0.0f, out[1] + gr * Mg * rows,
-                                 rows);
+                         .tap = tap,
+                         .pad = &pad,
+                         .pad_group = gr * Cg * pad.QW};
+            s = ot_sgemm_packing(ctx, Mg, rows, N * osz, pack_dy, pack_x, &d, 0.0f, out[1] + gr * Mg * rows, rows);
         }
     }
     /* chunk: enough images for about 4096 columns, at most N; one image (no dY copy) from 1024 columns */
@@ -772,22 +901,95 @@ static otter_status pool_grad_shape(const ot_kernel_ctx *ctx, const otter_tensor
     return OTTER_OK;
 }
 
-/* dX = 0, then dX[Indices[i]] += dY[i] over a range of (n, c) planes [b, e). Each plane has px
- * elements of dX and py of dY / Indices; an index outside its own plane (another chunk may be
- * writing there) records its position in `stray` and stops the chunk; the caller then redoes the
- * whole tensor as one plane. */
+/* dX = 0, then dX[Indices[i]] += dY[i] (only where y[i] > 0 with y) over a range of (n, c) planes
+ * [b, e). Each plane has px elements of dX and py of dY / Indices; an index outside its own plane
+ * (another chunk may be writing there) records its position in `stray` and stops the chunk; the
+ * caller then redoes the whole tensor as one plane. */
 typedef struct pool_scatter {
-    const float *dy;
-    const int64_t *i64; /* the indices: one of the two */
+    const float *dy, *y; /* y: MaxPool's output for a ReluGrad after the scatter, or NULL */
+    const int64_t *i64;  /* the indices: one of the two */
     const int32_t *i32;
     float *dx;
     int64_t px, py;
+    int64_t W; /* planes are H x W and dY's (H / 2) x (W / 2), else 0 */
+    bool avx2;
     atomic_llong stray; /* -1, or the position of an index outside its plane */
 } pool_scatter;
+
+/* The value plane element i adds: 0 + dY[i] (the scatter's sum into zeros, also for a -0 dY). */
+static inline float scatter_value(const pool_scatter *a, int64_t i) {
+    return 0.0f + (a->y && !(a->y[i] > 0.0f) ? 0.0f : a->dy[i]);
+}
+
+/* 2x2 blocks [ow0, ow1) of block row oh of plane p (see scatter_plane_2x2); false when an index is
+ * not in its block. */
+static bool scatter_blocks_2x2(const pool_scatter *a, int64_t p, int64_t oh, int64_t ow0, int64_t ow1) {
+    const int64_t W = a->W, lo = p * a->px;
+    float *restrict d0 = a->dx + lo + 2 * oh * W, *restrict d1 = d0 + W;
+    bool bad = false;
+    for (int64_t ow = ow0; ow < ow1; ow++) {
+        int64_t i = p * a->py + oh * (W / 2) + ow;
+        int64_t k = (a->i64 ? a->i64[i] : a->i32[i]) - lo - 2 * (oh * W + ow);
+        bad |= (uint64_t)k > 1 && (uint64_t)(k - W) > 1;
+        float v = scatter_value(a, i);
+        d0[2 * ow] = k == 0 ? v : 0.0f, d0[2 * ow + 1] = k == 1 ? v : 0.0f;
+        d1[2 * ow] = k == W ? v : 0.0f, d1[2 * ow + 1] = k == W + 1 ? v : 0.0f;
+    }
+    return !bad;
+}
+
+#ifdef OT_TN_X86
+/* scatter_blocks_2x2 for 4 blocks at a time from block 0; returns the blocks done, or -1. */
+__attribute__((target("avx2"))) static int64_t scatter_blocks_2x2_avx2(const pool_scatter *a, int64_t p, int64_t oh) {
+    const int64_t W = a->W, OW = W / 2, lo = p * a->px;
+    float *d0 = a->dx + lo + 2 * oh * W, *d1 = d0 + W;
+    const __m256i w0 = _mm256_set1_epi64x(W), w1 = _mm256_set1_epi64x(W + 1), one = _mm256_set1_epi64x(1);
+    const __m256i step = _mm256_set1_epi64x(8), dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    __m256i base = _mm256_add_epi64(_mm256_set1_epi64x(lo + 2 * oh * W), _mm256_setr_epi64x(0, 2, 4, 6));
+    __m256i bad = _mm256_setzero_si256();
+    int64_t ow = 0;
+    for (; ow + 4 <= OW; ow += 4, base = _mm256_add_epi64(base, step)) {
+        int64_t i = p * a->py + oh * OW + ow;
+        __m256i k = a->i64 ? _mm256_loadu_si256((const __m256i *)(a->i64 + i))
+                           : _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)(a->i32 + i)));
+        k = _mm256_sub_epi64(k, base);
+        __m256i e0 = _mm256_cmpeq_epi64(k, _mm256_setzero_si256()), e1 = _mm256_cmpeq_epi64(k, one);
+        __m256i eW = _mm256_cmpeq_epi64(k, w0), eW1 = _mm256_cmpeq_epi64(k, w1);
+        bad =
+            _mm256_or_si256(bad, _mm256_cmpeq_epi64(_mm256_or_si256(_mm256_or_si256(e0, e1), _mm256_or_si256(eW, eW1)),
+                                                    _mm256_setzero_si256()));
+        __m128 v = _mm_loadu_ps(a->dy + i);
+        if (a->y) v = _mm_and_ps(v, _mm_cmpgt_ps(_mm_loadu_ps(a->y + i), _mm_setzero_ps()));
+        __m256 v2 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_add_ps(_mm_setzero_ps(), v)), dup);
+        _mm256_storeu_ps(d0 + 2 * ow, _mm256_and_ps(_mm256_castsi256_ps(_mm256_blend_epi32(e0, e1, 0xAA)), v2));
+        _mm256_storeu_ps(d1 + 2 * ow, _mm256_and_ps(_mm256_castsi256_ps(_mm256_blend_epi32(eW, eW1, 0xAA)), v2));
+    }
+    return _mm256_testz_si256(bad, bad) ? ow : -1;
+}
+#endif
+
+/* Plane p when every index lies in its own 2x2 block (2x2 stride-2 pooling): dX written row by row
+ * without the zero fill and the scattered read-modify-writes. False when an index lies elsewhere
+ * (the plane is then redone by the scatter). */
+static bool scatter_plane_2x2(const pool_scatter *a, int64_t p) {
+    const int64_t W = a->W, H = a->px / W;
+    float *dx = a->dx + p * a->px;
+    for (int64_t oh = 0; oh < H / 2; oh++) {
+        int64_t ow = 0;
+#ifdef OT_TN_X86
+        if (a->avx2 && (ow = scatter_blocks_2x2_avx2(a, p, oh)) < 0) return false;
+#endif
+        if (!scatter_blocks_2x2(a, p, oh, ow, W / 2)) return false;
+        if (W & 1) dx[2 * oh * W + W - 1] = dx[(2 * oh + 1) * W + W - 1] = 0.0f;
+    }
+    if (H & 1) memset(dx + (H - 1) * W, 0, (size_t)W * sizeof(float));
+    return true;
+}
 
 static void scatter_planes(void *arg, int64_t b, int64_t e) {
     pool_scatter *a = arg;
     for (int64_t p = b; p < e; p++) {
+        if (a->W && scatter_plane_2x2(a, p)) continue;
         int64_t lo = p * a->px, hi = lo + a->px;
         memset(a->dx + lo, 0, (size_t)a->px * sizeof(float)); /* plane by plane: still in cache for the scatter */
         for (int64_t i = p * a->py; i < (p + 1) * a->py; i++) {
@@ -796,15 +998,17 @@ static void scatter_planes(void *arg, int64_t b, int64_t e) {
                 atomic_store_explicit(&a->stray, i, memory_order_relaxed);
                 return;
             }
-            a->dx[k] += a->dy[i];
+            a->dx[k] += scatter_value(a, i);
         }
     }
 }
 
-/* MaxPoolGrad(dY, Indices[, X_shape]) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices into
- * X). X_shape (com.otter's form, from runtime/fuse.c) gives dX's shape; without it, the model's
- * declarations do. MaxPool's indices stay inside their (n, c) plane, so planes go to threads in
- * parallel, each in dY's order (the serial loop's sums, same bits). */
+/* MaxPoolGrad(dY, Indices[, X_shape[, Y]]) -> dX: dX[Indices[i]] += dY[i] (flat row-major indices
+ * into X). X_shape (com.otter's form, from runtime/fuse.c) gives dX's shape; without it, the model's
+ * declarations do. With MaxPool's output Y (fuse.c's MaxPoolGrad + ReluGrad), dY[i] counts only
+ * where Y[i] > 0: ReluGrad(dX, X), as X[Indices[i]] is Y[i]. MaxPool's indices stay inside their
+ * (n, c) plane, so planes go to threads in parallel, each in dY's order (the serial loop's sums,
+ * same bits). */
 otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
@@ -819,14 +1023,19 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
         OT_TRY(tr_shape_input(ctx, 2, &rank, dims));
     else
         OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
-    const float *DY;
-    float *t0 = NULL, *ty = NULL, *DX;
+    const otter_tensor *y = ot_ctx_input(ctx, 3);
+    if (y && otter_tensor_numel(y) != otter_tensor_numel(dy))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "Y '%s' must have dY's shape", ot_ctx_input_name(ctx, 3));
+    const float *DY, *Y = NULL;
+    float *t0 = NULL, *t3 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
     otter_status s = tr_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK && y) s = tr_in(ctx, 3, &Y, &t3);
     if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         int64_t nx = otter_tensor_numel(dx), n = otter_tensor_numel(dy);
         pool_scatter a = {.dy = DY,
+                          .y = Y,
                           .i64 = ind->dtype == OTTER_DTYPE_INT64 ? ind->data : NULL,
                           .i32 = ind->dtype == OTTER_DTYPE_INT32 ? ind->data : NULL,
                           .dx = DX};
@@ -835,10 +1044,14 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
             rank >= 2 && dy->rank == rank && dy->dims[0] == dims[0] && dy->dims[1] == dims[1] ? dims[0] * dims[1] : 0;
         if (planes > 0) {
             a.px = nx / planes, a.py = n / planes;
+            if (rank == 4 && dims[3] > 0 && dy->dims[2] == dims[2] / 2 && dy->dims[3] == dims[3] / 2) a.W = dims[3];
+#ifdef OT_TN_X86
+            a.avx2 = tn_avx2();
+#endif
             ot_parallel_for(ctx, planes, 1 + 16384 / (a.px + a.py + 1), scatter_planes, &a);
         }
         if (planes <= 0 || atomic_load(&a.stray) >= 0) {
-            a.px = nx, a.py = n;
+            a.px = nx, a.py = n, a.W = 0;
             atomic_store(&a.stray, -1);
             scatter_planes(&a, 0, 1);
         }
@@ -852,6 +1065,7 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
     else
         ot_free(ty);
     ot_free(t0);
+    ot_free(t3);
     return s;
 }
 
