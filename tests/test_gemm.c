@@ -8,9 +8,12 @@
 #include <time.h>
 
 #include "runtime/ops/gemm.h"
+#include "runtime/session.h"
+#include "runtime/threadpool.h"
 #include "testutil.h"
 
 static double worst;
+static const ot_kernel_ctx *run_ctx; /* the products under test run on it (NULL: one thread) */
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -43,7 +46,7 @@ static void check_one(sgemm_fn sf, dgemm_fn df, bool ta, bool tb, int64_t M, int
                 s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
             R[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0 : beta * (double)C[i * ldc + j]);
         }
-    CHECK_OK(sf(NULL, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
+    CHECK_OK(sf(run_ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
     CHECK_OK(df(NULL, ta, tb, M, N, K, alpha, Ad, lda, Bd, ldb, beta, Cd, ldc));
     double err = 0, errd = 0;
     for (int64_t i = 0; i < M; i++)
@@ -121,11 +124,50 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     return s;
 }
 
+/* The prepacked product on 2 and 3 threads splits rows (or, for a few rows, columns) differently
+ * from one thread: within tolerance of the reference, and bitwise equal to one thread (each
+ * element is summed in the same order whatever the split). */
+static void threads(void) {
+    static const int64_t ms[] = {1, 5, 6, 7, 11, 12, 13, 23, 24, 25, 36, 37, 64, 65, 121, 240, 241};
+    static const int64_t ns[] = {1, 15, 16, 17, 33, 200};
+    static const int64_t ks[] = {1, 196, 257, 784};
+    for (int t = 2; t <= 3; t++) {
+        ot_pool *pool;
+        CHECK_OK(ot_pool_create(&pool, t));
+        otter_session sess = {.pool = pool, .n_threads = t};
+        ot_kernel_ctx ctx = {.n_threads = t, .runtime = &sess};
+        int n0 = tu_checks;
+        worst = 0;
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+                int64_t M = ms[a], N = ns[b], K = ks[(a + b) % 4];
+                run_ctx = &ctx;
+                check_one(prepacked, ot_dgemm_portable, (a + b) % 2, b % 2, M, N, K, 1.0f, b % 3 ? 0.5f : 0.0f, a % 2);
+                float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(K * N) * sizeof *B);
+                float *C1 = malloc((size_t)(M * N) * sizeof *C1), *Ct = malloc((size_t)(M * N) * sizeof *Ct);
+                unsigned seed = (unsigned)(M + 7 * N + 13 * K);
+                for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
+                for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
+                CHECK_OK(prepacked(NULL, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N));
+                CHECK_OK(prepacked(&ctx, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, Ct, N));
+                CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
+                free(A), free(B), free(C1), free(Ct);
+            }
+        /* more than one row block (MSUP rows) and column panel (NC columns) */
+        check_one(prepacked, ot_dgemm_portable, false, true, 1930, 40, 70, 1.0f, 1.0f, 0);
+        check_one(prepacked, ot_dgemm_portable, true, false, 13, 4100, 30, 1.0f, 0.0f, 2);
+        run_ctx = NULL;
+        printf("prepacked B on %d threads: %d checks; worst relative error %.3g\n", t, tu_checks - n0, worst);
+        ot_pool_free(pool);
+    }
+}
+
 int main(void) {
     printf("gemm backend: %s\n", ot_gemm_backend());
     sweep("ot_sgemm/ot_dgemm", ot_sgemm, ot_dgemm);
     sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
     sweep("prepacked B", prepacked, ot_dgemm_portable);
+    threads();
     speed("ot_sgemm", ot_sgemm, 512);
     speed("portable", ot_sgemm_portable, 512);
     return tu_finish("test_gemm");

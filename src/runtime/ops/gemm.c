@@ -3,7 +3,8 @@
  * Portable sgemm (the GotoBLAS/BLIS scheme): for each NC-wide column panel and KC-deep slice,
  * B is packed into NR-wide slabs ([kc][NR], zero-padded), A into MR-tall slabs ([kc][MR], alpha
  * folded in), and a MR x NR micro-kernel accumulates into C. Packing and the micro-kernel loop
- * run on the session's threads (tasks are MC-row x NCH-column tiles of C). Packing goes through
+ * run on the session's threads (tasks are MC-row x NCH-column tiles of C; with B packed once, runs
+ * of rows that pack their own A over all of K, one parallel_for per product). Packing goes through
  * callbacks, so ot_sgemm_packing's callers pack operands that are never stored. Small M (a few rows,
  * as in batch-1 inference) skips packing: rows of C are built with axpy (B not transposed) or dot
  * products (B transposed), split over columns. */
@@ -181,6 +182,10 @@ typedef struct sg_args {
     float *pa, *pb;
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
+    /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
+     * slabs per run, floats of A per run */
+    int64_t threads, row_slabs, col_runs, run_slabs;
+    size_t na;
 } sg_args;
 
 /* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
@@ -236,6 +241,21 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
+/* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
+ * (g->pa) times the packed columns of B (g->pb) over the current K slice; beta first on the first. */
+static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
+    if (g->pc == 0) scale_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta);
+    for (int64_t q = q0; q < q1; q += NR) {
+        int nr = (int)(q1 - q < NR ? q1 - q : NR);
+        const float *bp = g->pb + (q / NR) * g->kc * NR;
+        for (int64_t r = r0; r < r1; r += MR) {
+            int mr = (int)(r1 - r < MR ? r1 - r : MR);
+            const float *ap = g->pa + (r / MR) * g->kc * MR;
+            g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
+        }
+    }
+}
+
 /* Tasks: (row block of MC rows within the current ic chunk) x (NCH columns within the jc panel). */
 static void sg_compute(void *arg, int64_t t0, int64_t t1) {
     sg_args *g = arg;
@@ -243,17 +263,7 @@ static void sg_compute(void *arg, int64_t t0, int64_t t1) {
         int64_t mb = t / g->n_nch, nb = t % g->n_nch;
         int64_t r0 = mb * MC, r1 = r0 + MC < g->mc ? r0 + MC : g->mc;    /* relative to ic */
         int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc; /* relative to jc */
-        float *cblk = g->C + (g->ic + r0) * g->ldc + g->jc + q0;
-        if (g->pc == 0) scale_rows_f(cblk, g->ldc, r1 - r0, q1 - q0, g->beta);
-        for (int64_t q = q0; q < q1; q += NR) {
-            int nr = (int)(q1 - q < NR ? q1 - q : NR);
-            const float *bp = g->pb + (q / NR) * g->kc * NR;
-            for (int64_t r = r0; r < r1; r += MR) {
-                int mr = (int)(r1 - r < MR ? r1 - r : MR);
-                const float *ap = g->pa + (r / MR) * g->kc * MR;
-                g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
-            }
-        }
+        sg_block(g, r0, r1, q0, q1);
     }
 }
 
@@ -264,23 +274,61 @@ static void sg_pack_sizes(int64_t M, int64_t N, int64_t K, size_t *nb, size_t *n
     *na = (size_t)((mcap + MR - 1) / MR * MR * kcap);
 }
 
+/* With B packed beforehand, a task is a run of MR-row slabs of the current ic block times a run of
+ * g->run_slabs NR-column slabs of the jc panel, over every K slice: it packs its own rows of A
+ * (into the buffer of its column run), so a block is one parallel_for, without a barrier per
+ * slice. */
+static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
+    const sg_args *g0 = arg;
+    const int64_t step = kc_step(g0->K), slabs = (g0->nc + NR - 1) / NR;
+    const int64_t runs = (slabs + g0->run_slabs - 1) / g0->run_slabs;
+    for (int64_t t = t0; t < t1; t++) {
+        sg_args g = *g0;
+        int64_t s0 = t / runs * g.row_slabs, s1 = s0 + g.row_slabs, r1 = s1 * MR < g.mc ? s1 * MR : g.mc;
+        int64_t q0 = t % runs * g.run_slabs * NR, q1 = q0 + g.run_slabs * NR < g.nc ? q0 + g.run_slabs * NR : g.nc;
+        float *pa = g0->pa + (size_t)(t % runs) * g.na;
+        for (g.pc = 0; g.pc < g.K; g.pc += g.kc) {
+            g.kc = g.K - g.pc < step ? g.K - g.pc : step;
+            /* slab s at g.pa + s * kc * MR, inside this task's part [s0, s1) * step * MR of the buffer
+             * whatever the slice's depth (the other tasks may be on another slice) */
+            g.pa = pa + s0 * (step - g.kc) * MR;
+            sg_pack_a(&g, s0, (r1 + MR - 1) / MR);
+            sg_block(&g, s0 * MR, r1, q0, q1);
+            g.pb += slabs * NR * g.kc;
+        }
+    }
+}
+
 /* The blocked product with g's callbacks and packing buffers (g->pb, g->pa of sg_pack_sizes); with
- * no pack_b, g->pb is B packed beforehand. */
+ * no pack_b, g->pb is B packed beforehand and the tasks are sg_prepacked_tasks: two runs of rows
+ * per thread (at most MC rows; a thread that is late, on a busy machine, leaves half its share to
+ * the others), or all rows when the columns are split. */
 static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
     for (g->jc = 0; g->jc < g->N; g->jc += NC) {
         g->nc = g->N - g->jc < NC ? g->N - g->jc : NC;
+        const int64_t step = kc_step(g->K), slabs = (g->nc + NR - 1) / NR;
+        if (!g->pack_b) {
+            g->run_slabs = (slabs + g->col_runs - 1) / g->col_runs;
+            for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
+                g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
+                int64_t rows = (g->mc + MR - 1) / MR, parts = g->threads > 1 ? 2 * g->threads : 1,
+                        per = (rows + parts - 1) / parts;
+                g->row_slabs = g->col_runs > 1 ? rows : per < MC / MR ? per : MC / MR;
+                run_range(ctx, (rows + g->row_slabs - 1) / g->row_slabs * ((slabs + g->run_slabs - 1) / g->run_slabs),
+                          1, sg_prepacked_tasks, g);
+            }
+            g->pb += slabs * NR * g->K; /* the next panel */
+            continue;
+        }
         g->n_nch = (g->nc + NCH - 1) / NCH;
-        const int64_t step = kc_step(g->K);
         for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
             g->kc = g->K - g->pc < step ? g->K - g->pc : step;
-            if (g->pack_b) run_range(ctx, (g->nc + NR - 1) / NR, 4, sg_pack_b, g);
+            run_range(ctx, slabs, 4, sg_pack_b, g);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
                 run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
             }
-            /* no pack_b: g->pb walks B packed beforehand (ot_sgemm_pack_b), block after block */
-            if (!g->pack_b) g->pb += (g->nc + NR - 1) / NR * NR * g->kc;
         }
     }
 }
@@ -413,9 +461,13 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
     }
-    size_t nb, na;
-    sg_pack_sizes(M, N, K, &nb, &na);
-    if (!(g.pa = ot_malloc(na * sizeof(float)))) return OT_NOMEM();
+    /* Enough row slabs for every thread: runs of rows; else (a few rows) all rows per task and the
+     * columns cut into one run per thread, each packing its own copy of the small A. */
+    size_t nb;
+    sg_pack_sizes(M, N, K, &nb, &g.na);
+    g.threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1;
+    g.col_runs = ((M < MSUP ? M : MSUP) + MR - 1) / MR >= 2 * g.threads ? 1 : g.threads;
+    if (!(g.pa = ot_malloc((size_t)g.col_runs * g.na * sizeof(float)))) return OT_NOMEM();
     g.pb = (float *)(uintptr_t)packed_b; /* read only: without pack_b nothing writes it */
     sg_blocked(ctx, &g);
     ot_free(g.pa);
