@@ -616,9 +616,29 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 
 #ifdef OTTER_HAVE_BLAS
 static atomic_int blas_threads = 0;
-static void blas_set_threads(const ot_kernel_ctx *ctx) {
-    int n = ctx && ctx->n_threads > 0 ? ctx->n_threads : 1;
+static void blas_set_threads(int n) {
     if (atomic_exchange(&blas_threads, n) != n) openblas_set_num_threads(n);
+}
+
+/* One row: sgemv over columns [j0, j1) of C. */
+typedef struct gemv_args {
+    bool ta, tb;
+    int64_t K, lda, ldb;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemv_args;
+
+static void gemv_cols(void *arg, int64_t j0, int64_t j1) {
+    const gemv_args *g = arg;
+    if (g->beta == 0.0f) memset(g->C + j0, 0, (size_t)(j1 - j0) * sizeof(float)); /* never read C's garbage */
+    int inc_a = g->ta ? (int)g->lda : 1, n = (int)(j1 - j0);
+    if (g->tb)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, (int)g->K, g->alpha, g->B + j0 * g->ldb, (int)g->ldb, g->A, inc_a,
+                    g->beta, g->C + j0, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)g->K, n, g->alpha, g->B + j0, (int)g->ldb, g->A, inc_a, g->beta,
+                    g->C + j0, 1);
 }
 #endif
 
@@ -631,17 +651,25 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
         scale_rows_f(C, ldc, M, N, beta);
         return OTTER_OK;
     }
-    blas_set_threads(ctx);
     if (M == 1) {
-        /* one row (batch-1 inference): sgemv streams op(B) once, where sgemm would first pack it all */
-        if (beta == 0.0f) memset(C, 0, (size_t)N * sizeof(float)); /* never read C's garbage (NaN * 0) */
-        int inc_a = trans_a ? (int)lda : 1;
-        if (trans_b)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
-        else
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)K, (int)N, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
+        /* One row (batch-1 inference): sgemv streams op(B) once, where sgemm would first pack it all.
+         * Its columns split over the session's threads (chunks of at least 32K products), with
+         * OpenBLAS on one thread: its own workers would spin on the cores the session's use. */
+        gemv_args g = {.ta = trans_a,
+                       .tb = trans_b,
+                       .K = K,
+                       .lda = lda,
+                       .ldb = ldb,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .A = A,
+                       .B = B,
+                       .C = C};
+        blas_set_threads(1);
+        run_range(ctx, N, K < 32768 ? 32768 / K : 1, gemv_cols, &g);
         return OTTER_OK;
     }
+    blas_set_threads(ctx && ctx->n_threads > 0 ? ctx->n_threads : 1);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return OTTER_OK;
@@ -659,7 +687,7 @@ otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
         scale_rows_d(C, ldc, M, N, beta);
         return OTTER_OK;
     }
-    blas_set_threads(ctx);
+    blas_set_threads(ctx && ctx->n_threads > 0 ? ctx->n_threads : 1);
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return OTTER_OK;
