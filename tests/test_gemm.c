@@ -119,7 +119,7 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
     if (!p) return OTTER_ERR_NOMEM;
     ot_sgemm_pack_b(tb, K, N, B, ldb, p);
-    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc);
+    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, false);
     free(p);
     return s;
 }
@@ -152,6 +152,27 @@ static void threads(void) {
                 CHECK_OK(prepacked(&ctx, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, Ct, N));
                 CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
                 free(A), free(B), free(C1), free(Ct);
+            }
+        /* the epilogue (bias row, relu) bitwise as C holding copies of the bias, then Relu; with no
+         * product (K 0, alpha 0) too */
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a += 2)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+                int64_t M = ms[a], N = ns[b], K = b == 1 ? 0 : ks[(a + b) % 4];
+                float alpha = b == 2 ? 0.0f : 0.75f, beta = a % 4 ? 1.0f : -0.5f;
+                float *A = malloc((size_t)(M * K + 1) * sizeof *A), *B = malloc((size_t)(K * N + 1) * sizeof *B);
+                float *bias = malloc((size_t)N * sizeof *bias), *p = malloc(ot_sgemm_packed_b_size(K, N) * 4 + 4);
+                float *C1 = malloc((size_t)(M * N) * sizeof *C1), *Ct = malloc((size_t)(M * N) * sizeof *Ct);
+                unsigned seed = (unsigned)(3 * M + N + K);
+                for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
+                for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
+                for (int64_t j = 0; j < N; j++) bias[j] = frand(&seed);
+                ot_sgemm_pack_b(false, K, N, B, N, p);
+                for (int64_t i = 0; i < M * N; i++) C1[i] = bias[i % N], Ct[i] = NAN;
+                CHECK_OK(ot_sgemm_prepacked(NULL, false, M, N, K, alpha, A, K, p, beta, C1, N, NULL, false));
+                for (int64_t i = 0; i < M * N; i++) C1[i] = C1[i] > 0.0f ? C1[i] : 0.0f;
+                CHECK_OK(ot_sgemm_prepacked(&ctx, false, M, N, K, alpha, A, K, p, beta, Ct, N, bias, true));
+                CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
+                free(A), free(B), free(bias), free(p), free(C1), free(Ct);
             }
         /* more than one row block (MSUP rows) and column panel (NC columns) */
         check_one(prepacked, ot_dgemm_portable, false, true, 1930, 40, 70, 1.0f, 1.0f, 0);

@@ -148,6 +148,22 @@ static void scale_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta
     }
 }
 
+/* C = beta * bias in every row when bias, else C *= beta. */
+static void init_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta, const float *bias) {
+    if (!bias) {
+        scale_rows_f(C, ldc, m, n, beta);
+        return;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta * bias[j];
+}
+
+/* C = max(C, 0); NaN becomes 0, as in the Relu kernel. */
+static void relu_rows_f(float *C, int64_t ldc, int64_t m, int64_t n) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = C[i * ldc + j] > 0.0f ? C[i * ldc + j] : 0.0f;
+}
+
 static void scale_rows_d(double *C, int64_t ldc, int64_t m, int64_t n, double beta) {
     for (int64_t i = 0; i < m; i++) {
         double *c = C + i * ldc;
@@ -183,9 +199,11 @@ typedef struct sg_args {
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
-     * slabs per run, floats of A per run */
+     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and relu) */
     int64_t threads, row_slabs, col_runs, run_slabs;
     size_t na;
+    const float *bias;
+    bool relu;
 } sg_args;
 
 /* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
@@ -242,9 +260,12 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
 }
 
 /* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
- * (g->pa) times the packed columns of B (g->pb) over the current K slice; beta first on the first. */
+ * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
+ * slice, C *= beta, or with g->bias C = beta * bias (each row). */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
-    if (g->pc == 0) scale_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta);
+    if (g->pc == 0)
+        init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
+                    g->bias ? g->bias + g->jc + q0 : NULL);
     for (int64_t q = q0; q < q1; q += NR) {
         int nr = (int)(q1 - q < NR ? q1 - q : NR);
         const float *bp = g->pb + (q / NR) * g->kc * NR;
@@ -296,6 +317,7 @@ static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
             sg_block(&g, s0 * MR, r1, q0, q1);
             g.pb += slabs * NR * g.kc;
         }
+        if (g.relu) relu_rows_f(g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
     }
 }
 
@@ -371,9 +393,11 @@ static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
     }
 }
 
+/* No product (K == 0 or alpha == 0): rows [i0, i1) of C get only beta and the epilogue. */
 static void sg_scale(void *arg, int64_t i0, int64_t i1) {
     sg_args *g = arg;
-    scale_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta);
+    init_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta, g->bias);
+    if (g->relu) relu_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
 }
 
 otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -442,7 +466,8 @@ void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t
 }
 
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc) {
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
+                                const float *bias, bool relu) {
     if (M <= 0 || N <= 0) return OTTER_OK;
     sg_args g = {.ta = trans_a,
                  .M = M,
@@ -456,7 +481,9 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .C = C,
                  .pack_a = mat_pack_a,
                  .parg = &g,
-                 .ukr = pick_ukr()};
+                 .ukr = pick_ukr(),
+                 .bias = bias,
+                 .relu = relu};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
