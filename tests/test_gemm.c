@@ -126,7 +126,8 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
 
 /* The prepacked product on 2 and 3 threads splits rows (or, for a few rows, columns) differently
  * from one thread: within tolerance of the reference, and bitwise equal to one thread (each
- * element is summed in the same order whatever the split). */
+ * element is summed in the same order whatever the split). Also ot_sgemm's one-row products,
+ * split over columns. */
 static void threads(void) {
     static const int64_t ms[] = {1, 5, 6, 7, 11, 12, 13, 23, 24, 25, 36, 37, 64, 65, 121, 240, 241};
     static const int64_t ns[] = {1, 15, 16, 17, 33, 200};
@@ -174,6 +175,11 @@ static void threads(void) {
                 CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
                 free(A), free(B), free(bias), free(p), free(C1), free(Ct);
             }
+        /* one row (OpenBLAS builds: sgemv's columns split over the threads) */
+        for (int tr = 0; tr < 4; tr++)
+            for (int64_t n = 1; n <= 600; n = n * 3 + 1)
+                check_one(ot_sgemm, ot_dgemm, tr & 1, tr >> 1, 1, n, n % 2 ? 2048 : 300, 0.5f, n % 3 ? 0.0f : 1.0f,
+                          n % 2);
         /* more than one row block (MSUP rows) and column panel (NC columns) */
         check_one(prepacked, ot_dgemm_portable, false, true, 1930, 40, 70, 1.0f, 1.0f, 0);
         check_one(prepacked, ot_dgemm_portable, true, false, 13, 4100, 30, 1.0f, 0.0f, 2);
