@@ -5,7 +5,8 @@
  * Row-major; op(X) is X or its transpose; lda / ldb / ldc are row strides in elements of the
  * matrices as stored (A is M x K, or K x M when trans_a). beta == 0 never reads C (so C may hold
  * garbage or NaN). Through OpenBLAS when built with OTTER_HAVE_BLAS (its thread count set to
- * ctx->n_threads), else a portable cache-blocked kernel (AVX2/FMA micro-kernel chosen at run time
+ * ctx->n_threads; one-row sgemm as sgemv on one OpenBLAS thread per column chunk, split with
+ * ot_parallel_for), else a portable cache-blocked kernel (AVX2/FMA micro-kernel chosen at run time
  * on x86-64) parallelized with ot_parallel_for. ctx may be NULL: one thread.
  *
  * Don't call these from inside an ot_parallel_for body with a ctx (no nested parallelism): pass
