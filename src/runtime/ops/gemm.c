@@ -226,15 +226,39 @@ static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int6
 /* alpha folded in. */
 static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
+    int64_t k0 = 0;
+#ifdef OT_GEMM_X86
+    /* A full slab of rows, 4 columns at a time through SSE transposes: 2 stores per column instead of
+     * 6 scalar ones (packing A is most of the work besides the micro-kernel when N is small). */
+    _Static_assert(MR == 6, "the SSE packing below loads 6 rows");
+    if (!g->ta && mr == MR) {
+        const float *src = g->A + i0 * g->lda + p0;
+        const __m128 al = _mm_set1_ps(g->alpha), zero = _mm_setzero_ps();
+        for (; k0 + 4 <= kc; k0 += 4) {
+            __m128 r0 = _mm_mul_ps(al, _mm_loadu_ps(src + k0)), r1 = _mm_mul_ps(al, _mm_loadu_ps(src + g->lda + k0)),
+                   r2 = _mm_mul_ps(al, _mm_loadu_ps(src + 2 * g->lda + k0)),
+                   r3 = _mm_mul_ps(al, _mm_loadu_ps(src + 3 * g->lda + k0)),
+                   r4 = _mm_mul_ps(al, _mm_loadu_ps(src + 4 * g->lda + k0)),
+                   r5 = _mm_mul_ps(al, _mm_loadu_ps(src + 5 * g->lda + k0)), r6 = zero, r7 = zero;
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _MM_TRANSPOSE4_PS(r4, r5, r6, r7);
+            float *d = dst + k0 * MR;
+            _mm_storeu_ps(d, r0), _mm_storel_pi((__m64 *)(d + 4), r4);
+            _mm_storeu_ps(d + MR, r1), _mm_storel_pi((__m64 *)(d + MR + 4), r5);
+            _mm_storeu_ps(d + 2 * MR, r2), _mm_storel_pi((__m64 *)(d + 2 * MR + 4), r6);
+            _mm_storeu_ps(d + 3 * MR, r3), _mm_storel_pi((__m64 *)(d + 3 * MR + 4), r7);
+        }
+    }
+#endif
     for (int64_t i = 0; i < MR; i++) {
         if (i >= mr) {
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0.0f;
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = 0.0f;
         } else if (!g->ta) {
             const float *src = g->A + (i0 + i) * g->lda + p0;
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
         } else {
             const float *src = g->A + p0 * g->lda + (i0 + i);
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
         }
     }
 }
