@@ -8,9 +8,12 @@
 #include <time.h>
 
 #include "runtime/ops/gemm.h"
+#include "runtime/session.h"
+#include "runtime/threadpool.h"
 #include "testutil.h"
 
 static double worst;
+static const ot_kernel_ctx *run_ctx; /* the products under test run on it (NULL: one thread) */
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -43,7 +46,7 @@ static void check_one(sgemm_fn sf, dgemm_fn df, bool ta, bool tb, int64_t M, int
                 s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
             R[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0 : beta * (double)C[i * ldc + j]);
         }
-    CHECK_OK(sf(NULL, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
+    CHECK_OK(sf(run_ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
     CHECK_OK(df(NULL, ta, tb, M, N, K, alpha, Ad, lda, Bd, ldb, beta, Cd, ldc));
     double err = 0, errd = 0;
     for (int64_t i = 0; i < M; i++)
@@ -116,9 +119,74 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
     if (!p) return OTTER_ERR_NOMEM;
     ot_sgemm_pack_b(tb, K, N, B, ldb, p);
-    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc);
+    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, false);
     free(p);
     return s;
+}
+
+/* The prepacked product on 2 and 3 threads splits rows (or, for a few rows, columns) differently
+ * from one thread: within tolerance of the reference, and bitwise equal to one thread (each
+ * element is summed in the same order whatever the split). Also ot_sgemm's one-row products,
+ * split over columns. */
+static void threads(void) {
+    static const int64_t ms[] = {1, 5, 6, 7, 11, 12, 13, 23, 24, 25, 36, 37, 64, 65, 121, 240, 241};
+    static const int64_t ns[] = {1, 15, 16, 17, 33, 200};
+    static const int64_t ks[] = {1, 196, 257, 784};
+    for (int t = 2; t <= 3; t++) {
+        ot_pool *pool;
+        CHECK_OK(ot_pool_create(&pool, t));
+        otter_session sess = {.pool = pool, .n_threads = t};
+        ot_kernel_ctx ctx = {.n_threads = t, .runtime = &sess};
+        int n0 = tu_checks;
+        worst = 0;
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+                int64_t M = ms[a], N = ns[b], K = ks[(a + b) % 4];
+                run_ctx = &ctx;
+                check_one(prepacked, ot_dgemm_portable, (a + b) % 2, b % 2, M, N, K, 1.0f, b % 3 ? 0.5f : 0.0f, a % 2);
+                float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(K * N) * sizeof *B);
+                float *C1 = malloc((size_t)(M * N) * sizeof *C1), *Ct = malloc((size_t)(M * N) * sizeof *Ct);
+                unsigned seed = (unsigned)(M + 7 * N + 13 * K);
+                for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
+                for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
+                CHECK_OK(prepacked(NULL, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N));
+                CHECK_OK(prepacked(&ctx, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, Ct, N));
+                CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
+                free(A), free(B), free(C1), free(Ct);
+            }
+        /* the epilogue (bias row, relu) bitwise as C holding copies of the bias, then Relu; with no
+         * product (K 0, alpha 0) too */
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a += 2)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+                int64_t M = ms[a], N = ns[b], K = b == 1 ? 0 : ks[(a + b) % 4];
+                float alpha = b == 2 ? 0.0f : 0.75f, beta = a % 4 ? 1.0f : -0.5f;
+                float *A = malloc((size_t)(M * K + 1) * sizeof *A), *B = malloc((size_t)(K * N + 1) * sizeof *B);
+                float *bias = malloc((size_t)N * sizeof *bias), *p = malloc(ot_sgemm_packed_b_size(K, N) * 4 + 4);
+                float *C1 = malloc((size_t)(M * N) * sizeof *C1), *Ct = malloc((size_t)(M * N) * sizeof *Ct);
+                unsigned seed = (unsigned)(3 * M + N + K);
+                for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
+                for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
+                for (int64_t j = 0; j < N; j++) bias[j] = frand(&seed);
+                ot_sgemm_pack_b(false, K, N, B, N, p);
+                for (int64_t i = 0; i < M * N; i++) C1[i] = bias[i % N], Ct[i] = NAN;
+                CHECK_OK(ot_sgemm_prepacked(NULL, false, M, N, K, alpha, A, K, p, beta, C1, N, NULL, false));
+                for (int64_t i = 0; i < M * N; i++) C1[i] = C1[i] > 0.0f ? C1[i] : 0.0f;
+                CHECK_OK(ot_sgemm_prepacked(&ctx, false, M, N, K, alpha, A, K, p, beta, Ct, N, bias, true));
+                CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
+                free(A), free(B), free(bias), free(p), free(C1), free(Ct);
+            }
+        /* one row (OpenBLAS builds: sgemv's columns split over the threads) */
+        for (int tr = 0; tr < 4; tr++)
+            for (int64_t n = 1; n <= 600; n = n * 3 + 1)
+                check_one(ot_sgemm, ot_dgemm, tr & 1, tr >> 1, 1, n, n % 2 ? 2048 : 300, 0.5f, n % 3 ? 0.0f : 1.0f,
+                          n % 2);
+        /* more than one row block (MSUP rows) and column panel (NC columns) */
+        check_one(prepacked, ot_dgemm_portable, false, true, 1930, 40, 70, 1.0f, 1.0f, 0);
+        check_one(prepacked, ot_dgemm_portable, true, false, 13, 4100, 30, 1.0f, 0.0f, 2);
+        run_ctx = NULL;
+        printf("prepacked B on %d threads: %d checks; worst relative error %.3g\n", t, tu_checks - n0, worst);
+        ot_pool_free(pool);
+    }
 }
 
 int main(void) {
@@ -126,6 +194,7 @@ int main(void) {
     sweep("ot_sgemm/ot_dgemm", ot_sgemm, ot_dgemm);
     sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
     sweep("prepacked B", prepacked, ot_dgemm_portable);
+    threads();
     speed("ot_sgemm", ot_sgemm, 512);
     speed("portable", ot_sgemm_portable, 512);
     return tu_finish("test_gemm");

@@ -341,7 +341,9 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
     for (int64_t it = i0; it < i1; it++) {
         int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, n = ng / a->group, gr = ng % a->group;
-        int64_t tc = it % per_group / p->blk_chunks, bc = it % p->blk_chunks;
+        /* channel-block chunks counted from the last: the ones with an extra block are handed out
+         * first, and the smaller ones even out the threads' finishing times */
+        int64_t tc = it % per_group / p->blk_chunks, bc = p->blk_chunks - 1 - it % p->blk_chunks;
         int64_t t0 = tc * p->tiles_per_item, t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
         int b0 = (int)(bc * p->n_blk / p->blk_chunks), b1 = (int)((bc + 1) * p->n_blk / p->blk_chunks);
         const float *xg = p->pad.xp + n * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;

@@ -3,7 +3,8 @@
  * Portable sgemm (the GotoBLAS/BLIS scheme): for each NC-wide column panel and KC-deep slice,
  * B is packed into NR-wide slabs ([kc][NR], zero-padded), A into MR-tall slabs ([kc][MR], alpha
  * folded in), and a MR x NR micro-kernel accumulates into C. Packing and the micro-kernel loop
- * run on the session's threads (tasks are MC-row x NCH-column tiles of C). Packing goes through
+ * run on the session's threads (tasks are MC-row x NCH-column tiles of C; with B packed once, runs
+ * of rows that pack their own A over all of K, one parallel_for per product). Packing goes through
  * callbacks, so ot_sgemm_packing's callers pack operands that are never stored. Small M (a few rows,
  * as in batch-1 inference) skips packing: rows of C are built with axpy (B not transposed) or dot
  * products (B transposed), split over columns. */
@@ -147,6 +148,22 @@ static void scale_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta
     }
 }
 
+/* C = beta * bias in every row when bias, else C *= beta. */
+static void init_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta, const float *bias) {
+    if (!bias) {
+        scale_rows_f(C, ldc, m, n, beta);
+        return;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta * bias[j];
+}
+
+/* C = max(C, 0); NaN becomes 0, as in the Relu kernel. */
+static void relu_rows_f(float *C, int64_t ldc, int64_t m, int64_t n) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = C[i * ldc + j] > 0.0f ? C[i * ldc + j] : 0.0f;
+}
+
 static void scale_rows_d(double *C, int64_t ldc, int64_t m, int64_t n, double beta) {
     for (int64_t i = 0; i < m; i++) {
         double *c = C + i * ldc;
@@ -181,6 +198,12 @@ typedef struct sg_args {
     float *pa, *pb;
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
+    /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
+     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and relu) */
+    int64_t threads, row_slabs, col_runs, run_slabs;
+    size_t na;
+    const float *bias;
+    bool relu;
 } sg_args;
 
 /* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
@@ -203,15 +226,39 @@ static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int6
 /* alpha folded in. */
 static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
+    int64_t k0 = 0;
+#ifdef OT_GEMM_X86
+    /* A full slab of rows, 4 columns at a time through SSE transposes: 2 stores per column instead of
+     * 6 scalar ones (packing A is most of the work besides the micro-kernel when N is small). */
+    _Static_assert(MR == 6, "the SSE packing below loads 6 rows");
+    if (!g->ta && mr == MR) {
+        const float *src = g->A + i0 * g->lda + p0;
+        const __m128 al = _mm_set1_ps(g->alpha), zero = _mm_setzero_ps();
+        for (; k0 + 4 <= kc; k0 += 4) {
+            __m128 r0 = _mm_mul_ps(al, _mm_loadu_ps(src + k0)), r1 = _mm_mul_ps(al, _mm_loadu_ps(src + g->lda + k0)),
+                   r2 = _mm_mul_ps(al, _mm_loadu_ps(src + 2 * g->lda + k0)),
+                   r3 = _mm_mul_ps(al, _mm_loadu_ps(src + 3 * g->lda + k0)),
+                   r4 = _mm_mul_ps(al, _mm_loadu_ps(src + 4 * g->lda + k0)),
+                   r5 = _mm_mul_ps(al, _mm_loadu_ps(src + 5 * g->lda + k0)), r6 = zero, r7 = zero;
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _MM_TRANSPOSE4_PS(r4, r5, r6, r7);
+            float *d = dst + k0 * MR;
+            _mm_storeu_ps(d, r0), _mm_storel_pi((__m64 *)(d + 4), r4);
+            _mm_storeu_ps(d + MR, r1), _mm_storel_pi((__m64 *)(d + MR + 4), r5);
+            _mm_storeu_ps(d + 2 * MR, r2), _mm_storel_pi((__m64 *)(d + 2 * MR + 4), r6);
+            _mm_storeu_ps(d + 3 * MR, r3), _mm_storel_pi((__m64 *)(d + 3 * MR + 4), r7);
+        }
+    }
+#endif
     for (int64_t i = 0; i < MR; i++) {
         if (i >= mr) {
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0.0f;
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = 0.0f;
         } else if (!g->ta) {
             const float *src = g->A + (i0 + i) * g->lda + p0;
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
         } else {
             const float *src = g->A + p0 * g->lda + (i0 + i);
-            for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
+            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
         }
     }
 }
@@ -236,6 +283,24 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
+/* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
+ * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
+ * slice, C *= beta, or with g->bias C = beta * bias (each row). */
+static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
+    if (g->pc == 0)
+        init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
+                    g->bias ? g->bias + g->jc + q0 : NULL);
+    for (int64_t q = q0; q < q1; q += NR) {
+        int nr = (int)(q1 - q < NR ? q1 - q : NR);
+        const float *bp = g->pb + (q / NR) * g->kc * NR;
+        for (int64_t r = r0; r < r1; r += MR) {
+            int mr = (int)(r1 - r < MR ? r1 - r : MR);
+            const float *ap = g->pa + (r / MR) * g->kc * MR;
+            g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
+        }
+    }
+}
+
 /* Tasks: (row block of MC rows within the current ic chunk) x (NCH columns within the jc panel). */
 static void sg_compute(void *arg, int64_t t0, int64_t t1) {
     sg_args *g = arg;
@@ -243,17 +308,7 @@ static void sg_compute(void *arg, int64_t t0, int64_t t1) {
         int64_t mb = t / g->n_nch, nb = t % g->n_nch;
         int64_t r0 = mb * MC, r1 = r0 + MC < g->mc ? r0 + MC : g->mc;    /* relative to ic */
         int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc; /* relative to jc */
-        float *cblk = g->C + (g->ic + r0) * g->ldc + g->jc + q0;
-        if (g->pc == 0) scale_rows_f(cblk, g->ldc, r1 - r0, q1 - q0, g->beta);
-        for (int64_t q = q0; q < q1; q += NR) {
-            int nr = (int)(q1 - q < NR ? q1 - q : NR);
-            const float *bp = g->pb + (q / NR) * g->kc * NR;
-            for (int64_t r = r0; r < r1; r += MR) {
-                int mr = (int)(r1 - r < MR ? r1 - r : MR);
-                const float *ap = g->pa + (r / MR) * g->kc * MR;
-                g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
-            }
-        }
+        sg_block(g, r0, r1, q0, q1);
     }
 }
 
@@ -264,23 +319,62 @@ static void sg_pack_sizes(int64_t M, int64_t N, int64_t K, size_t *nb, size_t *n
     *na = (size_t)((mcap + MR - 1) / MR * MR * kcap);
 }
 
+/* With B packed beforehand, a task is a run of MR-row slabs of the current ic block times a run of
+ * g->run_slabs NR-column slabs of the jc panel, over every K slice: it packs its own rows of A
+ * (into the buffer of its column run), so a block is one parallel_for, without a barrier per
+ * slice. */
+static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
+    const sg_args *g0 = arg;
+    const int64_t step = kc_step(g0->K), slabs = (g0->nc + NR - 1) / NR;
+    const int64_t runs = (slabs + g0->run_slabs - 1) / g0->run_slabs;
+    for (int64_t t = t0; t < t1; t++) {
+        sg_args g = *g0;
+        int64_t s0 = t / runs * g.row_slabs, s1 = s0 + g.row_slabs, r1 = s1 * MR < g.mc ? s1 * MR : g.mc;
+        int64_t q0 = t % runs * g.run_slabs * NR, q1 = q0 + g.run_slabs * NR < g.nc ? q0 + g.run_slabs * NR : g.nc;
+        float *pa = g0->pa + (size_t)(t % runs) * g.na;
+        for (g.pc = 0; g.pc < g.K; g.pc += g.kc) {
+            g.kc = g.K - g.pc < step ? g.K - g.pc : step;
+            /* slab s at g.pa + s * kc * MR, inside this task's part [s0, s1) * step * MR of the buffer
+             * whatever the slice's depth (the other tasks may be on another slice) */
+            g.pa = pa + s0 * (step - g.kc) * MR;
+            sg_pack_a(&g, s0, (r1 + MR - 1) / MR);
+            sg_block(&g, s0 * MR, r1, q0, q1);
+            g.pb += slabs * NR * g.kc;
+        }
+        if (g.relu) relu_rows_f(g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
+    }
+}
+
 /* The blocked product with g's callbacks and packing buffers (g->pb, g->pa of sg_pack_sizes); with
- * no pack_b, g->pb is B packed beforehand. */
+ * no pack_b, g->pb is B packed beforehand and the tasks are sg_prepacked_tasks: two runs of rows
+ * per thread (at most MC rows; a thread that is late, on a busy machine, leaves half its share to
+ * the others), or all rows when the columns are split. */
 static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
     for (g->jc = 0; g->jc < g->N; g->jc += NC) {
         g->nc = g->N - g->jc < NC ? g->N - g->jc : NC;
+        const int64_t step = kc_step(g->K), slabs = (g->nc + NR - 1) / NR;
+        if (!g->pack_b) {
+            g->run_slabs = (slabs + g->col_runs - 1) / g->col_runs;
+            for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
+                g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
+                int64_t rows = (g->mc + MR - 1) / MR, parts = g->threads > 1 ? 2 * g->threads : 1,
+                        per = (rows + parts - 1) / parts;
+                g->row_slabs = g->col_runs > 1 ? rows : per < MC / MR ? per : MC / MR;
+                run_range(ctx, (rows + g->row_slabs - 1) / g->row_slabs * ((slabs + g->run_slabs - 1) / g->run_slabs),
+                          1, sg_prepacked_tasks, g);
+            }
+            g->pb += slabs * NR * g->K; /* the next panel */
+            continue;
+        }
         g->n_nch = (g->nc + NCH - 1) / NCH;
-        const int64_t step = kc_step(g->K);
         for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
             g->kc = g->K - g->pc < step ? g->K - g->pc : step;
-            if (g->pack_b) run_range(ctx, (g->nc + NR - 1) / NR, 4, sg_pack_b, g);
+            run_range(ctx, slabs, 4, sg_pack_b, g);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
                 run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
             }
-            /* no pack_b: g->pb walks B packed beforehand (ot_sgemm_pack_b), block after block */
-            if (!g->pack_b) g->pb += (g->nc + NR - 1) / NR * NR * g->kc;
         }
     }
 }
@@ -323,9 +417,11 @@ static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
     }
 }
 
+/* No product (K == 0 or alpha == 0): rows [i0, i1) of C get only beta and the epilogue. */
 static void sg_scale(void *arg, int64_t i0, int64_t i1) {
     sg_args *g = arg;
-    scale_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta);
+    init_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta, g->bias);
+    if (g->relu) relu_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
 }
 
 otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -394,7 +490,8 @@ void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t
 }
 
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc) {
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
+                                const float *bias, bool relu) {
     if (M <= 0 || N <= 0) return OTTER_OK;
     sg_args g = {.ta = trans_a,
                  .M = M,
@@ -408,14 +505,20 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .C = C,
                  .pack_a = mat_pack_a,
                  .parg = &g,
-                 .ukr = pick_ukr()};
+                 .ukr = pick_ukr(),
+                 .bias = bias,
+                 .relu = relu};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
     }
-    size_t nb, na;
-    sg_pack_sizes(M, N, K, &nb, &na);
-    if (!(g.pa = ot_malloc(na * sizeof(float)))) return OT_NOMEM();
+    /* Enough row slabs for every thread: runs of rows; else (a few rows) all rows per task and the
+     * columns cut into one run per thread, each packing its own copy of the small A. */
+    size_t nb;
+    sg_pack_sizes(M, N, K, &nb, &g.na);
+    g.threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1;
+    g.col_runs = ((M < MSUP ? M : MSUP) + MR - 1) / MR >= 2 * g.threads ? 1 : g.threads;
+    if (!(g.pa = ot_malloc((size_t)g.col_runs * g.na * sizeof(float)))) return OT_NOMEM();
     g.pb = (float *)(uintptr_t)packed_b; /* read only: without pack_b nothing writes it */
     sg_blocked(ctx, &g);
     ot_free(g.pa);
@@ -564,9 +667,29 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 
 #ifdef OTTER_HAVE_BLAS
 static atomic_int blas_threads = 0;
-static void blas_set_threads(const ot_kernel_ctx *ctx) {
-    int n = ctx && ctx->n_threads > 0 ? ctx->n_threads : 1;
+static void blas_set_threads(int n) {
     if (atomic_exchange(&blas_threads, n) != n) openblas_set_num_threads(n);
+}
+
+/* One row: sgemv over columns [j0, j1) of C. */
+typedef struct gemv_args {
+    bool ta, tb;
+    int64_t K, lda, ldb;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemv_args;
+
+static void gemv_cols(void *arg, int64_t j0, int64_t j1) {
+    const gemv_args *g = arg;
+    if (g->beta == 0.0f) memset(g->C + j0, 0, (size_t)(j1 - j0) * sizeof(float)); /* never read C's garbage */
+    int inc_a = g->ta ? (int)g->lda : 1, n = (int)(j1 - j0);
+    if (g->tb)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, (int)g->K, g->alpha, g->B + j0 * g->ldb, (int)g->ldb, g->A, inc_a,
+                    g->beta, g->C + j0, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)g->K, n, g->alpha, g->B + j0, (int)g->ldb, g->A, inc_a, g->beta,
+                    g->C + j0, 1);
 }
 #endif
 
@@ -579,17 +702,25 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
         scale_rows_f(C, ldc, M, N, beta);
         return OTTER_OK;
     }
-    blas_set_threads(ctx);
     if (M == 1) {
-        /* one row (batch-1 inference): sgemv streams op(B) once, where sgemm would first pack it all */
-        if (beta == 0.0f) memset(C, 0, (size_t)N * sizeof(float)); /* never read C's garbage (NaN * 0) */
-        int inc_a = trans_a ? (int)lda : 1;
-        if (trans_b)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
-        else
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)K, (int)N, alpha, B, (int)ldb, A, inc_a, beta, C, 1);
+        /* One row (batch-1 inference): sgemv streams op(B) once, where sgemm would first pack it all.
+         * Its columns split over the session's threads (chunks of at least 32K products), with
+         * OpenBLAS on one thread: its own workers would spin on the cores the session's use. */
+        gemv_args g = {.ta = trans_a,
+                       .tb = trans_b,
+                       .K = K,
+                       .lda = lda,
+                       .ldb = ldb,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .A = A,
+                       .B = B,
+                       .C = C};
+        blas_set_threads(1);
+        run_range(ctx, N, K < 32768 ? 32768 / K : 1, gemv_cols, &g);
         return OTTER_OK;
     }
+    blas_set_threads(ctx && ctx->n_threads > 0 ? ctx->n_threads : 1);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return OTTER_OK;
@@ -607,7 +738,7 @@ otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
         scale_rows_d(C, ldc, M, N, beta);
         return OTTER_OK;
     }
-    blas_set_threads(ctx);
+    blas_set_threads(ctx && ctx->n_threads > 0 ? ctx->n_threads : 1);
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
     return OTTER_OK;

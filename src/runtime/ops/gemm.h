@@ -5,7 +5,8 @@
  * Row-major; op(X) is X or its transpose; lda / ldb / ldc are row strides in elements of the
  * matrices as stored (A is M x K, or K x M when trans_a). beta == 0 never reads C (so C may hold
  * garbage or NaN). Through OpenBLAS when built with OTTER_HAVE_BLAS (its thread count set to
- * ctx->n_threads), else a portable cache-blocked kernel (AVX2/FMA micro-kernel chosen at run time
+ * ctx->n_threads; one-row sgemm as sgemv on one OpenBLAS thread per column chunk, split with
+ * ot_parallel_for), else a portable cache-blocked kernel (AVX2/FMA micro-kernel chosen at run time
  * on x86-64) parallelized with ot_parallel_for. ctx may be NULL: one thread.
  *
  * Don't call these from inside an ot_parallel_for body with a ctx (no nested parallelism): pass
@@ -37,11 +38,14 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 
 /* Products with a B that stays the same over many calls (constant weights): pack it once into
  * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b, then C = alpha op(A) B + beta C with
- * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). */
+ * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). With bias (N
+ * floats), C is not read: C = alpha op(A) B + beta bias in every row (Gemm's bias, rounded as when
+ * C holds copies of it). relu: then C = max(C, 0) (NaN becomes 0), each block while in cache. */
 size_t ot_sgemm_packed_b_size(int64_t K, int64_t N);
 void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc);
+                                const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
+                                const float *bias, bool relu);
 
 /* C[M x N] = A[M x K] B[K x N] + beta C with operands that are never stored (im2col of images,
  * strided views): the portable kernel packs them through callbacks, called concurrently on the

@@ -270,12 +270,12 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
 
 /* ---- Gemm ---------------------------------------------------------------------------------- */
 
-static otter_status gemm_plain(ot_kernel_ctx *ctx);
+static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu);
 
 static otter_status gemm_run(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
-    OT_TRY(gemm_plain(ctx));
+    OT_TRY(gemm_plain(ctx, &relu));
     if (relu) relu_inplace(ctx->outputs[0]);
     return OTTER_OK;
 }
@@ -295,7 +295,8 @@ static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64
     return OTTER_OK;
 }
 
-static otter_status gemm_plain(ot_kernel_ctx *ctx) {
+/* *relu: apply it if the product can (then cleared), else the caller does. */
+static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *c = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
@@ -365,9 +366,14 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && use_c) s = as_float(ctx, c, &C, &tC);
     if (s == OTTER_OK && a->dtype != OTTER_DTYPE_FLOAT && !(tY = ot_malloc((size_t)(M * N) * sizeof(float))))
         s = OT_NOMEM();
+    const float *packed = NULL;
+    if (s == OTTER_OK && M > 4 && b->dtype == OTTER_DTYPE_FLOAT && ot_ctx_input_constant(ctx, 1))
+        s = packed_weights(ctx, tb, K, N, B, b->dims[1], &packed);
+    /* a bias row goes to the packed product, which writes it with the product's first K slice */
+    const float *bias = packed && use_c && cr == 1 && cc == N ? C : NULL;
     if (s == OTTER_OK) {
         float *Y = tY ? tY : y->data;
-        if (use_c) {
+        if (use_c && !bias) {
             for (int64_t i = 0; i < M; i++) {
                 float *yr = Y + i * N;
                 const float *cr_ = C + (cr == 1 ? 0 : i) * cc;
@@ -377,13 +383,11 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx) {
                     memcpy(yr, cr_, (size_t)N * sizeof(float));
             }
         }
-        const float *packed = NULL;
-        if (M > 4 && b->dtype == OTTER_DTYPE_FLOAT && ot_ctx_input_constant(ctx, 1))
-            s = packed_weights(ctx, tb, K, N, B, b->dims[1], &packed);
-        if (s == OTTER_OK && packed)
+        if (packed) {
             s = ot_sgemm_prepacked(ctx, ta, M, N, K, (float)alpha, A, a->dims[1], packed, use_c ? (float)beta : 0.0f, Y,
-                                   N);
-        else if (s == OTTER_OK)
+                                   N, bias, *relu);
+            *relu = false;
+        } else
             s = ot_sgemm(ctx, ta, tb, M, N, K, (float)alpha, A, a->dims[1], B, b->dims[1], use_c ? (float)beta : 0.0f,
                          Y, N);
         if (s == OTTER_OK && tY) ot_convert(y->data, y->dtype, tY, OTTER_DTYPE_FLOAT, M * N);
