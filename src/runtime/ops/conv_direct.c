@@ -48,9 +48,10 @@ typedef struct dc_plan {
     int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
     int64_t *kwoff; /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
-    bool kw3;        /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;       /* a->maxpool_2x2 */
-    int64_t *blk_m0; /* channel blocks of a group: first channel and height */
+    int64_t n0, chunk; /* the chunk of images padded and convolved at a time: first image, most images */
+    bool kw3;          /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;         /* a->maxpool_2x2 */
+    int64_t *blk_m0;   /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
 } dc_plan;
@@ -305,6 +306,13 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
            c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
            c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     __m256 b0, b1, av;
+    /* the lines the stores read and write, fetched while the taps run: at large batches the sum
+     * input and the output are in DRAM, and the stores would wait for them */
+    for (int i = 0; i < MR; i++) {
+        if (z0) __builtin_prefetch(z0 + i * ystride), __builtin_prefetch(z1 + i * ystride);
+        __builtin_prefetch(y0 + i * (POOL ? pstride : ystride), 1);
+        if (!POOL) __builtin_prefetch(y1 + i * ystride, 1);
+    }
 #define DC_ROW(i, ca, cb)                                                                                              \
     if (MR > i) {                                                                                                      \
         av = _mm256_broadcast_ss(a + i);                                                                               \
@@ -340,13 +348,14 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     const ot_conv_direct *a = p->a;
     const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
     for (int64_t it = i0; it < i1; it++) {
-        int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, n = ng / a->group, gr = ng % a->group;
+        int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, gr = ng % a->group;
+        int64_t in = ng / a->group, n = p->n0 + in; /* image in the chunk, in the batch */
         /* channel-block chunks counted from the last: the ones with an extra block are handed out
          * first, and the smaller ones even out the threads' finishing times */
         int64_t tc = it % per_group / p->blk_chunks, bc = p->blk_chunks - 1 - it % p->blk_chunks;
         int64_t t0 = tc * p->tiles_per_item, t1 = t0 + p->tiles_per_item < p->tiles ? t0 + p->tiles_per_item : p->tiles;
         int b0 = (int)(bc * p->n_blk / p->blk_chunks), b1 = (int)((bc + 1) * p->n_blk / p->blk_chunks);
-        const float *xg = p->pad.xp + n * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;
+        const float *xg = p->pad.xp + in * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;
         int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
         const float *wg = p->wp + gr * p->Mg * p->K;
         for (int b = b0; b < b1; b++) {
@@ -428,7 +437,12 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     /* pooling: a tile is two rows of one column of halves (an odd last row is never pooled) */
     p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
     int64_t max_blk = p.Mg / 4 + 2;
-    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(a->N * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
+    /* The batch goes in chunks of images whose padded input fits the threads' L2 (~256 KiB each), so
+     * that a chunk is convolved while its padded rows are still cached: a whole padded batch (tens
+     * of MB at batch 64) came back from DRAM. The pad buffer holds one chunk. */
+    p.chunk = (int64_t)ctx->n_threads * (int64_t)(256 * 1024 / sizeof(float)) / (p.pad.image > 0 ? p.pad.image : 1);
+    p.chunk = p.chunk < 1 ? 1 : p.chunk > a->N ? a->N : p.chunk;
+    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(p.chunk * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
     bool fill_w;
     p.wp = ot_conv_packed_weights(ctx, a, 0, (size_t)(a->M * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
@@ -437,11 +451,11 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
     if (!p.pad.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
-    memset(p.pad.xp + a->N * p.pad.image, 0, OT_CONV_PAD_SLACK * sizeof(float));
+    memset(p.pad.xp + p.chunk * p.pad.image, 0, OT_CONV_PAD_SLACK * sizeof(float));
     p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
     /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
      * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
-    int64_t groups = a->N * a->group, want = ctx->n_threads > 1 ? 4 * (int64_t)ctx->n_threads : 1;
+    int64_t groups = p.chunk * a->group, want = ctx->n_threads > 1 ? 4 * (int64_t)ctx->n_threads : 1;
     p.tiles_per_item = p.tiles < DC_TILES ? p.tiles : DC_TILES;
     p.tile_chunks = (p.tiles + p.tiles_per_item - 1) / p.tiles_per_item;
     p.blk_chunks = 1;
@@ -457,8 +471,13 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
             for (int64_t k = 0; k < p.K; k++)
                 for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
         }
-    ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
-    ot_parallel_for(ctx, groups * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
+    const int64_t image_in = a->C * p.pad.H * p.pad.W;
+    for (p.n0 = 0; p.n0 < a->N; p.n0 += p.chunk) {
+        const int64_t nc = a->N - p.n0 < p.chunk ? a->N - p.n0 : p.chunk;
+        p.pad.x = a->x + p.n0 * image_in;
+        ot_parallel_for(ctx, nc * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
+        ot_parallel_for(ctx, nc * a->group * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
+    }
     return OTTER_OK;
 }
 
