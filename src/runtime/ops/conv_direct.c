@@ -48,10 +48,11 @@ typedef struct dc_plan {
     int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
     int64_t *kwoff; /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
-    int64_t n0, chunk; /* the chunk of images padded and convolved at a time: first image, most images */
-    bool kw3;          /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;         /* a->maxpool_2x2 */
-    int64_t *blk_m0;   /* channel blocks of a group: first channel and height */
+    int64_t n0;                 /* the first image of the padded input */
+    int64_t slots, slot_floats; /* > 0: images padded and convolved one by one, per slot (dc_slots) */
+    bool kw3;                   /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;                  /* a->maxpool_2x2 */
+    int64_t *blk_m0;            /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
 } dc_plan;
@@ -349,7 +350,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
     for (int64_t it = i0; it < i1; it++) {
         int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, gr = ng % a->group;
-        int64_t in = ng / a->group, n = p->n0 + in; /* image in the chunk, in the batch */
+        int64_t in = ng / a->group, n = p->n0 + in; /* image in the padded input, in the batch */
         /* channel-block chunks counted from the last: the ones with an extra block are handed out
          * first, and the smaller ones even out the threads' finishing times */
         int64_t tc = it % per_group / p->blk_chunks, bc = p->blk_chunks - 1 - it % p->blk_chunks;
@@ -412,6 +413,23 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     }
 }
 
+/* Slots [s0, s1): slot s pads its share of the images one at a time into its own buffer and
+ * runs all of each image's items. */
+static void dc_slots(void *arg, int64_t s0, int64_t s1) {
+    const dc_plan *p = arg;
+    const ot_conv_direct *a = p->a;
+    const int64_t image_in = a->C * p->pad.H * p->pad.W, items = a->group * p->tile_chunks * p->blk_chunks;
+    for (int64_t s = s0; s < s1; s++) {
+        dc_plan q = *p;
+        q.pad.xp = p->pad.xp + s * p->slot_floats;
+        for (q.n0 = s * a->N / p->slots; q.n0 < (s + 1) * a->N / p->slots; q.n0++) {
+            q.pad.x = a->x + q.n0 * image_in;
+            ot_conv_pad_rows(&q.pad, 0, q.pad.PH);
+            dc_items(&q, 0, items);
+        }
+    }
+}
+
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     if (a->winograd && ot_conv_winograd_applies(a)) return ot_conv_winograd_run(ctx, a);
     const ot_conv_window *w = &a->win;
@@ -437,12 +455,14 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     /* pooling: a tile is two rows of one column of halves (an odd last row is never pooled) */
     p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
     int64_t max_blk = p.Mg / 4 + 2;
-    /* The batch goes in chunks of images whose padded input fits the threads' L2 (~256 KiB each), so
-     * that a chunk is convolved while its padded rows are still cached: a whole padded batch (tens
-     * of MB at batch 64) came back from DRAM. The pad buffer holds one chunk. */
-    p.chunk = (int64_t)ctx->n_threads * (int64_t)(256 * 1024 / sizeof(float)) / (p.pad.image > 0 ? p.pad.image : 1);
-    p.chunk = p.chunk < 1 ? 1 : p.chunk > a->N ? a->N : p.chunk;
-    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(p.chunk * p.pad.image + OT_CONV_PAD_SLACK) * sizeof(float));
+    /* Batches of 4 images a thread or more go image by image, each thread padding its own into
+     * its own buffer and convolving it while the padded rows are in its L2 (a whole padded batch,
+     * tens of MB at batch 64, came back from DRAM, and one barrier a conv replaces two an image).
+     * Smaller batches are padded whole and their items shared by every thread. */
+    p.slots = a->N >= 4 * (int64_t)ctx->n_threads ? ctx->n_threads : 0;
+    p.slot_floats = p.pad.image + OT_CONV_PAD_SLACK;
+    const int64_t bufs = p.slots ? p.slots : 1, buf_images = p.slots ? 1 : a->N;
+    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * (buf_images * p.pad.image + OT_CONV_PAD_SLACK)) * sizeof(float));
     bool fill_w;
     p.wp = ot_conv_packed_weights(ctx, a, 0, (size_t)(a->M * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
@@ -451,11 +471,13 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
     if (!p.pad.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
-    memset(p.pad.xp + p.chunk * p.pad.image, 0, OT_CONV_PAD_SLACK * sizeof(float));
+    for (int64_t b = 0; b < bufs; b++) /* vector reads run past the last row */
+        memset(p.pad.xp + b * (buf_images * p.pad.image + OT_CONV_PAD_SLACK) + buf_images * p.pad.image, 0,
+               OT_CONV_PAD_SLACK * sizeof(float));
     p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
     /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
      * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
-    int64_t groups = p.chunk * a->group, want = ctx->n_threads > 1 ? 4 * (int64_t)ctx->n_threads : 1;
+    int64_t groups = a->N * a->group, want = ctx->n_threads > 1 && !p.slots ? 4 * (int64_t)ctx->n_threads : 1;
     p.tiles_per_item = p.tiles < DC_TILES ? p.tiles : DC_TILES;
     p.tile_chunks = (p.tiles + p.tiles_per_item - 1) / p.tiles_per_item;
     p.blk_chunks = 1;
@@ -471,12 +493,11 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
             for (int64_t k = 0; k < p.K; k++)
                 for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
         }
-    const int64_t image_in = a->C * p.pad.H * p.pad.W;
-    for (p.n0 = 0; p.n0 < a->N; p.n0 += p.chunk) {
-        const int64_t nc = a->N - p.n0 < p.chunk ? a->N - p.n0 : p.chunk;
-        p.pad.x = a->x + p.n0 * image_in;
-        ot_parallel_for(ctx, nc * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
-        ot_parallel_for(ctx, nc * a->group * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
+    if (p.slots) {
+        ot_parallel_for(ctx, p.slots, 1, dc_slots, &p);
+    } else {
+        ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
+        ot_parallel_for(ctx, groups * p.tile_chunks * p.blk_chunks, 1, dc_items, &p);
     }
     return OTTER_OK;
 }
