@@ -1,6 +1,6 @@
 /* Conv (the direct kernel, im2col + sgemm, the 1x1 matrix product, fused FusedConv) against direct
  * loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
- * groups, dilations, 1x1 and 5x5 kernels, batches, with bias, and bias + residual Add + Relu and
+ * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
  * Relu + MaxPool 2x2 fused, at opt level 2 (exact algorithms) and 3 (Winograd F(4x4, 3x3) where it
  * applies), at 1 and 2 threads. Error: |got - want| / (1 + |want|) against sums in double, below
  * 3e-5 at level 2 (float sums of up to 576 products) and 3e-4 at level 3 (Winograd's transforms
@@ -236,6 +236,12 @@ int main(void) {
         {2, 16, 9, 10, 8, 3, 3, 1, {2, 2, 2, 2}, {1, 1}, {2, 2}, false},
         {2, 16, 9, 10, 8, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {2, 8, 9, 10, 8, 5, 5, 1, {2, 2, 2, 2}, {1, 1}, {1, 1}, false},
+        /* batches of 4+ images a thread: padded and convolved image by image per thread, an image
+         * count the threads don't divide; residual, pooling, stride 2, groups */
+        {9, 16, 10, 12, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {9, 8, 12, 10, 12, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+        {9, 16, 9, 10, 8, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        {8, 16, 9, 10, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     printf("worst relative error %.2e\n", worst);
