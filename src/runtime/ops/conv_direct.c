@@ -359,46 +359,61 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
         const float *xg = p->pad.xp + in * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;
         int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
         const float *wg = p->wp + gr * p->Mg * p->K;
+        /* the tiles' halves, worked out once for all the channel blocks */
+        struct {
+            int64_t x, y, pooled; /* offsets: padded input, output plane, pooled plane */
+            int lanes;
+        } hv[DC_TILES][2];
+        int plane_lanes[DC_TILES];
+        for (int64_t t = t0; t < t1; t++)
+            for (int h = 0; h < 2; h++) {
+                /* half tiles: two of a row in order, or (pooling) one below the other */
+                int64_t hh = p->pool ? (t / rh * 2 + h) * rh + t % rh : 2 * t + h;
+                bool none = hh >= p->halves; /* odd count: recompute half 0, store nothing */
+                if (none) hh = 2 * t;
+                int64_t oh = hh / rh, ow0 = (hh % rh) * DC_HALF;
+                hv[t - t0][h].lanes = none ? 0 : OW - ow0 < DC_HALF ? (int)(OW - ow0) : DC_HALF;
+                hv[t - t0][h].x = oh * p->sh * p->pad.row + ow0;
+                hv[t - t0][h].y = oh * OW + ow0;
+                hv[t - t0][h].pooled = oh / 2 * (OW / 2) + ow0 / 2;
+                if (h == 0)
+                    plane_lanes[t - t0] = OW / 2 - ow0 / 2 < DC_HALF / 2 ? (int)(OW / 2 - ow0 / 2) : DC_HALF / 2;
+            }
         for (int b = b0; b < b1; b++) {
             const int mr = p->blk_mr[b];
             const int64_t m0 = p->blk_m0[b];
             const float *ab = wg + m0 * p->K;
             const float *bias = a->bias ? a->bias + gr * p->Mg + m0 : NULL;
+            const int64_t plane = (ych + m0) * osz, pplane = (ych + m0) * psz;
             for (int64_t t = t0; t < t1; t++) {
                 const float *xh[2];
                 float *yh[2];
                 const float *zh[2];
-                int lanes[2], plane_lanes = 0;
+                int lanes[2], pl = p->pool ? plane_lanes[t - t0] : 0;
                 int64_t *ind = NULL, ibase = 0;
                 for (int h = 0; h < 2; h++) {
-                    /* half tiles: two of a row in order, or (pooling) one below the other */
-                    int64_t hh = p->pool ? (t / rh * 2 + h) * rh + t % rh : 2 * t + h;
-                    bool none = hh >= p->halves; /* odd count: recompute half 0, store nothing */
-                    if (none) hh = 2 * t;
-                    int64_t oh = hh / rh, ow0 = (hh % rh) * DC_HALF;
-                    lanes[h] = none ? 0 : OW - ow0 < DC_HALF ? (int)(OW - ow0) : DC_HALF;
-                    xh[h] = xg + oh * p->sh * p->pad.row + ow0;
-                    int64_t yo = (ych + m0) * osz + oh * OW + ow0;
-                    yh[h] = a->y + yo;
-                    zh[h] = a->sum ? a->sum + yo : NULL;
-                    if (p->pool && h == 0) {
-                        yh[0] = a->y + (ych + m0) * psz + oh / 2 * (OW / 2) + ow0 / 2;
-                        plane_lanes = OW / 2 - ow0 / 2 < DC_HALF / 2 ? (int)(OW / 2 - ow0 / 2) : DC_HALF / 2;
-                        if (a->indices) ind = a->indices + (yh[0] - a->y), ibase = yo;
-                    }
+                    xh[h] = xg + hv[t - t0][h].x;
+                    yh[h] = a->y + plane + hv[t - t0][h].y;
+                    zh[h] = a->sum ? a->sum + plane + hv[t - t0][h].y : NULL;
+                    lanes[h] = hv[t - t0][h].lanes;
+                }
+                if (p->pool) {
+                    ibase = plane + hv[t - t0][0].y;
+                    yh[0] = a->y + pplane + hv[t - t0][0].pooled;
+                    if (a->indices) ind = a->indices + pplane + hv[t - t0][0].pooled;
                 }
                 switch (mr) {
 #define DC_CASE(R)                                                                                                     \
     case R:                                                                                                            \
         if (p->kw3 && p->pool)                                                                                         \
             dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],      \
-                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                         \
+                    lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                                  \
         else if (p->kw3)                                                                                               \
             dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
-                    lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                         \
+                    lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                                  \
         else                                                                                                           \
             dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],     \
-                    zh[1], lanes[0], lanes[1], bias, osz, psz, plane_lanes, a->relu, ind, ibase, OW);                  \
+                    zh[1], lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                           \
         break;
                     DC_CASE(6)
                     DC_CASE(5)
