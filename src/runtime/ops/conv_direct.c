@@ -50,6 +50,7 @@ typedef struct dc_plan {
     int64_t n_rows, KW;
     int64_t n0;                 /* the first image of the padded input */
     int64_t slots, slot_floats; /* > 0: images padded and convolved one by one, per slot (dc_slots) */
+    int64_t *next_image;        /* dc_slots: the next image to take */
     bool kw3;                   /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
     bool pool;                  /* a->maxpool_2x2 */
     int64_t *blk_m0;            /* channel blocks of a group: first channel and height */
@@ -428,8 +429,8 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     }
 }
 
-/* Slots [s0, s1): slot s pads its share of the images one at a time into its own buffer and
- * runs all of each image's items. */
+/* Slots [s0, s1): slot s takes the next image not yet taken (a shared counter: a thread slowed
+ * down takes fewer), pads it into its own buffer and runs all of the image's items. */
 static void dc_slots(void *arg, int64_t s0, int64_t s1) {
     const dc_plan *p = arg;
     const ot_conv_direct *a = p->a;
@@ -437,7 +438,7 @@ static void dc_slots(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) {
         dc_plan q = *p;
         q.pad.xp = p->pad.xp + s * p->slot_floats;
-        for (q.n0 = s * a->N / p->slots; q.n0 < (s + 1) * a->N / p->slots; q.n0++) {
+        while ((q.n0 = __atomic_fetch_add(p->next_image, 1, __ATOMIC_RELAXED)) < a->N) {
             q.pad.x = a->x + q.n0 * image_in;
             ot_conv_pad_rows(&q.pad, 0, q.pad.PH);
             dc_items(&q, 0, items);
@@ -509,6 +510,8 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
                 for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
         }
     if (p.slots) {
+        int64_t next_image = 0;
+        p.next_image = &next_image;
         ot_parallel_for(ctx, p.slots, 1, dc_slots, &p);
     } else {
         ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
