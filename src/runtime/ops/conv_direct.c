@@ -48,12 +48,13 @@ typedef struct dc_plan {
     int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
     int64_t *kwoff; /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
-    int64_t n0;                 /* the first image of the padded input */
-    int64_t slots, slot_floats; /* > 0: images padded and convolved one by one, per slot (dc_slots) */
-    int64_t *next_image;        /* dc_slots: the next image to take */
-    bool kw3;                   /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;                  /* a->maxpool_2x2 */
-    int64_t *blk_m0;            /* channel blocks of a group: first channel and height */
+    int64_t n0;          /* the first image of the padded input */
+    int64_t slots;       /* > 0: images padded and convolved one by one, per slot (dc_slots) */
+    int64_t buf_floats;  /* per pad buffer (one per slot, or one for the batch), slack included */
+    int64_t *next_image; /* dc_slots: the next image to take */
+    bool kw3;            /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;           /* a->maxpool_2x2 */
+    int64_t *blk_m0;     /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
 } dc_plan;
@@ -192,20 +193,24 @@ static inline __m256i dc_mask(int lanes) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* acc + bias + z[0..lanes) (z: NULL for no sum input; lanes >= 1). */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 dc_bias_sum(__m256 acc, float bias,
+                                                                                    const float *z, int lanes) {
+    acc = _mm256_add_ps(acc, _mm256_set1_ps(bias));
+    if (z) acc = _mm256_add_ps(acc, lanes == DC_HALF ? _mm256_loadu_ps(z) : _mm256_maskload_ps(z, dc_mask(lanes)));
+    return acc;
+}
+
 /* Store one accumulator row: y[0..lanes) = act(acc + bias + z). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store(__m256 acc, float bias, const float *z,
                                                                                float *y, int lanes, bool relu) {
-    acc = _mm256_add_ps(acc, _mm256_set1_ps(bias));
-    if (lanes == DC_HALF) {
-        if (z) acc = _mm256_add_ps(acc, _mm256_loadu_ps(z));
-        if (relu) acc = _mm256_max_ps(acc, _mm256_setzero_ps());
+    if (lanes <= 0) return;
+    acc = dc_bias_sum(acc, bias, z, lanes);
+    if (relu) acc = _mm256_max_ps(acc, _mm256_setzero_ps());
+    if (lanes == DC_HALF)
         _mm256_storeu_ps(y, acc);
-    } else if (lanes > 0) {
-        __m256i m = dc_mask(lanes);
-        if (z) acc = _mm256_add_ps(acc, _mm256_maskload_ps(z, m));
-        if (relu) acc = _mm256_max_ps(acc, _mm256_setzero_ps());
-        _mm256_maskstore_ps(y, m, acc);
-    }
+    else
+        _mm256_maskstore_ps(y, dc_mask(lanes), acc);
 }
 
 /* Store one accumulator row pair with 2x2 max pooling: the halves are rows 2r and 2r + 1 of one
@@ -215,13 +220,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_p
                                                                                     const float *z0, const float *z1,
                                                                                     float *y, int lanes,
                                                                                     int plane_lanes, bool relu) {
-    a0 = _mm256_add_ps(a0, _mm256_set1_ps(bias)), a1 = _mm256_add_ps(a1, _mm256_set1_ps(bias));
-    if (z0 && lanes == DC_HALF) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z0)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z1));
-    } else if (z0) {
-        __m256i m = dc_mask(lanes);
-        a0 = _mm256_add_ps(a0, _mm256_maskload_ps(z0, m)), a1 = _mm256_add_ps(a1, _mm256_maskload_ps(z1, m));
-    }
+    a0 = dc_bias_sum(a0, bias, z0, lanes), a1 = dc_bias_sum(a1, bias, z1, lanes);
     __m256 v = _mm256_max_ps(a0, a1);
     v = _mm256_max_ps(v, _mm256_permute_ps(v, 0xB1)); /* lanes 2j and 2j + 1 both hold their max */
     __m128 q = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
@@ -239,13 +238,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_p
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 dc_store_pool_ind(__m256 a0, __m256 a1, float bias, const float *z0, const float *z1, float *y, int64_t *ind,
                   int64_t ibase, int64_t W, int lanes, int plane_lanes, bool relu) {
-    a0 = _mm256_add_ps(a0, _mm256_set1_ps(bias)), a1 = _mm256_add_ps(a1, _mm256_set1_ps(bias));
-    if (z0 && lanes == DC_HALF) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z0)), a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z1));
-    } else if (z0) {
-        __m256i m = dc_mask(lanes);
-        a0 = _mm256_add_ps(a0, _mm256_maskload_ps(z0, m)), a1 = _mm256_add_ps(a1, _mm256_maskload_ps(z1, m));
-    }
+    a0 = dc_bias_sum(a0, bias, z0, lanes), a1 = dc_bias_sum(a1, bias, z1, lanes);
     if (relu) a0 = _mm256_max_ps(a0, _mm256_setzero_ps()), a1 = _mm256_max_ps(a1, _mm256_setzero_ps());
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); /* low half: even lanes, high: odd */
     a0 = _mm256_permutevar8x32_ps(a0, even), a1 = _mm256_permutevar8x32_ps(a1, even);
@@ -437,7 +430,7 @@ static void dc_slots(void *arg, int64_t s0, int64_t s1) {
     const int64_t image_in = a->C * p->pad.H * p->pad.W, items = a->group * p->tile_chunks * p->blk_chunks;
     for (int64_t s = s0; s < s1; s++) {
         dc_plan q = *p;
-        q.pad.xp = p->pad.xp + s * p->slot_floats;
+        q.pad.xp = p->pad.xp + s * p->buf_floats;
         while ((q.n0 = __atomic_fetch_add(p->next_image, 1, __ATOMIC_RELAXED)) < a->N) {
             q.pad.x = a->x + q.n0 * image_in;
             ot_conv_pad_rows(&q.pad, 0, q.pad.PH);
@@ -476,9 +469,9 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
      * tens of MB at batch 64, came back from DRAM, and one barrier a conv replaces two an image).
      * Smaller batches are padded whole and their items shared by every thread. */
     p.slots = a->N >= 4 * (int64_t)ctx->n_threads ? ctx->n_threads : 0;
-    p.slot_floats = p.pad.image + OT_CONV_PAD_SLACK;
     const int64_t bufs = p.slots ? p.slots : 1, buf_images = p.slots ? 1 : a->N;
-    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * (buf_images * p.pad.image + OT_CONV_PAD_SLACK)) * sizeof(float));
+    p.buf_floats = buf_images * p.pad.image + OT_CONV_PAD_SLACK;
+    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * p.buf_floats) * sizeof(float));
     bool fill_w;
     p.wp = ot_conv_packed_weights(ctx, a, 0, (size_t)(a->M * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
@@ -488,8 +481,7 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
     if (!p.pad.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
     for (int64_t b = 0; b < bufs; b++) /* vector reads run past the last row */
-        memset(p.pad.xp + b * (buf_images * p.pad.image + OT_CONV_PAD_SLACK) + buf_images * p.pad.image, 0,
-               OT_CONV_PAD_SLACK * sizeof(float));
+        memset(p.pad.xp + (b + 1) * p.buf_floats - OT_CONV_PAD_SLACK, 0, OT_CONV_PAD_SLACK * sizeof(float));
     p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
     /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
      * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
