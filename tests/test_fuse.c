@@ -3,7 +3,8 @@
  * number of com.otter nodes and of nodes in all. Error: |a - b| / (1e-4 + |a|), below 1e-6 where
  * fusion only reorders additions, below 1e-3 (the conformance rtol) for BatchNormalization folding
  * (rounded folded weights). Cases: Conv + BN + Relu; Conv without bias + per-channel Add + residual
- * Add + Relu (a ResNet block); Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu;
+ * Add + Relu (a ResNet block); Conv + Add of a residual that dies there (the output overwrites it),
+ * for each convolution path; Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu;
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -19,6 +20,7 @@
 #include "testutil.h"
 
 static double worst;
+static size_t inplace; /* outputs planned over a dying input in compare's last level-2 session */
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -63,8 +65,15 @@ static void compare(const char *what, const otter_model *m, int rank, const int6
             CHECK_OK(otter_session_create(&s, m, &o));
             if (!s) return;
             const otter_tensor *in[1] = {x};
+            /* twice: the first run sizes the intermediates, the second runs on the arena plan */
+            CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y[lvl - 1]));
+            otter_tensor_free(y[lvl - 1]);
+            y[lvl - 1] = NULL;
             CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y[lvl - 1]));
             if (lvl == 2) {
+                otter_memory_stats st;
+                CHECK_OK(otter_session_memory_stats(s, &st));
+                inplace = st.n_inplace;
                 const otter_graph *g = otter_session_model(s)->graph;
                 nodes = g->n_nodes;
                 for (size_t k = 0; k < g->n_nodes; k++)
@@ -191,6 +200,50 @@ int main(void) {
         node(m, "Relu", 1, (const char *[]){"s"}, "r");
         compare("Conv+Add(bias)+Add(residual)+Relu", m, 4, xd, 1, 2, false, 1e-6);
         otter_model_free(m);
+    }
+    {
+        /* Conv + Add(residual) + Relu [+ MaxPool] where the residual (here Concat(x, x)) dies at the
+         * FusedConv: the output is planned over it, and each convolution path (3x3 direct, 1x1 as
+         * one product, pooled; a batch large enough to go image by image) must read Z before it
+         * is overwritten or copy it first */
+        const int64_t x9[4] = {9, 4, 7, 6}, w1[4] = {8, 4, 1, 1};
+        const struct {
+            const char *what;
+            const int64_t *xd, *wd;
+            bool pool;
+        } cases[] = {{"Conv 3x3+Add(dying residual)+Relu", xd, w, false},
+                     {"  same, batch 9", x9, w, false},
+                     {"Conv 1x1+Add(dying residual)+Relu", xd, w1, false},
+                     {"Conv 3x3+Add(dying residual)+Relu+MaxPool", x9, w, true}};
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            otter_model *m = new_model(14, 4, cases[c].xd, "o");
+            add_init(m, "W", 4, cases[c].wd, 1, -0.5f, 1.0f);
+            add_init(m, "B", 1, c8, 2, -0.5f, 1.0f);
+            otter_node *n;
+            CHECK_OK(otter_node_create(&n, "Concat", "cat", 2, (const char *[]){"x", "x"}, 1, (const char *[]){"xx"}));
+            CHECK_OK(otter_node_set_attr_int(n, "axis", 1));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            if (cases[c].wd[2] == 3) {
+                node(m, "Conv", 3, (const char *[]){"x", "W", "B"}, "c");
+            } else {
+                CHECK_OK(
+                    otter_node_create(&n, "Conv", "c", 3, (const char *[]){"x", "W", "B"}, 1, (const char *[]){"c"}));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+            }
+            node(m, "Add", 2, (const char *[]){"c", "xx"}, "s");
+            node(m, "Relu", 1, (const char *[]){"s"}, "r");
+            if (cases[c].pool) {
+                CHECK_OK(otter_node_create(&n, "MaxPool", "mp", 1, (const char *[]){"r"}, 1, (const char *[]){"p"}));
+                CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (const int64_t[]){2, 2}));
+                CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (const int64_t[]){2, 2}));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+            }
+            node(m, "Neg", 1, (const char *[]){cases[c].pool ? "p" : "r"},
+                 "o"); /* the fused output is no graph output */
+            compare(cases[c].what, m, 4, cases[c].xd, 1, 3, false, 1e-6);
+            CHECK(inplace >= 1);
+            otter_model_free(m);
+        }
     }
     {
         /* Conv + Add of a value that broadcasts ([1,8,1,6] computed) and of a bigger one ([2,...]) */

@@ -34,8 +34,8 @@ struct ot_kernel_ctx {
  * data may hold garbage: the kernel writes every element. i < ctx->n_outputs (an output named ""
  * in the model still gets a buffer, so kernels may always write outputs below n_outputs).
  * STRING outputs come zeroed; the kernel stores strings allocated with ot_malloc (ot_strdup) in
- * each otter_bytes, and the runtime frees them when the value dies. With OT_OP_INPLACE0, output 0
- * may be the same memory as input 0: read element k before writing element k. */
+ * each otter_bytes, and the runtime frees them when the value dies. With OT_OP_INPLACE0 (3), output 0
+ * may be the same memory as input 0 (3): read element k before writing element k. */
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims);
 /* Scratch memory for this kernel call (64-byte aligned, garbage), valid until the kernel returns.
  * Planned into the arena like the outputs, so a steady-state run allocates nothing. Several calls
@@ -100,6 +100,7 @@ enum {
     OT_OP_INPLACE0 = 1u << 0, /* output 0 may share input 0's buffer when input 0 dies here */
     OT_OP_NOFOLD = 1u << 1,   /* never constant-fold (random ops: results differ per run) */
     OT_OP_VALUES = 1u << 2,   /* takes sequences / optionals (see above); never folded */
+    OT_OP_INPLACE3 = 1u << 3, /* output 0 may share input 3's buffer (a fused sum input) when it dies here */
 };
 
 typedef struct ot_op_def {

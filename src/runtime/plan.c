@@ -169,6 +169,17 @@ static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t 
     s->plans[at] = p;
 }
 
+/* The slot of the input output 0 may overwrite (OT_OP_INPLACE0 / OT_OP_INPLACE3), or RT_NONE. The
+ * sum input of a fused node (3) only when no other input is the same value: the kernel reads its
+ * other inputs beyond the element it writes. */
+static size_t inplace_source(const rt_node *rn) {
+    const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
+    if (src >= rn->node->n_inputs || rn->in_slots[src] == RT_NONE) return RT_NONE;
+    for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
+        if (k != src && rn->in_slots[k] == rn->in_slots[src]) return RT_NONE;
+    return rn->in_slots[src];
+}
+
 otter_status rt_plan(otter_session *s, const rt_key *key) {
     s->have_plan = false;
     /* at most one free block per live allocation, plus one */
@@ -192,8 +203,8 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
             naive += need;
             n_planned++;
             o->planned = true;
-            if (i == 0 && (rn->def->flags & OT_OP_INPLACE0) && rn->node->n_inputs > 0 && rn->in_slots[0] != RT_NONE) {
-                size_t ii = rn->in_slots[0];
+            size_t ii = i == 0 ? inplace_source(rn) : RT_NONE;
+            if (ii != RT_NONE) {
                 rt_slot *in = &s->slots[ii];
                 if (in->kind == RT_VALUE && in->planned && !moved[ii] && in->last_use == e && !in->is_string &&
                     !o->is_string && in->plan_size >= need) {

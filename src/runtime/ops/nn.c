@@ -323,6 +323,16 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && b) s = in_f32(ctx, 2, b, &a.B, &tb);
     const ot_conv_window win = ot_conv_geom_window(&g);
     const bool direct = !a.direct && ot_conv_direct_supported(&win);
+    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel without pooling reads each element of
+     * Z just before it writes that element of Y; the other paths write Y first and get a copy of Z. */
+    const float *zdata = z ? z->data : NULL;
+    if (s == OTTER_OK && z && z->data == y->data && !(direct && !pool && !z_bcast)) {
+        float *copy = ot_ctx_scratch(ctx, otter_tensor_nbytes(z));
+        if (!copy)
+            s = OTTER_ERR_NOMEM;
+        else
+            zdata = memcpy(copy, z->data, otter_tensor_nbytes(z));
+    }
     /* the unpooled result, when the direct kernel doesn't pool as it stores */
     float *full = NULL;
     if (s == OTTER_OK && pool && (!direct || z_bcast) &&
@@ -337,7 +347,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
             a.Y = full;
         else
             s = out_f32(y, &a.Y, &ty);
-        a.Z = z ? z->data : NULL;
+        a.Z = zdata;
     }
     if (s == OTTER_OK && direct) {
         const ot_conv_direct d = {.x = a.X,
@@ -372,7 +382,7 @@ static otter_status conv_run(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && z_bcast) {
         /* y = act(conv + z), broadcast */
         float *yo = full ? full : y->data;
-        const float *zc = z->data;
+        const float *zc = zdata;
         ot_bcast bc;
         const int ranks[2] = {x->rank, z->rank};
         const int64_t *dims[2] = {yd, z->dims};
@@ -1441,7 +1451,7 @@ static otter_status sce_run(ot_kernel_ctx *ctx) {
 
 const ot_op_def ot_ops_nn[] = {
     {"", "Conv", 1, conv_run, 0},
-    {"com.otter", "FusedConv", 1, conv_run, 0}, /* Conv + bias + sum input Z + activation (fuse.c) */
+    {"com.otter", "FusedConv", 1, conv_run, OT_OP_INPLACE3}, /* Conv + bias + sum input Z + activation (fuse.c) */
     {"", "ConvTranspose", 1, convtranspose_run, 0},
     {"", "ConvInteger", 10, convinteger_run, 0},
     {"", "QLinearConv", 10, qlinearconv_run, 0},
