@@ -2,7 +2,7 @@
  * broadcasting (every walker path against a naive reference, on 1 and 2 threads), the error a
  * non-broadcastable pair gives, in-place chains, integer edge cases (wrap-around, division by zero
  * and INT_MIN / -1 must not trap), Mod sign rules, float16/bfloat16 conversion, Reduce over
- * non-adjacent axes. */
+ * non-adjacent axes, float sums over rows of every length up to 70. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -312,6 +312,39 @@ static void test_reduce_general(void) {
     otter_tensor_free(x);
 }
 
+/* ReduceSum / Mean / L1 / SumSquare over the last axis, rows of 1..70 floats (the 16-wide partial
+ * sums, their tails, and rows shorter than one step), on 1 and 2 threads, against sums in double. */
+static void test_reduce_rows(void) {
+    static const char *const ops[] = {"ReduceSum", "ReduceMean", "ReduceL1", "ReduceSumSquare"};
+    double worst = 0;
+    for (int64_t r = 1; r <= 70; r += r < 20 ? 1 : 7)
+        for (int op = 0; op < 4; op++)
+            for (int threads = 1; threads <= 2; threads++) {
+                int64_t d[] = {5, 3, r}, axes[] = {-1}, axes_dims[] = {1};
+                otter_tensor *x = make_random_f32(3, d, (unsigned)(r * 4 + op));
+                otter_tensor *ax = make(OTTER_DTYPE_INT64, 1, axes_dims, axes);
+                /* ReduceSum takes its axes as an input from opset 13; the others from 18 */
+                node_case c = {ops[op], op == 0 ? 2 : 1,    {x, ax}, 1,   13, threads, "keepdims",
+                               0,       op ? "axes" : NULL, 1,       axes};
+                otter_tensor *y = NULL;
+                CHECK_OK(run_node(&c, &y));
+                CHECK(y && y->rank == 2 && y->dims[0] == 5 && y->dims[1] == 3);
+                for (int64_t o = 0; y && o < 15; o++) {
+                    double want = 0;
+                    for (int64_t k = 0; k < r; k++) {
+                        double v = ((const float *)x->data)[o * r + k];
+                        want += op == 2 ? fabs(v) : op == 3 ? v * v : v;
+                    }
+                    if (op == 1) want /= (double)r;
+                    double e = fabs(want - ((const float *)y->data)[o]) / (1 + fabs(want));
+                    worst = fmax(worst, e);
+                }
+                otter_tensor_free(y), otter_tensor_free(x), otter_tensor_free(ax);
+            }
+    printf("ReduceSum/Mean/L1/SumSquare over rows of 1..70 floats: worst relative error %.2e\n", worst);
+    CHECK(worst < 1e-6);
+}
+
 int main(void) {
     test_broadcast_paths();
     test_broadcast_error();
@@ -319,5 +352,6 @@ int main(void) {
     test_int_edges();
     test_half();
     test_reduce_general();
+    test_reduce_rows();
     return tu_finish("test_kernels_elementwise");
 }

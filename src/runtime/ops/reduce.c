@@ -173,8 +173,41 @@ RED_TYPE(f64, double, -INFINITY, INFINITY, MAP_EXP_F64)
 #define MAP_EXP_I64(v, o) (v) /* never used: exp reductions run in double */
 RED_TYPE(i64, int64_t, INT64_MIN, INT64_MAX, MAP_EXP_I64)
 
+/* ReduceSum / Mean / L1 / SumSquare over rows of r contiguous floats, in 16 running partial sums
+ * added at the end: one running sum waits on each add's latency (4x slower on a whole row). */
+static inline ot_v4 red_map_v4(ot_v4 v, map_kind map) {
+    if (map == MAP_SQ) return v * v;
+    if (map == MAP_ABS) return (ot_v4)((ot_i4)v & 0x7fffffff); /* clear the sign bits */
+    return v;
+}
+
+static void red_f32_row_sums(void *arg, int64_t begin, int64_t end) {
+    const red_job *j = arg;
+    const float *x = j->x;
+    float *y = j->y;
+    const map_kind map = j->map;
+    for (int64_t o = begin; o < end; o++) {
+        const float *p = x + o * j->r;
+        ot_v4 s0 = {0, 0, 0, 0}, s1 = s0, s2 = s0, s3 = s0;
+        int64_t k = 0;
+        for (; k + 16 <= j->r; k += 16) {
+            s0 += red_map_v4(ot_v4_load(p + k), map), s1 += red_map_v4(ot_v4_load(p + k + 4), map);
+            s2 += red_map_v4(ot_v4_load(p + k + 8), map), s3 += red_map_v4(ot_v4_load(p + k + 12), map);
+        }
+        const ot_v4 s = (s0 + s1) + (s2 + s3);
+        float a = (s[0] + s[1]) + (s[2] + s[3]);
+        for (; k < j->r; k++) {
+            const float v = p[k];
+            a += map == MAP_SQ ? v * v : map == MAP_ABS ? fabsf(v) : v;
+        }
+        y[o] = a;
+    }
+}
+
 static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64_t nout) {
     ot_range_fn fn = ct == OTTER_DTYPE_FLOAT ? red_f32 : ct == OTTER_DTYPE_DOUBLE ? red_f64 : red_i64;
+    if (ct == OTTER_DTYPE_FLOAT && j->block && j->inner == 1 && j->acc == ACC_SUM && j->map != MAP_EXPSHIFT)
+        fn = red_f32_row_sums;
     int64_t units = j->block ? j->outer : nout;
     int64_t per = j->block ? j->r * j->inner : j->r;
     int64_t grain = per > 0 ? (16384 + per - 1) / per : units;
