@@ -52,8 +52,11 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
 }
 
 #ifdef OT_GEMM_X86
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
-                                                         float *restrict c, int64_t ldc, int mr, int nr) {
+/* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B: an edge tile (mr or nr short of
+ * the slab) runs only the rows and columns it has, instead of multiplying the slabs' zero padding. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict a, const float *restrict b,
+              float *restrict c, int64_t ldc, int mr, int nr) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
@@ -61,12 +64,14 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     __m256 c4a = _mm256_setzero_ps(), c4b = _mm256_setzero_ps();
     __m256 c5a = _mm256_setzero_ps(), c5b = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 b0 = _mm256_loadu_ps(b), b1 = WIDE ? _mm256_loadu_ps(b + 8) : b0;
         __m256 av;
 #define OT_ROW(i, ca, cb)                                                                                              \
-    av = _mm256_broadcast_ss(a + i);                                                                                   \
-    ca = _mm256_fmadd_ps(av, b0, ca);                                                                                  \
-    cb = _mm256_fmadd_ps(av, b1, cb);
+    if (ROWS > i) {                                                                                                    \
+        av = _mm256_broadcast_ss(a + i);                                                                               \
+        ca = _mm256_fmadd_ps(av, b0, ca);                                                                              \
+        if (WIDE) cb = _mm256_fmadd_ps(av, b1, cb);                                                                    \
+    }
         OT_ROW(0, c0a, c0b)
         OT_ROW(1, c1a, c1b)
         OT_ROW(2, c2a, c2b)
@@ -77,7 +82,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         a += MR;
         b += NR;
     }
-    if (mr == MR && nr == NR) {
+    if (ROWS == MR && WIDE && mr == MR && nr == NR) {
 #define OT_STORE(i, ca, cb)                                                                                            \
     _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc), ca));                                    \
     _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc + 8), cb));
@@ -99,6 +104,24 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     _mm256_storeu_ps(t[5], c5a), _mm256_storeu_ps(t[5] + 8, c5b);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
+                                                         float *restrict c, int64_t ldc, int mr, int nr) {
+    if (nr > 8) {
+        if (mr > 4)
+            ukr_avx2_tile(6, true, kc, a, b, c, ldc, mr, nr);
+        else if (mr > 2)
+            ukr_avx2_tile(4, true, kc, a, b, c, ldc, mr, nr);
+        else
+            ukr_avx2_tile(2, true, kc, a, b, c, ldc, mr, nr);
+    } else if (mr > 4) {
+        ukr_avx2_tile(6, false, kc, a, b, c, ldc, mr, nr);
+    } else if (mr > 2) {
+        ukr_avx2_tile(4, false, kc, a, b, c, ldc, mr, nr);
+    } else {
+        ukr_avx2_tile(2, false, kc, a, b, c, ldc, mr, nr);
+    }
 }
 #endif
 
