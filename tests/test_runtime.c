@@ -135,6 +135,10 @@ static void test_chain_and_plan(void) {
     CHECK(st.n_inplace >= 3);                /* relu over a, mul over r, sigmoid/abs ... */
     CHECK(st.arena_bytes < st.naive_bytes);  /* reuse happened */
     CHECK(st.arena_bytes <= 3 * 64 * 4 * 4); /* a chain needs at most three live 64x4 floats */
+    /* run 1 ran on the heap, sharing dying inputs' blocks as the plan shares their buffers: it held
+     * no more than the plan's live set at once */
+    printf("chain run 1 held at most %zu intermediate bytes on the heap\n", st.heap_peak_bytes);
+    CHECK(st.heap_peak_bytes > 0 && st.heap_peak_bytes <= st.arena_bytes);
     CHECK(max_err(out[0], yr) < 1e-5f && max_err(out[1], zr) < 1e-5f);
 
     otter_tensor *keep[2] = {NULL, NULL}; /* outputs sized for N = 64, for the switch back below */

@@ -13,11 +13,11 @@
  * At create every node's kernel is resolved from the operator table with the model's opset for
  * the node's domain (an operator or version otter lacks is an error naming the node), the graph is
  * optimized (opt_level >= 1: Identity and inference-mode Dropout dropped, nodes over constants run
- * once; >= 2, the default: fusions) and a thread pool is started. The first run with a given set of input shapes records the
- * size of every intermediate; the session then plans all of them into one arena by liveness (a
- * buffer is reused after its last reader; elementwise kernels write over an input that dies at
- * that node) and later runs with the same shapes reuse the plan: they allocate nothing when the
- * caller passes its output tensors in. New input shapes re-plan. */
+ * once; >= 2, the default: fusions) and a thread pool is started. The first run with a given set of input shapes
+ * records the size of every intermediate; the session then plans all of them into one arena by liveness (a buffer is
+ * reused after its last reader; elementwise kernels write over an input that dies at that node) and later runs with the
+ * same shapes reuse the plan: they allocate nothing when the caller passes its output tensors in. New input shapes
+ * re-plan. */
 #ifndef OTTER_RUNTIME_H
 #define OTTER_RUNTIME_H
 
@@ -168,6 +168,8 @@ typedef struct otter_memory_stats {
     size_t n_folded;         /* nodes run once at create (constant folding) */
     size_t n_dropped;        /* Identity / Dropout nodes removed */
     size_t constant_bytes;   /* bytes held by folded constants */
+    size_t heap_peak_bytes;  /* most intermediate bytes held on the heap at once in a run so far (a run
+                                before its plan exists, or values outside the plan); 0 if none */
 } otter_memory_stats;
 
 otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out);

@@ -254,10 +254,10 @@ int cmd_run(int argc, char **argv) {
         printf("latency over %zu runs (%d threads): min %.3f ms, median %.3f ms, p90 %.3f ms; first run %.3f ms\n", k,
                otter_session_threads(s), steady[0], steady[k / 2], steady[(k * 9) / 10 < k ? (k * 9) / 10 : k - 1],
                first);
-        printf("memory: arena %.1f KiB planned peak for %zu intermediates (%.1f KiB without reuse, %zu in place), "
-               "folded constants %.1f KiB, process peak RSS %.1f MiB\n",
+        printf("memory: arena %.1f KiB planned peak for %zu intermediates (%.1f KiB without reuse, %zu in place; "
+               "%.1f KiB on the heap in the first run), folded constants %.1f KiB, process peak RSS %.1f MiB\n",
                (double)st.arena_bytes / 1024, st.n_planned, (double)st.naive_bytes / 1024, st.n_inplace,
-               (double)st.constant_bytes / 1024, (double)ru.ru_maxrss / 1024);
+               (double)st.heap_peak_bytes / 1024, (double)st.constant_bytes / 1024, (double)ru.ru_maxrss / 1024);
     }
     if (rc == CLI_EXIT_OK && o_profile) rc = print_profile(s, runs);
     free(ms);

@@ -169,10 +169,9 @@ static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t 
     s->plans[at] = p;
 }
 
-/* The slot of the input output 0 may overwrite (OT_OP_INPLACE0 / OT_OP_INPLACE3), or RT_NONE. The
- * sum input of a fused node (3) only when no other input is the same value: the kernel reads its
- * other inputs beyond the element it writes. */
-static size_t inplace_source(const rt_node *rn) {
+/* The sum input of a fused node (3) only when no other input is the same value: the kernel reads
+ * its other inputs beyond the element it writes. */
+size_t rt_inplace_source(const rt_node *rn) {
     const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
     if (src >= rn->node->n_inputs || rn->in_slots[src] == RT_NONE) return RT_NONE;
     for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
@@ -203,7 +202,7 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
             naive += need;
             n_planned++;
             o->planned = true;
-            size_t ii = i == 0 ? inplace_source(rn) : RT_NONE;
+            size_t ii = i == 0 ? rt_inplace_source(rn) : RT_NONE;
             if (ii != RT_NONE) {
                 rt_slot *in = &s->slots[ii];
                 if (in->kind == RT_VALUE && in->planned && !moved[ii] && in->last_use == e && !in->is_string &&

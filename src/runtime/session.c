@@ -326,7 +326,20 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
     } else if (!s->folding && s->have_plan && sl->planned && nbytes <= sl->plan_size) {
         t->data = s->arena + sl->offset;
     } else {
-        sl->heap = ot_malloc(nbytes);
+        /* outside the plan (a first run): take over a dying input's heap block where the planner
+         * would share its buffer, so the run's peak stays near the plan's */
+        size_t src = i == 0 && !s->folding ? rt_inplace_source(rn) : RT_NONE;
+        rt_slot *in = src != RT_NONE ? &s->slots[src] : NULL;
+        if (in && in->kind == RT_VALUE && in->heap && in->last_use == sl->producer && in->size >= nbytes &&
+            !in->is_string && !sl->is_string) {
+            sl->heap = in->heap;
+            in->heap = NULL; /* its tensor still reads the block until the node is done */
+            s->heap_live -= in->size - nbytes;
+        } else {
+            sl->heap = ot_malloc(nbytes);
+            if (sl->heap && !s->folding) s->heap_live += nbytes;
+        }
+        if (s->heap_live > s->stats.heap_peak_bytes) s->stats.heap_peak_bytes = s->heap_live;
         if (!sl->heap) {
             ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: out of memory (%zu bytes)", i, nbytes);
             return NULL;
@@ -1228,6 +1241,8 @@ static otter_status bind_one(otter_session *s, size_t si, otter_arg a, rt_key *c
     return OTTER_OK;
 }
 
+enum { RT_TRIM_BYTES = 1 << 20 };
+
 static otter_status run_graph(otter_session *s, size_t n_in, const char *const *in_names, size_t n_out,
                               const char *const *out_names, const rt_io *io) {
     if (n_in && !io->in_t && !io->in_a) return ot_error(OTTER_ERR_ARGUMENT, "run: inputs is NULL");
@@ -1272,6 +1287,7 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
         if (s->have_plan) memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
     }
     s->n_fallbacks = 0;
+    s->heap_live = 0;
     for (size_t i = 0; i < s->n_slots; i++) {
         rt_slot *sl = &s->slots[i];
         if (sl->kind == RT_VALUE) {
@@ -1285,7 +1301,17 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
         rt_node *rn = &s->nodes[s->order[e]];
         rn->scratch_size = 0;
         st = exec_node(s, rn);
-        for (size_t d = 0; d < rn->n_dying && st == OTTER_OK; d++) release_data(&s->slots[rn->dying[d]]);
+        size_t freed = 0;
+        for (size_t d = 0; d < rn->n_dying && st == OTTER_OK; d++) {
+            rt_slot *sl = &s->slots[rn->dying[d]];
+            if (sl->heap) freed += sl->size, s->heap_live -= sl->size;
+            release_data(sl);
+        }
+#ifdef __GLIBC__
+        /* Unplanned run (intermediates on the heap): glibc keeps large freed blocks once its mmap
+         * threshold has grown past them, so hand their pages back as they die. */
+        if (freed >= RT_TRIM_BYTES) malloc_trim(0);
+#endif
     }
     for (size_t i = 0; i < n_out && st == OTTER_OK; i++) {
         size_t oi = i;

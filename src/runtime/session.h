@@ -138,12 +138,16 @@ struct otter_session {
     uint64_t tick;
 
     otter_memory_stats stats;
-    bool err_named; /* the current error already names the node */
+    size_t heap_live; /* intermediate bytes on the heap now (this run) */
+    bool err_named;   /* the current error already names the node */
 };
 
 /* plan.c: lay out every VALUE slot and scratch block of the last run into one arena, for the input
  * shapes `key`, and keep the plan in the cache. */
 otter_status rt_plan(otter_session *s, const rt_key *key);
+/* The slot of the input whose buffer output 0 may take over when that input dies at rn
+ * (OT_OP_INPLACE0 / OT_OP_INPLACE3), or RT_NONE. */
+size_t rt_inplace_source(const rt_node *rn);
 /* Make the cached plan for these input shapes the active one; false when there is none. */
 bool rt_plan_activate(otter_session *s, const rt_key *key);
 bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n);
