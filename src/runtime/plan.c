@@ -171,11 +171,13 @@ static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t 
 
 /* The sum input of a fused node (3) only when no other input is the same value: the kernel reads
  * its other inputs beyond the element it writes. */
-size_t rt_inplace_source(const rt_node *rn) {
+size_t rt_inplace_source(const otter_session *s, const rt_node *rn, const rt_slot *out) {
     const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
     if (src >= rn->node->n_inputs || rn->in_slots[src] == RT_NONE) return RT_NONE;
     for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
         if (k != src && rn->in_slots[k] == rn->in_slots[src]) return RT_NONE;
+    const rt_slot *in = &s->slots[rn->in_slots[src]];
+    if (in->kind != RT_VALUE || in->last_use != out->producer || in->is_string || out->is_string) return RT_NONE;
     return rn->in_slots[src];
 }
 
@@ -202,11 +204,10 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
             naive += need;
             n_planned++;
             o->planned = true;
-            size_t ii = i == 0 ? rt_inplace_source(rn) : RT_NONE;
+            size_t ii = i == 0 ? rt_inplace_source(s, rn, o) : RT_NONE;
             if (ii != RT_NONE) {
                 rt_slot *in = &s->slots[ii];
-                if (in->kind == RT_VALUE && in->planned && !moved[ii] && in->last_use == e && !in->is_string &&
-                    !o->is_string && in->plan_size >= need) {
+                if (in->planned && !moved[ii] && in->plan_size >= need) {
                     o->offset = in->offset;
                     o->plan_size = in->plan_size;
                     moved[ii] = true;

@@ -328,10 +328,9 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
     } else {
         /* outside the plan (a first run): take over a dying input's heap block where the planner
          * would share its buffer, so the run's peak stays near the plan's */
-        size_t src = i == 0 && !s->folding ? rt_inplace_source(rn) : RT_NONE;
+        size_t src = i == 0 && !s->folding ? rt_inplace_source(s, rn, sl) : RT_NONE;
         rt_slot *in = src != RT_NONE ? &s->slots[src] : NULL;
-        if (in && in->kind == RT_VALUE && in->heap && in->last_use == sl->producer && in->size >= nbytes &&
-            !in->is_string && !sl->is_string) {
+        if (in && in->heap && in->size >= nbytes) {
             sl->heap = in->heap;
             in->heap = NULL; /* its tensor still reads the block until the node is done */
             s->heap_live -= in->size - nbytes;

@@ -145,9 +145,9 @@ struct otter_session {
 /* plan.c: lay out every VALUE slot and scratch block of the last run into one arena, for the input
  * shapes `key`, and keep the plan in the cache. */
 otter_status rt_plan(otter_session *s, const rt_key *key);
-/* The slot of the input whose buffer output 0 may take over when that input dies at rn
- * (OT_OP_INPLACE0 / OT_OP_INPLACE3), or RT_NONE. */
-size_t rt_inplace_source(const rt_node *rn);
+/* The slot of the input whose buffer output 0 of rn (out) may take over (OT_OP_INPLACE0 /
+ * OT_OP_INPLACE3): a value whose last reader is rn, neither of the two a string; else RT_NONE. */
+size_t rt_inplace_source(const otter_session *s, const rt_node *rn, const rt_slot *out);
 /* Make the cached plan for these input shapes the active one; false when there is none. */
 bool rt_plan_activate(otter_session *s, const rt_key *key);
 bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n);
