@@ -2,8 +2,9 @@
 # Inference speed, otter against ONNX Runtime (onnxruntime-node, installed with --ignore-scripts into
 # the build tree) on the same models, batches and thread counts, side by side in one run.
 #   bench/bench_runtime.sh [BUILD_DIR]     (default build/release; built if missing)
-# Prints the latency of ORT and of otter at opt level 2 (exact algorithms, the default) and 3 (Winograd
-# 3x3 convolutions), the ratios ORT/otter (> 1: otter faster) and peak RSS. ROUNDS=N (default 3) sets how
+# Prints the latency of ORT and of otter at opt level 2 (the default: rounding error of the direct
+# algorithms, Winograd F(2x2, 3x3) included) and 3 (Winograd F(4x4, 3x3), ~1e-4), the ratios
+# ORT/otter (> 1: otter faster) and peak RSS. ROUNDS=N (default 3) sets how
 # many times each configuration alternates the three. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ mkdir -p "$MODELS"
 ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.json').version")
 ROUNDS=${ROUNDS:-3}
 echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node); ratio = ORT / otter (> 1: otter faster)"
-echo "otter L2: opt level 2 (fusions, exact algorithms; the default); L3: also Winograd F(4x4,3x3) convolutions"
+echo "otter L2: opt level 2 (the default: fusions, Winograd F(2x2,3x3), errors ~1e-6); L3: Winograd F(4x4,3x3) (~1e-4)"
 echo "The VM's speed drifts by 10-25% within minutes, so each row runs $ROUNDS rounds of ORT, L2, L3 in turn;"
 echo "ms = the median of the rounds' medians; 'min' ratios compare the fastest single runs (least disturbed)."
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
@@ -26,8 +27,14 @@ printf '%-13s %5s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n' model batch threads
 for model in mnist_dnn cifar10_cnn resnet_stack; do
   for batch in 1 64; do
     for threads in 1 2; do
-      runs=200
-      [ "$model" != mnist_dnn ] && [ "$batch" = 64 ] && runs=20
+      # about a second of runs a configuration where that is cheap (the VM's speed flips between
+      # two modes for seconds at a time; more runs make the medians steadier)
+      case "$model/$batch" in
+      mnist_dnn/*) runs=1500 ;;
+      cifar10_cnn/1) runs=600 ;;
+      resnet_stack/1) runs=200 ;;
+      *) runs=20 ;;
+      esac
       runs=$(((runs + ROUNDS - 1) / ROUNDS))
       lines=()
       for _ in $(seq "$ROUNDS"); do

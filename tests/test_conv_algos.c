@@ -1,11 +1,12 @@
-/* Conv (the direct kernel, im2col + sgemm, the 1x1 matrix product, fused FusedConv) against direct
- * loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
+/* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, fused FusedConv) against
+ * direct loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
  * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
- * Relu + MaxPool 2x2 fused, at opt level 2 (exact algorithms) and 3 (Winograd F(4x4, 3x3) where it
- * applies), at 1 and 2 threads. Error: |got - want| / (1 + |want|) against sums in double, below
- * 3e-5 at level 2 (float sums of up to 576 products) and 3e-4 at level 3 (Winograd's transforms
- * amplify rounding about tenfold: Lavin and Gray 2015, Barabasz et al. 2019). New conv algorithms
- * must pass these cases. */
+ * Relu + MaxPool 2x2 fused, at opt level 1 (the direct kernel, unfused), 2 (fused; Winograd F(2x2, 3x3)
+ * where it applies) and 3 (Winograd F(4x4, 3x3)), at 1 and 2 threads. Error: |got - want| / (1 + |want|)
+ * against sums in double, below 3e-5 at levels 1 and 2 (float sums of up to 576 products) and 3e-4 at
+ * level 3 (F(4x4)'s transforms amplify rounding about tenfold: Lavin and Gray 2015, Barabasz et al.
+ * 2019); F(2x2)'s error must stay within twice the direct kernel's on the same case. New conv
+ * algorithms must pass these cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,9 +122,11 @@ static void run_case(const conv_case *k) {
         CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, two));
         CHECK_OK(otter_graph_add_node(mod->graph, n));
     }
-    for (int run = 0; run < 4; run++) {
-        /* opt level 2 (exact algorithms) and 3 (Winograd where it applies), at 1 and 2 threads */
-        const int threads = 1 + run % 2, level = 2 + run / 2;
+    double level_err[4] = {0};
+    for (int run = 0; run < 6; run++) {
+        /* opt level 1 (the direct kernel, unfused), 2 (also Winograd F(2x2, 3x3)) and 3 (F(4x4, 3x3)), where they
+         * apply, at 1 and 2 threads */
+        const int threads = 1 + run % 2, level = 1 + run / 2;
         otter_session *s = NULL;
         otter_session_options o = {.n_threads = threads, .opt_level = level, .opt_level_set = true};
         CHECK_OK(otter_session_create(&s, mod, &o));
@@ -140,6 +143,7 @@ static void run_case(const conv_case *k) {
         }
         CHECK(err < (level == 3 ? 3e-4 : 3e-5));
         if (err > worst) worst = err;
+        if (err > level_err[level]) level_err[level] = err;
         printf(
             "  N %lld C %3lld %3lldx%-3lld M %3lld k %lldx%lld pads %lld,%lld,%lld,%lld stride %lld,%lld dil %lld,%lld "
             "group %lld%s%s, level %d, threads %d: worst rel err %.2e\n",
@@ -151,6 +155,8 @@ static void run_case(const conv_case *k) {
         otter_tensor_free(y);
         otter_session_free(s);
     }
+    /* F(2x2, 3x3) only adds, subtracts and halves in its transforms: its error stays the direct kernel's */
+    CHECK(level_err[2] <= 2 * level_err[1] + 1e-7);
     otter_model_free(mod);
     otter_tensor_free(x), otter_tensor_free(w), otter_tensor_free(b);
     free(want);
@@ -212,13 +218,17 @@ int main(void) {
         {1, 9, 5, 6, 17, 3, 3, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {2, 8, 11, 4, 8, 3, 3, 1, {2, 0, 1, 2}, {1, 1}, {1, 1}, false},
         {5, 32, 16, 16, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
-        /* Winograd at level 3 (16+ channels, rows of 4+ tiles, 32+ tiles): partial tiles, asymmetric
-         * pads, residual, pooling with whole and partial tiles, 64 channels */
+        /* Winograd (16+ channels, rows of 4+ tiles, 64+ tiles a thread for F(2x2), 32+ tiles for F(4x4)):
+         * partial tiles, asymmetric pads, residual, pooling with whole and partial tiles, 64 channels */
         {2, 16, 20, 18, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         {3, 16, 15, 17, 20, 3, 3, 1, {2, 0, 1, 2}, {1, 1}, {1, 1}, false},
         {2, 16, 32, 32, 24, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {2, 24, 22, 26, 17, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {2, 64, 32, 32, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        /* F(2x2) image by image at 1 thread (a batch of 4 chunks a thread or more), two images a chunk
+         * (16 and 20 tiles an image: a block holds 32), an odd last chunk, partial tiles, pooling */
+        {9, 16, 8, 8, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {9, 16, 7, 9, 20, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {40, 8, 3, 3, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         {2, 16, 9, 9, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         {3, 8, 2, 2, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},

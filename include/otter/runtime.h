@@ -92,9 +92,10 @@ typedef struct otter_session_options {
     int n_threads;
     /* 0: run the graph as written; 1: drop Identity and inference-mode Dropout, fold constant
      * subexpressions; 2 (default when left 0 and opt_level_set is false): also fuse (Conv/Gemm
-     * with bias, BatchNormalization, residual Add, ReLU, 2x2 MaxPool); 3: also let 3x3
-     * convolutions use Winograd F(4x4, 3x3), about 2x fewer operations but a rounding error up
-     * to ~1e-4 of the output's scale (levels 0-2 stay within ~1e-6). */
+     * with bias, BatchNormalization, residual Add, ReLU, 2x2 MaxPool) and let 3x3 convolutions use
+     * Winograd F(2x2, 3x3), whose rounding error is the direct kernel's; 3: Winograd F(4x4, 3x3)
+     * instead, about 4x fewer operations than direct but a rounding error up to ~1e-4 of the
+     * output's scale (levels 0-2 stay within ~1e-6). */
     int opt_level;
     bool opt_level_set; /* take opt_level literally, so 0 can be asked for */
     /* Don't fold nodes that read initializers (only Constant nodes and what follows from them),

@@ -22,8 +22,9 @@ static const cli_opt OPTS[] = {
     {"--threads", "-t", "N", "threads for the kernels (default: available cores)", &o_threads, NULL},
     {"--repeat", "-r", "N", "run N times and print latency (min / median / p90) and peak memory", &o_repeat, NULL},
     {"--opt-level", NULL, "N",
-     "graph optimizations: 0 none, 1 drop Identity/Dropout and fold constants, 2 (default) also fuse, 3 also "
-     "Winograd 3x3 convolutions (faster, rounding error up to ~1e-4)",
+     "graph optimizations: 0 none, 1 drop Identity/Dropout and fold constants, 2 (default) also fuse and use "
+     "Winograd F(2x2,3x3) convolutions (as exact as direct), 3 Winograd F(4x4,3x3) (faster, rounding error up to "
+     "~1e-4)",
      &o_opt, NULL},
     {"--profile", NULL, NULL, "print where the time went: per operator type and the slowest nodes", NULL, &o_profile},
     {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},

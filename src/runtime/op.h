@@ -26,7 +26,8 @@ struct ot_kernel_ctx {
     size_t n_outputs;
     otter_tensor **outputs; /* set by ot_ctx_output */
     int n_threads;
-    bool winograd; /* opt level 3: convolutions may trade ~1e-4 rounding error for speed */
+    int winograd;  /* the largest Winograd tile 3x3 convolutions may use: 2 (opt level 2, the direct kernel's
+                      rounding error) or 4 (opt level 3, ~1e-4 of the output's scale); 0: none */
     void *runtime; /* the session that runs this node (opaque to kernels) */
 };
 

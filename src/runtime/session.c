@@ -723,7 +723,9 @@ static otter_status build_node(otter_session *s, size_t k) {
                               .n_outputs = nd->n_outputs,
                               .outputs = rn->out_ptrs,
                               .n_threads = s->n_threads,
-                              .winograd = s->opts.opt_level >= 3,
+                              .winograd = s->opts.opt_level >= 3   ? 4
+                                          : s->opts.opt_level == 2 ? 2
+                                                                   : 0,
                               .runtime = s};
     if (optimize && foldable(s, rn) && try_fold(s, rn)) {
         s->stats.n_folded++;

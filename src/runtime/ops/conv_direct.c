@@ -61,12 +61,13 @@ typedef struct dc_plan {
 
 /* The node's cache: a block per packed form, allocated on first use. */
 typedef struct dc_cache {
-    float *form[2];
+    float *form[OT_CONV_FORMS];
 } dc_cache;
 
 static void dc_cache_free(void *p) {
     dc_cache *c = p;
-    ot_free(c->form[0]), ot_free(c->form[1]), ot_free(c);
+    for (int f = 0; f < OT_CONV_FORMS; f++) ot_free(c->form[f]);
+    ot_free(c);
 }
 
 float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill) {
@@ -97,31 +98,43 @@ int ot_conv_channel_blocks(int64_t Mg, int64_t *m0, int *mr) {
     return n;
 }
 
-/* The 4 phase rows d[s * QW + q] = srow[4 q + s - pw] (0 outside the row) of one input row: the
- * columns whose 4 inputs are all inside go through an SSE 4x4 transpose, 4 columns at a time. */
-static void pad_phases4(const float *srow, int64_t W, int64_t pw, int64_t QW, float *d) {
-    int64_t lo = pw <= 0 ? 0 : (pw + 3) / 4, hi = (W + pw) / 4; /* 0 <= 4q - pw and 4q + 3 - pw < W */
+/* The P phase rows d[s * QW + q] = srow[P q + s - pw] (0 outside the row) of one input row. The
+ * columns whose P inputs are all inside are gathered with vectors for P = 2 (8 columns at a time)
+ * and P = 4 (an SSE 4x4 transpose, 4 at a time), the last vector overlapping the one before; the
+ * others one by one. */
+__attribute__((target("avx2"))) static void pad_phases(const float *srow, int64_t W, int64_t pw, int64_t QW, int64_t P,
+                                                       float *d) {
+    int64_t lo = pw <= 0 ? 0 : (pw + P - 1) / P, hi = (W + pw) / P; /* 0 <= P q - pw and P q + P - 1 - pw < W */
     if (hi > QW) hi = QW;
     if (lo > hi) lo = hi;
-    for (int64_t q = 0; q < QW; q++) {
-        if (q == lo) q = hi; /* the interior below */
-        if (q >= QW) break;
-        for (int64_t s = 0; s < 4; s++) {
-            int64_t iw = 4 * q + s - pw;
-            d[s * QW + q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
+    int64_t q = lo;
+    if (P == 2)
+        for (; q < hi && hi - lo >= 8; q += 8) {
+            if (q + 8 > hi) q = hi - 8; /* the last 8 overlap the ones before */
+            const float *src = srow + 2 * q - pw;
+            __m256 a = _mm256_loadu_ps(src), b = _mm256_loadu_ps(src + 8);
+            __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD); /* a0 a2 b0 b2 | a4 .. */
+            _mm256_storeu_ps(d + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
+            _mm256_storeu_ps(d + QW + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
+        }
+    if (P == 4)
+        for (; q < hi && hi - lo >= 4; q += 4) {
+            if (q + 4 > hi) q = hi - 4;
+            const float *src = srow + 4 * q - pw;
+            __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + 4), r2 = _mm_loadu_ps(src + 8),
+                   r3 = _mm_loadu_ps(src + 12);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(d + q, r0), _mm_storeu_ps(d + QW + q, r1), _mm_storeu_ps(d + 2 * QW + q, r2);
+            _mm_storeu_ps(d + 3 * QW + q, r3);
+        }
+    for (int64_t c = 0; c < QW; c++) {
+        if (c == lo) c = q; /* [lo, q) done above */
+        if (c >= QW) break;
+        for (int64_t s = 0; s < P; s++) {
+            int64_t iw = P * c + s - pw;
+            d[s * QW + c] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
         }
     }
-    int64_t q = lo;
-    for (; q + 4 <= hi; q += 4) {
-        const float *src = srow + 4 * q - pw;
-        __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + 4), r2 = _mm_loadu_ps(src + 8),
-               r3 = _mm_loadu_ps(src + 12);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(d + q, r0), _mm_storeu_ps(d + QW + q, r1), _mm_storeu_ps(d + 2 * QW + q, r2);
-        _mm_storeu_ps(d + 3 * QW + q, r3);
-    }
-    for (; q < hi; q++)
-        for (int64_t s = 0; s < 4; s++) d[s * QW + q] = srow[4 * q + s - pw];
 }
 
 /* One channel of a padded row: d[0..lo) = 0, d[lo..hi) = s[0..hi - lo), d[hi..QW) = 0. Such rows
@@ -152,18 +165,12 @@ __attribute__((target("avx2"))) static void pad_channel(float *restrict d, const
 /* Padded row r of image n, channel c: its ph phase rows at d (QW floats apart). */
 static void pad_channel_row(const ot_conv_pad *p, const float *srow, float *d) {
     const int64_t W = p->W, ph = p->phases, pw = p->pad_w, QW = p->QW;
-    if (ph == 4) {
-        pad_phases4(srow, W, pw, QW, d);
-    } else if (ph == 1) {
+    if (ph == 1) {
         /* columns q with 0 <= q - pw < W are copied, the rest are zero (pw < 0 crops) */
         int64_t lo = pw < 0 ? 0 : pw < QW ? pw : QW, hi = pw + W < lo ? lo : pw + W < QW ? pw + W : QW;
         pad_channel(d, srow + (lo - pw), lo, hi, QW);
     } else {
-        for (int64_t s = 0; s < ph; s++, d += QW)
-            for (int64_t q = 0; q < QW; q++) {
-                int64_t iw = q * ph + s - pw;
-                d[q] = iw >= 0 && iw < W ? srow[iw] : 0.0f;
-            }
+        pad_phases(srow, W, pw, QW, ph, d);
     }
 }
 
@@ -440,7 +447,8 @@ static void dc_slots(void *arg, int64_t s0, int64_t s1) {
 }
 
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
-    if (a->winograd && ot_conv_winograd_applies(a)) return ot_conv_winograd_run(ctx, a);
+    const int wino = ot_conv_winograd_tile(a, ctx->n_threads);
+    if (wino) return ot_conv_winograd_run(ctx, a, wino);
     const ot_conv_window *w = &a->win;
     dc_plan p = {
         .a = a, .Cg = a->C / a->group, .Mg = a->M / a->group, .OH = w->out[1], .OW = w->out[2], .sh = w->stride[1]};
@@ -473,7 +481,7 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.buf_floats = buf_images * p.pad.image + OT_CONV_PAD_SLACK;
     p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * p.buf_floats) * sizeof(float));
     bool fill_w;
-    p.wp = ot_conv_packed_weights(ctx, a, 0, (size_t)(a->M * p.K), &fill_w);
+    p.wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_DIRECT, (size_t)(a->M * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
     p.roff = ot_ctx_scratch(ctx, (size_t)p.n_rows * sizeof(int64_t));
     p.kwoff = ot_ctx_scratch(ctx, (size_t)KW * sizeof(int64_t));

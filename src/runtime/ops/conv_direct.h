@@ -5,7 +5,8 @@
  * eight neighbouring outputs always read eight neighbouring inputs), and an AVX2/FMA register
  * tile of up to 6 output channels x 16 output positions accumulates over every (channel, tap)
  * straight from that buffer. Bias, a sum input, ReLU and a 2x2 max pooling are applied as the
- * tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c). */
+ * tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c); hands 3x3
+ * convolutions to Winograd (conv_winograd.c) where that is allowed and pays off. */
 #ifndef OTTER_RUNTIME_OPS_CONV_DIRECT_H
 #define OTTER_RUNTIME_OPS_CONV_DIRECT_H
 
@@ -28,7 +29,8 @@ typedef struct ot_conv_direct {
     bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
     int64_t *indices; /* with maxpool_2x2, or NULL: MaxPool's Indices, shaped like y (flat positions in the
                          unpooled [N][M][OH][OW], the first maximum of each window in scan order) */
-    bool winograd;    /* may use Winograd where it pays off (ctx->winograd: opt level 3) */
+    int winograd;     /* the largest Winograd output tile it may use where that pays off: 0 (none), 2 or 4
+                         (ctx->winograd) */
     bool constant_w;  /* w is the same every run: its packed forms are kept in the node's cache */
 } ot_conv_direct;
 
@@ -62,14 +64,17 @@ void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1);
  * Returns the number of blocks. */
 int ot_conv_channel_blocks(int64_t M, int64_t *m0, int *mr);
 
-/* Room for the weights in packed form `form` (0 direct, 1 Winograd), n floats: kept in the node's
+enum { OT_CONV_FORM_DIRECT, OT_CONV_FORM_WINOGRAD2, OT_CONV_FORM_WINOGRAD4, OT_CONV_FORMS };
+
+/* Room for the weights in packed form `form` (OT_CONV_FORM_*), n floats: kept in the node's
  * cache when a->constant_w (*fill false once they are there), else scratch (*fill true). NULL
  * (error set) when out of memory. */
 float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill);
 
-/* Winograd F(4x4, 3x3) for 3x3, stride 1, dilation 1, one group (conv_winograd.c); same contract
- * as ot_conv_direct_run, which calls it when a->winograd and ot_conv_winograd_applies. */
-bool ot_conv_winograd_applies(const ot_conv_direct *a);
-otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
+/* Winograd F(T x T, 3x3), T = 2 or 4, for 3x3, stride 1, dilation 1, one group (conv_winograd.c);
+ * same contract as ot_conv_direct_run, which calls it with T = ot_conv_winograd_tile(a, threads)
+ * when that is not 0. */
+int ot_conv_winograd_tile(const ot_conv_direct *a, int n_threads);
+otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, int T);
 
 #endif
