@@ -218,7 +218,7 @@ int main(void) {
         {1, 9, 5, 6, 17, 3, 3, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {2, 8, 11, 4, 8, 3, 3, 1, {2, 0, 1, 2}, {1, 1}, {1, 1}, false},
         {5, 32, 16, 16, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
-        /* Winograd (16+ channels, rows of 4+ tiles, 64+ tiles a thread for F(2x2), 32+ tiles for F(4x4)):
+        /* Winograd (16+ channels; F(2x2): rows of 8+ tiles, 64+ tiles a thread; F(4x4): rows of 4+, 32+ tiles):
          * partial tiles, asymmetric pads, residual, pooling with whole and partial tiles, 64 channels */
         {2, 16, 20, 18, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         {3, 16, 15, 17, 20, 3, 3, 1, {2, 0, 1, 2}, {1, 1}, {1, 1}, false},
@@ -226,9 +226,9 @@ int main(void) {
         {2, 24, 22, 26, 17, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {2, 64, 32, 32, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         /* F(2x2) image by image at 1 thread (a batch of 4 chunks a thread or more), two images a chunk
-         * (16 and 20 tiles an image: a block holds 32), an odd last chunk, partial tiles, pooling */
-        {9, 16, 8, 8, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
-        {9, 16, 7, 9, 20, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+         * (16 and 24 tiles an image: a block holds 32), an odd last chunk, partial tiles, pooling */
+        {9, 16, 4, 16, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {9, 16, 5, 15, 20, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {40, 8, 3, 3, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         {2, 16, 9, 9, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         {3, 8, 2, 2, 8, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},

@@ -82,7 +82,7 @@ static otter_node *mknode(const char *op, const char *domain, int n_in, unsigned
 static int vi_rank = -1;
 static int64_t vi_dims[8];
 /* Threads of the sessions run_node creates. */
-static int run_threads = 1;
+static int run_threads = 1, run_opt_level = 0;
 
 /* Run a clone of node in a one-node model (default opset `opset`): in[k] feeds input k (NULL for an
  * omitted one), out[k] receives output k (NULL slots are not fetched). Returns the status. */
@@ -122,7 +122,7 @@ static otter_status run_node(const otter_node *node, int opset, int n_in, otter_
     if (st == OTTER_OK) st = otter_node_clone(&n, node);
     if (st == OTTER_OK) st = otter_graph_add_node(m->graph, n);
     otter_session_options o = {
-        .n_threads = run_threads, .opt_level = 0, .opt_level_set = true, .no_fold_initializers = true};
+        .n_threads = run_threads, .opt_level = run_opt_level, .opt_level_set = true, .no_fold_initializers = true};
     if (st == OTTER_OK) st = otter_session_create(&s, m, &o);
     const char *in_names[16];
     const otter_tensor *in_t[16];
@@ -638,6 +638,14 @@ static void test_conv(void) {
     int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};
     conv_attrs s1 = {2, {1, 1, 1}, {2, 0, 1, 3, 0, 0}, {2, 1, 1}, 2, {0, 0, 0}, NULL};
     conv_ref_case("N 3, groups 2, stride 1, pads (2,0,1,3), dil (2,1)", sx, sw, &s1);
+    /* opt level 2 (training sessions' level): dX by Winograd F(2x2, 3x3), also over a crop (pad 3) */
+    run_opt_level = 2;
+    int64_t wx[4] = {3, 16, 16, 17}, ww[4] = {24, 16, 3, 3};
+    conv_attrs w1 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 1", wx, ww, &w1);
+    conv_attrs w3 = {2, {1, 1, 1}, {3, 3, 3, 3, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 3", wx, ww, &w3);
+    run_opt_level = 0;
     int64_t sx2[4] = {2, 3, 6, 7}, sw2[4] = {7, 3, 1, 1};
     conv_attrs s2 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_ref_case("N 2, 1x1 pad 1 (dX crops)", sx2, sw2, &s2);

@@ -28,19 +28,21 @@
 #define WG_TB 32 /* tiles per block: two 16-wide register tiles */
 
 /* The largest tile a->winograd allows that pays off against the direct kernel (measured on the
- * CIFAR and ResNet layers): 16 channels or more on both sides and rows of 4 tiles or more (the
- * transforms run 8 neighbouring tiles per vector). F(4x4) then needs 16 tiles or more (32 when the
- * weights are transformed every run); F(2x2), whose products are the larger share of its time,
- * 64 tiles a thread. 0: none. */
+ * CIFAR and ResNet layers): 16 channels or more on both sides, and for F(4x4) rows of 4 tiles or
+ * more (the transforms run 8 neighbouring tiles per vector) and 16 tiles or more (32 when the
+ * weights are transformed every run). F(2x2), whose products are the larger share of its time,
+ * needs full rows of 8 tiles, 64 tiles a thread, and transformed weights that stay in L2 (every
+ * block of tiles reads all of them): C x M up to 4096. 0: none. */
 int ot_conv_winograd_tile(const ot_conv_direct *a, int n_threads) {
     const ot_conv_window *w = &a->win;
     if (a->winograd < 2 || a->indices || a->group != 1 || a->C < 16 || a->M < 16 || w->k[1] != 3 || w->k[2] != 3 ||
         w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1)
         return 0;
-    for (int t = a->winograd >= 4 ? 4 : 2; t >= 2; t -= 2) {
-        const int64_t th = (w->out[1] + t - 1) / t, tw = (w->out[2] + t - 1) / t, tiles = a->N * th * tw;
-        if (tw >= 4 && tiles >= (t == 2 ? 64 * (int64_t)n_threads : a->constant_w ? 16 : 32)) return t;
-    }
+    const int64_t oh = w->out[1], ow = w->out[2];
+    if (a->winograd >= 4 && (ow + 3) / 4 >= 4 && a->N * ((oh + 3) / 4) * ((ow + 3) / 4) >= (a->constant_w ? 16 : 32))
+        return 4;
+    if ((ow + 1) / 2 >= 8 && a->N * ((oh + 1) / 2) * ((ow + 1) / 2) >= 64 * (int64_t)n_threads && a->C * a->M <= 4096)
+        return 2;
     return 0;
 }
 

@@ -638,7 +638,8 @@ static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window
             for (int64_t c = 0; c < Cg; c++)
                 for (int64_t t = 0; t < ks; t++)
                     wt[((gr * Cg + c) * Mg + m) * ks + ks - 1 - t] = W[((gr * Mg + m) * Cg + c) * ks + t];
-    const ot_conv_direct d = {.x = DY, .w = wt, .y = dx, .N = N, .C = M, .M = C, .group = group, .win = *win};
+    const ot_conv_direct d = {
+        .x = DY, .w = wt, .y = dx, .N = N, .C = M, .M = C, .group = group, .win = *win, .winograd = ctx->winograd};
     return ot_conv_direct_run(ctx, &d);
 }
 
