@@ -19,7 +19,7 @@ ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.
 ROUNDS=${ROUNDS:-3}
 echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node); ratio = ORT / otter (> 1: otter faster)"
 echo "otter L2: opt level 2 (the default: fusions, Winograd F(2x2,3x3), errors ~1e-6); L3: Winograd F(4x4,3x3) (~1e-4)"
-echo "The VM's speed drifts by 10-25% within minutes, so each row runs $ROUNDS rounds of ORT, L2, L3 in turn;"
+echo "The VM's speed drifts by 10-40% within minutes, so each row runs $ROUNDS rounds (3x that where runs are cheap) of ORT, L2, L3 in turn;"
 echo "ms = the median of the rounds' medians; 'min' ratios compare the fastest single runs (least disturbed)."
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 printf '%-13s %5s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n' model batch threads "ORT ms" "L2 ms" "L3 ms" "ratio L2" \
@@ -27,17 +27,18 @@ printf '%-13s %5s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n' model batch threads
 for model in mnist_dnn cifar10_cnn resnet_stack; do
   for batch in 1 64; do
     for threads in 1 2; do
-      # about a second of runs a configuration where that is cheap (the VM's speed flips between
-      # two modes for seconds at a time; more runs make the medians steadier)
+      # The VM's speed flips between two modes for seconds at a time: where runs are cheap, about a
+      # second of them a configuration, in 3x as many rounds, so that both sides see both modes.
+      rounds=$((3 * ROUNDS))
       case "$model/$batch" in
       mnist_dnn/*) runs=1500 ;;
       cifar10_cnn/1) runs=600 ;;
       resnet_stack/1) runs=200 ;;
-      *) runs=20 ;;
+      *) runs=20 rounds=$ROUNDS ;;
       esac
-      runs=$(((runs + ROUNDS - 1) / ROUNDS))
+      runs=$(((runs + rounds - 1) / rounds))
       lines=()
-      for _ in $(seq "$ROUNDS"); do
+      for _ in $(seq "$rounds"); do
         lines+=("ort $(node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")")
         lines+=("l2 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)")
         lines+=("l3 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)")
