@@ -5,12 +5,13 @@
  *
  * Two sizes: F(2x2, 3x3), 16 multiplications per channel pair where the direct convolution does
  * 36, whose transforms only add, subtract and halve (its rounding error is the direct kernel's:
- * tests/test_conv_winograd.c measures both against double sums), and F(4x4, 3x3), 36 for 144, whose
+ * tests/test_conv_algos.c measures both against double sums), and F(4x4, 3x3), 36 for 144, whose
  * transforms scale by up to 8 and 1/24 (~10x the rounding error, so only at opt level 3). The
  * element-wise products summed over input channels are T2 = (T + 2)^2 matrix products
  * U[xi] (M x C) V[xi] (C x tiles).
  *
- * Tiles are taken in blocks of WG_TB (image-major, row by row). Per block, on one thread: the input
+ * Tiles are taken in blocks of WG_TB (image-major, row by row), from an input padded whole or, for
+ * large batches, a few images at a time by the thread that takes them. Per block, on one thread: the input
  * transform writes V[T2][C][WG_TB] from the padded input (split into T column phases, so that the
  * same element of 8 horizontally neighbouring tiles is 8 consecutive floats: one vector load), the
  * T2 products write Y[T2][M][WG_TB] with the direct kernel's 6 x 16 register tiles, and the output
