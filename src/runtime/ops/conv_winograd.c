@@ -223,13 +223,14 @@ wg_tile(const int MR, const float *restrict a, const float *restrict v, int64_t 
 #undef WG_OUT
 }
 
-/* Yb[xi][0 .. mr)[WG_TB] = U[xi] rows of channel block b x V[xi], for the T2 xi. */
-__attribute__((target("avx2,fma"))) static void wg_products(const wg_plan *p, int b, const float *v, float *yb) {
+/* Yb[xi][0 .. mr)[0 .. cols) = U[xi] rows of channel block b x V[xi], for the T2 xi (cols: 16 or WG_TB). */
+__attribute__((target("avx2,fma"))) static void wg_products(const wg_plan *p, int b, const float *v, float *yb,
+                                                            int cols) {
     const int64_t m0 = p->blk_m0[b];
     for (int xi = 0; xi < p->T2; xi++) {
         const float *vx = v + xi * p->ldv, *ab = p->u + (xi * p->M + m0) * p->C;
         float *yx = yb + xi * p->ldy;
-        for (int col = 0; col < WG_TB; col += 16) switch (p->blk_mr[b]) {
+        for (int col = 0; col < cols; col += 16) switch (p->blk_mr[b]) {
 #define WG_CASE(R)                                                                                                     \
     case R:                                                                                                            \
         wg_tile(R, ab, vx + col, p->C, yx + col);                                                                      \
@@ -361,7 +362,7 @@ __attribute__((target("avx2,fma"))) static void wg_output(const wg_plan *p, cons
 
 /* Tiles [t0, t1) (at most WG_TB) as one block, with the slot's V and Yb: the input transform of
  * every run; then per channel block, the T2 products into Yb (in L1) and the output transform of
- * its channels. xp: the padded copy of image img0. */
+ * its channels. xp: the padded copy of image img0, the next images after it. */
 static void wg_block(const wg_plan *p, const float *xp, int64_t img0, int64_t t0, int64_t t1, float *v, float *yb) {
     wg_run runs[WG_TB]; /* at most 8 tiles, one tile row of one image */
     int n_runs = 0;
@@ -373,37 +374,49 @@ static void wg_block(const wg_plan *p, const float *xp, int64_t img0, int64_t t0
         if (r->n > t1 - t) r->n = (int)(t1 - t);
         wg_input(p, r, v);
     }
+    /* the products run on 16-column halves: a partial one gets zeros, not stale or unset floats */
+    const int n = (int)(t1 - t0), cols = n <= 16 ? 16 : WG_TB;
+    for (int64_t row = 0; n < cols && row < p->T2 * p->C; row++)
+        memset(v + row / p->C * p->ldv + row % p->C * WG_TB + n, 0, (size_t)(cols - n) * sizeof(float));
     for (int b = 0; b < p->n_blk; b++) {
-        wg_products(p, b, v, yb);
+        wg_products(p, b, v, yb, cols);
         for (int i = 0; i < p->blk_mr[b]; i++)
             for (int k = 0; k < n_runs; k++) wg_output(p, yb + i * WG_TB, p->blk_m0[b] + i, &runs[k]);
     }
 }
 
-/* Slots [s0, s1), each with its own V and Yb, take the next chunk of images (padding it into their
- * own buffer) or the next block of the batch padded once, from a shared counter: a thread slowed
- * down takes fewer. */
+/* Tile rows [r0, r1) of the batch (image-major) on one slot: the padded rows they read, per image,
+ * into the slot's buffer (pad.xp, image r0 / th first), then their tiles in blocks. */
+static void wg_rows(const wg_plan *p, ot_conv_pad pad, int64_t r0, int64_t r1, float *v, float *yb) {
+    const int64_t img0 = r0 / p->th;
+    for (int64_t r = r0; r < r1;) {
+        const int64_t img = r / p->th, ti0 = r % p->th, ti1 = r1 - r < p->th - ti0 ? ti0 + (r1 - r) : p->th;
+        ot_conv_pad one = pad;
+        one.x = p->a->x + img * p->C * pad.H * pad.W, one.xp = pad.xp + (img - img0) * pad.image;
+        ot_conv_pad_rows(&one, p->T * ti0, p->T * ti1 + 2); /* tile row ti reads padded rows T ti .. T ti + T + 1 */
+        r += ti1 - ti0;
+    }
+    for (int64_t t0 = r0 * p->tw; t0 < r1 * p->tw; t0 += WG_TB)
+        wg_block(p, pad.xp, img0, t0, t0 + WG_TB < r1 * p->tw ? t0 + WG_TB : r1 * p->tw, v, yb);
+}
+
+/* Slots [s0, s1), each with its own padded rows, V and Yb. Small batches: slot s takes the s-th
+ * band of tile rows, the same rows conv after conv, so a thread reads mostly what it wrote (the
+ * other core's cache lines cost several times as much on this VM). Large batches: chunks of images
+ * from a shared counter, so a thread slowed down takes fewer. */
 static void wg_slots(void *arg, int64_t s0, int64_t s1) {
     const wg_plan *p = arg;
-    const int64_t tiles_img = p->th * p->tw;
     for (int64_t s = s0; s < s1; s++) {
         float *v = p->work + s * p->work_floats, *yb = v + p->T2 * p->ldv;
-        if (!p->chunk) {
-            for (int64_t blk; (blk = __atomic_fetch_add(p->next, 1, __ATOMIC_RELAXED)) < p->n_blocks;) {
-                int64_t t0 = blk * WG_TB, t1 = t0 + WG_TB < p->tiles ? t0 + WG_TB : p->tiles;
-                wg_block(p, p->pad.xp, 0, t0, t1, v, yb);
-            }
-            continue;
-        }
         ot_conv_pad pad = p->pad;
         pad.xp += s * p->buf_floats;
-        for (int64_t img0; (img0 = __atomic_fetch_add(p->next, p->chunk, __ATOMIC_RELAXED)) < p->a->N;) {
-            const int64_t img1 = img0 + p->chunk < p->a->N ? img0 + p->chunk : p->a->N;
-            pad.x = p->a->x + img0 * p->C * pad.H * pad.W;
-            ot_conv_pad_rows(&pad, 0, (img1 - img0) * pad.PH);
-            for (int64_t t0 = img0 * tiles_img; t0 < img1 * tiles_img; t0 += WG_TB)
-                wg_block(p, pad.xp, img0, t0, t0 + WG_TB < img1 * tiles_img ? t0 + WG_TB : img1 * tiles_img, v, yb);
+        if (!p->chunk) {
+            const int64_t rows = p->a->N * p->th;
+            wg_rows(p, pad, s * rows / p->n_slots, (s + 1) * rows / p->n_slots, v, yb);
+            continue;
         }
+        for (int64_t img0; (img0 = __atomic_fetch_add(p->next, p->chunk, __ATOMIC_RELAXED)) < p->a->N;)
+            wg_rows(p, pad, img0 * p->th, (img0 + p->chunk < p->a->N ? img0 + p->chunk : p->a->N) * p->th, v, yb);
     }
 }
 
@@ -413,12 +426,13 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, i
     p.th = (p.OH + T - 1) / T, p.tw = (p.OW + T - 1) / T;
     p.tiles = a->N * p.th * p.tw;
     p.n_blocks = (p.tiles + WG_TB - 1) / WG_TB;
-    /* Batches of 4 chunks a thread or more go chunk by chunk, each thread padding its images into
-     * its own buffer and transforming them while they are in its L2, as the direct kernel does; a
-     * chunk has the images of one block at least. Smaller batches are padded whole. */
-    const int64_t chunk = (WG_TB + p.th * p.tw - 1) / (p.th * p.tw);
+    /* Batches of 4 chunks a thread or more go chunk by chunk (a chunk has the images of one block
+     * at least), smaller ones in one band of tile rows a thread; either way each thread pads what
+     * it transforms into its own buffer while that stays in its L2, as the direct kernel does. */
+    const int64_t chunk = (WG_TB + p.th * p.tw - 1) / (p.th * p.tw), rows = a->N * p.th;
     p.chunk = a->N >= 4 * chunk * ctx->n_threads ? chunk : 0;
     p.n_slots = ctx->n_threads < p.n_blocks ? ctx->n_threads : p.n_blocks;
+    const int64_t band_images = (rows + p.n_slots - 1) / p.n_slots / p.th + 2; /* a band's images, at most */
     /* tile (ti, tj) reads padded rows T ti .. T ti + T + 1 and columns T tj .. T tj + T + 1 */
     p.pad = (ot_conv_pad){.x = a->x,
                           .C = a->C,
@@ -435,9 +449,8 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, i
     p.ldv = p.C * WG_TB + 16, p.ldy = OT_CONV_MR * WG_TB + 16;
     p.work_floats = p.T2 * (p.ldv + p.ldy);
     int64_t max_blk = p.M / 4 + 2;
-    p.buf_floats = (p.chunk ? p.chunk : a->N) * p.pad.image + OT_CONV_PAD_SLACK;
-    const int64_t bufs = p.chunk ? p.n_slots : 1;
-    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * p.buf_floats) * sizeof(float));
+    p.buf_floats = (p.chunk ? p.chunk : band_images < a->N ? band_images : a->N) * p.pad.image + OT_CONV_PAD_SLACK;
+    p.pad.xp = ot_ctx_scratch(ctx, (size_t)(p.n_slots * p.buf_floats) * sizeof(float));
     bool fill_u;
     p.u = ot_conv_packed_weights(ctx, a, T == 2 ? OT_CONV_FORM_WINOGRAD2 : OT_CONV_FORM_WINOGRAD4,
                                  (size_t)(p.T2 * p.M * p.C), &fill_u);
@@ -445,11 +458,8 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, i
     p.blk_m0 = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int64_t));
     p.blk_mr = ot_ctx_scratch(ctx, (size_t)max_blk * sizeof(int));
     if (!p.pad.xp || !p.u || !p.work || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
-    for (int64_t b = 0; b < bufs; b++) /* vector reads run past the last row */
+    for (int64_t b = 0; b < p.n_slots; b++) /* vector reads run past the last row */
         memset(p.pad.xp + (b + 1) * p.buf_floats - OT_CONV_PAD_SLACK, 0, OT_CONV_PAD_SLACK * sizeof(float));
-    /* a last block's unused columns of V are multiplied too (and never stored): zeros, not garbage */
-    for (int64_t s = 0; s < p.n_slots; s++)
-        memset(p.work + s * p.work_floats, 0, (size_t)(p.T2 * p.ldv) * sizeof(float));
     p.n_blk = ot_conv_channel_blocks(p.M, p.blk_m0, p.blk_mr);
     for (int b = 0; fill_u && b < p.n_blk; b++)
         for (int64_t c = 0; c < p.C; c++)
@@ -462,7 +472,6 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, i
             }
     int64_t next = 0;
     p.next = &next;
-    if (!p.chunk) ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
     ot_parallel_for(ctx, p.n_slots, 1, wg_slots, &p);
     return OTTER_OK;
 }
