@@ -4,8 +4,8 @@
 #   bench/bench_runtime.sh [BUILD_DIR]     (default build/release; built if missing)
 # Prints the latency of ORT and of otter at opt level 2 (the default: rounding error of the direct
 # algorithms, Winograd F(2x2, 3x3) included) and 3 (Winograd F(4x4, 3x3), ~1e-4), the ratios
-# ORT/otter (> 1: otter faster) and peak RSS. ROUNDS=N (default 3) sets how
-# many times each configuration alternates the three. Not a test.
+# ORT/otter (> 1: otter faster) and peak RSS. ROUNDS=N (default 3) sets how many times each
+# configuration alternates the three (3N times where runs are cheap). Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
