@@ -59,7 +59,7 @@ typedef struct wg_plan {
     const ot_conv_direct *a;
     ot_conv_pad pad;
     int T, T2; /* output tile T x T, T2 = (T + 2)^2 transformed values a tile */
-    int64_t C, M, OH, OW, th, tw, tiles, n_blocks;
+    int64_t C, M, OH, OW, th, tw;
     float *u;    /* transformed weights, per xi the channel blocks packed [C][mr] */
     float *work; /* per slot: V (T2 planes of C x WG_TB, ldv apart), Yb (T2 of OT_CONV_MR x WG_TB, ldy apart) */
     int64_t ldv, ldy, work_floats;
@@ -67,9 +67,9 @@ typedef struct wg_plan {
     int *blk_mr;
     int n_blk;
     int64_t n_slots;
-    int64_t chunk;      /* images a slot pads into its own buffer and runs; 0: the batch is padded once */
-    int64_t buf_floats; /* a slot's padded buffer, with chunk */
-    int64_t *next;      /* shared counter: the next chunk (with chunk) or block to take */
+    int64_t chunk;      /* images a slot takes at a time; 0: slot s takes the s-th band of tile rows */
+    int64_t buf_floats; /* a slot's padded buffer (a chunk's or a band's images), slack included */
+    int64_t *next;      /* with chunk: the next image to take */
 } wg_plan;
 
 /* ---- transforms ------------------------------------------------------------------------------ */
@@ -376,8 +376,9 @@ static void wg_block(const wg_plan *p, const float *xp, int64_t img0, int64_t t0
     }
     /* the products run on 16-column halves: a partial one gets zeros, not stale or unset floats */
     const int n = (int)(t1 - t0), cols = n <= 16 ? 16 : WG_TB;
-    for (int64_t row = 0; n < cols && row < p->T2 * p->C; row++)
-        memset(v + row / p->C * p->ldv + row % p->C * WG_TB + n, 0, (size_t)(cols - n) * sizeof(float));
+    for (int xi = 0; n < cols && xi < p->T2; xi++)
+        for (int64_t c = 0; c < p->C; c++)
+            memset(v + xi * p->ldv + c * WG_TB + n, 0, (size_t)(cols - n) * sizeof(float));
     for (int b = 0; b < p->n_blk; b++) {
         wg_products(p, b, v, yb, cols);
         for (int i = 0; i < p->blk_mr[b]; i++)
@@ -424,14 +425,13 @@ otter_status ot_conv_winograd_run(ot_kernel_ctx *ctx, const ot_conv_direct *a, i
     const ot_conv_window *w = &a->win;
     wg_plan p = {.a = a, .T = T, .T2 = (T + 2) * (T + 2), .C = a->C, .M = a->M, .OH = w->out[1], .OW = w->out[2]};
     p.th = (p.OH + T - 1) / T, p.tw = (p.OW + T - 1) / T;
-    p.tiles = a->N * p.th * p.tw;
-    p.n_blocks = (p.tiles + WG_TB - 1) / WG_TB;
+    const int64_t n_blocks = (a->N * p.th * p.tw + WG_TB - 1) / WG_TB;
     /* Batches of 4 chunks a thread or more go chunk by chunk (a chunk has the images of one block
      * at least), smaller ones in one band of tile rows a thread; either way each thread pads what
      * it transforms into its own buffer while that stays in its L2, as the direct kernel does. */
     const int64_t chunk = (WG_TB + p.th * p.tw - 1) / (p.th * p.tw), rows = a->N * p.th;
     p.chunk = a->N >= 4 * chunk * ctx->n_threads ? chunk : 0;
-    p.n_slots = ctx->n_threads < p.n_blocks ? ctx->n_threads : p.n_blocks;
+    p.n_slots = ctx->n_threads < n_blocks ? ctx->n_threads : n_blocks;
     const int64_t band_images = (rows + p.n_slots - 1) / p.n_slots / p.th + 2; /* a band's images, at most */
     /* tile (ti, tj) reads padded rows T ti .. T ti + T + 1 and columns T tj .. T tj + T + 1 */
     p.pad = (ot_conv_pad){.x = a->x,
