@@ -10,6 +10,14 @@ extern "C" {
 
 #define OTTER_VERSION "0.1.0"
 
+/* Marks the library's public functions: libotter is built with hidden visibility, so only
+ * declarations carrying OTTER_API are exported from the shared library. */
+#if defined(OTTER_BUILDING_LIBRARY) && defined(__GNUC__)
+#define OTTER_API __attribute__((visibility("default")))
+#else
+#define OTTER_API
+#endif
+
 /* Every fallible call returns one of these. The message of the last failure on the
  * calling thread (naming the file, node or tensor at fault) is otter_last_error(). */
 typedef enum otter_status {
