@@ -1,6 +1,9 @@
-/* otter: federated learning, server side. An aggregator holds the global model as one flat float32 vector
- * (the training session's trainable slab order, see training.h), the strategy and its state, and runs
- * rounds:
+/* otter: federated learning. Aggregation (below), a client's local training and a whole simulation in one
+ * process (otter_fl_train_local, otter_fl_simulate), and a server and a client over HTTP (otter_fl_server_*,
+ * otter_fl_client_*).
+ *
+ * An aggregator holds the global model as one flat float32 vector (the training session's trainable slab
+ * order, see training.h), the strategy and its state, and runs rounds:
  *
  *     otter_fl_layout *lay;  otter_fl_aggregator *agg;
  *     otter_fl_layout_from_session(&lay, ts);                          // names, dtypes, shapes, offsets
@@ -45,10 +48,12 @@
 #ifndef OTTER_FL_H
 #define OTTER_FL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "otter/data.h"
 #include "otter/status.h"
 #include "otter/tensor.h"
 #include "otter/training.h"
@@ -192,6 +197,176 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
  * uniformly from (seed, round) alone and written to out (room for num_clients) in increasing order.
  * Returns how many. */
 size_t otter_fl_sample_clients(size_t num_clients, double fraction, uint64_t seed, int64_t round, size_t *out);
+
+/* ---- local training and simulation --------------------------------------------------------------- */
+
+/* One client's round: set the session's trainable parameters to global (n values), train on ds with
+ * otter_training_run(opts) (its local epochs; no checkpoint, eval or resume is used here), and write the new
+ * weights to out (n values; NULL: leave them in the session's trainable slab). *num_examples gets the samples
+ * of one local epoch (the FedAvg weight), *loss the mean training loss over the round's batches. */
+OTTER_API otter_status otter_fl_train_local(otter_training_session *s, const float *global, size_t n,
+                                            const otter_dataset *ds, const otter_train_options *opts, float *out,
+                                            int64_t *num_examples, double *loss);
+
+/* Reported before the first round (round 0: the plan) and after every round. */
+typedef struct otter_fl_sim_report {
+    int64_t round, rounds;
+    /* round 0 */
+    size_t clients_per_round;                       /* max(floor(fraction * num_clients), 1) */
+    int64_t min_client_samples, max_client_samples; /* of the partition */
+    size_t n;                                       /* parameters in the global vector */
+    /* rounds >= 1 */
+    size_t clients;       /* updates aggregated (a client without samples sends none) */
+    int64_t num_examples; /* theirs */
+    double train_loss;    /* their mean training loss, weighted by examples */
+    bool has_eval;        /* evaluated this round (every eval_every rounds and the last) */
+    otter_eval_result eval;
+    double seconds, total_seconds; /* the round's, and since the simulation started */
+    const float *global;           /* the new global vector (n values), valid during the callback */
+} otter_fl_sim_report;
+
+/* Return false to stop after this round (e.g. a target accuracy reached). */
+typedef bool (*otter_fl_sim_callback)(const otter_fl_sim_report *r, void *user);
+
+typedef struct otter_fl_sim_options {
+    int num_clients; /* N (0: 100) */
+    double fraction; /* C in (0, 1]: clients per round max(floor(C N), 1) (0: 0.1) */
+    int64_t rounds;  /* 0: 10 */
+    uint64_t seed;   /* partition, client selection, shuffling and Dropout */
+    /* kind and shards_per_client / alpha (num_clients and seed are the simulation's). */
+    otter_partition_options partition;
+    const otter_fl_strategy *strategy; /* NULL: FedAvg */
+    /* Each client's local training: epochs (E), batch_size (B), set_lr/lr, grad_accum, schedule; the
+     * rest is the simulation's. */
+    otter_train_options local;
+    const otter_dataset *eval_data; /* the global model is evaluated on it (NULL: never) */
+    int64_t eval_every;             /* rounds between evaluations (0: 1); the last round always */
+    int64_t eval_batch_size;        /* 0: 500 */
+    int n_threads;                  /* kernel threads of the sessions (0: the available cores) */
+    otter_fl_sim_callback on_round;
+    void *user;
+} otter_fl_sim_options;
+
+typedef struct otter_fl_sim_result {
+    int64_t rounds;         /* completed */
+    bool stopped;           /* by the callback */
+    double seconds;         /* in total */
+    double session_seconds; /* creating the clients' sessions */
+} otter_fl_sim_result;
+
+/* Federated learning simulated in one process: N clients share one copy of the training data ds, each
+ * client an index subset from otter_dataset_partition. Each round picks its clients with
+ * otter_fl_sample_clients(N, C, seed, round); each starts from the global weights in a fresh session of
+ * the artifacts in `artifacts_dir` (training_model.onnx, optimizer_model.onnx, checkpoint, and
+ * eval_model.onnx when present; fresh optimizer state), trains its local epochs (batch order from (seed,
+ * client, round), Dropout from (seed, round, client)) and sends its weights and example count; the
+ * aggregator (the strategy) makes the new global vector; the global model is evaluated; on_round reports.
+ * *global (may be NULL) receives a session of the artifacts holding the final global weights (the caller
+ * frees it; save or export it with the training API). */
+OTTER_API otter_status otter_fl_simulate(const char *artifacts_dir, const otter_dataset *ds,
+                                         const otter_fl_sim_options *opts, otter_training_session **global,
+                                         otter_fl_sim_result *result);
+
+/* ---- server over HTTP (the wire format and HTTP API: src/fl/protocol.h)
+ * ---------------------------------------------------------------------------- */
+
+typedef struct otter_fl_server otter_fl_server;
+
+typedef struct otter_fl_round_report {
+    int64_t round, rounds; /* the round just finished, of how many */
+    size_t picked;         /* clients picked for it */
+    size_t received;       /* updates aggregated */
+    size_t dropped;        /* picked clients without an accepted update when it closed */
+    size_t refused;        /* updates refused during the round (bad token, malformed, wrong round...) */
+    int64_t num_examples;  /* the aggregated updates' examples */
+    bool has_loss;         /* mean train loss of the aggregated updates, weighted by examples */
+    double train_loss;
+    double update_norm;   /* ||new global - old global|| */
+    double seconds;       /* round opened -> aggregated and saved */
+    double receive_bytes; /* update bytes accepted */
+    const float *global;  /* the new global vector (n values), valid during the callback */
+    size_t n;
+} otter_fl_round_report;
+
+typedef void (*otter_fl_server_log_fn)(otter_log_level level, const char *msg, void *user);
+typedef void (*otter_fl_server_round_fn)(const otter_fl_round_report *r, void *user);
+
+typedef struct otter_fl_server_options {
+    const char *host;          /* listen address (numeric or name); NULL: 127.0.0.1 */
+    int port;                  /* 0: any free port (see otter_fl_server_port) */
+    int64_t rounds;            /* > 0: rounds to run in total (resumed ones included) */
+    size_t clients_per_round;  /* K > 0 */
+    size_t min_clients;        /* M in [1, K]: a round closes at the timeout with >= M updates, else restarts */
+    double round_timeout;      /* seconds > 0 */
+    double join_wait;          /* seconds to wait for K clients once M are there before a round opens (default 0:
+                                  min(2, round_timeout)) */
+    const char *state_dir;     /* fl_state.bin is saved there after every round and resumed from */
+    const char *const *tokens; /* accepted registration tokens (n_tokens > 0) */
+    size_t n_tokens;
+    uint64_t seed;            /* client selection */
+    unsigned threads;         /* HTTP worker threads (0: 2) */
+    unsigned max_connections; /* concurrent connections (0: 1000) */
+    unsigned max_clients;     /* registrations (0: 10000) */
+    int poll_ms;              /* client poll interval advertised (0: 200) */
+    double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
+                      it */
+    otter_fl_server_log_fn log;
+    otter_fl_server_round_fn on_round;
+    void *user;
+    volatile sig_atomic_t *stop; /* when set non-zero, run returns (state of finished rounds is saved) */
+} otter_fl_server_options;
+
+/* The aggregator is created from layout + initial global + strategy, or loaded from state_dir/fl_state.bin
+ * when that exists (its layout must match `layout` and its strategy `strategy`, else an error naming the
+ * difference). The HTTP daemon starts listening here. */
+OTTER_API otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout *layout,
+                                              const float *initial, size_t n, const otter_fl_strategy *strategy,
+                                              const otter_fl_server_options *opts);
+/* The port listened on. */
+OTTER_API int otter_fl_server_port(const otter_fl_server *s);
+/* Rounds completed (resumed ones included). */
+OTTER_API int64_t otter_fl_server_round(const otter_fl_server *s);
+/* The current global vector (n may be NULL); valid until the next round finishes. */
+OTTER_API const float *otter_fl_server_global(const otter_fl_server *s, size_t *n);
+/* Run rounds until `rounds` are complete (then linger) or *stop is set. Reports through the callbacks. */
+OTTER_API otter_status otter_fl_server_run(otter_fl_server *s);
+/* Stop the daemon and free. */
+OTTER_API void otter_fl_server_free(otter_fl_server *s);
+
+/* ---- client over HTTP ---------------------------------------------------------------------------- */
+
+typedef struct otter_fl_client otter_fl_client;
+
+/* Train one round: start from global (n values), write the new weights to out (n values), the number of
+ * examples behind them and the mean training loss. Return OTTER_OK or an error (the run stops). */
+typedef otter_status (*otter_fl_train_fn)(int64_t round, const float *global, size_t n, float *out,
+                                          int64_t *num_examples, double *loss, void *user);
+
+typedef struct otter_fl_client_options {
+    const char *server;                  /* "http://127.0.0.1:8080" */
+    const char *token;                   /* registration token */
+    double backoff_initial, backoff_max; /* seconds (defaults 0.1 and 5) */
+    double give_up;                      /* seconds without reaching the server before run fails (default 0: 300) */
+    double http_timeout;                 /* seconds per request (default 0: 120) */
+    otter_fl_server_log_fn log;
+    void *user;
+    volatile sig_atomic_t *stop;
+} otter_fl_client_options;
+
+typedef struct otter_fl_client_stats {
+    int64_t rounds_trained, updates_accepted, updates_refused, reconnects, registrations;
+    int64_t last_round; /* the server's last completed round when it said done */
+} otter_fl_client_stats;
+
+OTTER_API otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout *layout,
+                                              const otter_fl_client_options *opts);
+/* Register, poll, train the rounds this client is picked for, upload; re-register when the server
+ * restarted (401 on an issued token); back off exponentially while the server is away. Returns OTTER_OK when
+ * the server says training is over; an error when the registration token is refused, the layout differs
+ * from the server's, training fails or the server stays away longer than give_up. */
+OTTER_API otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, void *train_user,
+                                           otter_fl_client_stats *stats);
+OTTER_API void otter_fl_client_free(otter_fl_client *c);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "otter/checkpoint.h"
+#include "otter/data.h"
 #include "otter/ir.h"
 #include "otter/status.h"
 #include "otter/tensor.h"
@@ -213,6 +214,128 @@ otter_status otter_training_export_model(const otter_training_session *s, size_t
                                          const char *const *output_names, otter_model **out);
 otter_status otter_training_export(const otter_training_session *s, const char *path, size_t n_outputs,
                                    const char *const *output_names);
+
+/* ---- datasets: evaluation and the training loop --------------------------------------------------- */
+
+/* A dataset feeds the model's two user inputs (inputs, then targets): each batch's inputs are reshaped to
+ * the model input's per-sample dims (an error names the input when the element counts differ), class
+ * labels become one-hot rows when the model's target is float (an error names the label, row and target
+ * when a label is out of range). */
+
+typedef struct otter_eval_result {
+    int64_t samples;
+    double loss; /* mean over the samples (batch losses weighted by batch size) */
+    /* Accuracy (argmax of the eval model's first additional output, [n, C], against the labels) when the
+     * model has such an output and the targets are labels. */
+    bool has_accuracy;
+    double accuracy;
+} otter_eval_result;
+
+/* The eval model over the whole dataset, in order, batch_size samples a step (0: 256). */
+OTTER_API otter_status otter_training_evaluate(otter_training_session *s, const otter_dataset *ds, int64_t batch_size,
+                                               otter_eval_result *out);
+
+typedef enum otter_train_event {
+    OTTER_TRAIN_BEGIN,     /* before the first batch: the run's plan (position, batches per epoch, total) */
+    OTTER_TRAIN_STEP,      /* after each batch (and the optimizer step it completed, if any) */
+    OTTER_TRAIN_EPOCH_END, /* after an epoch: its mean loss, the evaluation, the checkpoint saved */
+    OTTER_TRAIN_STOPPED    /* the run ended inside an epoch (max_steps or the callback); position saved */
+} otter_train_event;
+
+typedef struct otter_train_progress {
+    otter_train_event event;
+    int64_t epoch;             /* 0-based epoch (BEGIN: where the run starts; EPOCH_END: the one finished) */
+    int64_t batch;             /* batches done in this epoch (BEGIN: where the run starts) */
+    int64_t batches_per_epoch; /* of the training data (a partial last batch counts) */
+    int64_t epochs;            /* epochs the run reaches: ceil(total_steps / batches_per_epoch) */
+    int64_t global_step;       /* batches done in total, resumed ones included */
+    int64_t total_steps;       /* global_step when the run is complete */
+    int64_t samples;           /* STEP: the batch's samples; EPOCH_END, STOPPED: the epoch's so far */
+    int64_t run_samples;       /* samples trained on since this call started */
+    double loss;               /* STEP: the batch's loss; EPOCH_END, STOPPED: the epoch's mean (NaN: none) */
+    bool has_eval;             /* EPOCH_END with eval_data */
+    otter_eval_result eval;
+    float lr;                /* the learning rate now */
+    int64_t optimizer_steps; /* otter_training_step_count */
+    double seconds;          /* since this call started */
+    double epoch_seconds;    /* since the epoch (or this call) started */
+    const char *checkpoint;  /* EPOCH_END, STOPPED: the file just saved (NULL: none) */
+    bool new_best;           /* EPOCH_END: the eval loss is the lowest so far (best_checkpoint saved) */
+} otter_train_progress;
+
+/* Called for every event; return false to stop. A stop at STEP inside an epoch finishes the pending
+ * optimizer step and saves the position (a STOPPED event follows); at an epoch's last STEP or at EPOCH_END
+ * the run ends after that epoch's evaluation and checkpoint. */
+typedef bool (*otter_train_callback)(const otter_train_progress *p, void *user);
+
+/* Zero-initialized: the documented defaults. */
+typedef struct otter_train_options {
+    int64_t batch_size; /* samples per batch (0: 64) */
+    int64_t epochs;     /* epochs in total, resumed ones included (0: 1) */
+    int64_t max_steps;  /* > 0: run this many batches in total instead (resumed ones included) */
+    /* Sum the gradients of grad_accum batches per optimizer step (0: 1); an epoch's leftover batches get
+     * their optimizer step at the epoch's end. Each optimizer step is followed by the scheduler step and a
+     * lazy gradient reset. */
+    int64_t grad_accum;
+    bool keep_order; /* false: a new batch order every epoch, from (seed, epoch) alone */
+    uint64_t seed;
+    /* Epoch e of this run takes the order of epoch epoch_offset + e (an FL client's round r of E local
+     * epochs: (r - 1) * E, so a retried round trains the same). */
+    uint64_t epoch_offset;
+    const int64_t *indices; /* train on these samples of the dataset only (NULL: all), e.g. a partition */
+    int64_t num_indices;
+    bool set_lr; /* set the learning rate to lr first (false: keep the session's) */
+    float lr;
+    /* A schedule over the run's optimizer steps (kind CONSTANT: none). initial_lr 0 means the learning rate
+     * (lr or the session's); total_steps 0 for LINEAR / COSINE means the run's optimizer steps, resumed
+     * ones included. */
+    otter_lr_schedule schedule;
+    const otter_dataset *eval_data; /* evaluated after every epoch (NULL: none) */
+    int64_t eval_batch_size;        /* 0: 256 */
+    /* Checkpoint policy. `checkpoint`: saved atomically (otter_training_save_checkpoint, with the optimizer
+     * state) after every epoch, when the run stops inside an epoch, and every save_every_steps batches when
+     * > 0, with the position as properties: otter.epoch, otter.batch, otter.global_step, otter.seed,
+     * otter.batch_size. NULL: no checkpoint and no properties. `best_checkpoint`: saved after each epoch
+     * whose eval loss is the lowest so far (needs eval_data). */
+    const char *checkpoint;
+    int64_t save_every_steps;
+    const char *best_checkpoint;
+    /* Continue from the position properties of the session's checkpoint (see otter_training_get_position):
+     * the same trajectory as an uninterrupted run, since the batch order depends on (seed, epoch) only,
+     * Dropout masks on the session's seed and the optimizer step, the learning rate on the optimizer step. */
+    bool resume;
+    otter_train_callback on_progress; /* NULL: none */
+    void *user;
+} otter_train_options;
+
+typedef struct otter_train_result {
+    int64_t start_step;        /* global step the call started at */
+    int64_t total_steps;       /* global step at which the run is complete */
+    int64_t steps;             /* batches trained by this call */
+    int64_t samples;           /* samples trained on by this call */
+    double mean_loss;          /* over those samples (NaN when none) */
+    int64_t samples_per_epoch; /* of the training data (after `indices`) */
+    int64_t epoch, batch;      /* position reached */
+    bool stopped;              /* the callback asked to stop */
+    double seconds;
+} otter_train_result;
+
+/* Train on ds following opts (NULL: defaults). The session needs an optimizer model (and an eval model
+ * with eval_data). Dropout masks follow otter_training_set_seed. A resumed run that is already complete
+ * returns OTTER_OK with steps 0 (no BEGIN event). Errors name the epoch and batch, the input or the file
+ * at fault; a non-finite training loss stops the run with OTTER_ERR_INVALID. result may be NULL. */
+OTTER_API otter_status otter_training_run(otter_training_session *s, const otter_dataset *ds,
+                                          const otter_train_options *opts, otter_train_result *result);
+
+/* The position otter_training_run saves in the checkpoint's properties. */
+typedef struct otter_train_position {
+    int64_t epoch, batch, global_step; /* the next batch to train: batch `batch` of epoch `epoch` */
+    bool has_seed, has_batch_size;
+    uint64_t seed;
+    int64_t batch_size;
+} otter_train_position;
+/* OTTER_ERR_NOT_FOUND when the checkpoint has no otter.epoch / otter.batch / otter.global_step. */
+OTTER_API otter_status otter_training_get_position(const otter_training_session *s, otter_train_position *out);
 
 #ifdef __cplusplus
 }

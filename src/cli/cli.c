@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,4 +153,40 @@ bool cli_parse_norm(const char *text, otter_data_norm *out) {
             return true;
         }
     return false;
+}
+
+bool cli_parse_int(const char *text, long long lo, long long *out) {
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || v < lo) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *text, double lo, double *out) {
+    char *end;
+    double v = strtod(text, &end);
+    if (!*text || *end || !isfinite(v) || v < lo) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_curve_add(cli_curve *c, double x, double y) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        double *nx = realloc(c->x, cap * sizeof *nx);
+        if (!nx) return false;
+        c->x = nx;
+        double *ny = realloc(c->y, cap * sizeof *ny);
+        if (!ny) return false;
+        c->y = ny;
+        c->cap = cap;
+    }
+    c->x[c->n] = x, c->y[c->n] = y, c->n++;
+    return true;
+}
+
+void cli_curve_free(cli_curve *c) {
+    free(c->x), free(c->y);
+    *c = (cli_curve){0};
 }

@@ -74,26 +74,21 @@ int cmd_fl(int argc, char **argv);        /* src/cli/cmd_fl.c: dispatches simula
 int cmd_fl_serve(int argc, char **argv);  /* src/cli/cmd_fl_serve.c */
 int cmd_fl_client(int argc, char **argv); /* src/cli/cmd_fl_client.c */
 
-/* Shared by train and eval (src/cli/cmd_eval.c). A batch fitted to the model's two user inputs (inputs and
- * targets): the input reshaped to the model's per-sample dims, class labels turned one-hot when the model's
- * target is float. Errors are printed. */
-#include "otter/data.h"
-#include "otter/training.h"
-typedef struct cli_batch_fit {
-    otter_tensor xv, yv;  /* headers to pass to the step */
-    otter_tensor *onehot; /* owned */
-} cli_batch_fit;
-bool cli_fit_batch(const char *verb, const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
-                   const otter_tensor *y, cli_batch_fit *f);
-void cli_fit_free(cli_batch_fit *f);
-typedef struct cli_eval_result {
-    double loss, accuracy; /* loss weighted by batch size; accuracy when has_accuracy */
-    bool has_accuracy;
-    long long n;
-} cli_eval_result;
-bool cli_evaluate(const char *verb, otter_training_session *s, const otter_dataset *ds, int64_t batch,
-                  cli_eval_result *r);
 /* A decimal integer >= lo. */
 bool cli_parse_int(const char *text, long long lo, long long *out);
+/* A finite number >= lo (-INFINITY: any). */
+bool cli_parse_double(const char *text, double lo, double *out);
+
+/* Points collected for a plot (otter/plot.h). */
+typedef struct cli_curve {
+    double *x, *y;
+    size_t n, cap;
+} cli_curve;
+/* Append a point; false when out of memory (the curve is unchanged). */
+bool cli_curve_add(cli_curve *c, double x, double y);
+void cli_curve_free(cli_curve *c);
+/* The federated round plot of `fl simulate` and `fl serve` (src/cli/cmd_fl.c): train loss and eval
+ * accuracy (right axis) per round; prints "plot: PATH", or the error naming the verb. */
+bool cli_fl_plot(const char *verb, const char *path, const cli_curve *loss, const cli_curve *acc);
 
 #endif

@@ -1,172 +1,10 @@
 /* otter eval DIR --data SPEC [--checkpoint CKPT] [--batch-size B] [--threads N]: loss and accuracy of the
- * eval model on a dataset. Also the helpers `otter train` shares: fitting a batch to the model's inputs and
- * evaluating a whole dataset. */
-#include <math.h>
+ * eval model on a dataset (otter_training_evaluate). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "otter/data.h"
 #include "otter/training.h"
-
-bool cli_fit_batch(const char *verb, const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
-                   const otter_tensor *y, cli_batch_fit *f) {
-    if (otter_training_input_count(s, g) != 2) {
-        fprintf(stderr, "otter %s: the %s model takes %zu user inputs; otter %s feeds two (inputs and targets)\n", verb,
-                g == OTTER_EVAL_GRAPH ? "eval" : "training", otter_training_input_count(s, g), verb);
-        return false;
-    }
-    int64_t n = x->dims[0];
-    f->xv = *x;
-    f->yv = *y;
-    f->xv.owns_data = f->yv.owns_data = false;
-    f->xv.name = f->yv.name = NULL;
-    int64_t per = 1;
-    for (int i = 1; i < x->rank; i++) per *= x->dims[i];
-    const otter_type *tx = otter_training_input_type(s, g, 0), *ty = otter_training_input_type(s, g, 1);
-    const char *nx = otter_training_input_name(s, g, 0), *ny = otter_training_input_name(s, g, 1);
-    if (tx && tx->kind == OTTER_TYPE_TENSOR && tx->rank >= 1) {
-        int64_t want = 1;
-        bool fixed = true;
-        for (int i = 1; i < tx->rank; i++) {
-            if (tx->dims[i].value < 0) fixed = false;
-            want *= tx->dims[i].value;
-        }
-        if (fixed && want != per) {
-            fprintf(stderr, "otter %s: each data sample has %lld values, the model input '%s' takes %lld per sample\n",
-                    verb, (long long)per, nx, (long long)want);
-            return false;
-        }
-        if (fixed) {
-            f->xv.rank = tx->rank;
-            f->xv.dims[0] = n;
-            for (int i = 1; i < tx->rank; i++) f->xv.dims[i] = tx->dims[i].value;
-        }
-    }
-    bool want_float = ty && ty->kind == OTTER_TYPE_TENSOR && ty->has_elem_type && otter_dtype_is_float(ty->elem_type);
-    if (want_float && y->dtype == OTTER_DTYPE_INT64) { /* class labels -> one-hot targets */
-        int64_t c = ty->rank >= 2 ? ty->dims[ty->rank - 1].value : -1;
-        if (c <= 0) {
-            fprintf(stderr, "otter %s: the model's target '%s' is float with an unknown class count\n", verb, ny);
-            return false;
-        }
-        int64_t d[2] = {n, c};
-        if (!f->onehot || f->onehot->dims[0] < n) {
-            otter_tensor_free(f->onehot);
-            f->onehot = NULL;
-            if (otter_tensor_create(&f->onehot, NULL, OTTER_DTYPE_FLOAT, 2, d) != OTTER_OK) {
-                cli_fail(verb, "one-hot targets");
-                return false;
-            }
-        }
-        float *o = f->onehot->data;
-        memset(o, 0, (size_t)(n * c) * sizeof(float));
-        const int64_t *l = y->data;
-        for (int64_t i = 0; i < n; i++) {
-            if (l[i] < 0 || l[i] >= c) {
-                fprintf(stderr, "otter %s: label %lld of batch row %lld is outside [0, %lld) for target '%s'\n", verb,
-                        (long long)l[i], (long long)i, (long long)c, ny);
-                return false;
-            }
-            o[i * c + l[i]] = 1.0f;
-        }
-        f->yv = *f->onehot;
-        f->yv.rank = 2;
-        f->yv.dims[0] = n;
-        f->yv.dims[1] = c;
-        f->yv.owns_data = false;
-    } else if (ty && ty->has_elem_type && ty->elem_type == OTTER_DTYPE_INT64 && y->dtype != OTTER_DTYPE_INT64) {
-        fprintf(stderr, "otter %s: the model's target '%s' takes class labels, the data has float targets\n", verb, ny);
-        return false;
-    }
-    return true;
-}
-
-void cli_fit_free(cli_batch_fit *f) {
-    otter_tensor_free(f->onehot);
-    f->onehot = NULL;
-}
-
-/* Accuracy from an additional output shaped [n, C] (argmax against the labels). */
-static int64_t count_correct(const otter_tensor *out, const otter_tensor *labels, int64_t n, bool *ok) {
-    *ok = false;
-    if (!out || out->dtype != OTTER_DTYPE_FLOAT || out->rank != 2 || out->dims[0] != n ||
-        labels->dtype != OTTER_DTYPE_INT64)
-        return 0;
-    *ok = true;
-    int64_t c = out->dims[1], hits = 0;
-    const float *p = out->data;
-    const int64_t *l = labels->data;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < c; k++)
-            if (p[i * c + k] > p[i * c + best]) best = k;
-        hits += best == l[i];
-    }
-    return hits;
-}
-
-bool cli_evaluate(const char *verb, otter_training_session *s, const otter_dataset *ds, int64_t batch,
-                  cli_eval_result *r) {
-    memset(r, 0, sizeof *r);
-    otter_batch_iter *it = NULL;
-    otter_tensor *x = NULL, *y = NULL, *out[2] = {NULL, NULL};
-    cli_batch_fit fit = {0};
-    bool ok = otter_batch_iter_create(&it, ds, &(otter_batch_options){.batch_size = batch}) == OTTER_OK &&
-              otter_batch_iter_alloc(it, &x, &y) == OTTER_OK;
-    if (!ok) cli_fail(verb, otter_dataset_description(ds));
-    size_t n_out = otter_training_output_count(s, OTTER_EVAL_GRAPH) >= 2 ? 2 : 1;
-    double loss_sum = 0;
-    int64_t hits = 0;
-    bool acc_ok = n_out == 2;
-    while (ok) {
-        int64_t cnt = 0;
-        if (otter_batch_iter_next(it, x, y, &cnt) != OTTER_OK) {
-            ok = false;
-            cli_fail(verb, otter_dataset_description(ds));
-            break;
-        }
-        if (cnt == 0) break;
-        if (!cli_fit_batch(verb, s, OTTER_EVAL_GRAPH, x, y, &fit)) {
-            ok = false;
-            break;
-        }
-        const otter_tensor *in[2] = {&fit.xv, &fit.yv};
-        if (otter_training_eval_step(s, 2, NULL, in, n_out, out) != OTTER_OK) {
-            ok = false;
-            cli_fail(verb, "eval step");
-            break;
-        }
-        loss_sum += (double)((float *)out[0]->data)[0] * (double)cnt;
-        if (acc_ok) {
-            bool this_ok;
-            hits += count_correct(out[1], y, cnt, &this_ok);
-            acc_ok = this_ok;
-        }
-        r->n += cnt;
-    }
-    if (ok && r->n) {
-        r->loss = loss_sum / (double)r->n;
-        r->has_accuracy = acc_ok;
-        r->accuracy = acc_ok ? (double)hits / (double)r->n : 0.0;
-    }
-    otter_tensor_free(out[0]);
-    otter_tensor_free(out[1]);
-    otter_tensor_free(x);
-    otter_tensor_free(y);
-    cli_fit_free(&fit);
-    otter_batch_iter_free(it);
-    return ok;
-}
-
-bool cli_parse_int(const char *text, long long lo, long long *out) {
-    char *end;
-    long long v = strtoll(text, &end, 10);
-    if (!*text || *end || v < lo) return false;
-    *out = v;
-    return true;
-}
 
 int cmd_eval(int argc, char **argv) {
     const char *data = NULL, *ckpt = NULL, *batch_text = NULL, *threads_text = NULL, *prefix = NULL, *norm_t = NULL;
@@ -221,10 +59,10 @@ int cmd_eval(int argc, char **argv) {
         otter_training_session_free(s);
         return cli_fail("eval", data);
     }
-    cli_eval_result r;
-    rc = cli_evaluate("eval", s, ds, batch, &r) ? CLI_EXIT_OK : CLI_EXIT_INVALID;
+    otter_eval_result r;
+    rc = otter_training_evaluate(s, ds, batch, &r) == OTTER_OK ? CLI_EXIT_OK : cli_fail("eval", NULL);
     if (rc == CLI_EXIT_OK) {
-        printf("%s: %lld samples, loss %.6f", otter_dataset_description(ds), (long long)r.n, r.loss);
+        printf("%s: %lld samples, loss %.6f", otter_dataset_description(ds), (long long)r.samples, r.loss);
         if (r.has_accuracy) printf(", accuracy %.2f%%", 100.0 * r.accuracy);
         printf("\n");
     }

@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "fl/protocol.h"
 #include "otter/data.h"
 #include "otter/fl.h"
 #include "otter/training.h"
@@ -27,11 +26,10 @@ static void on_signal(int sig) {
 
 typedef struct client_ctx {
     const char *artifacts, *prefix;
-    otter_batch_iter *it;
-    otter_tensor *x, *y;
-    long long epochs, threads;
-    float lr;
-    bool lr_set, verbose, train_failed;
+    const otter_dataset *ds;
+    otter_train_options local; /* batch size, local epochs, learning rate, seed, the partition's samples */
+    long long threads;
+    bool verbose, train_failed;
     char label[32];
 } client_ctx;
 
@@ -48,77 +46,26 @@ static void on_log(otter_log_level lv, const char *msg, void *user) {
     fflush(f);
 }
 
+/* A fresh session each round (the local optimizer starts from zero) trained with the library's loop; epoch e
+ * of round r takes the batch order of epoch (r - 1) E + e, so a retried round trains the same. */
 static otter_status train_round(int64_t round, const float *global, size_t n, float *out, int64_t *num_examples,
                                 double *loss, void *user) {
     client_ctx *c = user;
     otter_training_session *s = NULL;
-    cli_batch_fit fit = {0};
-    otter_tensor *lt = NULL;
-    bool ok = false;
-    char where[96];
-    snprintf(where, sizeof where, "round %lld", (long long)round);
-    if (otter_training_session_create_from_dir(&s, c->artifacts, c->prefix, NULL,
-                                               &(otter_training_options){.n_threads = (int)c->threads}) != OTTER_OK) {
-        cli_fail(VERB, c->artifacts);
-        goto done;
+    otter_status st = otter_training_session_create_from_dir(&s, c->artifacts, c->prefix, NULL,
+                                                             &(otter_training_options){.n_threads = (int)c->threads});
+    if (st == OTTER_OK) {
+        otter_training_set_seed(s, (uint64_t)round);
+        otter_train_options o = c->local;
+        o.epoch_offset = (uint64_t)((round - 1) * o.epochs);
+        st = otter_fl_train_local(s, global, n, c->ds, &o, out, num_examples, loss);
     }
-    otter_training_set_seed(s, (uint64_t)round);
-    if (otter_training_copy_buffer_to_params(s, global, n, true) != OTTER_OK ||
-        (c->lr_set && otter_training_set_lr(s, c->lr) != OTTER_OK)) {
-        cli_fail(VERB, where);
-        goto done;
+    if (st != OTTER_OK) {
+        fprintf(stderr, "otter %s: round %lld: %s\n", VERB, (long long)round, otter_last_error());
+        c->train_failed = true;
     }
-    double sum = 0;
-    long long cnt_all = 0;
-    for (long long e = 0; e < c->epochs; e++) {
-        /* the batch order of epoch (round, e) depends only on them */
-        if (otter_batch_iter_seek(c->it, (uint64_t)((round - 1) * c->epochs + e), 0) != OTTER_OK) {
-            cli_fail(VERB, where);
-            goto done;
-        }
-        for (;;) {
-            int64_t cnt = 0;
-            if (otter_batch_iter_next(c->it, c->x, c->y, &cnt) != OTTER_OK) {
-                cli_fail(VERB, where);
-                goto done;
-            }
-            if (cnt == 0) break;
-            if (!cli_fit_batch(VERB, s, OTTER_TRAINING_GRAPH, c->x, c->y, &fit)) goto done;
-            const otter_tensor *in[2] = {&fit.xv, &fit.yv};
-            if (otter_training_train_step(s, 2, NULL, in, 1, &lt) != OTTER_OK ||
-                otter_training_optimizer_step(s) != OTTER_OK || otter_training_lazy_reset_grad(s) != OTTER_OK) {
-                cli_fail(VERB, where);
-                goto done;
-            }
-            float lv = ((const float *)lt->data)[0];
-            if (!isfinite(lv)) {
-                fprintf(stderr, "otter %s: %s: the loss is %g (lower --lr?)\n", VERB, where, lv);
-                goto done;
-            }
-            sum += (double)lv * (double)cnt, cnt_all += cnt;
-        }
-    }
-    if (otter_training_copy_params_to_buffer(s, out, n, true) != OTTER_OK) {
-        cli_fail(VERB, where);
-        goto done;
-    }
-    *num_examples = otter_batch_iter_num_samples(c->it);
-    *loss = cnt_all ? sum / (double)cnt_all : NAN;
-    ok = true;
-done:
-    otter_tensor_free(lt);
-    cli_fit_free(&fit);
     otter_training_session_free(s);
-    if (!ok) c->train_failed = true;
-    return ok ? OTTER_OK : OTTER_ERR_INVALID;
-}
-
-static bool parse_double(const char *t, double lo, double *out) {
-    char *end;
-    double v = strtod(t, &end);
-    if (!*t || *end || !isfinite(v) || v < lo) return false;
-    *out = v;
-    return true;
+    return st;
 }
 
 int cmd_fl_client(int argc, char **argv) {
@@ -165,9 +112,9 @@ int cmd_fl_client(int argc, char **argv) {
     if (seed_t && !cli_parse_int(seed_t, 0, &seed)) return cli_usage_error(&spec, "bad --seed '%s'", seed_t);
     if (threads_t && !cli_parse_int(threads_t, 0, &threads))
         return cli_usage_error(&spec, "bad --threads '%s'", threads_t);
-    if (give_t && (!parse_double(give_t, 0, &give_up) || give_up <= 0))
+    if (give_t && (!cli_parse_double(give_t, 0, &give_up) || give_up <= 0))
         return cli_usage_error(&spec, "bad --give-up '%s'", give_t);
-    if (lr_t && !parse_double(lr_t, 0, &lr)) return cli_usage_error(&spec, "bad --lr '%s'", lr_t);
+    if (lr_t && !cli_parse_double(lr_t, 0, &lr)) return cli_usage_error(&spec, "bad --lr '%s'", lr_t);
     if (part_t) {
         char a[32], b[32];
         const char *slash = strchr(part_t, '/');
@@ -180,10 +127,12 @@ int cmd_fl_client(int argc, char **argv) {
     }
     client_ctx ctx = {.artifacts = artifacts,
                       .prefix = prefix,
-                      .epochs = epochs,
+                      .local = {.epochs = epochs,
+                                .batch_size = batch,
+                                .seed = (uint64_t)seed,
+                                .set_lr = lr_t != NULL,
+                                .lr = (float)lr},
                       .threads = threads,
-                      .lr = (float)lr,
-                      .lr_set = lr_t != NULL,
                       .verbose = verbose};
     if (part_t) snprintf(ctx.label, sizeof ctx.label, "part %lld/%lld: ", pi, pn);
     otter_training_session *s = NULL;
@@ -209,24 +158,21 @@ int cmd_fl_client(int argc, char **argv) {
         cli_fail(VERB, data);
         goto done;
     }
-    otter_batch_options bo = {.batch_size = batch, .shuffle = true, .seed = (uint64_t)seed};
+    ctx.ds = ds;
+    int64_t samples = otter_dataset_size(ds);
     if (part_t) {
         otter_partition_options po = {.kind = OTTER_PARTITION_IID, .num_clients = (int)pn, .seed = (uint64_t)seed};
         if (otter_dataset_partition(&part, ds, &po) != OTTER_OK) {
             cli_fail(VERB, "--partition");
             goto done;
         }
-        bo.indices = otter_partition_client(part, (int)pi, &bo.num_indices);
-        if (bo.num_indices == 0) {
+        ctx.local.indices = otter_partition_client(part, (int)pi, &samples);
+        ctx.local.num_indices = samples;
+        if (samples == 0) {
             fprintf(stderr, "otter %s: part %lld of %lld of '%s' is empty\n", VERB, pi, pn, data);
             goto done;
         }
-        bo.seed = (uint64_t)seed * 1000003u + (uint64_t)pi;
-    }
-    if (otter_batch_iter_create(&ctx.it, ds, &bo) != OTTER_OK ||
-        otter_batch_iter_alloc(ctx.it, &ctx.x, &ctx.y) != OTTER_OK) {
-        cli_fail(VERB, data);
-        goto done;
+        ctx.local.seed = (uint64_t)seed * 1000003u + (uint64_t)pi;
     }
     otter_fl_client_options co = {
         .server = server, .token = token, .give_up = give_up, .log = on_log, .user = &ctx, .stop = &g_stop};
@@ -235,7 +181,7 @@ int cmd_fl_client(int argc, char **argv) {
         goto done;
     }
     printf("%sclient of %s: %lld samples of %s, %lld local epochs of batches of %lld\n", ctx.label, server,
-           (long long)otter_batch_iter_num_samples(ctx.it), otter_dataset_description(ds), epochs, batch);
+           (long long)samples, otter_dataset_description(ds), epochs, batch);
     fflush(stdout);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
@@ -258,8 +204,6 @@ int cmd_fl_client(int argc, char **argv) {
 done:
     otter_fl_client_free(cl);
     otter_fl_layout_free(lay);
-    otter_tensor_free(ctx.x), otter_tensor_free(ctx.y);
-    otter_batch_iter_free(ctx.it);
     otter_partition_free(part);
     otter_dataset_free(ds);
     otter_training_session_free(s);

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "fl/protocol.h"
 #include "otter/data.h"
 #include "otter/fl.h"
 #include "otter/training.h"
@@ -23,11 +22,10 @@ static void on_signal(int sig) {
 }
 
 typedef struct serve_ctx {
-    otter_training_session *s;
+    otter_training_session *s; /* evaluates the global model and saves it */
     otter_dataset *eds;
     bool verbose, failed;
-    double *acc, *loss, *rounds; /* plot data */
-    size_t n_pts, cap_pts;
+    cli_curve loss, acc; /* per round, for --plot */
 } serve_ctx;
 
 static void on_log(otter_log_level lv, const char *msg, void *user) {
@@ -44,17 +42,15 @@ static void on_log(otter_log_level lv, const char *msg, void *user) {
 static void on_round(const otter_fl_round_report *r, void *user) {
     serve_ctx *c = user;
     char acc[32] = "-", loss[32] = "-", eloss[32] = "-";
-    double a = NAN;
+    otter_eval_result er = {0};
     if (c->eds) {
-        cli_eval_result er = {0};
-        if (otter_training_copy_buffer_to_params(c->s, r->global, r->n, true) != OTTER_OK) {
-            cli_fail(VERB, "setting the global model for evaluation");
+        if (otter_training_copy_buffer_to_params(c->s, r->global, r->n, true) != OTTER_OK ||
+            otter_training_evaluate(c->s, c->eds, 256, &er) != OTTER_OK) {
+            cli_fail(VERB, "evaluating the global model");
             c->failed = true;
-        } else if (cli_evaluate(VERB, c->s, c->eds, 256, &er)) {
-            snprintf(eloss, sizeof eloss, "%.4f", er.loss);
-            if (er.has_accuracy) a = er.accuracy, snprintf(acc, sizeof acc, "%.2f%%", 100.0 * er.accuracy);
         } else {
-            c->failed = true;
+            snprintf(eloss, sizeof eloss, "%.4f", er.loss);
+            if (er.has_accuracy) snprintf(acc, sizeof acc, "%.2f%%", 100.0 * er.accuracy);
         }
     }
     if (r->has_loss) snprintf(loss, sizeof loss, "%.4f", r->train_loss);
@@ -63,52 +59,8 @@ static void on_round(const otter_fl_round_report *r, void *user) {
            (long long)r->round, (long long)r->rounds, r->received, r->picked, r->dropped, r->refused,
            (long long)r->num_examples, loss, eloss, acc, r->seconds);
     fflush(stdout);
-    if (c->n_pts == c->cap_pts) {
-        size_t cap = c->cap_pts ? 2 * c->cap_pts : 64;
-        double *x = realloc(c->rounds, cap * sizeof *x), *y = x ? realloc(c->acc, cap * sizeof *y) : NULL,
-               *z = y ? realloc(c->loss, cap * sizeof *z) : NULL;
-        if (x) c->rounds = x;
-        if (y) c->acc = y;
-        if (z) c->loss = z;
-        if (!x || !y || !z) return;
-        c->cap_pts = cap;
-    }
-    c->rounds[c->n_pts] = (double)r->round, c->acc[c->n_pts] = a, c->loss[c->n_pts] = r->has_loss ? r->train_loss : NAN;
-    c->n_pts++;
-}
-
-static void polyline(FILE *f, const double *x, const double *y, size_t n, double x0, double x1, double y0, double y1,
-                     const char *color) {
-    fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.5' points='", color);
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(y[i]))
-            fprintf(f, "%.1f,%.1f ", 60 + 500 * (x[i] - x0) / (x1 - x0), 340 - 300 * (y[i] - y0) / (y1 - y0));
-    fprintf(f, "'/>\n");
-}
-
-/* Accuracy (left axis, 0..1) and train loss (scaled to its own range) per round, as SVG. */
-static bool write_plot(const char *path, const serve_ctx *c) {
-    FILE *f = fopen(path, "w");
-    if (!f) return false;
-    double x0 = c->n_pts ? c->rounds[0] : 0, x1 = c->n_pts ? c->rounds[c->n_pts - 1] : 1, lmax = 0;
-    if (x1 <= x0) x1 = x0 + 1;
-    for (size_t i = 0; i < c->n_pts; i++)
-        if (isfinite(c->loss[i])) lmax = fmax(lmax, c->loss[i]);
-    if (lmax <= 0) lmax = 1;
-    fprintf(f,
-            "<svg xmlns='http://www.w3.org/2000/svg' width='640' height='400' font-family='sans-serif'>\n"
-            "<rect width='640' height='400' fill='white'/>\n"
-            "<rect x='60' y='40' width='500' height='300' fill='none' stroke='#999'/>\n"
-            "<text x='310' y='25' text-anchor='middle' font-size='14'>federated training</text>\n"
-            "<text x='310' y='375' text-anchor='middle' font-size='12'>round (%.0f to %.0f)</text>\n"
-            "<text x='70' y='60' font-size='12' fill='#228833'>eval accuracy (0 to 1)</text>\n"
-            "<text x='70' y='76' font-size='12' fill='#4477aa'>train loss (0 to %.3g)</text>\n",
-            x0, x1, lmax);
-    polyline(f, c->rounds, c->acc, c->n_pts, x0, x1, 0, 1, "#228833");
-    polyline(f, c->rounds, c->loss, c->n_pts, x0, x1, 0, lmax, "#4477aa");
-    fprintf(f, "</svg>\n");
-    bool ok = !ferror(f);
-    return (fclose(f) == 0) && ok;
+    cli_curve_add(&c->loss, (double)r->round, r->has_loss ? r->train_loss : NAN);
+    cli_curve_add(&c->acc, (double)r->round, er.has_accuracy ? er.accuracy : NAN);
 }
 
 /* Tokens, one a line; blank lines and lines starting with # are skipped. */
@@ -137,22 +89,55 @@ static char **read_tokens(const char *path, size_t *n) {
     return list;
 }
 
-static bool parse_double(const char *t, double lo, double *out) {
-    char *end;
-    double v = strtod(t, &end);
-    if (!*t || *end || !isfinite(v) || v < lo) return false;
-    *out = v;
+/* The verb's arguments, parsed into the server's options. */
+typedef struct serve_args {
+    const char *artifacts, *eval_data, *save, *plot, *prefix, *state;
+    char host[256];
+    char **tokens; /* --tokens (owned), or NULL */
+    const char *one_token[1];
+    bool verbose;
+    otter_fl_strategy strategy;
+    otter_fl_server_options so;
+} serve_args;
+
+/* --listen HOST:PORT ([::1]:8080 for IPv6) into a->host and a->so.port. */
+static bool parse_listen(const char *listen, serve_args *a) {
+    const char *colon = strrchr(listen, ':');
+    long long port;
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof a->host ||
+        !cli_parse_int(colon + 1, 0, &port) || port > 65535)
+        return false;
+    snprintf(a->host, sizeof a->host, "%.*s", (int)(colon - listen), listen);
+    size_t n = strlen(a->host);
+    if (a->host[0] == '[' && a->host[n - 1] == ']') memmove(a->host, a->host + 1, n - 2), a->host[n - 2] = '\0';
+    a->so.port = (int)port;
     return true;
 }
 
-int cmd_fl_serve(int argc, char **argv) {
-    const char *artifacts = NULL, *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL,
-               *state = NULL, *token = NULL, *tokens_f = NULL, *strategy_t = NULL, *eval_data = NULL, *save = NULL,
-               *plot = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL, *join_t = NULL, *poll_t = NULL,
-               *prefix = NULL;
-    bool verbose = false;
+/* --token or --tokens into a->so.tokens; errors are printed. */
+static int read_token_options(const char *token, const char *tokens_f, serve_args *a) {
+    a->one_token[0] = token;
+    a->so.tokens = a->one_token, a->so.n_tokens = 1;
+    if (!tokens_f) return CLI_CONTINUE;
+    size_t n = 0;
+    if (!(a->tokens = read_tokens(tokens_f, &n))) {
+        fprintf(stderr, "otter %s: can't read --tokens '%s'\n", VERB, tokens_f);
+        return CLI_EXIT_INVALID;
+    }
+    if (!n) {
+        fprintf(stderr, "otter %s: '%s' holds no token\n", VERB, tokens_f);
+        return CLI_EXIT_INVALID;
+    }
+    a->so.tokens = (const char *const *)a->tokens, a->so.n_tokens = n;
+    return CLI_CONTINUE;
+}
+
+static int parse_args(int argc, char **argv, serve_args *a) {
+    const char *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL, *token = NULL,
+               *tokens_f = NULL, *strategy_t = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL,
+               *join_t = NULL, *poll_t = NULL;
     const cli_opt opts[] = {
-        {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &artifacts,
+        {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &a->artifacts,
          NULL},
         {"--rounds", NULL, "R", "rounds in total, resumed ones included (required)", &rounds_t, NULL},
         {"--clients-per-round", NULL, "K", "clients picked per round (required)", &k_t, NULL},
@@ -161,17 +146,18 @@ int cmd_fl_serve(int argc, char **argv) {
          &timeout_t, NULL},
         {"--listen", NULL, "HOST:PORT", "address to listen on (default 127.0.0.1:8080; port 0: any free port)", &listen,
          NULL},
-        {"--state", NULL, "DIR", "global model, round and strategy state saved after every round; resumed from", &state,
-         NULL},
+        {"--state", NULL, "DIR", "global model, round and strategy state saved after every round; resumed from",
+         &a->state, NULL},
         {"--token", NULL, "T", "the token clients register with", &token, NULL},
         {"--tokens", NULL, "FILE", "accepted registration tokens, one a line", &tokens_f, NULL},
         {"--strategy", NULL, "S",
          "fedavg (default), fedavgm[:lr=,momentum=], fedadam[:lr=,beta1=,beta2=,tau=], fedyogi[...], median, "
          "trimmed-mean[:fraction=]",
          &strategy_t, NULL},
-        {"--eval-data", NULL, "SPEC", "evaluate the global model after every round (test split)", &eval_data, NULL},
-        {"--save", NULL, "CKPT", "write the final global model as a checkpoint (for otter eval / export)", &save, NULL},
-        {"--plot", NULL, "FILE.svg", "accuracy and loss per round as SVG", &plot, NULL},
+        {"--eval-data", NULL, "SPEC", "evaluate the global model after every round (test split)", &a->eval_data, NULL},
+        {"--save", NULL, "CKPT", "write the final global model as a checkpoint (for otter eval / export)", &a->save,
+         NULL},
+        {"--plot", NULL, "FILE.svg", "accuracy and loss per round as SVG", &a->plot, NULL},
         {"--seed", NULL, "S", "client selection seed (default 0)", &seed_t, NULL},
         {"--threads", NULL, "N", "HTTP worker threads (default 2)", &threads_t, NULL},
         {"--max-connections", NULL, "N", "concurrent connections (default 1000)", &maxconn_t, NULL},
@@ -180,8 +166,8 @@ int cmd_fl_serve(int argc, char **argv) {
          "min(2, timeout))",
          &join_t, NULL},
         {"--poll-ms", NULL, "MS", "how often idle clients ask for a round (default 200)", &poll_t, NULL},
-        {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
-        {"--verbose", "-v", NULL, "log every accepted update", NULL, &verbose},
+        {"--prefix", NULL, "P", "artifact file name prefix", &a->prefix, NULL},
+        {"--verbose", "-v", NULL, "log every accepted update", NULL, &a->verbose},
         {0}};
     const cli_spec spec = {VERB,
                            "",
@@ -196,9 +182,9 @@ int cmd_fl_serve(int argc, char **argv) {
     size_t n_pos;
     int rc = cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
-    if (!artifacts) return cli_usage_error(&spec, "missing --artifacts");
+    if (!a->artifacts) return cli_usage_error(&spec, "missing --artifacts");
     if (!rounds_t || !k_t) return cli_usage_error(&spec, "--rounds and --clients-per-round are required");
-    if (!state) return cli_usage_error(&spec, "missing --state");
+    if (!a->state) return cli_usage_error(&spec, "missing --state");
     if (!token == !tokens_f) return cli_usage_error(&spec, "give --token or --tokens (one of them)");
     long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200;
     double timeout = 60, join = 0;
@@ -207,9 +193,9 @@ int cmd_fl_serve(int argc, char **argv) {
     m = k;
     if (m_t && (!cli_parse_int(m_t, 1, &m) || m > k))
         return cli_usage_error(&spec, "bad --min-clients '%s' (1..K)", m_t);
-    if (timeout_t && (!parse_double(timeout_t, 0, &timeout) || timeout <= 0))
+    if (timeout_t && (!cli_parse_double(timeout_t, 0, &timeout) || timeout <= 0))
         return cli_usage_error(&spec, "bad --round-timeout '%s'", timeout_t);
-    if (join_t && !parse_double(join_t, 0, &join)) return cli_usage_error(&spec, "bad --join-wait '%s'", join_t);
+    if (join_t && !cli_parse_double(join_t, 0, &join)) return cli_usage_error(&spec, "bad --join-wait '%s'", join_t);
     if (seed_t && !cli_parse_int(seed_t, 0, &seed)) return cli_usage_error(&spec, "bad --seed '%s'", seed_t);
     if (threads_t && (!cli_parse_int(threads_t, 1, &threads) || threads > 256))
         return cli_usage_error(&spec, "bad --threads '%s'", threads_t);
@@ -217,132 +203,91 @@ int cmd_fl_serve(int argc, char **argv) {
         return cli_usage_error(&spec, "bad --max-connections '%s'", maxconn_t);
     if (poll_t && (!cli_parse_int(poll_t, 1, &poll) || poll > 60000))
         return cli_usage_error(&spec, "bad --poll-ms '%s'", poll_t);
-    otter_fl_strategy strat = otter_fl_strategy_default(OTTER_FL_FEDAVG);
-    if (strategy_t && otter_fl_strategy_parse(strategy_t, &strat) != OTTER_OK)
+    a->strategy = otter_fl_strategy_default(OTTER_FL_FEDAVG);
+    if (strategy_t && otter_fl_strategy_parse(strategy_t, &a->strategy) != OTTER_OK)
         return cli_usage_error(&spec, "--strategy: %s", otter_last_error());
-    char host[256] = "127.0.0.1";
-    long long port = 8080;
-    if (listen) {
-        const char *colon = strrchr(listen, ':');
-        if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host ||
-            !cli_parse_int(colon + 1, 0, &port) || port > 65535)
-            return cli_usage_error(&spec, "bad --listen '%s' (HOST:PORT)", listen);
-        snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
-        if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [::1]:8080 */
-            memmove(host, host + 1, strlen(host));
-            host[strlen(host) - 1] = '\0';
-        }
+    snprintf(a->host, sizeof a->host, "127.0.0.1");
+    a->so.port = 8080;
+    if (listen && !parse_listen(listen, a)) return cli_usage_error(&spec, "bad --listen '%s' (HOST:PORT)", listen);
+    a->so.host = a->host, a->so.rounds = rounds, a->so.clients_per_round = (size_t)k, a->so.min_clients = (size_t)m;
+    a->so.round_timeout = timeout, a->so.join_wait = join, a->so.state_dir = a->state, a->so.seed = (uint64_t)seed;
+    a->so.threads = (unsigned)threads, a->so.max_connections = (unsigned)maxconn, a->so.poll_ms = (int)poll;
+    return read_token_options(token, tokens_f, a);
+}
+
+/* After the last round (or a stop): the summary, the global model, the plot. */
+static int finish(serve_args *a, serve_ctx *ctx, otter_fl_server *srv) {
+    int64_t done_rounds = otter_fl_server_round(srv);
+    if (g_stop && done_rounds < a->so.rounds) {
+        printf("stopped after round %lld of %lld; the same command resumes from %s\n", (long long)done_rounds,
+               (long long)a->so.rounds, a->state);
+        return CLI_EXIT_INVALID;
     }
-    char **tokens = NULL;
-    size_t n_tokens = 0;
-    const char *one[1] = {token};
-    if (tokens_f) {
-        if (!(tokens = read_tokens(tokens_f, &n_tokens))) {
-            fprintf(stderr, "otter %s: can't read --tokens '%s'\n", VERB, tokens_f);
-            return CLI_EXIT_INVALID;
-        }
-        if (!n_tokens) {
-            fprintf(stderr, "otter %s: '%s' holds no token\n", VERB, tokens_f);
-            cli_list_free(tokens);
-            return CLI_EXIT_INVALID;
-        }
+    printf("done: %lld rounds; state %s\n", (long long)done_rounds, a->state);
+    if (a->save) {
+        size_t gn = 0;
+        const float *g = otter_fl_server_global(srv, &gn);
+        if (otter_training_copy_buffer_to_params(ctx->s, g, gn, true) != OTTER_OK ||
+            otter_training_save_checkpoint(ctx->s, a->save, false) != OTTER_OK)
+            return cli_fail(VERB, a->save);
+        printf("global model: %s\n", a->save);
     }
-    serve_ctx ctx = {.verbose = verbose};
-    otter_fl_layout *lay = NULL;
+    if (a->plot && !cli_fl_plot(VERB, a->plot, &ctx->loss, &ctx->acc)) return CLI_EXIT_INVALID;
+    return CLI_EXIT_OK;
+}
+
+/* Serve until the rounds are done or a signal stops it. */
+static int serve(serve_args *a, serve_ctx *ctx, const otter_fl_layout *lay) {
     otter_fl_server *srv = NULL;
-    rc = CLI_EXIT_INVALID;
-    if (otter_training_session_create_from_dir(&ctx.s, artifacts, prefix, NULL, NULL) != OTTER_OK) {
-        cli_fail(VERB, artifacts);
-        goto done;
-    }
-    if (eval_data) {
-        if (!otter_training_has_eval(ctx.s)) {
-            fprintf(stderr, "otter %s: --eval-data given but '%s' has no eval model\n", VERB, artifacts);
-            goto done;
-        }
-        if (otter_dataset_open(&ctx.eds, eval_data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST}) != OTTER_OK) {
-            cli_fail(VERB, eval_data);
-            goto done;
-        }
-    }
-    if (otter_fl_layout_from_session(&lay, ctx.s) != OTTER_OK) {
-        cli_fail(VERB, artifacts);
-        goto done;
-    }
     size_t n = 0;
-    const float *init = otter_training_trainable_slab(ctx.s, &n);
-    otter_fl_server_options so = {.host = host,
-                                  .port = (int)port,
-                                  .rounds = rounds,
-                                  .clients_per_round = (size_t)k,
-                                  .min_clients = (size_t)m,
-                                  .round_timeout = timeout,
-                                  .join_wait = join,
-                                  .state_dir = state,
-                                  .tokens = tokens ? (const char *const *)tokens : one,
-                                  .n_tokens = tokens ? n_tokens : 1,
-                                  .seed = (uint64_t)seed,
-                                  .threads = (unsigned)threads,
-                                  .max_connections = (unsigned)maxconn,
-                                  .poll_ms = (int)poll,
-                                  .log = on_log,
-                                  .on_round = on_round,
-                                  .user = &ctx,
-                                  .stop = &g_stop};
-    if (otter_fl_server_create(&srv, lay, init, n, &strat, &so) != OTTER_OK) {
-        cli_fail(VERB, state);
-        goto done;
-    }
+    const float *init = otter_training_trainable_slab(ctx->s, &n);
+    a->so.log = on_log, a->so.on_round = on_round, a->so.user = ctx, a->so.stop = &g_stop;
+    if (otter_fl_server_create(&srv, lay, init, n, &a->strategy, &a->so) != OTTER_OK) return cli_fail(VERB, a->state);
     char sdesc[256];
-    otter_fl_strategy_format(&strat, sdesc, sizeof sdesc);
-    printf("listening on http://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %lld clients, "
-           "min %lld, timeout %gs, state %s)\n",
-           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", otter_fl_server_port(srv), sdesc, n,
-           otter_fl_layout_count(lay), rounds, k, m, timeout, state);
+    otter_fl_strategy_format(&a->strategy, sdesc, sizeof sdesc);
+    bool v6 = strchr(a->host, ':') != NULL;
+    printf("listening on http://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %zu clients, "
+           "min %zu, timeout %gs, state %s)\n",
+           v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n, otter_fl_layout_count(lay),
+           (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients, a->so.round_timeout, a->state);
     if (otter_fl_server_round(srv) > 0)
-        printf("resumed at round %lld of %lld from %s\n", (long long)otter_fl_server_round(srv), rounds, state);
+        printf("resumed at round %lld of %lld from %s\n", (long long)otter_fl_server_round(srv),
+               (long long)a->so.rounds, a->state);
     fflush(stdout);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    if (otter_fl_server_run(srv) != OTTER_OK) {
-        cli_fail(VERB, "round");
-        goto done;
-    }
-    if (ctx.failed) goto done;
-    int64_t done_rounds = otter_fl_server_round(srv);
-    if (g_stop && done_rounds < rounds) {
-        printf("stopped after round %lld of %lld; the same command resumes from %s\n", (long long)done_rounds, rounds,
-               state);
-        rc = CLI_EXIT_INVALID;
-        goto done;
-    }
-    printf("done: %lld rounds; state %s\n", (long long)done_rounds, state);
-    if (save) {
-        size_t gn = 0;
-        const float *g = otter_fl_server_global(srv, &gn);
-        if (otter_training_copy_buffer_to_params(ctx.s, g, gn, true) != OTTER_OK ||
-            otter_training_save_checkpoint(ctx.s, save, false) != OTTER_OK) {
-            cli_fail(VERB, save);
-            goto done;
-        }
-        printf("global model: %s\n", save);
-    }
-    if (plot) {
-        if (!write_plot(plot, &ctx)) {
-            fprintf(stderr, "otter %s: can't write '%s'\n", VERB, plot);
-            goto done;
-        }
-        printf("plot: %s\n", plot);
-    }
-    rc = CLI_EXIT_OK;
-done:
+    int rc = otter_fl_server_run(srv) != OTTER_OK ? cli_fail(VERB, "round")
+             : ctx->failed                        ? CLI_EXIT_INVALID
+                                                  : finish(a, ctx, srv);
     otter_fl_server_free(srv);
+    return rc;
+}
+
+int cmd_fl_serve(int argc, char **argv) {
+    serve_args a = {0};
+    int rc = parse_args(argc, argv, &a);
+    serve_ctx ctx = {.verbose = a.verbose};
+    otter_fl_layout *lay = NULL;
+    if (rc != CLI_CONTINUE) goto done;
+    rc = CLI_EXIT_INVALID;
+    if (otter_training_session_create_from_dir(&ctx.s, a.artifacts, a.prefix, NULL, NULL) != OTTER_OK)
+        cli_fail(VERB, a.artifacts);
+    else if (a.eval_data && !otter_training_has_eval(ctx.s))
+        fprintf(stderr, "otter %s: --eval-data given but '%s' has no eval model\n", VERB, a.artifacts);
+    else if (a.eval_data &&
+             otter_dataset_open(&ctx.eds, a.eval_data, &(otter_dataset_options){.split = OTTER_SPLIT_TEST}) != OTTER_OK)
+        cli_fail(VERB, a.eval_data);
+    else if (otter_fl_layout_from_session(&lay, ctx.s) != OTTER_OK)
+        cli_fail(VERB, a.artifacts);
+    else
+        rc = serve(&a, &ctx, lay);
+done:
     otter_fl_layout_free(lay);
     otter_dataset_free(ctx.eds);
     otter_training_session_free(ctx.s);
-    cli_list_free(tokens);
-    free(ctx.acc), free(ctx.loss), free(ctx.rounds);
+    cli_list_free(a.tokens);
+    cli_curve_free(&ctx.loss), cli_curve_free(&ctx.acc);
     return rc;
 }

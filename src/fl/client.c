@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 
+#include "core/clock.h"
 #include "core/core.h"
 #include "fl/protocol.h"
 
@@ -31,12 +32,6 @@ struct otter_fl_client {
     unsigned rng;
     char err[CURL_ERROR_SIZE];
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void clog_(otter_fl_client *c, otter_log_level lv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void clog_(otter_fl_client *c, otter_log_level lv, const char *fmt, ...) {
@@ -118,9 +113,9 @@ static const char *body_line(otter_fl_client *c, char *out, size_t cap) {
 }
 
 static void sleep_s(otter_fl_client *c, double s) {
-    double end = now_s() + s;
+    double end = ot_now_seconds() + s;
     while (!(c->o.stop && *c->o.stop)) {
-        double left = end - now_s();
+        double left = end - ot_now_seconds();
         if (left <= 0) break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(fmin(left, 0.05) * 1e9)};
         nanosleep(&ts, NULL);
@@ -135,7 +130,7 @@ typedef struct backoff {
 } backoff;
 
 static bool backoff_wait(otter_fl_client *c, backoff *b, otter_fl_client_stats *st, const char *what) {
-    double now = now_s();
+    double now = ot_now_seconds();
     if (b->since == 0) b->since = now;
     if (now - b->since > c->o.give_up) return false;
     double d = fmin(c->o.backoff_initial * pow(2.0, b->k), c->o.backoff_max);
@@ -264,7 +259,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
         if (v != global) memcpy(global, v, c->n * sizeof *global);
         int64_t examples = 0;
         double loss = NAN;
-        double t0 = now_s();
+        double t0 = ot_now_seconds();
         if ((res = train(round, global, c->n, out, &examples, &loss, train_user)) != OTTER_OK) goto done;
         st->rounds_trained++;
         otter_fl_msg_header u = {.kind = OTTER_FL_MSG_UPDATE,
@@ -284,7 +279,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
         if (code == 200) {
             st->updates_accepted++;
             clog_(c, OTTER_LOG_INFO, "round %lld: trained on %lld examples in %.2fs, loss %.4f; update accepted", round,
-                  (long long)examples, now_s() - t0, loss);
+                  (long long)examples, ot_now_seconds() - t0, loss);
             if (rounds > 0 && round >= rounds) { /* the final round: nothing more to wait for */
                 st->last_round = round;
                 clog_(c, OTTER_LOG_INFO, "round %lld was the last of %lld: training is over", round, rounds);
@@ -344,7 +339,7 @@ otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout
     c->hash = otter_fl_layout_hash(c->layout);
     c->n = otter_fl_layout_numel(c->layout);
     c->body_limit = otter_fl_msg_size(c->n) + 65536;
-    c->rng = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    c->rng = (unsigned)getpid() ^ (unsigned)(ot_now_seconds() * 1e6);
     if (!(c->curl = curl_easy_init())) {
         st = ot_error(OTTER_ERR_IO, "libcurl: can't create a handle");
         goto fail;

@@ -1,6 +1,6 @@
-/* Federated learning over HTTP: the wire format shared by `otter fl serve` (server.c, libmicrohttpd) and
- * `otter fl client` (client.c, libcurl), and the server and client APIs the two CLI verbs drive. Internal
- * header (src/): the CLI and the tests see it, the public API (include/otter/fl.h) stays aggregation only.
+/* Federated learning over HTTP: the wire format shared by the server (server.c, libmicrohttpd) and the client
+ * (client.c, libcurl) whose APIs are public in include/otter/fl.h. Internal header (src/): the library, its
+ * tests and benchmarks see it; programs using libotter see only fl.h.
  *
  * Weights travel as one message: a 64-byte header, then n float32 values, little-endian, in the global
  * layout's order (the training session's trainable-slab order). All integers are little-endian.
@@ -36,7 +36,6 @@
 #ifndef OTTER_FL_PROTOCOL_H
 #define OTTER_FL_PROTOCOL_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,104 +94,5 @@ void otter_fl_msg_values(const void *buf, size_t n, float *out);
 /* Layout encoding (allocated with the library's allocator) and decoding (bounds-checked). */
 otter_status otter_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t *size);
 otter_status otter_fl_layout_decode(const void *buf, size_t size, otter_fl_layout **out);
-
-/* ---- server (server.c) ------------------------------------------------------------------------------- */
-
-typedef struct otter_fl_server otter_fl_server;
-
-typedef struct otter_fl_round_report {
-    int64_t round, rounds; /* the round just finished, of how many */
-    size_t picked;         /* clients picked for it */
-    size_t received;       /* updates aggregated */
-    size_t dropped;        /* picked clients without an accepted update when it closed */
-    size_t refused;        /* updates refused during the round (bad token, malformed, wrong round...) */
-    int64_t num_examples;  /* the aggregated updates' examples */
-    bool has_loss;         /* mean train loss of the aggregated updates, weighted by examples */
-    double train_loss;
-    double update_norm;   /* ||new global - old global|| */
-    double seconds;       /* round opened -> aggregated and saved */
-    double receive_bytes; /* update bytes accepted */
-    const float *global;  /* the new global vector (n values), valid during the callback */
-    size_t n;
-} otter_fl_round_report;
-
-typedef void (*otter_fl_server_log_fn)(otter_log_level level, const char *msg, void *user);
-typedef void (*otter_fl_server_round_fn)(const otter_fl_round_report *r, void *user);
-
-typedef struct otter_fl_server_options {
-    const char *host;          /* listen address (numeric or name); NULL: 127.0.0.1 */
-    int port;                  /* 0: any free port (see otter_fl_server_port) */
-    int64_t rounds;            /* > 0: rounds to run in total (resumed ones included) */
-    size_t clients_per_round;  /* K > 0 */
-    size_t min_clients;        /* M in [1, K]: a round closes at the timeout with >= M updates, else restarts */
-    double round_timeout;      /* seconds > 0 */
-    double join_wait;          /* seconds to wait for K clients once M are there before a round opens (default 0:
-                                  min(2, round_timeout)) */
-    const char *state_dir;     /* fl_state.bin is saved there after every round and resumed from */
-    const char *const *tokens; /* accepted registration tokens (n_tokens > 0) */
-    size_t n_tokens;
-    uint64_t seed;            /* client selection */
-    unsigned threads;         /* HTTP worker threads (0: 2) */
-    unsigned max_connections; /* concurrent connections (0: 1000) */
-    unsigned max_clients;     /* registrations (0: 10000) */
-    int poll_ms;              /* client poll interval advertised (0: 200) */
-    double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
-                      it */
-    otter_fl_server_log_fn log;
-    otter_fl_server_round_fn on_round;
-    void *user;
-    volatile sig_atomic_t *stop; /* when set non-zero, run returns (state of finished rounds is saved) */
-} otter_fl_server_options;
-
-/* The aggregator is created from layout + initial global + strategy, or loaded from state_dir/fl_state.bin
- * when that exists (its layout must match `layout` and its strategy `strategy`, else an error naming the
- * difference). The HTTP daemon starts listening here. */
-otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout *layout, const float *initial,
-                                    size_t n, const otter_fl_strategy *strategy, const otter_fl_server_options *opts);
-/* The port listened on. */
-int otter_fl_server_port(const otter_fl_server *s);
-/* Rounds completed (resumed ones included). */
-int64_t otter_fl_server_round(const otter_fl_server *s);
-/* The current global vector (n may be NULL); valid until the next round finishes. */
-const float *otter_fl_server_global(const otter_fl_server *s, size_t *n);
-/* Run rounds until `rounds` are complete (then linger) or *stop is set. Reports through the callbacks. */
-otter_status otter_fl_server_run(otter_fl_server *s);
-/* Stop the daemon and free. */
-void otter_fl_server_free(otter_fl_server *s);
-
-/* ---- client (client.c) ------------------------------------------------------------------------------- */
-
-typedef struct otter_fl_client otter_fl_client;
-
-/* Train one round: start from global (n values), write the new weights to out (n values), the number of
- * examples behind them and the mean training loss. Return OTTER_OK or an error (the run stops). */
-typedef otter_status (*otter_fl_train_fn)(int64_t round, const float *global, size_t n, float *out,
-                                          int64_t *num_examples, double *loss, void *user);
-
-typedef struct otter_fl_client_options {
-    const char *server;                  /* "http://127.0.0.1:8080" */
-    const char *token;                   /* registration token */
-    double backoff_initial, backoff_max; /* seconds (defaults 0.1 and 5) */
-    double give_up;                      /* seconds without reaching the server before run fails (default 0: 300) */
-    double http_timeout;                 /* seconds per request (default 0: 120) */
-    otter_fl_server_log_fn log;
-    void *user;
-    volatile sig_atomic_t *stop;
-} otter_fl_client_options;
-
-typedef struct otter_fl_client_stats {
-    int64_t rounds_trained, updates_accepted, updates_refused, reconnects, registrations;
-    int64_t last_round; /* the server's last completed round when it said done */
-} otter_fl_client_stats;
-
-otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout *layout,
-                                    const otter_fl_client_options *opts);
-/* Register, poll, train the rounds this client is picked for, upload; re-register when the server
- * restarted (401 on an issued token); back off exponentially while the server is away. Returns OTTER_OK when
- * the server says training is over; an error when the registration token is refused, the layout differs
- * from the server's, training fails or the server stays away longer than give_up. */
-otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, void *train_user,
-                                 otter_fl_client_stats *stats);
-void otter_fl_client_free(otter_fl_client *c);
 
 #endif

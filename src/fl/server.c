@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 
+#include "core/clock.h"
 #include "core/core.h"
 #include "fl/protocol.h"
 
@@ -55,12 +56,6 @@ struct otter_fl_server {
     struct MHD_Response *params; /* the open round's params message, shared by every picked client */
     int urandom;
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) {
@@ -205,7 +200,7 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         pthread_mutex_unlock(&s->mu);
         return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "no randomness for a token\n");
     }
-    c->last_seen = now_s();
+    c->last_seen = ot_now_seconds();
     s->n_clients++;
     char text[128];
     snprintf(text, sizeof text, "client %llu\ntoken %s\npoll_ms %d\n", (unsigned long long)c->id, c->token,
@@ -221,7 +216,7 @@ static enum MHD_Result do_round(otter_fl_server *s, struct MHD_Connection *conn,
     char text[96];
     pthread_mutex_lock(&s->mu);
     fl_client *c = &s->clients[cid - 1]; /* by index: registrations may move the array */
-    c->last_seen = now_s();
+    c->last_seen = ot_now_seconds();
     const char *what = "wait";
     int64_t r = otter_fl_aggregator_round(s->agg);
     if (s->ph == PH_DONE)
@@ -241,7 +236,7 @@ static enum MHD_Result do_round(otter_fl_server *s, struct MHD_Connection *conn,
 static enum MHD_Result do_params(otter_fl_server *s, struct MHD_Connection *conn, uint64_t cid) {
     pthread_mutex_lock(&s->mu);
     fl_client *c = &s->clients[cid - 1];
-    c->last_seen = now_s();
+    c->last_seen = ot_now_seconds();
     if (s->ph != PH_OPEN || !c->picked || c->uploaded || !s->params) {
         pthread_mutex_unlock(&s->mu);
         return reply(conn, MHD_HTTP_CONFLICT, "not picked for an open round\n");
@@ -311,7 +306,7 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         st = otter_fl_aggregator_add_update(s->agg, &u);
         if (st == OTTER_OK) {
             c->uploaded = true;
-            c->last_seen = now_s();
+            c->last_seen = ot_now_seconds();
             s->received++;
             s->examples += h.num_examples;
             s->recv_bytes += (double)q->len;
@@ -477,7 +472,7 @@ static void end_round_locked(otter_fl_server *s) {
 }
 
 static void wait_until(otter_fl_server *s, double t) {
-    double now = now_s();
+    double now = ot_now_seconds();
     if (t > now + 0.1) t = now + 0.1; /* wake often enough to see *stop */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -508,13 +503,13 @@ static otter_status close_round(otter_fl_server *s) {
         rep.train_loss = sum.mean_loss;
         rep.update_norm = sum.update_norm;
         rep.global = otter_fl_aggregator_global(s->agg, &rep.n);
-        rep.seconds = now_s() - s->t_open;
+        rep.seconds = ot_now_seconds() - s->t_open;
         if (s->o.on_round) s->o.on_round(&rep, s->o.user);
     }
     pthread_mutex_lock(&s->mu);
     end_round_locked(s);
     s->ph = otter_fl_aggregator_round(s->agg) >= s->o.rounds ? PH_DONE : PH_WAITING;
-    if (s->ph == PH_DONE) s->t_done = now_s();
+    if (s->ph == PH_DONE) s->t_done = ot_now_seconds();
     pthread_cond_broadcast(&s->cv);
     return st;
 }
@@ -525,7 +520,7 @@ otter_status otter_fl_server_run(otter_fl_server *s) {
     size_t *live = NULL;
     while (st == OTTER_OK) {
         if (s->o.stop && *s->o.stop) break;
-        double now = now_s();
+        double now = ot_now_seconds();
         if (s->ph == PH_DONE) {
             size_t n_live = 0, told = 0;
             /* Wait for every client still polling, and for every client of the final round (one slow to
@@ -693,7 +688,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         slog(s, OTTER_LOG_INFO, "resumed from %s: %lld rounds completed", s->state_path,
              (long long)otter_fl_aggregator_round(s->agg));
     s->ph = otter_fl_aggregator_round(s->agg) >= s->o.rounds ? PH_DONE : PH_WAITING;
-    s->t_done = now_s();
+    s->t_done = ot_now_seconds();
     if ((s->urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) < 0) {
         st = ot_error(OTTER_ERR_IO, "/dev/urandom: %s", strerror(errno));
         goto fail;

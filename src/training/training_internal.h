@@ -1,5 +1,5 @@
-/* Training session internals shared by session.c, state.c (checkpoint sync, properties, export) and
- * schedule.c. */
+/* Training session internals shared by session.c, state.c (checkpoint sync, properties, export),
+ * schedule.c, feed.c and loop.c. */
 #ifndef OTTER_TRAINING_INTERNAL_H
 #define OTTER_TRAINING_INTERNAL_H
 
@@ -73,5 +73,16 @@ struct otter_training_session {
 /* state.c */
 ts_param *ts_find_param(const otter_training_session *s, const char *name);
 otter_status ts_require_all_set(const otter_training_session *s, const char *what);
+
+/* feed.c: a dataset batch fitted to the graph's two user inputs (inputs reshaped to the model's per-sample
+ * dims, class labels turned one-hot when the model's target is float). xv and yv are headers over the
+ * batch (or onehot) to pass to the step. */
+typedef struct ts_feed {
+    otter_tensor xv, yv;
+    otter_tensor *onehot; /* owned, grown as needed */
+} ts_feed;
+otter_status ts_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
+                           const otter_tensor *y, ts_feed *f);
+void ts_feed_free(ts_feed *f);
 
 #endif
