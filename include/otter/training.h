@@ -293,11 +293,12 @@ typedef struct otter_train_options {
     const otter_dataset *eval_data; /* evaluated after every epoch (NULL: none) */
     int64_t eval_batch_size;        /* 0: 256 */
     /* Checkpoint policy. `checkpoint`: saved atomically (otter_training_save_checkpoint, with the optimizer
-     * state) after every epoch, when the run stops inside an epoch, and every save_every_steps batches when
-     * > 0, with the position as properties: otter.epoch, otter.batch, otter.global_step, otter.seed,
-     * otter.batch_size. NULL: no checkpoint and no properties. `best_checkpoint`: saved after each epoch
-     * whose eval loss is the lowest so far (needs eval_data). */
+     * state) after every save_every_epochs epochs (0: 1) and the last one, when the run stops inside an
+     * epoch, and every save_every_steps batches when > 0, with the position as properties: otter.epoch,
+     * otter.batch, otter.global_step, otter.seed, otter.batch_size. NULL: no checkpoint and no properties.
+     * `best_checkpoint`: saved after each epoch whose eval loss is the lowest so far (needs eval_data). */
     const char *checkpoint;
+    int64_t save_every_epochs;
     int64_t save_every_steps;
     const char *best_checkpoint;
     /* Continue from the position properties of the session's checkpoint (see otter_training_get_position):

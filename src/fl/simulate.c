@@ -111,7 +111,7 @@ static otter_status client_round(sim *m, int64_t r, int c) {
             .params = w, .n = n_slab, .num_examples = examples, .has_loss = true, .loss = loss, .client = who};
         st = otter_fl_aggregator_add_update(m->agg, &u);
     }
-    if (st != OTTER_OK) ot_error_context(st, "round %lld, client %d", (long long)r, c);
+    if (st != OTTER_OK) ot_error_context(st, "round %lld, client %d: ", (long long)r, c);
     otter_training_session_free(s);
     return st;
 }

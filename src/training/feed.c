@@ -131,7 +131,7 @@ otter_status otter_training_evaluate(otter_training_session *s, const otter_data
         r->has_accuracy = acc_ok;
         r->accuracy = acc_ok ? (double)hits / (double)r->samples : 0.0;
     }
-    if (st != OTTER_OK) ot_error_context(st, "evaluating on %s", otter_dataset_description(ds));
+    if (st != OTTER_OK) ot_error_context(st, "evaluating on %s: ", otter_dataset_description(ds));
     otter_tensor_free(out[0]), otter_tensor_free(out[1]);
     otter_tensor_free(x), otter_tensor_free(y);
     ts_feed_free(&feed);

@@ -94,7 +94,7 @@ static otter_status optimizer_step(loop *l) {
     if (st == OTTER_OK && l->schedule) st = otter_training_scheduler_step(l->s);
     if (st == OTTER_OK) st = otter_training_lazy_reset_grad(l->s);
     l->pending = 0;
-    return st == OTTER_OK ? st : ot_error_context(st, "optimizer step %lld", (long long)l->s->step + 1);
+    return st == OTTER_OK ? st : ot_error_context(st, "optimizer step %lld: ", (long long)l->s->step + 1);
 }
 
 /* Fill the defaults, read the resume position, check what the run needs. */
@@ -104,6 +104,7 @@ static otter_status loop_plan(loop *l, const otter_train_options *opts) {
     if (o->batch_size <= 0) o->batch_size = 64;
     if (o->epochs <= 0) o->epochs = 1;
     if (o->grad_accum <= 0) o->grad_accum = 1;
+    if (o->save_every_epochs <= 0) o->save_every_epochs = 1;
     if (!otter_training_has_optimizer(l->s)) return ot_error(OTTER_ERR_INVALID, "the session has no optimizer model");
     if ((o->eval_data || o->best_checkpoint) && !otter_training_has_eval(l->s))
         return ot_error(OTTER_ERR_INVALID, "evaluation asked for but the session has no eval model");
@@ -153,7 +154,7 @@ static otter_status train_batch(loop *l, int64_t cnt) {
     const otter_tensor *in[2] = {&l->feed.xv, &l->feed.yv};
     otter_status st = otter_training_train_step(l->s, 2, NULL, in, 1, &l->loss);
     if (st != OTTER_OK)
-        return ot_error_context(st, "epoch %lld, batch %lld", (long long)l->epoch + 1, (long long)l->batch);
+        return ot_error_context(st, "epoch %lld, batch %lld: ", (long long)l->epoch + 1, (long long)l->batch);
     float lv = ((const float *)l->loss->data)[0];
     if (!isfinite(lv))
         return ot_error(OTTER_ERR_INVALID, "epoch %lld, batch %lld: the training loss is %g (lower the learning rate?)",
@@ -181,8 +182,11 @@ static otter_status finish_epoch(loop *l) {
         p.has_eval = true;
     }
     l->epoch++, l->batch = 0;
-    if (l->o.checkpoint) OT_TRY(save_position(l, l->o.checkpoint));
-    p.checkpoint = l->o.checkpoint;
+    bool last = l->global == l->total || l->stop_requested;
+    if (l->o.checkpoint && (last || l->epoch % l->o.save_every_epochs == 0)) {
+        OT_TRY(save_position(l, l->o.checkpoint));
+        p.checkpoint = l->o.checkpoint;
+    }
     if (p.has_eval && l->o.best_checkpoint && (!l->have_best || p.eval.loss < l->best_loss)) {
         l->have_best = true, l->best_loss = p.eval.loss, p.new_best = true;
         OT_TRY(save_position(l, l->o.best_checkpoint));
@@ -237,7 +241,7 @@ otter_status otter_training_run(otter_training_session *s, const otter_dataset *
         p.samples = otter_batch_iter_num_samples(l.it);
         if (notify(&l, &p)) st = loop_run(&l);
     }
-    if (st != OTTER_OK) ot_error_context(st, "training on %s", otter_dataset_description(ds));
+    if (st != OTTER_OK) ot_error_context(st, "training on %s: ", otter_dataset_description(ds));
     if (result) {
         *result = (otter_train_result){.start_step = l.start_global,
                                        .total_steps = l.total,

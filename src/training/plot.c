@@ -70,10 +70,15 @@ typedef struct axis {
     bool used;
 } axis;
 
-/* The tick step for about five ticks over span: 1, 2 or 5 x 10^k (>= 1 on an integer axis). */
+/* The largest step 1, 2 or 5 x 10^k that still puts at least four ticks on span (>= 1 on an integer axis). */
 static double tick_step(double span, bool integer) {
-    double raw = span / 5, mag = pow(10, floor(log10(raw))), norm = raw / mag;
-    double step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+    static const double MULTIPLES[] = {5, 2, 1};
+    double mag = pow(10, floor(log10(span / 4))), step = mag; /* span / mag >= 4 */
+    for (size_t i = 0; i < 3; i++)
+        if (span / (MULTIPLES[i] * mag) >= 4) {
+            step = MULTIPLES[i] * mag;
+            break;
+        }
     return integer && step < 1 ? 1 : step;
 }
 

@@ -286,7 +286,7 @@ static otter_status bind_training(otter_training_session *s, const otter_session
     s->train.run_inputs[k++] = &s->reset_flag;
     OT_ASSERT(k == s->train.n_run);
     otter_status st = otter_session_create(&s->train.sess, s->train_m, so);
-    if (st != OTTER_OK) return ot_error_context(st, "training model");
+    if (st != OTTER_OK) return ot_error_context(st, "training model: ");
     /* Dropout nodes get a per-step seed when the session is seeded, in the graph the session runs
      * (a fused copy when the runtime fused anything) */
     const otter_graph *g = otter_session_model(s->train.sess)->graph;
@@ -356,7 +356,7 @@ static otter_status bind_eval(otter_training_session *s, const otter_session_opt
     if (st != OTTER_OK) return st;
     for (size_t i = 0; i < g->n_outputs; i++) b->user_out[b->n_user_out++] = g->outputs[i].name;
     st = otter_session_create(&b->sess, s->eval_m, so);
-    if (st != OTTER_OK) return ot_error_context(st, "eval model");
+    if (st != OTTER_OK) return ot_error_context(st, "eval model: ");
     return OTTER_OK;
 }
 
@@ -508,7 +508,7 @@ otter_status otter_training_session_create_from_models(otter_training_session **
     if (st == OTTER_OK && eval) st = bind_eval(s, &so);
     if (st == OTTER_OK && optimizer) {
         st = parse_optimizer(s);
-        if (st != OTTER_OK) ot_error_context(st, "optimizer model");
+        if (st != OTTER_OK) ot_error_context(st, "optimizer model: ");
     }
     if (st == OTTER_OK) st = load_optimizer_state(s);
     if (st != OTTER_OK) {
@@ -528,7 +528,7 @@ static otter_status load_model_opt(otter_model **m, const char *path, const void
         st = otter_model_load(m, path);
     else if (data)
         st = otter_model_load_from_memory(m, data, size, NULL);
-    if (st != OTTER_OK) ot_error_context(st, "%s", what);
+    if (st != OTTER_OK) ot_error_context(st, "%s: ", what);
     return st;
 }
 
@@ -696,7 +696,7 @@ otter_status otter_training_train_step(otter_training_session *s, size_t n_input
     seed_dropouts(s);
     otter_status st = otter_session_run(s->train.sess, s->train.n_run, s->train.run_names, s->train.run_inputs,
                                         n_outputs, s->train.user_out, outputs);
-    if (st != OTTER_OK) return ot_error_context(st, "train step");
+    if (st != OTTER_OK) return ot_error_context(st, "train step: ");
     s->accumulate = true;
     s->since_opt++;
     return OTTER_OK;
@@ -719,7 +719,7 @@ otter_status otter_training_eval_step(otter_training_session *s, size_t n_inputs
     OT_TRY(bind_user(&s->eval, "eval", n_inputs, input_names, inputs));
     otter_status st = otter_session_run(s->eval.sess, s->eval.n_run, s->eval.run_names, s->eval.run_inputs, n_outputs,
                                         s->eval.user_out, outputs);
-    if (st != OTTER_OK) return ot_error_context(st, "eval step");
+    if (st != OTTER_OK) return ot_error_context(st, "eval step: ");
     return OTTER_OK;
 }
 

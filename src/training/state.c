@@ -292,7 +292,7 @@ otter_status otter_training_export_model(const otter_training_session *s, size_t
     ot_free(names);
     if (st != OTTER_OK) {
         otter_model_free(m);
-        return ot_error_context(st, "export");
+        return ot_error_context(st, "export: ");
     }
     *out = m;
     return OTTER_OK;
