@@ -7,7 +7,8 @@
 - fedavgm:lr=1,momentum=0 gives the same weights as fedavg;
 - the same seed twice gives the same per-round table (times aside) and byte-identical checkpoints;
 - `otter eval` of the saved checkpoint prints the last round's eval loss; the task is learned (> 80%);
-- --target-accuracy stops at the first round reaching it; median and trimmed-mean run;
+- --target-accuracy stops at the first round reaching it; median and trimmed-mean run; --plot writes the
+  loss and accuracy curves per round;
 - bad --partition / --strategy / --fraction are usage errors (exit 2) naming the option.
 """
 import csv
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import sys
+import xml.etree.ElementTree as ET
 
 import numpy as np
 
@@ -94,7 +96,7 @@ def main():
     run = ["fl", "simulate", "--artifacts", w("art"), "--data", data, "--eval-data", edata, "--clients", "10",
            "--fraction", "0.3", "--local-epochs", "2", "--batch-size", "20", "--rounds", "6", "--lr", "0.05",
            "--seed", "7", "--threads", "1"]
-    r1 = otter(*run, "--csv", w("a.csv"), "--save", w("a.ckpt"))
+    r1 = otter(*run, "--csv", w("a.csv"), "--save", w("a.ckpt"), "--plot", w("a.svg"))
     r2 = otter(*run, "--csv", w("b.csv"), "--save", w("b.ckpt"))
     check(r1.returncode == 0 and r2.returncode == 0, "simulate 10 clients x 6 rounds, twice")
     ra, rb = rows(w("a.csv")), rows(w("b.csv"))
@@ -103,6 +105,14 @@ def main():
     check(len(ra) == 6 and key(ra) == key(rb), "same seed: same per-round table")
     check(open(w("a.ckpt"), "rb").read() == open(w("b.ckpt"), "rb").read(), "same seed: byte-identical checkpoint")
     check(all(q["clients"] == "3" and q["examples"] == "180" for q in ra), "3 clients of 60 examples per round")
+    try:
+        svg = ET.parse(w("a.svg")).getroot()
+        cls = lambda c: [e.text for e in svg.iter() if e.get("class") == c]
+        polys = [e for e in svg.iter() if e.tag.endswith("polyline")]
+        check(len(polys) == 2 and cls("xtick") == ["1", "2", "3", "4", "5", "6"] and len(cls("rtick")) >= 3,
+              f"--plot: loss and accuracy curves, rounds 1..6 on the x axis, an accuracy axis {cls('rtick')}")
+    except Exception as e:  # noqa: BLE001
+        check(False, f"--plot SVG: {e}")
     acc = float(ra[-1]["eval_accuracy"])
     check(acc > 0.8, f"learned: final eval accuracy {acc:.3f} > 0.8")
     check(float(ra[-1]["eval_loss"]) < float(ra[0]["eval_loss"]), "eval loss falls")
