@@ -250,7 +250,7 @@ typedef struct otter_train_progress {
     int64_t epochs;            /* epochs the run reaches: ceil(total_steps / batches_per_epoch) */
     int64_t global_step;       /* batches done in total, resumed ones included */
     int64_t total_steps;       /* global_step when the run is complete */
-    int64_t samples;           /* STEP: the batch's samples; EPOCH_END, STOPPED: the epoch's so far */
+    int64_t samples;           /* STEP: the batch's; EPOCH_END, STOPPED: the epoch's so far; BEGIN: an epoch's */
     int64_t run_samples;       /* samples trained on since this call started */
     double loss;               /* STEP: the batch's loss; EPOCH_END, STOPPED: the epoch's mean (NaN: none) */
     bool has_eval;             /* EPOCH_END with eval_data */
