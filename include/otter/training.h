@@ -16,6 +16,9 @@
  *     otter_training_save_checkpoint(ts, "art/checkpoint", true);
  *     otter_training_session_free(ts);
  *
+ * or let otter_training_run (below) drive those steps over a dataset, with evaluation, checkpoints, a
+ * learning-rate schedule and a progress callback: it is what `otter train` and the federated clients run.
+ *
  * Memory layout (llm.c style): the float32 trainable parameters live in one flat slab in the training
  * graph's parameter-input order; the gradient accumulation buffers, the first and the second moments are
  * parallel slabs of the same length. The sessions read the slabs in place (no copy per step): the
