@@ -85,7 +85,7 @@ static void conv_spatial(const ot_inode *n, const ot_ival *x, const conv_attrs *
     }
 }
 
-static otter_status conv(ot_inode *n) {
+otter_status ot_infer_conv(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *w = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -115,7 +115,7 @@ static otter_status conv(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status conv_transpose(ot_inode *n) {
+otter_status ot_infer_conv_transpose(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *w = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -165,7 +165,7 @@ static otter_status conv_transpose(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status pool(ot_inode *n) {
+otter_status ot_infer_pool(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     ot_out_type(n, 0, dt);
@@ -184,7 +184,7 @@ static otter_status pool(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status global_pool(ot_inode *n) {
+otter_status ot_infer_global_pool(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -199,14 +199,14 @@ static otter_status global_pool(ot_inode *n) {
 
 /* ---- normalization, dropout ---- */
 
-static otter_status batch_norm(ot_inode *n) {
+otter_status ot_infer_batch_norm(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     /* training outputs: running mean / var (opset 14+) or mean, var, saved mean, saved var */
     for (size_t i = 1; i < n->n_out; i++) OT_TRY(ot_out_like(n, i, i <= 2 ? 2 + i : 3));
     return OTTER_OK;
 }
 
-static otter_status layer_norm(ot_inode *n) {
+otter_status ot_infer_layer_norm(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     OT_TRY(ot_out_like(n, 0, 0));
     otter_dtype st = (otter_dtype)ot_attr_int(n, "stash_type", OTTER_DTYPE_FLOAT);
@@ -221,7 +221,7 @@ static otter_status layer_norm(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status dropout(ot_inode *n) {
+otter_status ot_infer_dropout(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     if (n->n_out > 1) {
         OT_TRY(ot_out_like(n, 1, 0));
@@ -231,11 +231,9 @@ static otter_status dropout(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
-
 /* ---- Gemm, MatMul, Einsum ---- */
 
-static otter_status gemm(ot_inode *n) {
+otter_status ot_infer_gemm(ot_inode *n) {
     const ot_ival *a = ot_in(n, 0), *b = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -282,14 +280,14 @@ static otter_status matmul_dims(ot_inode *n, otter_dtype dt) {
     return ot_out_shape(n, 0, dt, r, out);
 }
 
-static otter_status matmul(ot_inode *n) {
+otter_status ot_infer_matmul(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     return matmul_dims(n, ot_in_dtype(n, 0));
 }
 
-static otter_status matmul_integer(ot_inode *n) { return matmul_dims(n, OTTER_DTYPE_INT32); }
+otter_status ot_infer_matmul_integer(ot_inode *n) { return matmul_dims(n, OTTER_DTYPE_INT32); }
 
-static otter_status einsum(ot_inode *n) {
+otter_status ot_infer_einsum(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, n->n_in ? n->n_in - 1 : 0));
     const char *eq = ot_attr_str(n, "equation", NULL);
@@ -390,7 +388,7 @@ static otter_status einsum(ot_inode *n) {
 
 /* ---- losses ---- */
 
-static otter_status nll_loss(ot_inode *n) {
+otter_status ot_infer_nll_loss(ot_inode *n) {
     const ot_ival *t = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     const char *red = ot_attr_str(n, "reduction", "mean");
@@ -402,40 +400,17 @@ static otter_status nll_loss(ot_inode *n) {
     return ot_out_shape(n, 0, dt, t->rank, t->dims);
 }
 
-static otter_status sce_loss(ot_inode *n) {
-    OT_TRY(nll_loss(n));
+otter_status ot_infer_sce_loss(ot_inode *n) {
+    OT_TRY(ot_infer_nll_loss(n));
     if (n->n_out > 1) OT_TRY(ot_out_like(n, 1, 0));
     return OTTER_OK;
 }
-
-const ot_infer_rule ot_infer_rules_nn[] = {
-    {"Conv", conv},
-    {"ConvTranspose", conv_transpose},
-    {"MaxPool", pool},
-    {"AveragePool", pool},
-    {"LpPool", pool},
-    {"GlobalAveragePool", global_pool},
-    {"GlobalMaxPool", global_pool},
-    {"GlobalLpPool", global_pool},
-    {"BatchNormalization", batch_norm},
-    {"InstanceNormalization", like_input},
-    {"GroupNormalization", like_input},
-    {"LayerNormalization", layer_norm},
-    {"Dropout", dropout},
-    {"Gemm", gemm},
-    {"MatMul", matmul},
-    {"MatMulInteger", matmul_integer},
-    {"Einsum", einsum},
-    {"NegativeLogLikelihoodLoss", nll_loss},
-    {"SoftmaxCrossEntropyLoss", sce_loss},
-    {NULL, NULL},
-};
 
 /* ---- recurrent layers ---- */
 
 /* RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden] (layout 1);
  * Y_h (and LSTM's Y_c) [dirs, batch, hidden] or [batch, dirs, hidden]. */
-static otter_status recurrent(ot_inode *n) {
+otter_status ot_infer_recurrent(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     for (size_t i = 0; i < n->n_out; i++) ot_out_type(n, i, dt);
@@ -459,7 +434,7 @@ static otter_status recurrent(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status det(ot_inode *n) {
+otter_status ot_infer_det(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -469,7 +444,3 @@ static otter_status det(ot_inode *n) {
     if (x->rank < 2) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", n->node->inputs[0]);
     return ot_out_shape(n, 0, dt, x->rank - 2, x->dims);
 }
-
-const ot_infer_rule ot_infer_rules_nn2[] = {
-    {"RNN", recurrent}, {"GRU", recurrent}, {"LSTM", recurrent}, {"Det", det}, {NULL, NULL},
-};

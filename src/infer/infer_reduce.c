@@ -54,10 +54,10 @@ static otter_status reduce(ot_inode *n, int64_t since) {
     return ot_out_shape(n, 0, dt, r, out);
 }
 
-static otter_status reduce_sum(ot_inode *n) { return reduce(n, 13); }
-static otter_status reduce_other(ot_inode *n) { return reduce(n, 18); }
+otter_status ot_infer_reduce_sum(ot_inode *n) { return reduce(n, 13); }
+otter_status ot_infer_reduce_other(ot_inode *n) { return reduce(n, 18); }
 
-static otter_status arg_reduce(ot_inode *n) {
+otter_status ot_infer_arg_reduce(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (!ot_in_has_shape(n, 0)) {
         ot_out_type(n, 0, OTTER_DTYPE_INT64);
@@ -78,7 +78,7 @@ static otter_status arg_reduce(ot_inode *n) {
     return ot_out_shape(n, 0, OTTER_DTYPE_INT64, r, out);
 }
 
-static otter_status topk(ot_inode *n) {
+otter_status ot_infer_topk(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     ot_out_type(n, 0, dt);
@@ -102,26 +102,3 @@ static otter_status topk(ot_inode *n) {
     if (n->n_out > 1) n->out[1].dims[axis] = k;
     return OTTER_OK;
 }
-
-static otter_status like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
-
-const ot_infer_rule ot_infer_rules_reduce[] = {
-    {"ReduceSum", reduce_sum},
-    {"ReduceMean", reduce_other},
-    {"ReduceMax", reduce_other},
-    {"ReduceMin", reduce_other},
-    {"ReduceProd", reduce_other},
-    {"ReduceL1", reduce_other},
-    {"ReduceL2", reduce_other},
-    {"ReduceLogSum", reduce_other},
-    {"ReduceLogSumExp", reduce_other},
-    {"ReduceSumSquare", reduce_other},
-    {"ArgMax", arg_reduce},
-    {"ArgMin", arg_reduce},
-    {"TopK", topk},
-    {"CumSum", like_input},
-    {"LpNormalization", like_input},
-    {"MeanVarianceNormalization", like_input},
-    {"LRN", like_input},
-    {NULL, NULL},
-};

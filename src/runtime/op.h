@@ -10,12 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/registry.h"
 #include "otter/ir.h"
 #include "otter/runtime.h"
 #include "otter/tensor.h"
-
-typedef struct ot_kernel_ctx ot_kernel_ctx;
-typedef otter_status (*ot_kernel_fn)(ot_kernel_ctx *ctx);
 
 struct ot_kernel_ctx {
     const otter_node *node;
@@ -103,30 +101,5 @@ enum {
     OT_OP_VALUES = 1u << 2,   /* takes sequences / optionals (see above); never folded */
     OT_OP_INPLACE3 = 1u << 3, /* output 0 may share input 3's buffer (a fused sum input) when it dies here */
 };
-
-typedef struct ot_op_def {
-    const char *domain; /* "" for ai.onnx */
-    const char *op_type;
-    int since_version; /* the definition applies to opsets >= since_version (until the next one) */
-    ot_kernel_fn run;
-    unsigned flags;
-} ot_op_def;
-
-/* Families of operators, each a {0}-terminated table in runtime/ops/<family>.c. */
-extern const ot_op_def ot_ops_elementwise[]; /* unary/binary math, comparison, logic, activations */
-extern const ot_op_def ot_ops_reduce[];      /* Reduce*, ArgMax/ArgMin, softmax family, TopK, CumSum */
-extern const ot_op_def ot_ops_linalg[];      /* Gemm, MatMul, Einsum, ... */
-extern const ot_op_def ot_ops_nn[];          /* Conv, ConvTranspose, pooling, normalization, dropout, losses */
-extern const ot_op_def ot_ops_shape[];       /* Reshape, Transpose, Concat, Split, Slice, Gather, Scatter, Pad, ... */
-extern const ot_op_def ot_ops_misc[];        /* Constant, Cast, Range, OneHot, Resize, control flow, sequences, ... */
-extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.preview.training ops */
-extern const ot_op_def ot_ops_rnn[];         /* RNN, GRU, LSTM */
-extern const ot_op_def ot_ops_quant[];       /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
-extern const ot_op_def ot_ops_sequence[];    /* Sequence*, Optional*, com.microsoft optimizers over sequences */
-extern const ot_op_def ot_ops_autodiff[];    /* ai.onnx.preview.training Gradient (src/autodiff/gradient_op.c) */
-extern const ot_op_def ot_ops_extra[];       /* NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
-
-/* The definition for (domain, op_type) at the given opset, or NULL. */
-const ot_op_def *ot_op_lookup(const char *domain, const char *op_type, int64_t opset);
 
 #endif

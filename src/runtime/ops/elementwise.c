@@ -10,6 +10,7 @@
 #include <math.h>
 #include <tgmath.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 /* Type lists with a wide unsigned type for wrapping arithmetic: X(enum, type, suffix, wide unsigned). */
@@ -214,7 +215,7 @@ static float attr_f(const ot_kernel_ctx *ctx, const char *name, float def) {
 }
 
 #define SIMPLE_UNARY_RUN(NAME)                                                                                         \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) {                                                               \
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) {                                                                \
         uparams p = {0, 0, 0};                                                                                         \
         return run_unary(ctx, NAME##_tbl, &p);                                                                         \
     }
@@ -248,31 +249,31 @@ SIMPLE_UNARY_RUN(softplus)
 SIMPLE_UNARY_RUN(softsign)
 SIMPLE_UNARY_RUN(mish)
 
-static otter_status hardsigmoid_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_hardsigmoid(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 0.2f), attr_f(ctx, "beta", 0.5f), 0};
     return run_unary(ctx, hardsigmoid_tbl, &p);
 }
-static otter_status leakyrelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_leakyrelu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 0.01f), 0, 0};
     return run_unary(ctx, leakyrelu_tbl, &p);
 }
-static otter_status elu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_elu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, elu_tbl, &p);
 }
-static otter_status selu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_selu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.67326319217681884765625f), 0, attr_f(ctx, "gamma", 1.05070102214813232421875f)};
     return run_unary(ctx, selu_tbl, &p);
 }
-static otter_status celu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_celu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, celu_tbl, &p);
 }
-static otter_status thresholdedrelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_thresholdedrelu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, thresholdedrelu_tbl, &p);
 }
-static otter_status shrink_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_shrink(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "lambd", 0.5f), attr_f(ctx, "bias", 0.0f), 0};
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
@@ -293,7 +294,7 @@ static otter_status shrink_run(ot_kernel_ctx *ctx) {
 }
 
 /* Not, IsNaN, IsInf: type-changing unaries, cheap enough for one loop. */
-static otter_status not_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_not(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (x->dtype != OTTER_DTYPE_BOOL) return bad_type(ctx, 0, x->dtype);
@@ -322,8 +323,8 @@ static otter_status isnan_isinf(ot_kernel_ctx *ctx, bool inf) {
     }
     return OTTER_OK;
 }
-static otter_status isnan_run(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, false); }
-static otter_status isinf_run(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, true); }
+otter_status ot_kernel_isnan(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, false); }
+otter_status ot_kernel_isinf(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, true); }
 
 /* ======================================================================================== */
 /* Binary                                                                                    */
@@ -583,7 +584,7 @@ static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, b
 }
 
 #define BINARY_RUN(NAME, TBL, BOOL)                                                                                    \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) { return run_binary(ctx, TBL, BOOL); }
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) { return run_binary(ctx, TBL, BOOL); }
 BINARY_RUN(add, add_tbl, false)
 BINARY_RUN(sub, sub_tbl, false)
 BINARY_RUN(mul, mul_tbl, false)
@@ -597,11 +598,11 @@ BINARY_RUN(and, and_tbl, false)
 BINARY_RUN(or, or_tbl, false)
 BINARY_RUN(xor, xor_tbl, false)
 
-static otter_status mod_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mod(ot_kernel_ctx *ctx) {
     return run_binary(ctx, otter_node_attr_int(ctx->node, "fmod", 0) ? fmod_tbl : mod_tbl, false);
 }
 
-static otter_status bitshift_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_bitshift(ot_kernel_ctx *ctx) {
     const char *dir = otter_node_attr_string(ctx->node, "direction", NULL);
     if (ot_streq(dir, "LEFT")) return run_binary(ctx, shl_tbl, false);
     if (ot_streq(dir, "RIGHT")) return run_binary(ctx, shr_tbl, false);
@@ -609,7 +610,7 @@ static otter_status bitshift_run(ot_kernel_ctx *ctx) {
                         dir ? dir : "(missing)");
 }
 
-static otter_status prelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_prelu(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *slope;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &slope));
@@ -633,7 +634,7 @@ static otter_status prelu_run(ot_kernel_ctx *ctx) {
 }
 
 /* Pow(X: T, Y: T1) -> T. Same float types use the fast kernel; anything else through double. */
-static otter_status pow_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_pow(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
     OT_TRY(need_input(ctx, 0, &a));
     OT_TRY(need_input(ctx, 1, &b));
@@ -737,10 +738,10 @@ done:
     return s;
 }
 
-static otter_status max_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, max_tbl, false); }
-static otter_status min_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, min_tbl, false); }
-static otter_status sum_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, false); }
-static otter_status mean_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, true); }
+otter_status ot_kernel_max(ot_kernel_ctx *ctx) { return run_variadic(ctx, max_tbl, false); }
+otter_status ot_kernel_min(ot_kernel_ctx *ctx) { return run_variadic(ctx, min_tbl, false); }
+otter_status ot_kernel_sum(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, false); }
+otter_status ot_kernel_mean(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, true); }
 
 /* ---- Where ---------------------------------------------------------------------------- */
 
@@ -761,7 +762,7 @@ WHERE_KERNEL(2, uint16_t)
 WHERE_KERNEL(4, uint32_t)
 WHERE_KERNEL(8, uint64_t)
 
-static otter_status where_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_where(ot_kernel_ctx *ctx) {
     const otter_tensor *c, *x, *y;
     OT_TRY(need_input(ctx, 0, &c));
     OT_TRY(need_input(ctx, 1, &x));
@@ -835,7 +836,7 @@ static void clip_range(void *arg, int64_t b, int64_t e) {
 #undef CLIP_CASE
 }
 
-static otter_status clip_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     otter_dtype dt = x->dtype, kt = is_half(dt) ? OTTER_DTYPE_FLOAT : dt;
@@ -900,69 +901,3 @@ static otter_status clip_run(ot_kernel_ctx *ctx) {
 }
 
 /* ======================================================================================== */
-
-const ot_op_def ot_ops_elementwise[] = {
-    {"", "Abs", 1, abs_run, OT_OP_INPLACE0},
-    {"", "Neg", 1, neg_run, OT_OP_INPLACE0},
-    {"", "Sign", 9, sign_run, OT_OP_INPLACE0},
-    {"", "Ceil", 1, ceil_run, OT_OP_INPLACE0},
-    {"", "Floor", 1, floor_run, OT_OP_INPLACE0},
-    {"", "Round", 11, round_run, OT_OP_INPLACE0},
-    {"", "Reciprocal", 1, reciprocal_run, OT_OP_INPLACE0},
-    {"", "Sqrt", 1, sqrt_run, OT_OP_INPLACE0},
-    {"", "Exp", 1, exp_run, OT_OP_INPLACE0},
-    {"", "Log", 1, log_run, OT_OP_INPLACE0},
-    {"", "Sin", 7, sin_run, OT_OP_INPLACE0},
-    {"", "Cos", 7, cos_run, OT_OP_INPLACE0},
-    {"", "Tan", 7, tan_run, OT_OP_INPLACE0},
-    {"", "Asin", 7, asin_run, OT_OP_INPLACE0},
-    {"", "Acos", 7, acos_run, OT_OP_INPLACE0},
-    {"", "Atan", 7, atan_run, OT_OP_INPLACE0},
-    {"", "Sinh", 9, sinh_run, OT_OP_INPLACE0},
-    {"", "Cosh", 9, cosh_run, OT_OP_INPLACE0},
-    {"", "Asinh", 9, asinh_run, OT_OP_INPLACE0},
-    {"", "Acosh", 9, acosh_run, OT_OP_INPLACE0},
-    {"", "Atanh", 9, atanh_run, OT_OP_INPLACE0},
-    {"", "Erf", 9, erf_run, OT_OP_INPLACE0},
-    {"", "Tanh", 1, tanh_run, OT_OP_INPLACE0},
-    {"", "Sigmoid", 1, sigmoid_run, OT_OP_INPLACE0},
-    {"", "HardSigmoid", 1, hardsigmoid_run, OT_OP_INPLACE0},
-    {"", "HardSwish", 14, hardswish_run, OT_OP_INPLACE0},
-    {"", "Relu", 1, relu_run, OT_OP_INPLACE0},
-    {"", "LeakyRelu", 1, leakyrelu_run, OT_OP_INPLACE0},
-    {"", "Elu", 1, elu_run, OT_OP_INPLACE0},
-    {"", "Selu", 1, selu_run, OT_OP_INPLACE0},
-    {"", "Celu", 12, celu_run, OT_OP_INPLACE0},
-    {"", "ThresholdedRelu", 10, thresholdedrelu_run, OT_OP_INPLACE0},
-    {"", "Softplus", 1, softplus_run, OT_OP_INPLACE0},
-    {"", "Softsign", 1, softsign_run, OT_OP_INPLACE0},
-    {"", "Mish", 18, mish_run, OT_OP_INPLACE0},
-    {"", "Shrink", 9, shrink_run, OT_OP_INPLACE0},
-    {"", "Not", 1, not_run, OT_OP_INPLACE0},
-    {"", "IsNaN", 9, isnan_run, 0},
-    {"", "IsInf", 10, isinf_run, 0},
-    {"", "Add", 1, add_run, OT_OP_INPLACE0},
-    {"", "Sub", 1, sub_run, OT_OP_INPLACE0},
-    {"", "Mul", 1, mul_run, OT_OP_INPLACE0},
-    {"", "Div", 1, div_run, OT_OP_INPLACE0},
-    {"", "Pow", 1, pow_run, 0},
-    {"", "Mod", 10, mod_run, OT_OP_INPLACE0},
-    {"", "PRelu", 1, prelu_run, OT_OP_INPLACE0},
-    {"", "Max", 6, max_run, 0},
-    {"", "Min", 6, min_run, 0},
-    {"", "Sum", 6, sum_run, 0},
-    {"", "Mean", 6, mean_run, 0},
-    {"", "Equal", 1, equal_run, 0},
-    {"", "Greater", 1, greater_run, 0},
-    {"", "GreaterOrEqual", 12, greater_equal_run, 0},
-    {"", "Less", 1, less_run, 0},
-    {"", "LessOrEqual", 12, less_equal_run, 0},
-    {"", "And", 1, and_run, OT_OP_INPLACE0},
-    {"", "Or", 1, or_run, OT_OP_INPLACE0},
-    {"", "Xor", 1, xor_run, OT_OP_INPLACE0},
-    {"", "BitShift", 11, bitshift_run, OT_OP_INPLACE0},
-    {"", "Where", 9, where_run, 0},
-    {"", "Clip", 6, clip_run, OT_OP_INPLACE0},
-    {"", "Clip", 11, clip_run, OT_OP_INPLACE0},
-    {0},
-};

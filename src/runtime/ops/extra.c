@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 #ifndef M_PI
@@ -102,7 +103,7 @@ static int nms_cmp(void *arg, int64_t a, int64_t b) {
     return s[a] > s[b] ? -1 : s[a] < s[b] ? 1 : 0; /* stable: equal scores keep index order */
 }
 
-static otter_status nms_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_nms(ot_kernel_ctx *ctx) {
     const otter_tensor *boxes, *scores;
     OT_TRY(need_input(ctx, 0, &boxes));
     OT_TRY(need_input(ctx, 1, &scores));
@@ -173,7 +174,7 @@ static bool bytes_eq(const otter_bytes *a, const otter_bytes *b, bool fold) {
     return true;
 }
 
-static otter_status strnorm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (x->dtype != OTTER_DTYPE_STRING) return bad_type(ctx, 0, x->dtype);
@@ -258,7 +259,7 @@ static int64_t tfidf_find(const tfidf *t, int64_t n, int64_t start, int64_t sd) 
     return -1;
 }
 
-static otter_status tfidf_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_tfidf(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     tfidf t = {.x = x};
@@ -384,7 +385,7 @@ static int first_cmp(void *arg, int64_t a, int64_t b) {
     return f[a] < f[b] ? -1 : f[a] > f[b] ? 1 : 0;
 }
 
-static otter_status unique_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_unique(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     size_t es = x->dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(x->dtype);
@@ -503,9 +504,9 @@ static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, doub
     return OTTER_OK;
 }
 
-static otter_status hann_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.5, 0.5, 0); }
-static otter_status hamming_run(ot_kernel_ctx *ctx) { return window_common(ctx, 25.0 / 46, 1 - 25.0 / 46, 0); }
-static otter_status blackman_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.42, 0.5, 0.08); }
+otter_status ot_kernel_hann(ot_kernel_ctx *ctx) { return window_common(ctx, 0.5, 0.5, 0); }
+otter_status ot_kernel_hamming(ot_kernel_ctx *ctx) { return window_common(ctx, 25.0 / 46, 1 - 25.0 / 46, 0); }
+otter_status ot_kernel_blackman(ot_kernel_ctx *ctx) { return window_common(ctx, 0.42, 0.5, 0.08); }
 
 /* ---- DFT, STFT --------------------------------------------------------------------------- */
 
@@ -540,7 +541,7 @@ static double *twiddles(ot_kernel_ctx *ctx, int64_t L) {
     return tw;
 }
 
-static otter_status dft_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -597,7 +598,7 @@ static otter_status dft_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status stft_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *win = ot_ctx_input(ctx, 2);
     OT_TRY(need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -653,7 +654,7 @@ static otter_status stft_run(ot_kernel_ctx *ctx) {
 /* ONNX's reference: num_mel_bins + 2 points evenly spaced on the mel scale (step divided by the
  * point count, as the reference does), mapped to spectrogram bins floor((dft_length + 1) f / rate),
  * and triangles between neighbours. */
-static otter_status mel_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mel(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < 5; i++)
         if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
     int64_t n_mel, dft_len, rate;
@@ -728,7 +729,7 @@ static void roi_sample(const float *plane, int64_t H, int64_t W, double y, doubl
     v[3] = ly * lx * plane[yh * W + xh];
 }
 
-static otter_status roialign_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *rois, *bi;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &rois));
@@ -804,7 +805,7 @@ static otter_status roialign_run(ot_kernel_ctx *ctx) {
 /* ---- MeanVarianceNormalization --------------------------------------------------------------- */
 
 /* ONNX's function body: (X - mean) / (sqrt(mean(X^2) - mean^2) + 1e-9) over `axes`. */
-static otter_status mvn_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mvn(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -860,7 +861,7 @@ static otter_status mvn_run(ot_kernel_ctx *ctx) {
 /* ---- Det ------------------------------------------------------------------------------------- */
 
 /* LU decomposition with partial pivoting in double, one matrix at a time. */
-static otter_status det_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_det(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -904,24 +905,3 @@ static otter_status det_run(ot_kernel_ctx *ctx) {
     }
     return OTTER_OK;
 }
-
-const ot_op_def ot_ops_extra[] = {
-    {"", "NonMaxSuppression", 10, nms_run, 0},
-    {"", "NonMaxSuppression", 11, nms_run, 0},
-    {"", "StringNormalizer", 10, strnorm_run, 0},
-    {"", "TfIdfVectorizer", 9, tfidf_run, 0},
-    {"", "Unique", 11, unique_run, 0},
-    {"", "HannWindow", 17, hann_run, 0},
-    {"", "HammingWindow", 17, hamming_run, 0},
-    {"", "BlackmanWindow", 17, blackman_run, 0},
-    {"", "DFT", 17, dft_run, 0},
-    {"", "DFT", 20, dft_run, 0}, /* axis as input 2 */
-    {"", "STFT", 17, stft_run, 0},
-    {"", "MelWeightMatrix", 17, mel_run, 0},
-    {"", "RoiAlign", 10, roialign_run, 0},
-    {"", "RoiAlign", 16, roialign_run, 0}, /* coordinate_transformation_mode */
-    {"", "MeanVarianceNormalization", 9, mvn_run, 0},
-    {"", "MeanVarianceNormalization", 13, mvn_run, 0},
-    {"", "Det", 11, det_run, 0},
-    {0},
-};

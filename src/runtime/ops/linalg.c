@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
@@ -166,7 +167,7 @@ static void relu_inplace(otter_tensor *y) {
 static otter_status matmul_plain(ot_kernel_ctx *ctx);
 
 /* MatMul, then + bias (input 2, float, 1 or N elements along the last axis) and the activation. */
-static otter_status matmul_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
     const otter_tensor *bias = is_fused(ctx) ? ot_ctx_input(ctx, 2) : NULL;
@@ -272,7 +273,7 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
 
 static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu);
 
-static otter_status gemm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gemm(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
     OT_TRY(gemm_plain(ctx, &relu));
@@ -438,7 +439,7 @@ static void int_matmul(const mm_plan *p, const otter_tensor *a, const otter_tens
 
 static bool is_8bit(otter_dtype t) { return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8; }
 
-static otter_status matmulinteger_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_matmulinteger(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *azp, *bzp;
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
     if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
@@ -454,7 +455,7 @@ static otter_status matmulinteger_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status qlinearmatmul_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_qlinearmatmul(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 3);
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs a and b");
     for (size_t i = 0; i < 8; i++)
@@ -553,7 +554,7 @@ static otter_status ein_parse_term(const ot_kernel_ctx *ctx, const char *s, size
     return OTTER_OK;
 }
 
-static otter_status einsum_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_einsum(ot_kernel_ctx *ctx) {
     const char *eq = otter_node_attr_string(ctx->node, "equation", NULL);
     if (!eq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'equation' is missing");
     size_t n_in = ctx->n_inputs;
@@ -709,14 +710,3 @@ static otter_status einsum_run(ot_kernel_ctx *ctx) {
     ot_free(yd);
     return s;
 }
-
-const ot_op_def ot_ops_linalg[] = {
-    {"", "Gemm", 1, gemm_run, 0},
-    {"", "MatMul", 1, matmul_run, 0},
-    {"com.otter", "FusedGemm", 1, gemm_run, 0},     /* Gemm + activation (runtime/fuse.c) */
-    {"com.otter", "FusedMatMul", 1, matmul_run, 0}, /* MatMul + 1-D bias + activation */
-    {"", "MatMulInteger", 10, matmulinteger_run, 0},
-    {"", "QLinearMatMul", 10, qlinearmatmul_run, 0},
-    {"", "Einsum", 12, einsum_run, 0},
-    {0},
-};

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
@@ -43,7 +44,7 @@ static otter_status output_copy(ot_kernel_ctx *ctx, size_t i, const otter_tensor
 
 /* ---- Constant ------------------------------------------------------------------------- */
 
-static otter_status constant_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_constant(ot_kernel_ctx *ctx) {
     const otter_node *n = ctx->node;
     for (size_t k = 0; k < n->n_attrs; k++) {
         const otter_attr *a = &n->attrs[k];
@@ -88,7 +89,7 @@ static otter_status constant_run(ot_kernel_ctx *ctx) {
 
 /* ---- ConstantOfShape ------------------------------------------------------------------- */
 
-static otter_status constant_of_shape_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_constant_of_shape(ot_kernel_ctx *ctx) {
     int64_t dims[OTTER_MAX_RANK], rank = 0;
     OT_TRY(ot_ctx_input_ints(ctx, 0, dims, OTTER_MAX_RANK, &rank));
     for (int64_t i = 0; i < rank; i++)
@@ -226,7 +227,7 @@ static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
     return OTTER_OK;
 }
 
-static otter_status cast_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_cast(ot_kernel_ctx *ctx) {
     int64_t to = otter_node_attr_int(ctx->node, "to", -1);
     if (to <= 0 || to >= OTTER_DTYPE_COUNT_)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is missing or not a known type",
@@ -234,7 +235,7 @@ static otter_status cast_run(ot_kernel_ctx *ctx) {
     return cast_to(ctx, (otter_dtype)to);
 }
 
-static otter_status castlike_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_castlike(ot_kernel_ctx *ctx) {
     const otter_tensor *like;
     OT_TRY(need_input(ctx, 1, &like));
     return cast_to(ctx, like->dtype);
@@ -242,7 +243,7 @@ static otter_status castlike_run(ot_kernel_ctx *ctx) {
 
 /* ---- Range ----------------------------------------------------------------------------- */
 
-static otter_status range_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_range(ot_kernel_ctx *ctx) {
     const otter_tensor *s, *l, *d;
     OT_TRY(need_input(ctx, 0, &s));
     OT_TRY(need_input(ctx, 1, &l));
@@ -291,7 +292,7 @@ static otter_status range_run(ot_kernel_ctx *ctx) {
 
 /* ---- OneHot ---------------------------------------------------------------------------- */
 
-static otter_status onehot_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_onehot(ot_kernel_ctx *ctx) {
     const otter_tensor *ind, *dep, *val;
     OT_TRY(need_input(ctx, 0, &ind));
     OT_TRY(need_input(ctx, 1, &dep));
@@ -337,7 +338,7 @@ static otter_status onehot_run(ot_kernel_ctx *ctx) {
 
 /* ---- EyeLike, Trilu -------------------------------------------------------------------- */
 
-static otter_status eyelike_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_eyelike(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (x->rank != 2)
@@ -357,7 +358,7 @@ static otter_status eyelike_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status trilu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_trilu(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (x->rank < 2)
@@ -389,7 +390,7 @@ static otter_status trilu_run(ot_kernel_ctx *ctx) {
 
 /* ---- Shape, Size, Identity ------------------------------------------------------------- */
 
-static otter_status shape_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_shape(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t r = x->rank, start = 0, end = r;
@@ -408,7 +409,7 @@ static otter_status shape_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status size_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_size(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
@@ -417,7 +418,7 @@ static otter_status size_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status identity_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_identity(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     return output_copy(ctx, 0, x);
@@ -433,7 +434,7 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static otter_status dropout_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dropout(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -488,7 +489,7 @@ static otter_status dropout_run(ot_kernel_ctx *ctx) {
 
 /* ---- NonZero --------------------------------------------------------------------------- */
 
-static otter_status nonzero_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_nonzero(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -526,7 +527,7 @@ static void free_tensors(otter_tensor **t, size_t n) {
     }
 }
 
-static otter_status if_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_if(ot_kernel_ctx *ctx) {
     const otter_tensor *c;
     OT_TRY(need_input(ctx, 0, &c));
     if (otter_tensor_numel(c) != 1)
@@ -577,7 +578,7 @@ typedef struct {
     int64_t count;
 } scan_acc;
 
-static otter_status loop_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_loop(ot_kernel_ctx *ctx) {
     const otter_graph *g = graph_attr(ctx, "body");
     if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
     const otter_tensor *tm = ot_ctx_input(ctx, 0), *tc = ot_ctx_input(ctx, 1);
@@ -813,7 +814,7 @@ static otter_status scan_attr_list(const ot_kernel_ctx *ctx, const char *name, s
     return OTTER_OK;
 }
 
-static otter_status scan_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_scan(ot_kernel_ctx *ctx) {
     const otter_graph *g = graph_attr(ctx, "body");
     if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
     bool v8 = ctx->opset < 9;
@@ -894,28 +895,3 @@ static otter_status scan_run(ot_kernel_ctx *ctx) {
 }
 
 /* ======================================================================================== */
-
-const ot_op_def ot_ops_misc[] = {
-    {"", "Constant", 1, constant_run, 0},
-    {"", "ConstantOfShape", 9, constant_of_shape_run, 0},
-    {"", "Cast", 1, cast_run, 0},
-    {"", "CastLike", 15, castlike_run, 0},
-    {"", "Range", 11, range_run, 0},
-    {"", "OneHot", 9, onehot_run, 0},
-    {"", "EyeLike", 9, eyelike_run, 0},
-    {"", "Trilu", 14, trilu_run, OT_OP_INPLACE0},
-    {"", "Shape", 1, shape_run, 0},
-    {"", "Shape", 15, shape_run, 0}, /* start / end */
-    {"", "Size", 1, size_run, 0},
-    {"", "Identity", 1, identity_run, OT_OP_INPLACE0},
-    {"", "Dropout", 1, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
-    {"", "Dropout", 7, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
-    {"", "Dropout", 10, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* bool mask */
-    {"", "Dropout", 12, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* ratio, training_mode inputs */
-    {"", "NonZero", 9, nonzero_run, 0},
-    {"", "If", 1, if_run, OT_OP_VALUES},     /* branches may give sequences and optionals */
-    {"", "Loop", 1, loop_run, OT_OP_VALUES}, /* loop-carried values too */
-    {"", "Scan", 8, scan_run, 0},
-    {"", "Scan", 9, scan_run, 0}, /* no batch axis; per-input axes and directions */
-    {0},
-};

@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_geom.h"
 #include "runtime/ops/im2col.h"
@@ -244,7 +245,7 @@ static void maxpool_2x2(const float *x, int64_t planes, int64_t H, int64_t W, fl
 static void maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W,
                                 float *y, int64_t *ind);
 
-static otter_status conv_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     int act = ACT_NONE;
@@ -473,7 +474,7 @@ static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *
     return OTTER_OK;
 }
 
-static otter_status convinteger_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_convinteger(ot_kernel_ctx *ctx) {
     ot_conv_geom g;
     int64_t group = 1, M = 0, yd[2 + OT_SP];
     OT_TRY(int_conv_setup(ctx, 1, &g, &group, &M, yd));
@@ -486,7 +487,7 @@ static otter_status convinteger_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status qlinearconv_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_qlinearconv(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < 8; i++)
         if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
     ot_conv_geom g;
@@ -522,7 +523,7 @@ static otter_status qlinearconv_run(ot_kernel_ctx *ctx) {
 
 /* ---- MaxUnpool ------------------------------------------------------------------------------------ */
 
-static otter_status maxunpool_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *ind = ot_ctx_input(ctx, 1), *os = ot_ctx_input(ctx, 2);
     OT_TRY(check_x(ctx, x, 3));
     if (!ind || ind->dtype != OTTER_DTYPE_INT64 || otter_tensor_numel(ind) != otter_tensor_numel(x))
@@ -601,7 +602,7 @@ static float gs_pixel(const float *img, int64_t H, int64_t W, int64_t y, int64_t
     return img[y * W + x];
 }
 
-static otter_status gridsample_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *grid = ot_ctx_input(ctx, 1);
     char s1[128], s2[128];
     if (!x || !grid) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs X and grid");
@@ -672,7 +673,7 @@ static otter_status gridsample_run(ot_kernel_ctx *ctx) {
 
 /* ---- ConvTranspose ---------------------------------------------------------------------------- */
 
-static otter_status convtranspose_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     OT_TRY(check_x(ctx, x, 3));
@@ -987,9 +988,9 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     return s;
 }
 
-static otter_status maxpool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_MAX); }
-static otter_status averagepool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_AVG); }
-static otter_status lppool_run(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_LP); }
+otter_status ot_kernel_maxpool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_MAX); }
+otter_status ot_kernel_averagepool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_AVG); }
+otter_status ot_kernel_lppool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_LP); }
 
 typedef struct gpool_args {
     const float *X;
@@ -1038,8 +1039,8 @@ static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
     return s;
 }
 
-static otter_status globalaveragepool_run(ot_kernel_ctx *ctx) { return global_pool(ctx, false); }
-static otter_status globalmaxpool_run(ot_kernel_ctx *ctx) { return global_pool(ctx, true); }
+otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx) { return global_pool(ctx, false); }
+otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx) { return global_pool(ctx, true); }
 
 /* ---- BatchNormalization / InstanceNormalization ------------------------------------------------ */
 
@@ -1061,7 +1062,7 @@ static void bn_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-static otter_status batchnorm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
     if (x->rank < 2) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", in_name(ctx, 0));
@@ -1162,7 +1163,7 @@ static void inorm_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-static otter_status instancenorm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_instancenorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *sc = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     if (!x || !sc || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs input, scale and B");
     if (x->rank < 3) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 3", in_name(ctx, 0));
@@ -1255,7 +1256,7 @@ bad : {
 }
 }
 
-static otter_status layernorm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *sc = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     if (!x || !sc) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs X and Scale");
     int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
@@ -1303,7 +1304,7 @@ static otter_status layernorm_run(ot_kernel_ctx *ctx) {
 
 /* ---- LRN ------------------------------------------------------------------------------------------ */
 
-static otter_status lrn_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_lrn(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     OT_TRY(check_x(ctx, x, 3));
     int64_t size = otter_node_attr_int(ctx->node, "size", 0);
@@ -1410,7 +1411,7 @@ static otter_status nll_check(const ot_kernel_ctx *ctx, const otter_tensor **in,
     return OTTER_OK;
 }
 
-static otter_status nllloss_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_nllloss(ot_kernel_ctx *ctx) {
     const otter_tensor *in, *target;
     OT_TRY(nll_check(ctx, &in, &target));
     int64_t n = otter_tensor_numel(in);
@@ -1422,7 +1423,7 @@ static otter_status nllloss_run(ot_kernel_ctx *ctx) {
     return s;
 }
 
-static otter_status sce_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sce(ot_kernel_ctx *ctx) {
     const otter_tensor *in, *target;
     OT_TRY(nll_check(ctx, &in, &target));
     int64_t n = otter_tensor_numel(in), N = in->dims[0], C = in->dims[1], D = n / (N * C > 0 ? N * C : 1);
@@ -1448,25 +1449,3 @@ static otter_status sce_run(ot_kernel_ctx *ctx) {
     ot_free(lp);
     return s;
 }
-
-const ot_op_def ot_ops_nn[] = {
-    {"", "Conv", 1, conv_run, 0},
-    {"com.otter", "FusedConv", 1, conv_run, OT_OP_INPLACE3}, /* Conv + bias + sum input Z + activation (fuse.c) */
-    {"", "ConvTranspose", 1, convtranspose_run, 0},
-    {"", "ConvInteger", 10, convinteger_run, 0},
-    {"", "QLinearConv", 10, qlinearconv_run, 0},
-    {"", "MaxUnpool", 9, maxunpool_run, 0},
-    {"", "GridSample", 16, gridsample_run, 0},
-    {"", "MaxPool", 1, maxpool_run, 0},
-    {"", "AveragePool", 1, averagepool_run, 0},
-    {"", "LpPool", 1, lppool_run, 0},
-    {"", "GlobalAveragePool", 1, globalaveragepool_run, 0},
-    {"", "GlobalMaxPool", 1, globalmaxpool_run, 0},
-    {"", "BatchNormalization", 1, batchnorm_run, 0},
-    {"", "InstanceNormalization", 1, instancenorm_run, 0},
-    {"", "LayerNormalization", 17, layernorm_run, 0},
-    {"", "LRN", 1, lrn_run, 0},
-    {"", "NegativeLogLikelihoodLoss", 12, nllloss_run, 0},
-    {"", "SoftmaxCrossEntropyLoss", 12, sce_run, 0},
-    {0},
-};

@@ -10,6 +10,7 @@
  * reference. */
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 static bool quant_type(otter_dtype t) {
@@ -102,7 +103,7 @@ static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tenso
 
 /* ---- QuantizeLinear ------------------------------------------------------------------- */
 
-static otter_status quantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     OT_TRY(need_float_scale(ctx, s));
@@ -142,7 +143,7 @@ static otter_status quantize_run(ot_kernel_ctx *ctx) {
 
 /* ---- DequantizeLinear ----------------------------------------------------------------- */
 
-static otter_status dequantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     OT_TRY(need_float_scale(ctx, s));
@@ -173,7 +174,7 @@ static otter_status dequantize_run(ot_kernel_ctx *ctx) {
 /* ---- DynamicQuantizeLinear ------------------------------------------------------------ */
 
 /* uint8 only: scale = (max(0, max x) - min(0, min x)) / 255, zero point = round(-min / scale). */
-static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dynamic_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     if (x->dtype != OTTER_DTYPE_FLOAT)
@@ -204,16 +205,3 @@ static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
     if (yz) *(uint8_t *)yz->data = (uint8_t)zpf;
     return OTTER_OK;
 }
-
-const ot_op_def ot_ops_quant[] = {
-    {"", "QuantizeLinear", 10, quantize_run, 0},
-    {"", "QuantizeLinear", 13, quantize_run, 0}, /* axis */
-    {"", "QuantizeLinear", 19, quantize_run, 0}, /* float16 / bfloat16 scales */
-    {"", "QuantizeLinear", 21, quantize_run, 0}, /* block_size, output_dtype, 16-bit types */
-    {"", "DequantizeLinear", 10, dequantize_run, 0},
-    {"", "DequantizeLinear", 13, dequantize_run, 0},
-    {"", "DequantizeLinear", 19, dequantize_run, 0}, /* output type follows the scale */
-    {"", "DequantizeLinear", 21, dequantize_run, 0},
-    {"", "DynamicQuantizeLinear", 11, dynamic_quantize_run, 0},
-    {0},
-};

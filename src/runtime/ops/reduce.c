@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
@@ -421,7 +422,7 @@ done:
 }
 
 #define REDUCE_RUN(NAME, KIND)                                                                                         \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) { return reduce_common(ctx, KIND); }
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) { return reduce_common(ctx, KIND); }
 REDUCE_RUN(reduce_sum, R_SUM)
 REDUCE_RUN(reduce_mean, R_MEAN)
 REDUCE_RUN(reduce_max, R_MAX)
@@ -495,8 +496,8 @@ static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     if (owned) ot_free(xd);
     return OTTER_OK;
 }
-static otter_status argmax_run(ot_kernel_ctx *ctx) { return arg_common(ctx, true); }
-static otter_status argmin_run(ot_kernel_ctx *ctx) { return arg_common(ctx, false); }
+otter_status ot_kernel_argmax(ot_kernel_ctx *ctx) { return arg_common(ctx, true); }
+otter_status ot_kernel_argmin(ot_kernel_ctx *ctx) { return arg_common(ctx, false); }
 
 /* ======================================================================================== */
 /* Softmax / LogSoftmax / Hardmax                                                            */
@@ -588,9 +589,9 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     if (owned) ot_free(xd);
     return OTTER_OK;
 }
-static otter_status softmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_SOFTMAX); }
-static otter_status logsoftmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_LOG); }
-static otter_status hardmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
+otter_status ot_kernel_softmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_SOFTMAX); }
+otter_status ot_kernel_logsoftmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_LOG); }
+otter_status ot_kernel_hardmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
 
 /* ======================================================================================== */
 /* CumSum                                                                                    */
@@ -626,7 +627,7 @@ CUMSUM_X(OTTER_DTYPE_INT64, int64_t, i64)
 CUMSUM_X(OTTER_DTYPE_UINT32, uint32_t, u32)
 CUMSUM_X(OTTER_DTYPE_UINT64, uint64_t, u64)
 
-static otter_status cumsum_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t axv[1], na = 0;
@@ -712,7 +713,7 @@ static int topk_cmp_smallest(const void *pa, const void *pb) {
     return a->i < b->i ? -1 : (a->i > b->i);
 }
 
-static otter_status topk_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
@@ -768,38 +769,3 @@ static otter_status topk_run(ot_kernel_ctx *ctx) {
 }
 
 /* ======================================================================================== */
-
-const ot_op_def ot_ops_reduce[] = {
-    {"", "ReduceSum", 1, reduce_sum_run, 0},
-    {"", "ReduceSum", 13, reduce_sum_run, 0}, /* axes become an input */
-    {"", "ReduceMean", 1, reduce_mean_run, 0},
-    {"", "ReduceMean", 18, reduce_mean_run, 0},
-    {"", "ReduceMax", 1, reduce_max_run, 0},
-    {"", "ReduceMax", 18, reduce_max_run, 0},
-    {"", "ReduceMin", 1, reduce_min_run, 0},
-    {"", "ReduceMin", 18, reduce_min_run, 0},
-    {"", "ReduceProd", 1, reduce_prod_run, 0},
-    {"", "ReduceProd", 18, reduce_prod_run, 0},
-    {"", "ReduceL1", 1, reduce_l1_run, 0},
-    {"", "ReduceL1", 18, reduce_l1_run, 0},
-    {"", "ReduceL2", 1, reduce_l2_run, 0},
-    {"", "ReduceL2", 18, reduce_l2_run, 0},
-    {"", "ReduceLogSum", 1, reduce_log_sum_run, 0},
-    {"", "ReduceLogSum", 18, reduce_log_sum_run, 0},
-    {"", "ReduceLogSumExp", 1, reduce_log_sum_exp_run, 0},
-    {"", "ReduceLogSumExp", 18, reduce_log_sum_exp_run, 0},
-    {"", "ReduceSumSquare", 1, reduce_sum_square_run, 0},
-    {"", "ReduceSumSquare", 18, reduce_sum_square_run, 0},
-    {"", "ArgMax", 1, argmax_run, 0},
-    {"", "ArgMin", 1, argmin_run, 0},
-    {"", "Softmax", 1, softmax_run, 0},
-    {"", "Softmax", 13, softmax_run, 0}, /* single axis instead of flatten-to-2D */
-    {"", "LogSoftmax", 1, logsoftmax_run, 0},
-    {"", "LogSoftmax", 13, logsoftmax_run, 0},
-    {"", "Hardmax", 1, hardmax_run, 0},
-    {"", "Hardmax", 13, hardmax_run, 0},
-    {"", "CumSum", 11, cumsum_run, 0},
-    {"", "TopK", 1, topk_run, 0},
-    {"", "TopK", 10, topk_run, 0}, /* K becomes an input */
-    {0},
-};

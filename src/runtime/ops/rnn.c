@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
@@ -394,22 +395,9 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
     return OTTER_OK;
 }
 
-static otter_status rnn_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
-static otter_status gru_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
-static otter_status lstm_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }
+otter_status ot_kernel_rnn(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
+otter_status ot_kernel_gru(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
+otter_status ot_kernel_lstm(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }
 
 /* Opsets 1-6 differ only in attributes this kernel treats the same (output_sequence: Y is
  * produced whenever the node names it; GRU-1 lacks linear_before_reset, whose default is 0). */
-const ot_op_def ot_ops_rnn[] = {
-    {"", "RNN", 1, rnn_run, 0},    /* output_sequence ignored */
-    {"", "RNN", 7, rnn_run, 0},    /* same semantics */
-    {"", "RNN", 14, rnn_run, 0},   /* layout */
-    {"", "GRU", 1, gru_run, 0},    /* no linear_before_reset (default 0) */
-    {"", "GRU", 3, gru_run, 0},    /* linear_before_reset */
-    {"", "GRU", 7, gru_run, 0},    /* same semantics */
-    {"", "GRU", 14, gru_run, 0},   /* layout */
-    {"", "LSTM", 1, lstm_run, 0},  /* output_sequence ignored */
-    {"", "LSTM", 7, lstm_run, 0},  /* same semantics */
-    {"", "LSTM", 14, lstm_run, 0}, /* layout */
-    {0},
-};

@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 static const char *in_name(const ot_kernel_ctx *ctx, size_t i) { return ot_ctx_input_name(ctx, i); }
@@ -180,7 +181,7 @@ static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_t
 
 /* ---- Reshape / Flatten / Squeeze / Unsqueeze ---------------------------------------------------- */
 
-static otter_status reshape_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_reshape(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t shape[OTTER_MAX_RANK], n;
@@ -227,7 +228,7 @@ static otter_status reshape_run(ot_kernel_ctx *ctx) {
     return reshape_out(ctx, x, (int)n, shape);
 }
 
-static otter_status flatten_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_flatten(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 1);
@@ -255,7 +256,7 @@ static otter_status axes_arg(const ot_kernel_ctx *ctx, int64_t *axes, int64_t *n
     return ot_ctx_input_ints(ctx, 1, axes, OTTER_MAX_RANK, n);
 }
 
-static otter_status squeeze_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_squeeze(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t axes[OTTER_MAX_RANK], n;
@@ -282,7 +283,7 @@ static otter_status squeeze_run(ot_kernel_ctx *ctx) {
     return reshape_out(ctx, x, r, d);
 }
 
-static otter_status unsqueeze_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_unsqueeze(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t axes[OTTER_MAX_RANK], n;
@@ -317,7 +318,7 @@ static otter_status permute(ot_kernel_ctx *ctx, size_t out_idx, const otter_tens
     return OTTER_OK;
 }
 
-static otter_status transpose_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_transpose(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t perm[OTTER_MAX_RANK];
@@ -342,7 +343,7 @@ static otter_status transpose_run(ot_kernel_ctx *ctx) {
 
 /* ---- Concat / Split ------------------------------------------------------------------------ */
 
-static otter_status concat_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_concat(ot_kernel_ctx *ctx) {
     const otter_tensor *x0 = NULL;
     for (size_t i = 0; i < ctx->n_inputs && !x0; i++) x0 = ot_ctx_input(ctx, i);
     if (!x0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "no inputs");
@@ -392,7 +393,7 @@ static otter_status concat_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status split_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_split(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
@@ -454,7 +455,7 @@ static otter_status split_run(ot_kernel_ctx *ctx) {
 
 /* ---- Slice ------------------------------------------------------------------------------------ */
 
-static otter_status slice_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_slice(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int r = x->rank;
@@ -519,7 +520,7 @@ static int64_t idx_at(const otter_tensor *t, int64_t i) {
     return t->dtype == OTTER_DTYPE_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
 }
 
-static otter_status gather_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &ind));
@@ -569,7 +570,7 @@ static int64_t elem_offset(const int64_t *dims, int rank, int64_t i, const int64
     return off;
 }
 
-static otter_status gather_elements_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &ind));
@@ -596,7 +597,7 @@ static otter_status gather_elements_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status gathernd_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &ind));
@@ -670,7 +671,7 @@ static void scatter_one(void *dst, int64_t i, const void *src, int64_t j, otter_
     ot_set_f64(dst, dt, i, v);
 }
 
-static otter_status scatter_elements_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind, *upd;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &ind));
@@ -704,7 +705,7 @@ static otter_status scatter_elements_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status scatternd_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind, *upd;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &ind));
@@ -744,7 +745,7 @@ static otter_status scatternd_run(ot_kernel_ctx *ctx) {
 
 /* ---- Pad ---------------------------------------------------------------------------------------- */
 
-static otter_status pad_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int r = x->rank;
@@ -866,7 +867,7 @@ static otter_status pad_run(ot_kernel_ctx *ctx) {
 
 /* ---- Tile / Expand ------------------------------------------------------------------------------- */
 
-static otter_status tile_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_tile(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t reps[OTTER_MAX_RANK], n;
@@ -904,7 +905,7 @@ static otter_status tile_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status expand_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_expand(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_input(ctx, 0, &x));
     int64_t shape[OTTER_MAX_RANK], n, d[OTTER_MAX_RANK];
@@ -966,8 +967,8 @@ static otter_status depth_space(ot_kernel_ctx *ctx, bool to_space) {
     return OTTER_OK;
 }
 
-static otter_status depthtospace_run(ot_kernel_ctx *ctx) { return depth_space(ctx, true); }
-static otter_status spacetodepth_run(ot_kernel_ctx *ctx) { return depth_space(ctx, false); }
+otter_status ot_kernel_depthtospace(ot_kernel_ctx *ctx) { return depth_space(ctx, true); }
+otter_status ot_kernel_spacetodepth(ot_kernel_ctx *ctx) { return depth_space(ctx, false); }
 
 /* ---- Resize / Upsample ----------------------------------------------------------------------------- */
 
@@ -1238,12 +1239,12 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     return s;
 }
 
-static otter_status resize_run(ot_kernel_ctx *ctx) { return resize_common(ctx, false); }
-static otter_status upsample_run(ot_kernel_ctx *ctx) { return resize_common(ctx, true); }
+otter_status ot_kernel_resize(ot_kernel_ctx *ctx) { return resize_common(ctx, false); }
+otter_status ot_kernel_upsample(ot_kernel_ctx *ctx) { return resize_common(ctx, true); }
 
 /* ---- ReverseSequence / Compress ------------------------------------------------------------------- */
 
-static otter_status reversesequence_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *lens;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &lens));
@@ -1268,7 +1269,7 @@ static otter_status reversesequence_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status compress_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_compress(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *cond;
     OT_TRY(need_input(ctx, 0, &x));
     OT_TRY(need_input(ctx, 1, &cond));
@@ -1309,30 +1310,3 @@ static otter_status compress_run(ot_kernel_ctx *ctx) {
             }
     return OTTER_OK;
 }
-
-const ot_op_def ot_ops_shape[] = {
-    {"", "Reshape", 1, reshape_run, 0},
-    {"", "Flatten", 1, flatten_run, 0},
-    {"", "Squeeze", 1, squeeze_run, 0},
-    {"", "Unsqueeze", 1, unsqueeze_run, 0},
-    {"", "Transpose", 1, transpose_run, 0},
-    {"", "Concat", 1, concat_run, 0},
-    {"", "Split", 1, split_run, 0},
-    {"", "Slice", 1, slice_run, 0},
-    {"", "Gather", 1, gather_run, 0},
-    {"", "GatherElements", 11, gather_elements_run, 0},
-    {"", "GatherND", 11, gathernd_run, 0},
-    {"", "ScatterElements", 11, scatter_elements_run, 0},
-    {"", "Scatter", 9, scatter_elements_run, 0},
-    {"", "ScatterND", 11, scatternd_run, 0},
-    {"", "Pad", 1, pad_run, 0},
-    {"", "Tile", 6, tile_run, 0},
-    {"", "Expand", 8, expand_run, 0},
-    {"", "DepthToSpace", 1, depthtospace_run, 0},
-    {"", "SpaceToDepth", 1, spacetodepth_run, 0},
-    {"", "Resize", 10, resize_run, 0},
-    {"", "Upsample", 7, upsample_run, 0},
-    {"", "ReverseSequence", 10, reversesequence_run, 0},
-    {"", "Compress", 9, compress_run, 0},
-    {0},
-};

@@ -31,24 +31,7 @@ bool tr_same_shape(const otter_tensor *a, const otter_tensor *b);
 otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
 
 /* Kernels in training_nn.c */
-otter_status tr_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_simplified_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_simplified_layernorm(ot_kernel_ctx *ctx);
-otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx);
-otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_conv_grad(ot_kernel_ctx *ctx);
-otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx);
-otter_status tr_maxpool_grad(ot_kernel_ctx *ctx);
-otter_status tr_avgpool_grad(ot_kernel_ctx *ctx);
-otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx);
-otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx);
 
 /* Kernels in training_shape.c */
-otter_status tr_gather_grad(ot_kernel_ctx *ctx);
-otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx);
-otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx);
-otter_status tr_slice_grad(ot_kernel_ctx *ctx);
-otter_status tr_concat_training(ot_kernel_ctx *ctx);
-otter_status tr_split_training(ot_kernel_ctx *ctx);
 
 #endif

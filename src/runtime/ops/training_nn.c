@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_geom.h"
 #include "runtime/ops/gemm.h"
@@ -104,12 +105,12 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
     return s;
 }
 
-otter_status tr_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, false); }
-otter_status tr_simplified_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, true); }
+otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, false); }
+otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, true); }
 
 /* SimplifiedLayerNormalization(X, scale; axis, epsilon) -> Y = X * inv * scale, inv_std_var?
  * with inv = 1 / sqrt(mean(X^2 over the normalized axes) + epsilon) (RMSNorm). */
-otter_status tr_simplified_layernorm(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *sc;
     OT_TRY(tr_need(ctx, 0, "X", &x));
     OT_TRY(tr_need(ctx, 1, "scale", &sc));
@@ -170,7 +171,7 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
  * In training the running statistics are also written back into input_mean / input_var (float32),
  * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
  * checkpoint's frozen statistics there, so training updates them. */
-otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tr_need(ctx, 0, "X", &x));
     int64_t N, C, sp;
@@ -233,7 +234,7 @@ otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx) {
 /* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
  * dBias = sum dY, dScale = sum dY * xh, dX = scale * inv / m * (m * dY - dBias - xh * dScale),
  * xh = (X - mean) * inv, m = N * spatial (per channel). */
-otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     OT_TRY(tr_need(ctx, 1, "X", &x));
@@ -648,7 +649,7 @@ static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window
  * convolution below; else over chunks of images and each group, dcol = W_g^T dY_g with the chunk's
  * dY_g side by side (one matrix of chunk x out_size columns), one sgemm, and dX_g = col2im(dcol),
  * parallel over (image, channel). dB = sum of dY over N and space. */
-otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
     OT_TRY(conv_inputs(ctx, &dy, &x, &w));
@@ -759,7 +760,7 @@ otter_status tr_conv_grad(ot_kernel_ctx *ctx) {
 /* ConvTransposeGrad(dY, X, W; ConvTranspose's attributes) -> dX?, dW?, dB?. ConvTranspose is the
  * adjoint of a conv from its output (image: dY's spatial size) to its input (columns: X's), so
  * with col = im2col(dY_g): dX_g = W_g col, dW_g += X_g col^T, dB = sum of dY. */
-otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x, *w;
     char s1[128], s2[128];
     OT_TRY(conv_inputs(ctx, &dy, &x, &w));
@@ -1010,7 +1011,7 @@ static void scatter_planes(void *arg, int64_t b, int64_t e) {
  * where Y[i] > 0: ReluGrad(dX, X), as X[Indices[i]] is Y[i]. MaxPool's indices stay inside their
  * (n, c) plane, so planes go to threads in parallel, each in dY's order (the serial loop's sums,
  * same bits). */
-otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     OT_TRY(tr_need(ctx, 1, "Indices", &ind));
@@ -1073,7 +1074,7 @@ otter_status tr_maxpool_grad(ot_kernel_ctx *ctx) {
 /* AveragePoolGrad(dY; AveragePool's attributes) -> dX: each dY element spread evenly over its
  * window (divided by the window's count: positions inside X, or inside the padded X with
  * count_include_pad), as the forward kernel averages. */
-otter_status tr_avgpool_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     if (dy->rank < 3 || dy->rank > 2 + OT_SP)
@@ -1206,7 +1207,7 @@ static otter_status sce_label(const ot_kernel_ctx *ctx, const otter_tensor *lab,
 
 /* SoftmaxCrossEntropyLossInternal(scores, labels, weight?, ignore_index?) -> output, log_prob?:
  * SoftmaxCrossEntropyLoss with ignore_index optionally given as an input. */
-otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *sc, *lab;
     OT_TRY(tr_need(ctx, 0, "scores", &sc));
     OT_TRY(tr_need(ctx, 1, "labels", &lab));
@@ -1267,7 +1268,7 @@ otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx) {
  * SoftmaxCrossEntropyLossInternalGrad(dY, log_prob, label, weight?, ignore_index?, bias?) -> dX:
  * dX[n,c,d] = (exp(log_prob) - [c == label]) * w[label] * g, g = dY[n,d] (none), dY (sum) or
  * dY / (sum of w over labels not ignored) (mean); ignored positions get 0; bias is added. */
-otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *lp, *lab;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     OT_TRY(tr_need(ctx, 1, "log_prob", &lp));

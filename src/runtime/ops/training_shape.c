@@ -3,6 +3,7 @@
  * int64 shape input), ConcatTraining and SplitTraining (any element type, moved as bytes). */
 #include <string.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/training_internal.h"
 
 /* Allocate a zeroed float-computed dX of the shape held by input shape_i. */
@@ -45,7 +46,7 @@ static otter_status finish(otter_status s, otter_tensor *dx, float *ty, float *t
 }
 
 /* GatherGrad(shape, indices, dY; axis) -> dX: dX[pre, indices[j], post] += dY[pre, j, post]. */
-otter_status tr_gather_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *dy;
     OT_TRY(tr_need(ctx, 0, "shape", &sh));
     OT_TRY(tr_need(ctx, 1, "indices", &ind));
@@ -86,7 +87,7 @@ otter_status tr_gather_grad(ot_kernel_ctx *ctx) {
 }
 
 /* GatherElementsGrad(dY, shape, indices; axis) -> dX: dX[p with p[axis] = indices[p]] += dY[p]. */
-otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *sh, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     OT_TRY(tr_need(ctx, 1, "shape", &sh));
@@ -124,7 +125,7 @@ otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx) {
 
 /* GatherNDGrad(shape, indices, update; batch_dims) -> dX: the slices GatherND read get update
  * added (per batch of the leading batch_dims axes). */
-otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *up;
     OT_TRY(tr_need(ctx, 0, "shape", &sh));
     OT_TRY(tr_need(ctx, 1, "indices", &ind));
@@ -173,7 +174,7 @@ otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx) {
 }
 
 /* SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY written where Slice read. */
-otter_status tr_slice_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     int64_t starts[OTTER_MAX_RANK], ends[OTTER_MAX_RANK], axes[OTTER_MAX_RANK], steps[OTTER_MAX_RANK];
@@ -247,7 +248,7 @@ otter_status tr_slice_grad(ot_kernel_ctx *ctx) {
 
 /* ConcatTraining(inputs...; axis) -> concat_result, per_input_length? (int64 [n]: each input's
  * size along axis). */
-otter_status tr_concat_training(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
     const otter_tensor *first = NULL;
     for (size_t i = 0; i < ctx->n_inputs && !first; i++) first = ot_ctx_input(ctx, i);
     if (!first) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
@@ -301,7 +302,7 @@ otter_status tr_concat_training(ot_kernel_ctx *ctx) {
 
 /* SplitTraining(input, split; axis) -> outputs: split holds each output's length along axis (empty
  * or omitted: equal parts). */
-otter_status tr_split_training(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tr_need(ctx, 0, "input", &x));
     if (x->dtype == OTTER_DTYPE_STRING)
