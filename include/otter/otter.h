@@ -18,5 +18,6 @@
 #include "otter/data.h"
 #include "otter/training.h"
 #include "otter/fl.h"
+#include "otter/ops.h"
 
 #endif

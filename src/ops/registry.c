@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#include "check/schema.h"
+#include "core/core.h"
+#include "otter/ops.h"
+
 static const char *canonical_domain(const char *domain) {
     return !domain || strcmp(domain, "ai.onnx") == 0 ? "" : domain;
 }
@@ -41,4 +45,32 @@ ot_infer_fn ot_op_infer_rule(const char *domain, const char *op_type) {
 const ot_op_entry *ot_op_grad_rule(const char *domain, const char *op_type) {
     const ot_op_entry *e = ot_op_find(domain, op_type);
     return e && e->grad ? e : NULL;
+}
+
+/* ---- public API (otter/ops.h) ------------------------------------------------------------------ */
+
+size_t otter_ops_count(void) { return ot_op_table_count; }
+
+otter_status otter_ops_get(size_t index, otter_op_info *out) {
+    if (!out) return ot_error(OTTER_ERR_ARGUMENT, "otter_ops_get: out is NULL");
+    if (index >= ot_op_table_count)
+        return ot_error(OTTER_ERR_ARGUMENT, "otter_ops_get: index %zu is beyond the %zu operators", index,
+                        ot_op_table_count);
+    const ot_op_entry *e = &ot_op_table[index];
+    *out = (otter_op_info){.domain = e->domain[0] ? e->domain : "ai.onnx",
+                           .op_type = e->op_type,
+                           .kernel = e->kernels != NULL,
+                           .shape_inference = e->infer != NULL,
+                           .gradient = e->grad != NULL,
+                           .note = e->gap};
+    if (e->kernels) {
+        for (const ot_op_def *k = e->kernels; k->run && out->n_since_versions < OTTER_OP_MAX_VERSIONS; k++)
+            out->since_versions[out->n_since_versions++] = k->since_version;
+    } else {
+        size_t n = 0;
+        const ot_schema *v = ot_schema_versions(e->domain, e->op_type, &n);
+        for (size_t i = 0; i < n && out->n_since_versions < OTTER_OP_MAX_VERSIONS; i++)
+            out->since_versions[out->n_since_versions++] = v[i].since_version;
+    }
+    return OTTER_OK;
 }

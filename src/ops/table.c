@@ -296,7 +296,7 @@ const ot_op_entry ot_op_table[] = {
      .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "AveragePoolGrad", KERNELS({1, ot_kernel_avgpool_grad, 0}), .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "BatchNormInternal", KERNELS({1, ot_kernel_batchnorm_internal, OT_OP_NOFOLD}),
-     .grad = ot_grad_batchnorm, .diff_inputs = 0x7, .gap = GAP_TRAINING_GRAPH_OP}, /* 1: updates inputs 3, 4 */
+     .infer = ot_infer_batch_norm, .grad = ot_grad_batchnorm, .diff_inputs = 0x7}, /* 1: updates inputs 3, 4 */
     {"com.microsoft", "BatchNormalizationGrad", KERNELS({1, ot_kernel_batchnorm_grad, 0}),
      .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "BiasFastGeluGrad_dX", KERNELS({1, ot_kernel_bias_fastgelu_grad_dx, 0}),
