@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
 
 /* ---- arena -------------------------------------------------------------------------------- */
 
@@ -421,15 +422,12 @@ otter_status ot_broadcast(ot_inode *n, size_t n_shapes, const ot_ival *const *sh
             if (i < r - rj) continue;
             ot_idim d = shapes[j]->dims[i - (r - rj)];
             if (d.v >= 0) {
-                if (d.v != 1) {
-                    if (value != 1 && value != d.v)
-                        return ot_inf_fail(n, OTTER_ERR_INVALID,
-                                           "input shapes do not broadcast: dimension %d is %lld in one input and "
-                                           "%lld in input %zu ('%s')",
-                                           i, (long long)value, (long long)d.v, j,
-                                           j < n->node->n_inputs ? n->node->inputs[j] : "");
-                    value = d.v;
-                }
+                if (!ot_broadcast_dim(value, d.v, &value))
+                    return ot_inf_fail(n, OTTER_ERR_INVALID,
+                                       "input shapes do not broadcast: dimension %d is %lld in one input and "
+                                       "%lld in input %zu ('%s')",
+                                       i, (long long)value, (long long)d.v, j,
+                                       j < n->node->n_inputs ? n->node->inputs[j] : "");
             } else {
                 if (n_sym == 0)
                     sym = d;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/shape_math.h"
 #include "runtime/op.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/conv_direct.h"
@@ -714,30 +715,16 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
                                 osa->n_ints, nd);
         for (int i = 0; i < nd; i++) oshape[i] = osa->ints[osa->n_ints - (size_t)nd + (size_t)i];
     }
-    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
-    bool same_u = strcmp(ap, "SAME_UPPER") == 0, same_l = strcmp(ap, "SAME_LOWER") == 0;
+    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
     for (int i = 0; i < nd; i++) {
-        if (g.stride[i] < 1 || g.dil[i] < 1)
+        g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
+        ot_window_status ws =
+            ot_window_transpose_axis(g.out[i], g.k[i], g.stride[i], g.dil[i], g.opad[i], pad,
+                                     has_oshape ? oshape[i] : -1, has_pads, &g.pb[i], &g.pe[i], &g.in[i]);
+        if (ws == OT_WINDOW_BAD_PARAM)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
-        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1;
-        int64_t full = g.stride[i] * (g.out[i] - 1) + g.opad[i] + ke;
-        if (has_oshape || same_u || same_l) {
-            int64_t target = has_oshape ? oshape[i] : g.out[i] * g.stride[i];
-            int64_t tot = full - target;
-            if (tot < 0) tot = 0; /* output larger than the full result: extra positions get bias only */
-            if (same_u) {
-                g.pb[i] = tot / 2, g.pe[i] = tot - tot / 2;
-            } else if (same_l || !has_pads) {
-                g.pb[i] = tot - tot / 2, g.pe[i] = tot / 2;
-            } else {
-                g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
-            }
-            g.in[i] = target;
-        } else {
-            if (strcmp(ap, "VALID") != 0) g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
-            g.in[i] = full - g.pb[i] - g.pe[i];
-        }
-        if (g.in[i] < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "negative output size along spatial axis %d", i);
+        if (ws == OT_WINDOW_TOO_SMALL)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "negative output size along spatial axis %d", i);
     }
     if (b && otter_tensor_numel(b) != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld", in_name(ctx, 2),

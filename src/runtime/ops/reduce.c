@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "ops/shape_math.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
@@ -237,33 +238,27 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
             memcpy(axes, a->ints, sizeof(int64_t) * a->n_ints);
         }
     }
-    bool red[OTTER_MAX_RANK] = {false};
-    for (int64_t i = 0; i < naxes; i++) {
-        int64_t ax = axes[i];
-        if (!ot_norm_axis(&ax, rank))
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
-                                (long long)axes[i], ot_ctx_input_name(ctx, 0), rank);
-        red[ax] = true;
-    }
+    bool red[OTTER_MAX_RANK];
+    int64_t bad = ot_reduce_mask(rank, axes, naxes, noop, red);
+    if (bad >= 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)axes[bad], ot_ctx_input_name(ctx, 0), rank);
     if (naxes == 0 && noop) {
         otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
         if (!y) return OTTER_ERR_NOMEM;
         if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
         return OTTER_OK;
     }
-    if (naxes == 0)
-        for (int i = 0; i < rank; i++) red[i] = true;
+    int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
-    int orank = 0;
+    int orank = ot_reduce_out_axes(rank, red, keepdims, src);
+    for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     int64_t r = 1, nout = 1;
     for (int i = 0; i < rank; i++) {
-        if (red[i]) {
+        if (red[i])
             r *= x->dims[i];
-            if (keepdims) odims[orank++] = 1;
-        } else {
-            odims[orank++] = x->dims[i];
+        else
             nout *= x->dims[i];
-        }
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, orank, odims);
     if (!y) return OTTER_ERR_NOMEM;
@@ -448,13 +443,12 @@ static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
                             (long long)otter_node_attr_int(ctx->node, "axis", 0), ot_ctx_input_name(ctx, 0), x->rank);
+    bool red[OTTER_MAX_RANK];
+    int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
-    int orank = 0;
-    for (int i = 0; i < x->rank; i++)
-        if (i != axis)
-            odims[orank++] = x->dims[i];
-        else if (keepdims)
-            odims[orank++] = 1;
+    ot_reduce_mask(x->rank, &axis, 1, false, red);
+    int orank = ot_reduce_out_axes(x->rank, red, keepdims, src);
+    for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, orank, odims);
     if (!y) return OTTER_ERR_NOMEM;
     int64_t outer, r, inner;

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ops/shape_math.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_geom.h"
@@ -785,29 +786,16 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * g.nd, pads, &has_pads));
     const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
     bool has_os = osa && osa->n_ints > 0;
-    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
-    bool su = strcmp(ap, "SAME_UPPER") == 0, sl = strcmp(ap, "SAME_LOWER") == 0;
+    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
     for (int i = 0; i < g.nd; i++) {
-        if (g.stride[i] < 1 || g.dil[i] < 1)
+        int64_t want = -1;
+        g.pb[i] = pads[i], g.pe[i] = pads[g.nd + i];
+        ot_window_status ws = ot_window_transpose_axis(g.out[i], g.k[i], g.stride[i], g.dil[i], opad[i], pad,
+                                                       has_os ? osa->ints[osa->n_ints - (size_t)g.nd + (size_t)i] : -1,
+                                                       has_pads, &g.pb[i], &g.pe[i], &want);
+        if (ws == OT_WINDOW_BAD_PARAM)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
-        int64_t ke = (g.k[i] - 1) * g.dil[i] + 1, full = g.stride[i] * (g.out[i] - 1) + opad[i] + ke;
-        int64_t want;
-        if (has_os || su || sl) {
-            int64_t target = has_os ? osa->ints[osa->n_ints - (size_t)g.nd + (size_t)i] : g.out[i] * g.stride[i];
-            int64_t tot = full - target;
-            if (tot < 0) tot = 0;
-            if (su)
-                g.pb[i] = tot / 2;
-            else if (sl || !has_pads)
-                g.pb[i] = tot - tot / 2;
-            else
-                g.pb[i] = pads[i];
-            want = target;
-        } else {
-            if (strcmp(ap, "VALID") != 0) g.pb[i] = pads[i], g.pe[i] = pads[g.nd + i];
-            want = full - g.pb[i] - g.pe[i];
-        }
-        if (dy->dims[2 + i] != want)
+        if (ws != OT_WINDOW_OK || dy->dims[2 + i] != want)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' spatial axis %d is %lld, the forward output has %lld",
                                 ot_ctx_input_name(ctx, 0), i, (long long)dy->dims[2 + i], (long long)want);
     }
