@@ -29,11 +29,6 @@ bool ot_broadcast_shape2(int ra, const int64_t *da, int rb, const int64_t *db, i
     return true;
 }
 
-const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i) {
-    if (!ctx->node || i >= ctx->node->n_inputs || !ctx->node->inputs[i]) return "";
-    return ctx->node->inputs[i];
-}
-
 otter_status ot_broadcast_inputs(const ot_kernel_ctx *ctx, size_t n, const size_t *input_idx, int *rank,
                                  int64_t *dims) {
     int r = 0;

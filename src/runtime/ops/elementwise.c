@@ -53,17 +53,6 @@ static otter_status f32_like(const otter_tensor *t, otter_tensor *tmp) {
     return tmp->data ? OTTER_OK : OT_NOMEM();
 }
 
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support here", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
-}
-
 /* ======================================================================================== */
 /* Unary                                                                                     */
 /* ======================================================================================== */
@@ -195,15 +184,15 @@ static void unary_range(void *arg, int64_t begin, int64_t end) {
 
 static otter_status run_unary(ot_kernel_ctx *ctx, const unary_fn *tbl, const uparams *p) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     unary_job j = {tbl[x->dtype], x->data, NULL, otter_dtype_size(x->dtype), OTTER_DTYPE_UNDEFINED, p};
     if (!j.fn && is_half(x->dtype) && tbl[OTTER_DTYPE_FLOAT]) {
         j.fn = tbl[OTTER_DTYPE_FLOAT];
         j.half = x->dtype;
     }
-    if (!j.fn) return bad_type(ctx, 0, x->dtype);
+    if (!j.fn) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     j.y = y->data;
     int64_t n = otter_tensor_numel(x);
     if (n > 0) ot_parallel_for(ctx, n, 16384, unary_range, &j);
@@ -276,13 +265,13 @@ otter_status ot_kernel_thresholdedrelu(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_shrink(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "lambd", 0.5f), attr_f(ctx, "bias", 0.0f), 0};
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!otter_dtype_is_float(x->dtype)) {
         /* integer Shrink: compute through double element by element */
         otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-        if (!y) return OTTER_ERR_NOMEM;
+        if (!y) return ctx->output_status;
         int64_t n = otter_tensor_numel(x);
-        if (otter_dtype_size(x->dtype) == 0 || x->dtype == OTTER_DTYPE_BOOL) return bad_type(ctx, 0, x->dtype);
+        if (otter_dtype_size(x->dtype) == 0 || x->dtype == OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, x->dtype);
         for (int64_t i = 0; i < n; i++) {
             double v = ot_get_f64(x->data, x->dtype, i);
             v = v < -p.alpha ? v + p.beta : (v > p.alpha ? v - p.beta : 0);
@@ -296,10 +285,10 @@ otter_status ot_kernel_shrink(ot_kernel_ctx *ctx) {
 /* Not, IsNaN, IsInf: type-changing unaries, cheap enough for one loop. */
 otter_status ot_kernel_not(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (x->dtype != OTTER_DTYPE_BOOL) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (x->dtype != OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     const uint8_t *a = x->data;
     uint8_t *o = y->data;
     int64_t n = otter_tensor_numel(x);
@@ -309,10 +298,10 @@ otter_status ot_kernel_not(ot_kernel_ctx *ctx) {
 
 static otter_status isnan_isinf(ot_kernel_ctx *ctx, bool inf) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     bool pos = otter_node_attr_int(ctx->node, "detect_positive", 1) != 0;
     bool neg = otter_node_attr_int(ctx->node, "detect_negative", 1) != 0;
     uint8_t *o = y->data;
@@ -560,12 +549,12 @@ static otter_status binary_core(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, 
         fn = tbl[OTTER_DTYPE_FLOAT];
         half = true;
     }
-    if (!fn) return bad_type(ctx, 0, a->dtype);
+    if (!fn) return ot_ctx_bad_type(ctx, 0, a->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, out_bool ? OTTER_DTYPE_BOOL : a->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     if (half) return bin_exec_half(ctx, fn, o, a, b);
     bin_exec(ctx, fn, o, a, b);
     return OTTER_OK;
@@ -573,8 +562,8 @@ static otter_status binary_core(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, 
 
 static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, bool out_bool) {
     const otter_tensor *a, *b;
-    OT_TRY(need_input(ctx, 0, &a));
-    OT_TRY(need_input(ctx, 1, &b));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &a));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
     if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
@@ -612,8 +601,8 @@ otter_status ot_kernel_bitshift(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_prelu(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *slope;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &slope));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &slope));
     otter_tensor view;
     if (ctx->opset < 7 && slope->rank == 1 && x->rank >= 2 && slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
         /* before opset 7 a 1-D slope holds one value per channel (axis 1) */
@@ -636,8 +625,8 @@ otter_status ot_kernel_prelu(ot_kernel_ctx *ctx) {
 /* Pow(X: T, Y: T1) -> T. Same float types use the fast kernel; anything else through double. */
 otter_status ot_kernel_pow(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
-    OT_TRY(need_input(ctx, 0, &a));
-    OT_TRY(need_input(ctx, 1, &b));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &a));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
     if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
@@ -646,16 +635,16 @@ otter_status ot_kernel_pow(ot_kernel_ctx *ctx) {
     if (a->dtype == b->dtype && (pow_tbl[a->dtype] || is_half(a->dtype))) return binary_core(ctx, pow_tbl, false, a, b);
     if (otter_dtype_size(a->dtype) == 0 || a->dtype == OTTER_DTYPE_BOOL || a->dtype == OTTER_DTYPE_STRING ||
         (a->dtype >= OTTER_DTYPE_COMPLEX64 && a->dtype <= OTTER_DTYPE_COMPLEX128))
-        return bad_type(ctx, 0, a->dtype);
+        return ot_ctx_bad_type(ctx, 0, a->dtype);
     if (otter_dtype_size(b->dtype) == 0 || b->dtype == OTTER_DTYPE_BOOL || b->dtype == OTTER_DTYPE_STRING ||
         (b->dtype >= OTTER_DTYPE_COMPLEX64 && b->dtype <= OTTER_DTYPE_COMPLEX128))
-        return bad_type(ctx, 1, b->dtype);
+        return ot_ctx_bad_type(ctx, 1, b->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
 
     OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, a->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     int64_t na = otter_tensor_numel(a), nb = otter_tensor_numel(b), no = otter_tensor_numel(o);
     double *da = ot_malloc(sizeof(double) * (size_t)(na ? na : 1));
     double *db = ot_malloc(sizeof(double) * (size_t)(nb ? nb : 1));
@@ -694,12 +683,12 @@ static otter_status run_variadic(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl,
     otter_dtype dt = first->dtype;
     bool half = is_half(dt) && !tbl[dt] && tbl[OTTER_DTYPE_FLOAT];
     ot_bcast_row_fn fn = half ? tbl[OTTER_DTYPE_FLOAT] : tbl[dt];
-    if (!fn || (mean && !otter_dtype_is_float(dt))) return bad_type(ctx, idx[0], dt);
+    if (!fn || (mean && !otter_dtype_is_float(dt))) return ot_ctx_bad_type(ctx, idx[0], dt);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(ot_broadcast_inputs(ctx, n, idx, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, dt, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     otter_tensor acc = *o, cur[2];
     otter_status s = OTTER_OK;
     int64_t numel = otter_tensor_numel(o);
@@ -764,10 +753,10 @@ WHERE_KERNEL(8, uint64_t)
 
 otter_status ot_kernel_where(ot_kernel_ctx *ctx) {
     const otter_tensor *c, *x, *y;
-    OT_TRY(need_input(ctx, 0, &c));
-    OT_TRY(need_input(ctx, 1, &x));
-    OT_TRY(need_input(ctx, 2, &y));
-    if (c->dtype != OTTER_DTYPE_BOOL) return bad_type(ctx, 0, c->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &c));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &y));
+    if (c->dtype != OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, c->dtype);
     OT_TRY(same_types(ctx, x, 1, y, 2));
     ot_bcast_row_fn fn;
     switch (otter_dtype_size(x->dtype)) {
@@ -784,15 +773,15 @@ otter_status ot_kernel_where(ot_kernel_ctx *ctx) {
         fn = where_8;
         break;
     default:
-        return bad_type(ctx, 1, x->dtype);
+        return ot_ctx_bad_type(ctx, 1, x->dtype);
     }
-    if (x->dtype == OTTER_DTYPE_STRING) return bad_type(ctx, 1, x->dtype);
+    if (x->dtype == OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 1, x->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     static const size_t idx[3] = {0, 1, 2};
     OT_TRY(ot_broadcast_inputs(ctx, 3, idx, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, x->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     ot_bcast bc;
     const otter_tensor *ins[3] = {c, x, y};
     ot_bcast_init_tensors(&bc, o, 3, ins);
@@ -838,7 +827,7 @@ static void clip_range(void *arg, int64_t b, int64_t e) {
 
 otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     otter_dtype dt = x->dtype, kt = is_half(dt) ? OTTER_DTYPE_FLOAT : dt;
     union {
         double d;
@@ -862,7 +851,7 @@ otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
         UINTS(LIMU)
 #undef LIM
     default:
-        return bad_type(ctx, 0, dt);
+        return ot_ctx_bad_type(ctx, 0, dt);
     }
     size_t es = otter_dtype_size(kt);
     if (ctx->opset < 11) {
@@ -883,7 +872,7 @@ otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     }
     (void)es;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     if (n == 0) return OTTER_OK;
     if (is_half(dt)) {

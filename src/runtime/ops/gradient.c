@@ -87,7 +87,7 @@ otter_status ot_kernel_gradient(ot_kernel_ctx *ctx) {
     for (size_t i = 0; s == OTTER_OK && i < ctx->n_outputs; i++) {
         otter_tensor *o_i = ot_ctx_output(ctx, i, grads[i]->dtype, grads[i]->rank, grads[i]->dims);
         if (!o_i)
-            s = OT_NOMEM();
+            s = ctx->output_status;
         else
             memcpy(o_i->data, grads[i]->data, otter_tensor_nbytes(grads[i]));
     }

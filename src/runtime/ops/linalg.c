@@ -207,7 +207,7 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
     mm_plan p;
     OT_TRY(mm_make_plan(ctx, a, b, &p));
     otter_tensor *y = ot_ctx_output(ctx, 0, a->dtype, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t mn = p.M * p.N;
     if (p.n_batch * mn == 0) return OTTER_OK;
     switch (a->dtype) {
@@ -329,7 +329,7 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
     }
     int64_t yd[2] = {M, N};
     otter_tensor *y = ot_ctx_output(ctx, 0, a->dtype, 2, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (M * N == 0) return OTTER_OK;
     bool use_c = c && beta != 0.0 && otter_tensor_numel(c) > 0;
     if (a->dtype == OTTER_DTYPE_DOUBLE) {
@@ -450,7 +450,7 @@ otter_status ot_kernel_matmulinteger(ot_kernel_ctx *ctx) {
     OT_TRY(qparam(ctx, 2, p.M, "a_zero_point", &azp));
     OT_TRY(qparam(ctx, 3, p.N, "b_zero_point", &bzp));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT32, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int_matmul(&p, a, b, azp, bzp, y->data);
     return OTTER_OK;
 }
@@ -473,7 +473,7 @@ otter_status ot_kernel_qlinearmatmul(ot_kernel_ctx *ctx) {
     OT_TRY(qparam(ctx, 6, 1, "y_scale", &ys));
     OT_TRY(qparam(ctx, 7, 1, "y_zero_point", &yzp));
     otter_tensor *y = ot_ctx_output(ctx, 0, yzp->dtype, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = p.n_batch * p.M * p.N;
     int32_t *acc = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!acc) return OT_NOMEM();
@@ -639,7 +639,7 @@ otter_status ot_kernel_einsum(ot_kernel_ctx *ctx) {
     int64_t odims[OTTER_MAX_RANK];
     for (int d = 0; d < out.n; d++) odims[d] = size[out.labels[d]];
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, out.n, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     /* Inputs as double; strides per loop label (summed over repeats: diagonals; 0 when broadcast). */
     double *xd[32] = {0};
     int64_t(*strides)[EIN_MAXL] = ot_calloc(n_in, sizeof *strides);

@@ -302,15 +302,15 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
     if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd), *ind = NULL;
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     /* outputs 1 and 2 with pooling (fuse.c, from a training graph): MaxPool's Indices, the unpooled shape */
     if (pool && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
         !(ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, ord, pd)))
-        return OTTER_ERR_NOMEM;
+        return ctx->output_status;
     if (pool && ctx->n_outputs > 2 && ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2])) {
         int64_t r = ord;
         otter_tensor *sh = ot_ctx_output(ctx, 2, OTTER_DTYPE_INT64, 1, &r);
-        if (!sh) return OTTER_ERR_NOMEM;
+        if (!sh) return ctx->output_status;
         memcpy(sh->data, od, sizeof(int64_t) * (size_t)ord);
     }
     ot_conv_geom_to3(&g);
@@ -482,7 +482,7 @@ otter_status ot_kernel_convinteger(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
                        *wz = ot_ctx_input(ctx, 3);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT32, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int32_t xzp = xz && otter_tensor_numel(xz) > 0 ? (int32_t)ot_get_i64(xz->data, xz->dtype, 0) : 0;
     int_conv(&g, x, w, xzp, wz, M, group, y->data);
     return OTTER_OK;
@@ -504,7 +504,7 @@ otter_status ot_kernel_qlinearconv(ot_kernel_ctx *ctx) {
     if (b && otter_tensor_numel(b) != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "B '%s' must have %lld elements", in_name(ctx, 8), (long long)M);
     otter_tensor *y = ot_ctx_output(ctx, 0, yz->dtype, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(y), osz = g.out_size;
     int32_t *acc = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!acc) return OT_NOMEM();
@@ -548,7 +548,7 @@ otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx) {
                                 x->rank);
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
     size_t es = otter_dtype_size(x->dtype);
     memset(y->data, 0, (size_t)ny * es);
@@ -621,7 +621,7 @@ otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = grid->dims[1], Wo = grid->dims[2];
     int64_t yd[4] = {N, C, Ho, Wo};
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     const float *X, *G;
     float *tx = NULL, *tg = NULL, *ty = NULL, *Y = NULL;
     otter_status s = in_f32(ctx, 0, x, &X, &tx);
@@ -732,7 +732,7 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
     int64_t yd[2 + OT_SP] = {N, M};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.in[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     ot_conv_geom_to3(&g);
     const float *X, *Wt, *B = NULL;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *Y, *col = NULL;
@@ -948,11 +948,11 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     int64_t yd[2 + OT_SP] = {g.N, g.C};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     otter_tensor *ind = NULL;
     if (kind == POOL_MAX && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
         ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, yd);
-        if (!ind) return OTTER_ERR_NOMEM;
+        if (!ind) return ctx->output_status;
     }
     ot_conv_geom_to3(&g);
     pool_args a = {.g = &g,
@@ -1013,7 +1013,7 @@ static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
         if (i >= 2) a.sp *= x->dims[i];
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     float *tx = NULL, *ty = NULL;
     otter_status s = in_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = out_f32(y, &a.Y, &ty);
@@ -1068,7 +1068,7 @@ otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
     bn_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
     float momentum = otter_node_attr_float(ctx->node, "momentum", 0.9f);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     float *tmp[5] = {0}, *ty = NULL, *bm = NULL, *bv = NULL;
     const float *in[5];
     otter_status s = OTTER_OK;
@@ -1100,7 +1100,7 @@ otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
             if (ot_str_empty(ctx->node->outputs[o])) continue;
             otter_tensor *t = ot_ctx_output(ctx, o, x->dtype, 1, &C);
             if (!t) {
-                s = OTTER_ERR_NOMEM;
+                s = ctx->output_status;
                 break;
             }
             float *v = ot_malloc((size_t)C * sizeof(float));
@@ -1160,7 +1160,7 @@ otter_status ot_kernel_instancenorm(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale '%s' and B '%s' must have C = %lld elements",
                             in_name(ctx, 1), in_name(ctx, 2), (long long)C);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     inorm_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL;
     otter_status s = in_f32(ctx, 0, x, &a.X, &t0);
@@ -1253,7 +1253,7 @@ otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < x->rank; i++) *(i < axis ? &outer : &inner) *= x->dims[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t sd[OTTER_MAX_RANK];
     for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
     otter_tensor *tm = NULL, *ti = NULL;
@@ -1261,10 +1261,10 @@ otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     if (otter_node_attr_int(ctx->node, "stash_type", 1) != 1) st = x->dtype;
     if (ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
         !(tm = ot_ctx_output(ctx, 1, st, x->rank, sd)))
-        return OTTER_ERR_NOMEM;
+        return ctx->output_status;
     if (ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2]) &&
         !(ti = ot_ctx_output(ctx, 2, st, x->rank, sd)))
-        return OTTER_ERR_NOMEM;
+        return ctx->output_status;
     lnorm_args a = {.inner = inner, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
     int64_t *smap = NULL, *bmap = NULL;
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *tmean = NULL, *tinv = NULL;
@@ -1299,7 +1299,7 @@ otter_status ot_kernel_lrn(ot_kernel_ctx *ctx) {
     float alpha = otter_node_attr_float(ctx->node, "alpha", 1e-4f),
           beta = otter_node_attr_float(ctx->node, "beta", 0.75f), bias = otter_node_attr_float(ctx->node, "bias", 1.0f);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t N = x->dims[0], C = x->dims[1], sp = 1;
     for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
     const float *X;
@@ -1357,7 +1357,7 @@ static otter_status nll_common(ot_kernel_ctx *ctx, const otter_tensor *in, const
         y = ot_ctx_output(ctx, 0, in->dtype, target->rank, target->dims);
     else
         y = ot_ctx_output(ctx, 0, in->dtype, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t nt = N * D;
     double *l = ot_malloc((size_t)(nt > 0 ? nt : 1) * sizeof(double));
     if (!l) return OT_NOMEM();
@@ -1429,7 +1429,7 @@ otter_status ot_kernel_sce(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
         otter_tensor *y = ot_ctx_output(ctx, 1, in->dtype, in->rank, in->dims);
         if (!y)
-            s = OTTER_ERR_NOMEM;
+            s = ctx->output_status;
         else
             ot_convert(y->data, y->dtype, lp, OTTER_DTYPE_DOUBLE, n);
     }

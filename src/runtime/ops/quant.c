@@ -122,7 +122,7 @@ otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     qmap m;
     OT_TRY(qmap_init(ctx, x, &m));
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     double lo, hi;
     quant_range(yt, &lo, &hi);
     int64_t n = otter_tensor_numel(x);
@@ -157,7 +157,7 @@ otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
     OT_TRY(qmap_init(ctx, x, &m));
     otter_dtype yt = ctx->opset >= 19 ? s->dtype : OTTER_DTYPE_FLOAT;
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
@@ -195,7 +195,7 @@ otter_status ot_kernel_dynamic_quantize(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_UINT8, x->rank, x->dims);
     otter_tensor *ys = ctx->n_outputs > 1 ? ot_ctx_output(ctx, 1, OTTER_DTYPE_FLOAT, 0, NULL) : NULL;
     otter_tensor *yz = ctx->n_outputs > 2 ? ot_ctx_output(ctx, 2, OTTER_DTYPE_UINT8, 0, NULL) : NULL;
-    if (!y || (ctx->n_outputs > 1 && !ys) || (ctx->n_outputs > 2 && !yz)) return OTTER_ERR_NOMEM;
+    if (!y || (ctx->n_outputs > 1 && !ys) || (ctx->n_outputs > 2 && !yz)) return ctx->output_status;
     uint8_t *yd = y->data;
     for (int64_t i = 0; i < n; i++) {
         float v = scale > 0 ? nearbyintf(xd[i] / scale) + zpf : 0;

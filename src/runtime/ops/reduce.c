@@ -12,17 +12,6 @@
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
-}
-
 static bool is_numeric(otter_dtype t) {
     return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_STRING && t != OTTER_DTYPE_BOOL &&
            t != OTTER_DTYPE_COMPLEX64 && t != OTTER_DTYPE_COMPLEX128 && t < OTTER_DTYPE_COUNT_;
@@ -219,8 +208,8 @@ static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64
 
 static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int rank = x->rank;
     bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
     bool axes_input = (kind == R_SUM && ctx->opset >= 13) || ctx->opset >= 18;
@@ -245,7 +234,7 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
                             (long long)axes[bad], ot_ctx_input_name(ctx, 0), rank);
     if (naxes == 0 && noop) {
         otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-        if (!y) return OTTER_ERR_NOMEM;
+        if (!y) return ctx->output_status;
         if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
         return OTTER_OK;
     }
@@ -261,7 +250,7 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
             nout *= x->dims[i];
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, orank, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (nout == 0) return OTTER_OK;
 
     /* compute type */
@@ -435,8 +424,8 @@ REDUCE_RUN(reduce_sum_square, R_SUMSQUARE)
 
 static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
     bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
     bool last = otter_node_attr_int(ctx->node, "select_last_index", 0) != 0;
@@ -450,7 +439,7 @@ static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     int orank = ot_reduce_out_axes(x->rank, red, keepdims, src);
     for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, orank, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t outer, r, inner;
     split_at(x, (int)axis, &outer, &r, &inner);
     if (r == 0 && outer * inner > 0)
@@ -543,8 +532,8 @@ SM_TYPE(f64, double, exp, log)
 
 static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     bool old = ctx->opset < 13;
     int64_t axis = otter_node_attr_int(ctx->node, "axis", old ? 1 : -1);
     int64_t ax = axis;
@@ -552,7 +541,7 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axis, ot_ctx_input_name(ctx, 0), x->rank);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     if (n == 0) return OTTER_OK;
     int64_t outer = 1, r = 1, inner = 1;
@@ -623,7 +612,7 @@ CUMSUM_X(OTTER_DTYPE_UINT64, uint64_t, u64)
 
 otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axv[1], na = 0;
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (axis) is missing");
     OT_TRY(ot_ctx_input_ints(ctx, 1, axv, 1, &na));
@@ -663,10 +652,10 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
         ct = OTTER_DTYPE_FLOAT;
         break;
     default:
-        return bad_type(ctx, 0, x->dtype);
+        return ot_ctx_bad_type(ctx, 0, x->dtype);
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x), outer, r, inner;
     if (n == 0) return OTTER_OK;
     split_at(x, (int)axis, &outer, &r, &inner);
@@ -709,8 +698,8 @@ static int topk_cmp_smallest(const void *pa, const void *pb) {
 
 otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t k;
     if (ctx->opset >= 10) {
         int64_t kv[1], nk = 0;
@@ -737,9 +726,9 @@ otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
     memcpy(odims, x->dims, sizeof(int64_t) * (size_t)x->rank);
     odims[axis] = k;
     otter_tensor *yv = ot_ctx_output(ctx, 0, x->dtype, x->rank, odims);
-    if (!yv) return OTTER_ERR_NOMEM;
+    if (!yv) return ctx->output_status;
     otter_tensor *yi = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, odims);
-    if (!yi) return OTTER_ERR_NOMEM;
+    if (!yi) return ctx->output_status;
     if (k == 0 || outer * inner == 0) return OTTER_OK;
     topk_item *items = ot_malloc(sizeof(topk_item) * (size_t)r);
     if (!items) return OT_NOMEM();

@@ -378,7 +378,7 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
             yd[2] = D;
         }
         otter_tensor *Y = ot_ctx_output(ctx, 0, X->dtype, 4, yd);
-        if (!Y) return OTTER_ERR_NOMEM;
+        if (!Y) return ctx->output_status;
         for (int64_t t = 0; t < T; t++)
             for (int64_t d = 0; d < D; d++)
                 for (int64_t b = 0; b < N; b++)
@@ -389,7 +389,7 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
     }
     for (size_t o = 1; o < ctx->n_outputs && o < (cell == CELL_LSTM ? 3u : 2u); o++) {
         otter_tensor *S = ot_ctx_output(ctx, o, X->dtype, 3, sdims);
-        if (!S) return OTTER_ERR_NOMEM;
+        if (!S) return ctx->output_status;
         write_state(S, &c, o == 1 ? hs : cs);
     }
     return OTTER_OK;

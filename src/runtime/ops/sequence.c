@@ -161,7 +161,7 @@ otter_status ot_kernel_sequence_length(ot_kernel_ctx *ctx) {
     const otter_sequence *in;
     OT_TRY(need_seq(ctx, 0, &in));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     *(int64_t *)y->data = (int64_t)in->n;
     return OTTER_OK;
 }
@@ -303,7 +303,7 @@ otter_status ot_kernel_concat_from_sequence(ot_kernel_ctx *ctx) {
         }
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, t0->dtype, out_rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     bool str = t0->dtype == OTTER_DTYPE_STRING;
     size_t es = str ? sizeof(otter_bytes) : otter_dtype_size(t0->dtype);
     int64_t outer = 1, inner = 1;
@@ -421,7 +421,7 @@ otter_status ot_kernel_optional_has_element(ot_kernel_ctx *ctx) {
     if (a.kind == OTTER_ARG_UNSET && ctx->opset < 18)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing (optional from opset 18)");
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     *(uint8_t *)y->data = a.kind == OTTER_ARG_TENSOR || a.kind == OTTER_ARG_SEQUENCE;
     return OTTER_OK;
 }
@@ -463,7 +463,7 @@ static otter_status flag_output(ot_kernel_ctx *ctx, const otter_tensor *like, bo
     if (ty && ty->kind == OTTER_TYPE_TENSOR && ty->has_elem_type && ty->elem_type == OTTER_DTYPE_INT64)
         dt = OTTER_DTYPE_INT64;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, like->rank, like->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     for (int64_t k = 0, n = otter_tensor_numel(y); k < n; k++) ot_set_f64(y->data, dt, k, value ? 1 : 0);
     return OTTER_OK;
 }

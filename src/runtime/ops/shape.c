@@ -168,14 +168,8 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *st) {
 /* Output = input with new dims (same data). */
 static otter_status reshape_out(ot_kernel_ctx *ctx, const otter_tensor *x, int rank, const int64_t *dims) {
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (y->data != x->data) copy_elems(y->data, x->data, otter_tensor_numel(x), x->dtype);
-    return OTTER_OK;
-}
-
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
     return OTTER_OK;
 }
 
@@ -183,7 +177,7 @@ static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_t
 
 otter_status ot_kernel_reshape(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t shape[OTTER_MAX_RANK], n;
     if (ctx->opset < 5) {
         const otter_attr *a = otter_node_attr(ctx->node, "shape");
@@ -230,7 +224,7 @@ otter_status ot_kernel_reshape(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_flatten(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 1);
     if (axis < 0) axis += x->rank;
     if (axis < 0 || axis > x->rank)
@@ -258,7 +252,7 @@ static otter_status axes_arg(const ot_kernel_ctx *ctx, int64_t *axes, int64_t *n
 
 otter_status ot_kernel_squeeze(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axes[OTTER_MAX_RANK], n;
     OT_TRY(axes_arg(ctx, axes, &n));
     bool drop[OTTER_MAX_RANK] = {false};
@@ -285,7 +279,7 @@ otter_status ot_kernel_squeeze(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_unsqueeze(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axes[OTTER_MAX_RANK], n;
     OT_TRY(axes_arg(ctx, axes, &n));
     if (n < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axes are missing");
@@ -312,7 +306,7 @@ static otter_status permute(ot_kernel_ctx *ctx, size_t out_idx, const otter_tens
     contiguous_strides(rank, dims, st);
     for (int i = 0; i < rank; i++) od[i] = dims[perm[i]], ost[i] = st[perm[i]];
     otter_tensor *y = ot_ctx_output(ctx, out_idx, x->dtype, rank, od);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     copy_strided(ctx, y->data, data, x->dtype, rank, od, ost);
     if (yout) *yout = y;
     return OTTER_OK;
@@ -320,7 +314,7 @@ static otter_status permute(ot_kernel_ctx *ctx, size_t out_idx, const otter_tens
 
 otter_status ot_kernel_transpose(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t perm[OTTER_MAX_RANK];
     const otter_attr *a = otter_node_attr(ctx->node, "perm");
     if (a && a->n_ints > 0) {
@@ -370,7 +364,7 @@ otter_status ot_kernel_concat(ot_kernel_ctx *ctx) {
         d[ax] += t->dims[ax];
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x0->dtype, x0->rank, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t outer = 1, inner = 1;
     for (int k = 0; k < ax; k++) outer *= d[k];
     for (int k = (int)ax + 1; k < x0->rank; k++) inner *= d[k];
@@ -395,7 +389,7 @@ otter_status ot_kernel_concat(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_split(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x->rank);
@@ -440,7 +434,7 @@ otter_status ot_kernel_split(ot_kernel_ctx *ctx) {
         d[ax] = sp[i];
         otter_tensor *y = ot_ctx_output(ctx, i, x->dtype, x->rank, d);
         if (!y) {
-            s = OTTER_ERR_NOMEM;
+            s = ctx->output_status;
             break;
         }
         int64_t blk = sp[i] * inner;
@@ -457,7 +451,7 @@ otter_status ot_kernel_split(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_slice(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int r = x->rank;
     int64_t starts[OTTER_MAX_RANK], ends[OTTER_MAX_RANK], axes[OTTER_MAX_RANK], steps[OTTER_MAX_RANK];
     int64_t ns = 0, ne = 0, na = -1, nst = -1;
@@ -505,7 +499,7 @@ otter_status ot_kernel_slice(ot_kernel_ctx *ctx) {
         begin[ax] = s, step[ax] = sp;
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t off = 0, ost[OTTER_MAX_RANK], numel = 1;
     for (int i = 0; i < r; i++) off += begin[i] * st[i], ost[i] = st[i] * step[i], numel *= d[i];
     if (numel == 0) return OTTER_OK;
@@ -522,8 +516,8 @@ static int64_t idx_at(const otter_tensor *t, int64_t i) {
 
 otter_status ot_kernel_gather(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
     if (!is_index_type(ind->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32 or int64", in_name(ctx, 1));
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
@@ -538,7 +532,7 @@ otter_status ot_kernel_gather(ot_kernel_ctx *ctx) {
     for (int i = 0; i < ind->rank; i++) d[k++] = ind->dims[i];
     for (int i = (int)ax + 1; i < x->rank; i++) d[k++] = x->dims[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t outer = 1, inner = 1, D = x->dims[ax], ni = otter_tensor_numel(ind);
     for (int i = 0; i < ax; i++) outer *= x->dims[i];
     for (int i = (int)ax + 1; i < x->rank; i++) inner *= x->dims[i];
@@ -572,8 +566,8 @@ static int64_t elem_offset(const int64_t *dims, int rank, int64_t i, const int64
 
 otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
     if (!is_index_type(ind->dtype) || ind->rank != x->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32/int64 with the rank of data",
                             in_name(ctx, 1));
@@ -581,7 +575,7 @@ otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx) {
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range", (long long)axis);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ind->rank, ind->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t st[OTTER_MAX_RANK], n = otter_tensor_numel(ind), D = x->dims[ax];
     contiguous_strides(x->rank, x->dims, st);
     size_t es = esize(x->dtype);
@@ -599,8 +593,8 @@ otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
     int64_t b = otter_node_attr_int(ctx->node, "batch_dims", 0);
     if (!is_index_type(ind->dtype) || ind->rank < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32/int64 of rank >= 1", in_name(ctx, 1));
@@ -613,7 +607,7 @@ otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx) {
     for (int i = 0; i < ind->rank - 1; i++) d[r++] = ind->dims[i];
     for (int i = (int)(b + q); i < x->rank; i++) d[r++] = x->dims[i];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t st[OTTER_MAX_RANK], batch = 1, inner = 1, per_batch = 1;
     contiguous_strides(x->rank, x->dims, st);
     for (int i = 0; i < b; i++) batch *= ind->dims[i];
@@ -673,9 +667,9 @@ static void scatter_one(void *dst, int64_t i, const void *src, int64_t j, otter_
 
 otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind, *upd;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &ind));
-    OT_TRY(need_input(ctx, 2, &upd));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &upd));
     if (!is_index_type(ind->dtype) || ind->rank != x->rank || upd->rank != ind->rank || upd->dtype != x->dtype)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "indices '%s' (int32/int64) and updates '%s' must have the rank of data, updates its dtype",
@@ -690,7 +684,7 @@ otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx) {
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range", (long long)axis);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (y->data != x->data) copy_elems(y->data, x->data, otter_tensor_numel(x), x->dtype);
     int64_t st[OTTER_MAX_RANK], n = otter_tensor_numel(ind), D = x->dims[ax];
     contiguous_strides(x->rank, x->dims, st);
@@ -707,9 +701,9 @@ otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind, *upd;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &ind));
-    OT_TRY(need_input(ctx, 2, &upd));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &upd));
     if (!is_index_type(ind->dtype) || ind->rank < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32/int64 of rank >= 1", in_name(ctx, 1));
     int64_t q = ind->dims[ind->rank - 1];
@@ -727,7 +721,7 @@ otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "updates '%s' has %lld elements, expected %lld", in_name(ctx, 2),
                             (long long)otter_tensor_numel(upd), (long long)(rows * inner));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (y->data != x->data) copy_elems(y->data, x->data, otter_tensor_numel(x), x->dtype);
     for (int64_t r = 0; r < rows; r++) {
         int64_t off = 0;
@@ -747,7 +741,7 @@ otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int r = x->rank;
     int64_t pads[2 * OTTER_MAX_RANK] = {0}, np = 0;
     const char *mode = otter_node_attr_string(ctx->node, "mode", "constant");
@@ -800,7 +794,7 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "cannot %s-pad an empty axis %d", mode, i);
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t ny = otter_tensor_numel(y);
     if (ny == 0) return OTTER_OK;
     /* per-axis source index maps (-1: constant) */
@@ -869,7 +863,7 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_tile(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t reps[OTTER_MAX_RANK], n;
     OT_TRY(ot_ctx_input_ints(ctx, 1, reps, OTTER_MAX_RANK, &n));
     if (n != x->rank)
@@ -881,7 +875,7 @@ otter_status ot_kernel_tile(ot_kernel_ctx *ctx) {
         d[i] = x->dims[i] * reps[i];
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     /* view the output as [rep0, dim0, rep1, dim1, ...] with source strides [0, st0, 0, st1, ...] */
     int64_t dd[OTTER_MAX_RANK * 2], ss[OTTER_MAX_RANK * 2], st[OTTER_MAX_RANK];
     contiguous_strides(x->rank, x->dims, st);
@@ -907,7 +901,7 @@ otter_status ot_kernel_tile(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_expand(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t shape[OTTER_MAX_RANK], n, d[OTTER_MAX_RANK];
     OT_TRY(ot_ctx_input_ints(ctx, 1, shape, OTTER_MAX_RANK, &n));
     int r;
@@ -917,7 +911,7 @@ otter_status ot_kernel_expand(ot_kernel_ctx *ctx) {
                             ot_shape_str(b1, sizeof b1, x->rank, x->dims), ot_shape_str(b2, sizeof b2, (int)n, shape));
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t st[OTTER_MAX_RANK], ss[OTTER_MAX_RANK];
     contiguous_strides(x->rank, x->dims, st);
     for (int i = 0; i < r; i++) {
@@ -932,7 +926,7 @@ otter_status ot_kernel_expand(ot_kernel_ctx *ctx) {
 
 static otter_status depth_space(ot_kernel_ctx *ctx, bool to_space) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t bs = otter_node_attr_int(ctx->node, "blocksize", 0);
     if (x->rank != 4 || bs < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must be 4-D and blocksize >= 1", in_name(ctx, 0));
@@ -962,7 +956,7 @@ static otter_status depth_space(ot_kernel_ctx *ctx, bool to_space) {
     contiguous_strides(6, d6, st);
     for (int i = 0; i < 6; i++) od[i] = d6[perm[i]], ost[i] = st[perm[i]];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, out);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     copy_strided(ctx, y->data, x->data, x->dtype, 6, od, ost);
     return OTTER_OK;
 }
@@ -1127,7 +1121,7 @@ static void resize_rows(void *arg, int64_t e0, int64_t e1) {
 
 static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int r = x->rank;
     const char *ms = otter_node_attr_string(ctx->node, "mode", "nearest");
     int mode = strcmp(ms, "nearest") == 0                                 ? RM_NEAREST
@@ -1197,7 +1191,7 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         }
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, out);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
     if (ny == 0) return OTTER_OK;
     tap_set taps[OTTER_MAX_RANK];
@@ -1246,8 +1240,8 @@ otter_status ot_kernel_upsample(ot_kernel_ctx *ctx) { return resize_common(ctx, 
 
 otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *lens;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &lens));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &lens));
     int64_t ba = otter_node_attr_int(ctx->node, "batch_axis", 1), ta = otter_node_attr_int(ctx->node, "time_axis", 0);
     if (x->rank < 2 || !ot_norm_axis(&ba, x->rank) || !ot_norm_axis(&ta, x->rank) || ba == ta)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bad batch_axis/time_axis for input '%s' of rank %d",
@@ -1256,7 +1250,7 @@ otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sequence_lens '%s' must hold %lld int32/int64 values",
                             in_name(ctx, 1), (long long)x->dims[ba]);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x), st[OTTER_MAX_RANK];
     contiguous_strides(x->rank, x->dims, st);
     size_t es = esize(x->dtype);
@@ -1271,8 +1265,8 @@ otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx) {
 
 otter_status ot_kernel_compress(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *cond;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &cond));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &cond));
     if (cond->rank != 1 || cond->dtype != OTTER_DTYPE_BOOL)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "condition '%s' must be a 1-D bool tensor", in_name(ctx, 1));
     const otter_attr *aa = otter_node_attr(ctx->node, "axis");
@@ -1298,7 +1292,7 @@ otter_status ot_kernel_compress(ot_kernel_ctx *ctx) {
         d[0] = keep;
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     size_t es = esize(x->dtype);
     int64_t k = 0;
     for (int64_t o = 0; o < outer; o++)

@@ -63,7 +63,7 @@ otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, cons
                     float **p, float **tmp) {
     *tmp = NULL;
     *t = ot_ctx_output(ctx, i, dt, rank, dims);
-    if (!*t) return OTTER_ERR_NOMEM;
+    if (!*t) return ctx->output_status;
     if (dt == OTTER_DTYPE_FLOAT) {
         *p = (*t)->data;
         return OTTER_OK;
@@ -156,7 +156,7 @@ static otter_status check_acc(const ot_kernel_ctx *ctx, const otter_tensor *buf,
 
 static otter_status copy_to_output(ot_kernel_ctx *ctx, size_t i, const otter_tensor *src) {
     otter_tensor *o = ot_ctx_output(ctx, i, src->dtype, src->rank, src->dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     if (otter_tensor_nbytes(src)) memcpy(o->data, src->data, otter_tensor_nbytes(src));
     return OTTER_OK;
 }
@@ -172,7 +172,7 @@ otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx) {
     (void)cb;
     int64_t one = 1;
     otter_tensor *flag = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 1, &one);
-    if (!flag) return OTTER_ERR_NOMEM;
+    if (!flag) return ctx->output_status;
     ((uint8_t *)flag->data)[0] = 1;
     if (tr_wanted(ctx, 1)) OT_TRY(copy_to_output(ctx, 1, buf));
     return OTTER_OK;
@@ -476,7 +476,7 @@ otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
                             ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (x->dtype == OTTER_DTYPE_DOUBLE) {
         for (int64_t i = 0; i < n; i++) ((double *)y->data)[i] = ((const double *)x->data)[i] * sc;
         return OTTER_OK;
@@ -508,7 +508,7 @@ otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx) {
     }
     if (dt == OTTER_DTYPE_UNDEFINED) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     ot_set_f64(y->data, dt, 0, sqrt(sq));
     return OTTER_OK;
 }

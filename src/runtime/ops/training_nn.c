@@ -1233,7 +1233,7 @@ otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK) {
         y = g.red == 0 ? ot_ctx_output(ctx, 0, sc->dtype, lab->rank, lab->dims)
                        : ot_ctx_output(ctx, 0, sc->dtype, 0, NULL);
-        if (!y) s = OTTER_ERR_NOMEM;
+        if (!y) s = ctx->output_status;
     }
     if (s == OTTER_OK) {
         if (g.red == 0)
@@ -1243,7 +1243,7 @@ otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
         if (tr_wanted(ctx, 1)) {
             otter_tensor *o = ot_ctx_output(ctx, 1, sc->dtype, sc->rank, sc->dims);
             if (!o)
-                s = OTTER_ERR_NOMEM;
+                s = ctx->output_status;
             else
                 ot_convert(o->data, o->dtype, lp, OTTER_DTYPE_DOUBLE, n);
         }

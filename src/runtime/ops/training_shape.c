@@ -274,7 +274,7 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
     }
     dims[axis] = total;
     otter_tensor *y = ot_ctx_output(ctx, 0, first->dtype, first->rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     size_t es = otter_dtype_size(first->dtype);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < first->rank; d++)
@@ -294,7 +294,7 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
     if (tr_wanted(ctx, 1)) {
         int64_t n = (int64_t)ctx->n_inputs;
         otter_tensor *len = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, 1, &n);
-        if (!len) return OTTER_ERR_NOMEM;
+        if (!len) return ctx->output_status;
         for (size_t i = 0; i < ctx->n_inputs; i++) ((int64_t *)len->data)[i] = ot_ctx_input(ctx, i)->dims[axis];
     }
     return OTTER_OK;
@@ -346,7 +346,7 @@ otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
         dims[axis] = split[i];
         otter_tensor *y = ot_ctx_output(ctx, i, x->dtype, x->rank, dims);
         if (!y) {
-            s = OTTER_ERR_NOMEM;
+            s = ctx->output_status;
             break;
         }
         int64_t rows = split[i] * inner;
