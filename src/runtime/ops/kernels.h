@@ -88,32 +88,40 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_topk(ot_kernel_ctx *ctx);
 
 /* linalg.c: Gemm, MatMul, Einsum, integer and quantized matmul */
-otter_status ot_kernel_gemm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_matmul(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gemm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_matmulinteger(ot_kernel_ctx *ctx);
 otter_status ot_kernel_qlinearmatmul(ot_kernel_ctx *ctx);
 otter_status ot_kernel_einsum(ot_kernel_ctx *ctx);
 
-/* nn.c: Conv, ConvTranspose, pooling, normalization, losses */
+/* nn_conv.c: Conv, ConvInteger, QLinearConv, ConvTranspose */
 otter_status ot_kernel_conv(ot_kernel_ctx *ctx);
-otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx);
 otter_status ot_kernel_convinteger(ot_kernel_ctx *ctx);
 otter_status ot_kernel_qlinearconv(ot_kernel_ctx *ctx);
-otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);
+otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx);
+
+/* nn_pool.c: pooling, global pooling, MaxUnpool */
 otter_status ot_kernel_maxpool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_averagepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_lppool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx);
+otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
+
+/* nn_sample.c: GridSample */
+otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);
+
+/* nn_norm.c: BatchNormalization, InstanceNormalization, LayerNormalization, LRN */
 otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_instancenorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_lrn(ot_kernel_ctx *ctx);
+
+/* nn_losses.c: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss */
 otter_status ot_kernel_nllloss(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce(ot_kernel_ctx *ctx);
 
-/* shape.c: Reshape, Transpose, Concat, Split, Slice, Gather, Scatter, Pad, Resize, ... */
+/* shape.c: Reshape, Transpose, Concat, Split, Slice, Tile, Expand, DepthToSpace, ... */
 otter_status ot_kernel_reshape(ot_kernel_ctx *ctx);
 otter_status ot_kernel_flatten(ot_kernel_ctx *ctx);
 otter_status ot_kernel_squeeze(ot_kernel_ctx *ctx);
@@ -154,54 +162,6 @@ otter_status ot_kernel_nonzero(ot_kernel_ctx *ctx);
 otter_status ot_kernel_if(ot_kernel_ctx *ctx);
 otter_status ot_kernel_loop(ot_kernel_ctx *ctx);
 otter_status ot_kernel_scan(ot_kernel_ctx *ctx);
-
-/* training.c: com.microsoft training ops and ai.onnx.preview.training optimizers (with training_nn.c, training_shape.c)
- */
-otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx);
-otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx);
-otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx);
-otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gelu_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_fastgelu_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_bias_gelu_grad_dx(ot_kernel_ctx *ctx);
-otter_status ot_kernel_bias_fastgelu_grad_dx(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gelu(ot_kernel_ctx *ctx);
-otter_status ot_kernel_fastgelu(ot_kernel_ctx *ctx);
-otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx);
-otter_status ot_kernel_softmax_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_softmax_grad13(ot_kernel_ctx *ctx);
-otter_status ot_kernel_logsoftmax_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_logsoftmax_grad13(ot_kernel_ctx *ctx);
-otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx);
-otter_status ot_kernel_scale(ot_kernel_ctx *ctx);
-otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx);
-otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_momentum(ot_kernel_ctx *ctx);
-otter_status ot_kernel_adam(ot_kernel_ctx *ctx);
-
-/* training_nn.c */
-otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx);
-otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx);
-otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx);
-
-/* training_shape.c */
-otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx);
-otter_status ot_kernel_split_training(ot_kernel_ctx *ctx);
 
 /* rnn.c: RNN, GRU, LSTM */
 otter_status ot_kernel_rnn(ot_kernel_ctx *ctx);
@@ -244,6 +204,53 @@ otter_status ot_kernel_mel(ot_kernel_ctx *ctx);
 otter_status ot_kernel_roialign(ot_kernel_ctx *ctx);
 otter_status ot_kernel_mvn(ot_kernel_ctx *ctx);
 otter_status ot_kernel_det(ot_kernel_ctx *ctx);
+
+/* training.c: com.microsoft training ops, ai.onnx.preview.training optimizers */
+otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx);
+otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx);
+otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx);
+otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gelu_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_fastgelu_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bias_gelu_grad_dx(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bias_fastgelu_grad_dx(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gelu(ot_kernel_ctx *ctx);
+otter_status ot_kernel_fastgelu(ot_kernel_ctx *ctx);
+otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx);
+otter_status ot_kernel_softmax_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_softmax_grad13(ot_kernel_ctx *ctx);
+otter_status ot_kernel_logsoftmax_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_logsoftmax_grad13(ot_kernel_ctx *ctx);
+otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_scale(ot_kernel_ctx *ctx);
+otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx);
+otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx);
+otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_momentum(ot_kernel_ctx *ctx);
+otter_status ot_kernel_adam(ot_kernel_ctx *ctx);
+
+/* training_nn.c */
+otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx);
+otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx);
+otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx);
+otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx);
+
+/* training_shape.c */
+otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx);
+otter_status ot_kernel_split_training(ot_kernel_ctx *ctx);
 
 /* gradient.c: ai.onnx.preview.training Gradient, through the public autodiff API */
 otter_status ot_kernel_gradient(ot_kernel_ctx *ctx);
