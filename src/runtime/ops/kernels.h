@@ -130,20 +130,24 @@ otter_status ot_kernel_transpose(ot_kernel_ctx *ctx);
 otter_status ot_kernel_concat(ot_kernel_ctx *ctx);
 otter_status ot_kernel_split(ot_kernel_ctx *ctx);
 otter_status ot_kernel_slice(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gather(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx);
-otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx);
-otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx);
-otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx);
 otter_status ot_kernel_pad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tile(ot_kernel_ctx *ctx);
 otter_status ot_kernel_expand(ot_kernel_ctx *ctx);
 otter_status ot_kernel_depthtospace(ot_kernel_ctx *ctx);
 otter_status ot_kernel_spacetodepth(ot_kernel_ctx *ctx);
-otter_status ot_kernel_resize(ot_kernel_ctx *ctx);
-otter_status ot_kernel_upsample(ot_kernel_ctx *ctx);
 otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx);
 otter_status ot_kernel_compress(ot_kernel_ctx *ctx);
+
+/* shape_index.c: Gather and Scatter families */
+otter_status ot_kernel_gather(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx);
+otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx);
+otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx);
+
+/* resize.c: Resize, Upsample */
+otter_status ot_kernel_resize(ot_kernel_ctx *ctx);
+otter_status ot_kernel_upsample(ot_kernel_ctx *ctx);
 
 /* misc.c: Constant, Cast, Range, OneHot, Shape, Dropout, control flow */
 otter_status ot_kernel_constant(ot_kernel_ctx *ctx);
