@@ -235,16 +235,22 @@ otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_momentum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_adam(ot_kernel_ctx *ctx);
 
-/* training_nn.c */
+/* training_norm.c: LayerNormalization and BatchNormalization gradients, SimplifiedLayerNormalization */
 otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx);
+
+/* training_conv.c: ConvGrad, ConvTransposeGrad */
 otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx);
+
+/* training_pool.c: MaxPoolGrad, AveragePoolGrad */
 otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx);
+
+/* training_losses.c: SoftmaxCrossEntropyLossInternal and its gradients */
 otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx);
 
