@@ -254,7 +254,7 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx);
 
-/* training_shape.c */
+/* training_shape.c: GatherGrad, GatherElementsGrad, GatherNDGrad, SliceGrad, ConcatTraining, SplitTraining */
 otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx);

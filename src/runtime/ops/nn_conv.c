@@ -170,12 +170,11 @@ static void maxpool_2x2(const float *x, int64_t planes, int64_t H, int64_t W, fl
         }
 }
 
-otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
-    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+/* Conv's inputs X, W, B (and FusedConv's sum input Z) agree: one float dtype, ranks, kernel_shape,
+ * group and bias size; fills the forward geometry g and *group. */
+static otter_status conv_check(const ot_kernel_ctx *ctx, const otter_tensor *x, const otter_tensor *w,
+                               const otter_tensor *b, const otter_tensor *z, ot_conv_geom *g, int64_t *group) {
     char s1[128], s2[128];
-    int act = ACT_NONE;
-    OT_TRY(fused_act(ctx, &act));
-    const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
     OT_TRY(ot_nn_check_x(ctx, x, 3));
     if (!w || w->rank != x->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", ot_ctx_input_name(ctx, 1),
@@ -186,27 +185,97 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     if (z && (z->dtype != OTTER_DTYPE_FLOAT || x->dtype != OTTER_DTYPE_FLOAT))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' needs float X and Z (got %s, %s)",
                             ot_ctx_input_name(ctx, 3), otter_dtype_name(x->dtype), otter_dtype_name(z->dtype));
-    ot_conv_geom g;
-    memset(&g, 0, sizeof g);
+    memset(g, 0, sizeof *g);
     int nd = x->rank - 2;
     bool has;
-    for (int i = 0; i < nd; i++) g.k[i] = w->dims[2 + i];
+    for (int i = 0; i < nd; i++) g->k[i] = w->dims[2 + i];
     int64_t ks[OT_SP];
     OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, ks, &has));
     if (has)
         for (int i = 0; i < nd; i++)
-            if (ks[i] != g.k[i])
+            if (ks[i] != g->k[i])
                 return ot_ctx_error(ctx, OTTER_ERR_INVALID, "kernel_shape disagrees with weight '%s' %s",
                                     ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, w->rank, w->dims));
-    OT_TRY(ot_nn_geom_forward(ctx, x, &g, false));
-    int64_t group = otter_node_attr_int(ctx->node, "group", 1), M = w->dims[0];
-    if (group < 1 || g.C % group != 0 || M % group != 0 || w->dims[1] * group != g.C)
+    OT_TRY(ot_nn_geom_forward(ctx, x, g, false));
+    int64_t M = w->dims[0];
+    *group = otter_node_attr_int(ctx->node, "group", 1);
+    if (*group < 1 || g->C % *group != 0 || M % *group != 0 || w->dims[1] * *group != g->C)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
-                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, w->rank, w->dims),
+                            (long long)*group);
     if (b && otter_tensor_numel(b) != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld",
                             ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)M);
+    return OTTER_OK;
+}
+
+/* The (image, group) tasks of the im2col + sgemm path (conv_args filled but the task split). */
+static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
+    a->n_tasks = a->g->N * a->group;
+    a->inner_threads = !(ctx->n_threads > 1 && a->n_tasks >= ctx->n_threads);
+    a->n_slots = a->inner_threads ? 1 : (a->n_tasks < 2 * ctx->n_threads ? a->n_tasks : 2 * ctx->n_threads);
+    a->col_elems = a->Cg * a->g->k_size * a->g->out_size;
+    if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    if (a->inner_threads)
+        conv_slots(a, 0, 1);
+    else
+        ot_parallel_for(ctx, a->n_slots, 1, conv_slots, a);
+    return atomic_load(&a->failed) ? OT_NOMEM() : OTTER_OK;
+}
+
+/* yo = act(conv + z) with z broadcast to the output shape od (rank ord) like Add. */
+static void conv_add_broadcast_sum(const float *conv, const otter_tensor *z, const float *zc, int x_rank,
+                                   const int64_t *yd, int ord, const int64_t *od, int act, float *yo) {
+    ot_bcast bc;
+    const int ranks[2] = {x_rank, z->rank};
+    const int64_t *dims[2] = {yd, z->dims};
+    ot_bcast_init(&bc, ord, od, 2, ranks, dims);
+    int64_t idx[OTTER_MAX_RANK] = {0};
+    for (int64_t i = 0; i < bc.numel; i++) {
+        int64_t o1 = 0, o2 = 0;
+        for (int d = 0; d < bc.rank; d++) o1 += idx[d] * bc.strides[1][d], o2 += idx[d] * bc.strides[2][d];
+        float v = conv[o1] + zc[o2];
+        yo[i] = act == ACT_RELU && !(v > 0.0f) ? 0.0f : v;
+        for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
+    }
+}
+
+/* Conv's outputs for the result shape od (rank ord): Y, pooled 2x2 with pool; with pooling in a
+ * training graph (fuse.c) also MaxPool's Indices (*ind) and the unpooled shape. */
+static otter_status conv_outputs(ot_kernel_ctx *ctx, otter_dtype dtype, int ord, const int64_t *od, bool pool,
+                                 otter_tensor **y, otter_tensor **ind) {
+    *ind = NULL;
+    int64_t pd[OTTER_MAX_RANK];
+    memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
+    if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
+    *y = ot_ctx_output(ctx, 0, dtype, ord, pd);
+    if (!*y) return ctx->output_status;
+    /* outputs 1 and 2 with pooling (fuse.c, from a training graph): MaxPool's Indices, the unpooled shape */
+    if (pool && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
+        !(*ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, ord, pd)))
+        return ctx->output_status;
+    if (pool && ctx->n_outputs > 2 && ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2])) {
+        int64_t r = ord;
+        otter_tensor *sh = ot_ctx_output(ctx, 2, OTTER_DTYPE_INT64, 1, &r);
+        if (!sh) return ctx->output_status;
+        memcpy(sh->data, od, sizeof(int64_t) * (size_t)ord);
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    char s1[128], s2[128];
+    int act = ACT_NONE;
+    OT_TRY(fused_act(ctx, &act));
+    const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
+    ot_conv_geom g;
+    int64_t group = 1;
+    OT_TRY(conv_check(ctx, x, w, b, z, &g, &group));
+    int nd = x->rank - 2;
+    int64_t M = w->dims[0];
     int64_t yd[2 + OT_SP] = {g.N, M};
     for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
     /* A fused sum input of another shape: broadcast like Add, after the conv (into scratch). */
@@ -222,21 +291,8 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     bool pool = is_fused_node(ctx) && otter_node_attr_int(ctx->node, "maxpool_2x2", 0) != 0;
     if (pool && (ord != 4 || x->dtype != OTTER_DTYPE_FLOAT))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "maxpool_2x2 needs a float 2-D convolution");
-    int64_t pd[OTTER_MAX_RANK];
-    memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
-    if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ord, pd), *ind = NULL;
-    if (!y) return ctx->output_status;
-    /* outputs 1 and 2 with pooling (fuse.c, from a training graph): MaxPool's Indices, the unpooled shape */
-    if (pool && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
-        !(ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, ord, pd)))
-        return ctx->output_status;
-    if (pool && ctx->n_outputs > 2 && ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2])) {
-        int64_t r = ord;
-        otter_tensor *sh = ot_ctx_output(ctx, 2, OTTER_DTYPE_INT64, 1, &r);
-        if (!sh) return ctx->output_status;
-        memcpy(sh->data, od, sizeof(int64_t) * (size_t)ord);
-    }
+    otter_tensor *y, *ind;
+    OT_TRY(conv_outputs(ctx, x->dtype, ord, od, pool, &y, &ind));
     ot_conv_geom_to3(&g);
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
     conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
@@ -293,35 +349,10 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                                   .constant_w = ot_ctx_input_constant(ctx, 1)};
         s = ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK) {
-        a.n_tasks = g.N * group;
-        a.inner_threads = !(ctx->n_threads > 1 && a.n_tasks >= ctx->n_threads);
-        a.n_slots = a.inner_threads ? 1 : (a.n_tasks < 2 * ctx->n_threads ? a.n_tasks : 2 * ctx->n_threads);
-        a.col_elems = a.Cg * g.k_size * g.out_size;
-        if (!a.direct && !(a.cols = ot_ctx_scratch(ctx, (size_t)(a.n_slots * a.col_elems) * sizeof(float))))
-            s = OTTER_ERR_NOMEM;
-        else if (a.inner_threads)
-            conv_slots(&a, 0, 1);
-        else
-            ot_parallel_for(ctx, a.n_slots, 1, conv_slots, &a);
-        if (s == OTTER_OK && atomic_load(&a.failed)) s = OT_NOMEM();
+        s = conv_run_tasks(ctx, &a);
     }
-    if (s == OTTER_OK && z_bcast) {
-        /* y = act(conv + z), broadcast */
-        float *yo = full ? full : y->data;
-        const float *zc = zdata;
-        ot_bcast bc;
-        const int ranks[2] = {x->rank, z->rank};
-        const int64_t *dims[2] = {yd, z->dims};
-        ot_bcast_init(&bc, ord, od, 2, ranks, dims);
-        int64_t idx[OTTER_MAX_RANK] = {0};
-        for (int64_t i = 0; i < bc.numel; i++) {
-            int64_t o1 = 0, o2 = 0;
-            for (int d = 0; d < bc.rank; d++) o1 += idx[d] * bc.strides[1][d], o2 += idx[d] * bc.strides[2][d];
-            float v = a.Y[o1] + zc[o2];
-            yo[i] = act == ACT_RELU && !(v > 0.0f) ? 0.0f : v;
-            for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
-        }
-    }
+    if (s == OTTER_OK && z_bcast) /* y = act(conv + z), broadcast */
+        conv_add_broadcast_sum(a.Y, z, zdata, x->rank, yd, ord, od, act, full ? full : y->data);
     if (s == OTTER_OK && full && ind)
         ot_nn_maxpool_2x2_indices(ctx, full, od[0] * od[1], od[2], od[3], y->data, ind->data);
     else if (s == OTTER_OK && full)

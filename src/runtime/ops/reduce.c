@@ -206,14 +206,11 @@ static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64
     if (units > 0) ot_parallel_for(ctx, units, grain, fn, j);
 }
 
-static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
-    const otter_tensor *x;
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    int rank = x->rank;
-    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
+/* The reduced axes of input 0 (axes from input 1 from opset 13 for ReduceSum and 18 for the others,
+ * an attribute before); *noop: noop_with_empty_axes applies (nothing reduced, output = input). */
+static otter_status reduce_axes(const ot_kernel_ctx *ctx, red_kind kind, int rank, bool *red, bool *noop) {
     bool axes_input = (kind == R_SUM && ctx->opset >= 13) || ctx->opset >= 18;
-    bool noop = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
+    bool noop_attr = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
     int64_t axes[OTTER_MAX_RANK];
     int64_t naxes = 0;
     if (axes_input) {
@@ -227,12 +224,112 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
             memcpy(axes, a->ints, sizeof(int64_t) * a->n_ints);
         }
     }
-    bool red[OTTER_MAX_RANK];
-    int64_t bad = ot_reduce_mask(rank, axes, naxes, noop, red);
+    int64_t bad = ot_reduce_mask(rank, axes, naxes, noop_attr, red);
     if (bad >= 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axes[bad], ot_ctx_input_name(ctx, 0), rank);
-    if (naxes == 0 && noop) {
+    *noop = naxes == 0 && noop_attr;
+    return OTTER_OK;
+}
+
+/* The job's view of x: with at most one group of reduced dims (size-1 dims dropped, neighbours
+ * merged) a block (outer, r, inner); otherwise the offsets of every reduced index combination
+ * (*roff, the caller frees it) and the kept dims decomposed per output. r: reduced elements. */
+static otter_status reduce_view(const otter_tensor *x, const bool *red, int64_t r, red_job *j, int64_t **roff) {
+    int rank = x->rank;
+    int64_t gsz[OTTER_MAX_RANK];
+    bool gred[OTTER_MAX_RANK];
+    int ng = 0;
+    for (int i = 0; i < rank; i++) {
+        if (x->dims[i] == 1) continue;
+        if (ng > 0 && gred[ng - 1] == red[i])
+            gsz[ng - 1] *= x->dims[i];
+        else {
+            gsz[ng] = x->dims[i];
+            gred[ng++] = red[i];
+        }
+    }
+    int nred_groups = 0;
+    for (int g = 0; g < ng; g++) nred_groups += gred[g];
+    if (nred_groups <= 1) {
+        j->block = true;
+        j->outer = 1, j->r = 1, j->inner = 1;
+        bool after = false;
+        for (int g = 0; g < ng; g++) {
+            if (gred[g]) {
+                j->r = gsz[g];
+                after = true;
+            } else if (after)
+                j->inner *= gsz[g];
+            else
+                j->outer *= gsz[g];
+        }
+        return OTTER_OK;
+    }
+    j->block = false;
+    j->r = r;
+    *roff = ot_malloc(sizeof(int64_t) * (size_t)(r ? r : 1));
+    if (!*roff) return OT_NOMEM();
+    int64_t strides[OTTER_MAX_RANK], st = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= x->dims[i];
+    }
+    for (int64_t k = 0; k < r; k++) {
+        int64_t rem = k, off = 0;
+        for (int i = rank - 1; i >= 0; i--)
+            if (red[i]) {
+                off += (rem % x->dims[i]) * strides[i];
+                rem /= x->dims[i];
+            }
+        (*roff)[k] = off;
+    }
+    for (int i = 0; i < rank; i++)
+        if (!red[i]) {
+            j->kdims[j->nkeep] = x->dims[i];
+            j->kstrides[j->nkeep++] = strides[i];
+        }
+    j->roff = *roff;
+    return OTTER_OK;
+}
+
+/* Accumulator and element map of each reduction (LogSumExp: the max first, see reduce_common). */
+static const struct {
+    acc_kind acc;
+    map_kind map;
+} REDUCE_OPS[] = {
+    [R_SUM] = {ACC_SUM, MAP_ID},       [R_MEAN] = {ACC_SUM, MAP_ID}, [R_LOGSUM] = {ACC_SUM, MAP_ID},
+    [R_L1] = {ACC_SUM, MAP_ABS},       [R_L2] = {ACC_SUM, MAP_SQ},   [R_SUMSQUARE] = {ACC_SUM, MAP_SQ},
+    [R_MAX] = {ACC_MAX, MAP_ID},       [R_MIN] = {ACC_MIN, MAP_ID},  [R_PROD] = {ACC_PROD, MAP_ID},
+    [R_LOGSUMEXP] = {ACC_MAX, MAP_ID},
+};
+
+/* The last step of Mean, L2, LogSum and LogSumExp over the accumulated yd (nout values of ct). */
+static void reduce_finish(red_kind kind, otter_dtype ct, void *yd, const void *shift, int64_t nout, int64_t r) {
+    if (kind != R_MEAN && kind != R_L2 && kind != R_LOGSUM && kind != R_LOGSUMEXP) return;
+    for (int64_t i = 0; i < nout; i++) {
+        if (ct == OTTER_DTYPE_INT64) {
+            int64_t *p = yd;
+            p[i] = r ? p[i] / r : 0;
+            continue;
+        }
+        double v = ot_get_f64(yd, ct, i);
+        if (kind == R_MEAN) v = v / (double)r;
+        if (kind == R_L2) v = sqrt(v);
+        if (kind == R_LOGSUM) v = log(v);
+        if (kind == R_LOGSUMEXP) v = log(v) + ot_get_f64(shift, ct, i);
+        ot_set_f64(yd, ct, i, v);
+    }
+}
+
+static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    int rank = x->rank;
+    bool red[OTTER_MAX_RANK], noop = false;
+    OT_TRY(reduce_axes(ctx, kind, rank, red, &noop));
+    if (noop) {
         otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
         if (!y) return ctx->output_status;
         if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
@@ -240,7 +337,7 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     }
     int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
-    int orank = ot_reduce_out_axes(rank, red, keepdims, src);
+    int orank = ot_reduce_out_axes(rank, red, otter_node_attr_int(ctx->node, "keepdims", 1) != 0, src);
     for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     int64_t r = 1, nout = 1;
     for (int i = 0; i < rank; i++) {
@@ -266,106 +363,19 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     otter_status s = to_compute(x, ct, &xd, &x_owned);
     if (s != OTTER_OK) return s;
     yd = y->dtype == ct ? y->data : ot_malloc((size_t)nout * cs);
-    if (!yd) {
-        s = OT_NOMEM();
-        goto done;
-    }
-
-    /* view: groups of (kept / reduced) dims without size-1 dims */
     red_job j;
     memset(&j, 0, sizeof j);
     j.x = xd;
     j.y = yd;
-    int64_t gsz[OTTER_MAX_RANK];
-    bool gred[OTTER_MAX_RANK];
-    int ng = 0;
-    for (int i = 0; i < rank; i++) {
-        if (x->dims[i] == 1) continue;
-        if (ng > 0 && gred[ng - 1] == red[i])
-            gsz[ng - 1] *= x->dims[i];
-        else {
-            gsz[ng] = x->dims[i];
-            gred[ng++] = red[i];
-        }
-    }
-    int nred_groups = 0;
-    for (int g = 0; g < ng; g++) nred_groups += gred[g];
-    if (nred_groups <= 1) {
-        j.block = true;
-        j.outer = 1, j.r = 1, j.inner = 1;
-        bool after = false;
-        for (int g = 0; g < ng; g++) {
-            if (gred[g]) {
-                j.r = gsz[g];
-                after = true;
-            } else if (after)
-                j.inner *= gsz[g];
-            else
-                j.outer *= gsz[g];
-        }
-    } else {
-        /* general: offsets of every reduced index combination, kept dims decomposed per output */
-        j.block = false;
-        j.r = r;
-        roff = ot_malloc(sizeof(int64_t) * (size_t)(r ? r : 1));
-        if (!roff) {
-            s = OT_NOMEM();
-            goto done;
-        }
-        int64_t strides[OTTER_MAX_RANK], st = 1;
-        for (int i = rank - 1; i >= 0; i--) {
-            strides[i] = st;
-            st *= x->dims[i];
-        }
-        for (int64_t k = 0; k < r; k++) {
-            int64_t rem = k, off = 0;
-            for (int i = rank - 1; i >= 0; i--)
-                if (red[i]) {
-                    off += (rem % x->dims[i]) * strides[i];
-                    rem /= x->dims[i];
-                }
-            roff[k] = off;
-        }
-        for (int i = 0; i < rank; i++)
-            if (!red[i]) {
-                j.kdims[j.nkeep] = x->dims[i];
-                j.kstrides[j.nkeep++] = strides[i];
-            }
-        j.roff = roff;
-    }
-
-    switch (kind) {
-    case R_SUM:
-    case R_MEAN:
-    case R_LOGSUM:
-        j.acc = ACC_SUM, j.map = MAP_ID;
-        break;
-    case R_L1:
-        j.acc = ACC_SUM, j.map = MAP_ABS;
-        break;
-    case R_L2:
-    case R_SUMSQUARE:
-        j.acc = ACC_SUM, j.map = MAP_SQ;
-        break;
-    case R_MAX:
-        j.acc = ACC_MAX, j.map = MAP_ID;
-        break;
-    case R_MIN:
-        j.acc = ACC_MIN, j.map = MAP_ID;
-        break;
-    case R_PROD:
-        j.acc = ACC_PROD, j.map = MAP_ID;
-        break;
-    case R_LOGSUMEXP:
-        j.acc = ACC_MAX, j.map = MAP_ID;
-        break;
-    }
-    if (kind == R_LOGSUMEXP) {
+    j.acc = REDUCE_OPS[kind].acc;
+    j.map = REDUCE_OPS[kind].map;
+    s = yd ? reduce_view(x, red, r, &j, &roff) : OT_NOMEM();
+    if (s == OTTER_OK && kind == R_LOGSUMEXP) {
+        /* the max of each slice first, then sum(exp(x - max)) */
         shift = ot_malloc((size_t)nout * cs);
-        if (!shift) {
-            s = OT_NOMEM();
-            goto done;
-        }
+        if (!shift) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK && kind == R_LOGSUMEXP) {
         j.y = shift;
         red_exec(ctx, ct, &j, nout);
         /* an all -inf (or empty) slice would give inf - inf: shift by 0 there */
@@ -378,26 +388,11 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
         j.acc = ACC_SUM;
         j.map = MAP_EXPSHIFT;
     }
-    red_exec(ctx, ct, &j, nout);
-
-    /* post-processing */
-    if (kind == R_MEAN || kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP) {
-        for (int64_t i = 0; i < nout; i++) {
-            if (ct == OTTER_DTYPE_INT64) {
-                int64_t *p = yd;
-                p[i] = r ? p[i] / r : 0;
-                continue;
-            }
-            double v = ot_get_f64(yd, ct, i);
-            if (kind == R_MEAN) v = v / (double)r;
-            if (kind == R_L2) v = sqrt(v);
-            if (kind == R_LOGSUM) v = log(v);
-            if (kind == R_LOGSUMEXP) v = log(v) + ot_get_f64(shift, ct, i);
-            ot_set_f64(yd, ct, i, v);
-        }
+    if (s == OTTER_OK) {
+        red_exec(ctx, ct, &j, nout);
+        reduce_finish(kind, ct, yd, shift, nout, r);
+        if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
     }
-    if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
-done:
     if (x_owned) ot_free(xd);
     if (yd && yd != y->data) ot_free(yd);
     ot_free(shift);
