@@ -229,6 +229,3 @@ otter_status ot_infer_prelu(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     return ot_out_like(n, 0, 0);
 }
-
-/* com.microsoft operators in training graphs whose output 0 is shaped like input 0: the Gelu
- * family (x, or x + bias) and the elementwise gradient operators (dY). */

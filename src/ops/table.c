@@ -39,7 +39,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
-    {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .gap = GAP_TRAINING_GRAPH_OP},
+    {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}),
+     .gap = GAP_TRAINING_GRAPH_OP}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "BatchNormalization", KERNELS({1, ot_kernel_batchnorm, 0}), .infer = ot_infer_batch_norm,
      .grad = ot_grad_batchnorm, .diff_inputs = 0x7},
     {"", "Bernoulli", .infer = ot_infer_like_with_dtype, .gap = GAP_NO_KERNEL},
@@ -63,7 +64,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Constant", KERNELS({1, ot_kernel_constant, 0}), .infer = ot_infer_constant},
     {"", "ConstantOfShape", KERNELS({9, ot_kernel_constant_of_shape, 0}), .infer = ot_infer_constant_of_shape},
     {"", "Conv", KERNELS({1, ot_kernel_conv, 0}), .infer = ot_infer_conv, .grad = ot_grad_conv, .diff_inputs = 0x7},
-    {"", "ConvGrad", KERNELS({9, ot_kernel_conv_grad, 0}), .gap = GAP_TRAINING_GRAPH_OP},
+    {"", "ConvGrad", KERNELS({9, ot_kernel_conv_grad, 0}),
+     .gap = GAP_TRAINING_GRAPH_OP}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "ConvInteger", KERNELS({10, ot_kernel_convinteger, 0}), .gap = GAP_SHAPE_RULE_PENDING},
     {"", "ConvTranspose", KERNELS({1, ot_kernel_convtranspose, 0}), .infer = ot_infer_conv_transpose,
      .grad = ot_grad_convtranspose, .diff_inputs = 0x7},
@@ -102,6 +104,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Flatten", KERNELS({1, ot_kernel_flatten, 0}), .infer = ot_infer_flatten, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
     {"", "Floor", KERNELS({1, ot_kernel_floor, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
+    /* RNN, GRU, LSTM: opsets 1-6 differ only in attributes the kernel treats the same (output_sequence: Y is
+     * produced whenever the node names it; GRU-1 lacks linear_before_reset, whose default is 0) */
     {"", "GRU", KERNELS({1, ot_kernel_gru, 0}, {3, ot_kernel_gru, 0}, {7, ot_kernel_gru, 0}, {14, ot_kernel_gru, 0}),
      .infer = ot_infer_recurrent}, /* 1: no linear_before_reset (default 0); 3: linear_before_reset; 7: same semantics;
                                       14: layout */
@@ -153,7 +157,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Max", KERNELS({6, ot_kernel_max, 0}), .infer = ot_infer_max},
     {"", "MaxPool", KERNELS({1, ot_kernel_maxpool, 0}), .infer = ot_infer_pool, .grad = ot_grad_maxpool,
      .diff_inputs = 0x1},
-    {"", "MaxPoolGrad", KERNELS({9, ot_kernel_maxpool_grad, 0}), .gap = GAP_TRAINING_GRAPH_OP},
+    {"", "MaxPoolGrad", KERNELS({9, ot_kernel_maxpool_grad, 0}),
+     .gap = GAP_TRAINING_GRAPH_OP}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "MaxUnpool", KERNELS({9, ot_kernel_maxunpool, 0}), .gap = GAP_SHAPE_RULE_PENDING},
     {"", "Mean", KERNELS({6, ot_kernel_mean, 0}), .infer = ot_infer_mean, .grad = ot_grad_mean,
      .diff_inputs = 0xffffffffu},
@@ -292,6 +297,8 @@ const ot_op_entry ot_op_table[] = {
     {"ai.onnx.preview.training", "Adam", KERNELS({1, ot_kernel_adam, 0}), .infer = ot_infer_adam},
     {"ai.onnx.preview.training", "Gradient", KERNELS({1, ot_kernel_gradient, 0}), .gap = GAP_GRADIENT_OP},
     {"ai.onnx.preview.training", "Momentum", KERNELS({1, ot_kernel_momentum, 0}), .infer = ot_infer_adagrad},
+    /* com.microsoft: ONNX Runtime's training-graph operators. Those shaped like input 0 (the Gelu family: x,
+     * or x + bias; the elementwise gradients: dY) share ot_infer_like_input */
     {"com.microsoft", "AdamWOptimizer", KERNELS({1, ot_kernel_adamw_optimizer, OT_OP_VALUES}),
      .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "AveragePoolGrad", KERNELS({1, ot_kernel_avgpool_grad, 0}), .gap = GAP_TRAINING_GRAPH_OP},
@@ -320,9 +327,9 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"com.microsoft", "GeluGrad", KERNELS({1, ot_kernel_gelu_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "InPlaceAccumulator", KERNELS({1, ot_kernel_inplace_accumulator, OT_OP_NOFOLD}),
-     .gap = GAP_TRAINING_GRAPH_OP},
+     .gap = GAP_TRAINING_GRAPH_OP}, /* changes input 0 in place: never folded */
     {"com.microsoft", "InPlaceAccumulatorV2", KERNELS({1, ot_kernel_inplace_accumulator_v2, OT_OP_NOFOLD}),
-     .gap = GAP_TRAINING_GRAPH_OP},
+     .gap = GAP_TRAINING_GRAPH_OP}, /* changes input 0 in place: never folded */
     {"com.microsoft", "InplaceClipGradNorm", KERNELS({1, ot_kernel_inplace_clip_grad_norm, OT_OP_VALUES}),
      .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "LayerNormalizationGrad", KERNELS({1, ot_kernel_layernorm_grad, 0}),
@@ -353,7 +360,7 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "SplitTraining", KERNELS({1, ot_kernel_split_training, 0}), .gap = GAP_TRAINING_GRAPH_OP},
     {"com.microsoft", "TanhGrad", KERNELS({1, ot_kernel_tanh_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ZeroGradient", KERNELS({1, ot_kernel_zero_gradient, OT_OP_NOFOLD}),
-     .gap = GAP_TRAINING_GRAPH_OP},
+     .gap = GAP_TRAINING_GRAPH_OP}, /* changes input 0 in place: never folded */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}),
      .gap = GAP_FUSED}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}),

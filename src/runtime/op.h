@@ -32,12 +32,13 @@ struct ot_kernel_ctx {
     otter_status output_status;
 };
 
-/* Allocate output i with this type and shape; NULL on failure (error set, status in ctx->output_status). The returned
- * tensor's data may hold garbage: the kernel writes every element. i < ctx->n_outputs (an output named "" in the model
- * still gets a buffer, so kernels may always write outputs below n_outputs). STRING outputs come zeroed; the kernel
- * stores strings allocated with ot_malloc (ot_strdup) in each otter_bytes, and the runtime frees them when the value
- * dies. With OT_OP_INPLACE0 (3), output 0 may be the same memory as input 0 (3): read element k before writing element
- * k. */
+/* Allocate output i with this type and shape; NULL on failure (error set, its status in
+ * ctx->output_status). The returned tensor's data may hold garbage: the kernel writes every element.
+ * i < ctx->n_outputs (an output named "" in the model still gets a buffer, so kernels may always
+ * write outputs below n_outputs). STRING outputs come zeroed; the kernel stores strings allocated
+ * with ot_malloc (ot_strdup) in each otter_bytes, and the runtime frees them when the value dies.
+ * With OT_OP_INPLACE0 (3), output 0 may be the same memory as input 0 (3): read element k before
+ * writing element k. */
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims);
 /* Scratch memory for this kernel call (64-byte aligned, garbage), valid until the kernel returns.
  * Planned into the arena like the outputs, so a steady-state run allocates nothing. Several calls

@@ -888,5 +888,3 @@ otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     ot_parallel_for(ctx, n, OT_GRAIN_ELEMWISE, clip_range, &j);
     return OTTER_OK;
 }
-
-/* ======================================================================================== */

@@ -882,5 +882,3 @@ otter_status ot_kernel_scan(ot_kernel_ctx *ctx) {
     free_tensors(res_c, k);
     return s;
 }
-
-/* ======================================================================================== */

@@ -745,5 +745,3 @@ otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
     ot_free(items);
     return OTTER_OK;
 }
-
-/* ======================================================================================== */

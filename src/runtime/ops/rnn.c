@@ -398,6 +398,3 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
 otter_status ot_kernel_rnn(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
 otter_status ot_kernel_gru(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
 otter_status ot_kernel_lstm(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }
-
-/* Opsets 1-6 differ only in attributes this kernel treats the same (output_sequence: Y is
- * produced whenever the node names it; GRU-1 lacks linear_before_reset, whose default is 0). */

@@ -540,8 +540,3 @@ otter_status ot_kernel_inplace_clip_grad_norm(ot_kernel_ctx *ctx) {
     if (st != OTTER_OK) return fail_seq(ctx, st);
     return inplace_outputs(ctx, 0, 0, 1);
 }
-
-/* ---- the table ----------------------------------------------------------------------------------- */
-
-#define MS "com.microsoft"
-#define V  OT_OP_VALUES

@@ -681,8 +681,3 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
 otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Adagrad"); }
 otter_status ot_kernel_momentum(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Momentum"); }
 otter_status ot_kernel_adam(ot_kernel_ctx *ctx) { return preview_optim(ctx, 4, "Adam"); }
-
-/* ---- the table --------------------------------------------------------------------------------------- */
-
-#define MS  "com.microsoft"
-#define PRV "ai.onnx.preview.training"
