@@ -3,11 +3,14 @@
  * Fails when the table is out of order, when an operator has a kernel but no shape rule or a shape
  * rule but no kernel without a reason in its row (or keeps a reason once it has both), when a
  * gradient rule has no kernel to run the forward node or no differentiable input, and when a
- * lookup (runtime, shape inference, gradient builder, otter_ops_get) disagrees with the table.
+ * lookup (runtime, shape inference, gradient builder, otter_ops_get) disagrees with the table, and
+ * when a default-domain kernel version up to the schema table's opset 17 starts where ONNX's
+ * operator did not change (a since-version typo).
  * Every gradient rule's finite-difference case is checked by tests/test_grad.c, which walks the
  * registry for rules it has no case for. */
 #include <string.h>
 
+#include "check/schema.h"
 #include "ops/registry.h"
 #include "testutil.h"
 
@@ -125,9 +128,41 @@ static void check_public_api(void) {
     printf("otter_ops_get: %zu operators, %zu mismatches with the table\n", otter_ops_count(), mismatches);
 }
 
+/* Each ai.onnx kernel version up to opset 17 starts at one of the op's ONNX since-versions (ORT's
+ * legacy default-domain training ops have no ONNX schema and are skipped). */
+static void check_schema_versions(void) {
+    size_t checked = 0, no_schema = 0, typos = 0;
+    for (size_t i = 0; i < ot_op_table_count; i++) {
+        const ot_op_entry *e = &ot_op_table[i];
+        if (e->domain[0] || !e->kernels) continue;
+        size_t n = 0;
+        const ot_schema *v = ot_schema_versions("", e->op_type, &n);
+        if (!v) {
+            no_schema++;
+            continue;
+        }
+        for (const ot_op_def *k = e->kernels; k->run; k++) {
+            if (k->since_version > ot_schema_domain_max_opset("")) continue;
+            bool found = false;
+            for (size_t j = 0; j < n; j++) found = found || v[j].since_version == k->since_version;
+            if (!found) {
+                fprintf(stderr, "%s kernel since %d: ONNX has no %s version %d\n", e->op_type, k->since_version,
+                        e->op_type, k->since_version);
+                typos++;
+            }
+            checked++;
+        }
+    }
+    CHECK(checked > 150 && typos == 0);
+    printf("ai.onnx kernel versions against the schemas: %zu checked, %zu not an ONNX since-version, %zu ops "
+           "without a schema\n",
+           checked, typos, no_schema);
+}
+
 int main(void) {
     check_order();
     check_rows();
     check_public_api();
+    check_schema_versions();
     return tu_finish("test_registry");
 }
