@@ -492,6 +492,19 @@ static const grad_case CASES[] = {
       {"ax", INTS, SHAPE(2), {0, 1}}},
      1},
     {"Gelu (com.microsoft)", "Gelu", "com.microsoft", 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"FastGelu (com.microsoft)", "FastGelu", "com.microsoft", 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
+    {"BatchNormInternal (com.microsoft)",
+     "BatchNormInternal",
+     "com.microsoft",
+     0,
+     5,
+     {{"x", RAND, SHAPE(4, 2, 3)},
+      {"s", RAND, SHAPE(2)},
+      {"b", RAND, SHAPE(2)},
+      {"m", FIXED, SHAPE(2)},
+      {"v", POS_FIXED, SHAPE(2)}},
+     1,
+     a_bn_train},
     {"Cast", "Cast", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_cast_float},
     {"SoftmaxCrossEntropyLoss weight ignore_index",
      "SoftmaxCrossEntropyLoss",
@@ -504,9 +517,31 @@ static const grad_case CASES[] = {
     {"Gather", "Gather", NULL, 0, 2, {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(3), {2, 0, 2}}}, 1, a_gather},
 };
 
+/* Every gradient rule in the operator registry (otter ops) has a case above. */
+static void check_every_rule_has_a_case(void) {
+    size_t rules = 0, missing = 0;
+    for (size_t i = 0; i < otter_ops_count(); i++) {
+        otter_op_info op;
+        CHECK_OK(otter_ops_get(i, &op));
+        if (!op.gradient) continue;
+        rules++;
+        bool found = false;
+        for (size_t c = 0; c < sizeof CASES / sizeof CASES[0] && !found; c++)
+            found = strcmp(CASES[c].op, op.op_type) == 0 &&
+                    strcmp(CASES[c].domain ? CASES[c].domain : "ai.onnx", op.domain) == 0;
+        if (!found) {
+            fprintf(stderr, "the gradient rule of %s %s has no finite-difference case\n", op.domain, op.op_type);
+            missing++;
+        }
+    }
+    CHECK(rules > 0 && missing == 0);
+    printf("%zu gradient rules in the registry, %zu without a finite-difference case\n", rules, missing);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         if (!only || strstr(CASES[i].label, only)) run_case(&CASES[i]);
+    if (!only) check_every_rule_has_a_case();
     return tu_finish("test_grad");
 }

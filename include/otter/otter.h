@@ -19,5 +19,6 @@
 #include "otter/training.h"
 #include "otter/fl.h"
 #include "otter/plot.h"
+#include "otter/ops.h"
 
 #endif

@@ -33,7 +33,7 @@ struct ot_grad {
     otter_status status;
     char message[512];
     otter_node *node; /* the forward node whose rule runs */
-    const ot_grad_rule *rule;
+    const ot_op_entry *rule;
     ot_strmap active;     /* tensor -> 1 */
     ot_strmap reaches;    /* tensor -> 1 when the loss depends on it */
     ot_strmap names;      /* every tensor name in the graph (for unique temporaries) */
@@ -47,15 +47,8 @@ struct ot_grad {
     const char *loss;
 };
 
-static const ot_grad_rule *const RULE_TABLES[] = {ot_grad_rules_elementwise, ot_grad_rules_nn, ot_grad_rules_shape};
-
-static const ot_grad_rule *find_rule(const char *domain, const char *op) {
-    bool def = ot_str_empty(domain) || strcmp(domain, "ai.onnx") == 0;
-    for (size_t t = 0; t < sizeof RULE_TABLES / sizeof RULE_TABLES[0]; t++)
-        for (const ot_grad_rule *r = RULE_TABLES[t]; r->op_type; r++)
-            if (strcmp(r->op_type, op) == 0 && (def ? r->domain[0] == '\0' : ot_streq(r->domain, domain))) return r;
-    return NULL;
-}
+/* The row of the operator registry whose gradient rule differentiates this node, or NULL. */
+static const ot_op_entry *find_rule(const char *domain, const char *op) { return ot_op_grad_rule(domain, op); }
 
 int otter_has_gradient_rule(const char *domain, const char *op_type) { return find_rule(domain, op_type) != NULL; }
 
@@ -130,7 +123,7 @@ static bool is_float(ot_grad *g, const char *name) {
 static bool active(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->active, name, NULL); }
 static bool reaches(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->reaches, name, NULL); }
 
-static bool diff_input(const ot_grad_rule *r, size_t i) { return !r || (i < 32 && (r->diff_inputs >> i) & 1u); }
+static bool diff_input(const ot_op_entry *r, size_t i) { return !r || (i < 32 && (r->diff_inputs >> i) & 1u); }
 
 bool ot_grad_needs(ot_grad *g, size_t i) {
     const otter_node *n = g->node;
@@ -451,7 +444,7 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
     /* 1. forward: active tensors. */
     for (size_t k = 0; k < n_forward; k++) {
         otter_node *n = gr->nodes[k];
-        const ot_grad_rule *r = find_rule(n->domain, n->op_type);
+        const ot_op_entry *r = find_rule(n->domain, n->op_type);
         bool any = false;
         for (size_t i = 0; i < n->n_inputs; i++) any |= diff_input(r, i) && active(g, n->inputs[i]);
         if (any)
@@ -467,7 +460,7 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
         bool out_reaches = false;
         for (size_t j = 0; j < n->n_outputs; j++) out_reaches |= active(g, n->outputs[j]) && reaches(g, n->outputs[j]);
         if (!out_reaches) continue;
-        const ot_grad_rule *r = find_rule(n->domain, n->op_type);
+        const ot_op_entry *r = find_rule(n->domain, n->op_type);
         bool any_active_input = false;
         for (size_t i = 0; i < n->n_inputs; i++) any_active_input |= diff_input(r, i) && active(g, n->inputs[i]);
         if (!any_active_input) continue;
@@ -517,7 +510,7 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
         if (!relevant[k]) continue;
         g->node = gr->nodes[k];
         g->rule = find_rule(g->node->domain, g->node->op_type);
-        g->rule->fn(g, g->node);
+        g->rule->grad(g, g->node);
         if (ot_grad_failed(g) && g->message[0] && !strstr(g->message, "node '")) {
             char *inner =
                 ot_sprintf("gradient of node '%s' (%s): %s", node_label(g->node), g->node->op_type, g->message);

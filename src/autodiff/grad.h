@@ -9,22 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ops/registry.h"
 #include "otter/ir.h"
-
-typedef struct ot_grad ot_grad;
-typedef void (*ot_grad_rule_fn)(ot_grad *g, otter_node *n);
-
-typedef struct ot_grad_rule {
-    const char *domain; /* "" for ai.onnx */
-    const char *op_type;
-    ot_grad_rule_fn fn;
-    uint32_t diff_inputs; /* bit i: input i can receive a gradient */
-} ot_grad_rule;
-
-/* Rule tables, {0}-terminated, one per family. */
-extern const ot_grad_rule ot_grad_rules_elementwise[];
-extern const ot_grad_rule ot_grad_rules_nn[];
-extern const ot_grad_rule ot_grad_rules_shape[];
 
 /* ---- what a rule reads --------------------------------------------------------------------- */
 
@@ -79,5 +65,58 @@ void ot_grad_declare_like(ot_grad *g, const char *name, const char *like);
 void ot_grad_copy_attrs(ot_grad *g, otter_node *dst, const otter_node *src);
 /* Add an output to the forward node (e.g. MaxPool's indices) when it lacks one; returns its name. */
 const char *ot_grad_forward_output(ot_grad *g, otter_node *n, size_t index, const char *hint);
+
+/* ---- rules, by the file that defines them (src/autodiff/rules_<file>.c); the operator registry
+ * (src/ops/table.c) names each with its differentiable inputs ---- */
+/* rules_elementwise.c */
+void ot_grad_add(ot_grad *g, otter_node *n);
+void ot_grad_sub(ot_grad *g, otter_node *n);
+void ot_grad_mul(ot_grad *g, otter_node *n);
+void ot_grad_div(ot_grad *g, otter_node *n);
+void ot_grad_neg(ot_grad *g, otter_node *n);
+void ot_grad_identity(ot_grad *g, otter_node *n);
+void ot_grad_pow(ot_grad *g, otter_node *n);
+void ot_grad_sqrt(ot_grad *g, otter_node *n);
+void ot_grad_exp(ot_grad *g, otter_node *n);
+void ot_grad_log(ot_grad *g, otter_node *n);
+void ot_grad_reciprocal(ot_grad *g, otter_node *n);
+void ot_grad_abs(ot_grad *g, otter_node *n);
+void ot_grad_relu(ot_grad *g, otter_node *n);
+void ot_grad_sigmoid(ot_grad *g, otter_node *n);
+void ot_grad_tanh(ot_grad *g, otter_node *n);
+void ot_grad_gelu(ot_grad *g, otter_node *n);
+void ot_grad_leaky_relu(ot_grad *g, otter_node *n);
+void ot_grad_erf(ot_grad *g, otter_node *n);
+void ot_grad_clip(ot_grad *g, otter_node *n);
+void ot_grad_where(ot_grad *g, otter_node *n);
+void ot_grad_sum(ot_grad *g, otter_node *n);
+void ot_grad_mean(ot_grad *g, otter_node *n);
+void ot_grad_cast(ot_grad *g, otter_node *n);
+/* rules_nn.c */
+void ot_grad_gemm(ot_grad *g, otter_node *n);
+void ot_grad_matmul(ot_grad *g, otter_node *n);
+void ot_grad_conv(ot_grad *g, otter_node *n);
+void ot_grad_maxpool(ot_grad *g, otter_node *n);
+void ot_grad_avgpool(ot_grad *g, otter_node *n);
+void ot_grad_global_avgpool(ot_grad *g, otter_node *n);
+void ot_grad_layernorm(ot_grad *g, otter_node *n);
+void ot_grad_batchnorm(ot_grad *g, otter_node *n);
+void ot_grad_dropout(ot_grad *g, otter_node *n);
+void ot_grad_softmax(ot_grad *g, otter_node *n);
+void ot_grad_sce(ot_grad *g, otter_node *n);
+void ot_grad_nll(ot_grad *g, otter_node *n);
+/* rules_shape.c */
+void ot_grad_reshape_like(ot_grad *g, otter_node *n);
+void ot_grad_transpose(ot_grad *g, otter_node *n);
+void ot_grad_concat(ot_grad *g, otter_node *n);
+void ot_grad_split(ot_grad *g, otter_node *n);
+void ot_grad_slice(ot_grad *g, otter_node *n);
+void ot_grad_gather(ot_grad *g, otter_node *n);
+void ot_grad_expand(ot_grad *g, otter_node *n);
+void ot_grad_tile(ot_grad *g, otter_node *n);
+void ot_grad_pad(ot_grad *g, otter_node *n);
+void ot_grad_reduce(ot_grad *g, otter_node *n);
+void ot_grad_einsum(ot_grad *g, otter_node *n);
+void ot_grad_convtranspose(ot_grad *g, otter_node *n);
 
 #endif

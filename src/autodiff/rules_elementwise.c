@@ -24,26 +24,26 @@ static void to_input(ot_grad *g, otter_node *n, size_t i, const char *value) {
     if (dx) ot_grad_unbroadcast(g, value, IN(i), OUT(0), dx);
 }
 
-static void grad_add(ot_grad *g, otter_node *n) {
+void ot_grad_add(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) to_input(g, n, 0, dy);
     if (ot_grad_needs(g, 1)) to_input(g, n, 1, dy);
 }
 
-static void grad_sub(ot_grad *g, otter_node *n) {
+void ot_grad_sub(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) to_input(g, n, 0, dy);
     if (ot_grad_needs(g, 1)) to_input(g, n, 1, OT_G1(g, "Neg", ot_grad_tmp(g, "neg_dY"), dy));
 }
 
-static void grad_mul(ot_grad *g, otter_node *n) {
+void ot_grad_mul(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) to_input(g, n, 0, OT_G1(g, "Mul", ot_grad_tmp(g, "PreReduceGrad0"), dy, IN(1)));
     if (ot_grad_needs(g, 1)) to_input(g, n, 1, OT_G1(g, "Mul", ot_grad_tmp(g, "PreReduceGrad1"), dy, IN(0)));
 }
 
 /* Y = A / B: dA = dY / B, dB = -dY * Y / B. */
-static void grad_div(ot_grad *g, otter_node *n) {
+void ot_grad_div(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) to_input(g, n, 0, OT_G1(g, "Div", ot_grad_tmp(g, "PreReduceGrad0"), dy, IN(1)));
     if (ot_grad_needs(g, 1)) {
@@ -53,11 +53,11 @@ static void grad_div(ot_grad *g, otter_node *n) {
     }
 }
 
-static void grad_neg(ot_grad *g, otter_node *n) { OT_G1(g, "Neg", ot_grad_dx(g, 0), ot_grad_dy(g, 0)); }
-static void grad_identity(ot_grad *g, otter_node *n) { OT_G1(g, "Identity", ot_grad_dx(g, 0), ot_grad_dy(g, 0)); }
+void ot_grad_neg(ot_grad *g, otter_node *n) { OT_G1(g, "Neg", ot_grad_dx(g, 0), ot_grad_dy(g, 0)); }
+void ot_grad_identity(ot_grad *g, otter_node *n) { OT_G1(g, "Identity", ot_grad_dx(g, 0), ot_grad_dy(g, 0)); }
 
 /* Y = A ^ B: dA = dY * B * A^(B-1); dB = dY * Y * log(A). */
-static void grad_pow(ot_grad *g, otter_node *n) {
+void ot_grad_pow(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) {
         const char *b = IN(1);
@@ -80,21 +80,21 @@ static void grad_pow(ot_grad *g, otter_node *n) {
 }
 
 /* Y = sqrt(X): dX = dY * 0.5 / Y. */
-static void grad_sqrt(ot_grad *g, otter_node *n) {
+void ot_grad_sqrt(ot_grad *g, otter_node *n) {
     const char *half = OT_G1(g, "Mul", ot_grad_tmp(g, "half_dY"), ot_grad_dy(g, 0), scalar(g, IN(0), 0.5f));
     OT_G1(g, "Div", ot_grad_dx(g, 0), half, OUT(0));
 }
 
-static void grad_exp(ot_grad *g, otter_node *n) { OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), OUT(0)); }
-static void grad_log(ot_grad *g, otter_node *n) { OT_G1(g, "Div", ot_grad_dx(g, 0), ot_grad_dy(g, 0), IN(0)); }
-static void grad_reciprocal(ot_grad *g, otter_node *n) {
+void ot_grad_exp(ot_grad *g, otter_node *n) { OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), OUT(0)); }
+void ot_grad_log(ot_grad *g, otter_node *n) { OT_G1(g, "Div", ot_grad_dx(g, 0), ot_grad_dy(g, 0), IN(0)); }
+void ot_grad_reciprocal(ot_grad *g, otter_node *n) {
     /* Y = 1/X: dX = -dY * Y^2 */
     const char *y2 = OT_G1(g, "Mul", ot_grad_tmp(g, "Y2"), OUT(0), OUT(0));
     const char *p = OT_G1(g, "Mul", ot_grad_tmp(g, "dY_Y2"), ot_grad_dy(g, 0), y2);
     OT_G1(g, "Neg", ot_grad_dx(g, 0), p);
 }
 
-static void grad_abs(ot_grad *g, otter_node *n) {
+void ot_grad_abs(ot_grad *g, otter_node *n) {
     const char *sign = OT_G1(g, "Sign", ot_grad_tmp(g, "Sign_Input"), IN(0));
     OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), sign);
 }
@@ -104,19 +104,19 @@ static void ms_grad_from_output(ot_grad *g, otter_node *n, const char *op) {
     const char *dx = ot_grad_dx(g, 0);
     ot_grad_emit(g, op, "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), OUT(0)}, 1, &dx);
 }
-static void grad_relu(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "ReluGrad"); }
-static void grad_sigmoid(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "SigmoidGrad"); }
-static void grad_tanh(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "TanhGrad"); }
+void ot_grad_relu(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "ReluGrad"); }
+void ot_grad_sigmoid(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "SigmoidGrad"); }
+void ot_grad_tanh(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "TanhGrad"); }
 
 /* com.microsoft Gelu / FastGelu: from the input. */
-static void grad_gelu(ot_grad *g, otter_node *n) {
+void ot_grad_gelu(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0);
     ot_grad_emit(g, ot_streq(n->op_type, "Gelu") ? "GeluGrad" : "FastGeluGrad", "com.microsoft", 2,
                  (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1, &dx);
 }
 
 /* LeakyRelu: dX = dY where X > 0, alpha * dY elsewhere. */
-static void grad_leaky_relu(ot_grad *g, otter_node *n) {
+void ot_grad_leaky_relu(ot_grad *g, otter_node *n) {
     float alpha = otter_node_attr_float(n, "alpha", 0.01f);
     const char *dy = ot_grad_dy(g, 0);
     const char *pos = OT_G1(g, "Greater", ot_grad_tmp(g, "positive"), IN(0), scalar(g, IN(0), 0.0f));
@@ -125,7 +125,7 @@ static void grad_leaky_relu(ot_grad *g, otter_node *n) {
 }
 
 /* Erf: dX = dY * 2/sqrt(pi) * exp(-X^2). */
-static void grad_erf(ot_grad *g, otter_node *n) {
+void ot_grad_erf(ot_grad *g, otter_node *n) {
     const char *x2 = OT_G1(g, "Mul", ot_grad_tmp(g, "X2"), IN(0), IN(0));
     const char *e = OT_G1(g, "Exp", ot_grad_tmp(g, "exp_neg_X2"), OT_G1(g, "Neg", ot_grad_tmp(g, "neg_X2"), x2));
     const char *s = OT_G1(g, "Mul", ot_grad_tmp(g, "scaled"), e, scalar(g, IN(0), (float)(2.0 / sqrt(M_PI))));
@@ -133,7 +133,7 @@ static void grad_erf(ot_grad *g, otter_node *n) {
 }
 
 /* Clip: dY passes where min <= X <= max (the subgradient 1 at the bounds, as PyTorch). */
-static void grad_clip(ot_grad *g, otter_node *n) {
+void ot_grad_clip(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     const char *mask = NULL;
     bool attr_form = ot_grad_opset(g) < 11;
@@ -158,56 +158,28 @@ static void grad_clip(ot_grad *g, otter_node *n) {
     OT_G1(g, "Where", ot_grad_dx(g, 0), mask, dy, scalar(g, IN(0), 0.0f));
 }
 
-static void grad_where(ot_grad *g, otter_node *n) {
+void ot_grad_where(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0), *zero = scalar(g, OUT(0), 0.0f);
     if (ot_grad_needs(g, 1)) to_input(g, n, 1, OT_G1(g, "Where", ot_grad_tmp(g, "dX"), IN(0), dy, zero));
     if (ot_grad_needs(g, 2)) to_input(g, n, 2, OT_G1(g, "Where", ot_grad_tmp(g, "dY"), IN(0), zero, dy));
 }
 
-static void grad_sum(ot_grad *g, otter_node *n) {
+void ot_grad_sum(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     for (size_t i = 0; i < n->n_inputs; i++)
         if (ot_grad_needs(g, i)) to_input(g, n, i, dy);
 }
 
-static void grad_mean(ot_grad *g, otter_node *n) {
+void ot_grad_mean(ot_grad *g, otter_node *n) {
     const char *scaled =
         OT_G1(g, "Div", ot_grad_tmp(g, "dY_mean"), ot_grad_dy(g, 0), scalar(g, OUT(0), (float)n->n_inputs));
     for (size_t i = 0; i < n->n_inputs; i++)
         if (ot_grad_needs(g, i)) to_input(g, n, i, scaled);
 }
 
-static void grad_cast(ot_grad *g, otter_node *n) {
+void ot_grad_cast(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
     otter_node *c = ot_grad_emit(g, "Cast", "", 1, &dy, 1, &dx);
     if (c && otter_node_set_attr_int(c, "to", elem_type(g, IN(0))) != OTTER_OK)
         ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory");
 }
-
-const ot_grad_rule ot_grad_rules_elementwise[] = {
-    {"", "Add", grad_add, 0x3},
-    {"", "Sub", grad_sub, 0x3},
-    {"", "Mul", grad_mul, 0x3},
-    {"", "Div", grad_div, 0x3},
-    {"", "Neg", grad_neg, 0x1},
-    {"", "Identity", grad_identity, 0x1},
-    {"", "Pow", grad_pow, 0x3},
-    {"", "Sqrt", grad_sqrt, 0x1},
-    {"", "Exp", grad_exp, 0x1},
-    {"", "Log", grad_log, 0x1},
-    {"", "Reciprocal", grad_reciprocal, 0x1},
-    {"", "Abs", grad_abs, 0x1},
-    {"", "Relu", grad_relu, 0x1},
-    {"", "Sigmoid", grad_sigmoid, 0x1},
-    {"", "Tanh", grad_tanh, 0x1},
-    {"com.microsoft", "Gelu", grad_gelu, 0x1},
-    {"com.microsoft", "FastGelu", grad_gelu, 0x1},
-    {"", "LeakyRelu", grad_leaky_relu, 0x1},
-    {"", "Erf", grad_erf, 0x1},
-    {"", "Clip", grad_clip, 0x1},
-    {"", "Where", grad_where, 0x6},
-    {"", "Sum", grad_sum, 0xffffffffu},
-    {"", "Mean", grad_mean, 0xffffffffu},
-    {"", "Cast", grad_cast, 0x1},
-    {0},
-};

@@ -26,7 +26,7 @@ static otter_dtype elem_type(ot_grad *g, const char *name) {
 /* ---- Gemm and MatMul -------------------------------------------------------------------- */
 
 /* Y = alpha * op(A) op(B) + beta * C */
-static void grad_gemm(ot_grad *g, otter_node *n) {
+void ot_grad_gemm(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     int64_t ta = otter_node_attr_int(n, "transA", 0), tb = otter_node_attr_int(n, "transB", 0);
     float alpha = otter_node_attr_float(n, "alpha", 1.0f), beta = otter_node_attr_float(n, "beta", 1.0f);
@@ -99,7 +99,7 @@ static void reduce_batch(ot_grad *g, const char *p, const char *x, const char *y
     if (keep && off) OT_G1(g, "Reshape", out, sum, OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x));
 }
 
-static void grad_matmul(ot_grad *g, otter_node *n) {
+void ot_grad_matmul(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     int ra = ot_grad_rank(g, IN(0)), rb = ot_grad_rank(g, IN(1));
     if (ra < 2 || rb < 2) {
@@ -119,7 +119,7 @@ static void grad_matmul(ot_grad *g, otter_node *n) {
 
 /* ---- convolution and pooling ------------------------------------------------------------- */
 
-static void grad_conv(ot_grad *g, otter_node *n) {
+void ot_grad_conv(ot_grad *g, otter_node *n) {
     const char *outs[3];
     for (size_t i = 0; i < 3; i++) outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
     for (size_t i = 0; i < 3; i++)
@@ -151,7 +151,7 @@ static bool windows_overlap(const otter_node *n) {
  * ops keep the training model valid for onnx.checker and runnable by ORT. Overlapping windows need
  * ScatterElements' reduction (opset 16); below that, ORT's MaxPoolGrad (default domain, as ORT
  * registers it) does the job. */
-static void grad_maxpool(ot_grad *g, otter_node *n) {
+void ot_grad_maxpool(ot_grad *g, otter_node *n) {
     const char *indices = ot_grad_forward_output(g, n, 1, "indices");
     const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
     bool reduction = ot_grad_opset(g) >= 16, overlap = windows_overlap(n);
@@ -182,7 +182,7 @@ static void grad_maxpool(ot_grad *g, otter_node *n) {
  * and pads, output_padding making it X's size; count is the window size, or the number of real
  * (unpadded) elements per window when count_include_pad is 0. Needs static channel and spatial
  * sizes; otherwise (or with auto_pad) ORT's AveragePoolGrad (default domain) does it. */
-static void grad_avgpool(ot_grad *g, otter_node *n) {
+void ot_grad_avgpool(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
     const otter_type *tx = ot_grad_type(g, IN(0)), *ty = ot_grad_type(g, OUT(0));
     const otter_attr *k = otter_node_attr(n, "kernel_shape"), *st = otter_node_attr(n, "strides"),
@@ -256,7 +256,7 @@ static void grad_avgpool(ot_grad *g, otter_node *n) {
 }
 
 /* dX = Expand(dY / (H*W...), shape(X)). */
-static void grad_global_avgpool(ot_grad *g, otter_node *n) {
+void ot_grad_global_avgpool(ot_grad *g, otter_node *n) {
     const otter_type *t = ot_grad_type(g, IN(0));
     const char *scale;
     int64_t count = 1;
@@ -282,7 +282,7 @@ static void grad_global_avgpool(ot_grad *g, otter_node *n) {
 
 /* ---- normalization, dropout, softmax ------------------------------------------------------ */
 
-static void grad_layernorm(ot_grad *g, otter_node *n) {
+void ot_grad_layernorm(ot_grad *g, otter_node *n) {
     const char *mean = ot_grad_forward_output(g, n, 1, "saved_mean");
     const char *inv_std = ot_grad_forward_output(g, n, 2, "saved_inv_std_dev");
     const char *outs[3];
@@ -297,7 +297,7 @@ static void grad_layernorm(ot_grad *g, otter_node *n) {
 
 /* Training-mode BatchNormalization: the forward node becomes com.microsoft BatchNormInternal
  * (which also returns the batch mean and inverse std the gradient needs), as ORT rewrites it. */
-static void grad_batchnorm(ot_grad *g, otter_node *n) {
+void ot_grad_batchnorm(ot_grad *g, otter_node *n) {
     if (!ot_streq(n->domain, "com.microsoft")) {
         if (otter_node_set_domain(n, "com.microsoft") != OTTER_OK) OT_GRAD_NOMEM(g);
         char *op = ot_strdup("BatchNormInternal");
@@ -324,7 +324,7 @@ static void grad_batchnorm(ot_grad *g, otter_node *n) {
     if (eps) set_float(g, x, "epsilon", eps->f);
 }
 
-static void grad_dropout(ot_grad *g, otter_node *n) {
+void ot_grad_dropout(ot_grad *g, otter_node *n) {
     const char *mask = ot_grad_forward_output(g, n, 1, "mask");
     const char *ins[4] = {ot_grad_dy(g, 0), mask, "", ""};
     size_t n_in = 2;
@@ -334,7 +334,7 @@ static void grad_dropout(ot_grad *g, otter_node *n) {
     ot_grad_copy_attrs(g, x, n);
 }
 
-static void grad_softmax(ot_grad *g, otter_node *n) {
+void ot_grad_softmax(ot_grad *g, otter_node *n) {
     bool v13 = ot_grad_opset(g) >= 13;
     const char *op = ot_streq(n->op_type, "Softmax") ? (v13 ? "SoftmaxGrad_13" : "SoftmaxGrad")
                                                      : (v13 ? "LogSoftmaxGrad_13" : "LogSoftmaxGrad");
@@ -345,7 +345,7 @@ static void grad_softmax(ot_grad *g, otter_node *n) {
 
 /* ---- losses --------------------------------------------------------------------------------- */
 
-static void grad_sce(ot_grad *g, otter_node *n) {
+void ot_grad_sce(ot_grad *g, otter_node *n) {
     const char *log_prob = ot_grad_forward_output(g, n, 1, "log_prob");
     const char *ins[3] = {ot_grad_dy(g, 0), log_prob, IN(1)};
     size_t n_in = 3;
@@ -358,7 +358,7 @@ static void grad_sce(ot_grad *g, otter_node *n) {
 
 /* NegativeLogLikelihoodLoss is linear in its input: dX[n, c, ...] = -dY' * w[t] * (c == t), with
  * dY' = dY / sum(w[t]) for mean, dY for sum, dY[n, ...] for none; ignored targets get 0. */
-static void grad_nll(ot_grad *g, otter_node *n) {
+void ot_grad_nll(ot_grad *g, otter_node *n) {
     const char *x = IN(0), *t = IN(1);
     otter_dtype dt = elem_type(g, x);
     const char *dy = ot_grad_dy(g, 0);
@@ -411,21 +411,3 @@ static void grad_nll(ot_grad *g, otter_node *n) {
         OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "coef_u"), coef, ot_grad_const_i64(g, "axes", 1, &one_axis, false));
     OT_G1(g, "Mul", ot_grad_dx(g, 0), ohc ? ohc->outputs[0] : NULL, coef_u);
 }
-
-const ot_grad_rule ot_grad_rules_nn[] = {
-    {"", "Gemm", grad_gemm, 0x7},
-    {"", "MatMul", grad_matmul, 0x3},
-    {"", "Conv", grad_conv, 0x7},
-    {"", "MaxPool", grad_maxpool, 0x1},
-    {"", "AveragePool", grad_avgpool, 0x1},
-    {"", "GlobalAveragePool", grad_global_avgpool, 0x1},
-    {"", "LayerNormalization", grad_layernorm, 0x7},
-    {"", "BatchNormalization", grad_batchnorm, 0x7},
-    {"com.microsoft", "BatchNormInternal", grad_batchnorm, 0x7},
-    {"", "Dropout", grad_dropout, 0x1},
-    {"", "Softmax", grad_softmax, 0x1},
-    {"", "LogSoftmax", grad_softmax, 0x1},
-    {"", "SoftmaxCrossEntropyLoss", grad_sce, 0x1},
-    {"", "NegativeLogLikelihoodLoss", grad_nll, 0x1},
-    {0},
-};

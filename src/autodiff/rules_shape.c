@@ -13,11 +13,11 @@ static void nomem(ot_grad *g) { ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory 
 static const char *shape_of(ot_grad *g, const char *x) { return OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x); }
 
 /* Reshape, Flatten, Squeeze, Unsqueeze: dX = Reshape(dY, shape(X)). */
-static void grad_reshape_like(ot_grad *g, otter_node *n) {
+void ot_grad_reshape_like(ot_grad *g, otter_node *n) {
     OT_G1(g, "Reshape", ot_grad_dx(g, 0), ot_grad_dy(g, 0), shape_of(g, IN(0)));
 }
 
-static void grad_transpose(ot_grad *g, otter_node *n) {
+void ot_grad_transpose(ot_grad *g, otter_node *n) {
     const otter_attr *p = otter_node_attr(n, "perm");
     int rank = p ? (int)p->n_ints : ot_grad_rank(g, IN(0));
     if (rank < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Transpose without perm needs a known input rank");
@@ -33,7 +33,7 @@ static void grad_transpose(ot_grad *g, otter_node *n) {
 }
 
 /* Concat: Split dY along the axis into pieces sized like the inputs. */
-static void grad_concat(ot_grad *g, otter_node *n) {
+void ot_grad_concat(ot_grad *g, otter_node *n) {
     int64_t axis = otter_node_attr_int(n, "axis", 0);
     const char **outs = ot_calloc(n->n_inputs, sizeof *outs);
     const char **sizes = ot_calloc(n->n_inputs, sizeof *sizes);
@@ -58,7 +58,7 @@ static void grad_concat(ot_grad *g, otter_node *n) {
 }
 
 /* Split: Concat the output gradients (zeros for outputs the loss ignores). */
-static void grad_split(ot_grad *g, otter_node *n) {
+void ot_grad_split(ot_grad *g, otter_node *n) {
     const char **parts = ot_calloc(n->n_outputs, sizeof *parts);
     if (!parts) OT_GRAD_NOMEM(g);
     for (size_t j = 0; j < n->n_outputs; j++) {
@@ -83,7 +83,7 @@ static void grad_split(ot_grad *g, otter_node *n) {
     ot_free(parts);
 }
 
-static void grad_slice(ot_grad *g, otter_node *n) {
+void ot_grad_slice(ot_grad *g, otter_node *n) {
     if (ot_grad_opset(g) < 10)
         OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Slice gradient needs opset >= 10 (starts/ends as inputs)");
     const char *ins[6] = {ot_grad_dy(g, 0), shape_of(g, IN(0))};
@@ -93,19 +93,19 @@ static void grad_slice(ot_grad *g, otter_node *n) {
     ot_grad_emit(g, "SliceGrad", "com.microsoft", k, ins, 1, &dx);
 }
 
-static void grad_gather(ot_grad *g, otter_node *n) {
+void ot_grad_gather(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0);
     otter_node *x = ot_grad_emit(g, "GatherGrad", "com.microsoft", 3,
                                  (const char *[]){shape_of(g, IN(0)), IN(1), ot_grad_dy(g, 0)}, 1, &dx);
     if (x && otter_node_set_attr_int(x, "axis", otter_node_attr_int(n, "axis", 0)) != OTTER_OK) nomem(g);
 }
 
-static void grad_expand(ot_grad *g, otter_node *n) {
+void ot_grad_expand(ot_grad *g, otter_node *n) {
     ot_grad_unbroadcast(g, ot_grad_dy(g, 0), IN(0), OUT(0), ot_grad_dx(g, 0));
 }
 
 /* Tile: view dY as [r0, d0, r1, d1, ...] and sum over the repeat axes. */
-static void grad_tile(ot_grad *g, otter_node *n) {
+void ot_grad_tile(ot_grad *g, otter_node *n) {
     int rank = ot_grad_rank(g, IN(0));
     if (rank < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Tile gradient needs a known input rank");
     int64_t one = 1, minus_one = -1;
@@ -128,7 +128,7 @@ static void grad_tile(ot_grad *g, otter_node *n) {
 }
 
 /* Constant Pad: the gradient is the un-padded window of dY. */
-static void grad_pad(ot_grad *g, otter_node *n) {
+void ot_grad_pad(ot_grad *g, otter_node *n) {
     const char *mode = otter_node_attr_string(n, "mode", "constant");
     if (strcmp(mode, "constant") != 0)
         OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient supports mode 'constant' only, not '%s'", mode);
@@ -155,7 +155,7 @@ static const char *reduce_axes(ot_grad *g, otter_node *n, bool axes_input) {
 }
 
 /* ReduceSum / ReduceMean: dX = Expand(Unsqueeze(dY) [/ count], shape(X)). */
-static void grad_reduce(ot_grad *g, otter_node *n) {
+void ot_grad_reduce(ot_grad *g, otter_node *n) {
     bool mean = ot_streq(n->op_type, "ReduceMean");
     bool axes_input = ot_grad_opset(g) >= (mean ? 18 : 13);
     const char *axes = reduce_axes(g, n, axes_input);
@@ -218,7 +218,7 @@ static bool labels_covered(const char *a, const char *b, const char *out) {
     return true;
 }
 
-static void grad_einsum(ot_grad *g, otter_node *n) {
+void ot_grad_einsum(ot_grad *g, otter_node *n) {
     char terms[3][64];
     const char *eq = otter_node_attr_string(n, "equation", "");
     if (n->n_inputs != 2 || !einsum_terms(eq, terms))
@@ -237,7 +237,7 @@ static void grad_einsum(ot_grad *g, otter_node *n) {
     }
 }
 
-static void grad_convtranspose(ot_grad *g, otter_node *n) {
+void ot_grad_convtranspose(ot_grad *g, otter_node *n) {
     const char *outs[3];
     for (size_t i = 0; i < 3; i++) {
         outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
@@ -247,23 +247,3 @@ static void grad_convtranspose(ot_grad *g, otter_node *n) {
                                  (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, n->n_inputs > 2 ? 3 : 2, outs);
     ot_grad_copy_attrs(g, x, n);
 }
-
-const ot_grad_rule ot_grad_rules_shape[] = {
-    {"", "Reshape", grad_reshape_like, 0x1},
-    {"", "Flatten", grad_reshape_like, 0x1},
-    {"", "Squeeze", grad_reshape_like, 0x1},
-    {"", "Unsqueeze", grad_reshape_like, 0x1},
-    {"", "Transpose", grad_transpose, 0x1},
-    {"", "Concat", grad_concat, 0xffffffffu},
-    {"", "Split", grad_split, 0x1},
-    {"", "Slice", grad_slice, 0x1},
-    {"", "Gather", grad_gather, 0x1},
-    {"", "Expand", grad_expand, 0x1},
-    {"", "Tile", grad_tile, 0x1},
-    {"", "Pad", grad_pad, 0x1},
-    {"", "ReduceSum", grad_reduce, 0x1},
-    {"", "ReduceMean", grad_reduce, 0x1},
-    {"", "Einsum", grad_einsum, 0x3},
-    {"", "ConvTranspose", grad_convtranspose, 0x7},
-    {0},
-};

@@ -73,6 +73,7 @@ int cmd_params(int argc, char **argv);    /* src/cli/cmd_params.c */
 int cmd_fl(int argc, char **argv);        /* src/cli/cmd_fl.c: dispatches simulate, serve, client */
 int cmd_fl_serve(int argc, char **argv);  /* src/cli/cmd_fl_serve.c */
 int cmd_fl_client(int argc, char **argv); /* src/cli/cmd_fl_client.c */
+int cmd_ops(int argc, char **argv);       /* src/cli/cmd_ops.c: the operator registry */
 
 /* A decimal integer >= lo. */
 bool cli_parse_int(const char *text, long long lo, long long *out);

@@ -30,6 +30,7 @@ static const verb VERBS[] = {
     {"params", cmd_params, "parameter buffer layout: FLAT's shapes.json"},
     {"fl", cmd_fl, "federated learning: simulate (one process), serve (HTTP server), client"},
     {"checkpoint", cmd_checkpoint, "ORT training checkpoint: info, dump to .npy + manifest.json, convert"},
+    {"ops", cmd_ops, "the supported operators: kernel, shape inference, gradient rule (--json)"},
 };
 
 static void usage(FILE *f) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
 
 /* ---- arena -------------------------------------------------------------------------------- */
 
@@ -421,15 +422,12 @@ otter_status ot_broadcast(ot_inode *n, size_t n_shapes, const ot_ival *const *sh
             if (i < r - rj) continue;
             ot_idim d = shapes[j]->dims[i - (r - rj)];
             if (d.v >= 0) {
-                if (d.v != 1) {
-                    if (value != 1 && value != d.v)
-                        return ot_inf_fail(n, OTTER_ERR_INVALID,
-                                           "input shapes do not broadcast: dimension %d is %lld in one input and "
-                                           "%lld in input %zu ('%s')",
-                                           i, (long long)value, (long long)d.v, j,
-                                           j < n->node->n_inputs ? n->node->inputs[j] : "");
-                    value = d.v;
-                }
+                if (!ot_broadcast_dim(value, d.v, &value))
+                    return ot_inf_fail(n, OTTER_ERR_INVALID,
+                                       "input shapes do not broadcast: dimension %d is %lld in one input and "
+                                       "%lld in input %zu ('%s')",
+                                       i, (long long)value, (long long)d.v, j,
+                                       j < n->node->n_inputs ? n->node->inputs[j] : "");
             } else {
                 if (n_sym == 0)
                     sym = d;
@@ -468,27 +466,7 @@ otter_status ot_same_dtype(const ot_inode *n, size_t first, size_t last) {
 
 /* ---- rules -------------------------------------------------------------------------------- */
 
-static const ot_infer_rule *const rule_tables[] = {ot_infer_rules_elementwise, ot_infer_rules_shape, ot_infer_rules_nn,
-                                                   ot_infer_rules_reduce,      ot_infer_rules_misc,  ot_infer_rules_nn2,
-                                                   ot_infer_rules_quant};
-
 static bool is_default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
-
-static ot_infer_fn find_rule(const char *domain, const char *op_type) {
-    if (!op_type) return NULL;
-    if (is_default_domain(domain)) {
-        for (size_t t = 0; t < sizeof rule_tables / sizeof rule_tables[0]; t++)
-            for (const ot_infer_rule *r = rule_tables[t]; r->op_type; r++)
-                if (strcmp(r->op_type, op_type) == 0) return r->fn;
-    } else if (strcmp(domain, "ai.onnx.preview.training") == 0) {
-        for (const ot_infer_rule *r = ot_infer_rules_training; r->op_type; r++)
-            if (strcmp(r->op_type, op_type) == 0) return r->fn;
-    } else if (strcmp(domain, "com.microsoft") == 0) {
-        for (const ot_infer_rule *r = ot_infer_rules_microsoft; r->op_type; r++)
-            if (strcmp(r->op_type, op_type) == 0) return r->fn;
-    }
-    return NULL;
-}
 
 static int64_t opset_for(const ot_infer *cx, const char *domain) {
     for (size_t i = 0; i < cx->n_opsets; i++) {
@@ -664,7 +642,7 @@ static otter_status infer_node(ot_infer *cx, graph_run *run, otter_node *node) {
     for (size_t i = 0; i < n.n_out; i++) n.out[i] = unknown_ival;
     if (cx->stats) cx->stats->n_nodes++;
 
-    ot_infer_fn fn = find_rule(node->domain, node->op_type);
+    ot_infer_fn fn = ot_op_infer_rule(node->domain, node->op_type);
     if (!fn) {
         if (cx->stats) cx->stats->n_unknown_ops++;
         if (cx->opts->strict)

@@ -5,9 +5,9 @@
 #include "infer/infer_internal.h"
 
 /* Output 0 (and any others) like input 0. */
-static otter_status unary(ot_inode *n) { return ot_out_like(n, 0, 0); }
+otter_status ot_infer_like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
 
-static otter_status unary_bool(ot_inode *n) {
+otter_status ot_infer_unary_bool(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (!x || x->kind != OTTER_TYPE_TENSOR) {
         ot_out_type(n, 0, OTTER_DTYPE_BOOL);
@@ -17,7 +17,7 @@ static otter_status unary_bool(ot_inode *n) {
 }
 
 /* Not: like input, and the value when known. */
-static otter_status not_op(ot_inode *n) {
+otter_status ot_infer_not(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     const ot_idim *d;
     int64_t c;
@@ -128,30 +128,30 @@ static otter_status binary_same(ot_inode *n, dop op, bool propagate) {
     return propagate ? propagate_binary(n, op) : OTTER_OK;
 }
 
-static otter_status add(ot_inode *n) { return binary_same(n, DOP_ADD, true); }
-static otter_status sub(ot_inode *n) { return binary_same(n, DOP_SUB, true); }
-static otter_status mul(ot_inode *n) { return binary_same(n, DOP_MUL, true); }
-static otter_status div_(ot_inode *n) { return binary_same(n, DOP_DIV, true); }
-static otter_status mod(ot_inode *n) {
+otter_status ot_infer_add(ot_inode *n) { return binary_same(n, DOP_ADD, true); }
+otter_status ot_infer_sub(ot_inode *n) { return binary_same(n, DOP_SUB, true); }
+otter_status ot_infer_mul(ot_inode *n) { return binary_same(n, DOP_MUL, true); }
+otter_status ot_infer_div(ot_inode *n) { return binary_same(n, DOP_DIV, true); }
+otter_status ot_infer_mod(ot_inode *n) {
     OT_TRY(binary_same(n, DOP_MOD, false));
     return ot_attr_int(n, "fmod", 0) ? OTTER_OK : propagate_binary(n, DOP_MOD);
 }
-static otter_status binary_plain(ot_inode *n) { return binary_same(n, DOP_ADD, false); }
+otter_status ot_infer_binary_plain(ot_inode *n) { return binary_same(n, DOP_ADD, false); }
 
 /* Pow: the base's type (exponent may differ from opset 12). */
-static otter_status pow_(ot_inode *n) { return broadcast_out(n, 0, 2, ot_in_dtype(n, 0)); }
+otter_status ot_infer_pow(ot_inode *n) { return broadcast_out(n, 0, 2, ot_in_dtype(n, 0)); }
 
 static otter_status compare(ot_inode *n, dop op) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     OT_TRY(broadcast_out(n, 0, 2, OTTER_DTYPE_BOOL));
     return propagate_binary(n, op);
 }
-static otter_status equal(ot_inode *n) { return compare(n, DOP_EQ); }
-static otter_status less(ot_inode *n) { return compare(n, DOP_LT); }
-static otter_status greater(ot_inode *n) { return compare(n, DOP_GT); }
-static otter_status less_eq(ot_inode *n) { return compare(n, DOP_LE); }
-static otter_status greater_eq(ot_inode *n) { return compare(n, DOP_GE); }
-static otter_status logic(ot_inode *n) {
+otter_status ot_infer_equal(ot_inode *n) { return compare(n, DOP_EQ); }
+otter_status ot_infer_less(ot_inode *n) { return compare(n, DOP_LT); }
+otter_status ot_infer_greater(ot_inode *n) { return compare(n, DOP_GT); }
+otter_status ot_infer_less_eq(ot_inode *n) { return compare(n, DOP_LE); }
+otter_status ot_infer_greater_eq(ot_inode *n) { return compare(n, DOP_GE); }
+otter_status ot_infer_logic(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     return broadcast_out(n, 0, 2, OTTER_DTYPE_BOOL);
 }
@@ -171,12 +171,12 @@ static otter_status variadic(ot_inode *n, dop op, bool propagate) {
     }
     return OTTER_OK;
 }
-static otter_status max_(ot_inode *n) { return variadic(n, DOP_MAX, true); }
-static otter_status min_(ot_inode *n) { return variadic(n, DOP_MIN, true); }
-static otter_status sum_(ot_inode *n) { return variadic(n, DOP_ADD, n->n_in <= 2); }
-static otter_status mean_(ot_inode *n) { return variadic(n, DOP_ADD, false); }
+otter_status ot_infer_max(ot_inode *n) { return variadic(n, DOP_MAX, true); }
+otter_status ot_infer_min(ot_inode *n) { return variadic(n, DOP_MIN, true); }
+otter_status ot_infer_sum(ot_inode *n) { return variadic(n, DOP_ADD, n->n_in <= 2); }
+otter_status ot_infer_mean(ot_inode *n) { return variadic(n, DOP_ADD, false); }
 
-static otter_status where(ot_inode *n) {
+otter_status ot_infer_where(ot_inode *n) {
     if (ot_in_dtype(n, 0) != OTTER_DTYPE_UNDEFINED && ot_in_dtype(n, 0) != OTTER_DTYPE_BOOL)
         return ot_inf_fail(n, OTTER_ERR_INVALID, "condition '%s' must be bool, not %s", n->node->inputs[0],
                            otter_dtype_name(ot_in_dtype(n, 0)));
@@ -204,7 +204,7 @@ static otter_status where(ot_inode *n) {
 }
 
 /* Neg / Abs on known integer values. */
-static otter_status neg(ot_inode *n) {
+otter_status ot_infer_neg(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     const ot_idim *d;
     int64_t c;
@@ -219,106 +219,13 @@ static otter_status neg(ot_inode *n) {
 }
 
 /* Clip: like input 0; min/max (inputs from opset 11) must share its type. */
-static otter_status clip(ot_inode *n) {
+otter_status ot_infer_clip(ot_inode *n) {
     if (n->opset >= 11) OT_TRY(ot_same_dtype(n, 0, 2));
     return ot_out_like(n, 0, 0);
 }
 
 /* PRelu: slope broadcasts to X (unidirectionally); the output is X's shape. */
-static otter_status prelu(ot_inode *n) {
+otter_status ot_infer_prelu(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     return ot_out_like(n, 0, 0);
 }
-
-const ot_infer_rule ot_infer_rules_elementwise[] = {
-    {"Abs", unary},
-    {"Acos", unary},
-    {"Acosh", unary},
-    {"Asin", unary},
-    {"Asinh", unary},
-    {"Atan", unary},
-    {"Atanh", unary},
-    {"BitwiseNot", unary},
-    {"Ceil", unary},
-    {"Celu", unary},
-    {"Cos", unary},
-    {"Cosh", unary},
-    {"Elu", unary},
-    {"Erf", unary},
-    {"Exp", unary},
-    {"Floor", unary},
-    {"Gelu", unary},
-    {"HardSigmoid", unary},
-    {"HardSwish", unary},
-    {"Hardmax", unary},
-    {"LeakyRelu", unary},
-    {"Log", unary},
-    {"LogSoftmax", unary},
-    {"Mish", unary},
-    {"Reciprocal", unary},
-    {"Relu", unary},
-    {"Round", unary},
-    {"Selu", unary},
-    {"Shrink", unary},
-    {"Sigmoid", unary},
-    {"Sign", unary},
-    {"Sin", unary},
-    {"Sinh", unary},
-    {"Softmax", unary},
-    {"Softplus", unary},
-    {"Softsign", unary},
-    {"Sqrt", unary},
-    {"Tan", unary},
-    {"Tanh", unary},
-    {"ThresholdedRelu", unary},
-    {"IsNaN", unary_bool},
-    {"IsInf", unary_bool},
-    {"Not", not_op},
-    {"Neg", neg},
-    {"Clip", clip},
-    {"PRelu", prelu},
-    {"Add", add},
-    {"Sub", sub},
-    {"Mul", mul},
-    {"Div", div_},
-    {"Mod", mod},
-    {"Pow", pow_},
-    {"BitShift", binary_plain},
-    {"BitwiseAnd", binary_plain},
-    {"BitwiseOr", binary_plain},
-    {"BitwiseXor", binary_plain},
-    {"Equal", equal},
-    {"Less", less},
-    {"Greater", greater},
-    {"LessOrEqual", less_eq},
-    {"GreaterOrEqual", greater_eq},
-    {"And", logic},
-    {"Or", logic},
-    {"Xor", logic},
-    {"Max", max_},
-    {"Min", min_},
-    {"Sum", sum_},
-    {"Mean", mean_},
-    {"Where", where},
-    {NULL, NULL},
-};
-
-/* com.microsoft operators in training graphs whose output 0 is shaped like input 0: the Gelu
- * family (x, or x + bias) and the elementwise gradient operators (dY). */
-const ot_infer_rule ot_infer_rules_microsoft[] = {
-    {"Gelu", unary},
-    {"FastGelu", unary},
-    {"QuickGelu", unary},
-    {"BiasGelu", unary},
-    {"ReluGrad", unary},
-    {"SigmoidGrad", unary},
-    {"TanhGrad", unary},
-    {"GeluGrad", unary},
-    {"FastGeluGrad", unary},
-    {"SoftmaxGrad", unary},
-    {"SoftmaxGrad_13", unary},
-    {"LogSoftmaxGrad", unary},
-    {"LogSoftmaxGrad_13", unary},
-    {"DropoutGrad", unary},
-    {NULL, NULL},
-};

@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "otter/infer.h"
+#include "ops/registry.h"
 #include "otter/ir.h"
 
 /* One dimension (or one element of a known int tensor): v >= 0 a fixed size; otherwise the
@@ -69,25 +70,6 @@ typedef struct ot_inode {
     const ot_ival **in;
     ot_ival *out; /* n_out records, initialized unknown */
 } ot_inode;
-
-typedef otter_status (*ot_infer_fn)(ot_inode *n);
-
-typedef struct ot_infer_rule {
-    const char *op_type;
-    ot_infer_fn fn;
-} ot_infer_rule;
-
-/* Rule tables, each {NULL, NULL}-terminated (default domain). */
-extern const ot_infer_rule ot_infer_rules_elementwise[];
-extern const ot_infer_rule ot_infer_rules_microsoft[]; /* com.microsoft */
-extern const ot_infer_rule ot_infer_rules_shape[];
-extern const ot_infer_rule ot_infer_rules_nn[];
-extern const ot_infer_rule ot_infer_rules_reduce[];
-extern const ot_infer_rule ot_infer_rules_misc[];
-extern const ot_infer_rule ot_infer_rules_nn2[];   /* RNN, GRU, LSTM, Det */
-extern const ot_infer_rule ot_infer_rules_quant[]; /* QuantizeLinear, DequantizeLinear, ... */
-/* Domain ai.onnx.preview.training. */
-extern const ot_infer_rule ot_infer_rules_training[];
 
 /* ---- arena ---- */
 void *ot_inf_alloc(ot_infer *cx, size_t n); /* zeroed; NULL on out of memory */
@@ -151,5 +133,96 @@ otter_status ot_infer_subgraph(ot_inode *n, otter_graph *g, size_t n_given, cons
 otter_status ot_ival_from_tensor(ot_infer *cx, const otter_tensor *t, ot_ival *v);
 /* Copy an ival into the arena (dims and data deep-copied). */
 otter_status ot_ival_copy(ot_infer *cx, ot_ival *dst, const ot_ival *src);
+
+/* ---- shape rules, by the file that defines them (src/infer/infer_<file>.c); the operator registry
+ * (src/ops/table.c) names them ---- */
+/* infer_elementwise.c */
+otter_status ot_infer_like_input(ot_inode *n);
+otter_status ot_infer_unary_bool(ot_inode *n);
+otter_status ot_infer_not(ot_inode *n);
+otter_status ot_infer_neg(ot_inode *n);
+otter_status ot_infer_clip(ot_inode *n);
+otter_status ot_infer_prelu(ot_inode *n);
+otter_status ot_infer_add(ot_inode *n);
+otter_status ot_infer_sub(ot_inode *n);
+otter_status ot_infer_mul(ot_inode *n);
+otter_status ot_infer_div(ot_inode *n);
+otter_status ot_infer_mod(ot_inode *n);
+otter_status ot_infer_pow(ot_inode *n);
+otter_status ot_infer_binary_plain(ot_inode *n);
+otter_status ot_infer_equal(ot_inode *n);
+otter_status ot_infer_less(ot_inode *n);
+otter_status ot_infer_greater(ot_inode *n);
+otter_status ot_infer_less_eq(ot_inode *n);
+otter_status ot_infer_greater_eq(ot_inode *n);
+otter_status ot_infer_logic(ot_inode *n);
+otter_status ot_infer_max(ot_inode *n);
+otter_status ot_infer_min(ot_inode *n);
+otter_status ot_infer_sum(ot_inode *n);
+otter_status ot_infer_mean(ot_inode *n);
+otter_status ot_infer_where(ot_inode *n);
+/* infer_misc.c */
+otter_status ot_infer_constant(ot_inode *n);
+otter_status ot_infer_constant_of_shape(ot_inode *n);
+otter_status ot_infer_cast(ot_inode *n);
+otter_status ot_infer_cast_like(ot_inode *n);
+otter_status ot_infer_range(ot_inode *n);
+otter_status ot_infer_resize(ot_inode *n);
+otter_status ot_infer_upsample(ot_inode *n);
+otter_status ot_infer_random_gen(ot_inode *n);
+otter_status ot_infer_like_with_dtype(ot_inode *n);
+otter_status ot_infer_if(ot_inode *n);
+otter_status ot_infer_loop(ot_inode *n);
+otter_status ot_infer_scan(ot_inode *n);
+/* infer_nn.c */
+otter_status ot_infer_conv(ot_inode *n);
+otter_status ot_infer_conv_transpose(ot_inode *n);
+otter_status ot_infer_pool(ot_inode *n);
+otter_status ot_infer_global_pool(ot_inode *n);
+otter_status ot_infer_batch_norm(ot_inode *n);
+otter_status ot_infer_layer_norm(ot_inode *n);
+otter_status ot_infer_dropout(ot_inode *n);
+otter_status ot_infer_gemm(ot_inode *n);
+otter_status ot_infer_matmul(ot_inode *n);
+otter_status ot_infer_matmul_integer(ot_inode *n);
+otter_status ot_infer_einsum(ot_inode *n);
+otter_status ot_infer_nll_loss(ot_inode *n);
+otter_status ot_infer_sce_loss(ot_inode *n);
+otter_status ot_infer_recurrent(ot_inode *n);
+otter_status ot_infer_det(ot_inode *n);
+/* infer_reduce.c */
+otter_status ot_infer_reduce_sum(ot_inode *n);
+otter_status ot_infer_reduce_other(ot_inode *n);
+otter_status ot_infer_arg_reduce(ot_inode *n);
+otter_status ot_infer_topk(ot_inode *n);
+/* infer_shape.c */
+otter_status ot_infer_identity(ot_inode *n);
+otter_status ot_infer_reshape(ot_inode *n);
+otter_status ot_infer_flatten(ot_inode *n);
+otter_status ot_infer_squeeze(ot_inode *n);
+otter_status ot_infer_unsqueeze(ot_inode *n);
+otter_status ot_infer_transpose(ot_inode *n);
+otter_status ot_infer_concat(ot_inode *n);
+otter_status ot_infer_split(ot_inode *n);
+otter_status ot_infer_slice(ot_inode *n);
+otter_status ot_infer_gather(ot_inode *n);
+otter_status ot_infer_gather_elements(ot_inode *n);
+otter_status ot_infer_gather_nd(ot_inode *n);
+otter_status ot_infer_pad(ot_inode *n);
+otter_status ot_infer_tile(ot_inode *n);
+otter_status ot_infer_expand(ot_inode *n);
+otter_status ot_infer_shape(ot_inode *n);
+otter_status ot_infer_size(ot_inode *n);
+otter_status ot_infer_one_hot(ot_inode *n);
+otter_status ot_infer_non_zero(ot_inode *n);
+otter_status ot_infer_compress(ot_inode *n);
+otter_status ot_infer_depth_to_space(ot_inode *n);
+otter_status ot_infer_space_to_depth(ot_inode *n);
+/* infer_training.c */
+otter_status ot_infer_adagrad(ot_inode *n);
+otter_status ot_infer_adam(ot_inode *n);
+otter_status ot_infer_quantize(ot_inode *n);
+otter_status ot_infer_dequantize(ot_inode *n);
+otter_status ot_infer_dynamic_quantize(ot_inode *n);
 
 #endif

@@ -7,7 +7,7 @@
 
 /* ---- constants ---- */
 
-static otter_status constant(ot_inode *n) {
+otter_status ot_infer_constant(ot_inode *n) {
     if (n->n_out == 0) return OTTER_OK;
     const otter_attr *a;
     if ((a = ot_attr(n, "value")) && a->type == OTTER_ATTR_TENSOR && a->t) {
@@ -52,7 +52,7 @@ static otter_status constant(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status constant_of_shape(ot_inode *n) {
+otter_status ot_infer_constant_of_shape(ot_inode *n) {
     otter_dtype dt = OTTER_DTYPE_FLOAT;
     const otter_attr *a = ot_attr(n, "value");
     const otter_tensor *val = a && a->type == OTTER_ATTR_TENSOR ? a->t : NULL;
@@ -133,7 +133,7 @@ static otter_status cast_to(ot_inode *n, otter_dtype to) {
     return OTTER_OK;
 }
 
-static otter_status cast(ot_inode *n) {
+otter_status ot_infer_cast(ot_inode *n) {
     const otter_attr *a = ot_attr(n, "to");
     if (!a || a->type != OTTER_ATTR_INT) {
         if (n->opset >= 6) return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'to' is required");
@@ -148,11 +148,11 @@ static otter_status cast(ot_inode *n) {
     return cast_to(n, (otter_dtype)a->i);
 }
 
-static otter_status cast_like(ot_inode *n) { return cast_to(n, ot_in_dtype(n, 1)); }
+otter_status ot_infer_cast_like(ot_inode *n) { return cast_to(n, ot_in_dtype(n, 1)); }
 
 /* ---- Range ---- */
 
-static otter_status range(ot_inode *n) {
+otter_status ot_infer_range(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 2));
     otter_dtype dt = ot_in_dtype(n, 0);
     double *s, *l, *d;
@@ -195,7 +195,7 @@ static otter_status resize_scaled(ot_inode *n, const ot_ival *x, otter_dtype dt,
     return OTTER_OK;
 }
 
-static otter_status resize(ot_inode *n) {
+otter_status ot_infer_resize(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -246,7 +246,7 @@ static otter_status resize(ot_inode *n) {
     return ot_out_shape(n, 0, dt, x->rank, NULL);
 }
 
-static otter_status upsample(ot_inode *n) {
+otter_status ot_infer_upsample(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -269,7 +269,7 @@ static otter_status upsample(ot_inode *n) {
 
 /* ---- generators ---- */
 
-static otter_status random_gen(ot_inode *n) {
+otter_status ot_infer_random_gen(ot_inode *n) {
     otter_dtype dt = (otter_dtype)ot_attr_int(n, "dtype", OTTER_DTYPE_FLOAT);
     const int64_t *s;
     size_t c;
@@ -284,7 +284,7 @@ static otter_status random_gen(ot_inode *n) {
 }
 
 /* RandomNormalLike, RandomUniformLike, EyeLike, Bernoulli: input's shape, dtype attribute or input's. */
-static otter_status like_with_dtype(ot_inode *n) {
+otter_status ot_infer_like_with_dtype(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     const otter_attr *a = ot_attr(n, "dtype");
     if (a && a->type == OTTER_ATTR_INT && n->n_out > 0) {
@@ -314,7 +314,7 @@ static void union_into(ot_ival *acc, const ot_ival *b) {
         if (!ot_dim_equal(acc->dims[i], b->dims[i])) acc->dims[i] = OT_DIM_UNKNOWN;
 }
 
-static otter_status if_op(ot_inode *n) {
+otter_status ot_infer_if(ot_inode *n) {
     const otter_attr *t = graph_attr(n, "then_branch"), *e = graph_attr(n, "else_branch");
     if (!t || !e) return ot_inf_fail(n, OTTER_ERR_INVALID, "attributes 'then_branch' and 'else_branch' are required");
     ot_ival *to = ot_inf_alloc(n->cx, sizeof(ot_ival) * (n->n_out + 1));
@@ -364,7 +364,7 @@ static ot_ival *type_only(ot_inode *n, const ot_ival *v, otter_dtype fallback, i
     return r;
 }
 
-static otter_status loop(ot_inode *n) {
+otter_status ot_infer_loop(ot_inode *n) {
     const otter_attr *b = graph_attr(n, "body");
     if (!b) return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'body' is required");
     otter_graph *g = b->g;
@@ -414,7 +414,7 @@ static otter_status loop(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status scan(ot_inode *n) {
+otter_status ot_infer_scan(ot_inode *n) {
     const otter_attr *b = graph_attr(n, "body");
     if (!b) return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'body' is required");
     if (n->opset < 9) return OTTER_OK; /* Scan-8 (batched, sequence_lens): types only from the body */
@@ -479,23 +479,3 @@ static otter_status scan(ot_inode *n) {
     }
     return OTTER_OK;
 }
-
-const ot_infer_rule ot_infer_rules_misc[] = {
-    {"Constant", constant},
-    {"ConstantOfShape", constant_of_shape},
-    {"Cast", cast},
-    {"CastLike", cast_like},
-    {"Range", range},
-    {"Resize", resize},
-    {"Upsample", upsample},
-    {"RandomNormal", random_gen},
-    {"RandomUniform", random_gen},
-    {"RandomNormalLike", like_with_dtype},
-    {"RandomUniformLike", like_with_dtype},
-    {"EyeLike", like_with_dtype},
-    {"Bernoulli", like_with_dtype},
-    {"If", if_op},
-    {"Loop", loop},
-    {"Scan", scan},
-    {NULL, NULL},
-};

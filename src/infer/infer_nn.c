@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
 
 /* ---- convolution and pooling ---- */
 
@@ -56,36 +57,28 @@ static otter_status conv_attrs_read(ot_inode *n, int k, const ot_ival *w, conv_a
     return OTTER_OK;
 }
 
-static bool is_same_pad(const char *a) { return strcmp(a, "SAME_UPPER") == 0 || strcmp(a, "SAME_LOWER") == 0; }
-
-/* Spatial output sizes of a convolution or pooling window. */
-static void conv_spatial(const ot_inode *n, const ot_ival *x, const conv_attrs *c, bool ceil_mode, ot_idim *out) {
-    (void)n;
+/* Spatial output sizes of a convolution or pooling window (the kernels' ot_window_axis): unknown
+ * where the input size or the kernel is; an error where the kernels would refuse the input. */
+static otter_status conv_spatial(const ot_inode *n, const ot_ival *x, const conv_attrs *c, bool ceil_mode,
+                                 ot_idim *out) {
+    ot_auto_pad pad = ot_auto_pad_from(c->auto_pad);
     for (int i = 0; i < c->k; i++) {
         out[i] = OT_DIM_UNKNOWN;
-        int64_t in = x->dims[i + 2].v;
+        int64_t in = x->dims[i + 2].v, pb = c->pads[i], pe = c->pads[i + c->k], o;
         if (in < 0 || !c->kernel_known) continue;
-        int64_t ek = (c->kernel[i] - 1) * c->dil[i] + 1;
-        int64_t s = c->strides[i];
-        if (is_same_pad(c->auto_pad)) {
-            out[i] = ot_dim_known((in + s - 1) / s);
-            continue;
-        }
-        int64_t eff = in;
-        if (strcmp(c->auto_pad, "VALID") != 0) eff += c->pads[i] + c->pads[i + c->k];
-        if (eff < ek) {
-            out[i] = ot_dim_known(0);
-            continue;
-        }
-        int64_t pos = ceil_mode ? (int64_t)ceil((double)(eff - ek) / (double)s) : (eff - ek) / s;
-        /* a last window starting entirely in the end padding is dropped (as onnx's reference and
-         * PyTorch do) */
-        if (ceil_mode && strcmp(c->auto_pad, "VALID") != 0 && pos * s >= in + c->pads[i]) pos--;
-        out[i] = ot_dim_known(pos + 1);
+        ot_window_status ws = ot_window_axis(in, c->kernel[i], c->strides[i], c->dil[i], pad, ceil_mode, &pb, &pe, &o);
+        if (ws == OT_WINDOW_BAD_PARAM)
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
+        if (ws == OT_WINDOW_TOO_SMALL)
+            return ot_inf_fail(n, OTTER_ERR_INVALID,
+                               "spatial axis %d of input '%s' (size %lld with pads) is smaller than the kernel (%lld)",
+                               i, n->node->inputs[0], (long long)in, (long long)((c->kernel[i] - 1) * c->dil[i] + 1));
+        out[i] = ot_dim_known(o);
     }
+    return OTTER_OK;
 }
 
-static otter_status conv(ot_inode *n) {
+otter_status ot_infer_conv(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *w = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -111,11 +104,11 @@ static otter_status conv(ot_inode *n) {
     ot_idim *out = n->out[0].dims;
     if (ot_in_has_shape(n, 0)) out[0] = x->dims[0];
     if (ot_in_has_shape(n, 1)) out[1] = w->dims[0];
-    if (ot_in_has_shape(n, 0)) conv_spatial(n, x, &c, false, out + 2);
+    if (ot_in_has_shape(n, 0)) OT_TRY(conv_spatial(n, x, &c, false, out + 2));
     return OTTER_OK;
 }
 
-static otter_status conv_transpose(ot_inode *n) {
+otter_status ot_infer_conv_transpose(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *w = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -143,29 +136,26 @@ static otter_status conv_transpose(ot_inode *n) {
                                k);
         memcpy(opad, op, sizeof(int64_t) * nop);
     }
-    if (has_os) {
-        if ((int)nos != k && (int)nos != rank)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "output_shape has %zu entries for %d spatial dimensions", nos, k);
-        for (int i = 0; i < k; i++) out[2 + i] = ot_dim_known(os[(int)nos == k ? i : i + 2]);
-        return OTTER_OK;
-    }
-    if (!ot_in_has_shape(n, 0) || !c.kernel_known) return OTTER_OK;
+    if (has_os && (int)nos != k && (int)nos != rank)
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "output_shape has %zu entries for %d spatial dimensions", nos, k);
+    ot_auto_pad pad = ot_auto_pad_from(c.auto_pad);
     for (int i = 0; i < k; i++) {
-        int64_t in = x->dims[2 + i].v;
-        if (in < 0) continue;
-        if (is_same_pad(c.auto_pad)) {
-            out[2 + i] = ot_dim_known(in * c.strides[i]);
+        int64_t target = has_os ? os[(int)nos == k ? i : i + 2] : -1;
+        int64_t in = ot_in_has_shape(n, 0) ? x->dims[2 + i].v : -1, pb = c.pads[i], pe = c.pads[i + k], o;
+        if (in < 0 || !c.kernel_known) {
+            if (target >= 0) out[2 + i] = ot_dim_known(target);
             continue;
         }
-        int64_t pb = c.pads[i], pe = c.pads[i + k];
-        if (strcmp(c.auto_pad, "VALID") == 0) pb = pe = 0;
-        int64_t v = c.strides[i] * (in - 1) + opad[i] + (c.kernel[i] - 1) * c.dil[i] + 1 - pb - pe;
-        out[2 + i] = ot_dim_known(v < 0 ? 0 : v);
+        ot_window_status ws = ot_window_transpose_axis(in, c.kernel[i], c.strides[i], c.dil[i], opad[i], pad, target,
+                                                       ot_attr(n, "pads") != NULL, &pb, &pe, &o);
+        if (ws != OT_WINDOW_OK)
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "negative output size along spatial axis %d", i);
+        out[2 + i] = ot_dim_known(o);
     }
     return OTTER_OK;
 }
 
-static otter_status pool(ot_inode *n) {
+otter_status ot_infer_pool(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     ot_out_type(n, 0, dt);
@@ -179,12 +169,12 @@ static otter_status pool(ot_inode *n) {
     ot_idim *out = n->out[0].dims;
     out[0] = x->dims[0];
     out[1] = x->dims[1];
-    conv_spatial(n, x, &c, ot_attr_int(n, "ceil_mode", 0) != 0, out + 2);
+    OT_TRY(conv_spatial(n, x, &c, ot_attr_int(n, "ceil_mode", 0) != 0, out + 2));
     if (n->n_out > 1) OT_TRY(ot_out_shape(n, 1, OTTER_DTYPE_INT64, x->rank, out));
     return OTTER_OK;
 }
 
-static otter_status global_pool(ot_inode *n) {
+otter_status ot_infer_global_pool(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -199,14 +189,14 @@ static otter_status global_pool(ot_inode *n) {
 
 /* ---- normalization, dropout ---- */
 
-static otter_status batch_norm(ot_inode *n) {
+otter_status ot_infer_batch_norm(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     /* training outputs: running mean / var (opset 14+) or mean, var, saved mean, saved var */
     for (size_t i = 1; i < n->n_out; i++) OT_TRY(ot_out_like(n, i, i <= 2 ? 2 + i : 3));
     return OTTER_OK;
 }
 
-static otter_status layer_norm(ot_inode *n) {
+otter_status ot_infer_layer_norm(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     OT_TRY(ot_out_like(n, 0, 0));
     otter_dtype st = (otter_dtype)ot_attr_int(n, "stash_type", OTTER_DTYPE_FLOAT);
@@ -221,7 +211,7 @@ static otter_status layer_norm(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status dropout(ot_inode *n) {
+otter_status ot_infer_dropout(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     if (n->n_out > 1) {
         OT_TRY(ot_out_like(n, 1, 0));
@@ -231,11 +221,9 @@ static otter_status dropout(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
-
 /* ---- Gemm, MatMul, Einsum ---- */
 
-static otter_status gemm(ot_inode *n) {
+otter_status ot_infer_gemm(ot_inode *n) {
     const ot_ival *a = ot_in(n, 0), *b = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, 2));
@@ -282,14 +270,14 @@ static otter_status matmul_dims(ot_inode *n, otter_dtype dt) {
     return ot_out_shape(n, 0, dt, r, out);
 }
 
-static otter_status matmul(ot_inode *n) {
+otter_status ot_infer_matmul(ot_inode *n) {
     OT_TRY(ot_same_dtype(n, 0, 1));
     return matmul_dims(n, ot_in_dtype(n, 0));
 }
 
-static otter_status matmul_integer(ot_inode *n) { return matmul_dims(n, OTTER_DTYPE_INT32); }
+otter_status ot_infer_matmul_integer(ot_inode *n) { return matmul_dims(n, OTTER_DTYPE_INT32); }
 
-static otter_status einsum(ot_inode *n) {
+otter_status ot_infer_einsum(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 0);
     OT_TRY(ot_same_dtype(n, 0, n->n_in ? n->n_in - 1 : 0));
     const char *eq = ot_attr_str(n, "equation", NULL);
@@ -390,7 +378,7 @@ static otter_status einsum(ot_inode *n) {
 
 /* ---- losses ---- */
 
-static otter_status nll_loss(ot_inode *n) {
+otter_status ot_infer_nll_loss(ot_inode *n) {
     const ot_ival *t = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     const char *red = ot_attr_str(n, "reduction", "mean");
@@ -402,40 +390,17 @@ static otter_status nll_loss(ot_inode *n) {
     return ot_out_shape(n, 0, dt, t->rank, t->dims);
 }
 
-static otter_status sce_loss(ot_inode *n) {
-    OT_TRY(nll_loss(n));
+otter_status ot_infer_sce_loss(ot_inode *n) {
+    OT_TRY(ot_infer_nll_loss(n));
     if (n->n_out > 1) OT_TRY(ot_out_like(n, 1, 0));
     return OTTER_OK;
 }
-
-const ot_infer_rule ot_infer_rules_nn[] = {
-    {"Conv", conv},
-    {"ConvTranspose", conv_transpose},
-    {"MaxPool", pool},
-    {"AveragePool", pool},
-    {"LpPool", pool},
-    {"GlobalAveragePool", global_pool},
-    {"GlobalMaxPool", global_pool},
-    {"GlobalLpPool", global_pool},
-    {"BatchNormalization", batch_norm},
-    {"InstanceNormalization", like_input},
-    {"GroupNormalization", like_input},
-    {"LayerNormalization", layer_norm},
-    {"Dropout", dropout},
-    {"Gemm", gemm},
-    {"MatMul", matmul},
-    {"MatMulInteger", matmul_integer},
-    {"Einsum", einsum},
-    {"NegativeLogLikelihoodLoss", nll_loss},
-    {"SoftmaxCrossEntropyLoss", sce_loss},
-    {NULL, NULL},
-};
 
 /* ---- recurrent layers ---- */
 
 /* RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden] (layout 1);
  * Y_h (and LSTM's Y_c) [dirs, batch, hidden] or [batch, dirs, hidden]. */
-static otter_status recurrent(ot_inode *n) {
+otter_status ot_infer_recurrent(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     for (size_t i = 0; i < n->n_out; i++) ot_out_type(n, i, dt);
@@ -459,7 +424,7 @@ static otter_status recurrent(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status det(ot_inode *n) {
+otter_status ot_infer_det(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -469,7 +434,3 @@ static otter_status det(ot_inode *n) {
     if (x->rank < 2) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", n->node->inputs[0]);
     return ot_out_shape(n, 0, dt, x->rank - 2, x->dims);
 }
-
-const ot_infer_rule ot_infer_rules_nn2[] = {
-    {"RNN", recurrent}, {"GRU", recurrent}, {"LSTM", recurrent}, {"Det", det}, {NULL, NULL},
-};

@@ -2,6 +2,18 @@
 #include <string.h>
 
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
+
+/* Output i: input 0 with the `reduced` axes removed, or kept with size 1 (the kernels' ot_reduce_out_axes). */
+static otter_status reduced_out(ot_inode *n, size_t i, otter_dtype dt, const bool *reduced, bool keepdims) {
+    const ot_ival *x = ot_in(n, 0);
+    int *src = ot_inf_alloc(n->cx, sizeof(int) * (size_t)(x->rank + 1));
+    ot_idim *out = ot_inf_dims(n->cx, x->rank);
+    if (!src || !out) return OT_INF_NOMEM(n);
+    int r = ot_reduce_out_axes(x->rank, reduced, keepdims, src);
+    for (int j = 0; j < r; j++) out[j] = src[j] >= 0 ? x->dims[src[j]] : ot_dim_known(1);
+    return ot_out_shape(n, i, dt, r, out);
+}
 
 /* Reductions take axes as an attribute before `since` and as input 1 from it on. */
 static otter_status reduce(ot_inode *n, int64_t since) {
@@ -36,28 +48,19 @@ static otter_status reduce(ot_inode *n, int64_t since) {
     }
     if (count == 0 && noop) return ot_out_like(n, 0, 0);
     bool *red = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(x->rank + 1));
-    ot_idim *out = ot_inf_dims(n->cx, x->rank);
-    if (!red || !out) return OT_INF_NOMEM(n);
-    for (int64_t k = 0; k < count; k++) {
-        int64_t a;
-        OT_TRY(ot_norm_axis(n, axes[k], x->rank, &a));
-        red[a] = true;
+    if (!red) return OT_INF_NOMEM(n);
+    int64_t bad = ot_reduce_mask(x->rank, axes, count, noop, red);
+    if (bad >= 0) {
+        int64_t unused;
+        return ot_norm_axis(n, axes[bad], x->rank, &unused); /* the error naming the axis */
     }
-    int r = 0;
-    for (int i = 0; i < x->rank; i++) {
-        bool rd = count == 0 || red[i];
-        if (!rd)
-            out[r++] = x->dims[i];
-        else if (keep)
-            out[r++] = ot_dim_known(1);
-    }
-    return ot_out_shape(n, 0, dt, r, out);
+    return reduced_out(n, 0, dt, red, keep);
 }
 
-static otter_status reduce_sum(ot_inode *n) { return reduce(n, 13); }
-static otter_status reduce_other(ot_inode *n) { return reduce(n, 18); }
+otter_status ot_infer_reduce_sum(ot_inode *n) { return reduce(n, 13); }
+otter_status ot_infer_reduce_other(ot_inode *n) { return reduce(n, 18); }
 
-static otter_status arg_reduce(ot_inode *n) {
+otter_status ot_infer_arg_reduce(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (!ot_in_has_shape(n, 0)) {
         ot_out_type(n, 0, OTTER_DTYPE_INT64);
@@ -65,20 +68,13 @@ static otter_status arg_reduce(ot_inode *n) {
     }
     int64_t axis;
     OT_TRY(ot_norm_axis(n, ot_attr_int(n, "axis", 0), x->rank, &axis));
-    bool keep = ot_attr_int(n, "keepdims", 1) != 0;
-    ot_idim *out = ot_inf_dims(n->cx, x->rank);
-    if (!out) return OT_INF_NOMEM(n);
-    int r = 0;
-    for (int i = 0; i < x->rank; i++) {
-        if (i != axis)
-            out[r++] = x->dims[i];
-        else if (keep)
-            out[r++] = ot_dim_known(1);
-    }
-    return ot_out_shape(n, 0, OTTER_DTYPE_INT64, r, out);
+    bool *red = ot_inf_alloc(n->cx, sizeof(bool) * (size_t)(x->rank + 1));
+    if (!red) return OT_INF_NOMEM(n);
+    ot_reduce_mask(x->rank, &axis, 1, false, red);
+    return reduced_out(n, 0, OTTER_DTYPE_INT64, red, ot_attr_int(n, "keepdims", 1) != 0);
 }
 
-static otter_status topk(ot_inode *n) {
+otter_status ot_infer_topk(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     ot_out_type(n, 0, dt);
@@ -102,26 +98,3 @@ static otter_status topk(ot_inode *n) {
     if (n->n_out > 1) n->out[1].dims[axis] = k;
     return OTTER_OK;
 }
-
-static otter_status like_input(ot_inode *n) { return ot_out_like(n, 0, 0); }
-
-const ot_infer_rule ot_infer_rules_reduce[] = {
-    {"ReduceSum", reduce_sum},
-    {"ReduceMean", reduce_other},
-    {"ReduceMax", reduce_other},
-    {"ReduceMin", reduce_other},
-    {"ReduceProd", reduce_other},
-    {"ReduceL1", reduce_other},
-    {"ReduceL2", reduce_other},
-    {"ReduceLogSum", reduce_other},
-    {"ReduceLogSumExp", reduce_other},
-    {"ReduceSumSquare", reduce_other},
-    {"ArgMax", arg_reduce},
-    {"ArgMin", arg_reduce},
-    {"TopK", topk},
-    {"CumSum", like_input},
-    {"LpNormalization", like_input},
-    {"MeanVarianceNormalization", like_input},
-    {"LRN", like_input},
-    {NULL, NULL},
-};

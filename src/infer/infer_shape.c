@@ -37,17 +37,17 @@ static otter_status pass_data(ot_inode *n, size_t out, size_t in) {
     return OTTER_OK;
 }
 
-static otter_status identity(ot_inode *n) {
+otter_status ot_infer_identity(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     return pass_data(n, 0, 0);
 }
 
 /* ---- Reshape, Flatten ---- */
 
-static otter_status reshape(ot_inode *n) {
+otter_status ot_infer_reshape(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
-    const ot_idim *shape = NULL;
+    const ot_idim *ot_infer_shape = NULL;
     int64_t count = 0;
     ot_idim *tmp = NULL;
     if (n->opset < 5) {
@@ -57,10 +57,10 @@ static otter_status reshape(ot_inode *n) {
             tmp = new_data(n, (int64_t)c);
             if (!tmp) return OT_INF_NOMEM(n);
             for (size_t i = 0; i < c; i++) tmp[i] = (ot_idim){s[i], NULL};
-            shape = tmp;
+            ot_infer_shape = tmp;
             count = (int64_t)c;
         }
-    } else if (!ot_in_ints(n, 1, &shape, &count)) {
+    } else if (!ot_in_ints(n, 1, &ot_infer_shape, &count)) {
         /* values unknown: the rank is still the length of the shape tensor when that is known */
         const ot_ival *s = ot_in(n, 1);
         if (s && s->kind == OTTER_TYPE_TENSOR && s->rank == 1 && s->dims[0].v >= 0)
@@ -68,7 +68,7 @@ static otter_status reshape(ot_inode *n) {
         ot_out_type(n, 0, dt);
         return OTTER_OK;
     }
-    if (!shape) {
+    if (!ot_infer_shape) {
         ot_out_type(n, 0, dt);
         return OTTER_OK;
     }
@@ -84,7 +84,7 @@ static otter_status reshape(ot_inode *n) {
     if (!out || !in_cancel || !out_cancel) return OT_INF_NOMEM(n);
     int neg = -1;
     for (int i = 0; i < rank; i++) {
-        ot_idim s = shape[i];
+        ot_idim s = ot_infer_shape[i];
         if (s.param) {
             out[i] = (ot_idim){-1, s.param};
         } else if (!ot_data_is_value(s)) {
@@ -149,7 +149,7 @@ static otter_status reshape(ot_inode *n) {
     return pass_data(n, 0, 0);
 }
 
-static otter_status flatten(ot_inode *n) {
+otter_status ot_infer_flatten(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, 2, NULL);
@@ -195,7 +195,7 @@ static int64_t axes_length(const ot_inode *n) {
     return a->dims[0].v;
 }
 
-static otter_status squeeze(ot_inode *n) {
+otter_status ot_infer_squeeze(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     int64_t *axes, count;
@@ -237,7 +237,7 @@ static otter_status squeeze(ot_inode *n) {
     return pass_data(n, 0, 0);
 }
 
-static otter_status unsqueeze(ot_inode *n) {
+otter_status ot_infer_unsqueeze(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     int64_t *axes, count;
@@ -267,7 +267,7 @@ static otter_status unsqueeze(ot_inode *n) {
 
 /* ---- Transpose, Concat, Split ---- */
 
-static otter_status transpose(ot_inode *n) {
+otter_status ot_infer_transpose(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     const int64_t *perm;
@@ -311,7 +311,7 @@ static bool dim_unify(ot_idim *acc, ot_idim d) {
     return true;
 }
 
-static otter_status concat(ot_inode *n) {
+otter_status ot_infer_concat(ot_inode *n) {
     if (n->n_in == 0) return OTTER_OK;
     OT_TRY(ot_same_dtype(n, 0, n->n_in - 1));
     otter_dtype dt = OTTER_DTYPE_UNDEFINED;
@@ -384,7 +384,7 @@ static otter_status concat(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status split(ot_inode *n) {
+otter_status ot_infer_split(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     for (size_t i = 0; i < n->n_out; i++) ot_out_type(n, i, dt);
@@ -469,7 +469,7 @@ static int64_t slice_len(int64_t d, int64_t start, int64_t end, int64_t step, in
     return len < 0 ? 0 : len;
 }
 
-static otter_status slice(ot_inode *n) {
+otter_status ot_infer_slice(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -562,7 +562,7 @@ static otter_status slice(ot_inode *n) {
 
 /* ---- Gather family, Scatter ---- */
 
-static otter_status gather(ot_inode *n) {
+otter_status ot_infer_gather(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *idx = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, 1)) {
@@ -602,7 +602,7 @@ static otter_status gather(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status gather_elements(ot_inode *n) {
+otter_status ot_infer_gather_elements(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 0);
     const ot_ival *idx = ot_in(n, 1);
     if (!ot_in_has_shape(n, 1)) {
@@ -612,7 +612,7 @@ static otter_status gather_elements(ot_inode *n) {
     return ot_out_shape(n, 0, dt, idx->rank, idx->dims);
 }
 
-static otter_status gather_nd(ot_inode *n) {
+otter_status ot_infer_gather_nd(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0), *idx = ot_in(n, 1);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, 1) || idx->rank < 1 || idx->dims[idx->rank - 1].v < 0) {
@@ -634,11 +634,9 @@ static otter_status gather_nd(ot_inode *n) {
     return ot_out_shape(n, 0, dt, r, out);
 }
 
-static otter_status like_data(ot_inode *n) { return ot_out_like(n, 0, 0); }
-
 /* ---- Pad, Tile, Expand ---- */
 
-static otter_status pad(ot_inode *n) {
+otter_status ot_infer_pad(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -680,7 +678,7 @@ static otter_status pad(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status tile(ot_inode *n) {
+otter_status ot_infer_tile(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     if (!ot_in_has_shape(n, 0)) {
@@ -697,7 +695,7 @@ static otter_status tile(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status expand(ot_inode *n) {
+otter_status ot_infer_expand(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     const ot_idim *s;
@@ -741,7 +739,7 @@ static otter_status expand(ot_inode *n) {
 
 /* ---- Shape, Size ---- */
 
-static otter_status shape(ot_inode *n) {
+otter_status ot_infer_shape(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (!ot_in_has_shape(n, 0)) {
         ot_out_shape(n, 0, OTTER_DTYPE_INT64, 1, NULL);
@@ -765,7 +763,7 @@ static otter_status shape(ot_inode *n) {
     return ot_out_idata(n, 0, len, data);
 }
 
-static otter_status size(ot_inode *n) {
+otter_status ot_infer_size(ot_inode *n) {
     OT_TRY(ot_out_shape(n, 0, OTTER_DTYPE_INT64, 0, NULL));
     const ot_ival *x = ot_in(n, 0);
     int64_t p;
@@ -778,7 +776,7 @@ static otter_status size(ot_inode *n) {
 
 /* ---- OneHot, NonZero, Compress, DepthToSpace, SpaceToDepth ---- */
 
-static otter_status one_hot(ot_inode *n) {
+otter_status ot_infer_one_hot(ot_inode *n) {
     const ot_ival *idx = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 2);
     if (!ot_in_has_shape(n, 0)) {
@@ -798,14 +796,14 @@ static otter_status one_hot(ot_inode *n) {
     return ot_out_shape(n, 0, dt, r, out);
 }
 
-static otter_status non_zero(ot_inode *n) {
+otter_status ot_infer_non_zero(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     ot_idim d[2] = {OT_DIM_UNKNOWN, OT_DIM_UNKNOWN};
     if (ot_in_has_shape(n, 0)) d[0] = ot_dim_known(x->rank);
     return ot_out_shape(n, 0, OTTER_DTYPE_INT64, 2, d);
 }
 
-static otter_status compress(ot_inode *n) {
+otter_status ot_infer_compress(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     otter_dtype dt = ot_in_dtype(n, 0);
     const otter_attr *a = ot_attr(n, "axis");
@@ -839,36 +837,5 @@ static otter_status depth_space(ot_inode *n, bool to_space) {
     }
     return ot_out_shape(n, 0, dt, 4, out);
 }
-static otter_status depth_to_space(ot_inode *n) { return depth_space(n, true); }
-static otter_status space_to_depth(ot_inode *n) { return depth_space(n, false); }
-
-const ot_infer_rule ot_infer_rules_shape[] = {
-    {"Identity", identity},
-    {"Reshape", reshape},
-    {"Flatten", flatten},
-    {"Squeeze", squeeze},
-    {"Unsqueeze", unsqueeze},
-    {"Transpose", transpose},
-    {"Concat", concat},
-    {"Split", split},
-    {"Slice", slice},
-    {"Gather", gather},
-    {"GatherElements", gather_elements},
-    {"GatherND", gather_nd},
-    {"Scatter", like_data},
-    {"ScatterElements", like_data},
-    {"ScatterND", like_data},
-    {"Trilu", like_data},
-    {"ReverseSequence", like_data},
-    {"Pad", pad},
-    {"Tile", tile},
-    {"Expand", expand},
-    {"Shape", shape},
-    {"Size", size},
-    {"OneHot", one_hot},
-    {"NonZero", non_zero},
-    {"Compress", compress},
-    {"DepthToSpace", depth_to_space},
-    {"SpaceToDepth", space_to_depth},
-    {NULL, NULL},
-};
+otter_status ot_infer_depth_to_space(ot_inode *n) { return depth_space(n, true); }
+otter_status ot_infer_space_to_depth(ot_inode *n) { return depth_space(n, false); }

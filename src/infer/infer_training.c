@@ -17,10 +17,10 @@ static otter_status optimizer(ot_inode *n, size_t groups_in, size_t groups_out) 
     (void)groups_out;
     return OTTER_OK;
 }
-static otter_status adagrad(ot_inode *n) { return optimizer(n, 3, 2); }
-static otter_status adam(ot_inode *n) { return optimizer(n, 4, 3); }
+otter_status ot_infer_adagrad(ot_inode *n) { return optimizer(n, 3, 2); }
+otter_status ot_infer_adam(ot_inode *n) { return optimizer(n, 4, 3); }
 
-static otter_status quantize(ot_inode *n) {
+otter_status ot_infer_quantize(ot_inode *n) {
     otter_dtype dt = ot_in(n, 2) ? ot_in_dtype(n, 2) : OTTER_DTYPE_UINT8;
     const ot_ival *x = ot_in(n, 0);
     if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, x->rank, x->dims);
@@ -28,7 +28,7 @@ static otter_status quantize(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status dequantize(ot_inode *n) {
+otter_status ot_infer_dequantize(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 1);
     if (dt == OTTER_DTYPE_UNDEFINED) dt = OTTER_DTYPE_FLOAT;
     const ot_ival *x = ot_in(n, 0);
@@ -37,7 +37,7 @@ static otter_status dequantize(ot_inode *n) {
     return OTTER_OK;
 }
 
-static otter_status dynamic_quantize(ot_inode *n) {
+otter_status ot_infer_dynamic_quantize(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (ot_in_has_shape(n, 0))
         OT_TRY(ot_out_shape(n, 0, OTTER_DTYPE_UINT8, x->rank, x->dims));
@@ -46,17 +46,3 @@ static otter_status dynamic_quantize(ot_inode *n) {
     OT_TRY(ot_out_shape(n, 1, OTTER_DTYPE_FLOAT, 0, NULL));
     return ot_out_shape(n, 2, OTTER_DTYPE_UINT8, 0, NULL);
 }
-
-const ot_infer_rule ot_infer_rules_training[] = {
-    {"Adagrad", adagrad},
-    {"Momentum", adagrad},
-    {"Adam", adam},
-    {NULL, NULL},
-};
-
-const ot_infer_rule ot_infer_rules_quant[] = {
-    {"QuantizeLinear", quantize},
-    {"DequantizeLinear", dequantize},
-    {"DynamicQuantizeLinear", dynamic_quantize},
-    {NULL, NULL},
-};

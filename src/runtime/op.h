@@ -10,12 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/registry.h"
 #include "otter/ir.h"
 #include "otter/runtime.h"
 #include "otter/tensor.h"
-
-typedef struct ot_kernel_ctx ot_kernel_ctx;
-typedef otter_status (*ot_kernel_fn)(ot_kernel_ctx *ctx);
 
 struct ot_kernel_ctx {
     const otter_node *node;
@@ -29,14 +27,18 @@ struct ot_kernel_ctx {
     int winograd;  /* the largest Winograd tile 3x3 convolutions may use: 2 (opt level 2, the direct kernel's
                       rounding error) or 4 (opt level 3, ~1e-4 of the output's scale); 0: none */
     void *runtime; /* the session that runs this node (opaque to kernels) */
+    /* Why the last ot_ctx_output call failed (an invalid or unsupported output, or out of memory):
+     * a kernel returns it, `if (!y) return ctx->output_status;`, with the message already set. */
+    otter_status output_status;
 };
 
-/* Allocate output i with this type and shape; NULL (error set) on failure. The returned tensor's
- * data may hold garbage: the kernel writes every element. i < ctx->n_outputs (an output named ""
- * in the model still gets a buffer, so kernels may always write outputs below n_outputs).
- * STRING outputs come zeroed; the kernel stores strings allocated with ot_malloc (ot_strdup) in
- * each otter_bytes, and the runtime frees them when the value dies. With OT_OP_INPLACE0 (3), output 0
- * may be the same memory as input 0 (3): read element k before writing element k. */
+/* Allocate output i with this type and shape; NULL on failure (error set, its status in
+ * ctx->output_status). The returned tensor's data may hold garbage: the kernel writes every element.
+ * i < ctx->n_outputs (an output named "" in the model still gets a buffer, so kernels may always
+ * write outputs below n_outputs). STRING outputs come zeroed; the kernel stores strings allocated
+ * with ot_malloc (ot_strdup) in each otter_bytes, and the runtime frees them when the value dies.
+ * With OT_OP_INPLACE0 (3), output 0 may be the same memory as input 0 (3): read element k before
+ * writing element k. */
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims);
 /* Scratch memory for this kernel call (64-byte aligned, garbage), valid until the kernel returns.
  * Planned into the arena like the outputs, so a steady-state run allocates nothing. Several calls
@@ -53,6 +55,12 @@ bool ot_ctx_input_constant(const ot_kernel_ctx *ctx, size_t i);
 static inline const otter_tensor *ot_ctx_input(const ot_kernel_ctx *ctx, size_t i) {
     return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
 }
+/* Name of input i ("" when omitted). */
+const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i);
+/* Input i, or an INVALID error naming the node when it is omitted. */
+otter_status ot_ctx_need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t);
+/* The UNSUPPORTED error for input i, whose element type t the operator does not take. */
+otter_status ot_ctx_bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t);
 /* Fail with a message naming the node and operator: "node 'n1' (Conv): <message>". */
 otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -103,30 +111,5 @@ enum {
     OT_OP_VALUES = 1u << 2,   /* takes sequences / optionals (see above); never folded */
     OT_OP_INPLACE3 = 1u << 3, /* output 0 may share input 3's buffer (a fused sum input) when it dies here */
 };
-
-typedef struct ot_op_def {
-    const char *domain; /* "" for ai.onnx */
-    const char *op_type;
-    int since_version; /* the definition applies to opsets >= since_version (until the next one) */
-    ot_kernel_fn run;
-    unsigned flags;
-} ot_op_def;
-
-/* Families of operators, each a {0}-terminated table in runtime/ops/<family>.c. */
-extern const ot_op_def ot_ops_elementwise[]; /* unary/binary math, comparison, logic, activations */
-extern const ot_op_def ot_ops_reduce[];      /* Reduce*, ArgMax/ArgMin, softmax family, TopK, CumSum */
-extern const ot_op_def ot_ops_linalg[];      /* Gemm, MatMul, Einsum, ... */
-extern const ot_op_def ot_ops_nn[];          /* Conv, ConvTranspose, pooling, normalization, dropout, losses */
-extern const ot_op_def ot_ops_shape[];       /* Reshape, Transpose, Concat, Split, Slice, Gather, Scatter, Pad, ... */
-extern const ot_op_def ot_ops_misc[];        /* Constant, Cast, Range, OneHot, Resize, control flow, sequences, ... */
-extern const ot_op_def ot_ops_training[];    /* com.microsoft and ai.onnx.preview.training ops */
-extern const ot_op_def ot_ops_rnn[];         /* RNN, GRU, LSTM */
-extern const ot_op_def ot_ops_quant[];       /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
-extern const ot_op_def ot_ops_sequence[];    /* Sequence*, Optional*, com.microsoft optimizers over sequences */
-extern const ot_op_def ot_ops_autodiff[];    /* ai.onnx.preview.training Gradient (src/autodiff/gradient_op.c) */
-extern const ot_op_def ot_ops_extra[];       /* NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
-
-/* The definition for (domain, op_type) at the given opset, or NULL. */
-const ot_op_def *ot_op_lookup(const char *domain, const char *op_type, int64_t opset);
 
 #endif

@@ -282,32 +282,37 @@ static const char *arg_kind_name(otter_arg_kind k) {
     }
 }
 
+/* ot_ctx_output's failure: the kernel returns the status it records. */
+static otter_tensor *output_failed(ot_kernel_ctx *ctx, otter_status s) {
+    ctx->output_status = s;
+    return NULL;
+}
+
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims) {
     otter_session *s = ctx->runtime;
     rt_node *rn = rt_node_of(ctx);
     if (i >= ctx->n_outputs) {
-        ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs);
-        return NULL;
+        return output_failed(
+            ctx, ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs));
     }
     if (dtype <= OTTER_DTYPE_UNDEFINED || dtype >= OTTER_DTYPE_COUNT_ ||
         (dtype != OTTER_DTYPE_STRING && otter_dtype_size(dtype) == 0)) {
-        ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: element type %d", i, (int)dtype);
-        return NULL;
+        return output_failed(ctx,
+                             ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: element type %d", i, (int)dtype));
     }
     if (rank < 0 || rank > OTTER_MAX_RANK) {
-        ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: rank %d (otter supports up to %d)", i, rank,
-                     OTTER_MAX_RANK);
-        return NULL;
+        return output_failed(ctx,
+                             ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output %zu: rank %d (otter supports up to %d)",
+                                          i, rank, OTTER_MAX_RANK));
     }
     size_t nbytes = dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(dtype);
     for (int d = 0; d < rank; d++) {
         if (dims[d] < 0) {
-            ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: negative dimension %lld", i, (long long)dims[d]);
-            return NULL;
+            return output_failed(ctx, ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: negative dimension %lld", i,
+                                                   (long long)dims[d]));
         }
         if (!ot_mul_size(nbytes, (size_t)dims[d], &nbytes) || nbytes > ((size_t)1 << 46)) {
-            ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: size overflows", i);
-            return NULL;
+            return output_failed(ctx, ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: size overflows", i));
         }
     }
     rt_slot *sl = &s->slots[rn->out_slots[i]];
@@ -340,8 +345,8 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
         }
         if (s->heap_live > s->stats.heap_peak_bytes) s->stats.heap_peak_bytes = s->heap_live;
         if (!sl->heap) {
-            ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: out of memory (%zu bytes)", i, nbytes);
-            return NULL;
+            return output_failed(
+                ctx, ot_ctx_error(ctx, OTTER_ERR_NOMEM, "output %zu: out of memory (%zu bytes)", i, nbytes));
         }
         t->data = sl->heap;
         if (!s->folding) s->n_fallbacks++;

@@ -2,6 +2,8 @@
 
 #include <stdio.h>
 
+#include "ops/shape_math.h"
+
 /* ---- broadcasting ------------------------------------------------------------------------ */
 
 const char *ot_shape_str(char *buf, size_t size, int rank, const int64_t *dims) {
@@ -20,22 +22,11 @@ bool ot_broadcast_shape2(int ra, const int64_t *da, int rb, const int64_t *db, i
     int64_t out[OTTER_MAX_RANK];
     for (int i = 0; i < r; i++) {
         int ia = i - (r - ra), ib = i - (r - rb);
-        int64_t a = ia >= 0 ? da[ia] : 1, b = ib >= 0 ? db[ib] : 1;
-        if (a == b || b == 1)
-            out[i] = a;
-        else if (a == 1)
-            out[i] = b;
-        else
-            return false;
+        if (!ot_broadcast_dim(ia >= 0 ? da[ia] : 1, ib >= 0 ? db[ib] : 1, &out[i])) return false;
     }
     *rank = r;
     memcpy(dims, out, sizeof(int64_t) * (size_t)r);
     return true;
-}
-
-const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i) {
-    if (!ctx->node || i >= ctx->node->n_inputs || !ctx->node->inputs[i]) return "";
-    return ctx->node->inputs[i];
 }
 
 otter_status ot_broadcast_inputs(const ot_kernel_ctx *ctx, size_t n, const size_t *input_idx, int *rank,

@@ -153,7 +153,4 @@ static inline bool ot_norm_axis(int64_t *axis, int rank) {
     return true;
 }
 
-/* Name of input / output i of the node ("" when omitted). */
-const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i);
-
 #endif

@@ -1,8 +1,7 @@
 #include "runtime/ops/conv_geom.h"
 
-#include <string.h>
-
 #include "core/core.h"
+#include "ops/shape_math.h"
 #include "runtime/ops/broadcast.h"
 
 otter_status ot_conv_geom_forward(const ot_kernel_ctx *ctx, ot_conv_geom *g, bool ceil_mode) {
@@ -14,31 +13,16 @@ otter_status ot_conv_geom_forward(const ot_kernel_ctx *ctx, ot_conv_geom *g, boo
     OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
     if (has)
         for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
-    const char *ap = otter_node_attr_string(ctx->node, "auto_pad", "NOTSET");
-    bool same_u = strcmp(ap, "SAME_UPPER") == 0, same_l = strcmp(ap, "SAME_LOWER") == 0;
-    if (strcmp(ap, "VALID") == 0)
-        for (int i = 0; i < g->nd; i++) g->pb[i] = g->pe[i] = 0;
+    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
     for (int i = 0; i < g->nd; i++) {
-        if (g->stride[i] < 1 || g->dil[i] < 1 || g->k[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
+        ot_window_status ws = ot_window_axis(g->in[i], g->k[i], g->stride[i], g->dil[i], pad, ceil_mode, &g->pb[i],
+                                             &g->pe[i], &g->out[i]);
+        if (ws == OT_WINDOW_BAD_PARAM)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid kernel/stride/dilation/pad along spatial axis %d", i);
-        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
-        if (same_u || same_l) {
-            int64_t o = (g->in[i] + g->stride[i] - 1) / g->stride[i];
-            int64_t tot = (o - 1) * g->stride[i] + ke - g->in[i];
-            if (tot < 0) tot = 0;
-            g->pb[i] = same_u ? tot / 2 : tot - tot / 2;
-            g->pe[i] = tot - g->pb[i];
-            g->out[i] = o;
-            continue;
-        }
-        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
-        if (span < 0)
+        if (ws == OT_WINDOW_TOO_SMALL)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                                 "spatial axis %d of the input (size %lld with pads) is smaller than the kernel (%lld)",
-                                i, (long long)g->in[i], (long long)ke);
-        int64_t o = (ceil_mode ? (span + g->stride[i] - 1) / g->stride[i] : span / g->stride[i]) + 1;
-        if (ceil_mode && (o - 1) * g->stride[i] >= g->in[i] + g->pb[i]) o--;
-        g->out[i] = o;
+                                i, (long long)g->in[i], (long long)((g->k[i] - 1) * g->dil[i] + 1));
     }
     return OTTER_OK;
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <tgmath.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 /* Type lists with a wide unsigned type for wrapping arithmetic: X(enum, type, suffix, wide unsigned). */
@@ -50,17 +51,6 @@ static otter_status f32_like(const otter_tensor *t, otter_tensor *tmp) {
     tmp->dtype = OTTER_DTYPE_FLOAT;
     tmp->data = ot_malloc((size_t)otter_tensor_numel(t) * sizeof(float));
     return tmp->data ? OTTER_OK : OT_NOMEM();
-}
-
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support here", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
 }
 
 /* ======================================================================================== */
@@ -194,15 +184,15 @@ static void unary_range(void *arg, int64_t begin, int64_t end) {
 
 static otter_status run_unary(ot_kernel_ctx *ctx, const unary_fn *tbl, const uparams *p) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     unary_job j = {tbl[x->dtype], x->data, NULL, otter_dtype_size(x->dtype), OTTER_DTYPE_UNDEFINED, p};
     if (!j.fn && is_half(x->dtype) && tbl[OTTER_DTYPE_FLOAT]) {
         j.fn = tbl[OTTER_DTYPE_FLOAT];
         j.half = x->dtype;
     }
-    if (!j.fn) return bad_type(ctx, 0, x->dtype);
+    if (!j.fn) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     j.y = y->data;
     int64_t n = otter_tensor_numel(x);
     if (n > 0) ot_parallel_for(ctx, n, 16384, unary_range, &j);
@@ -214,7 +204,7 @@ static float attr_f(const ot_kernel_ctx *ctx, const char *name, float def) {
 }
 
 #define SIMPLE_UNARY_RUN(NAME)                                                                                         \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) {                                                               \
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) {                                                                \
         uparams p = {0, 0, 0};                                                                                         \
         return run_unary(ctx, NAME##_tbl, &p);                                                                         \
     }
@@ -248,40 +238,40 @@ SIMPLE_UNARY_RUN(softplus)
 SIMPLE_UNARY_RUN(softsign)
 SIMPLE_UNARY_RUN(mish)
 
-static otter_status hardsigmoid_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_hardsigmoid(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 0.2f), attr_f(ctx, "beta", 0.5f), 0};
     return run_unary(ctx, hardsigmoid_tbl, &p);
 }
-static otter_status leakyrelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_leakyrelu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 0.01f), 0, 0};
     return run_unary(ctx, leakyrelu_tbl, &p);
 }
-static otter_status elu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_elu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, elu_tbl, &p);
 }
-static otter_status selu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_selu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.67326319217681884765625f), 0, attr_f(ctx, "gamma", 1.05070102214813232421875f)};
     return run_unary(ctx, selu_tbl, &p);
 }
-static otter_status celu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_celu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, celu_tbl, &p);
 }
-static otter_status thresholdedrelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_thresholdedrelu(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
     return run_unary(ctx, thresholdedrelu_tbl, &p);
 }
-static otter_status shrink_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_shrink(ot_kernel_ctx *ctx) {
     uparams p = {attr_f(ctx, "lambd", 0.5f), attr_f(ctx, "bias", 0.0f), 0};
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!otter_dtype_is_float(x->dtype)) {
         /* integer Shrink: compute through double element by element */
         otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-        if (!y) return OTTER_ERR_NOMEM;
+        if (!y) return ctx->output_status;
         int64_t n = otter_tensor_numel(x);
-        if (otter_dtype_size(x->dtype) == 0 || x->dtype == OTTER_DTYPE_BOOL) return bad_type(ctx, 0, x->dtype);
+        if (otter_dtype_size(x->dtype) == 0 || x->dtype == OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, x->dtype);
         for (int64_t i = 0; i < n; i++) {
             double v = ot_get_f64(x->data, x->dtype, i);
             v = v < -p.alpha ? v + p.beta : (v > p.alpha ? v - p.beta : 0);
@@ -293,12 +283,12 @@ static otter_status shrink_run(ot_kernel_ctx *ctx) {
 }
 
 /* Not, IsNaN, IsInf: type-changing unaries, cheap enough for one loop. */
-static otter_status not_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_not(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (x->dtype != OTTER_DTYPE_BOOL) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (x->dtype != OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     const uint8_t *a = x->data;
     uint8_t *o = y->data;
     int64_t n = otter_tensor_numel(x);
@@ -308,10 +298,10 @@ static otter_status not_run(ot_kernel_ctx *ctx) {
 
 static otter_status isnan_isinf(ot_kernel_ctx *ctx, bool inf) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     bool pos = otter_node_attr_int(ctx->node, "detect_positive", 1) != 0;
     bool neg = otter_node_attr_int(ctx->node, "detect_negative", 1) != 0;
     uint8_t *o = y->data;
@@ -322,8 +312,8 @@ static otter_status isnan_isinf(ot_kernel_ctx *ctx, bool inf) {
     }
     return OTTER_OK;
 }
-static otter_status isnan_run(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, false); }
-static otter_status isinf_run(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, true); }
+otter_status ot_kernel_isnan(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, false); }
+otter_status ot_kernel_isinf(ot_kernel_ctx *ctx) { return isnan_isinf(ctx, true); }
 
 /* ======================================================================================== */
 /* Binary                                                                                    */
@@ -559,12 +549,12 @@ static otter_status binary_core(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, 
         fn = tbl[OTTER_DTYPE_FLOAT];
         half = true;
     }
-    if (!fn) return bad_type(ctx, 0, a->dtype);
+    if (!fn) return ot_ctx_bad_type(ctx, 0, a->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, out_bool ? OTTER_DTYPE_BOOL : a->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     if (half) return bin_exec_half(ctx, fn, o, a, b);
     bin_exec(ctx, fn, o, a, b);
     return OTTER_OK;
@@ -572,8 +562,8 @@ static otter_status binary_core(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, 
 
 static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, bool out_bool) {
     const otter_tensor *a, *b;
-    OT_TRY(need_input(ctx, 0, &a));
-    OT_TRY(need_input(ctx, 1, &b));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &a));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
     if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
@@ -583,7 +573,7 @@ static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, b
 }
 
 #define BINARY_RUN(NAME, TBL, BOOL)                                                                                    \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) { return run_binary(ctx, TBL, BOOL); }
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) { return run_binary(ctx, TBL, BOOL); }
 BINARY_RUN(add, add_tbl, false)
 BINARY_RUN(sub, sub_tbl, false)
 BINARY_RUN(mul, mul_tbl, false)
@@ -597,11 +587,11 @@ BINARY_RUN(and, and_tbl, false)
 BINARY_RUN(or, or_tbl, false)
 BINARY_RUN(xor, xor_tbl, false)
 
-static otter_status mod_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mod(ot_kernel_ctx *ctx) {
     return run_binary(ctx, otter_node_attr_int(ctx->node, "fmod", 0) ? fmod_tbl : mod_tbl, false);
 }
 
-static otter_status bitshift_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_bitshift(ot_kernel_ctx *ctx) {
     const char *dir = otter_node_attr_string(ctx->node, "direction", NULL);
     if (ot_streq(dir, "LEFT")) return run_binary(ctx, shl_tbl, false);
     if (ot_streq(dir, "RIGHT")) return run_binary(ctx, shr_tbl, false);
@@ -609,10 +599,10 @@ static otter_status bitshift_run(ot_kernel_ctx *ctx) {
                         dir ? dir : "(missing)");
 }
 
-static otter_status prelu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_prelu(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *slope;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &slope));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &slope));
     otter_tensor view;
     if (ctx->opset < 7 && slope->rank == 1 && x->rank >= 2 && slope->dims[0] == x->dims[1] && slope->dims[0] != 1) {
         /* before opset 7 a 1-D slope holds one value per channel (axis 1) */
@@ -633,10 +623,10 @@ static otter_status prelu_run(ot_kernel_ctx *ctx) {
 }
 
 /* Pow(X: T, Y: T1) -> T. Same float types use the fast kernel; anything else through double. */
-static otter_status pow_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_pow(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
-    OT_TRY(need_input(ctx, 0, &a));
-    OT_TRY(need_input(ctx, 1, &b));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &a));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
     if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
@@ -645,16 +635,16 @@ static otter_status pow_run(ot_kernel_ctx *ctx) {
     if (a->dtype == b->dtype && (pow_tbl[a->dtype] || is_half(a->dtype))) return binary_core(ctx, pow_tbl, false, a, b);
     if (otter_dtype_size(a->dtype) == 0 || a->dtype == OTTER_DTYPE_BOOL || a->dtype == OTTER_DTYPE_STRING ||
         (a->dtype >= OTTER_DTYPE_COMPLEX64 && a->dtype <= OTTER_DTYPE_COMPLEX128))
-        return bad_type(ctx, 0, a->dtype);
+        return ot_ctx_bad_type(ctx, 0, a->dtype);
     if (otter_dtype_size(b->dtype) == 0 || b->dtype == OTTER_DTYPE_BOOL || b->dtype == OTTER_DTYPE_STRING ||
         (b->dtype >= OTTER_DTYPE_COMPLEX64 && b->dtype <= OTTER_DTYPE_COMPLEX128))
-        return bad_type(ctx, 1, b->dtype);
+        return ot_ctx_bad_type(ctx, 1, b->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
 
     OT_TRY(binary_shape(ctx, a, b, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, a->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     int64_t na = otter_tensor_numel(a), nb = otter_tensor_numel(b), no = otter_tensor_numel(o);
     double *da = ot_malloc(sizeof(double) * (size_t)(na ? na : 1));
     double *db = ot_malloc(sizeof(double) * (size_t)(nb ? nb : 1));
@@ -693,12 +683,12 @@ static otter_status run_variadic(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl,
     otter_dtype dt = first->dtype;
     bool half = is_half(dt) && !tbl[dt] && tbl[OTTER_DTYPE_FLOAT];
     ot_bcast_row_fn fn = half ? tbl[OTTER_DTYPE_FLOAT] : tbl[dt];
-    if (!fn || (mean && !otter_dtype_is_float(dt))) return bad_type(ctx, idx[0], dt);
+    if (!fn || (mean && !otter_dtype_is_float(dt))) return ot_ctx_bad_type(ctx, idx[0], dt);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(ot_broadcast_inputs(ctx, n, idx, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, dt, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     otter_tensor acc = *o, cur[2];
     otter_status s = OTTER_OK;
     int64_t numel = otter_tensor_numel(o);
@@ -737,10 +727,10 @@ done:
     return s;
 }
 
-static otter_status max_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, max_tbl, false); }
-static otter_status min_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, min_tbl, false); }
-static otter_status sum_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, false); }
-static otter_status mean_run(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, true); }
+otter_status ot_kernel_max(ot_kernel_ctx *ctx) { return run_variadic(ctx, max_tbl, false); }
+otter_status ot_kernel_min(ot_kernel_ctx *ctx) { return run_variadic(ctx, min_tbl, false); }
+otter_status ot_kernel_sum(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, false); }
+otter_status ot_kernel_mean(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_tbl, true); }
 
 /* ---- Where ---------------------------------------------------------------------------- */
 
@@ -761,12 +751,12 @@ WHERE_KERNEL(2, uint16_t)
 WHERE_KERNEL(4, uint32_t)
 WHERE_KERNEL(8, uint64_t)
 
-static otter_status where_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_where(ot_kernel_ctx *ctx) {
     const otter_tensor *c, *x, *y;
-    OT_TRY(need_input(ctx, 0, &c));
-    OT_TRY(need_input(ctx, 1, &x));
-    OT_TRY(need_input(ctx, 2, &y));
-    if (c->dtype != OTTER_DTYPE_BOOL) return bad_type(ctx, 0, c->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &c));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &y));
+    if (c->dtype != OTTER_DTYPE_BOOL) return ot_ctx_bad_type(ctx, 0, c->dtype);
     OT_TRY(same_types(ctx, x, 1, y, 2));
     ot_bcast_row_fn fn;
     switch (otter_dtype_size(x->dtype)) {
@@ -783,15 +773,15 @@ static otter_status where_run(ot_kernel_ctx *ctx) {
         fn = where_8;
         break;
     default:
-        return bad_type(ctx, 1, x->dtype);
+        return ot_ctx_bad_type(ctx, 1, x->dtype);
     }
-    if (x->dtype == OTTER_DTYPE_STRING) return bad_type(ctx, 1, x->dtype);
+    if (x->dtype == OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 1, x->dtype);
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     static const size_t idx[3] = {0, 1, 2};
     OT_TRY(ot_broadcast_inputs(ctx, 3, idx, &rank, dims));
     otter_tensor *o = ot_ctx_output(ctx, 0, x->dtype, rank, dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     ot_bcast bc;
     const otter_tensor *ins[3] = {c, x, y};
     ot_bcast_init_tensors(&bc, o, 3, ins);
@@ -835,9 +825,9 @@ static void clip_range(void *arg, int64_t b, int64_t e) {
 #undef CLIP_CASE
 }
 
-static otter_status clip_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     otter_dtype dt = x->dtype, kt = is_half(dt) ? OTTER_DTYPE_FLOAT : dt;
     union {
         double d;
@@ -861,7 +851,7 @@ static otter_status clip_run(ot_kernel_ctx *ctx) {
         UINTS(LIMU)
 #undef LIM
     default:
-        return bad_type(ctx, 0, dt);
+        return ot_ctx_bad_type(ctx, 0, dt);
     }
     size_t es = otter_dtype_size(kt);
     if (ctx->opset < 11) {
@@ -882,7 +872,7 @@ static otter_status clip_run(ot_kernel_ctx *ctx) {
     }
     (void)es;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     if (n == 0) return OTTER_OK;
     if (is_half(dt)) {
@@ -898,71 +888,3 @@ static otter_status clip_run(ot_kernel_ctx *ctx) {
     ot_parallel_for(ctx, n, OT_GRAIN_ELEMWISE, clip_range, &j);
     return OTTER_OK;
 }
-
-/* ======================================================================================== */
-
-const ot_op_def ot_ops_elementwise[] = {
-    {"", "Abs", 1, abs_run, OT_OP_INPLACE0},
-    {"", "Neg", 1, neg_run, OT_OP_INPLACE0},
-    {"", "Sign", 9, sign_run, OT_OP_INPLACE0},
-    {"", "Ceil", 1, ceil_run, OT_OP_INPLACE0},
-    {"", "Floor", 1, floor_run, OT_OP_INPLACE0},
-    {"", "Round", 11, round_run, OT_OP_INPLACE0},
-    {"", "Reciprocal", 1, reciprocal_run, OT_OP_INPLACE0},
-    {"", "Sqrt", 1, sqrt_run, OT_OP_INPLACE0},
-    {"", "Exp", 1, exp_run, OT_OP_INPLACE0},
-    {"", "Log", 1, log_run, OT_OP_INPLACE0},
-    {"", "Sin", 7, sin_run, OT_OP_INPLACE0},
-    {"", "Cos", 7, cos_run, OT_OP_INPLACE0},
-    {"", "Tan", 7, tan_run, OT_OP_INPLACE0},
-    {"", "Asin", 7, asin_run, OT_OP_INPLACE0},
-    {"", "Acos", 7, acos_run, OT_OP_INPLACE0},
-    {"", "Atan", 7, atan_run, OT_OP_INPLACE0},
-    {"", "Sinh", 9, sinh_run, OT_OP_INPLACE0},
-    {"", "Cosh", 9, cosh_run, OT_OP_INPLACE0},
-    {"", "Asinh", 9, asinh_run, OT_OP_INPLACE0},
-    {"", "Acosh", 9, acosh_run, OT_OP_INPLACE0},
-    {"", "Atanh", 9, atanh_run, OT_OP_INPLACE0},
-    {"", "Erf", 9, erf_run, OT_OP_INPLACE0},
-    {"", "Tanh", 1, tanh_run, OT_OP_INPLACE0},
-    {"", "Sigmoid", 1, sigmoid_run, OT_OP_INPLACE0},
-    {"", "HardSigmoid", 1, hardsigmoid_run, OT_OP_INPLACE0},
-    {"", "HardSwish", 14, hardswish_run, OT_OP_INPLACE0},
-    {"", "Relu", 1, relu_run, OT_OP_INPLACE0},
-    {"", "LeakyRelu", 1, leakyrelu_run, OT_OP_INPLACE0},
-    {"", "Elu", 1, elu_run, OT_OP_INPLACE0},
-    {"", "Selu", 1, selu_run, OT_OP_INPLACE0},
-    {"", "Celu", 12, celu_run, OT_OP_INPLACE0},
-    {"", "ThresholdedRelu", 10, thresholdedrelu_run, OT_OP_INPLACE0},
-    {"", "Softplus", 1, softplus_run, OT_OP_INPLACE0},
-    {"", "Softsign", 1, softsign_run, OT_OP_INPLACE0},
-    {"", "Mish", 18, mish_run, OT_OP_INPLACE0},
-    {"", "Shrink", 9, shrink_run, OT_OP_INPLACE0},
-    {"", "Not", 1, not_run, OT_OP_INPLACE0},
-    {"", "IsNaN", 9, isnan_run, 0},
-    {"", "IsInf", 10, isinf_run, 0},
-    {"", "Add", 1, add_run, OT_OP_INPLACE0},
-    {"", "Sub", 1, sub_run, OT_OP_INPLACE0},
-    {"", "Mul", 1, mul_run, OT_OP_INPLACE0},
-    {"", "Div", 1, div_run, OT_OP_INPLACE0},
-    {"", "Pow", 1, pow_run, 0},
-    {"", "Mod", 10, mod_run, OT_OP_INPLACE0},
-    {"", "PRelu", 1, prelu_run, OT_OP_INPLACE0},
-    {"", "Max", 6, max_run, 0},
-    {"", "Min", 6, min_run, 0},
-    {"", "Sum", 6, sum_run, 0},
-    {"", "Mean", 6, mean_run, 0},
-    {"", "Equal", 1, equal_run, 0},
-    {"", "Greater", 1, greater_run, 0},
-    {"", "GreaterOrEqual", 12, greater_equal_run, 0},
-    {"", "Less", 1, less_run, 0},
-    {"", "LessOrEqual", 12, less_equal_run, 0},
-    {"", "And", 1, and_run, OT_OP_INPLACE0},
-    {"", "Or", 1, or_run, OT_OP_INPLACE0},
-    {"", "Xor", 1, xor_run, OT_OP_INPLACE0},
-    {"", "BitShift", 11, bitshift_run, OT_OP_INPLACE0},
-    {"", "Where", 9, where_run, 0},
-    {"", "Clip", 6, clip_run, OT_OP_INPLACE0},
-    {"", "Clip", 11, clip_run, OT_OP_INPLACE0},
-    {0},
-};

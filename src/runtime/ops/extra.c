@@ -8,22 +8,12 @@
 #include <ctype.h>
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
 #endif
-
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
-}
 
 static bool is_real(otter_dtype t) { return otter_dtype_is_float(t); }
 
@@ -102,12 +92,12 @@ static int nms_cmp(void *arg, int64_t a, int64_t b) {
     return s[a] > s[b] ? -1 : s[a] < s[b] ? 1 : 0; /* stable: equal scores keep index order */
 }
 
-static otter_status nms_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_nms(ot_kernel_ctx *ctx) {
     const otter_tensor *boxes, *scores;
-    OT_TRY(need_input(ctx, 0, &boxes));
-    OT_TRY(need_input(ctx, 1, &scores));
-    if (boxes->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 0, boxes->dtype);
-    if (scores->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 1, scores->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &boxes));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &scores));
+    if (boxes->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 0, boxes->dtype);
+    if (scores->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 1, scores->dtype);
     if (boxes->rank != 3 || boxes->dims[2] != 4 || scores->rank != 3 || scores->dims[0] != boxes->dims[0] ||
         scores->dims[2] != boxes->dims[1]) {
         char a[96], b[96];
@@ -154,7 +144,7 @@ static otter_status nms_run(ot_kernel_ctx *ctx) {
         }
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 2, (int64_t[]){n_sel, 3});
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (n_sel) memcpy(y->data, sel, (size_t)n_sel * 3 * sizeof *sel);
     return OTTER_OK;
 }
@@ -173,10 +163,10 @@ static bool bytes_eq(const otter_bytes *a, const otter_bytes *b, bool fold) {
     return true;
 }
 
-static otter_status strnorm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (x->dtype != OTTER_DTYPE_STRING) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (x->dtype != OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (x->rank != 1 && !(x->rank == 2 && x->dims[0] == 1)) {
         char a[96];
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [C] or [1, C]",
@@ -200,7 +190,7 @@ static otter_status strnorm_run(ot_kernel_ctx *ctx) {
     }
     int64_t dims[2] = {1, kept ? kept : 1};
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, x->rank, x->rank == 1 ? dims + 1 : dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     otter_bytes *out = y->data;
     if (!kept) { /* everything removed: one empty string */
         out[0].data = ot_strdup("");
@@ -258,9 +248,9 @@ static int64_t tfidf_find(const tfidf *t, int64_t n, int64_t start, int64_t sd) 
     return -1;
 }
 
-static otter_status tfidf_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_tfidf(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     tfidf t = {.x = x};
     t.pool_i = otter_node_attr(ctx->node, "pool_int64s");
     t.pool_s = otter_node_attr(ctx->node, "pool_strings");
@@ -268,7 +258,7 @@ static otter_status tfidf_run(ot_kernel_ctx *ctx) {
     if (t.pool_i && !t.pool_i->n_ints) t.pool_i = NULL;
     if (!t.pool_i && !t.pool_s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pool_int64s or pool_strings is required");
     if (t.pool_s ? x->dtype != OTTER_DTYPE_STRING : (x->dtype != OTTER_DTYPE_INT32 && x->dtype != OTTER_DTYPE_INT64))
-        return bad_type(ctx, 0, x->dtype);
+        return ot_ctx_bad_type(ctx, 0, x->dtype);
     t.pool_len = (int64_t)(t.pool_s ? t.pool_s->n_strings : t.pool_i->n_ints);
     const otter_attr *nc = otter_node_attr(ctx->node, "ngram_counts"),
                      *ni = otter_node_attr(ctx->node, "ngram_indexes");
@@ -306,7 +296,7 @@ static otter_status tfidf_run(ot_kernel_ctx *ctx) {
     int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->dims[x->rank - 1];
     int64_t dims[2] = {rows, out_size};
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, x->rank, x->rank == 2 ? dims : dims + 1);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     float *yd = y->data;
     memset(yd, 0, (size_t)(rows * out_size) * sizeof *yd);
     for (int64_t r = 0; r < rows; r++) {
@@ -384,12 +374,12 @@ static int first_cmp(void *arg, int64_t a, int64_t b) {
     return f[a] < f[b] ? -1 : f[a] > f[b] ? 1 : 0;
 }
 
-static otter_status unique_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_unique(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     size_t es = x->dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(x->dtype);
     if (!es || x->dtype == OTTER_DTYPE_COMPLEX64 || x->dtype == OTTER_DTYPE_COMPLEX128)
-        return bad_type(ctx, 0, x->dtype);
+        return ot_ctx_bad_type(ctx, 0, x->dtype);
     const otter_attr *ax = otter_node_attr(ctx->node, "axis");
     bool sorted = otter_node_attr_int(ctx->node, "sorted", 1) != 0;
     int64_t axis = 0, outer = 1, n, inner = 1;
@@ -448,7 +438,7 @@ static otter_status unique_run(ot_kernel_ctx *ctx) {
         ydims[0] = m;
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, yrank, ydims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     for (int64_t p = 0; p < m; p++) {
         int64_t k = first[gorder[p]];
         for (int64_t o = 0; o < outer; o++) {
@@ -470,7 +460,7 @@ static otter_status unique_run(ot_kernel_ctx *ctx) {
     for (size_t o = 1; o < ctx->n_outputs && o < 4; o++) {
         int64_t cnt = o == 2 ? n : m;
         otter_tensor *t = ot_ctx_output(ctx, o, OTTER_DTYPE_INT64, 1, &cnt);
-        if (!t) return OTTER_ERR_NOMEM;
+        if (!t) return ctx->output_status;
         int64_t *d = t->data;
         for (int64_t k = 0; k < cnt; k++) d[k] = o == 1 ? first[gorder[k]] : o == 2 ? rank[inv[k]] : count[gorder[k]];
     }
@@ -494,7 +484,7 @@ static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, doub
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output_datatype %d is not supported", (int)dt);
     bool periodic = otter_node_attr_int(ctx->node, "periodic", 1) != 0;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 1, &size);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     double den = periodic ? (double)size : (double)(size - 1);
     for (int64_t k = 0; k < size; k++) {
         double ph = den > 0 ? 2 * M_PI * (double)k / den : 0;
@@ -503,9 +493,9 @@ static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, doub
     return OTTER_OK;
 }
 
-static otter_status hann_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.5, 0.5, 0); }
-static otter_status hamming_run(ot_kernel_ctx *ctx) { return window_common(ctx, 25.0 / 46, 1 - 25.0 / 46, 0); }
-static otter_status blackman_run(ot_kernel_ctx *ctx) { return window_common(ctx, 0.42, 0.5, 0.08); }
+otter_status ot_kernel_hann(ot_kernel_ctx *ctx) { return window_common(ctx, 0.5, 0.5, 0); }
+otter_status ot_kernel_hamming(ot_kernel_ctx *ctx) { return window_common(ctx, 25.0 / 46, 1 - 25.0 / 46, 0); }
+otter_status ot_kernel_blackman(ot_kernel_ctx *ctx) { return window_common(ctx, 0.42, 0.5, 0.08); }
 
 /* ---- DFT, STFT --------------------------------------------------------------------------- */
 
@@ -540,10 +530,10 @@ static double *twiddles(ot_kernel_ctx *ctx, int64_t L) {
     return tw;
 }
 
-static otter_status dft_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2 and a last dimension of 1 or 2",
                             ot_ctx_input_name(ctx, 0));
@@ -574,7 +564,7 @@ static otter_status dft_run(ot_kernel_ctx *ctx) {
     dims[axis] = n_out;
     dims[x->rank - 1] = 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     double *tw = twiddles(ctx, L);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_in + 2 * n_out + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
@@ -597,10 +587,10 @@ static otter_status dft_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status stft_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *win = ot_ctx_input(ctx, 2);
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must be [batch, signal_length, 1 or 2]",
                             ot_ctx_input_name(ctx, 0));
@@ -624,7 +614,7 @@ static otter_status stft_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real signal (last dimension 1)");
     int64_t frames = (S - flen) / step + 1, bins = onesided ? flen / 2 + 1 : flen;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){B, frames, bins, 2});
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     double *tw = twiddles(ctx, flen);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * flen + 2 * bins + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
@@ -653,7 +643,7 @@ static otter_status stft_run(ot_kernel_ctx *ctx) {
 /* ONNX's reference: num_mel_bins + 2 points evenly spaced on the mel scale (step divided by the
  * point count, as the reference does), mapped to spectrogram bins floor((dft_length + 1) f / rate),
  * and triangles between neighbours. */
-static otter_status mel_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mel(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < 5; i++)
         if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
     int64_t n_mel, dft_len, rate;
@@ -675,7 +665,8 @@ static otter_status mel_run(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 2, (int64_t[]){n_spec, n_mel});
     int64_t *bin = ot_ctx_scratch(ctx, (size_t)(n_mel + 2) * sizeof *bin);
     double *w = ot_ctx_scratch(ctx, (size_t)(n_spec * n_mel) * sizeof *w);
-    if (!y || !bin || !w) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
+    if (!bin || !w) return OTTER_ERR_NOMEM;
     double lo_mel = 2595 * log10(1 + lo_hz / 700), hi_mel = 2595 * log10(1 + hi_hz / 700);
     double step = (hi_mel - lo_mel) / (double)(n_mel + 2);
     for (int64_t i = 0; i < n_mel + 2; i++) {
@@ -728,14 +719,14 @@ static void roi_sample(const float *plane, int64_t H, int64_t W, double y, doubl
     v[3] = ly * lx * plane[yh * W + xh];
 }
 
-static otter_status roialign_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *rois, *bi;
-    OT_TRY(need_input(ctx, 0, &x));
-    OT_TRY(need_input(ctx, 1, &rois));
-    OT_TRY(need_input(ctx, 2, &bi));
-    if (x->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 0, x->dtype);
-    if (rois->dtype != OTTER_DTYPE_FLOAT) return bad_type(ctx, 1, rois->dtype);
-    if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32) return bad_type(ctx, 2, bi->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &rois));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &bi));
+    if (x->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    if (rois->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 1, rois->dtype);
+    if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32) return ot_ctx_bad_type(ctx, 2, bi->dtype);
     if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "expected X [N, C, H, W], rois [R, 4] and batch_indices [R]");
     const char *mode = otter_node_attr_string(ctx->node, "mode", "avg");
@@ -755,7 +746,7 @@ static otter_status roialign_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_height/output_width must be positive, sampling_ratio >= 0");
     const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, (int64_t[]){R, C, oh, ow});
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     float *yd = y->data;
     const float *rd = rois->data;
     double off = half_pixel ? 0.5 : 0.0;
@@ -804,10 +795,10 @@ static otter_status roialign_run(ot_kernel_ctx *ctx) {
 /* ---- MeanVarianceNormalization --------------------------------------------------------------- */
 
 /* ONNX's function body: (X - mean) / (sqrt(mean(X^2) - mean^2) + 1e-9) over `axes`. */
-static otter_status mvn_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_mvn(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     const otter_attr *a = otter_node_attr(ctx->node, "axes");
     static const int64_t def_axes[] = {0, 2, 3};
     const int64_t *axes = a ? a->ints : def_axes;
@@ -826,7 +817,8 @@ static otter_status mvn_run(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     double *acc = ot_ctx_scratch(ctx, (size_t)(3 * groups + 1) * sizeof *acc);
     int64_t *grp = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *grp);
-    if (!y || !acc || !grp) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
+    if (!acc || !grp) return OTTER_ERR_NOMEM;
     memset(acc, 0, (size_t)(3 * groups) * sizeof *acc);
     for (int64_t i = 0; i < n; i++) { /* group of element i: its index over the kept axes */
         int64_t rem = i, g = 0, mul = 1;
@@ -860,10 +852,10 @@ static otter_status mvn_run(ot_kernel_ctx *ctx) {
 /* ---- Det ------------------------------------------------------------------------------------- */
 
 /* LU decomposition with partial pivoting in double, one matrix at a time. */
-static otter_status det_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_det(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2]) {
         char a[96];
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [..., M, M]",
@@ -873,7 +865,8 @@ static otter_status det_run(ot_kernel_ctx *ctx) {
     for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank - 2, x->dims);
     double *a = ot_ctx_scratch(ctx, (size_t)(M * M + 1) * sizeof *a);
-    if (!y || !a) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
+    if (!a) return OTTER_ERR_NOMEM;
     for (int64_t m = 0; m < mats; m++) {
         for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, m * M * M + i);
         double det = 1;
@@ -904,24 +897,3 @@ static otter_status det_run(ot_kernel_ctx *ctx) {
     }
     return OTTER_OK;
 }
-
-const ot_op_def ot_ops_extra[] = {
-    {"", "NonMaxSuppression", 10, nms_run, 0},
-    {"", "NonMaxSuppression", 11, nms_run, 0},
-    {"", "StringNormalizer", 10, strnorm_run, 0},
-    {"", "TfIdfVectorizer", 9, tfidf_run, 0},
-    {"", "Unique", 11, unique_run, 0},
-    {"", "HannWindow", 17, hann_run, 0},
-    {"", "HammingWindow", 17, hamming_run, 0},
-    {"", "BlackmanWindow", 17, blackman_run, 0},
-    {"", "DFT", 17, dft_run, 0},
-    {"", "DFT", 20, dft_run, 0}, /* axis as input 2 */
-    {"", "STFT", 17, stft_run, 0},
-    {"", "MelWeightMatrix", 17, mel_run, 0},
-    {"", "RoiAlign", 10, roialign_run, 0},
-    {"", "RoiAlign", 16, roialign_run, 0}, /* coordinate_transformation_mode */
-    {"", "MeanVarianceNormalization", 9, mvn_run, 0},
-    {"", "MeanVarianceNormalization", 13, mvn_run, 0},
-    {"", "Det", 11, det_run, 0},
-    {0},
-};

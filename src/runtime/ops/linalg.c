@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
@@ -166,7 +167,7 @@ static void relu_inplace(otter_tensor *y) {
 static otter_status matmul_plain(ot_kernel_ctx *ctx);
 
 /* MatMul, then + bias (input 2, float, 1 or N elements along the last axis) and the activation. */
-static otter_status matmul_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
     const otter_tensor *bias = is_fused(ctx) ? ot_ctx_input(ctx, 2) : NULL;
@@ -206,7 +207,7 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
     mm_plan p;
     OT_TRY(mm_make_plan(ctx, a, b, &p));
     otter_tensor *y = ot_ctx_output(ctx, 0, a->dtype, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t mn = p.M * p.N;
     if (p.n_batch * mn == 0) return OTTER_OK;
     switch (a->dtype) {
@@ -272,7 +273,7 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
 
 static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu);
 
-static otter_status gemm_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gemm(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
     OT_TRY(gemm_plain(ctx, &relu));
@@ -328,7 +329,7 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
     }
     int64_t yd[2] = {M, N};
     otter_tensor *y = ot_ctx_output(ctx, 0, a->dtype, 2, yd);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (M * N == 0) return OTTER_OK;
     bool use_c = c && beta != 0.0 && otter_tensor_numel(c) > 0;
     if (a->dtype == OTTER_DTYPE_DOUBLE) {
@@ -438,7 +439,7 @@ static void int_matmul(const mm_plan *p, const otter_tensor *a, const otter_tens
 
 static bool is_8bit(otter_dtype t) { return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8; }
 
-static otter_status matmulinteger_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_matmulinteger(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *azp, *bzp;
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
     if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
@@ -449,12 +450,12 @@ static otter_status matmulinteger_run(ot_kernel_ctx *ctx) {
     OT_TRY(qparam(ctx, 2, p.M, "a_zero_point", &azp));
     OT_TRY(qparam(ctx, 3, p.N, "b_zero_point", &bzp));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT32, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int_matmul(&p, a, b, azp, bzp, y->data);
     return OTTER_OK;
 }
 
-static otter_status qlinearmatmul_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_qlinearmatmul(ot_kernel_ctx *ctx) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 3);
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs a and b");
     for (size_t i = 0; i < 8; i++)
@@ -472,7 +473,7 @@ static otter_status qlinearmatmul_run(ot_kernel_ctx *ctx) {
     OT_TRY(qparam(ctx, 6, 1, "y_scale", &ys));
     OT_TRY(qparam(ctx, 7, 1, "y_zero_point", &yzp));
     otter_tensor *y = ot_ctx_output(ctx, 0, yzp->dtype, p.out_rank, p.out_dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = p.n_batch * p.M * p.N;
     int32_t *acc = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!acc) return OT_NOMEM();
@@ -553,7 +554,7 @@ static otter_status ein_parse_term(const ot_kernel_ctx *ctx, const char *s, size
     return OTTER_OK;
 }
 
-static otter_status einsum_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_einsum(ot_kernel_ctx *ctx) {
     const char *eq = otter_node_attr_string(ctx->node, "equation", NULL);
     if (!eq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'equation' is missing");
     size_t n_in = ctx->n_inputs;
@@ -638,7 +639,7 @@ static otter_status einsum_run(ot_kernel_ctx *ctx) {
     int64_t odims[OTTER_MAX_RANK];
     for (int d = 0; d < out.n; d++) odims[d] = size[out.labels[d]];
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, out.n, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     /* Inputs as double; strides per loop label (summed over repeats: diagonals; 0 when broadcast). */
     double *xd[32] = {0};
     int64_t(*strides)[EIN_MAXL] = ot_calloc(n_in, sizeof *strides);
@@ -709,14 +710,3 @@ static otter_status einsum_run(ot_kernel_ctx *ctx) {
     ot_free(yd);
     return s;
 }
-
-const ot_op_def ot_ops_linalg[] = {
-    {"", "Gemm", 1, gemm_run, 0},
-    {"", "MatMul", 1, matmul_run, 0},
-    {"com.otter", "FusedGemm", 1, gemm_run, 0},     /* Gemm + activation (runtime/fuse.c) */
-    {"com.otter", "FusedMatMul", 1, matmul_run, 0}, /* MatMul + 1-D bias + activation */
-    {"", "MatMulInteger", 10, matmulinteger_run, 0},
-    {"", "QLinearMatMul", 10, qlinearmatmul_run, 0},
-    {"", "Einsum", 12, einsum_run, 0},
-    {0},
-};

@@ -4,18 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
-
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
-}
 
 /* Copy n elements of type t (deep copy for strings). */
 static otter_status copy_elems(const ot_kernel_ctx *ctx, void *dst, const void *src, otter_dtype t, int64_t n) {
@@ -37,13 +27,13 @@ static otter_status copy_elems(const ot_kernel_ctx *ctx, void *dst, const void *
 /* Output i as a copy of t. */
 static otter_status output_copy(ot_kernel_ctx *ctx, size_t i, const otter_tensor *t) {
     otter_tensor *y = ot_ctx_output(ctx, i, t->dtype, t->rank, t->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     return copy_elems(ctx, y->data, t->data, t->dtype, otter_tensor_numel(t));
 }
 
 /* ---- Constant ------------------------------------------------------------------------- */
 
-static otter_status constant_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_constant(ot_kernel_ctx *ctx) {
     const otter_node *n = ctx->node;
     for (size_t k = 0; k < n->n_attrs; k++) {
         const otter_attr *a = &n->attrs[k];
@@ -51,13 +41,13 @@ static otter_status constant_run(ot_kernel_ctx *ctx) {
         if (ot_streq(nm, "value") && a->t) return output_copy(ctx, 0, a->t);
         if (ot_streq(nm, "value_float")) {
             otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 0, NULL);
-            if (!y) return OTTER_ERR_NOMEM;
+            if (!y) return ctx->output_status;
             *(float *)y->data = a->f;
             return OTTER_OK;
         }
         if (ot_streq(nm, "value_int")) {
             otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
-            if (!y) return OTTER_ERR_NOMEM;
+            if (!y) return ctx->output_status;
             *(int64_t *)y->data = a->i;
             return OTTER_OK;
         }
@@ -65,19 +55,19 @@ static otter_status constant_run(ot_kernel_ctx *ctx) {
             bool f = nm[6] == 'f';
             int64_t len = (int64_t)(f ? a->n_floats : a->n_ints);
             otter_tensor *y = ot_ctx_output(ctx, 0, f ? OTTER_DTYPE_FLOAT : OTTER_DTYPE_INT64, 1, &len);
-            if (!y) return OTTER_ERR_NOMEM;
+            if (!y) return ctx->output_status;
             if (len) memcpy(y->data, f ? (const void *)a->floats : (const void *)a->ints, (size_t)len * (f ? 4 : 8));
             return OTTER_OK;
         }
         if (ot_streq(nm, "value_string")) {
             otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, 0, NULL);
-            if (!y) return OTTER_ERR_NOMEM;
+            if (!y) return ctx->output_status;
             return copy_elems(ctx, y->data, &a->s, OTTER_DTYPE_STRING, 1);
         }
         if (ot_streq(nm, "value_strings")) {
             int64_t len = (int64_t)a->n_strings;
             otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, 1, &len);
-            if (!y) return OTTER_ERR_NOMEM;
+            if (!y) return ctx->output_status;
             return copy_elems(ctx, y->data, a->strings, OTTER_DTYPE_STRING, len);
         }
         if (ot_streq(nm, "sparse_value"))
@@ -88,7 +78,7 @@ static otter_status constant_run(ot_kernel_ctx *ctx) {
 
 /* ---- ConstantOfShape ------------------------------------------------------------------- */
 
-static otter_status constant_of_shape_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_constant_of_shape(ot_kernel_ctx *ctx) {
     int64_t dims[OTTER_MAX_RANK], rank = 0;
     OT_TRY(ot_ctx_input_ints(ctx, 0, dims, OTTER_MAX_RANK, &rank));
     for (int64_t i = 0; i < rank; i++)
@@ -101,7 +91,7 @@ static otter_status constant_of_shape_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'value' must hold one element");
     otter_dtype dt = v ? v->dtype : OTTER_DTYPE_FLOAT;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, (int)rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(y);
     if (dt == OTTER_DTYPE_STRING) {
         for (int64_t i = 0; i < n; i++) OT_TRY(copy_elems(ctx, (otter_bytes *)y->data + i, v->data, dt, 1));
@@ -154,12 +144,12 @@ static void format_number(char *buf, size_t size, double v, bool single) {
 
 static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!castable(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (!castable(to))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "cannot cast to type %s (%d)", otter_dtype_name(to), (int)to);
     otter_tensor *y = ot_ctx_output(ctx, 0, to, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     if (n == 0) return OTTER_OK;
     if (x->dtype == OTTER_DTYPE_STRING && to == OTTER_DTYPE_STRING) return copy_elems(ctx, y->data, x->data, to, n);
@@ -226,7 +216,7 @@ static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
     return OTTER_OK;
 }
 
-static otter_status cast_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_cast(ot_kernel_ctx *ctx) {
     int64_t to = otter_node_attr_int(ctx->node, "to", -1);
     if (to <= 0 || to >= OTTER_DTYPE_COUNT_)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is missing or not a known type",
@@ -234,19 +224,19 @@ static otter_status cast_run(ot_kernel_ctx *ctx) {
     return cast_to(ctx, (otter_dtype)to);
 }
 
-static otter_status castlike_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_castlike(ot_kernel_ctx *ctx) {
     const otter_tensor *like;
-    OT_TRY(need_input(ctx, 1, &like));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &like));
     return cast_to(ctx, like->dtype);
 }
 
 /* ---- Range ----------------------------------------------------------------------------- */
 
-static otter_status range_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_range(ot_kernel_ctx *ctx) {
     const otter_tensor *s, *l, *d;
-    OT_TRY(need_input(ctx, 0, &s));
-    OT_TRY(need_input(ctx, 1, &l));
-    OT_TRY(need_input(ctx, 2, &d));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &s));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &l));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &d));
     const otter_tensor *in[3] = {s, l, d};
     for (size_t i = 0; i < 3; i++) {
         if (otter_tensor_numel(in[i]) != 1)
@@ -265,7 +255,7 @@ static otter_status range_run(ot_kernel_ctx *ctx) {
         double cnt = ceil((b - a) / st);
         n = cnt > 0 ? (int64_t)cnt : 0;
         otter_tensor *y = ot_ctx_output(ctx, 0, t, 1, &n);
-        if (!y) return OTTER_ERR_NOMEM;
+        if (!y) return ctx->output_status;
         if (t == OTTER_DTYPE_FLOAT) {
             float fa = *(const float *)s->data, fs = *(const float *)d->data;
             for (int64_t i = 0; i < n; i++) ((float *)y->data)[i] = fa + (float)i * fs;
@@ -274,14 +264,14 @@ static otter_status range_run(ot_kernel_ctx *ctx) {
         }
         return OTTER_OK;
     }
-    if (t != OTTER_DTYPE_INT16 && t != OTTER_DTYPE_INT32 && t != OTTER_DTYPE_INT64) return bad_type(ctx, 0, t);
+    if (t != OTTER_DTYPE_INT16 && t != OTTER_DTYPE_INT32 && t != OTTER_DTYPE_INT64) return ot_ctx_bad_type(ctx, 0, t);
     int64_t a = ot_get_i64(s->data, t, 0), b = ot_get_i64(l->data, t, 0), st = ot_get_i64(d->data, t, 0);
     if (st == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (delta) is zero", ot_ctx_input_name(ctx, 2));
     int64_t diff = b - a;
     n = diff / st + ((diff % st) != 0 && ((diff > 0) == (st > 0)) ? 1 : 0);
     if (n < 0) n = 0;
     otter_tensor *y = ot_ctx_output(ctx, 0, t, 1, &n);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     for (int64_t i = 0; i < n; i++) {
         int64_t v = a + i * st;
         ot_convert((char *)y->data + (size_t)i * otter_dtype_size(t), t, &v, OTTER_DTYPE_INT64, 1);
@@ -291,19 +281,19 @@ static otter_status range_run(ot_kernel_ctx *ctx) {
 
 /* ---- OneHot ---------------------------------------------------------------------------- */
 
-static otter_status onehot_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_onehot(ot_kernel_ctx *ctx) {
     const otter_tensor *ind, *dep, *val;
-    OT_TRY(need_input(ctx, 0, &ind));
-    OT_TRY(need_input(ctx, 1, &dep));
-    OT_TRY(need_input(ctx, 2, &val));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &ind));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &dep));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &val));
     if (otter_tensor_numel(dep) != 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (depth) must hold one value",
                             ot_ctx_input_name(ctx, 1));
     if (otter_tensor_numel(val) != 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (values) must hold two values [off, on], has %lld",
                             ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(val));
-    if (val->dtype == OTTER_DTYPE_STRING || !castable(val->dtype)) return bad_type(ctx, 2, val->dtype);
-    if (!castable(ind->dtype) || ind->dtype == OTTER_DTYPE_STRING) return bad_type(ctx, 0, ind->dtype);
+    if (val->dtype == OTTER_DTYPE_STRING || !castable(val->dtype)) return ot_ctx_bad_type(ctx, 2, val->dtype);
+    if (!castable(ind->dtype) || ind->dtype == OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 0, ind->dtype);
     int64_t depth = (int64_t)ot_get_f64(dep->data, dep->dtype, 0);
     if (depth < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' (depth) is %lld, must be positive",
@@ -317,7 +307,7 @@ static otter_status onehot_run(ot_kernel_ctx *ctx) {
     int64_t odims[OTTER_MAX_RANK];
     for (int i = 0, k = 0; i < orank; i++) odims[i] = i == ax ? depth : ind->dims[k++];
     otter_tensor *y = ot_ctx_output(ctx, 0, val->dtype, orank, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < ax; i++) outer *= ind->dims[i];
     for (int i = (int)ax; i < ind->rank; i++) inner *= ind->dims[i];
@@ -337,9 +327,9 @@ static otter_status onehot_run(ot_kernel_ctx *ctx) {
 
 /* ---- EyeLike, Trilu -------------------------------------------------------------------- */
 
-static otter_status eyelike_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_eyelike(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (x->rank != 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank 2, has %d", ot_ctx_input_name(ctx, 0),
                             x->rank);
@@ -348,7 +338,7 @@ static otter_status eyelike_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'dtype' %lld is not a supported type", (long long)dt);
     int64_t k = otter_node_attr_int(ctx->node, "k", 0);
     otter_tensor *y = ot_ctx_output(ctx, 0, (otter_dtype)dt, 2, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     memset(y->data, 0, otter_tensor_nbytes(y));
     for (int64_t i = 0; i < x->dims[0]; i++) {
         int64_t j = i + k;
@@ -357,18 +347,18 @@ static otter_status eyelike_run(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status trilu_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_trilu(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (x->rank < 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2, has %d",
                             ot_ctx_input_name(ctx, 0), x->rank);
-    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t k = 0, nk = 0;
     if (ot_ctx_input(ctx, 1)) OT_TRY(ot_ctx_input_ints(ctx, 1, &k, 1, &nk));
     bool upper = otter_node_attr_int(ctx->node, "upper", 1) != 0;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], mat = rows * cols;
     int64_t batch = mat ? otter_tensor_numel(x) / mat : 0;
     size_t es = otter_dtype_size(x->dtype);
@@ -389,9 +379,9 @@ static otter_status trilu_run(ot_kernel_ctx *ctx) {
 
 /* ---- Shape, Size, Identity ------------------------------------------------------------- */
 
-static otter_status shape_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_shape(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t r = x->rank, start = 0, end = r;
     if (ctx->opset >= 15) {
         start = otter_node_attr_int(ctx->node, "start", 0);
@@ -403,23 +393,23 @@ static otter_status shape_run(ot_kernel_ctx *ctx) {
     }
     int64_t n = end > start ? end - start : 0;
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 1, &n);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     for (int64_t i = 0; i < n; i++) ((int64_t *)y->data)[i] = x->dims[start + i];
     return OTTER_OK;
 }
 
-static otter_status size_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_size(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     *(int64_t *)y->data = otter_tensor_numel(x);
     return OTTER_OK;
 }
 
-static otter_status identity_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_identity(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     return output_copy(ctx, 0, x);
 }
 
@@ -433,10 +423,10 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static otter_status dropout_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dropout(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     double ratio = 0.5;
     bool training = false;
     if (ctx->opset >= 12) {
@@ -453,12 +443,12 @@ static otter_status dropout_run(ot_kernel_ctx *ctx) {
     }
     int64_t n = otter_tensor_numel(x);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     otter_tensor *mask = NULL;
     if (ctx->n_outputs > 1) {
         otter_dtype mt = ctx->opset >= 10 ? OTTER_DTYPE_BOOL : x->dtype;
         mask = ot_ctx_output(ctx, 1, mt, x->rank, x->dims);
-        if (!mask) return OTTER_ERR_NOMEM;
+        if (!mask) return ctx->output_status;
     }
     if (!training || ratio == 0) {
         if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
@@ -488,16 +478,16 @@ static otter_status dropout_run(ot_kernel_ctx *ctx) {
 
 /* ---- NonZero --------------------------------------------------------------------------- */
 
-static otter_status nonzero_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_nonzero(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t n = otter_tensor_numel(x), nnz = 0;
     for (int64_t i = 0; i < n; i++) nnz += ot_get_f64(x->data, x->dtype, i) != 0;
     int r = x->rank ? x->rank : 1;
     int64_t dims[2] = {x->rank, nnz};
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 2, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t *out = y->data, k = 0;
     (void)r;
     for (int64_t i = 0; i < n; i++) {
@@ -526,9 +516,9 @@ static void free_tensors(otter_tensor **t, size_t n) {
     }
 }
 
-static otter_status if_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_if(ot_kernel_ctx *ctx) {
     const otter_tensor *c;
-    OT_TRY(need_input(ctx, 0, &c));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &c));
     if (otter_tensor_numel(c) != 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' (cond) must hold one element",
                             ot_ctx_input_name(ctx, 0));
@@ -577,7 +567,7 @@ typedef struct {
     int64_t count;
 } scan_acc;
 
-static otter_status loop_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_loop(ot_kernel_ctx *ctx) {
     const otter_graph *g = graph_attr(ctx, "body");
     if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
     const otter_tensor *tm = ot_ctx_input(ctx, 0), *tc = ot_ctx_input(ctx, 1);
@@ -672,7 +662,7 @@ static otter_status loop_run(ot_kernel_ctx *ctx) {
         if (a->count == 0) rank = 1; /* no iteration: element shape unknown */
         otter_tensor *y = ot_ctx_output(ctx, nc + k, a->count ? a->dtype : OTTER_DTYPE_FLOAT, rank, dims);
         if (!y) {
-            s = OTTER_ERR_NOMEM;
+            s = ctx->output_status;
             break;
         }
         if (a->bytes) memcpy(y->data, a->data, a->bytes);
@@ -813,7 +803,7 @@ static otter_status scan_attr_list(const ot_kernel_ctx *ctx, const char *name, s
     return OTTER_OK;
 }
 
-static otter_status scan_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_scan(ot_kernel_ctx *ctx) {
     const otter_graph *g = graph_attr(ctx, "body");
     if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
     bool v8 = ctx->opset < 9;
@@ -892,30 +882,3 @@ static otter_status scan_run(ot_kernel_ctx *ctx) {
     free_tensors(res_c, k);
     return s;
 }
-
-/* ======================================================================================== */
-
-const ot_op_def ot_ops_misc[] = {
-    {"", "Constant", 1, constant_run, 0},
-    {"", "ConstantOfShape", 9, constant_of_shape_run, 0},
-    {"", "Cast", 1, cast_run, 0},
-    {"", "CastLike", 15, castlike_run, 0},
-    {"", "Range", 11, range_run, 0},
-    {"", "OneHot", 9, onehot_run, 0},
-    {"", "EyeLike", 9, eyelike_run, 0},
-    {"", "Trilu", 14, trilu_run, OT_OP_INPLACE0},
-    {"", "Shape", 1, shape_run, 0},
-    {"", "Shape", 15, shape_run, 0}, /* start / end */
-    {"", "Size", 1, size_run, 0},
-    {"", "Identity", 1, identity_run, OT_OP_INPLACE0},
-    {"", "Dropout", 1, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
-    {"", "Dropout", 7, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD},
-    {"", "Dropout", 10, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* bool mask */
-    {"", "Dropout", 12, dropout_run, OT_OP_INPLACE0 | OT_OP_NOFOLD}, /* ratio, training_mode inputs */
-    {"", "NonZero", 9, nonzero_run, 0},
-    {"", "If", 1, if_run, OT_OP_VALUES},     /* branches may give sequences and optionals */
-    {"", "Loop", 1, loop_run, OT_OP_VALUES}, /* loop-carried values too */
-    {"", "Scan", 8, scan_run, 0},
-    {"", "Scan", 9, scan_run, 0}, /* no batch axis; per-input axes and directions */
-    {0},
-};

@@ -10,6 +10,7 @@
  * reference. */
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
 static bool quant_type(otter_dtype t) {
@@ -102,7 +103,7 @@ static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tenso
 
 /* ---- QuantizeLinear ------------------------------------------------------------------- */
 
-static otter_status quantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     OT_TRY(need_float_scale(ctx, s));
@@ -121,7 +122,7 @@ static otter_status quantize_run(ot_kernel_ctx *ctx) {
     qmap m;
     OT_TRY(qmap_init(ctx, x, &m));
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     double lo, hi;
     quant_range(yt, &lo, &hi);
     int64_t n = otter_tensor_numel(x);
@@ -142,7 +143,7 @@ static otter_status quantize_run(ot_kernel_ctx *ctx) {
 
 /* ---- DequantizeLinear ----------------------------------------------------------------- */
 
-static otter_status dequantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     OT_TRY(need_float_scale(ctx, s));
@@ -156,7 +157,7 @@ static otter_status dequantize_run(ot_kernel_ctx *ctx) {
     OT_TRY(qmap_init(ctx, x, &m));
     otter_dtype yt = ctx->opset >= 19 ? s->dtype : OTTER_DTYPE_FLOAT;
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
@@ -173,7 +174,7 @@ static otter_status dequantize_run(ot_kernel_ctx *ctx) {
 /* ---- DynamicQuantizeLinear ------------------------------------------------------------ */
 
 /* uint8 only: scale = (max(0, max x) - min(0, min x)) / 255, zero point = round(-min / scale). */
-static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dynamic_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing");
     if (x->dtype != OTTER_DTYPE_FLOAT)
@@ -194,7 +195,7 @@ static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_UINT8, x->rank, x->dims);
     otter_tensor *ys = ctx->n_outputs > 1 ? ot_ctx_output(ctx, 1, OTTER_DTYPE_FLOAT, 0, NULL) : NULL;
     otter_tensor *yz = ctx->n_outputs > 2 ? ot_ctx_output(ctx, 2, OTTER_DTYPE_UINT8, 0, NULL) : NULL;
-    if (!y || (ctx->n_outputs > 1 && !ys) || (ctx->n_outputs > 2 && !yz)) return OTTER_ERR_NOMEM;
+    if (!y || (ctx->n_outputs > 1 && !ys) || (ctx->n_outputs > 2 && !yz)) return ctx->output_status;
     uint8_t *yd = y->data;
     for (int64_t i = 0; i < n; i++) {
         float v = scale > 0 ? nearbyintf(xd[i] / scale) + zpf : 0;
@@ -204,16 +205,3 @@ static otter_status dynamic_quantize_run(ot_kernel_ctx *ctx) {
     if (yz) *(uint8_t *)yz->data = (uint8_t)zpf;
     return OTTER_OK;
 }
-
-const ot_op_def ot_ops_quant[] = {
-    {"", "QuantizeLinear", 10, quantize_run, 0},
-    {"", "QuantizeLinear", 13, quantize_run, 0}, /* axis */
-    {"", "QuantizeLinear", 19, quantize_run, 0}, /* float16 / bfloat16 scales */
-    {"", "QuantizeLinear", 21, quantize_run, 0}, /* block_size, output_dtype, 16-bit types */
-    {"", "DequantizeLinear", 10, dequantize_run, 0},
-    {"", "DequantizeLinear", 13, dequantize_run, 0},
-    {"", "DequantizeLinear", 19, dequantize_run, 0}, /* output type follows the scale */
-    {"", "DequantizeLinear", 21, dequantize_run, 0},
-    {"", "DynamicQuantizeLinear", 11, dynamic_quantize_run, 0},
-    {0},
-};

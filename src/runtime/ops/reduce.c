@@ -8,18 +8,9 @@
 #include <float.h>
 #include <math.h>
 
+#include "ops/shape_math.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
-
-static otter_status need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
-    *t = ot_ctx_input(ctx, i);
-    if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    return OTTER_OK;
-}
-
-static otter_status bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t) {
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s' has type %s, which %s does not support", i,
-                        ot_ctx_input_name(ctx, i), otter_dtype_name(t), ctx->node->op_type);
-}
 
 static bool is_numeric(otter_dtype t) {
     return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_STRING && t != OTTER_DTYPE_BOOL &&
@@ -215,14 +206,11 @@ static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64
     if (units > 0) ot_parallel_for(ctx, units, grain, fn, j);
 }
 
-static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
-    const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
-    int rank = x->rank;
-    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
+/* The reduced axes of input 0 (axes from input 1 from opset 13 for ReduceSum and 18 for the others,
+ * an attribute before); *noop: noop_with_empty_axes applies (nothing reduced, output = input). */
+static otter_status reduce_axes(const ot_kernel_ctx *ctx, red_kind kind, int rank, bool *red, bool *noop) {
     bool axes_input = (kind == R_SUM && ctx->opset >= 13) || ctx->opset >= 18;
-    bool noop = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
+    bool noop_attr = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
     int64_t axes[OTTER_MAX_RANK];
     int64_t naxes = 0;
     if (axes_input) {
@@ -236,61 +224,19 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
             memcpy(axes, a->ints, sizeof(int64_t) * a->n_ints);
         }
     }
-    bool red[OTTER_MAX_RANK] = {false};
-    for (int64_t i = 0; i < naxes; i++) {
-        int64_t ax = axes[i];
-        if (!ot_norm_axis(&ax, rank))
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
-                                (long long)axes[i], ot_ctx_input_name(ctx, 0), rank);
-        red[ax] = true;
-    }
-    if (naxes == 0 && noop) {
-        otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-        if (!y) return OTTER_ERR_NOMEM;
-        if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
-        return OTTER_OK;
-    }
-    if (naxes == 0)
-        for (int i = 0; i < rank; i++) red[i] = true;
-    int64_t odims[OTTER_MAX_RANK];
-    int orank = 0;
-    int64_t r = 1, nout = 1;
-    for (int i = 0; i < rank; i++) {
-        if (red[i]) {
-            r *= x->dims[i];
-            if (keepdims) odims[orank++] = 1;
-        } else {
-            odims[orank++] = x->dims[i];
-            nout *= x->dims[i];
-        }
-    }
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, orank, odims);
-    if (!y) return OTTER_ERR_NOMEM;
-    if (nout == 0) return OTTER_OK;
+    int64_t bad = ot_reduce_mask(rank, axes, naxes, noop_attr, red);
+    if (bad >= 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
+                            (long long)axes[bad], ot_ctx_input_name(ctx, 0), rank);
+    *noop = naxes == 0 && noop_attr;
+    return OTTER_OK;
+}
 
-    /* compute type */
-    bool needs_float = kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP;
-    otter_dtype ct = x->dtype == OTTER_DTYPE_DOUBLE                  ? OTTER_DTYPE_DOUBLE
-                     : otter_dtype_is_float(x->dtype)                ? OTTER_DTYPE_FLOAT
-                     : needs_float || x->dtype == OTTER_DTYPE_UINT64 ? OTTER_DTYPE_DOUBLE
-                                                                     : OTTER_DTYPE_INT64;
-    size_t cs = otter_dtype_size(ct);
-    void *xd = NULL, *yd = NULL, *shift = NULL;
-    int64_t *roff = NULL;
-    bool x_owned = false;
-    otter_status s = to_compute(x, ct, &xd, &x_owned);
-    if (s != OTTER_OK) return s;
-    yd = y->dtype == ct ? y->data : ot_malloc((size_t)nout * cs);
-    if (!yd) {
-        s = OT_NOMEM();
-        goto done;
-    }
-
-    /* view: groups of (kept / reduced) dims without size-1 dims */
-    red_job j;
-    memset(&j, 0, sizeof j);
-    j.x = xd;
-    j.y = yd;
+/* The job's view of x: with at most one group of reduced dims (size-1 dims dropped, neighbours
+ * merged) a block (outer, r, inner); otherwise the offsets of every reduced index combination
+ * (*roff, the caller frees it) and the kept dims decomposed per output. r: reduced elements. */
+static otter_status reduce_view(const otter_tensor *x, const bool *red, int64_t r, red_job *j, int64_t **roff) {
+    int rank = x->rank;
     int64_t gsz[OTTER_MAX_RANK];
     bool gred[OTTER_MAX_RANK];
     int ng = 0;
@@ -306,81 +252,130 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     int nred_groups = 0;
     for (int g = 0; g < ng; g++) nred_groups += gred[g];
     if (nred_groups <= 1) {
-        j.block = true;
-        j.outer = 1, j.r = 1, j.inner = 1;
+        j->block = true;
+        j->outer = 1, j->r = 1, j->inner = 1;
         bool after = false;
         for (int g = 0; g < ng; g++) {
             if (gred[g]) {
-                j.r = gsz[g];
+                j->r = gsz[g];
                 after = true;
             } else if (after)
-                j.inner *= gsz[g];
+                j->inner *= gsz[g];
             else
-                j.outer *= gsz[g];
+                j->outer *= gsz[g];
         }
-    } else {
-        /* general: offsets of every reduced index combination, kept dims decomposed per output */
-        j.block = false;
-        j.r = r;
-        roff = ot_malloc(sizeof(int64_t) * (size_t)(r ? r : 1));
-        if (!roff) {
-            s = OT_NOMEM();
-            goto done;
-        }
-        int64_t strides[OTTER_MAX_RANK], st = 1;
-        for (int i = rank - 1; i >= 0; i--) {
-            strides[i] = st;
-            st *= x->dims[i];
-        }
-        for (int64_t k = 0; k < r; k++) {
-            int64_t rem = k, off = 0;
-            for (int i = rank - 1; i >= 0; i--)
-                if (red[i]) {
-                    off += (rem % x->dims[i]) * strides[i];
-                    rem /= x->dims[i];
-                }
-            roff[k] = off;
-        }
-        for (int i = 0; i < rank; i++)
-            if (!red[i]) {
-                j.kdims[j.nkeep] = x->dims[i];
-                j.kstrides[j.nkeep++] = strides[i];
+        return OTTER_OK;
+    }
+    j->block = false;
+    j->r = r;
+    *roff = ot_malloc(sizeof(int64_t) * (size_t)(r ? r : 1));
+    if (!*roff) return OT_NOMEM();
+    int64_t strides[OTTER_MAX_RANK], st = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= x->dims[i];
+    }
+    for (int64_t k = 0; k < r; k++) {
+        int64_t rem = k, off = 0;
+        for (int i = rank - 1; i >= 0; i--)
+            if (red[i]) {
+                off += (rem % x->dims[i]) * strides[i];
+                rem /= x->dims[i];
             }
-        j.roff = roff;
+        (*roff)[k] = off;
     }
-
-    switch (kind) {
-    case R_SUM:
-    case R_MEAN:
-    case R_LOGSUM:
-        j.acc = ACC_SUM, j.map = MAP_ID;
-        break;
-    case R_L1:
-        j.acc = ACC_SUM, j.map = MAP_ABS;
-        break;
-    case R_L2:
-    case R_SUMSQUARE:
-        j.acc = ACC_SUM, j.map = MAP_SQ;
-        break;
-    case R_MAX:
-        j.acc = ACC_MAX, j.map = MAP_ID;
-        break;
-    case R_MIN:
-        j.acc = ACC_MIN, j.map = MAP_ID;
-        break;
-    case R_PROD:
-        j.acc = ACC_PROD, j.map = MAP_ID;
-        break;
-    case R_LOGSUMEXP:
-        j.acc = ACC_MAX, j.map = MAP_ID;
-        break;
-    }
-    if (kind == R_LOGSUMEXP) {
-        shift = ot_malloc((size_t)nout * cs);
-        if (!shift) {
-            s = OT_NOMEM();
-            goto done;
+    for (int i = 0; i < rank; i++)
+        if (!red[i]) {
+            j->kdims[j->nkeep] = x->dims[i];
+            j->kstrides[j->nkeep++] = strides[i];
         }
+    j->roff = *roff;
+    return OTTER_OK;
+}
+
+/* Accumulator and element map of each reduction (LogSumExp: the max first, see reduce_common). */
+static const struct {
+    acc_kind acc;
+    map_kind map;
+} REDUCE_OPS[] = {
+    [R_SUM] = {ACC_SUM, MAP_ID},       [R_MEAN] = {ACC_SUM, MAP_ID}, [R_LOGSUM] = {ACC_SUM, MAP_ID},
+    [R_L1] = {ACC_SUM, MAP_ABS},       [R_L2] = {ACC_SUM, MAP_SQ},   [R_SUMSQUARE] = {ACC_SUM, MAP_SQ},
+    [R_MAX] = {ACC_MAX, MAP_ID},       [R_MIN] = {ACC_MIN, MAP_ID},  [R_PROD] = {ACC_PROD, MAP_ID},
+    [R_LOGSUMEXP] = {ACC_MAX, MAP_ID},
+};
+
+/* The last step of Mean, L2, LogSum and LogSumExp over the accumulated yd (nout values of ct). */
+static void reduce_finish(red_kind kind, otter_dtype ct, void *yd, const void *shift, int64_t nout, int64_t r) {
+    if (kind != R_MEAN && kind != R_L2 && kind != R_LOGSUM && kind != R_LOGSUMEXP) return;
+    for (int64_t i = 0; i < nout; i++) {
+        if (ct == OTTER_DTYPE_INT64) {
+            int64_t *p = yd;
+            p[i] = r ? p[i] / r : 0;
+            continue;
+        }
+        double v = ot_get_f64(yd, ct, i);
+        if (kind == R_MEAN) v = v / (double)r;
+        if (kind == R_L2) v = sqrt(v);
+        if (kind == R_LOGSUM) v = log(v);
+        if (kind == R_LOGSUMEXP) v = log(v) + ot_get_f64(shift, ct, i);
+        ot_set_f64(yd, ct, i, v);
+    }
+}
+
+static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    int rank = x->rank;
+    bool red[OTTER_MAX_RANK], noop = false;
+    OT_TRY(reduce_axes(ctx, kind, rank, red, &noop));
+    if (noop) {
+        otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+        if (!y) return ctx->output_status;
+        if (y->data != x->data) memcpy(y->data, x->data, otter_tensor_nbytes(x));
+        return OTTER_OK;
+    }
+    int src[OTTER_MAX_RANK];
+    int64_t odims[OTTER_MAX_RANK];
+    int orank = ot_reduce_out_axes(rank, red, otter_node_attr_int(ctx->node, "keepdims", 1) != 0, src);
+    for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
+    int64_t r = 1, nout = 1;
+    for (int i = 0; i < rank; i++) {
+        if (red[i])
+            r *= x->dims[i];
+        else
+            nout *= x->dims[i];
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, orank, odims);
+    if (!y) return ctx->output_status;
+    if (nout == 0) return OTTER_OK;
+
+    /* compute type */
+    bool needs_float = kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP;
+    otter_dtype ct = x->dtype == OTTER_DTYPE_DOUBLE                  ? OTTER_DTYPE_DOUBLE
+                     : otter_dtype_is_float(x->dtype)                ? OTTER_DTYPE_FLOAT
+                     : needs_float || x->dtype == OTTER_DTYPE_UINT64 ? OTTER_DTYPE_DOUBLE
+                                                                     : OTTER_DTYPE_INT64;
+    size_t cs = otter_dtype_size(ct);
+    void *xd = NULL, *yd = NULL, *shift = NULL;
+    int64_t *roff = NULL;
+    bool x_owned = false;
+    otter_status s = to_compute(x, ct, &xd, &x_owned);
+    if (s != OTTER_OK) return s;
+    yd = y->dtype == ct ? y->data : ot_malloc((size_t)nout * cs);
+    red_job j;
+    memset(&j, 0, sizeof j);
+    j.x = xd;
+    j.y = yd;
+    j.acc = REDUCE_OPS[kind].acc;
+    j.map = REDUCE_OPS[kind].map;
+    s = yd ? reduce_view(x, red, r, &j, &roff) : OT_NOMEM();
+    if (s == OTTER_OK && kind == R_LOGSUMEXP) {
+        /* the max of each slice first, then sum(exp(x - max)) */
+        shift = ot_malloc((size_t)nout * cs);
+        if (!shift) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK && kind == R_LOGSUMEXP) {
         j.y = shift;
         red_exec(ctx, ct, &j, nout);
         /* an all -inf (or empty) slice would give inf - inf: shift by 0 there */
@@ -393,26 +388,11 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
         j.acc = ACC_SUM;
         j.map = MAP_EXPSHIFT;
     }
-    red_exec(ctx, ct, &j, nout);
-
-    /* post-processing */
-    if (kind == R_MEAN || kind == R_L2 || kind == R_LOGSUM || kind == R_LOGSUMEXP) {
-        for (int64_t i = 0; i < nout; i++) {
-            if (ct == OTTER_DTYPE_INT64) {
-                int64_t *p = yd;
-                p[i] = r ? p[i] / r : 0;
-                continue;
-            }
-            double v = ot_get_f64(yd, ct, i);
-            if (kind == R_MEAN) v = v / (double)r;
-            if (kind == R_L2) v = sqrt(v);
-            if (kind == R_LOGSUM) v = log(v);
-            if (kind == R_LOGSUMEXP) v = log(v) + ot_get_f64(shift, ct, i);
-            ot_set_f64(yd, ct, i, v);
-        }
+    if (s == OTTER_OK) {
+        red_exec(ctx, ct, &j, nout);
+        reduce_finish(kind, ct, yd, shift, nout, r);
+        if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
     }
-    if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
-done:
     if (x_owned) ot_free(xd);
     if (yd && yd != y->data) ot_free(yd);
     ot_free(shift);
@@ -421,7 +401,7 @@ done:
 }
 
 #define REDUCE_RUN(NAME, KIND)                                                                                         \
-    static otter_status NAME##_run(ot_kernel_ctx *ctx) { return reduce_common(ctx, KIND); }
+    otter_status ot_kernel_##NAME(ot_kernel_ctx *ctx) { return reduce_common(ctx, KIND); }
 REDUCE_RUN(reduce_sum, R_SUM)
 REDUCE_RUN(reduce_mean, R_MEAN)
 REDUCE_RUN(reduce_max, R_MAX)
@@ -439,23 +419,22 @@ REDUCE_RUN(reduce_sum_square, R_SUMSQUARE)
 
 static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
     bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
     bool last = otter_node_attr_int(ctx->node, "select_last_index", 0) != 0;
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
                             (long long)otter_node_attr_int(ctx->node, "axis", 0), ot_ctx_input_name(ctx, 0), x->rank);
+    bool red[OTTER_MAX_RANK];
+    int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
-    int orank = 0;
-    for (int i = 0; i < x->rank; i++)
-        if (i != axis)
-            odims[orank++] = x->dims[i];
-        else if (keepdims)
-            odims[orank++] = 1;
+    ot_reduce_mask(x->rank, &axis, 1, false, red);
+    int orank = ot_reduce_out_axes(x->rank, red, keepdims, src);
+    for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, orank, odims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t outer, r, inner;
     split_at(x, (int)axis, &outer, &r, &inner);
     if (r == 0 && outer * inner > 0)
@@ -495,8 +474,8 @@ static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     if (owned) ot_free(xd);
     return OTTER_OK;
 }
-static otter_status argmax_run(ot_kernel_ctx *ctx) { return arg_common(ctx, true); }
-static otter_status argmin_run(ot_kernel_ctx *ctx) { return arg_common(ctx, false); }
+otter_status ot_kernel_argmax(ot_kernel_ctx *ctx) { return arg_common(ctx, true); }
+otter_status ot_kernel_argmin(ot_kernel_ctx *ctx) { return arg_common(ctx, false); }
 
 /* ======================================================================================== */
 /* Softmax / LogSoftmax / Hardmax                                                            */
@@ -548,8 +527,8 @@ SM_TYPE(f64, double, exp, log)
 
 static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!otter_dtype_is_float(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     bool old = ctx->opset < 13;
     int64_t axis = otter_node_attr_int(ctx->node, "axis", old ? 1 : -1);
     int64_t ax = axis;
@@ -557,7 +536,7 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axis, ot_ctx_input_name(ctx, 0), x->rank);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
     if (n == 0) return OTTER_OK;
     int64_t outer = 1, r = 1, inner = 1;
@@ -588,9 +567,9 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     if (owned) ot_free(xd);
     return OTTER_OK;
 }
-static otter_status softmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_SOFTMAX); }
-static otter_status logsoftmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_LOG); }
-static otter_status hardmax_run(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
+otter_status ot_kernel_softmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_SOFTMAX); }
+otter_status ot_kernel_logsoftmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_LOG); }
+otter_status ot_kernel_hardmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
 
 /* ======================================================================================== */
 /* CumSum                                                                                    */
@@ -626,9 +605,9 @@ CUMSUM_X(OTTER_DTYPE_INT64, int64_t, i64)
 CUMSUM_X(OTTER_DTYPE_UINT32, uint32_t, u32)
 CUMSUM_X(OTTER_DTYPE_UINT64, uint64_t, u64)
 
-static otter_status cumsum_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axv[1], na = 0;
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (axis) is missing");
     OT_TRY(ot_ctx_input_ints(ctx, 1, axv, 1, &na));
@@ -668,10 +647,10 @@ static otter_status cumsum_run(ot_kernel_ctx *ctx) {
         ct = OTTER_DTYPE_FLOAT;
         break;
     default:
-        return bad_type(ctx, 0, x->dtype);
+        return ot_ctx_bad_type(ctx, 0, x->dtype);
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x), outer, r, inner;
     if (n == 0) return OTTER_OK;
     split_at(x, (int)axis, &outer, &r, &inner);
@@ -712,10 +691,10 @@ static int topk_cmp_smallest(const void *pa, const void *pb) {
     return a->i < b->i ? -1 : (a->i > b->i);
 }
 
-static otter_status topk_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return bad_type(ctx, 0, x->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t k;
     if (ctx->opset >= 10) {
         int64_t kv[1], nk = 0;
@@ -742,9 +721,9 @@ static otter_status topk_run(ot_kernel_ctx *ctx) {
     memcpy(odims, x->dims, sizeof(int64_t) * (size_t)x->rank);
     odims[axis] = k;
     otter_tensor *yv = ot_ctx_output(ctx, 0, x->dtype, x->rank, odims);
-    if (!yv) return OTTER_ERR_NOMEM;
+    if (!yv) return ctx->output_status;
     otter_tensor *yi = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, odims);
-    if (!yi) return OTTER_ERR_NOMEM;
+    if (!yi) return ctx->output_status;
     if (k == 0 || outer * inner == 0) return OTTER_OK;
     topk_item *items = ot_malloc(sizeof(topk_item) * (size_t)r);
     if (!items) return OT_NOMEM();
@@ -766,40 +745,3 @@ static otter_status topk_run(ot_kernel_ctx *ctx) {
     ot_free(items);
     return OTTER_OK;
 }
-
-/* ======================================================================================== */
-
-const ot_op_def ot_ops_reduce[] = {
-    {"", "ReduceSum", 1, reduce_sum_run, 0},
-    {"", "ReduceSum", 13, reduce_sum_run, 0}, /* axes become an input */
-    {"", "ReduceMean", 1, reduce_mean_run, 0},
-    {"", "ReduceMean", 18, reduce_mean_run, 0},
-    {"", "ReduceMax", 1, reduce_max_run, 0},
-    {"", "ReduceMax", 18, reduce_max_run, 0},
-    {"", "ReduceMin", 1, reduce_min_run, 0},
-    {"", "ReduceMin", 18, reduce_min_run, 0},
-    {"", "ReduceProd", 1, reduce_prod_run, 0},
-    {"", "ReduceProd", 18, reduce_prod_run, 0},
-    {"", "ReduceL1", 1, reduce_l1_run, 0},
-    {"", "ReduceL1", 18, reduce_l1_run, 0},
-    {"", "ReduceL2", 1, reduce_l2_run, 0},
-    {"", "ReduceL2", 18, reduce_l2_run, 0},
-    {"", "ReduceLogSum", 1, reduce_log_sum_run, 0},
-    {"", "ReduceLogSum", 18, reduce_log_sum_run, 0},
-    {"", "ReduceLogSumExp", 1, reduce_log_sum_exp_run, 0},
-    {"", "ReduceLogSumExp", 18, reduce_log_sum_exp_run, 0},
-    {"", "ReduceSumSquare", 1, reduce_sum_square_run, 0},
-    {"", "ReduceSumSquare", 18, reduce_sum_square_run, 0},
-    {"", "ArgMax", 1, argmax_run, 0},
-    {"", "ArgMin", 1, argmin_run, 0},
-    {"", "Softmax", 1, softmax_run, 0},
-    {"", "Softmax", 13, softmax_run, 0}, /* single axis instead of flatten-to-2D */
-    {"", "LogSoftmax", 1, logsoftmax_run, 0},
-    {"", "LogSoftmax", 13, logsoftmax_run, 0},
-    {"", "Hardmax", 1, hardmax_run, 0},
-    {"", "Hardmax", 13, hardmax_run, 0},
-    {"", "CumSum", 11, cumsum_run, 0},
-    {"", "TopK", 1, topk_run, 0},
-    {"", "TopK", 10, topk_run, 0}, /* K becomes an input */
-    {0},
-};

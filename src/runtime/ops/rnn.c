@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <math.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 
@@ -377,7 +378,7 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
             yd[2] = D;
         }
         otter_tensor *Y = ot_ctx_output(ctx, 0, X->dtype, 4, yd);
-        if (!Y) return OTTER_ERR_NOMEM;
+        if (!Y) return ctx->output_status;
         for (int64_t t = 0; t < T; t++)
             for (int64_t d = 0; d < D; d++)
                 for (int64_t b = 0; b < N; b++)
@@ -388,28 +389,12 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
     }
     for (size_t o = 1; o < ctx->n_outputs && o < (cell == CELL_LSTM ? 3u : 2u); o++) {
         otter_tensor *S = ot_ctx_output(ctx, o, X->dtype, 3, sdims);
-        if (!S) return OTTER_ERR_NOMEM;
+        if (!S) return ctx->output_status;
         write_state(S, &c, o == 1 ? hs : cs);
     }
     return OTTER_OK;
 }
 
-static otter_status rnn_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
-static otter_status gru_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
-static otter_status lstm_run(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }
-
-/* Opsets 1-6 differ only in attributes this kernel treats the same (output_sequence: Y is
- * produced whenever the node names it; GRU-1 lacks linear_before_reset, whose default is 0). */
-const ot_op_def ot_ops_rnn[] = {
-    {"", "RNN", 1, rnn_run, 0},    /* output_sequence ignored */
-    {"", "RNN", 7, rnn_run, 0},    /* same semantics */
-    {"", "RNN", 14, rnn_run, 0},   /* layout */
-    {"", "GRU", 1, gru_run, 0},    /* no linear_before_reset (default 0) */
-    {"", "GRU", 3, gru_run, 0},    /* linear_before_reset */
-    {"", "GRU", 7, gru_run, 0},    /* same semantics */
-    {"", "GRU", 14, gru_run, 0},   /* layout */
-    {"", "LSTM", 1, lstm_run, 0},  /* output_sequence ignored */
-    {"", "LSTM", 7, lstm_run, 0},  /* same semantics */
-    {"", "LSTM", 14, lstm_run, 0}, /* layout */
-    {0},
-};
+otter_status ot_kernel_rnn(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
+otter_status ot_kernel_gru(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
+otter_status ot_kernel_lstm(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }

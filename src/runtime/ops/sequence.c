@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/optim.h"
 #include "runtime/value.h"
@@ -84,14 +85,14 @@ static otter_status fail_seq(const ot_kernel_ctx *ctx, otter_status st) {
 
 /* ---- SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase, SequenceLength ---- */
 
-static otter_status sequence_empty(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_empty(ot_kernel_ctx *ctx) {
     int64_t dt = otter_node_attr_int(ctx->node, "dtype", OTTER_DTYPE_FLOAT);
     if (dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'dtype' = %lld is not an element type", (long long)dt);
     return ot_ctx_output_sequence(ctx, 0, (otter_dtype)dt) ? OTTER_OK : OTTER_ERR_NOMEM;
 }
 
-static otter_status sequence_construct(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_construct(ot_kernel_ctx *ctx) {
     if (ctx->n_inputs == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
     const otter_tensor *first;
     OT_TRY(need_tensor(ctx, 0, &first));
@@ -109,7 +110,7 @@ static otter_status sequence_construct(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status sequence_insert(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_insert(ot_kernel_ctx *ctx) {
     const otter_sequence *in;
     const otter_tensor *t;
     OT_TRY(need_seq(ctx, 0, &in));
@@ -131,7 +132,7 @@ static otter_status sequence_insert(ot_kernel_ctx *ctx) {
     return st;
 }
 
-static otter_status sequence_at(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_at(ot_kernel_ctx *ctx) {
     const otter_sequence *in;
     OT_TRY(need_seq(ctx, 0, &in));
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (position) is missing");
@@ -141,7 +142,7 @@ static otter_status sequence_at(ot_kernel_ctx *ctx) {
     return ot_ctx_output_arg(ctx, 0, &a);
 }
 
-static otter_status sequence_erase(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_erase(ot_kernel_ctx *ctx) {
     const otter_sequence *in;
     OT_TRY(need_seq(ctx, 0, &in));
     if (in->n == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "erasing from an empty sequence");
@@ -156,11 +157,11 @@ static otter_status sequence_erase(ot_kernel_ctx *ctx) {
     return st;
 }
 
-static otter_status sequence_length(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_length(ot_kernel_ctx *ctx) {
     const otter_sequence *in;
     OT_TRY(need_seq(ctx, 0, &in));
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     *(int64_t *)y->data = (int64_t)in->n;
     return OTTER_OK;
 }
@@ -195,7 +196,7 @@ static otter_status slab(const otter_tensor *x, int axis, int64_t start, int64_t
     return OTTER_OK;
 }
 
-static otter_status split_to_sequence(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_split_to_sequence(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_tensor(ctx, 0, &x));
     if (x->rank == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is a scalar; it needs an axis to split");
@@ -267,7 +268,7 @@ static otter_status split_to_sequence(ot_kernel_ctx *ctx) {
     return st;
 }
 
-static otter_status concat_from_sequence(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_concat_from_sequence(ot_kernel_ctx *ctx) {
     const otter_sequence *q;
     OT_TRY(need_seq(ctx, 0, &q));
     const otter_attr *ax = otter_node_attr(ctx->node, "axis");
@@ -302,7 +303,7 @@ static otter_status concat_from_sequence(ot_kernel_ctx *ctx) {
         }
     }
     otter_tensor *y = ot_ctx_output(ctx, 0, t0->dtype, out_rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     bool str = t0->dtype == OTTER_DTYPE_STRING;
     size_t es = str ? sizeof(otter_bytes) : otter_dtype_size(t0->dtype);
     int64_t outer = 1, inner = 1;
@@ -335,7 +336,7 @@ static otter_status concat_from_sequence(ot_kernel_ctx *ctx) {
 
 /* ---- SequenceMap ------------------------------------------------------------------------------- */
 
-static otter_status sequence_map(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sequence_map(ot_kernel_ctx *ctx) {
     const otter_attr *ba = otter_node_attr(ctx->node, "body");
     const otter_graph *g = ba ? ba->g : NULL;
     if (!g) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'body' is missing");
@@ -405,7 +406,7 @@ static otter_status copy_value(ot_kernel_ctx *ctx, size_t o, otter_arg a) {
     return ot_ctx_output_arg(ctx, o, &a);
 }
 
-static otter_status optional_make(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_optional_make(ot_kernel_ctx *ctx) {
     otter_arg a = ot_ctx_input_arg(ctx, 0);
     if (a.kind == OTTER_ARG_UNSET) {
         if (!otter_node_attr(ctx->node, "type"))
@@ -415,17 +416,17 @@ static otter_status optional_make(ot_kernel_ctx *ctx) {
     return copy_value(ctx, 0, a);
 }
 
-static otter_status optional_has_element(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_optional_has_element(ot_kernel_ctx *ctx) {
     otter_arg a = ot_ctx_input_arg(ctx, 0);
     if (a.kind == OTTER_ARG_UNSET && ctx->opset < 18)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is missing (optional from opset 18)");
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     *(uint8_t *)y->data = a.kind == OTTER_ARG_TENSOR || a.kind == OTTER_ARG_SEQUENCE;
     return OTTER_OK;
 }
 
-static otter_status optional_get_element(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_optional_get_element(ot_kernel_ctx *ctx) {
     otter_arg a = ot_ctx_input_arg(ctx, 0);
     if (a.kind != OTTER_ARG_TENSOR && a.kind != OTTER_ARG_SEQUENCE)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' is %s", ot_ctx_input_name(ctx, 0), kind_name(a.kind));
@@ -462,7 +463,7 @@ static otter_status flag_output(ot_kernel_ctx *ctx, const otter_tensor *like, bo
     if (ty && ty->kind == OTTER_TYPE_TENSOR && ty->has_elem_type && ty->elem_type == OTTER_DTYPE_INT64)
         dt = OTTER_DTYPE_INT64;
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, like->rank, like->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     for (int64_t k = 0, n = otter_tensor_numel(y); k < n; k++) ot_set_f64(y->data, dt, k, value ? 1 : 0);
     return OTTER_OK;
 }
@@ -488,7 +489,7 @@ static otter_status same_length(const ot_kernel_ctx *ctx, const otter_sequence *
 
 /* AdamWOptimizer(lr, step, weights, gradients, momentums_1, momentums_2[, update_signal])
  *   -> updated_flag[, updated_weights, updated_momentums_1, updated_momentums_2] */
-static otter_status adamw_optimizer(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_adamw_optimizer(ot_kernel_ctx *ctx) {
     const otter_tensor *lr, *step;
     OT_TRY(scalar_input(ctx, 0, &lr, "learning rate"));
     OT_TRY(scalar_input(ctx, 1, &step, "step"));
@@ -512,7 +513,7 @@ static otter_status adamw_optimizer(ot_kernel_ctx *ctx) {
 }
 
 /* SGDOptimizerV2(lr, weights, gradients[, update_signal]) -> update_completed[, updated_weights] */
-static otter_status sgd_optimizer_v2(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_sgd_optimizer_v2(ot_kernel_ctx *ctx) {
     const otter_tensor *lr;
     OT_TRY(scalar_input(ctx, 0, &lr, "learning rate"));
     const otter_sequence *q[2];
@@ -530,7 +531,7 @@ static otter_status sgd_optimizer_v2(ot_kernel_ctx *ctx) {
 }
 
 /* InplaceClipGradNorm(gradients) -> clipped_gradients; attributes max_norm (1.0), norm_type ("fro"). */
-static otter_status inplace_clip_grad_norm(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_inplace_clip_grad_norm(ot_kernel_ctx *ctx) {
     const otter_sequence *g;
     OT_TRY(need_seq(ctx, 0, &g));
     float max_norm = otter_node_attr_float(ctx->node, "max_norm", 1.0f);
@@ -539,30 +540,3 @@ static otter_status inplace_clip_grad_norm(ot_kernel_ctx *ctx) {
     if (st != OTTER_OK) return fail_seq(ctx, st);
     return inplace_outputs(ctx, 0, 0, 1);
 }
-
-/* ---- the table ----------------------------------------------------------------------------------- */
-
-#define MS "com.microsoft"
-#define V  OT_OP_VALUES
-
-const ot_op_def ot_ops_sequence[] = {
-    {"", "SequenceEmpty", 11, sequence_empty, V},
-    {"", "SequenceConstruct", 11, sequence_construct, V},
-    {"", "SequenceInsert", 11, sequence_insert, V},
-    {"", "SequenceAt", 11, sequence_at, V},
-    {"", "SequenceErase", 11, sequence_erase, V},
-    {"", "SequenceLength", 11, sequence_length, V},
-    {"", "SplitToSequence", 11, split_to_sequence, V},
-    {"", "ConcatFromSequence", 11, concat_from_sequence, V},
-    {"", "SequenceMap", 17, sequence_map, V},
-    {"", "Optional", 15, optional_make, V},
-    {"", "OptionalHasElement", 15, optional_has_element, V},
-    {"", "OptionalHasElement", 18, optional_has_element, V}, /* input optional; tensors and sequences too */
-    {"", "OptionalGetElement", 15, optional_get_element, V},
-    {"", "OptionalGetElement", 18, optional_get_element, V},
-    /* in place: never folded (OT_OP_VALUES) */
-    {MS, "AdamWOptimizer", 1, adamw_optimizer, V},
-    {MS, "SGDOptimizerV2", 1, sgd_optimizer_v2, V},
-    {MS, "InplaceClipGradNorm", 1, inplace_clip_grad_norm, V},
-    {0},
-};

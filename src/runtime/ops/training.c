@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/training_internal.h"
 #include "runtime/optim.h"
@@ -62,7 +63,7 @@ otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, cons
                     float **p, float **tmp) {
     *tmp = NULL;
     *t = ot_ctx_output(ctx, i, dt, rank, dims);
-    if (!*t) return OTTER_ERR_NOMEM;
+    if (!*t) return ctx->output_status;
     if (dt == OTTER_DTYPE_FLOAT) {
         *p = (*t)->data;
         return OTTER_OK;
@@ -155,13 +156,13 @@ static otter_status check_acc(const ot_kernel_ctx *ctx, const otter_tensor *buf,
 
 static otter_status copy_to_output(ot_kernel_ctx *ctx, size_t i, const otter_tensor *src) {
     otter_tensor *o = ot_ctx_output(ctx, i, src->dtype, src->rank, src->dims);
-    if (!o) return OTTER_ERR_NOMEM;
+    if (!o) return ctx->output_status;
     if (otter_tensor_nbytes(src)) memcpy(o->data, src->data, otter_tensor_nbytes(src));
     return OTTER_OK;
 }
 
 /* InPlaceAccumulatorV2(accumulation_buffer, value, overwrite_flag?) -> (updated_flag, buffer_out?) */
-static otter_status inplace_accumulator_v2(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx) {
     const otter_tensor *cb, *val;
     OT_TRY(tr_need(ctx, 0, "accumulation_buffer", &cb));
     OT_TRY(tr_need(ctx, 1, "value", &val));
@@ -171,14 +172,14 @@ static otter_status inplace_accumulator_v2(ot_kernel_ctx *ctx) {
     (void)cb;
     int64_t one = 1;
     otter_tensor *flag = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 1, &one);
-    if (!flag) return OTTER_ERR_NOMEM;
+    if (!flag) return ctx->output_status;
     ((uint8_t *)flag->data)[0] = 1;
     if (tr_wanted(ctx, 1)) OT_TRY(copy_to_output(ctx, 1, buf));
     return OTTER_OK;
 }
 
 /* InPlaceAccumulator(old_sum, value, update_signal?) -> new_sum; old_sum changes in place too. */
-static otter_status inplace_accumulator(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx) {
     const otter_tensor *cb, *val;
     OT_TRY(tr_need(ctx, 0, "old_sum", &cb));
     OT_TRY(tr_need(ctx, 1, "value", &val));
@@ -189,7 +190,7 @@ static otter_status inplace_accumulator(ot_kernel_ctx *ctx) {
 }
 
 /* ZeroGradient(old_gradient, reset_signal) -> zero_gradient; old_gradient is zeroed in place too. */
-static otter_status zero_gradient(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx) {
     const otter_tensor *cb;
     OT_TRY(tr_need(ctx, 0, "old_gradient", &cb));
     otter_tensor *buf = ctx->inputs[0];
@@ -324,16 +325,16 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     return s;
 }
 
-static otter_status relu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_RELU, false); }
-static otter_status sigmoid_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_SIGMOID, false); }
-static otter_status tanh_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_TANH, false); }
-static otter_status gelu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, false); }
-static otter_status fastgelu_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_RELU, false); }
+otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_SIGMOID, false); }
+otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_TANH, false); }
+otter_status ot_kernel_gelu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, false); }
+otter_status ot_kernel_fastgelu_grad(ot_kernel_ctx *ctx) {
     /* FastGeluGrad(dY, X) or the bias form (dY, X, B) some graphs use */
     return act_grad(ctx, G_FASTGELU, ot_ctx_input(ctx, 2) != NULL);
 }
-static otter_status bias_gelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, true); }
-static otter_status bias_fastgelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_FASTGELU, true); }
+otter_status ot_kernel_bias_gelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, true); }
+otter_status ot_kernel_bias_fastgelu_grad_dx(ot_kernel_ctx *ctx) { return act_grad(ctx, G_FASTGELU, true); }
 
 /* Forward Gelu(X), FastGelu(X, bias?), BiasGelu(A, B): bias over the last axis. */
 static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_required) {
@@ -363,9 +364,9 @@ static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_requir
     return s;
 }
 
-static otter_status gelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, false); }
-static otter_status fastgelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, true, false); }
-static otter_status biasgelu_run(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, true); }
+otter_status ot_kernel_gelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, false); }
+otter_status ot_kernel_fastgelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, true, false); }
+otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, false, true); }
 
 /* ---- SoftmaxGrad / LogSoftmaxGrad ------------------------------------------------------------------ */
 
@@ -420,17 +421,17 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
     return s;
 }
 
-static otter_status softmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, false); }
-static otter_status softmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, true); }
-static otter_status logsoftmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, false); }
-static otter_status logsoftmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, true); }
+otter_status ot_kernel_softmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, false); }
+otter_status ot_kernel_softmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, false, true); }
+otter_status ot_kernel_logsoftmax_grad(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, false); }
+otter_status ot_kernel_logsoftmax_grad13(ot_kernel_ctx *ctx) { return softmax_grad_common(ctx, true, true); }
 
 /* ---- DropoutGrad, Scale, ReduceAllL2 ---------------------------------------------------------------- */
 
 /* DropoutGrad(dY, mask, ratio?, training_mode?): dX = dY * mask / (1 - ratio), ratio default 0.5.
  * As in ORT, ratio 0 passes dY through; a training_mode input that is given and false (the forward
  * Dropout dropped nothing) passes dY through as well. */
-static otter_status dropout_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *mask;
     char s1[128], s2[128];
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
@@ -463,7 +464,7 @@ static otter_status dropout_grad(ot_kernel_ctx *ctx) {
 }
 
 /* Scale(input, scale; scale_down): input * scale, or input / scale when scale_down. */
-static otter_status scale_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tr_need(ctx, 0, "input", &x));
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
@@ -475,7 +476,7 @@ static otter_status scale_run(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
                             ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     if (x->dtype == OTTER_DTYPE_DOUBLE) {
         for (int64_t i = 0; i < n; i++) ((double *)y->data)[i] = ((const double *)x->data)[i] * sc;
         return OTTER_OK;
@@ -486,7 +487,7 @@ static otter_status scale_run(ot_kernel_ctx *ctx) {
 }
 
 /* ReduceAllL2(X1, ..., Xn) -> sqrt(sum of every element squared), a scalar of X1's type. */
-static otter_status reduce_all_l2(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx) {
     double sq = 0;
     otter_dtype dt = OTTER_DTYPE_UNDEFINED;
     for (size_t i = 0; i < ctx->n_inputs; i++) {
@@ -507,7 +508,7 @@ static otter_status reduce_all_l2(ot_kernel_ctx *ctx) {
     }
     if (dt == OTTER_DTYPE_UNDEFINED) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 0, NULL);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     ot_set_f64(y->data, dt, 0, sqrt(sq));
     return OTTER_OK;
 }
@@ -517,7 +518,7 @@ static otter_status reduce_all_l2(ot_kernel_ctx *ctx) {
 /* Y = alpha * op(A) @ op(B) over broadcast batch dimensions; op transposes the last two axes when
  * transA / transB. 1-D operands are promoted as in MatMul (A: [1, K], B: [K, 1]) and the added axis
  * removed from Y. transBatchA / transBatchB are not supported. */
-static otter_status fused_matmul(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
     char s1[128], s2[128];
     OT_TRY(tr_need(ctx, 0, "A", &a));
@@ -677,70 +678,6 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
     return s;
 }
 
-static otter_status adagrad_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Adagrad"); }
-static otter_status momentum_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Momentum"); }
-static otter_status adam_run(ot_kernel_ctx *ctx) { return preview_optim(ctx, 4, "Adam"); }
-
-/* ---- the table --------------------------------------------------------------------------------------- */
-
-#define MS  "com.microsoft"
-#define PRV "ai.onnx.preview.training"
-
-const ot_op_def ot_ops_training[] = {
-    /* gradient accumulation (change input 0 in place: never folded) */
-    {MS, "InPlaceAccumulatorV2", 1, inplace_accumulator_v2, OT_OP_NOFOLD},
-    {MS, "InPlaceAccumulator", 1, inplace_accumulator, OT_OP_NOFOLD},
-    {MS, "ZeroGradient", 1, zero_gradient, OT_OP_NOFOLD},
-    /* activations */
-    {MS, "ReluGrad", 1, relu_grad, 0},
-    {MS, "SigmoidGrad", 1, sigmoid_grad, 0},
-    {MS, "TanhGrad", 1, tanh_grad, 0},
-    {MS, "GeluGrad", 1, gelu_grad, 0},
-    {MS, "FastGeluGrad", 1, fastgelu_grad, 0},
-    {MS, "BiasGeluGrad_dX", 1, bias_gelu_grad_dx, 0},
-    {MS, "BiasFastGeluGrad_dX", 1, bias_fastgelu_grad_dx, 0},
-    {MS, "Gelu", 1, gelu_run, 0},
-    {MS, "FastGelu", 1, fastgelu_run, 0},
-    {MS, "BiasGelu", 1, biasgelu_run, 0},
-    {MS, "SoftmaxGrad", 1, softmax_grad, 0},
-    {MS, "SoftmaxGrad_13", 1, softmax_grad13, 0},
-    {MS, "LogSoftmaxGrad", 1, logsoftmax_grad, 0},
-    {MS, "LogSoftmaxGrad_13", 1, logsoftmax_grad13, 0},
-    /* normalization */
-    {MS, "LayerNormalizationGrad", 1, tr_layernorm_grad, 0},
-    {MS, "SimplifiedLayerNormalizationGrad", 1, tr_simplified_layernorm_grad, 0},
-    {"", "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
-    {MS, "SimplifiedLayerNormalization", 1, tr_simplified_layernorm, 0},
-    {MS, "BatchNormInternal", 1, tr_batchnorm_internal, OT_OP_NOFOLD}, /* updates inputs 3, 4 */
-    {MS, "BatchNormalizationGrad", 1, tr_batchnorm_grad, 0},
-    {MS, "DropoutGrad", 1, dropout_grad, 0},
-    /* convolution and pooling (older ORT graphs put these in the default domain) */
-    {MS, "ConvGrad", 1, tr_conv_grad, 0},
-    {"", "ConvGrad", 9, tr_conv_grad, 0},
-    {MS, "ConvTransposeGrad", 1, tr_conv_transpose_grad, 0},
-    {MS, "MaxPoolGrad", 1, tr_maxpool_grad, 0},
-    {"", "MaxPoolGrad", 9, tr_maxpool_grad, 0},
-    {"com.otter", "MaxPoolGrad", 1, tr_maxpool_grad, 0}, /* + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
-    {MS, "AveragePoolGrad", 1, tr_avgpool_grad, 0},
-    {"", "AveragePoolGrad", 9, tr_avgpool_grad, 0},
-    /* indexing */
-    {MS, "GatherGrad", 1, tr_gather_grad, 0},
-    {MS, "GatherElementsGrad", 1, tr_gather_elements_grad, 0},
-    {MS, "GatherNDGrad", 1, tr_gather_nd_grad, 0},
-    {MS, "SliceGrad", 1, tr_slice_grad, 0},
-    {MS, "ConcatTraining", 1, tr_concat_training, 0},
-    {MS, "SplitTraining", 1, tr_split_training, 0},
-    /* losses */
-    {MS, "SoftmaxCrossEntropyLossGrad", 1, tr_sce_loss_grad, 0},
-    {MS, "SoftmaxCrossEntropyLossInternal", 1, tr_sce_loss_internal, 0},
-    {MS, "SoftmaxCrossEntropyLossInternalGrad", 1, tr_sce_loss_grad, 0},
-    /* math */
-    {MS, "FusedMatMul", 1, fused_matmul, 0},
-    {MS, "Scale", 1, scale_run, 0},
-    {MS, "ReduceAllL2", 1, reduce_all_l2, 0},
-    /* ai.onnx.preview.training */
-    {PRV, "Adagrad", 1, adagrad_run, 0},
-    {PRV, "Momentum", 1, momentum_run, 0},
-    {PRV, "Adam", 1, adam_run, 0},
-    {0},
-};
+otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Adagrad"); }
+otter_status ot_kernel_momentum(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Momentum"); }
+otter_status ot_kernel_adam(ot_kernel_ctx *ctx) { return preview_optim(ctx, 4, "Adam"); }

@@ -1,5 +1,5 @@
-/* Shared by the training kernels (training.c holds the one op table; training_nn.c and
- * training_shape.c hold more kernels). Kernels compute in float: float tensors directly, other
+/* Shared by the training kernels (training.c, training_norm.c, training_conv.c, training_pool.c,
+ * training_losses.c, training_shape.c). Kernels compute in float: float tensors directly, other
  * float types (double, float16, bfloat16) through converted copies. */
 #ifndef OTTER_RUNTIME_OPS_TRAINING_INTERNAL_H
 #define OTTER_RUNTIME_OPS_TRAINING_INTERNAL_H
@@ -31,24 +31,17 @@ bool tr_same_shape(const otter_tensor *a, const otter_tensor *b);
 otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
 
 /* Kernels in training_nn.c */
-otter_status tr_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_simplified_layernorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_simplified_layernorm(ot_kernel_ctx *ctx);
-otter_status tr_batchnorm_internal(ot_kernel_ctx *ctx);
-otter_status tr_batchnorm_grad(ot_kernel_ctx *ctx);
-otter_status tr_conv_grad(ot_kernel_ctx *ctx);
-otter_status tr_conv_transpose_grad(ot_kernel_ctx *ctx);
-otter_status tr_maxpool_grad(ot_kernel_ctx *ctx);
-otter_status tr_avgpool_grad(ot_kernel_ctx *ctx);
-otter_status tr_sce_loss_grad(ot_kernel_ctx *ctx);
-otter_status tr_sce_loss_internal(ot_kernel_ctx *ctx);
 
 /* Kernels in training_shape.c */
-otter_status tr_gather_grad(ot_kernel_ctx *ctx);
-otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx);
-otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx);
-otter_status tr_slice_grad(ot_kernel_ctx *ctx);
-otter_status tr_concat_training(ot_kernel_ctx *ctx);
-otter_status tr_split_training(ot_kernel_ctx *ctx);
+
+/* dY's spatial dims must be the computed output dims (training_conv.c; the pooling gradients too). */
+typedef struct ot_conv_geom ot_conv_geom;
+otter_status tr_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy, const int64_t *want);
+/* Whether the CPU runs AVX2 (the gradient kernels' AVX2 paths, compiled where OT_TR_X86 is set). */
+bool tr_cpu_has_avx2(void);
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_TR_X86 1
+#endif
 
 #endif

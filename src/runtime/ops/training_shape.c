@@ -3,6 +3,7 @@
  * int64 shape input), ConcatTraining and SplitTraining (any element type, moved as bytes). */
 #include <string.h>
 
+#include "runtime/ops/kernels.h"
 #include "runtime/ops/training_internal.h"
 
 /* Allocate a zeroed float-computed dX of the shape held by input shape_i. */
@@ -45,7 +46,7 @@ static otter_status finish(otter_status s, otter_tensor *dx, float *ty, float *t
 }
 
 /* GatherGrad(shape, indices, dY; axis) -> dX: dX[pre, indices[j], post] += dY[pre, j, post]. */
-otter_status tr_gather_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *dy;
     OT_TRY(tr_need(ctx, 0, "shape", &sh));
     OT_TRY(tr_need(ctx, 1, "indices", &ind));
@@ -86,7 +87,7 @@ otter_status tr_gather_grad(ot_kernel_ctx *ctx) {
 }
 
 /* GatherElementsGrad(dY, shape, indices; axis) -> dX: dX[p with p[axis] = indices[p]] += dY[p]. */
-otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *sh, *ind;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     OT_TRY(tr_need(ctx, 1, "shape", &sh));
@@ -124,7 +125,7 @@ otter_status tr_gather_elements_grad(ot_kernel_ctx *ctx) {
 
 /* GatherNDGrad(shape, indices, update; batch_dims) -> dX: the slices GatherND read get update
  * added (per batch of the leading batch_dims axes). */
-otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *up;
     OT_TRY(tr_need(ctx, 0, "shape", &sh));
     OT_TRY(tr_need(ctx, 1, "indices", &ind));
@@ -173,7 +174,7 @@ otter_status tr_gather_nd_grad(ot_kernel_ctx *ctx) {
 }
 
 /* SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY written where Slice read. */
-otter_status tr_slice_grad(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
     OT_TRY(tr_need(ctx, 0, "dY", &dy));
     int64_t starts[OTTER_MAX_RANK], ends[OTTER_MAX_RANK], axes[OTTER_MAX_RANK], steps[OTTER_MAX_RANK];
@@ -247,7 +248,7 @@ otter_status tr_slice_grad(ot_kernel_ctx *ctx) {
 
 /* ConcatTraining(inputs...; axis) -> concat_result, per_input_length? (int64 [n]: each input's
  * size along axis). */
-otter_status tr_concat_training(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
     const otter_tensor *first = NULL;
     for (size_t i = 0; i < ctx->n_inputs && !first; i++) first = ot_ctx_input(ctx, i);
     if (!first) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
@@ -273,7 +274,7 @@ otter_status tr_concat_training(ot_kernel_ctx *ctx) {
     }
     dims[axis] = total;
     otter_tensor *y = ot_ctx_output(ctx, 0, first->dtype, first->rank, dims);
-    if (!y) return OTTER_ERR_NOMEM;
+    if (!y) return ctx->output_status;
     size_t es = otter_dtype_size(first->dtype);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < first->rank; d++)
@@ -293,7 +294,7 @@ otter_status tr_concat_training(ot_kernel_ctx *ctx) {
     if (tr_wanted(ctx, 1)) {
         int64_t n = (int64_t)ctx->n_inputs;
         otter_tensor *len = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, 1, &n);
-        if (!len) return OTTER_ERR_NOMEM;
+        if (!len) return ctx->output_status;
         for (size_t i = 0; i < ctx->n_inputs; i++) ((int64_t *)len->data)[i] = ot_ctx_input(ctx, i)->dims[axis];
     }
     return OTTER_OK;
@@ -301,7 +302,7 @@ otter_status tr_concat_training(ot_kernel_ctx *ctx) {
 
 /* SplitTraining(input, split; axis) -> outputs: split holds each output's length along axis (empty
  * or omitted: equal parts). */
-otter_status tr_split_training(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tr_need(ctx, 0, "input", &x));
     if (x->dtype == OTTER_DTYPE_STRING)
@@ -345,7 +346,7 @@ otter_status tr_split_training(ot_kernel_ctx *ctx) {
         dims[axis] = split[i];
         otter_tensor *y = ot_ctx_output(ctx, i, x->dtype, x->rank, dims);
         if (!y) {
-            s = OTTER_ERR_NOMEM;
+            s = ctx->output_status;
             break;
         }
         int64_t rows = split[i] * inner;

@@ -12,6 +12,7 @@
 #include "otter/edit.h"
 #include "otter/runtime.h"
 #include "runtime/op.h"
+#include "runtime/ops/kernels.h"
 
 static bool is_gradient_node(const otter_node *n) {
     return ot_streq(n->op_type, "Gradient") && ot_streq(n->domain, "ai.onnx.preview.training");
@@ -64,7 +65,7 @@ static otter_status gradient_model(ot_kernel_ctx *ctx, const otter_attr *xs, con
     return OTTER_OK;
 }
 
-static otter_status gradient_run(ot_kernel_ctx *ctx) {
+otter_status ot_kernel_gradient(ot_kernel_ctx *ctx) {
     const otter_attr *xs = otter_node_attr(ctx->node, "xs");
     const otter_attr *zs = otter_node_attr(ctx->node, "zs");
     const char *y = otter_node_attr_string(ctx->node, "y", NULL);
@@ -86,7 +87,7 @@ static otter_status gradient_run(ot_kernel_ctx *ctx) {
     for (size_t i = 0; s == OTTER_OK && i < ctx->n_outputs; i++) {
         otter_tensor *o_i = ot_ctx_output(ctx, i, grads[i]->dtype, grads[i]->rank, grads[i]->dims);
         if (!o_i)
-            s = OT_NOMEM();
+            s = ctx->output_status;
         else
             memcpy(o_i->data, grads[i]->data, otter_tensor_nbytes(grads[i]));
     }
@@ -96,8 +97,3 @@ static otter_status gradient_run(ot_kernel_ctx *ctx) {
     otter_model_free(m);
     return s == OTTER_OK ? OTTER_OK : ot_ctx_error(ctx, s, "%s", otter_last_error());
 }
-
-const ot_op_def ot_ops_autodiff[] = {
-    {"ai.onnx.preview.training", "Gradient", 1, gradient_run, 0},
-    {0},
-};

@@ -1,0 +1,571 @@
+/* Convolution kernels: Conv (and com.otter FusedConv), ConvInteger, QLinearConv, ConvTranspose. */
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/shape_math.h"
+#include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
+#include "runtime/ops/conv_direct.h"
+#include "runtime/ops/gemm.h"
+#include "runtime/ops/im2col.h"
+#include "runtime/ops/kernels.h"
+#include "runtime/ops/nn_internal.h"
+
+/* ---- im2col / col2im (3-D) ---------------------------------------------------------------------- */
+
+/* Valid output positions [lo, hi) along one axis for kernel tap offset off = kk*dil - pad. */
+
+/* col[(c, kd, kh, kw)][od, oh, ow] from x[c][d][h][w] (C channels). */
+static void im2col3(const float *x, int64_t C, const ot_conv_geom *g, float *col) {
+    const ot_conv_window w = ot_conv_geom_window(g);
+    ot_im2col(x, C, &w, col, g->out_size);
+}
+
+/* y[c][d][h][w] += col[(c, kd, kh, kw)][positions of x] for ConvTranspose: here g->in is the
+ * *output* (image) size and g->out the input (column) size, as in the forward conv it inverts. */
+static void col2im3(const float *col, int64_t C, const ot_conv_geom *g, float *y) {
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int64_t osz = g->out_size;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    const float *src = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
+                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
+                    ot_conv_valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
+                        if (id < 0 || id >= D) continue;
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
+                            if (ih < 0 || ih >= H) continue;
+                            const float *srow = src + (od * OH + oh) * OW;
+                            float *dst = y + ((c * D + id) * H + ih) * W + offw;
+                            for (int64_t ow = wlo; ow < whi; ow++) dst[ow * g->stride[2]] += srow[ow];
+                        }
+                    }
+                }
+}
+
+/* ---- Conv ---------------------------------------------------------------------------------------- */
+
+/* Work is (image, group) tasks: each im2cols its input into a column buffer (scratch planned
+ * into the arena) and runs one sgemm, then an epilogue adds the bias, the fused sum input Z
+ * (com.otter FusedConv) and applies the fused activation while the output block is in cache.
+ * With more tasks than threads the tasks run on the session's threads (each sgemm single-threaded,
+ * never oversubscribing the cores); otherwise they run one after another with threads inside the
+ * sgemm. */
+
+enum { ACT_NONE, ACT_RELU };
+
+typedef struct conv_args {
+    const ot_kernel_ctx *ctx;
+    const ot_conv_geom *g;
+    const float *X, *Wt, *B, *Z; /* Z: fused sum input shaped like Y, or NULL */
+    float *Y;
+    int64_t M, group, Cg, Mg;
+    int act;
+    bool direct; /* 1x1, stride 1, no pad: X is its own column matrix */
+    bool inner_threads;
+    float *cols;       /* n_slots column buffers of col_elems */
+    int64_t col_elems; /* rows x out_size */
+    int64_t n_tasks, n_slots;
+    atomic_int failed;
+} conv_args;
+
+/* y[m][j] = act(y[m][j] + b[m] + z[m][j]) over rows of one task's output block. */
+static void conv_epilogue(float *restrict y, const float *restrict z, const float *b, int64_t rows, int64_t osz,
+                          int act) {
+    const ot_v4 zero = {0, 0, 0, 0};
+    for (int64_t m = 0; m < rows; m++) {
+        float *restrict yr = y + m * osz;
+        const float bm = b ? b[m] : 0.0f;
+        const ot_v4 bv = {bm, bm, bm, bm};
+        int64_t j = 0;
+        if (z) {
+            const float *restrict zr = z + m * osz;
+            if (act == ACT_RELU) {
+                for (; j + 4 <= osz; j += 4) {
+                    ot_v4 v = ot_v4_load(yr + j) + bv + ot_v4_load(zr + j);
+                    ot_v4_store(yr + j, (ot_v4)((ot_i4)v & (v > zero)));
+                }
+                for (; j < osz; j++) {
+                    float v = yr[j] + bm + zr[j];
+                    yr[j] = v > 0.0f ? v : 0.0f;
+                }
+            } else {
+                for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv + ot_v4_load(zr + j));
+                for (; j < osz; j++) yr[j] = yr[j] + bm + zr[j];
+            }
+        } else if (act == ACT_RELU) {
+            for (; j + 4 <= osz; j += 4) {
+                ot_v4 v = ot_v4_load(yr + j) + bv;
+                ot_v4_store(yr + j, (ot_v4)((ot_i4)v & (v > zero)));
+            }
+            for (; j < osz; j++) {
+                float v = yr[j] + bm;
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else if (b) {
+            for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv);
+            for (; j < osz; j++) yr[j] += bm;
+        }
+    }
+}
+
+static void conv_task(conv_args *a, int64_t t, float *col) {
+    const ot_conv_geom *g = a->g;
+    int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
+    const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
+    float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
+    if (!a->direct) im2col3(xg, a->Cg, g, col);
+    if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
+                 rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+        atomic_store(&a->failed, 1);
+    if (a->B || a->Z || a->act != ACT_NONE)
+        conv_epilogue(yg, a->Z ? a->Z + (n * a->M + gr * a->Mg) * osz : NULL, a->B ? a->B + gr * a->Mg : NULL, a->Mg,
+                      osz, a->act);
+}
+
+/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. */
+static void conv_slots(void *arg, int64_t s0, int64_t s1) {
+    conv_args *a = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        float *col = a->direct ? NULL : a->cols + s * a->col_elems;
+        for (int64_t t = s * a->n_tasks / a->n_slots; t < (s + 1) * a->n_tasks / a->n_slots; t++) conv_task(a, t, col);
+    }
+}
+
+/* A com.otter fused node (sum input, pooling attributes), not a plain ONNX one. */
+static bool is_fused_node(const ot_kernel_ctx *ctx) {
+    return ctx->node->domain && strcmp(ctx->node->domain, "com.otter") == 0;
+}
+
+/* The fused activation of a com.otter FusedConv / FusedGemm node ("" when none). */
+static otter_status fused_act(const ot_kernel_ctx *ctx, int *act) {
+    const char *s = is_fused_node(ctx) ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    if (!s[0])
+        *act = ACT_NONE;
+    else if (strcmp(s, "Relu") == 0)
+        *act = ACT_RELU;
+    else
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", s);
+    return OTTER_OK;
+}
+
+/* y[p][i][j] = max of x[p][2i .. 2i + 1][2j .. 2j + 1] (MaxPool 2x2, stride 2, floor), planes p. */
+static void maxpool_2x2(const float *x, int64_t planes, int64_t H, int64_t W, float *y) {
+    const int64_t PH = H / 2, PW = W / 2;
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < PH; i++) {
+            const float *r0 = x + (p * H + 2 * i) * W, *r1 = r0 + W;
+            float *yr = y + (p * PH + i) * PW;
+            for (int64_t j = 0; j < PW; j++) {
+                float a = r0[2 * j] > r0[2 * j + 1] ? r0[2 * j] : r0[2 * j + 1];
+                float b = r1[2 * j] > r1[2 * j + 1] ? r1[2 * j] : r1[2 * j + 1];
+                yr[j] = a > b ? a : b;
+            }
+        }
+}
+
+/* Conv's inputs X, W, B (and FusedConv's sum input Z) agree: one float dtype, ranks, kernel_shape,
+ * group and bias size; fills the forward geometry g and *group. */
+static otter_status conv_check(const ot_kernel_ctx *ctx, const otter_tensor *x, const otter_tensor *w,
+                               const otter_tensor *b, const otter_tensor *z, ot_conv_geom *g, int64_t *group) {
+    char s1[128], s2[128];
+    OT_TRY(ot_nn_check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", ot_ctx_input_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+    if (!ot_nn_float_like(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    if (z && (z->dtype != OTTER_DTYPE_FLOAT || x->dtype != OTTER_DTYPE_FLOAT))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' needs float X and Z (got %s, %s)",
+                            ot_ctx_input_name(ctx, 3), otter_dtype_name(x->dtype), otter_dtype_name(z->dtype));
+    memset(g, 0, sizeof *g);
+    int nd = x->rank - 2;
+    bool has;
+    for (int i = 0; i < nd; i++) g->k[i] = w->dims[2 + i];
+    int64_t ks[OT_SP];
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, ks, &has));
+    if (has)
+        for (int i = 0; i < nd; i++)
+            if (ks[i] != g->k[i])
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "kernel_shape disagrees with weight '%s' %s",
+                                    ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, w->rank, w->dims));
+    OT_TRY(ot_nn_geom_forward(ctx, x, g, false));
+    int64_t M = w->dims[0];
+    *group = otter_node_attr_int(ctx->node, "group", 1);
+    if (*group < 1 || g->C % *group != 0 || M % *group != 0 || w->dims[1] * *group != g->C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, w->rank, w->dims),
+                            (long long)*group);
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld",
+                            ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)M);
+    return OTTER_OK;
+}
+
+/* The (image, group) tasks of the im2col + sgemm path (conv_args filled but the task split). */
+static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
+    a->n_tasks = a->g->N * a->group;
+    a->inner_threads = !(ctx->n_threads > 1 && a->n_tasks >= ctx->n_threads);
+    a->n_slots = a->inner_threads ? 1 : (a->n_tasks < 2 * ctx->n_threads ? a->n_tasks : 2 * ctx->n_threads);
+    a->col_elems = a->Cg * a->g->k_size * a->g->out_size;
+    if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    if (a->inner_threads)
+        conv_slots(a, 0, 1);
+    else
+        ot_parallel_for(ctx, a->n_slots, 1, conv_slots, a);
+    return atomic_load(&a->failed) ? OT_NOMEM() : OTTER_OK;
+}
+
+/* yo = act(conv + z) with z broadcast to the output shape od (rank ord) like Add. */
+static void conv_add_broadcast_sum(const float *conv, const otter_tensor *z, const float *zc, int x_rank,
+                                   const int64_t *yd, int ord, const int64_t *od, int act, float *yo) {
+    ot_bcast bc;
+    const int ranks[2] = {x_rank, z->rank};
+    const int64_t *dims[2] = {yd, z->dims};
+    ot_bcast_init(&bc, ord, od, 2, ranks, dims);
+    int64_t idx[OTTER_MAX_RANK] = {0};
+    for (int64_t i = 0; i < bc.numel; i++) {
+        int64_t o1 = 0, o2 = 0;
+        for (int d = 0; d < bc.rank; d++) o1 += idx[d] * bc.strides[1][d], o2 += idx[d] * bc.strides[2][d];
+        float v = conv[o1] + zc[o2];
+        yo[i] = act == ACT_RELU && !(v > 0.0f) ? 0.0f : v;
+        for (int d = bc.rank - 1; d >= 0 && ++idx[d] == bc.dims[d]; d--) idx[d] = 0;
+    }
+}
+
+/* Conv's outputs for the result shape od (rank ord): Y, pooled 2x2 with pool; with pooling in a
+ * training graph (fuse.c) also MaxPool's Indices (*ind) and the unpooled shape. */
+static otter_status conv_outputs(ot_kernel_ctx *ctx, otter_dtype dtype, int ord, const int64_t *od, bool pool,
+                                 otter_tensor **y, otter_tensor **ind) {
+    *ind = NULL;
+    int64_t pd[OTTER_MAX_RANK];
+    memcpy(pd, od, sizeof(int64_t) * (size_t)ord);
+    if (pool) pd[2] = od[2] / 2, pd[3] = od[3] / 2;
+    *y = ot_ctx_output(ctx, 0, dtype, ord, pd);
+    if (!*y) return ctx->output_status;
+    /* outputs 1 and 2 with pooling (fuse.c, from a training graph): MaxPool's Indices, the unpooled shape */
+    if (pool && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
+        !(*ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, ord, pd)))
+        return ctx->output_status;
+    if (pool && ctx->n_outputs > 2 && ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2])) {
+        int64_t r = ord;
+        otter_tensor *sh = ot_ctx_output(ctx, 2, OTTER_DTYPE_INT64, 1, &r);
+        if (!sh) return ctx->output_status;
+        memcpy(sh->data, od, sizeof(int64_t) * (size_t)ord);
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    char s1[128], s2[128];
+    int act = ACT_NONE;
+    OT_TRY(fused_act(ctx, &act));
+    const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
+    ot_conv_geom g;
+    int64_t group = 1;
+    OT_TRY(conv_check(ctx, x, w, b, z, &g, &group));
+    int nd = x->rank - 2;
+    int64_t M = w->dims[0];
+    int64_t yd[2 + OT_SP] = {g.N, M};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
+    /* A fused sum input of another shape: broadcast like Add, after the conv (into scratch). */
+    bool z_bcast = z && (z->rank != x->rank || memcmp(z->dims, yd, sizeof(int64_t) * (size_t)x->rank) != 0);
+    int ord = x->rank;
+    int64_t od[OTTER_MAX_RANK];
+    memcpy(od, yd, sizeof(int64_t) * (size_t)x->rank);
+    if (z_bcast && !ot_broadcast_shape2(x->rank, yd, z->rank, z->dims, &ord, od))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s does not broadcast with %s",
+                            ot_ctx_input_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
+                            ot_shape_str(s2, sizeof s2, x->rank, yd));
+    /* com.otter FusedConv with maxpool_2x2: the result is max-pooled 2x2, stride 2 (fuse.c) */
+    bool pool = is_fused_node(ctx) && otter_node_attr_int(ctx->node, "maxpool_2x2", 0) != 0;
+    if (pool && (ord != 4 || x->dtype != OTTER_DTYPE_FLOAT))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "maxpool_2x2 needs a float 2-D convolution");
+    otter_tensor *y, *ind;
+    OT_TRY(conv_outputs(ctx, x->dtype, ord, od, pool, &y, &ind));
+    ot_conv_geom_to3(&g);
+    if (otter_tensor_numel(y) == 0) return OTTER_OK;
+    conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
+    atomic_init(&a.failed, 0);
+    a.direct = g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 && g.stride[0] * g.stride[1] * g.stride[2] == 1 &&
+               g.in_size == g.out_size;
+    float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
+    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, w, &a.Wt, &tw);
+    if (s == OTTER_OK && b) s = ot_nn_in_f32(ctx, 2, b, &a.B, &tb);
+    const ot_conv_window win = ot_conv_geom_window(&g);
+    const bool direct = !a.direct && ot_conv_direct_supported(&win);
+    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel without pooling reads each element of
+     * Z just before it writes that element of Y; the other paths write Y first and get a copy of Z. */
+    const float *zdata = z ? z->data : NULL;
+    if (s == OTTER_OK && z && z->data == y->data && !(direct && !pool && !z_bcast)) {
+        float *copy = ot_ctx_scratch(ctx, otter_tensor_nbytes(z));
+        if (!copy)
+            s = OTTER_ERR_NOMEM;
+        else
+            zdata = memcpy(copy, z->data, otter_tensor_nbytes(z));
+    }
+    /* the unpooled result, when the direct kernel doesn't pool as it stores */
+    float *full = NULL;
+    if (s == OTTER_OK && pool && (!direct || z_bcast) &&
+        !(full = ot_ctx_scratch(ctx, (size_t)(od[0] * od[1] * od[2] * od[3]) * sizeof(float))))
+        s = OTTER_ERR_NOMEM;
+    if (s == OTTER_OK && z_bcast) {
+        /* conv (+ bias) into scratch; sum and activation below */
+        if (!(a.Y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) s = OTTER_ERR_NOMEM;
+        a.act = ACT_NONE;
+    } else if (s == OTTER_OK) {
+        if (full)
+            a.Y = full;
+        else
+            s = ot_nn_out_f32(y, &a.Y, &ty);
+        a.Z = zdata;
+    }
+    if (s == OTTER_OK && direct) {
+        const ot_conv_direct d = {.x = a.X,
+                                  .w = a.Wt,
+                                  .bias = a.B,
+                                  .sum = a.Z,
+                                  .y = a.Y,
+                                  .N = g.N,
+                                  .C = g.C,
+                                  .M = M,
+                                  .group = group,
+                                  .win = win,
+                                  .relu = a.act == ACT_RELU,
+                                  .maxpool_2x2 = pool && !full,
+                                  .indices = ind && !full ? ind->data : NULL,
+                                  .winograd = ctx->winograd,
+                                  .constant_w = ot_ctx_input_constant(ctx, 1)};
+        s = ot_conv_direct_run(ctx, &d);
+    } else if (s == OTTER_OK) {
+        s = conv_run_tasks(ctx, &a);
+    }
+    if (s == OTTER_OK && z_bcast) /* y = act(conv + z), broadcast */
+        conv_add_broadcast_sum(a.Y, z, zdata, x->rank, yd, ord, od, act, full ? full : y->data);
+    if (s == OTTER_OK && full && ind)
+        ot_nn_maxpool_2x2_indices(ctx, full, od[0] * od[1], od[2], od[3], y->data, ind->data);
+    else if (s == OTTER_OK && full)
+        maxpool_2x2(full, od[0] * od[1], od[2], od[3], y->data);
+    if (s == OTTER_OK)
+        ot_nn_out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx), ot_free(tw), ot_free(tb);
+    return s;
+}
+
+/* ---- ConvInteger / QLinearConv: direct integer convolution ------------------------------------- */
+
+/* acc[n][m][out] = sum (x - xzp) * (w - wzp[m]) over the receptive field, in int32. */
+static void int_conv(const ot_conv_geom *g, const otter_tensor *x, const otter_tensor *w, int32_t xzp,
+                     const otter_tensor *wzp, int64_t M, int64_t group, int32_t *acc) {
+    int64_t Cg = g->C / group, Mg = M / group, nw = wzp ? otter_tensor_numel(wzp) : 0;
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            int64_t gr = m / Mg;
+            int32_t zw = nw == 0 ? 0 : (int32_t)ot_get_i64(wzp->data, wzp->dtype, nw == 1 ? 0 : m);
+            for (int64_t od = 0; od < g->out[0]; od++)
+                for (int64_t oh = 0; oh < g->out[1]; oh++)
+                    for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                        int32_t sum = 0;
+                        for (int64_t c = 0; c < Cg; c++)
+                            for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                                int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
+                                if (id < 0 || id >= g->in[0]) continue;
+                                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                                    int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
+                                    if (ih < 0 || ih >= g->in[1]) continue;
+                                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                        int64_t iw = ow * g->stride[2] - g->pb[2] + kw * g->dil[2];
+                                        if (iw < 0 || iw >= g->in[2]) continue;
+                                        int64_t xi =
+                                            (((n * g->C + gr * Cg + c) * g->in[0] + id) * g->in[1] + ih) * g->in[2] +
+                                            iw;
+                                        int64_t wi = (((m * Cg + c) * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw;
+                                        sum += ((int32_t)ot_get_i64(x->data, x->dtype, xi) - xzp) *
+                                               ((int32_t)ot_get_i64(w->data, w->dtype, wi) - zw);
+                                    }
+                                }
+                            }
+                        acc[((n * M + m) * g->out[0] + od) * g->out[1] * g->out[2] + oh * g->out[2] + ow] = sum;
+                    }
+        }
+}
+
+/* Shared setup: x at input 0, w at input wi; output dims into yd. */
+static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *g, int64_t *group, int64_t *M,
+                                   int64_t *yd) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, wi);
+    char s1[128], s2[128];
+    OT_TRY(ot_nn_check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of x", ot_ctx_input_name(ctx, wi));
+    if ((x->dtype != OTTER_DTYPE_UINT8 && x->dtype != OTTER_DTYPE_INT8) ||
+        (w->dtype != OTTER_DTYPE_UINT8 && w->dtype != OTTER_DTYPE_INT8))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "x and w must be int8 or uint8 (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    memset(g, 0, sizeof *g);
+    int nd = x->rank - 2;
+    for (int i = 0; i < nd; i++) g->k[i] = w->dims[2 + i];
+    OT_TRY(ot_nn_geom_forward(ctx, x, g, false));
+    *group = otter_node_attr_int(ctx->node, "group", 1), *M = w->dims[0];
+    if (*group < 1 || g->C % *group != 0 || *M % *group != 0 || w->dims[1] * *group != g->C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "x '%s' %s, w '%s' %s and group %lld don't agree",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            ot_ctx_input_name(ctx, wi), ot_shape_str(s2, sizeof s2, w->rank, w->dims),
+                            (long long)*group);
+    yd[0] = g->N, yd[1] = *M;
+    for (int i = 0; i < nd; i++) yd[2 + i] = g->out[i];
+    ot_conv_geom_to3(g);
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_convinteger(ot_kernel_ctx *ctx) {
+    ot_conv_geom g;
+    int64_t group = 1, M = 0, yd[2 + OT_SP];
+    OT_TRY(int_conv_setup(ctx, 1, &g, &group, &M, yd));
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
+                       *wz = ot_ctx_input(ctx, 3);
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT32, x->rank, yd);
+    if (!y) return ctx->output_status;
+    int32_t xzp = xz && otter_tensor_numel(xz) > 0 ? (int32_t)ot_get_i64(xz->data, xz->dtype, 0) : 0;
+    int_conv(&g, x, w, xzp, wz, M, group, y->data);
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_qlinearconv(ot_kernel_ctx *ctx) {
+    for (size_t i = 0; i < 8; i++)
+        if (!ot_ctx_input(ctx, i)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+    ot_conv_geom g;
+    int64_t group = 1, M = 0, yd[2 + OT_SP];
+    OT_TRY(int_conv_setup(ctx, 3, &g, &group, &M, yd));
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *xs = ot_ctx_input(ctx, 1), *xz = ot_ctx_input(ctx, 2),
+                       *w = ot_ctx_input(ctx, 3), *ws = ot_ctx_input(ctx, 4), *wz = ot_ctx_input(ctx, 5),
+                       *ys = ot_ctx_input(ctx, 6), *yz = ot_ctx_input(ctx, 7), *b = ot_ctx_input(ctx, 8);
+    int64_t nws = otter_tensor_numel(ws);
+    if (nws != 1 && nws != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "w_scale '%s' must have 1 or %lld elements",
+                            ot_ctx_input_name(ctx, 4), (long long)M);
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "B '%s' must have %lld elements", ot_ctx_input_name(ctx, 8),
+                            (long long)M);
+    otter_tensor *y = ot_ctx_output(ctx, 0, yz->dtype, x->rank, yd);
+    if (!y) return ctx->output_status;
+    int64_t n = otter_tensor_numel(y), osz = g.out_size;
+    int32_t *acc = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!acc) return OT_NOMEM();
+    int_conv(&g, x, w, (int32_t)ot_get_i64(xz->data, xz->dtype, 0), wz, M, group, acc);
+    double xsc = ot_get_f64(xs->data, xs->dtype, 0), ysc = ot_get_f64(ys->data, ys->dtype, 0);
+    double yzp = (double)ot_get_i64(yz->data, yz->dtype, 0);
+    double lo = yz->dtype == OTTER_DTYPE_UINT8 ? 0 : -128, hi = yz->dtype == OTTER_DTYPE_UINT8 ? 255 : 127;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t m = (i / osz) % M;
+        double v = (double)acc[i] + (b ? (double)ot_get_i64(b->data, b->dtype, m) : 0.0);
+        v = nearbyint(v * xsc * ot_get_f64(ws->data, ws->dtype, nws == 1 ? 0 : m) / ysc) + yzp;
+        ot_set_f64(y->data, y->dtype, i, v < lo ? lo : v > hi ? hi : v);
+    }
+    ot_free(acc);
+    return OTTER_OK;
+}
+
+/* ---- ConvTranspose ---------------------------------------------------------------------------- */
+
+otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
+    char s1[128], s2[128];
+    OT_TRY(ot_nn_check_x(ctx, x, 3));
+    if (!w || w->rank != x->rank)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' must have the rank of X %s", ot_ctx_input_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+    if (!ot_nn_float_like(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
+                            otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
+    int nd = x->rank - 2;
+    int64_t group = otter_node_attr_int(ctx->node, "group", 1), C = x->dims[1], N = x->dims[0];
+    if (group < 1 || C % group != 0 || w->dims[0] != C)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
+    int64_t Mg = w->dims[1], M = Mg * group, Cg = C / group;
+    /* g describes the equivalent forward conv: g.in = our output (image), g.out = our input. */
+    ot_conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = nd;
+    bool has;
+    int64_t pads[2 * OT_SP] = {0}, oshape[OT_SP];
+    for (int i = 0; i < nd; i++) {
+        g.k[i] = w->dims[2 + i], g.stride[i] = 1, g.dil[i] = 1, g.opad[i] = 0;
+        g.out[i] = x->dims[2 + i];
+    }
+    OT_TRY(ot_ctx_ints_attr(ctx, "strides", nd, g.stride, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "dilations", nd, g.dil, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "output_padding", nd, g.opad, &has));
+    bool has_pads;
+    OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * nd, pads, &has_pads));
+    bool has_oshape;
+    const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
+    has_oshape = osa && osa->n_ints > 0;
+    if (has_oshape) {
+        if ((int)osa->n_ints != nd && (int)osa->n_ints != nd + 2)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'output_shape' has %zu values, expected %d",
+                                osa->n_ints, nd);
+        for (int i = 0; i < nd; i++) oshape[i] = osa->ints[osa->n_ints - (size_t)nd + (size_t)i];
+    }
+    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
+    for (int i = 0; i < nd; i++) {
+        g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
+        ot_window_status ws =
+            ot_window_transpose_axis(g.out[i], g.k[i], g.stride[i], g.dil[i], g.opad[i], pad,
+                                     has_oshape ? oshape[i] : -1, has_pads, &g.pb[i], &g.pe[i], &g.in[i]);
+        if (ws == OT_WINDOW_BAD_PARAM)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "invalid stride/dilation along spatial axis %d", i);
+        if (ws == OT_WINDOW_TOO_SMALL)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "negative output size along spatial axis %d", i);
+    }
+    if (b && otter_tensor_numel(b) != M)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld",
+                            ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)M);
+    int64_t yd[2 + OT_SP] = {N, M};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.in[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return ctx->output_status;
+    ot_conv_geom_to3(&g);
+    const float *X, *Wt, *B = NULL;
+    float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *Y, *col = NULL;
+    otter_status s = ot_nn_in_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, w, &Wt, &tw);
+    if (s == OTTER_OK && b) s = ot_nn_in_f32(ctx, 2, b, &B, &tb);
+    if (s == OTTER_OK) s = ot_nn_out_f32(y, &Y, &ty);
+    int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
+    if (s == OTTER_OK && !(col = ot_malloc((size_t)(rows * isz > 0 ? rows * isz : 1) * sizeof(float)))) s = OT_NOMEM();
+    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
+        for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
+            float *yg = Y + (n * M + gr * Mg) * osz;
+            for (int64_t m = 0; m < Mg; m++) {
+                float bv = B ? B[gr * Mg + m] : 0.0f;
+                for (int64_t j = 0; j < osz; j++) yg[m * osz + j] = bv;
+            }
+            /* col (Mg*k x isz) = W_g^T (Mg*k x Cg) * X_g (Cg x isz) */
+            s = ot_sgemm(ctx, true, false, rows, isz, Cg, 1.0f, Wt + gr * Cg * rows, rows, X + (n * C + gr * Cg) * isz,
+                         isz, 0.0f, col, isz);
+            if (s == OTTER_OK) col2im3(col, Mg, &g, yg);
+        }
+    ot_free(col);
+    if (s == OTTER_OK)
+        ot_nn_out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx), ot_free(tw), ot_free(tb);
+    return s;
+}

@@ -1,0 +1,29 @@
+/* Helpers the neural-network kernels share (nn_common.c). Everything computes in float: float
+ * tensors directly, other float types (double, float16, bfloat16) and the integer types MaxPool
+ * accepts are converted in and out. Spatial kernels treat 1-D and 2-D as 3-D with leading size-1
+ * dimensions, so one im2col / pooling loop serves all. */
+#ifndef OTTER_RUNTIME_OPS_NN_INTERNAL_H
+#define OTTER_RUNTIME_OPS_NN_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "runtime/op.h"
+#include "runtime/ops/conv_geom.h"
+
+bool ot_nn_float_like(otter_dtype t);
+/* Input as float: the tensor's own data for float, else a converted copy in *tmp. */
+otter_status ot_nn_in_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out, float **tmp);
+/* Output buffer as float: the tensor's data for float, else a scratch buffer (*tmp) that
+ * ot_nn_out_f32_done converts back. */
+otter_status ot_nn_out_f32(otter_tensor *y, float **out, float **tmp);
+void ot_nn_out_f32_done(otter_tensor *y, float *tmp);
+/* ot_conv_geom_forward over X (N, C, spatial...); the kernel dims are in g->k already. */
+otter_status ot_nn_geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, ot_conv_geom *g, bool ceil_mode);
+/* X present with rank min_rank .. 2 + OT_SP, else an error naming it. */
+otter_status ot_nn_check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int min_rank);
+/* MaxPool 2x2, stride 2, floor with Indices over planes of H x W, by the MaxPool kernel's loop
+ * (nn_pool.c; com.otter FusedConv's pooled output in nn_conv.c). */
+void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,
+                               int64_t *ind);
+
+#endif

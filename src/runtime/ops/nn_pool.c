@@ -1,0 +1,325 @@
+/* Pooling kernels: MaxPool, AveragePool, LpPool, their global forms, MaxUnpool. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
+#include "runtime/ops/kernels.h"
+#include "runtime/ops/nn_internal.h"
+
+/* ---- pooling -------------------------------------------------------------------------------------- */
+
+enum { POOL_MAX, POOL_AVG, POOL_LP };
+
+typedef struct pool_args {
+    const ot_conv_geom *g;
+    int kind;
+    const float *X;
+    float *Y;
+    int64_t *I; /* MaxPool indices or NULL */
+    bool include_pad, col_major;
+    float p;
+} pool_args;
+
+/* 2-D max / average pooling without dilation or indices: clipped windows, no per-tap tests. */
+static void pool2d_fast(pool_args *a, int64_t p0, int64_t p1) {
+    const ot_conv_geom *g = a->g;
+    const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], kh = g->k[1], kw = g->k[2];
+    const int64_t sh = g->stride[1], sw = g->stride[2], ph = g->pb[1], pw = g->pb[2];
+    const bool max = a->kind == POOL_MAX;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = a->X + pl * g->in_size;
+        float *y = a->Y + pl * g->out_size;
+        if (max && kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && OH * 2 <= H && OW * 2 <= W) {
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
+                float *yr = y + oh * OW;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float m0 = r0[2 * ow] > r0[2 * ow + 1] ? r0[2 * ow] : r0[2 * ow + 1];
+                    float m1 = r1[2 * ow] > r1[2 * ow + 1] ? r1[2 * ow] : r1[2 * ow + 1];
+                    yr[ow] = m0 > m1 ? m0 : m1;
+                }
+            }
+            continue;
+        }
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t hs = oh * sh - ph, he = hs + kh, hp = he < H + g->pe[1] ? he : H + g->pe[1];
+            if (he > H) he = H;
+            int64_t cnt_h = hp - hs;
+            if (hs < 0) hs = 0;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ws = ow * sw - pw, we = ws + kw, wp = we < W + g->pe[2] ? we : W + g->pe[2];
+                if (we > W) we = W;
+                int64_t cnt_w = wp - ws;
+                if (ws < 0) ws = 0;
+                float acc = max ? -INFINITY : 0.0f;
+                for (int64_t ih = hs; ih < he; ih++) {
+                    const float *r = x + ih * W;
+                    if (max)
+                        for (int64_t iw = ws; iw < we; iw++) acc = r[iw] > acc ? r[iw] : acc;
+                    else
+                        for (int64_t iw = ws; iw < we; iw++) acc += r[iw];
+                }
+                if (max) {
+                    y[oh * OW + ow] = acc;
+                } else {
+                    int64_t c = a->include_pad ? cnt_h * cnt_w : (he - hs) * (we - ws);
+                    y[oh * OW + ow] = c > 0 ? acc / (float)c : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+static void pool_planes(void *arg, int64_t p0, int64_t p1) {
+    pool_args *a = arg;
+    const ot_conv_geom *g = a->g;
+    if (g->nd == 2 && !a->I && a->kind != POOL_LP && g->dil[1] == 1 && g->dil[2] == 1) {
+        pool2d_fast(a, p0, p1);
+        return;
+    }
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    if (g->nd == 2 && a->I && !a->col_major && a->kind == POOL_MAX && g->k[1] == 2 && g->k[2] == 2 &&
+        g->stride[1] == 2 && g->stride[2] == 2 && g->dil[1] == 1 && g->dil[2] == 1 && g->pb[1] == 0 && g->pb[2] == 0 &&
+        g->out[1] * 2 <= H && g->out[2] * 2 <= W) {
+        /* 2x2 stride 2 with indices (training): the general loop's scan order and ties (first max).
+         * The winning tap's offset is chosen with masks: GCC turns selects of it into branches, which
+         * mispredict (the winner is data-dependent) and keep the loop from vectorizing. */
+        const int64_t OH = g->out[1], OW = g->out[2];
+        for (int64_t pl = p0; pl < p1; pl++)
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *restrict r0 = a->X + pl * g->in_size + 2 * oh * W, *restrict r1 = r0 + W;
+                float *restrict y = a->Y + pl * g->out_size + oh * OW;
+                int64_t *restrict ind = a->I + pl * g->out_size + oh * OW;
+                const int64_t row = pl * g->in_size + 2 * oh * W;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1], acc = v0;
+                    int64_t best = 0, m;
+                    m = -(int64_t)(v1 > acc), acc = v1 > acc ? v1 : acc, best = (best & ~m) | (1 & m);
+                    m = -(int64_t)(v2 > acc), acc = v2 > acc ? v2 : acc, best = (best & ~m) | (W & m);
+                    m = -(int64_t)(v3 > acc), acc = v3 > acc ? v3 : acc, best = (best & ~m) | ((W + 1) & m);
+                    y[ow] = acc;
+                    ind[ow] = row + 2 * ow + best;
+                }
+            }
+        return;
+    }
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = a->X + pl * g->in_size;
+        float *y = a->Y + pl * g->out_size;
+        int64_t *ind = a->I ? a->I + pl * g->out_size : NULL;
+        for (int64_t od = 0; od < g->out[0]; od++)
+            for (int64_t oh = 0; oh < g->out[1]; oh++)
+                for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                    int64_t s0 = od * g->stride[0] - g->pb[0], s1 = oh * g->stride[1] - g->pb[1],
+                            s2 = ow * g->stride[2] - g->pb[2];
+                    float acc = a->kind == POOL_MAX ? -INFINITY : 0.0f;
+                    int64_t best = -1, cnt = 0, cnt_pad = 0;
+                    for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                        int64_t id = s0 + kd * g->dil[0];
+                        bool okd = id >= 0 && id < D;
+                        if (id >= D + g->pe[0]) continue;
+                        for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                            int64_t ih = s1 + kh * g->dil[1];
+                            bool okh = okd && ih >= 0 && ih < H;
+                            if (ih >= H + g->pe[1]) continue;
+                            for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                int64_t iw = s2 + kw * g->dil[2];
+                                if (iw >= W + g->pe[2]) continue;
+                                cnt_pad++;
+                                if (!okh || iw < 0 || iw >= W) continue;
+                                int64_t off = (id * H + ih) * W + iw;
+                                float v = x[off];
+                                cnt++;
+                                if (a->kind == POOL_MAX) {
+                                    if (v > acc || best < 0) acc = v, best = off;
+                                } else if (a->kind == POOL_AVG) {
+                                    acc += v;
+                                } else {
+                                    acc += powf(fabsf(v), a->p);
+                                }
+                            }
+                        }
+                    }
+                    int64_t o = (od * g->out[1] + oh) * g->out[2] + ow;
+                    if (a->kind == POOL_MAX) {
+                        y[o] = acc;
+                        if (ind) {
+                            int64_t bi = best < 0 ? 0 : best;
+                            if (a->col_major) { /* (h, w) -> h + w * H (2-D), general: reversed strides */
+                                int64_t bw = bi % W, bh = (bi / W) % H, bd = bi / (W * H);
+                                bi = bd + bh * D + bw * D * H;
+                                if (g->nd == 2) bi = bh + bw * H;
+                            }
+                            ind[o] = pl * g->in_size + bi;
+                        }
+                    } else if (a->kind == POOL_AVG) {
+                        int64_t c = a->include_pad ? cnt_pad : cnt;
+                        y[o] = c ? acc / (float)c : 0.0f;
+                    } else {
+                        y[o] = powf(acc, 1.0f / a->p);
+                    }
+                }
+    }
+}
+
+void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,
+                               int64_t *ind) {
+    ot_conv_geom g = {.nd = 2, .in = {H, W}, .k = {2, 2}, .out = {H / 2, W / 2}, .stride = {2, 2}, .dil = {1, 1}};
+    ot_conv_geom_to3(&g);
+    pool_args a = {.g = &g, .kind = POOL_MAX, .X = x, .Y = y, .I = ind};
+    ot_parallel_for(ctx, planes, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
+}
+
+static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    OT_TRY(ot_nn_check_x(ctx, x, 3));
+    bool int_ok = kind == POOL_MAX && (x->dtype == OTTER_DTYPE_UINT8 || x->dtype == OTTER_DTYPE_INT8);
+    if (!ot_nn_float_like(x->dtype) && !int_ok)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s not supported", ot_ctx_input_name(ctx, 0),
+                            otter_dtype_name(x->dtype));
+    ot_conv_geom g;
+    memset(&g, 0, sizeof g);
+    int nd = x->rank - 2;
+    bool has;
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, g.k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    bool ceil_mode = otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0;
+    OT_TRY(ot_nn_geom_forward(ctx, x, &g, ceil_mode));
+    if (kind != POOL_MAX)
+        for (int i = 0; i < nd; i++) g.dil[i] = g.dil[i] ? g.dil[i] : 1;
+    int64_t yd[2 + OT_SP] = {g.N, g.C};
+    for (int i = 0; i < nd; i++) yd[2 + i] = g.out[i];
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return ctx->output_status;
+    otter_tensor *ind = NULL;
+    if (kind == POOL_MAX && ctx->n_outputs > 1 && ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
+        ind = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, x->rank, yd);
+        if (!ind) return ctx->output_status;
+    }
+    ot_conv_geom_to3(&g);
+    pool_args a = {.g = &g,
+                   .kind = kind,
+                   .I = ind ? ind->data : NULL,
+                   .include_pad = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
+                   .col_major = otter_node_attr_int(ctx->node, "storage_order", 0) != 0,
+                   .p = 2.0f};
+    const otter_attr *pa = otter_node_attr(ctx->node, "p");
+    if (pa) a.p = pa->type == OTTER_ATTR_FLOAT ? pa->f : (float)pa->i;
+    float *tx = NULL, *ty = NULL;
+    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) ot_parallel_for(ctx, g.N * g.C, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
+    if (s == OTTER_OK)
+        ot_nn_out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx);
+    return s;
+}
+
+otter_status ot_kernel_maxpool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_MAX); }
+otter_status ot_kernel_averagepool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_AVG); }
+otter_status ot_kernel_lppool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_LP); }
+
+typedef struct gpool_args {
+    const float *X;
+    float *Y;
+    int64_t sp;
+    bool max;
+} gpool_args;
+
+static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
+    gpool_args *a = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        const float *x = a->X + p * a->sp;
+        if (a->max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < a->sp; i++) m = x[i] > m ? x[i] : m;
+            a->Y[p] = m;
+        } else {
+            double s = 0;
+            for (int64_t i = 0; i < a->sp; i++) s += x[i];
+            a->Y[p] = (float)(s / (double)a->sp);
+        }
+    }
+}
+
+static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    if (!x) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input X is missing");
+    if (x->rank < 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", ot_ctx_input_name(ctx, 0));
+    int64_t yd[OTTER_MAX_RANK];
+    gpool_args a = {.sp = 1, .max = max};
+    for (int i = 0; i < x->rank; i++) {
+        yd[i] = i < 2 ? x->dims[i] : 1;
+        if (i >= 2) a.sp *= x->dims[i];
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return ctx->output_status;
+    float *tx = NULL, *ty = NULL;
+    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) ot_parallel_for(ctx, x->dims[0] * x->dims[1], 1 + 16384 / (a.sp + 1), gpool_planes, &a);
+    if (s == OTTER_OK)
+        ot_nn_out_f32_done(y, ty);
+    else
+        ot_free(ty);
+    ot_free(tx);
+    return s;
+}
+
+otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx) { return global_pool(ctx, false); }
+otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx) { return global_pool(ctx, true); }
+/* ---- MaxUnpool ------------------------------------------------------------------------------------ */
+
+otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *ind = ot_ctx_input(ctx, 1), *os = ot_ctx_input(ctx, 2);
+    OT_TRY(ot_nn_check_x(ctx, x, 3));
+    if (!ind || ind->dtype != OTTER_DTYPE_INT64 || otter_tensor_numel(ind) != otter_tensor_numel(x))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int64 with the shape of X",
+                            ot_ctx_input_name(ctx, 1));
+    int nd = x->rank - 2;
+    int64_t k[OT_SP], st[OT_SP], pads[2 * OT_SP] = {0}, yd[2 + OT_SP] = {x->dims[0], x->dims[1]};
+    bool has;
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    for (int i = 0; i < nd; i++) st[i] = 1;
+    OT_TRY(ot_ctx_ints_attr(ctx, "strides", nd, st, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * nd, pads, &has));
+    for (int i = 0; i < nd; i++) yd[2 + i] = (x->dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[nd + i];
+    int64_t dd[2 + OT_SP]; /* the default shape: indices are positions in it */
+    memcpy(dd, yd, sizeof dd);
+    if (os) {
+        int64_t n;
+        OT_TRY(ot_ctx_input_ints(ctx, 2, yd, 2 + OT_SP, &n));
+        if (n != x->rank)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_shape '%s' must have %d values",
+                                ot_ctx_input_name(ctx, 2), x->rank);
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
+    if (!y) return ctx->output_status;
+    int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
+    size_t es = otter_dtype_size(x->dtype);
+    memset(y->data, 0, (size_t)ny * es);
+    const int64_t *I = ind->data;
+    int64_t nd_total = 1;
+    for (int i = 0; i < x->rank; i++) nd_total *= dd[i];
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t q = I[i], o = 0, mul = 1;
+        if (q < 0 || q >= nd_total)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' value %lld out of range [0, %lld)",
+                                ot_ctx_input_name(ctx, 1), (long long)q, (long long)nd_total);
+        for (int d = x->rank - 1; d >= 0; d--) {
+            o += (q % dd[d]) * mul;
+            q /= dd[d];
+            mul *= yd[d];
+        }
+        if (o >= ny) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_shape is smaller than the pooled input");
+        memcpy((char *)y->data + (size_t)o * es, (const char *)x->data + (size_t)i * es, es);
+    }
+    return OTTER_OK;
+}

@@ -1,0 +1,285 @@
+/* Resize (opset 10+) and Upsample: nearest, linear and cubic interpolation over any rank. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
+#include "runtime/ops/kernels.h"
+#include "runtime/ops/strided.h"
+
+/* ---- Resize / Upsample ----------------------------------------------------------------------------- */
+
+enum { RM_NEAREST, RM_LINEAR, RM_CUBIC };
+enum {
+    CT_HALF_PIXEL,
+    CT_PYTORCH_HALF_PIXEL,
+    CT_ALIGN_CORNERS,
+    CT_ASYMMETRIC,
+    CT_TF_HALF_PIXEL_NN,
+    CT_TF_CROP,
+    CT_HALF_SYM
+};
+enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
+
+typedef struct tap_set {
+    int n;        /* taps per output coordinate */
+    int64_t *idx; /* [out][n] source index (-1: extrapolation value) */
+    double *w;    /* [out][n] */
+} tap_set;
+
+static double cubic_w(double x, double A) {
+    x = fabs(x);
+    if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0;
+}
+
+/* out_len: the resized length as the coordinate formulas see it (in * scale, unrounded, when
+ * scales are given; onnx's reference does the same). */
+static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, int64_t in, int64_t out, double out_len,
+                              double scale, double roi_s, double roi_e, tap_set *t) {
+    t->n = mode == RM_NEAREST ? 1 : mode == RM_LINEAR ? 2 : 4;
+    t->idx = ot_malloc((size_t)(out * t->n + 1) * sizeof(int64_t));
+    t->w = ot_malloc((size_t)(out * t->n + 1) * sizeof(double));
+    if (!t->idx || !t->w) return OT_NOMEM();
+    for (int64_t o = 0; o < out; o++) {
+        double x;
+        bool outside = false;
+        switch (ct) {
+        case CT_HALF_PIXEL:
+            x = ((double)o + 0.5) / scale - 0.5;
+            break;
+        case CT_HALF_SYM: {
+            double adj = (double)out / (scale * (double)in), center = (double)in / 2;
+            double off = center * (1 - adj);
+            x = off + ((double)o + 0.5) / scale - 0.5;
+            break;
+        }
+        case CT_PYTORCH_HALF_PIXEL:
+            x = out_len > 1 ? ((double)o + 0.5) / scale - 0.5 : 0;
+            break;
+        case CT_ALIGN_CORNERS:
+            x = out_len == 1 ? 0 : (double)o * (double)(in - 1) / (out_len - 1);
+            break;
+        case CT_ASYMMETRIC:
+            x = (double)o / scale;
+            break;
+        case CT_TF_HALF_PIXEL_NN:
+            x = ((double)o + 0.5) / scale;
+            break;
+        default: /* tf_crop_and_resize */
+            x = out_len > 1 ? roi_s * (double)(in - 1) + (double)o * (roi_e - roi_s) * (double)(in - 1) / (out_len - 1)
+                            : 0.5 * (roi_s + roi_e) * (double)(in - 1);
+            outside = x < 0 || x > (double)(in - 1);
+            break;
+        }
+        int64_t *ix = t->idx + o * t->n;
+        double *w = t->w + o * t->n;
+        if (outside) {
+            for (int k = 0; k < t->n; k++) ix[k] = -1, w[k] = k == 0 ? 1 : 0;
+            continue;
+        }
+        if (mode == RM_NEAREST) {
+            double f = floor(x), r;
+            switch (nm) {
+            case NM_ROUND_FLOOR:
+                r = x - f == 0.5 ? f : round(x);
+                break;
+            case NM_ROUND_CEIL:
+                r = x - f == 0.5 ? f + 1 : round(x);
+                break;
+            case NM_FLOOR:
+                r = f;
+                break;
+            default:
+                r = ceil(x);
+                break;
+            }
+            int64_t i = (int64_t)r;
+            ix[0] = i < 0 ? 0 : i >= in ? in - 1 : i;
+            w[0] = 1;
+        } else if (mode == RM_LINEAR) {
+            double xc = x < 0 ? 0 : x > (double)(in - 1) ? (double)(in - 1) : x;
+            int64_t i0 = (int64_t)floor(xc), i1 = i0 + 1 < in ? i0 + 1 : in - 1;
+            double f = xc - (double)i0;
+            ix[0] = i0, ix[1] = i1, w[0] = 1 - f, w[1] = f;
+        } else {
+            int64_t i0 = (int64_t)floor(x);
+            double f = x - (double)i0, sum = 0;
+            for (int k = 0; k < 4; k++) {
+                int64_t i = i0 - 1 + k;
+                double wk = cubic_w(f - (double)(k - 1), A);
+                if (exclude && (i < 0 || i >= in)) wk = 0;
+                ix[k] = i < 0 ? 0 : i >= in ? in - 1 : i;
+                w[k] = wk;
+                sum += wk;
+            }
+            if (exclude && sum != 0)
+                for (int k = 0; k < 4; k++) w[k] /= sum;
+        }
+    }
+    return OTTER_OK;
+}
+
+typedef struct resize_args {
+    int rank;
+    const int64_t *in_dims, *out_dims;
+    tap_set *taps;
+    const double *X;
+    double *Y;
+    double extrapolation;
+} resize_args;
+
+static void resize_rows(void *arg, int64_t e0, int64_t e1) {
+    resize_args *a = arg;
+    int r = a->rank;
+    int64_t st[OTTER_MAX_RANK];
+    ot_contiguous_strides(r, a->in_dims, st);
+    for (int64_t e = e0; e < e1; e++) {
+        int64_t oi[OTTER_MAX_RANK], q = e;
+        for (int d = r - 1; d >= 0; d--) oi[d] = q % a->out_dims[d], q /= a->out_dims[d];
+        /* sum over the tap product */
+        int k[OTTER_MAX_RANK] = {0};
+        double acc = 0;
+        bool extrap = false;
+        for (;;) {
+            double w = 1;
+            int64_t off = 0;
+            for (int d = 0; d < r; d++) {
+                const tap_set *t = &a->taps[d];
+                int64_t i = t->idx[oi[d] * t->n + k[d]];
+                if (i < 0) extrap = true;
+                w *= t->w[oi[d] * t->n + k[d]];
+                off += (i < 0 ? 0 : i) * st[d];
+            }
+            if (extrap) break;
+            if (w != 0) acc += w * a->X[off];
+            int d = r - 1;
+            while (d >= 0 && ++k[d] == a->taps[d].n) k[d--] = 0;
+            if (d < 0) break;
+        }
+        a->Y[e] = extrap ? a->extrapolation : acc;
+    }
+}
+
+static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    int r = x->rank;
+    const char *ms = otter_node_attr_string(ctx->node, "mode", "nearest");
+    int mode = strcmp(ms, "nearest") == 0                                 ? RM_NEAREST
+               : strcmp(ms, "linear") == 0 || strcmp(ms, "bilinear") == 0 ? RM_LINEAR
+               : strcmp(ms, "cubic") == 0                                 ? RM_CUBIC
+                                                                          : -1;
+    if (mode < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s'", ms);
+    bool v11 = !upsample && ctx->opset >= 11;
+    int ct = CT_ASYMMETRIC, nm = NM_FLOOR;
+    if (v11) {
+        const char *cs = otter_node_attr_string(ctx->node, "coordinate_transformation_mode", "half_pixel");
+        ct = strcmp(cs, "half_pixel") == 0             ? CT_HALF_PIXEL
+             : strcmp(cs, "pytorch_half_pixel") == 0   ? CT_PYTORCH_HALF_PIXEL
+             : strcmp(cs, "align_corners") == 0        ? CT_ALIGN_CORNERS
+             : strcmp(cs, "asymmetric") == 0           ? CT_ASYMMETRIC
+             : strcmp(cs, "tf_half_pixel_for_nn") == 0 ? CT_TF_HALF_PIXEL_NN
+             : strcmp(cs, "tf_crop_and_resize") == 0   ? CT_TF_CROP
+             : strcmp(cs, "half_pixel_symmetric") == 0 ? CT_HALF_SYM
+                                                       : -1;
+        if (ct < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown coordinate_transformation_mode '%s'", cs);
+        const char *ns = otter_node_attr_string(ctx->node, "nearest_mode", "round_prefer_floor");
+        nm = strcmp(ns, "round_prefer_floor") == 0  ? NM_ROUND_FLOOR
+             : strcmp(ns, "round_prefer_ceil") == 0 ? NM_ROUND_CEIL
+             : strcmp(ns, "floor") == 0             ? NM_FLOOR
+             : strcmp(ns, "ceil") == 0              ? NM_CEIL
+                                                    : -1;
+        if (nm < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown nearest_mode '%s'", ns);
+    }
+    double scales[OTTER_MAX_RANK], roi[2 * OTTER_MAX_RANK];
+    int64_t out[OTTER_MAX_RANK];
+    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
+    const otter_tensor *sc = NULL, *sz = NULL, *ro = NULL;
+    if (upsample && ctx->opset < 9) {
+        const otter_attr *a = otter_node_attr(ctx->node, "scales");
+        if (!a || (int)a->n_floats != r)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'scales' must have %d values", r);
+        for (int i = 0; i < r; i++) scales[i] = a->floats[i];
+    } else {
+        size_t si = v11 ? 2 : 1;
+        sc = ot_ctx_input(ctx, si);
+        sz = v11 ? ot_ctx_input(ctx, 3) : NULL;
+        ro = v11 ? ot_ctx_input(ctx, 1) : NULL;
+        if (sc && otter_tensor_numel(sc) == 0) sc = NULL;
+        if (ro && otter_tensor_numel(ro) == 0) ro = NULL;
+        if (sz && otter_tensor_numel(sz) == 0) sz = NULL;
+        if (!sc && !sz) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs scales or sizes");
+        if (sc) {
+            if (otter_tensor_numel(sc) != r || !otter_dtype_is_float(sc->dtype))
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scales '%s' must hold %d floats",
+                                    ot_ctx_input_name(ctx, si), r);
+            for (int i = 0; i < r; i++) scales[i] = ot_get_f64(sc->data, sc->dtype, i);
+        }
+        if (ro) {
+            if (otter_tensor_numel(ro) != 2 * r)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "roi '%s' must hold %d values", ot_ctx_input_name(ctx, 1),
+                                    2 * r);
+            for (int i = 0; i < 2 * r; i++) roi[i] = ot_get_f64(ro->data, ro->dtype, i);
+        }
+    }
+    if (sz) {
+        int64_t n;
+        OT_TRY(ot_ctx_input_ints(ctx, 3, out, OTTER_MAX_RANK, &n));
+        if (n != r)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sizes '%s' must hold %d values", ot_ctx_input_name(ctx, 3), r);
+        for (int i = 0; i < r; i++) scales[i] = x->dims[i] ? (double)out[i] / (double)x->dims[i] : 1.0;
+    } else {
+        for (int i = 0; i < r; i++) {
+            if (!(scales[i] > 0)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale %d must be > 0", i);
+            out[i] = (int64_t)floor((double)x->dims[i] * (double)(float)scales[i] + 1e-9);
+        }
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, out);
+    if (!y) return ctx->output_status;
+    int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
+    if (ny == 0) return OTTER_OK;
+    tap_set taps[OTTER_MAX_RANK];
+    memset(taps, 0, sizeof taps);
+    double A = otter_node_attr_float(ctx->node, "cubic_coeff_a", -0.75f);
+    bool exclude = otter_node_attr_int(ctx->node, "exclude_outside", 0) != 0;
+    otter_status s = OTTER_OK;
+    for (int i = 0; s == OTTER_OK && i < r; i++) {
+        /* dims that keep their size with scale 1 take the identity */
+        bool ident = out[i] == x->dims[i] && scales[i] == 1.0 && ct != CT_TF_CROP;
+        s = make_taps(ident ? RM_NEAREST : mode, ident ? CT_ASYMMETRIC : ct, ident ? NM_FLOOR : nm, A, exclude,
+                      x->dims[i], out[i], sz ? (double)out[i] : (double)x->dims[i] * scales[i], scales[i], roi[i],
+                      roi[r + i], &taps[i]);
+    }
+    double *X = NULL, *Y = NULL;
+    if (s == OTTER_OK) {
+        X = ot_malloc((size_t)(nx > 0 ? nx : 1) * sizeof(double));
+        Y = ot_malloc((size_t)ny * sizeof(double));
+        if (!X || !Y) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK && !ot_convert(X, OTTER_DTYPE_DOUBLE, x->data, x->dtype, nx))
+        s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input '%s': dtype %s not supported", ot_ctx_input_name(ctx, 0),
+                         otter_dtype_name(x->dtype));
+    if (s == OTTER_OK) {
+        resize_args a = {.rank = r,
+                         .in_dims = x->dims,
+                         .out_dims = out,
+                         .taps = taps,
+                         .X = X,
+                         .Y = Y,
+                         .extrapolation = otter_node_attr_float(ctx->node, "extrapolation_value", 0.0f)};
+        ot_parallel_for(ctx, ny, 4096, resize_rows, &a);
+        if (!otter_dtype_is_float(x->dtype))
+            for (int64_t i = 0; i < ny; i++) Y[i] = nearbyint(Y[i]);
+        ot_convert(y->data, y->dtype, Y, OTTER_DTYPE_DOUBLE, ny);
+    }
+    for (int i = 0; i < r; i++) ot_free(taps[i].idx), ot_free(taps[i].w);
+    ot_free(X), ot_free(Y);
+    return s;
+}
+
+otter_status ot_kernel_resize(ot_kernel_ctx *ctx) { return resize_common(ctx, false); }
+otter_status ot_kernel_upsample(ot_kernel_ctx *ctx) { return resize_common(ctx, true); }

@@ -1,0 +1,154 @@
+/* Strided element copies for the data-movement kernels (strided.h). */
+#include "runtime/ops/strided.h"
+
+#include <string.h>
+
+#include "core/core.h"
+
+size_t ot_elem_size(otter_dtype t) { return t == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(t); }
+
+/* Copy n elements; strings are duplicated. */
+void ot_copy_elems(void *dst, const void *src, int64_t n, otter_dtype dt) {
+    if (n <= 0) return;
+    if (dt != OTTER_DTYPE_STRING) {
+        memcpy(dst, src, (size_t)n * otter_dtype_size(dt));
+        return;
+    }
+    otter_bytes *d = dst;
+    const otter_bytes *s = src;
+    for (int64_t i = 0; i < n; i++) {
+        ot_free(d[i].data);
+        d[i].data = ot_malloc(s[i].len + 1);
+        if (d[i].data) {
+            if (s[i].len) memcpy(d[i].data, s[i].data, s[i].len);
+            d[i].data[s[i].len] = 0;
+            d[i].len = s[i].len;
+        } else {
+            d[i].len = 0;
+        }
+    }
+}
+
+/* ---- strided copy ---------------------------------------------------------------------------- */
+
+typedef struct sc_args {
+    char *dst;
+    const char *src;
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    int64_t st[OTTER_MAX_RANK]; /* source strides in elements (may be negative or 0) */
+    size_t es;
+    otter_dtype dt;
+    int64_t row_len; /* dims[rank-1] */
+} sc_args;
+
+static void sc_rows(void *arg, int64_t r0, int64_t r1) {
+    sc_args *a = arg;
+    int64_t n = a->row_len, s = a->st[a->rank - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t off = 0, q = r;
+        for (int d = a->rank - 2; d >= 0; d--) {
+            off += (q % a->dims[d]) * a->st[d];
+            q /= a->dims[d];
+        }
+        char *dst = a->dst + (size_t)(r * n) * a->es;
+        const char *src = a->src + off * (int64_t)a->es;
+        if (a->dt == OTTER_DTYPE_STRING) {
+            for (int64_t i = 0; i < n; i++)
+                ot_copy_elems(dst + (size_t)i * a->es, src + i * s * (int64_t)a->es, 1, a->dt);
+        } else if (s == 1) {
+            memcpy(dst, src, (size_t)n * a->es);
+        } else if (a->es == 4) {
+            uint32_t *d = (uint32_t *)(void *)dst;
+            const uint32_t *sp = (const uint32_t *)(const void *)src;
+            for (int64_t i = 0; i < n; i++) d[i] = sp[i * s];
+        } else if (a->es == 8) {
+            uint64_t *d = (uint64_t *)(void *)dst;
+            const uint64_t *sp = (const uint64_t *)(const void *)src;
+            for (int64_t i = 0; i < n; i++) d[i] = sp[i * s];
+        } else if (a->es == 1) {
+            for (int64_t i = 0; i < n; i++) dst[i] = src[i * s];
+        } else if (a->es == 2) {
+            uint16_t *d = (uint16_t *)(void *)dst;
+            const uint16_t *sp = (const uint16_t *)(const void *)src;
+            for (int64_t i = 0; i < n; i++) d[i] = sp[i * s];
+        } else {
+            for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * a->es, src + i * s * (int64_t)a->es, a->es);
+        }
+    }
+}
+
+/* Tiled transpose of the last two dims: output [.., R, C] where the source has stride 1 along R
+ * (st[rank-2] == 1) and st[rank-1] along C. Items are the outer matrices. */
+static void sc_tiles(void *arg, int64_t m0, int64_t m1) {
+    sc_args *a = arg;
+    const int64_t R = a->dims[a->rank - 2], C = a->dims[a->rank - 1], sc = a->st[a->rank - 1];
+    const int T = 32;
+    for (int64_t m = m0; m < m1; m++) {
+        int64_t off = 0, q = m;
+        for (int d = a->rank - 3; d >= 0; d--) {
+            off += (q % a->dims[d]) * a->st[d];
+            q /= a->dims[d];
+        }
+        char *dst = a->dst + (size_t)(m * R * C) * a->es;
+        const char *src = a->src + off * (int64_t)a->es;
+        for (int64_t r0 = 0; r0 < R; r0 += T)
+            for (int64_t c0 = 0; c0 < C; c0 += T) {
+                int64_t r1 = r0 + T < R ? r0 + T : R, c1 = c0 + T < C ? c0 + T : C;
+                if (a->es == 4) {
+                    uint32_t *d = (uint32_t *)(void *)dst;
+                    const uint32_t *sp = (const uint32_t *)(const void *)src;
+                    for (int64_t r = r0; r < r1; r++)
+                        for (int64_t c = c0; c < c1; c++) d[r * C + c] = sp[r + c * sc];
+                } else {
+                    for (int64_t r = r0; r < r1; r++)
+                        for (int64_t c = c0; c < c1; c++)
+                            memcpy(dst + (size_t)(r * C + c) * a->es, src + (r + c * sc) * (int64_t)a->es, a->es);
+                }
+            }
+    }
+}
+
+/* dst (contiguous, shape dims) [i] = src[sum i_d * st_d]. ctx may be NULL (one thread). */
+void ot_copy_strided(const ot_kernel_ctx *ctx, void *dst, const void *src, otter_dtype dt, int rank,
+                     const int64_t *dims, const int64_t *st) {
+    sc_args a = {.dst = dst, .src = src, .es = ot_elem_size(dt), .dt = dt, .rank = 0};
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= dims[d];
+    if (numel == 0) return;
+    /* drop size-1 dims, merge dims contiguous in the source */
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1) continue;
+        if (a.rank > 0 && a.st[a.rank - 1] == st[d] * dims[d]) {
+            a.dims[a.rank - 1] *= dims[d];
+            a.st[a.rank - 1] = st[d];
+            continue;
+        }
+        a.dims[a.rank] = dims[d], a.st[a.rank] = st[d];
+        a.rank++;
+    }
+    if (a.rank == 0) a.dims[0] = 1, a.st[0] = 1, a.rank = 1;
+    a.row_len = a.dims[a.rank - 1];
+    if (a.rank >= 2 && a.st[a.rank - 2] == 1 && a.st[a.rank - 1] != 1 && dt != OTTER_DTYPE_STRING &&
+        a.dims[a.rank - 2] >= 8) {
+        int64_t mats = numel / (a.dims[a.rank - 2] * a.dims[a.rank - 1]);
+        if (ctx && mats > 1)
+            ot_parallel_for(ctx, mats, 1, sc_tiles, &a);
+        else if (ctx && mats == 1 && a.dims[a.rank - 2] * a.dims[a.rank - 1] > 65536) {
+            /* one big matrix: split its output rows (as rows of a rank-2 strided copy) */
+            ot_parallel_for(ctx, numel / a.row_len, 64, sc_rows, &a);
+        } else
+            sc_tiles(&a, 0, mats);
+        return;
+    }
+    int64_t rows = numel / a.row_len;
+    if (ctx && dt != OTTER_DTYPE_STRING)
+        ot_parallel_for(ctx, rows, 1 + 32768 / (a.row_len + 1), sc_rows, &a);
+    else
+        sc_rows(&a, 0, rows);
+}
+
+void ot_contiguous_strides(int rank, const int64_t *dims, int64_t *st) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) st[d] = s, s *= dims[d];
+}

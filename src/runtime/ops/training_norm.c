@@ -1,0 +1,263 @@
+/* Training kernels for normalization: LayerNormalizationGrad, SimplifiedLayerNormalization(+Grad),
+ * BatchNormInternal, BatchNormalizationGrad. */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/ops/kernels.h"
+#include "runtime/ops/training_internal.h"
+
+/* ---- LayerNormalizationGrad / SimplifiedLayerNormalization(Grad) --------------------------------- */
+
+/* Split X at axis into outer x inner and check that scale has `inner` elements and the saved
+ * statistics `outer` elements (inputs stat0, stat1; 0 to skip). */
+static otter_status ln_geometry(const ot_kernel_ctx *ctx, const otter_tensor *x, size_t scale_i, size_t stat0,
+                                size_t stat1, int64_t *outer, int64_t *inner) {
+    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
+    if (!ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for X '%s' of rank %d", (long long)axis,
+                            ot_ctx_input_name(ctx, 1), x->rank);
+    *outer = 1, *inner = 1;
+    for (int i = 0; i < x->rank; i++) *(i < axis ? outer : inner) *= x->dims[i];
+    const otter_tensor *sc = ot_ctx_input(ctx, scale_i);
+    if (!sc || otter_tensor_numel(sc) != *inner)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale '%s' must have %lld elements (the normalized shape)",
+                            ot_ctx_input_name(ctx, scale_i), (long long)*inner);
+    size_t st[2] = {stat0, stat1};
+    for (int k = 0; k < 2; k++) {
+        if (!st[k]) continue;
+        const otter_tensor *t = ot_ctx_input(ctx, st[k]);
+        if (!t || otter_tensor_numel(t) != *outer)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must have %lld elements (one per row)", st[k],
+                                ot_ctx_input_name(ctx, st[k]), (long long)*outer);
+    }
+    return OTTER_OK;
+}
+
+/* LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) -> dX, dScale, dBias (simplified:
+ * (dY, X, scale, inv_std_var) -> dX, dScale, with mean 0). With xh = (x - mean) * inv, g = dY * scale:
+ * dX = inv * (g - mean(g) - xh * mean(g * xh)) (simplified: without the mean(g) term),
+ * dScale = sum over rows of dY * xh, dBias = sum over rows of dY. */
+static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
+    const otter_tensor *dy, *x, *sc;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "X", &x));
+    OT_TRY(tr_need(ctx, 2, "scale", &sc));
+    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    int64_t outer, inner;
+    size_t inv_i = simplified ? 3 : 4;
+    OT_TRY(ln_geometry(ctx, x, 2, simplified ? 0 : 3, inv_i, &outer, &inner));
+    const float *DY, *X, *S, *MEAN = NULL, *INV;
+    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    otter_tensor *o[3] = {0};
+    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = tr_in(ctx, 2, &S, &tin[2]);
+    if (s == OTTER_OK && !simplified) s = tr_in(ctx, 3, &MEAN, &tin[3]);
+    if (s == OTTER_OK) s = tr_in(ctx, inv_i, &INV, &tin[4]);
+    size_t n_out = simplified ? 2 : 3;
+    for (size_t k = 0; k < n_out && s == OTTER_OK; k++) {
+        if (k > 0 && !tr_wanted(ctx, k)) continue;
+        const otter_tensor *shape = k == 0 ? x : sc;
+        s = tr_out(ctx, k, x->dtype, shape->rank, shape->dims, &o[k], &out[k], &tout[k]);
+    }
+    if (s == OTTER_OK) {
+        float *dX = out[0], *dS = out[1], *dB = out[2];
+        if (dS) memset(dS, 0, (size_t)inner * sizeof(float));
+        if (dB) memset(dB, 0, (size_t)inner * sizeof(float));
+        for (int64_t r = 0; r < outer; r++) {
+            const float *dy_r = DY + r * inner, *x_r = X + r * inner;
+            float mu = MEAN ? MEAN[r] : 0.0f, inv = INV[r];
+            double sg = 0, sgx = 0;
+            for (int64_t i = 0; i < inner; i++) {
+                float xh = (x_r[i] - mu) * inv, g = dy_r[i] * S[i];
+                sg += g, sgx += (double)g * xh;
+                if (dS) dS[i] += dy_r[i] * xh;
+                if (dB) dB[i] += dy_r[i];
+            }
+            float mg = simplified ? 0.0f : (float)(sg / (double)inner), mgx = (float)(sgx / (double)inner);
+            for (int64_t i = 0; i < inner; i++) {
+                float xh = (x_r[i] - mu) * inv;
+                dX[r * inner + i] = inv * (dy_r[i] * S[i] - mg - xh * mgx);
+            }
+        }
+        for (size_t k = 0; k < n_out; k++)
+            if (o[k]) tr_out_done(o[k], tout[k]);
+    } else {
+        for (size_t k = 0; k < 3; k++) ot_free(tout[k]);
+    }
+    for (int k = 0; k < 5; k++) ot_free(tin[k]);
+    return s;
+}
+
+otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, false); }
+otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, true); }
+
+/* SimplifiedLayerNormalization(X, scale; axis, epsilon) -> Y = X * inv * scale, inv_std_var?
+ * with inv = 1 / sqrt(mean(X^2 over the normalized axes) + epsilon) (RMSNorm). */
+otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
+    const otter_tensor *x, *sc;
+    OT_TRY(tr_need(ctx, 0, "X", &x));
+    OT_TRY(tr_need(ctx, 1, "scale", &sc));
+    int64_t outer, inner, axis = otter_node_attr_int(ctx->node, "axis", -1);
+    OT_TRY(ln_geometry(ctx, x, 1, 0, 0, &outer, &inner));
+    ot_norm_axis(&axis, x->rank);
+    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    int64_t sd[OTTER_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
+    const float *X, *S;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *ti = NULL, *Y, *INV = NULL;
+    otter_tensor *y, *inv = NULL;
+    otter_status s = tr_in(ctx, 0, &X, &t0);
+    if (s == OTTER_OK) s = tr_in(ctx, 1, &S, &t1);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
+    if (s == OTTER_OK && tr_wanted(ctx, 1)) s = tr_out(ctx, 1, OTTER_DTYPE_FLOAT, x->rank, sd, &inv, &INV, &ti);
+    if (s == OTTER_OK) {
+        for (int64_t r = 0; r < outer; r++) {
+            const float *xr = X + r * inner;
+            double sq = 0;
+            for (int64_t i = 0; i < inner; i++) sq += (double)xr[i] * xr[i];
+            float iv = 1.0f / sqrtf((float)(sq / (double)(inner ? inner : 1)) + eps);
+            if (INV) INV[r] = iv;
+            for (int64_t i = 0; i < inner; i++) Y[r * inner + i] = xr[i] * iv * S[i];
+        }
+        tr_out_done(y, ty);
+        if (inv) tr_out_done(inv, ti);
+    } else {
+        ot_free(ty), ot_free(ti);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
+
+/* ---- BatchNormInternal / BatchNormalizationGrad --------------------------------------------------- */
+
+static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, size_t first, size_t last, int64_t *N,
+                             int64_t *C, int64_t *sp) {
+    if (x->rank < 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' must have rank >= 2 (N, C, ...)",
+                            ot_ctx_input_name(ctx, 1));
+    *N = x->dims[0], *C = x->dims[1], *sp = 1;
+    for (int i = 2; i < x->rank; i++) *sp *= x->dims[i];
+    for (size_t i = first; i <= last; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, i);
+        if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
+        if (otter_tensor_numel(t) != *C)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has %lld elements, expected C = %lld", i,
+                                ot_ctx_input_name(ctx, i), (long long)otter_tensor_numel(t), (long long)*C);
+    }
+    return OTTER_OK;
+}
+
+/* BatchNormInternal(X, scale, B, input_mean, input_var; epsilon, momentum, training_mode = 1)
+ * -> Y, running_mean, running_var, saved_mean, saved_inv_std. Training: batch statistics (biased
+ * variance), running = input * momentum + batch * (1 - momentum), saved_inv_std = 1/sqrt(var + eps).
+ * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat.
+ * In training the running statistics are also written back into input_mean / input_var (float32),
+ * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
+ * checkpoint's frozen statistics there, so training updates them. */
+otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(tr_need(ctx, 0, "X", &x));
+    int64_t N, C, sp;
+    OT_TRY(bn_shape(ctx, x, 1, 4, &N, &C, &sp));
+    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    float mom = otter_node_attr_float(ctx->node, "momentum", 0.9f);
+    bool training = otter_node_attr_int(ctx->node, "training_mode", 1) != 0;
+    const float *in[5];
+    float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
+    otter_tensor *o[5] = {0};
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t k = 1; k < 5 && s == OTTER_OK; k++) {
+        if (!tr_wanted(ctx, k)) continue;
+        const otter_tensor *like = ot_ctx_input(ctx, k < 3 ? k + 2 : k);
+        s = tr_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+    }
+    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
+        double mu = in[3][c], var = in[4][c];
+        if (training) {
+            double sum = 0, sq = 0, cnt = (double)(N * sp);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) sum += in[0][(n * C + c) * sp + i];
+            mu = cnt > 0 ? sum / cnt : 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) {
+                    double d = in[0][(n * C + c) * sp + i] - mu;
+                    sq += d * d;
+                }
+            var = cnt > 0 ? sq / cnt : 0;
+        }
+        float inv = 1.0f / sqrtf((float)var + eps), k = in[1][c] * inv, sh = in[2][c] - (float)mu * k;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                out[0][j] = in[0][j] * k + sh;
+            }
+        float run_mean = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
+        float run_var = training ? in[4][c] * mom + (float)var * (1 - mom) : in[4][c];
+        if (out[1]) out[1][c] = run_mean;
+        if (out[2]) out[2][c] = run_var;
+        if (training && !tin[3] && !tin[4]) { /* channel c's statistics are not read again */
+            ((float *)ctx->inputs[3]->data)[c] = run_mean;
+            ((float *)ctx->inputs[4]->data)[c] = run_var;
+        }
+        if (out[3]) out[3][c] = (float)mu;
+        if (out[4]) out[4][c] = inv;
+    }
+    for (size_t k = 0; k < 5; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+        ot_free(tin[k]);
+    }
+    return s;
+}
+
+/* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
+ * dBias = sum dY, dScale = sum dY * xh, dX = scale * inv / m * (m * dY - dBias - xh * dScale),
+ * xh = (X - mean) * inv, m = N * spatial (per channel). */
+otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(tr_need(ctx, 1, "X", &x));
+    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    int64_t N, C, sp;
+    OT_TRY(bn_shape(ctx, x, 2, 4, &N, &C, &sp));
+    const float *in[5];
+    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    otter_tensor *o[3] = {0};
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t k = 1; k < 3 && s == OTTER_OK; k++)
+        if (tr_wanted(ctx, k)) s = tr_out(ctx, k, x->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+    double m = (double)(N * sp);
+    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
+        double db = 0, ds = 0;
+        float mu = in[3][c], inv = in[4][c];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                db += in[0][j];
+                ds += (double)in[0][j] * (in[1][j] - mu) * inv;
+            }
+        float k = m > 0 ? (float)(in[2][c] * inv / m) : 0.0f;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t j = (n * C + c) * sp + i;
+                out[0][j] = k * ((float)m * in[0][j] - (float)db - (in[1][j] - mu) * inv * (float)ds);
+            }
+        if (out[1]) out[1][c] = (float)ds;
+        if (out[2]) out[2][c] = (float)db;
+    }
+    for (size_t k = 0; k < 3; k++) {
+        if (s == OTTER_OK && o[k])
+            tr_out_done(o[k], tout[k]);
+        else
+            ot_free(tout[k]);
+    }
+    for (size_t k = 0; k < 5; k++) ot_free(tin[k]);
+    return s;
+}
