@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "infer/infer_gaps.h"
 #include "infer/infer_internal.h"
 
 /* ---- arena -------------------------------------------------------------------------------- */
@@ -468,9 +469,9 @@ otter_status ot_same_dtype(const ot_inode *n, size_t first, size_t last) {
 
 /* ---- rules -------------------------------------------------------------------------------- */
 
-static const ot_infer_rule *const rule_tables[] = {ot_infer_rules_elementwise, ot_infer_rules_shape, ot_infer_rules_nn,
-                                                   ot_infer_rules_reduce,      ot_infer_rules_misc,  ot_infer_rules_nn2,
-                                                   ot_infer_rules_quant};
+static const ot_infer_rule *const rule_tables[] = {
+    ot_infer_rules_elementwise, ot_infer_rules_shape, ot_infer_rules_nn,    ot_infer_rules_reduce,  ot_infer_rules_misc,
+    ot_infer_rules_nn2,         ot_infer_rules_quant, ot_infer_rules_extra, ot_infer_rules_sequence};
 
 static bool is_default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
 
