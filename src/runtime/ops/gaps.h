@@ -1,0 +1,28 @@
+/* Kernels for operators that had a shape rule but no kernel (issue 13): the random generators
+ * (random.c) and Lp normalization and pooling (lp_norm.c). Declared here so the operator registry
+ * can name them; the tables wire them into the op table (runtime/op_table.c) until then. */
+#ifndef OTTER_RUNTIME_OPS_GAPS_H
+#define OTTER_RUNTIME_OPS_GAPS_H
+
+#include "runtime/op.h"
+
+extern const ot_op_def ot_ops_random[];  /* RandomNormal(Like), RandomUniform(Like), Bernoulli, Multinomial */
+extern const ot_op_def ot_ops_lp_norm[]; /* LpNormalization, GlobalLpPool */
+
+/* ---- random.c: each node draws from its own stream, kept with the session ---- */
+otter_status ot_kernel_random_normal(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_uniform(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_normal_like(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_uniform_like(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bernoulli(ot_kernel_ctx *ctx);
+otter_status ot_kernel_multinomial(ot_kernel_ctx *ctx);
+
+/* ---- lp_norm.c ---- */
+otter_status ot_kernel_lp_normalization(ot_kernel_ctx *ctx);
+otter_status ot_kernel_global_lp_pool(ot_kernel_ctx *ctx);
+
+/* Input i, required, of a floating-point type (float16, bfloat16, float, double); else an error
+ * naming the node and the input. */
+otter_status ot_ctx_float_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t);
+
+#endif
