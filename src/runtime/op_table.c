@@ -5,8 +5,9 @@
 #include "runtime/ops/gaps.h"
 
 static const ot_op_def *const FAMILIES[] = {
-    ot_ops_elementwise, ot_ops_reduce, ot_ops_linalg, ot_ops_nn,       ot_ops_shape,    ot_ops_misc,   ot_ops_training,
-    ot_ops_rnn,         ot_ops_quant,  ot_ops_extra,  ot_ops_sequence, ot_ops_autodiff, ot_ops_random, ot_ops_lp_norm,
+    ot_ops_elementwise, ot_ops_reduce,  ot_ops_linalg,  ot_ops_nn,    ot_ops_shape,      ot_ops_misc,
+    ot_ops_training,    ot_ops_rnn,     ot_ops_quant,   ot_ops_extra, ot_ops_sequence,   ot_ops_autodiff,
+    ot_ops_random,      ot_ops_lp_norm, ot_ops_bitwise, ot_ops_gelu,  ot_ops_group_norm,
 };
 
 static bool same_domain(const char *a, const char *b) {

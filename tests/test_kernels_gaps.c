@@ -1,8 +1,8 @@
-/* Kernels of runtime/ops/random.c and lp_norm.c.
+/* Kernels of runtime/ops/random.c, lp_norm.c, bitwise.c, gelu.c and group_norm.c.
  *
  * Random generators are checked by their statistics over n draws, with bounds of 5 standard
- * errors derived from n (a correct generator fails one of these checks about once in 10^6 runs;
- * the draws are seeded, so a run is reproducible):
+ * errors derived from n (a correct generator fails each with probability below 10^-6; the draws
+ * are seeded, so a run is reproducible):
  *   - RandomNormal(mean m, scale s): sample mean within 5 s/sqrt(n) of m; sample variance within
  *     5 s^2 sqrt(2/(n-1)) of s^2; the share within one s of m within 5 sqrt(p(1-p)/n) of
  *     p = erf(1/sqrt(2)) = 0.6827 (a uniform of the same variance gives 0.577);
@@ -16,7 +16,9 @@
  * second run continues the stream (new values: the nodes are never constant-folded); without a
  * seed two sessions differ. Shapes and element types follow the attributes and the input.
  * LpNormalization and GlobalLpPool are compared with a float64 reference written out here
- * (relative error bound 1e-6: float32 results of float64 sums). */
+ * (relative error bound 1e-6: float32 results of float64 sums), Gelu (exact, tanh) and QuickGelu
+ * against their formulas in double, GroupNormalization (opsets 18 and 21) against float64 group
+ * statistics, the Bitwise operators against C's operators with broadcasting. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,32 +28,48 @@
 #include "testutil.h"
 
 typedef struct attr {
-    char kind; /* i: int, f: float, I: ints */
+    char kind; /* i: int, f: float, I: ints, s: string */
     const char *name;
     int64_t i;
     float f;
     size_t n;
     const int64_t *ints;
+    const char *s;
 } attr;
 
-/* A model of one node "the_node" reading graph input "x" (when x_like is given) into output "y". */
-static otter_model *one_node(const char *op, int64_t opset, const otter_tensor *x_like, const attr *attrs,
-                             size_t n_attrs) {
+static const char *const INPUTS[] = {"x", "x1", "x2"};
+
+/* A model of one node "the_node" reading graph inputs x, x1, x2 (typed like like[0..n_in)) into
+ * output "y". */
+static otter_model *node_model(const char *op, int64_t opset, size_t n_in, const otter_tensor *const *like,
+                               const attr *attrs, size_t n_attrs) {
     otter_model *m = NULL;
     CHECK_OK(otter_model_create(&m, "g", opset));
-    const char *in = "x", *out = "y";
+    const char *out = "y";
     otter_node *n = NULL;
-    CHECK_OK(otter_node_create(&n, op, "the_node", x_like ? 1 : 0, &in, 1, &out));
+    CHECK_OK(otter_node_create(&n, op, "the_node", n_in, INPUTS, 1, &out));
+    if (strcmp(op, "QuickGelu") == 0) {
+        CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+        CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    }
     for (size_t k = 0; k < n_attrs; k++) {
         const attr *a = &attrs[k];
         if (a->kind == 'i') CHECK_OK(otter_node_set_attr_int(n, a->name, a->i));
         if (a->kind == 'f') CHECK_OK(otter_node_set_attr_float(n, a->name, a->f));
         if (a->kind == 'I') CHECK_OK(otter_node_set_attr_ints(n, a->name, a->n, a->ints));
+        if (a->kind == 's') CHECK_OK(otter_node_set_attr_string(n, a->name, a->s));
     }
     CHECK_OK(otter_graph_add_node(m->graph, n));
-    if (x_like) CHECK_OK(otter_graph_add_input(m->graph, "x", x_like->dtype, x_like->rank, x_like->dims, NULL));
+    for (size_t k = 0; k < n_in; k++)
+        CHECK_OK(otter_graph_add_input(m->graph, INPUTS[k], like[k]->dtype, like[k]->rank, like[k]->dims, NULL));
     CHECK_OK(otter_graph_add_output(m->graph, "y", OTTER_DTYPE_UNDEFINED, -1, NULL, NULL));
     return m;
+}
+
+/* The same with at most one input x. */
+static otter_model *one_node(const char *op, int64_t opset, const otter_tensor *x_like, const attr *attrs,
+                             size_t n_attrs) {
+    return node_model(op, opset, x_like ? 1 : 0, &x_like, attrs, n_attrs);
 }
 
 static otter_session *open_session(otter_model *m) {
@@ -61,25 +79,32 @@ static otter_session *open_session(otter_model *m) {
     return s;
 }
 
-/* One run; NULL (the error printed) on failure. */
-static otter_tensor *run(otter_session *s, const otter_tensor *x) {
+/* One run on inputs x, x1, ...; NULL (the error printed) on failure. */
+static otter_tensor *run_n(otter_session *s, size_t n_in, const otter_tensor *const *in) {
     if (!s) return NULL;
-    const char *in = "x", *out = "y";
+    const char *out = "y";
     otter_tensor *y = NULL;
-    otter_status st = otter_session_run(s, x ? 1 : 0, &in, &x, 1, &out, &y);
+    otter_status st = otter_session_run(s, n_in, INPUTS, in, 1, &out, &y);
     if (st != OTTER_OK) fprintf(stderr, "run failed: %s\n", otter_last_error());
     CHECK(st == OTTER_OK);
     return st == OTTER_OK ? y : NULL;
 }
 
+static otter_tensor *run(otter_session *s, const otter_tensor *x) { return run_n(s, x ? 1 : 0, &x); }
+
 /* One session, one run. */
-static otter_tensor *run_once(const char *op, int64_t opset, const otter_tensor *x, const attr *attrs, size_t n_attrs) {
-    otter_model *m = one_node(op, opset, x, attrs, n_attrs);
+static otter_tensor *run_node(const char *op, int64_t opset, size_t n_in, const otter_tensor *const *in,
+                              const attr *attrs, size_t n_attrs) {
+    otter_model *m = node_model(op, opset, n_in, in, attrs, n_attrs);
     otter_session *s = open_session(m);
-    otter_tensor *y = run(s, x);
+    otter_tensor *y = run_n(s, n_in, in);
     otter_session_free(s);
     otter_model_free(m);
     return y;
+}
+
+static otter_tensor *run_once(const char *op, int64_t opset, const otter_tensor *x, const attr *attrs, size_t n_attrs) {
+    return run_node(op, opset, x ? 1 : 0, &x, attrs, n_attrs);
 }
 
 static double value(const otter_tensor *t, int64_t i) {
@@ -412,6 +437,115 @@ static void global_lp_pool(int64_t opset, double p) {
     otter_tensor_free(x);
 }
 
+/* ---- BitwiseAnd/Or/Xor/Not, Gelu, QuickGelu, GroupNormalization ---- */
+
+static void bitwise(void) {
+    int16_t a[6] = {0x0f0f, -1, 0, 12345, -32768, 255}, b[2] = {0x00ff, -256};
+    otter_tensor *ta = NULL, *tb = NULL;
+    CHECK_OK(otter_tensor_from_data(&ta, NULL, OTTER_DTYPE_INT16, 2, (int64_t[]){3, 2}, a));
+    CHECK_OK(otter_tensor_from_data(&tb, NULL, OTTER_DTYPE_INT16, 1, (int64_t[]){2}, b));
+    const char *ops[3] = {"BitwiseAnd", "BitwiseOr", "BitwiseXor"};
+    for (int op = 0; op < 3; op++) {
+        otter_tensor *y = run_node(ops[op], 18, 2, (const otter_tensor *const[]){ta, tb}, NULL, 0);
+        CHECK(same_shape(y, OTTER_DTYPE_INT16, 2, (int64_t[]){3, 2}));
+        int wrong = 0;
+        for (int i = 0; y && i < 6; i++) {
+            int16_t x = a[i], z = b[i % 2];
+            int16_t want = (int16_t)(op == 0 ? x & z : op == 1 ? x | z : x ^ z);
+            wrong += ((const int16_t *)y->data)[i] != want;
+        }
+        printf("%s int16 [3,2] with [2] broadcast: %d of 6 wrong\n", ops[op], wrong);
+        CHECK(y && wrong == 0);
+        otter_tensor_free(y);
+    }
+    uint8_t u[4] = {0, 1, 0x80, 0xff};
+    otter_tensor *tu = NULL;
+    CHECK_OK(otter_tensor_from_data(&tu, NULL, OTTER_DTYPE_UINT8, 1, (int64_t[]){4}, u));
+    otter_tensor *y = run_once("BitwiseNot", 18, tu, NULL, 0);
+    int wrong = 0;
+    for (int i = 0; y && i < 4; i++) wrong += ((const uint8_t *)y->data)[i] != 255 - u[i];
+    printf("BitwiseNot uint8 [4]: %d of 4 wrong\n", wrong);
+    CHECK(same_shape(y, OTTER_DTYPE_UINT8, 1, (int64_t[]){4}) && wrong == 0);
+    otter_tensor_free(y);
+    otter_model *m = node_model("BitwiseAnd", 18, 2, (const otter_tensor *const[]){ta, tu}, NULL, 0);
+    otter_session *s = open_session(m);
+    const char *out = "y";
+    otter_tensor *none = NULL;
+    CHECK_STATUS(otter_session_run(s, 2, INPUTS, (const otter_tensor *const[]){ta, tu}, 1, &out, &none),
+                 OTTER_ERR_INVALID);
+    printf("BitwiseAnd int16 with uint8: %s\n", otter_last_error());
+    otter_session_free(s);
+    otter_model_free(m);
+    otter_tensor_free(ta);
+    otter_tensor_free(tb);
+    otter_tensor_free(tu);
+}
+
+/* Gelu exact and tanh, QuickGelu, against the formulas in double; relative error bound 1e-6 */
+static void gelu(void) {
+    otter_tensor *x = filled(2, (int64_t[]){4, 6});
+    const float *xd = x->data;
+    double exact[24], approx[24], quick[24];
+    for (int i = 0; i < 24; i++) {
+        double v = xd[i];
+        exact[i] = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+        approx[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        quick[i] = v / (1 + exp(-1.5 * v));
+    }
+    struct {
+        const char *op, *label;
+        attr a;
+        const double *want;
+    } cases[] = {{"Gelu", "Gelu", {'s', "approximate", 0, 0, 0, NULL, "none"}, exact},
+                 {"Gelu", "Gelu tanh", {'s', "approximate", 0, 0, 0, NULL, "tanh"}, approx},
+                 {"QuickGelu", "QuickGelu alpha 1.5", {'f', "alpha", 0, 1.5f, 0, NULL, NULL}, quick}};
+    for (int c = 0; c < 3; c++) {
+        otter_tensor *y = run_node(cases[c].op, 20, 1, (const otter_tensor *const[]){x}, &cases[c].a, 1);
+        CHECK(same_shape(y, OTTER_DTYPE_FLOAT, 2, (int64_t[]){4, 6}));
+        double e = y ? rel_error(y, cases[c].want, 24) : INFINITY;
+        printf("%s on [4,6]: worst relative error %.3g (bound 1e-6)\n", cases[c].label, e);
+        CHECK(e <= 1e-6);
+        otter_tensor_free(y);
+    }
+    otter_tensor_free(x);
+}
+
+/* GroupNormalization-18 (scale per group) and -21 (per channel) against a float64 reference */
+static void group_normalization(int64_t opset) {
+    const int64_t dims[4] = {2, 6, 2, 3}, groups = 3, per = 6 / 3, spatial = 6;
+    otter_tensor *x = filled(4, dims);
+    int64_t n_affine = opset >= 21 ? 6 : groups;
+    float scale[6], bias[6];
+    for (int i = 0; i < 6; i++) scale[i] = 0.5f + 0.25f * (float)i, bias[i] = 0.1f * (float)i - 0.2f;
+    otter_tensor *ts = NULL, *tb = NULL;
+    CHECK_OK(otter_tensor_from_data(&ts, NULL, OTTER_DTYPE_FLOAT, 1, &n_affine, scale));
+    CHECK_OK(otter_tensor_from_data(&tb, NULL, OTTER_DTYPE_FLOAT, 1, &n_affine, bias));
+    const float *xd = x->data;
+    double want[72];
+    for (int64_t n = 0; n < 2; n++)
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t start = (n * 6 + g * per) * spatial, size = per * spatial;
+            double mean = 0, var = 0;
+            for (int64_t k = 0; k < size; k++) mean += xd[start + k] / (double)size;
+            for (int64_t k = 0; k < size; k++) var += (xd[start + k] - mean) * (xd[start + k] - mean) / (double)size;
+            for (int64_t k = 0; k < size; k++) {
+                int64_t at = opset >= 21 ? g * per + k / spatial : g;
+                want[start + k] = (xd[start + k] - mean) / sqrt(var + 1e-3) * scale[at] + bias[at];
+            }
+        }
+    const attr a[] = {{'i', "num_groups", groups, 0, 0, NULL, NULL}, {'f', "epsilon", 0, 1e-3f, 0, NULL, NULL}};
+    otter_tensor *y = run_node("GroupNormalization", opset, 3, (const otter_tensor *const[]){x, ts, tb}, a, 2);
+    CHECK(same_shape(y, OTTER_DTYPE_FLOAT, 4, dims));
+    double e = y ? rel_error(y, want, 72) : INFINITY;
+    printf("GroupNormalization-%lld, 3 groups of [2,6,2,3]: worst relative error %.3g (bound 1e-6)\n", (long long)opset,
+           e);
+    CHECK(e <= 1e-6);
+    otter_tensor_free(y);
+    otter_tensor_free(x);
+    otter_tensor_free(ts);
+    otter_tensor_free(tb);
+}
+
 int main(void) {
     random_normal();
     random_uniform();
@@ -426,5 +560,9 @@ int main(void) {
     global_lp_pool(2, 2);
     global_lp_pool(2, 3);
     global_lp_pool(1, 1);
-    return tu_finish("test_kernels_random");
+    bitwise();
+    gelu();
+    group_normalization(18);
+    group_normalization(21);
+    return tu_finish("test_kernels_gaps");
 }
