@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "otter/artifacts.h"
+#include "otter/autodiff.h"
 #include "otter/infer.h"
+#include "otter/io.h"
 #include "otter/runtime.h"
 #include "testutil.h"
 
@@ -188,7 +191,7 @@ static void check(const char *title, test_model *tm, const char *const *expect) 
         snprintf(name, sizeof name, "%.*s", (int)(space - *e), *e);
         snprintf(want, sizeof want, "%s", space + 1);
         type_text(otter_graph_value_type(m->graph, name), got, sizeof got);
-        printf("  %-10s inferred %-26s expected %s\n", name, got, want);
+        printf("  %-13s inferred %-26s expected %s\n", name, got, want);
         CHECK(strcmp(got, want) == 0);
     }
     otter_session *s = NULL;
@@ -206,7 +209,7 @@ static void check(const char *title, test_model *tm, const char *const *expect) 
             type_text(t, inferred, sizeof inferred);
             describe(&out[i], ran, sizeof ran);
             bool fits = value_fits(t, &out[i]);
-            printf("  %-10s kernel gave %-26s %s\n", m->graph->outputs[i].name, ran, fits ? "fits" : "DOES NOT FIT");
+            printf("  %-13s kernel gave %-26s %s\n", m->graph->outputs[i].name, ran, fits ? "fits" : "DOES NOT FIT");
             CHECK(fits);
             otter_arg_free(&out[i]);
         }
@@ -424,6 +427,136 @@ static void optionals(void) {
                            NULL});
 }
 
+/* A training graph from otter_model_add_gradients (com.microsoft ConvGrad, BatchNormInternal,
+ * BatchNormalizationGrad, MaxPoolGrad, AveragePoolGrad, GatherGrad, SliceGrad,
+ * LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad, ...), its value_info dropped: strict
+ * inference types every value, and the gradients the kernels compute fit. */
+static void training_graph(void) {
+    test_model tm;
+    model_init(&tm, 17);
+    otter_graph *g = tm.m->graph;
+    add_input(&tm, "x", float_tensor(4, (int64_t[]){2, 3, 8, 8}));
+    add_input(&tm, "labels", int64_tensor(1, (int64_t[]){2}, (int64_t[]){1, 4}));
+    add_const(&tm, "w", float_tensor(4, (int64_t[]){4, 3, 3, 3}));
+    add_const(&tm, "b", float_tensor(1, (int64_t[]){4}));
+    add_const(&tm, "gamma", float_tensor(1, (int64_t[]){4}));
+    add_const(&tm, "beta", float_tensor(1, (int64_t[]){4}));
+    add_const(&tm, "mean", float_tensor(1, (int64_t[]){4}));
+    otter_tensor *var = float_tensor(1, (int64_t[]){4});
+    for (int i = 0; i < 4; i++) ((float *)var->data)[i] = 1.0f + (float)i;
+    add_const(&tm, "var", var);
+    add_const(&tm, "cols", int64_tensor(1, (int64_t[]){12}, (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+    add_const(&tm, "starts", int64_tensor(1, (int64_t[]){1}, (int64_t[]){2}));
+    add_const(&tm, "ends", int64_tensor(1, (int64_t[]){1}, (int64_t[]){10}));
+    add_const(&tm, "axes", int64_tensor(1, (int64_t[]){1}, (int64_t[]){1}));
+    add_const(&tm, "ln_scale", float_tensor(1, (int64_t[]){8}));
+    add_const(&tm, "w2", float_tensor(2, (int64_t[]){8, 5}));
+    otter_node *n = add_node(&tm, "Conv", "x w b", "conv");
+    CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1}));
+    n = add_node(&tm, "BatchNormalization", "conv gamma beta mean var", "bn");
+    CHECK_OK(otter_node_set_attr_int(n, "training_mode", 1));
+    add_node(&tm, "Relu", "bn", "relu");
+    n = add_node(&tm, "MaxPool", "relu", "mp");
+    CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, 2}));
+    CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2}));
+    n = add_node(&tm, "AveragePool", "mp", "ap");
+    CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, 2}));
+    CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2}));
+    add_node(&tm, "Flatten", "ap", "flat");
+    n = add_node(&tm, "Gather", "flat cols", "picked");
+    CHECK_OK(otter_node_set_attr_int(n, "axis", 1));
+    add_node(&tm, "Slice", "picked starts ends axes", "sliced");
+    add_node(&tm, "LayerNormalization", "sliced ln_scale", "ln");
+    add_node(&tm, "MatMul", "ln w2", "logits");
+    add_node(&tm, "SoftmaxCrossEntropyLoss", "logits labels", "loss");
+    CHECK_OK(otter_graph_add_output(g, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+    const char *wrt[] = {"w", "b", "gamma", "beta", "ln_scale", "w2"};
+    CHECK_OK(otter_model_add_gradients(tm.m, &(otter_grad_options){"loss", 6, wrt}));
+    g = tm.m->graph;
+    for (size_t i = 0; i < g->n_value_info; i++) {
+        otter_type_clear(&g->value_info[i].type);
+        otter_free(g->value_info[i].name);
+    }
+    g->n_value_info = 0;
+    otter_type_clear(&g->outputs[0].type); /* loss: typed by inference too */
+    memset(&g->outputs[0].type, 0, sizeof(otter_type));
+    g->outputs[0].type.rank = -1;
+    g->outputs[0].has_type = false;
+    const char *grads[] = {"w_grad",        "b_grad",  "gamma_grad", "beta_grad",
+                           "ln_scale_grad", "w2_grad", "mp_grad",    "relu_grad"};
+    for (int i = 0; i < 8; i++) add_output(&tm, grads[i]);
+    printf("  %zu nodes after otter_model_add_gradients:", g->n_nodes);
+    for (size_t i = 0; i < g->n_nodes; i++) printf(" %s", g->nodes[i]->op_type);
+    printf("\n");
+    check("training graph of Conv, BatchNormalization, MaxPool, AveragePool, Gather, Slice, LayerNormalization", &tm,
+          (const char *[]){"loss float32[]", "w_grad float32[4,3,3,3]", "b_grad float32[4]", "gamma_grad float32[4]",
+                           "beta_grad float32[4]", "ln_scale_grad float32[8]", "w2_grad float32[8,5]",
+                           "mp_grad float32[2,4,4,4]", "relu_grad float32[2,4,8,8]", NULL});
+}
+
+/* Strict inference succeeds (every operator has a rule, no conflict with a declared type) and
+ * types every node output. */
+static void infer_all_typed(const char *label, otter_model *m) {
+    otter_infer_stats st;
+    otter_status s = otter_model_infer_shapes_ex(m, &(otter_infer_options){.strict = true}, &st);
+    printf("  %-20s %zu nodes, %zu without a rule, %zu of their outputs typed: %s\n", label, st.n_nodes,
+           st.n_unknown_ops, st.n_outputs_typed, s == OTTER_OK ? "ok" : otter_last_error());
+    CHECK(s == OTTER_OK && st.n_unknown_ops == 0);
+    otter_graph *g = m->graph;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (size_t j = 0; j < g->nodes[i]->n_outputs; j++) {
+            const char *out = g->nodes[i]->outputs[j];
+            const otter_type *t = out[0] ? otter_graph_value_type(g, out) : NULL;
+            if (out[0] && (!t || t->kind == OTTER_TYPE_NONE)) {
+                printf("    output '%s' of %s left untyped\n", out, g->nodes[i]->op_type);
+                CHECK(!"every output typed");
+            }
+        }
+}
+
+/* Training artifacts (InPlaceAccumulatorV2, SoftmaxCrossEntropyLossInternal(Grad), AdamWOptimizer or
+ * SGDOptimizerV2 over sequences, ...): strict inference types every node's outputs, agreeing with
+ * the types the artifacts declare. */
+static void artifacts(otter_optimizer_kind optimizer, const char *label) {
+    printf("training artifacts, %s\n", label);
+    test_model tm;
+    model_init(&tm, 17);
+    add_input(&tm, "x", float_tensor(2, (int64_t[]){4, 6}));
+    add_const(&tm, "w", float_tensor(2, (int64_t[]){6, 3}));
+    add_const(&tm, "b", float_tensor(1, (int64_t[]){3}));
+    add_node(&tm, "MatMul", "x w", "xw");
+    add_node(&tm, "Add", "xw b", "logits");
+    CHECK_OK(otter_graph_add_output(tm.m->graph, "logits", OTTER_DTYPE_FLOAT, 2, (int64_t[]){4, 3}, NULL));
+    otter_artifacts a;
+    memset(&a, 0, sizeof a);
+    otter_artifacts_options o = {0};
+    o.loss = OTTER_LOSS_CROSS_ENTROPY;
+    o.optimizer = optimizer;
+    CHECK_OK(otter_artifacts_build(&a, tm.m, &o));
+    otter_model *models[3] = {a.training, a.eval, a.optimizer};
+    const char *names[3] = {"training", "eval", "optimizer"};
+    for (int k = 0; k < 3; k++)
+        if (models[k]) infer_all_typed(names[k], models[k]);
+    otter_artifacts_free(&a);
+    for (size_t i = 0; i < tm.n_bound; i++) otter_tensor_free(tm.bound[i]);
+    otter_model_free(tm.m);
+}
+
+/* The artifacts ONNX Runtime generated for an MNIST MLP (tests/data/ort-flat-mnist), with the
+ * types ORT declares. */
+static void ort_artifacts(void) {
+    printf("ONNX Runtime's artifacts (tests/data/ort-flat-mnist)\n");
+    const char *files[3] = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx"};
+    for (int k = 0; k < 3; k++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/ort-flat-mnist/%s", files[k]);
+        otter_model *m = NULL;
+        CHECK_OK(otter_model_load(&m, tu_src_path(rel)));
+        if (m) infer_all_typed(files[k], m);
+        otter_model_free(m);
+    }
+}
+
 /* An inconsistent model is refused with the node named. */
 static void errors(void) {
     printf("errors\n");
@@ -450,6 +583,10 @@ int main(void) {
     generators_and_lp();
     sequences();
     optionals();
+    training_graph();
+    artifacts(OTTER_OPTIM_ADAMW, "AdamW");
+    artifacts(OTTER_OPTIM_SGD, "SGD");
+    ort_artifacts();
     errors();
     return tu_finish("test_infer_gaps");
 }

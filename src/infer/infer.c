@@ -469,11 +469,25 @@ otter_status ot_same_dtype(const ot_inode *n, size_t first, size_t last) {
 
 /* ---- rules -------------------------------------------------------------------------------- */
 
-static const ot_infer_rule *const rule_tables[] = {
-    ot_infer_rules_elementwise, ot_infer_rules_shape, ot_infer_rules_nn,    ot_infer_rules_reduce,  ot_infer_rules_misc,
-    ot_infer_rules_nn2,         ot_infer_rules_quant, ot_infer_rules_extra, ot_infer_rules_sequence};
+static const ot_infer_rule *const rule_tables[] = {ot_infer_rules_elementwise, ot_infer_rules_shape,
+                                                   ot_infer_rules_nn,          ot_infer_rules_reduce,
+                                                   ot_infer_rules_misc,        ot_infer_rules_nn2,
+                                                   ot_infer_rules_quant,       ot_infer_rules_extra,
+                                                   ot_infer_rules_sequence,    ot_infer_rules_legacy_training};
 
 static bool is_default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
+
+/* Other domains' tables, searched in order. */
+static const struct {
+    const char *domain;
+    const ot_infer_rule *rules;
+} domain_tables[] = {
+    {"ai.onnx.preview.training", ot_infer_rules_training},
+    {"ai.onnx.preview.training", ot_infer_rules_gradient},
+    {"com.microsoft", ot_infer_rules_microsoft},
+    {"com.microsoft", ot_infer_rules_ms_training},
+    {"com.otter", ot_infer_rules_otter},
+};
 
 static ot_infer_fn find_rule(const char *domain, const char *op_type) {
     if (!op_type) return NULL;
@@ -481,13 +495,12 @@ static ot_infer_fn find_rule(const char *domain, const char *op_type) {
         for (size_t t = 0; t < sizeof rule_tables / sizeof rule_tables[0]; t++)
             for (const ot_infer_rule *r = rule_tables[t]; r->op_type; r++)
                 if (strcmp(r->op_type, op_type) == 0) return r->fn;
-    } else if (strcmp(domain, "ai.onnx.preview.training") == 0) {
-        for (const ot_infer_rule *r = ot_infer_rules_training; r->op_type; r++)
-            if (strcmp(r->op_type, op_type) == 0) return r->fn;
-    } else if (strcmp(domain, "com.microsoft") == 0) {
-        for (const ot_infer_rule *r = ot_infer_rules_microsoft; r->op_type; r++)
-            if (strcmp(r->op_type, op_type) == 0) return r->fn;
+        return NULL;
     }
+    for (size_t t = 0; t < sizeof domain_tables / sizeof domain_tables[0]; t++)
+        if (strcmp(domain, domain_tables[t].domain) == 0)
+            for (const ot_infer_rule *r = domain_tables[t].rules; r->op_type; r++)
+                if (strcmp(r->op_type, op_type) == 0) return r->fn;
     return NULL;
 }
 

@@ -14,49 +14,54 @@ static bool in_scalar_int(const ot_inode *n, size_t i, int64_t *value) {
     return true;
 }
 
-/* Dimension d of input i (unknown when the input's shape is not known or has no such dim). */
-static ot_idim in_dim(const ot_inode *n, size_t i, int d) {
-    const ot_ival *v = ot_in(n, i);
-    return ot_in_has_shape(n, i) && d < v->rank ? v->dims[d] : OT_DIM_UNKNOWN;
-}
-
 /* a when it says something (a size or a symbol), else b */
 static ot_idim either_dim(ot_idim a, ot_idim b) { return a.v >= 0 || a.param ? a : b; }
 
 /* ---- quantized convolution and matmul: the float rule's shapes ---- */
 
-/* Run the rule `op_type` of `table` on the inputs `pick` of this node (-1: omitted) with their
- * element types hidden, since the quantized operators mix element types the float rules refuse
- * (uint8 activations with int8 weights), then give output 0 the element type `dt`. */
-static otter_status shape_from_rule(ot_inode *n, const ot_infer_rule *table, const char *op_type, size_t n_pick,
-                                    const int *pick, otter_dtype dt) {
+otter_status ot_infer_as(ot_inode *n, const ot_infer_rule *table, const char *op_type, int64_t opset, size_t n_in,
+                         const ot_ival *const *in, const char *const *names) {
     ot_infer_fn fn = NULL;
     for (const ot_infer_rule *r = table; r->op_type && !fn; r++)
         if (strcmp(r->op_type, op_type) == 0) fn = r->fn;
     OT_ASSERT(fn);
+    /* the same node seen through the other operator's input list, so its errors name the right
+     * tensors */
+    otter_node view = *n->node;
+    view.inputs = (char **)names;
+    view.n_inputs = n_in;
+    ot_inode sub = *n;
+    sub.node = &view;
+    sub.opset = opset;
+    sub.in = (const ot_ival **)in;
+    sub.n_in = n_in;
+    return fn(&sub);
+}
+
+otter_status ot_infer_as_picked(ot_inode *n, const ot_infer_rule *table, const char *op_type, int64_t opset,
+                                size_t n_pick, const int *pick, bool hide_types) {
     const ot_ival **in = ot_inf_alloc(n->cx, sizeof(ot_ival *) * (n_pick + 1));
     const char **names = ot_inf_alloc(n->cx, sizeof(char *) * (n_pick + 1));
     if (!in || !names) return OT_INF_NOMEM(n);
     for (size_t k = 0; k < n_pick; k++) {
         const ot_ival *v = pick[k] >= 0 ? ot_in(n, (size_t)pick[k]) : NULL;
         names[k] = v ? n->node->inputs[pick[k]] : "";
-        if (!v) continue;
-        ot_ival *untyped = ot_inf_alloc(n->cx, sizeof *untyped);
-        if (!untyped) return OT_INF_NOMEM(n);
-        *untyped = *v;
-        if (untyped->kind == OTTER_TYPE_TENSOR) untyped->dtype = OTTER_DTYPE_UNDEFINED;
-        in[k] = untyped;
+        if (v && hide_types && v->kind == OTTER_TYPE_TENSOR) {
+            ot_ival *untyped = ot_inf_alloc(n->cx, sizeof *untyped);
+            if (!untyped) return OT_INF_NOMEM(n);
+            *untyped = *v;
+            untyped->dtype = OTTER_DTYPE_UNDEFINED;
+            v = untyped;
+        }
+        in[k] = v;
     }
-    /* the same node seen through the float operator's input list, so its errors name the right
-     * tensors */
-    otter_node view = *n->node;
-    view.inputs = (char **)names;
-    view.n_inputs = n_pick;
-    ot_inode sub = *n;
-    sub.node = &view;
-    sub.in = in;
-    sub.n_in = n_pick;
-    OT_TRY(fn(&sub));
+    return ot_infer_as(n, table, op_type, opset, n_pick, in, names);
+}
+
+/* The quantized operators mix element types the float rules refuse (uint8 activations with int8
+ * weights): their shapes come from the float rule with element types hidden, output 0's type is dt. */
+static otter_status quantized_shape(ot_inode *n, const char *op_type, size_t n_pick, const int *pick, otter_dtype dt) {
+    OT_TRY(ot_infer_as_picked(n, ot_infer_rules_nn, op_type, n->opset, n_pick, pick, true));
     if (n->n_out > 0 && n->out[0].kind == OTTER_TYPE_TENSOR)
         n->out[0].dtype = dt;
     else
@@ -66,21 +71,21 @@ static otter_status shape_from_rule(ot_inode *n, const ot_infer_rule *table, con
 
 otter_status ot_infer_conv_integer(ot_inode *n) {
     static const int pick[] = {0, 1};
-    return shape_from_rule(n, ot_infer_rules_nn, "Conv", 2, pick, OTTER_DTYPE_INT32);
+    return quantized_shape(n, "Conv", 2, pick, OTTER_DTYPE_INT32);
 }
 
 /* x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point[, B] */
 otter_status ot_infer_qlinear_conv(ot_inode *n) {
     static const int pick[] = {0, 3, 8};
     otter_dtype dt = ot_in_dtype(n, 7) != OTTER_DTYPE_UNDEFINED ? ot_in_dtype(n, 7) : ot_in_dtype(n, 0);
-    return shape_from_rule(n, ot_infer_rules_nn, "Conv", n->n_in > 8 ? 3 : 2, pick, dt);
+    return quantized_shape(n, "Conv", n->n_in > 8 ? 3 : 2, pick, dt);
 }
 
 /* a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point */
 otter_status ot_infer_qlinear_matmul(ot_inode *n) {
     static const int pick[] = {0, 3};
     otter_dtype dt = ot_in_dtype(n, 7) != OTTER_DTYPE_UNDEFINED ? ot_in_dtype(n, 7) : ot_in_dtype(n, 0);
-    return shape_from_rule(n, ot_infer_rules_nn, "MatMulInteger", 2, pick, dt);
+    return quantized_shape(n, "MatMulInteger", 2, pick, dt);
 }
 
 /* ---- sampling and pooling ---- */
@@ -103,9 +108,9 @@ otter_status ot_infer_gridsample(ot_inode *n) {
     }
     OT_TRY(ot_out_shape(n, 0, dt, rank, NULL));
     ot_idim *out = n->out[0].dims;
-    out[0] = either_dim(in_dim(n, 0, 0), in_dim(n, 1, 0));
-    out[1] = in_dim(n, 0, 1);
-    for (int i = 2; i < rank; i++) out[i] = in_dim(n, 1, i - 1);
+    out[0] = either_dim(ot_in_dim(n, 0, 0), ot_in_dim(n, 1, 0));
+    out[1] = ot_in_dim(n, 0, 1);
+    for (int i = 2; i < rank; i++) out[i] = ot_in_dim(n, 1, i - 1);
     return OTTER_OK;
 }
 
@@ -154,7 +159,7 @@ otter_status ot_infer_maxunpool(ot_inode *n) {
 
 /* X [N, C, H, W], rois [R, 4], batch_indices [R] -> [R, C, output_height, output_width] */
 otter_status ot_infer_roialign(ot_inode *n) {
-    ot_idim d[4] = {either_dim(in_dim(n, 1, 0), in_dim(n, 2, 0)), in_dim(n, 0, 1),
+    ot_idim d[4] = {either_dim(ot_in_dim(n, 1, 0), ot_in_dim(n, 2, 0)), ot_in_dim(n, 0, 1),
                     ot_dim_known(ot_attr_int(n, "output_height", 1)), ot_dim_known(ot_attr_int(n, "output_width", 1))};
     if (ot_in_has_shape(n, 0) && ot_in(n, 0)->rank != 4)
         return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank 4", n->node->inputs[0]);
@@ -233,8 +238,8 @@ otter_status ot_infer_stft(ot_inode *n) {
         return ot_inf_fail(n, OTTER_ERR_INVALID, "signal '%s' must have rank 3", n->node->inputs[0]);
     int64_t step = -1, frame = -1;
     if (!in_scalar_int(n, 1, &step)) step = -1;
-    if (!ot_in(n, 3) || !in_scalar_int(n, 3, &frame)) frame = in_dim(n, 2, 0).v;
-    ot_idim length = in_dim(n, 0, 1), d[4] = {in_dim(n, 0, 0), OT_DIM_UNKNOWN, OT_DIM_UNKNOWN, ot_dim_known(2)};
+    if (!ot_in(n, 3) || !in_scalar_int(n, 3, &frame)) frame = ot_in_dim(n, 2, 0).v;
+    ot_idim length = ot_in_dim(n, 0, 1), d[4] = {ot_in_dim(n, 0, 0), OT_DIM_UNKNOWN, OT_DIM_UNKNOWN, ot_dim_known(2)};
     if (step > 0 && frame > 0 && length.v >= frame) d[1] = ot_dim_known((length.v - frame) / step + 1);
     if (frame > 0) d[2] = ot_dim_known(ot_attr_int(n, "onesided", 1) ? frame / 2 + 1 : frame);
     return ot_out_shape(n, 0, dt, 4, d);
@@ -302,7 +307,7 @@ otter_status ot_infer_multinomial(ot_inode *n) {
     const ot_ival *x = ot_in(n, 0);
     if (ot_in_has_shape(n, 0) && x->rank != 2)
         return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank 2, not %d", n->node->inputs[0], x->rank);
-    ot_idim d[2] = {in_dim(n, 0, 0), ot_dim_known(ot_attr_int(n, "sample_size", 1))};
+    ot_idim d[2] = {ot_in_dim(n, 0, 0), ot_dim_known(ot_attr_int(n, "sample_size", 1))};
     return ot_out_shape(n, 0, (otter_dtype)ot_attr_int(n, "dtype", OTTER_DTYPE_INT32), 2, d);
 }
 

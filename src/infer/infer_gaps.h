@@ -1,6 +1,7 @@
 /* Shape rules for operators that had a kernel but no rule (issue 13): quantized convolution and
  * matmul, GridSample, MaxUnpool, RoiAlign, NonMaxSuppression, Unique, the signal operators, text
- * operators, Multinomial (infer_extra.c), and sequences and optionals (infer_sequence.c).
+ * operators, Multinomial (infer_extra.c), sequences and optionals (infer_sequence.c), and the
+ * training and fused operators of other domains (infer_training_ops.c).
  *
  * Each rule is declared here so the operator registry can name it; the tables below wire them
  * into the driver (infer.c) until then. */
@@ -9,11 +10,32 @@
 
 #include "infer/infer_internal.h"
 
-/* Default-domain rule tables, {NULL, NULL}-terminated. */
+/* Rule tables, {NULL, NULL}-terminated. Default domain: */
 extern const ot_infer_rule ot_infer_rules_extra[];
 extern const ot_infer_rule ot_infer_rules_sequence[];
+extern const ot_infer_rule ot_infer_rules_legacy_training[]; /* ConvGrad, MaxPoolGrad, ... (infer_training_ops.c) */
+/* com.microsoft training operators, com.otter fused operators, ai.onnx.preview.training Gradient */
+extern const ot_infer_rule ot_infer_rules_ms_training[];
+extern const ot_infer_rule ot_infer_rules_otter[];
+extern const ot_infer_rule ot_infer_rules_gradient[];
+
+/* Dimension d of input i; unknown when the input's shape is not known or has no such dim. */
+static inline ot_idim ot_in_dim(const ot_inode *n, size_t i, int d) {
+    const ot_ival *v = ot_in(n, i);
+    return ot_in_has_shape(n, i) && d < v->rank ? v->dims[d] : OT_DIM_UNKNOWN;
+}
 
 /* ---- infer_extra.c ---- */
+
+/* Run the rule for `op_type` in `table` on this node seen with other inputs: n_in records `in`
+ * (NULL: omitted) named `names`, at `opset`; its outputs land in n->out. For operators defined
+ * as another one's shapes (the quantized and fused operators, training variants). */
+otter_status ot_infer_as(ot_inode *n, const ot_infer_rule *table, const char *op_type, int64_t opset, size_t n_in,
+                         const ot_ival *const *in, const char *const *names);
+/* Same with the node's own inputs picked by index (-1: omitted), element types hidden on request. */
+otter_status ot_infer_as_picked(ot_inode *n, const ot_infer_rule *table, const char *op_type, int64_t opset,
+                                size_t n_pick, const int *pick, bool hide_types);
+
 otter_status ot_infer_conv_integer(ot_inode *n);
 otter_status ot_infer_qlinear_conv(ot_inode *n);
 otter_status ot_infer_qlinear_matmul(ot_inode *n);
