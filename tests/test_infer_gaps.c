@@ -4,7 +4,8 @@
  *      out below), so a rule that says less, or something else, fails;
  *   2. the model is then run and every output the kernels produce (tensors, each element of a
  *      sequence, an optional's value) has the inferred element type, rank and fixed dimensions,
- *      so a rule and its kernel cannot drift apart.
+ *      so a rule and its kernel cannot drift apart;
+ *   3. inference failing each allocation in turn ends in a clean out-of-memory error, no leak.
  * The random generators and Lp operators, whose rules predate their kernels, are run the same way.
  * Rules left without a case here (StringNormalizer, TfIdfVectorizer, QLinearConv, SequenceMap, the
  * window ops' datatypes) are checked by test_infer_corpus on the ONNX backend models. */
@@ -180,10 +181,39 @@ static void describe(const otter_arg *a, char *buf, size_t size) {
     }
 }
 
+/* Inference on a copy of m failing allocation k = 1, 2, ... until it succeeds: each failure must
+ * be a clean out-of-memory error that leaves nothing allocated once the copy is freed. */
+static void infer_alloc_failures(const otter_model *m) {
+    int other = 0, leaks = 0;
+    long k;
+    otter_set_allocator(&tu_counting_allocator);
+    for (k = 1;; k++) {
+        tu_alloc_fail_at(0);
+        long before = tu_alloc_live;
+        otter_model *copy = NULL;
+        otter_status s = otter_model_clone(&copy, m);
+        if (s != OTTER_OK) break;
+        tu_alloc_fail_at(k);
+        s = otter_model_infer_shapes(copy, &(otter_infer_options){.strict = true});
+        tu_alloc_fail_at(0);
+        otter_model_free(copy);
+        leaks += tu_alloc_live != before;
+        if (s == OTTER_OK) break;
+        if (s != OTTER_ERR_NOMEM) {
+            other++;
+            fprintf(stderr, "  failing allocation %ld gave %s: %s\n", k, otter_status_name(s), otter_last_error());
+        }
+    }
+    otter_set_allocator(NULL);
+    printf("  inference failing each of %ld allocations: %d other statuses, %d leaking runs\n", k - 1, other, leaks);
+    CHECK(k > 1 && other == 0 && leaks == 0);
+}
+
 /* expect: "name type" pairs, NULL-terminated; the graph outputs are then run. Frees the model. */
 static void check(const char *title, test_model *tm, const char *const *expect) {
     printf("%s\n", title);
     otter_model *m = tm->m;
+    infer_alloc_failures(m);
     CHECK_OK(otter_model_infer_shapes(m, &(otter_infer_options){.strict = true}));
     for (const char *const *e = expect; *e; e++) {
         char name[64], want[256], got[256];

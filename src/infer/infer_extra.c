@@ -17,7 +17,7 @@ static bool in_scalar_int(const ot_inode *n, size_t i, int64_t *value) {
 /* a when it says something (a size or a symbol), else b */
 static ot_idim either_dim(ot_idim a, ot_idim b) { return a.v >= 0 || a.param ? a : b; }
 
-/* ---- quantized convolution and matmul: the float rule's shapes ---- */
+/* ---- operators whose shapes are another operator's ---- */
 
 otter_status ot_infer_as(ot_inode *n, const ot_infer_rule *table, const char *op_type, int64_t opset, size_t n_in,
                          const ot_ival *const *in, const char *const *names) {
@@ -57,6 +57,8 @@ otter_status ot_infer_as_picked(ot_inode *n, const ot_infer_rule *table, const c
     }
     return ot_infer_as(n, table, op_type, opset, n_pick, in, names);
 }
+
+/* ---- quantized convolution and matmul ---- */
 
 /* The quantized operators mix element types the float rules refuse (uint8 activations with int8
  * weights): their shapes come from the float rule with element types hidden, output 0's type is dt. */
@@ -236,9 +238,9 @@ otter_status ot_infer_stft(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 0);
     if (ot_in_has_shape(n, 0) && x->rank != 3)
         return ot_inf_fail(n, OTTER_ERR_INVALID, "signal '%s' must have rank 3", n->node->inputs[0]);
-    int64_t step = -1, frame = -1;
+    int64_t step, frame; /* frame_length: input 3, else the window's length (the kernel wants both equal) */
     if (!in_scalar_int(n, 1, &step)) step = -1;
-    if (!ot_in(n, 3) || !in_scalar_int(n, 3, &frame)) frame = ot_in_dim(n, 2, 0).v;
+    if (!in_scalar_int(n, 3, &frame)) frame = ot_in_dim(n, 2, 0).v;
     ot_idim length = ot_in_dim(n, 0, 1), d[4] = {ot_in_dim(n, 0, 0), OT_DIM_UNKNOWN, OT_DIM_UNKNOWN, ot_dim_known(2)};
     if (step > 0 && frame > 0 && length.v >= frame) d[1] = ot_dim_known((length.v - frame) / step + 1);
     if (frame > 0) d[2] = ot_dim_known(ot_attr_int(n, "onesided", 1) ? frame / 2 + 1 : frame);
