@@ -3,8 +3,8 @@
  * operators, Multinomial (infer_extra.c), sequences and optionals (infer_sequence.c), and the
  * training and fused operators of other domains (infer_training_ops.c).
  *
- * Each rule is declared here so the operator registry can name it; the tables below wire them
- * into the driver (infer.c) until then. */
+ * Each rule is declared here so the operator registry can name it; until then infer.c lists the
+ * tables declared below. */
 #ifndef OTTER_INFER_GAPS_H
 #define OTTER_INFER_GAPS_H
 
@@ -65,5 +65,32 @@ otter_status ot_infer_sequence_map(ot_inode *n);
 otter_status ot_infer_optional(ot_inode *n);
 otter_status ot_infer_optional_has_element(ot_inode *n);
 otter_status ot_infer_optional_get_element(ot_inode *n);
+
+/* ---- infer_training_ops.c ---- */
+otter_status ot_infer_adamw_optimizer(ot_inode *n);
+otter_status ot_infer_batch_norm_grad(ot_inode *n);
+otter_status ot_infer_batch_norm_internal(ot_inode *n);
+otter_status ot_infer_concat_training(ot_inode *n);
+otter_status ot_infer_conv_grad(ot_inode *n);
+otter_status ot_infer_conv_transpose_grad(ot_inode *n);
+otter_status ot_infer_otter_fused_conv(ot_inode *n);
+otter_status ot_infer_otter_fused_gemm(ot_inode *n);
+otter_status ot_infer_ms_fused_matmul(ot_inode *n);
+otter_status ot_infer_otter_fused_matmul(ot_inode *n);
+otter_status ot_infer_gather_elements_grad(ot_inode *n);
+otter_status ot_infer_gather_grad(ot_inode *n);
+otter_status ot_infer_gather_nd_grad(ot_inode *n);
+otter_status ot_infer_gradient(ot_inode *n);
+otter_status ot_infer_inplace_accumulator_v2(ot_inode *n);
+otter_status ot_infer_layer_norm_grad(ot_inode *n);
+otter_status ot_infer_output_like_input0(ot_inode *n);
+otter_status ot_infer_pool_grad(ot_inode *n);
+otter_status ot_infer_reduce_all_l2(ot_inode *n);
+otter_status ot_infer_sce_loss_grad(ot_inode *n);
+otter_status ot_infer_sce_loss_internal(ot_inode *n);
+otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
+otter_status ot_infer_simplified_layer_norm(ot_inode *n);
+otter_status ot_infer_slice_grad(ot_inode *n);
+otter_status ot_infer_split_training(ot_inode *n);
 
 #endif

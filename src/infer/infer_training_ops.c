@@ -36,24 +36,24 @@ static otter_status out_vector(ot_inode *n, size_t i, otter_dtype dt, ot_idim d)
     return ot_out_shape(n, i, dt, 1, &d);
 }
 
-static otter_status like_input0(ot_inode *n) { return ot_out_like(n, 0, 0); }
+otter_status ot_infer_output_like_input0(ot_inode *n) { return ot_out_like(n, 0, 0); }
 
 /* ---- accumulation, scaling ---- */
 
 /* (accumulation_buffer, value[, overwrite]) -> updated flag bool [1], the buffer */
-static otter_status inplace_accumulator_v2(ot_inode *n) {
+otter_status ot_infer_inplace_accumulator_v2(ot_inode *n) {
     OT_TRY(out_vector(n, 0, OTTER_DTYPE_BOOL, ot_dim_known(1)));
     return ot_out_like(n, 1, 0);
 }
 
 /* (X1, ...) -> scalar of X1's type */
-static otter_status reduce_all_l2(ot_inode *n) { return ot_out_shape(n, 0, ot_in_dtype(n, 0), 0, NULL); }
+otter_status ot_infer_reduce_all_l2(ot_inode *n) { return ot_out_shape(n, 0, ot_in_dtype(n, 0), 0, NULL); }
 
 /* ---- matmul, convolution, pooling ---- */
 
 /* Y = alpha * op(A) @ op(B): MatMul's shapes with the last two axes of A / B swapped when transA /
  * transB (1-D operands are never transposed) */
-static otter_status fused_matmul(ot_inode *n) {
+otter_status ot_infer_ms_fused_matmul(ot_inode *n) {
     const ot_ival *in[2];
     const char *names[2] = {n->node->inputs[0], n->n_in > 1 ? n->node->inputs[1] : ""};
     const char *trans[2] = {"transA", "transB"};
@@ -88,12 +88,12 @@ static otter_status conv_grads(ot_inode *n, bool transpose) {
     return out_vector(n, 2, ot_in_dtype(n, 1), m);
 }
 
-static otter_status conv_grad(ot_inode *n) { return conv_grads(n, false); }
-static otter_status conv_transpose_grad(ot_inode *n) { return conv_grads(n, true); }
+otter_status ot_infer_conv_grad(ot_inode *n) { return conv_grads(n, false); }
+otter_status ot_infer_conv_transpose_grad(ot_inode *n) { return conv_grads(n, true); }
 
 /* dX of a pooling: X's batch and channels are dY's; its spatial size is not derivable from dY (the
  * kernel reads the declared shape), unless given as input 2 (com.otter MaxPoolGrad's X_shape) */
-static otter_status pool_grad(ot_inode *n) {
+otter_status ot_infer_pool_grad(ot_inode *n) {
     otter_dtype dt = ot_in_dtype(n, 0);
     if (ot_in(n, 2)) return out_shape_from_values(n, 0, 2, dt);
     const ot_ival *dy = ot_in(n, 0);
@@ -107,28 +107,28 @@ static otter_status pool_grad(ot_inode *n) {
 
 /* (X, scale, B, input_mean, input_var) -> Y like X; running_mean, running_var, saved_mean,
  * saved_inv_std: [C], typed like input_mean / input_var */
-static otter_status batch_norm_internal(ot_inode *n) {
+otter_status ot_infer_batch_norm_internal(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     for (size_t k = 1; k < 5; k++) OT_TRY(out_vector(n, k, ot_in_dtype(n, k % 2 ? 3 : 4), ot_in_dim(n, 0, 1)));
     return OTTER_OK;
 }
 
 /* (dY, X, scale, saved_mean, saved_inv_std) -> dX like X, dScale and dBias [C] */
-static otter_status batch_norm_grad(ot_inode *n) {
+otter_status ot_infer_batch_norm_grad(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 1));
     for (size_t k = 1; k < 3; k++) OT_TRY(out_vector(n, k, ot_in_dtype(n, 1), ot_in_dim(n, 1, 1)));
     return OTTER_OK;
 }
 
 /* (dY, X, scale, ...) -> dX like X, dScale (and dBias) like scale in X's type */
-static otter_status layer_norm_grad(ot_inode *n) {
+otter_status ot_infer_layer_norm_grad(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 1));
     for (size_t k = 1; k < n->n_out; k++) OT_TRY(out_like_typed(n, k, 2, 1));
     return OTTER_OK;
 }
 
 /* (X, scale) -> Y like X, inv_std_var float32 with the normalized axes (axis..) of size 1 */
-static otter_status simplified_layer_norm(ot_inode *n) {
+otter_status ot_infer_simplified_layer_norm(ot_inode *n) {
     OT_TRY(ot_out_like(n, 0, 0));
     if (n->n_out < 2) return OTTER_OK;
     const ot_ival *x = ot_in(n, 0);
@@ -142,13 +142,13 @@ static otter_status simplified_layer_norm(ot_inode *n) {
 
 /* ---- indexing gradients: dX has the shape a shape input holds ---- */
 
-static otter_status gather_grad(ot_inode *n) { return out_shape_from_values(n, 0, 0, ot_in_dtype(n, 2)); }
-static otter_status gather_elements_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
-static otter_status gather_nd_grad(ot_inode *n) { return out_shape_from_values(n, 0, 0, ot_in_dtype(n, 2)); }
-static otter_status slice_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
+otter_status ot_infer_gather_grad(ot_inode *n) { return out_shape_from_values(n, 0, 0, ot_in_dtype(n, 2)); }
+otter_status ot_infer_gather_elements_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
+otter_status ot_infer_gather_nd_grad(ot_inode *n) { return out_shape_from_values(n, 0, 0, ot_in_dtype(n, 2)); }
+otter_status ot_infer_slice_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
 
 /* Concat's result, and each input's length along axis: int64 [number of inputs] */
-static otter_status concat_training(ot_inode *n) {
+otter_status ot_infer_concat_training(ot_inode *n) {
     int *pick = ot_inf_alloc(n->cx, sizeof(int) * (n->n_in + 1));
     if (!pick) return OT_INF_NOMEM(n);
     for (size_t k = 0; k < n->n_in; k++) pick[k] = ot_in(n, k) ? (int)k : -1;
@@ -157,7 +157,7 @@ static otter_status concat_training(ot_inode *n) {
 }
 
 /* Split's outputs (opset 13 form: split as input 1) */
-static otter_status split_training(ot_inode *n) {
+otter_status ot_infer_split_training(ot_inode *n) {
     static const int pick[] = {0, 1};
     return ot_infer_as_picked(n, ot_infer_rules_shape, "Split", 13, n->n_in > 1 ? 2 : 1, pick, false);
 }
@@ -165,14 +165,14 @@ static otter_status split_training(ot_inode *n) {
 /* ---- losses ---- */
 
 /* SoftmaxCrossEntropyLoss's outputs; ignore_index comes as input 3 instead of an attribute */
-static otter_status sce_loss_internal(ot_inode *n) {
+otter_status ot_infer_sce_loss_internal(ot_inode *n) {
     static const int pick[] = {0, 1, 2};
     return ot_infer_as_picked(n, ot_infer_rules_nn, "SoftmaxCrossEntropyLoss", 13, n->n_in < 3 ? n->n_in : 3, pick,
                               false);
 }
 
 /* (dY, log_prob, label, ...) -> d_logits like log_prob */
-static otter_status sce_loss_grad(ot_inode *n) { return ot_out_like(n, 0, 1); }
+otter_status ot_infer_sce_loss_grad(ot_inode *n) { return ot_out_like(n, 0, 1); }
 
 /* ---- optimizers over sequences ---- */
 
@@ -182,90 +182,90 @@ static otter_status sce_loss_grad(ot_inode *n) { return ot_out_like(n, 0, 1); }
 
 /* (lr, step, weights, gradients, momentums_1, momentums_2[, update_signal]) -> flag, the three
  * updated sequences */
-static otter_status adamw_optimizer(ot_inode *n) {
+otter_status ot_infer_adamw_optimizer(ot_inode *n) {
     OT_TRY(ot_out_like(n, 1, 2));
     OT_TRY(ot_out_like(n, 2, 4));
     return ot_out_like(n, 3, 5);
 }
 
 /* (lr, weights, gradients[, update_signal]) -> flag, the updated weights */
-static otter_status sgd_optimizer_v2(ot_inode *n) { return ot_out_like(n, 1, 1); }
+otter_status ot_infer_sgd_optimizer_v2(ot_inode *n) { return ot_out_like(n, 1, 1); }
 
 /* ---- the fused operators runtime/fuse.c makes ---- */
 
-static otter_status fused_conv(ot_inode *n) {
+otter_status ot_infer_otter_fused_conv(ot_inode *n) {
     static const int pick[] = {0, 1, 2};
     return ot_infer_as_picked(n, ot_infer_rules_nn, "Conv", 11, n->n_in < 3 ? n->n_in : 3, pick, false);
 }
 
-static otter_status fused_gemm(ot_inode *n) {
+otter_status ot_infer_otter_fused_gemm(ot_inode *n) {
     static const int pick[] = {0, 1, 2};
     return ot_infer_as_picked(n, ot_infer_rules_nn, "Gemm", 13, n->n_in < 3 ? n->n_in : 3, pick, false);
 }
 
-static otter_status fused_matmul_bias(ot_inode *n) {
+otter_status ot_infer_otter_fused_matmul(ot_inode *n) {
     static const int pick[] = {0, 1};
     return ot_infer_as_picked(n, ot_infer_rules_nn, "MatMul", 13, 2, pick, false);
 }
 
 /* ---- ai.onnx.preview.training Gradient: the i-th output is the gradient for the i-th input ---- */
 
-static otter_status gradient(ot_inode *n) {
+otter_status ot_infer_gradient(ot_inode *n) {
     for (size_t i = 0; i < n->n_out; i++) OT_TRY(ot_out_like(n, i, i));
     return OTTER_OK;
 }
 
 const ot_infer_rule ot_infer_rules_ms_training[] = {
-    {"InPlaceAccumulatorV2", inplace_accumulator_v2},
-    {"InPlaceAccumulator", like_input0},
-    {"ZeroGradient", like_input0},
-    {"Scale", like_input0},
-    {"ReduceAllL2", reduce_all_l2},
-    {"FusedMatMul", fused_matmul},
-    {"BiasGeluGrad_dX", like_input0},
-    {"BiasFastGeluGrad_dX", like_input0},
-    {"ConvGrad", conv_grad},
-    {"ConvTransposeGrad", conv_transpose_grad},
-    {"MaxPoolGrad", pool_grad},
-    {"AveragePoolGrad", pool_grad},
-    {"BatchNormInternal", batch_norm_internal},
-    {"BatchNormalizationGrad", batch_norm_grad},
-    {"LayerNormalizationGrad", layer_norm_grad},
-    {"SimplifiedLayerNormalization", simplified_layer_norm},
-    {"SimplifiedLayerNormalizationGrad", layer_norm_grad},
-    {"GatherGrad", gather_grad},
-    {"GatherElementsGrad", gather_elements_grad},
-    {"GatherNDGrad", gather_nd_grad},
-    {"SliceGrad", slice_grad},
-    {"ConcatTraining", concat_training},
-    {"SplitTraining", split_training},
-    {"SoftmaxCrossEntropyLossInternal", sce_loss_internal},
-    {"SoftmaxCrossEntropyLossGrad", sce_loss_grad},
-    {"SoftmaxCrossEntropyLossInternalGrad", sce_loss_grad},
-    {"AdamWOptimizer", adamw_optimizer},
-    {"SGDOptimizerV2", sgd_optimizer_v2},
-    {"InplaceClipGradNorm", like_input0},
+    {"InPlaceAccumulatorV2", ot_infer_inplace_accumulator_v2},
+    {"InPlaceAccumulator", ot_infer_output_like_input0},
+    {"ZeroGradient", ot_infer_output_like_input0},
+    {"Scale", ot_infer_output_like_input0},
+    {"ReduceAllL2", ot_infer_reduce_all_l2},
+    {"FusedMatMul", ot_infer_ms_fused_matmul},
+    {"BiasGeluGrad_dX", ot_infer_output_like_input0},
+    {"BiasFastGeluGrad_dX", ot_infer_output_like_input0},
+    {"ConvGrad", ot_infer_conv_grad},
+    {"ConvTransposeGrad", ot_infer_conv_transpose_grad},
+    {"MaxPoolGrad", ot_infer_pool_grad},
+    {"AveragePoolGrad", ot_infer_pool_grad},
+    {"BatchNormInternal", ot_infer_batch_norm_internal},
+    {"BatchNormalizationGrad", ot_infer_batch_norm_grad},
+    {"LayerNormalizationGrad", ot_infer_layer_norm_grad},
+    {"SimplifiedLayerNormalization", ot_infer_simplified_layer_norm},
+    {"SimplifiedLayerNormalizationGrad", ot_infer_layer_norm_grad},
+    {"GatherGrad", ot_infer_gather_grad},
+    {"GatherElementsGrad", ot_infer_gather_elements_grad},
+    {"GatherNDGrad", ot_infer_gather_nd_grad},
+    {"SliceGrad", ot_infer_slice_grad},
+    {"ConcatTraining", ot_infer_concat_training},
+    {"SplitTraining", ot_infer_split_training},
+    {"SoftmaxCrossEntropyLossInternal", ot_infer_sce_loss_internal},
+    {"SoftmaxCrossEntropyLossGrad", ot_infer_sce_loss_grad},
+    {"SoftmaxCrossEntropyLossInternalGrad", ot_infer_sce_loss_grad},
+    {"AdamWOptimizer", ot_infer_adamw_optimizer},
+    {"SGDOptimizerV2", ot_infer_sgd_optimizer_v2},
+    {"InplaceClipGradNorm", ot_infer_output_like_input0},
     {NULL, NULL},
 };
 
 /* default-domain names older ONNX Runtime graphs use */
 const ot_infer_rule ot_infer_rules_legacy_training[] = {
-    {"ConvGrad", conv_grad},
-    {"MaxPoolGrad", pool_grad},
-    {"AveragePoolGrad", pool_grad},
-    {"SimplifiedLayerNormalization", simplified_layer_norm},
+    {"ConvGrad", ot_infer_conv_grad},
+    {"MaxPoolGrad", ot_infer_pool_grad},
+    {"AveragePoolGrad", ot_infer_pool_grad},
+    {"SimplifiedLayerNormalization", ot_infer_simplified_layer_norm},
     {NULL, NULL},
 };
 
 const ot_infer_rule ot_infer_rules_otter[] = {
-    {"FusedConv", fused_conv},
-    {"FusedGemm", fused_gemm},
-    {"FusedMatMul", fused_matmul_bias},
-    {"MaxPoolGrad", pool_grad},
+    {"FusedConv", ot_infer_otter_fused_conv},
+    {"FusedGemm", ot_infer_otter_fused_gemm},
+    {"FusedMatMul", ot_infer_otter_fused_matmul},
+    {"MaxPoolGrad", ot_infer_pool_grad},
     {NULL, NULL},
 };
 
 const ot_infer_rule ot_infer_rules_gradient[] = {
-    {"Gradient", gradient},
+    {"Gradient", ot_infer_gradient},
     {NULL, NULL},
 };

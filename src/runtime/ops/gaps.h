@@ -1,7 +1,7 @@
 /* Kernels for operators that had a shape rule but no kernel (issue 13): the random generators
  * (random.c), Lp normalization and pooling (lp_norm.c), the Bitwise* operators (bitwise.c), Gelu
- * and com.microsoft QuickGelu (gelu.c) and GroupNormalization (group_norm.c). Declared here so the operator registry
- * can name them; the tables wire them into the op table (runtime/op_table.c) until then. */
+ * and com.microsoft QuickGelu (gelu.c) and GroupNormalization (group_norm.c). Declared here so
+ * the operator registry can name them; until then runtime/op_table.c lists the tables. */
 #ifndef OTTER_RUNTIME_OPS_GAPS_H
 #define OTTER_RUNTIME_OPS_GAPS_H
 
