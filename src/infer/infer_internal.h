@@ -90,6 +90,11 @@ static inline otter_dtype ot_in_dtype(const ot_inode *n, size_t i) {
     const ot_ival *v = ot_in(n, i);
     return v && v->kind == OTTER_TYPE_TENSOR ? v->dtype : OTTER_DTYPE_UNDEFINED;
 }
+/* Dimension d of input i; unknown when the input's shape is not known or has no such dim. */
+static inline ot_idim ot_in_dim(const ot_inode *n, size_t i, int d) {
+    const ot_ival *v = ot_in(n, i);
+    return ot_in_has_shape(n, i) && d < v->rank ? v->dims[d] : OT_DIM_UNKNOWN;
+}
 /* Known integer values of input i (n_data >= 0 and idata set), else false. */
 bool ot_in_ints(const ot_inode *n, size_t i, const ot_idim **vals, int64_t *count);
 /* Same, all fixed (no symbols/unknowns), copied into the arena as int64. */
@@ -123,6 +128,16 @@ bool ot_dims_product(const ot_idim *d, int rank, int64_t *out);
 bool ot_dim_equal(ot_idim a, ot_idim b); /* both fixed and equal, or same param */
 /* Check that all inputs with a known dtype share one (type constraint T); names the inputs. */
 otter_status ot_same_dtype(const ot_inode *n, size_t first, size_t last);
+
+/* ---- operators whose shapes are another operator's (the quantized, fused and training variants;
+ * infer_extra.c) ---- */
+/* Run `rule` on this node seen with other inputs: n_in records `in` (NULL: omitted) named `names`,
+ * at `opset`; its outputs land in n->out, and its errors name the tensors the other operator sees. */
+otter_status ot_infer_as(ot_inode *n, ot_infer_fn rule, int64_t opset, size_t n_in, const ot_ival *const *in,
+                         const char *const *names);
+/* Same with the node's own inputs picked by index (-1: omitted), element types hidden on request. */
+otter_status ot_infer_as_picked(ot_inode *n, ot_infer_fn rule, int64_t opset, size_t n_pick, const int *pick,
+                                bool hide_types);
 
 /* ---- subgraphs (control flow) ---- */
 /* Infer a subgraph with the given types for its formal inputs (NULL entries: keep declared),
@@ -224,5 +239,58 @@ otter_status ot_infer_adam(ot_inode *n);
 otter_status ot_infer_quantize(ot_inode *n);
 otter_status ot_infer_dequantize(ot_inode *n);
 otter_status ot_infer_dynamic_quantize(ot_inode *n);
+
+/* infer_extra.c */
+otter_status ot_infer_conv_integer(ot_inode *n);
+otter_status ot_infer_qlinear_conv(ot_inode *n);
+otter_status ot_infer_qlinear_matmul(ot_inode *n);
+otter_status ot_infer_gridsample(ot_inode *n);
+otter_status ot_infer_maxunpool(ot_inode *n);
+otter_status ot_infer_roialign(ot_inode *n);
+otter_status ot_infer_nonmaxsuppression(ot_inode *n);
+otter_status ot_infer_unique(ot_inode *n);
+otter_status ot_infer_dft(ot_inode *n);
+otter_status ot_infer_stft(ot_inode *n);
+otter_status ot_infer_window(ot_inode *n); /* HannWindow, HammingWindow, BlackmanWindow */
+otter_status ot_infer_melweightmatrix(ot_inode *n);
+otter_status ot_infer_stringnormalizer(ot_inode *n);
+otter_status ot_infer_tfidfvectorizer(ot_inode *n);
+otter_status ot_infer_multinomial(ot_inode *n);
+/* infer_sequence.c */
+otter_status ot_infer_sequence_empty(ot_inode *n);
+otter_status ot_infer_sequence_construct(ot_inode *n);
+otter_status ot_infer_sequence_insert(ot_inode *n);
+otter_status ot_infer_sequence_at(ot_inode *n);
+otter_status ot_infer_sequence_length(ot_inode *n);
+otter_status ot_infer_split_to_sequence(ot_inode *n);
+otter_status ot_infer_concat_from_sequence(ot_inode *n);
+otter_status ot_infer_sequence_map(ot_inode *n);
+otter_status ot_infer_optional(ot_inode *n);
+otter_status ot_infer_optional_has_element(ot_inode *n);
+otter_status ot_infer_optional_get_element(ot_inode *n);
+/* infer_training_ops.c: com.microsoft training operators, com.otter fused operators, Gradient */
+otter_status ot_infer_adamw_optimizer(ot_inode *n);
+otter_status ot_infer_batch_norm_grad(ot_inode *n);
+otter_status ot_infer_concat_training(ot_inode *n);
+otter_status ot_infer_conv_grad(ot_inode *n);
+otter_status ot_infer_conv_transpose_grad(ot_inode *n);
+otter_status ot_infer_otter_fused_conv(ot_inode *n);
+otter_status ot_infer_otter_fused_gemm(ot_inode *n);
+otter_status ot_infer_ms_fused_matmul(ot_inode *n);
+otter_status ot_infer_otter_fused_matmul(ot_inode *n);
+otter_status ot_infer_gather_elements_grad(ot_inode *n);
+otter_status ot_infer_gather_grad(ot_inode *n);
+otter_status ot_infer_gather_nd_grad(ot_inode *n);
+otter_status ot_infer_gradient(ot_inode *n);
+otter_status ot_infer_inplace_accumulator_v2(ot_inode *n);
+otter_status ot_infer_layer_norm_grad(ot_inode *n);
+otter_status ot_infer_pool_grad(ot_inode *n);
+otter_status ot_infer_reduce_all_l2(ot_inode *n);
+otter_status ot_infer_sce_loss_grad(ot_inode *n);
+otter_status ot_infer_sce_loss_internal(ot_inode *n);
+otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
+otter_status ot_infer_simplified_layer_norm(ot_inode *n);
+otter_status ot_infer_slice_grad(ot_inode *n);
+otter_status ot_infer_split_training(ot_inode *n);
 
 #endif

@@ -59,6 +59,9 @@ static inline const otter_tensor *ot_ctx_input(const ot_kernel_ctx *ctx, size_t 
 const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i);
 /* Input i, or an INVALID error naming the node when it is omitted. */
 otter_status ot_ctx_need_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t);
+/* Input i, required, of a floating-point type (float16, bfloat16, float, double); else an INVALID
+ * error naming the node and the input. */
+otter_status ot_ctx_float_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t);
 /* The UNSUPPORTED error for input i, whose element type t the operator does not take. */
 otter_status ot_ctx_bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t);
 /* Fail with a message naming the node and operator: "node 'n1' (Conv): <message>". */

@@ -265,4 +265,30 @@ otter_status ot_kernel_split_training(ot_kernel_ctx *ctx);
 /* gradient.c: ai.onnx.preview.training Gradient, through the public autodiff API */
 otter_status ot_kernel_gradient(ot_kernel_ctx *ctx);
 
+/* random.c: RandomNormal(Like), RandomUniform(Like), Bernoulli, Multinomial; each node draws from its
+ * own stream, kept with the session */
+otter_status ot_kernel_random_normal(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_uniform(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_normal_like(ot_kernel_ctx *ctx);
+otter_status ot_kernel_random_uniform_like(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bernoulli(ot_kernel_ctx *ctx);
+otter_status ot_kernel_multinomial(ot_kernel_ctx *ctx);
+
+/* lp_norm.c: LpNormalization, GlobalLpPool */
+otter_status ot_kernel_lp_normalization(ot_kernel_ctx *ctx);
+otter_status ot_kernel_global_lp_pool(ot_kernel_ctx *ctx);
+
+/* bitwise.c: BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot */
+otter_status ot_kernel_bitwise_and(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bitwise_or(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bitwise_xor(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bitwise_not(ot_kernel_ctx *ctx);
+
+/* gelu.c: ai.onnx Gelu (exact or tanh; com.microsoft Gelu is training.c's), com.microsoft QuickGelu */
+otter_status ot_kernel_onnx_gelu(ot_kernel_ctx *ctx);
+otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
+
+/* group_norm.c: GroupNormalization */
+otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
+
 #endif

@@ -1,0 +1,45 @@
+/* Gelu (ai.onnx, opset 20: exact or tanh approximation) and com.microsoft QuickGelu
+ * (x * sigmoid(alpha * x)), elementwise over the floating types, computed in double. */
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "runtime/ops/broadcast.h"
+#include "runtime/ops/kernels.h"
+
+typedef double (*unary_fn)(double x, double param);
+
+static double gelu_exact(double x, double unused) {
+    (void)unused;
+    return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
+}
+
+static double gelu_tanh(double x, double unused) {
+    (void)unused;
+    const double sqrt_2_over_pi = 0.7978845608028654;
+    return 0.5 * x * (1.0 + tanh(sqrt_2_over_pi * (x + 0.044715 * x * x * x)));
+}
+
+static double quick_gelu(double x, double alpha) { return x / (1.0 + exp(-alpha * x)); }
+
+static otter_status elementwise(ot_kernel_ctx *ctx, unary_fn fn, double param) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &x));
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return OTTER_ERR_NOMEM;
+    int64_t n = otter_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) ot_set_f64(y->data, y->dtype, i, fn(ot_get_f64(x->data, x->dtype, i), param));
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_onnx_gelu(ot_kernel_ctx *ctx) {
+    const char *approximate = otter_node_attr_string(ctx->node, "approximate", "none");
+    if (strcmp(approximate, "none") == 0) return elementwise(ctx, gelu_exact, 0);
+    if (strcmp(approximate, "tanh") == 0) return elementwise(ctx, gelu_tanh, 0);
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'approximate' must be \"none\" or \"tanh\", not \"%s\"",
+                        approximate);
+}
+
+otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx) {
+    return elementwise(ctx, quick_gelu, otter_node_attr_float(ctx->node, "alpha", 1.702f));
+}
