@@ -11,7 +11,7 @@
 
 #include "core/core.h"
 #include "format/external_data.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 #include "otter/io.h"
 
 /* ---- allocators --------------------------------------------------------------------------- */

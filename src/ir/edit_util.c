@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 #include "ir/edit_internal.h"
 #include "otter/edit.h"
 
