@@ -27,7 +27,7 @@
 #include "runtime/session.h"
 
 /* Where zero-byte tensors point (never written). */
-static _Alignas(RT_ALIGN) unsigned char g_empty[RT_ALIGN];
+static _Alignas(OT_ARENA_ALIGN) unsigned char g_empty[OT_ARENA_ALIGN];
 
 /* ---- names ---------------------------------------------------------------------------------- */
 
@@ -119,10 +119,10 @@ static otter_status free_vars(const otter_graph *g, strset *out, const char ***l
 
 /* The session's name -> slot table. */
 static size_t table_find(const otter_session *s, const char *name) {
-    if (!s->table_cap) return RT_NONE;
+    if (!s->table_cap) return OT_NO_INDEX;
     for (size_t i = hash_str(name) & (s->table_cap - 1);; i = (i + 1) & (s->table_cap - 1)) {
         size_t v = s->table[i];
-        if (!v) return RT_NONE;
+        if (!v) return OT_NO_INDEX;
         if (strcmp(s->slots[v - 1].name, name) == 0) return v - 1;
     }
 }
@@ -157,14 +157,14 @@ static otter_status table_put(otter_session *s, const char *name, size_t slot) {
     return OTTER_OK;
 }
 
-static otter_status add_slot(otter_session *s, const char *name, rt_slot_kind kind, size_t *out) {
+static otter_status add_slot(otter_session *s, const char *name, ot_slot_kind kind, size_t *out) {
     OT_TRY(ot_grow((void **)&s->slots, &s->cap_slots, s->n_slots + 1, sizeof *s->slots));
-    rt_slot *sl = &s->slots[s->n_slots];
+    ot_slot *sl = &s->slots[s->n_slots];
     memset(sl, 0, sizeof *sl);
     sl->name = name;
     sl->kind = kind;
-    sl->producer = RT_NONE;
-    sl->last_use = RT_NONE;
+    sl->producer = OT_NO_INDEX;
+    sl->last_use = OT_NO_INDEX;
     *out = s->n_slots++;
     if (name[0]) OT_TRY(table_put(s, name, *out));
     return OTTER_OK;
@@ -173,14 +173,14 @@ static otter_status add_slot(otter_session *s, const char *name, rt_slot_kind ki
 /* Find a name here or in an enclosing graph (then an OUTER slot is made for it). */
 static otter_status resolve(otter_session *s, const char *name, size_t *out) {
     size_t i = table_find(s, name);
-    if (i != RT_NONE) {
+    if (i != OT_NO_INDEX) {
         *out = i;
         return OTTER_OK;
     }
     size_t pi;
     if (!s->parent || resolve(s->parent, name, &pi) != OTTER_OK)
         return ot_error(OTTER_ERR_INVALID, "'%s' is not defined", name);
-    OT_TRY(add_slot(s, name, RT_OUTER, &i));
+    OT_TRY(add_slot(s, name, OT_SLOT_OUTER, &i));
     s->slots[i].outer_session = s->parent;
     s->slots[i].outer_slot = pi;
     *out = i;
@@ -191,16 +191,16 @@ static otter_status resolve(otter_session *s, const char *name, size_t *out) {
  * OUTER pointing into this same session. */
 static otter_status add_alias(otter_session *s, const char *name, size_t target) {
     size_t i;
-    OT_TRY(add_slot(s, name, RT_OUTER, &i));
+    OT_TRY(add_slot(s, name, OT_SLOT_OUTER, &i));
     s->slots[i].outer_session = s;
     s->slots[i].outer_slot = target;
     return OTTER_OK;
 }
 
 /* Follow aliases and outer references to the slot that holds the value. */
-static rt_slot *slot_target(otter_session *s, size_t i) {
-    rt_slot *sl = &s->slots[i];
-    while (sl->kind == RT_OUTER) sl = &sl->outer_session->slots[sl->outer_slot];
+static ot_slot *slot_target(otter_session *s, size_t i) {
+    ot_slot *sl = &s->slots[i];
+    while (sl->kind == OT_SLOT_OUTER) sl = &sl->outer_session->slots[sl->outer_slot];
     return sl;
 }
 
@@ -225,7 +225,7 @@ otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status st, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const rt_node *rn = rt_node_of(ctx);
+    const ot_exec_node *rn = ot_exec_node_of(ctx);
     node_label(ctx->node, ctx->runtime ? rn->index : 0, label, sizeof label);
     if (ctx->runtime) ((otter_session *)ctx->runtime)->err_named = true;
     return ot_error(st, "node %s: %s", label, msg);
@@ -242,7 +242,7 @@ static int64_t model_opset(const otter_model *m, const char *domain) {
 
 /* ---- value memory ---------------------------------------------------------------------------- */
 
-static void release_data(rt_slot *sl) {
+static void release_data(ot_slot *sl) {
     if (sl->is_string && sl->cur == &sl->tensor && sl->tensor.data && sl->tensor.data != g_empty) {
         otter_bytes *b = sl->tensor.data;
         for (int64_t i = 0, n = otter_tensor_numel(&sl->tensor); i < n; i++) {
@@ -260,9 +260,9 @@ static void release_data(rt_slot *sl) {
     sl->none = false;
 }
 
-static bool slot_has_value(const rt_slot *sl) { return sl->cur || sl->seq || sl->none; }
+static bool slot_has_value(const ot_slot *sl) { return sl->cur || sl->seq || sl->none; }
 
-static otter_arg slot_arg(const rt_slot *sl) {
+static otter_arg slot_arg(const ot_slot *sl) {
     if (sl->cur) return otter_arg_of_tensor(sl->cur);
     if (sl->seq) return otter_arg_of_sequence(sl->seq);
     if (sl->none) return otter_arg_none();
@@ -284,7 +284,7 @@ static const char *arg_kind_name(otter_arg_kind k) {
 
 otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int rank, const int64_t *dims) {
     otter_session *s = ctx->runtime;
-    rt_node *rn = rt_node_of(ctx);
+    ot_exec_node *rn = ot_exec_node_of(ctx);
     if (i >= ctx->n_outputs) {
         ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs);
         return NULL;
@@ -310,7 +310,7 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
             return NULL;
         }
     }
-    rt_slot *sl = &s->slots[rn->out_slots[i]];
+    ot_slot *sl = &s->slots[rn->out_slots[i]];
     release_data(sl);
     otter_tensor *t = &sl->tensor;
     t->name = (char *)(uintptr_t)sl->name;
@@ -328,8 +328,8 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
     } else {
         /* outside the plan (a first run): take over a dying input's heap block where the planner
          * would share its buffer, so the run's peak stays near the plan's */
-        size_t src = i == 0 && !s->folding ? rt_inplace_source(s, rn, sl) : RT_NONE;
-        rt_slot *in = src != RT_NONE ? &s->slots[src] : NULL;
+        size_t src = i == 0 && !s->folding ? ot_inplace_source(s, rn, sl) : OT_NO_INDEX;
+        ot_slot *in = src != OT_NO_INDEX ? &s->slots[src] : NULL;
         if (in && in->heap && in->size >= nbytes) {
             sl->heap = in->heap;
             in->heap = NULL; /* its tensor still reads the block until the node is done */
@@ -354,9 +354,9 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
 
 void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
     otter_session *s = ctx->runtime;
-    rt_node *rn = rt_node_of(ctx);
+    ot_exec_node *rn = ot_exec_node_of(ctx);
     if (nbytes == 0) return g_empty;
-    size_t need = (nbytes + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN;
+    size_t need = (nbytes + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN;
     if (need < nbytes) {
         ot_ctx_error(ctx, OTTER_ERR_INVALID, "scratch of %zu bytes overflows", nbytes);
         return NULL;
@@ -372,33 +372,33 @@ void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
         return NULL;
     }
     /* over-allocate so the block can be aligned like the arena's */
-    unsigned char *p = ot_malloc(need + RT_ALIGN);
+    unsigned char *p = ot_malloc(need + OT_ARENA_ALIGN);
     if (!p) {
         ot_ctx_error(ctx, OTTER_ERR_NOMEM, "out of memory for %zu bytes of scratch", nbytes);
         return NULL;
     }
     rn->scratch_heap[rn->n_scratch_heap++] = p;
     if (!s->folding) s->n_fallbacks++;
-    return (void *)(((uintptr_t)p + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
+    return (void *)(((uintptr_t)p + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN);
 }
 
 /* ---- sequences and optionals for kernels ---------------------------------------------------- */
 
 otter_arg ot_ctx_input_arg(const ot_kernel_ctx *ctx, size_t i) {
-    const rt_node *rn = rt_node_of(ctx);
-    if (i >= ctx->n_inputs || rn->in_slots[i] == RT_NONE) return (otter_arg){0};
+    const ot_exec_node *rn = ot_exec_node_of(ctx);
+    if (i >= ctx->n_inputs || rn->in_slots[i] == OT_NO_INDEX) return (otter_arg){0};
     return slot_arg(slot_target(ctx->runtime, rn->in_slots[i]));
 }
 
 /* Output i's slot with its old value released, or NULL (error set). */
-static rt_slot *output_slot(ot_kernel_ctx *ctx, size_t i) {
+static ot_slot *output_slot(ot_kernel_ctx *ctx, size_t i) {
     if (i >= ctx->n_outputs) {
         ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu requested, the node has %zu", i, ctx->n_outputs);
         return NULL;
     }
     otter_session *s = ctx->runtime;
-    rt_node *rn = rt_node_of(ctx);
-    rt_slot *sl = &s->slots[rn->out_slots[i]];
+    ot_exec_node *rn = ot_exec_node_of(ctx);
+    ot_slot *sl = &s->slots[rn->out_slots[i]];
     release_data(sl);
     sl->size = 0;
     sl->is_string = false;
@@ -407,7 +407,7 @@ static rt_slot *output_slot(ot_kernel_ctx *ctx, size_t i) {
 }
 
 otter_sequence *ot_ctx_output_sequence(ot_kernel_ctx *ctx, size_t i, otter_dtype elem_type) {
-    rt_slot *sl = output_slot(ctx, i);
+    ot_slot *sl = output_slot(ctx, i);
     if (!sl) return NULL;
     otter_sequence *q = NULL;
     if (otter_sequence_create(&q, elem_type) != OTTER_OK) {
@@ -420,7 +420,7 @@ otter_sequence *ot_ctx_output_sequence(ot_kernel_ctx *ctx, size_t i, otter_dtype
 }
 
 otter_status ot_ctx_output_none(ot_kernel_ctx *ctx, size_t i) {
-    rt_slot *sl = output_slot(ctx, i);
+    ot_slot *sl = output_slot(ctx, i);
     if (!sl) return OTTER_ERR_INVALID;
     sl->none = true;
     return OTTER_OK;
@@ -449,7 +449,7 @@ otter_status ot_ctx_output_arg(ot_kernel_ctx *ctx, size_t i, otter_arg *v) {
     }
     case OTTER_ARG_SEQUENCE: {
         if (!v->sequence) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: sequence is NULL", i);
-        rt_slot *sl = output_slot(ctx, i);
+        ot_slot *sl = output_slot(ctx, i);
         if (!sl) return OTTER_ERR_INVALID;
         sl->seq = v->sequence;
         sl->seq_owned = true;
@@ -465,15 +465,15 @@ otter_status ot_ctx_output_arg(ot_kernel_ctx *ctx, size_t i, otter_arg *v) {
 
 otter_status ot_ctx_output_sequence_inplace(ot_kernel_ctx *ctx, size_t o, size_t i) {
     otter_session *s = ctx->runtime;
-    rt_node *rn = rt_node_of(ctx);
-    if (i >= ctx->n_inputs || rn->in_slots[i] == RT_NONE)
+    ot_exec_node *rn = ot_exec_node_of(ctx);
+    if (i >= ctx->n_inputs || rn->in_slots[i] == OT_NO_INDEX)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is omitted", i);
-    rt_slot *src = slot_target(s, rn->in_slots[i]);
+    ot_slot *src = slot_target(s, rn->in_slots[i]);
     if (!src->seq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is not a sequence", i);
-    rt_slot *dst = output_slot(ctx, o);
+    ot_slot *dst = output_slot(ctx, o);
     if (!dst) return OTTER_ERR_INVALID;
     bool here = src >= s->slots && src < s->slots + s->n_slots;
-    if (!here || src->kind != RT_VALUE || !src->seq_owned) {
+    if (!here || src->kind != OT_SLOT_VALUE || !src->seq_owned) {
         /* the caller's (or an enclosing graph's) value, or a VALUE borrowing one: alive for the
          * whole run */
         dst->seq = src->seq;
@@ -498,7 +498,7 @@ void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_rang
 
 /* ---- running one node ------------------------------------------------------------------------ */
 
-static void free_scratch(rt_node *rn) {
+static void free_scratch(ot_exec_node *rn) {
     for (size_t i = 0; i < rn->n_scratch_heap; i++) ot_free(rn->scratch_heap[i]);
     rn->n_scratch_heap = 0;
     rn->scratch_used = 0;
@@ -510,16 +510,16 @@ static uint64_t now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static otter_status exec_node(otter_session *s, rt_node *rn) {
+static otter_status exec_node(otter_session *s, ot_exec_node *rn) {
     const otter_node *nd = rn->node;
     for (size_t i = 0; i < nd->n_inputs; i++) {
-        if (rn->in_slots[i] == RT_NONE) {
+        if (rn->in_slots[i] == OT_NO_INDEX) {
             rn->in_ptrs[i] = NULL;
             continue;
         }
-        rt_slot *src = slot_target(s, rn->in_slots[i]);
+        ot_slot *src = slot_target(s, rn->in_slots[i]);
         /* (a CONST's header lives in the slot array, which grows while nodes are folded at create) */
-        if (src->kind == RT_CONST) src->cur = &src->tensor;
+        if (src->kind == OT_SLOT_CONST) src->cur = &src->tensor;
         if (!slot_has_value(src)) {
             char label[256];
             node_label(nd, rn->index, label, sizeof label);
@@ -556,20 +556,20 @@ static otter_status exec_node(otter_session *s, rt_node *rn) {
 static otter_status build(otter_session *s);
 
 static bool is_const_slot(const otter_session *s, size_t i) {
-    const rt_slot *sl = &s->slots[i];
-    if (sl->kind == RT_CONST) return true;
-    return sl->kind == RT_INIT && !sl->decl && !s->opts.no_fold_initializers;
+    const ot_slot *sl = &s->slots[i];
+    if (sl->kind == OT_SLOT_CONST) return true;
+    return sl->kind == OT_SLOT_INIT && !sl->decl && !s->opts.no_fold_initializers;
 }
 
 void **ot_ctx_cache(ot_kernel_ctx *ctx, void (*free_fn)(void *)) {
-    rt_node *rn = rt_node_of(ctx);
+    ot_exec_node *rn = ot_exec_node_of(ctx);
     rn->cache_free = free_fn;
     return &rn->cache;
 }
 
 bool ot_ctx_input_constant(const ot_kernel_ctx *ctx, size_t i) {
-    const rt_node *rn = rt_node_of(ctx);
-    return i < ctx->n_inputs && rn->in_slots[i] != RT_NONE && is_const_slot(ctx->runtime, rn->in_slots[i]);
+    const ot_exec_node *rn = ot_exec_node_of(ctx);
+    return i < ctx->n_inputs && rn->in_slots[i] != OT_NO_INDEX && is_const_slot(ctx->runtime, rn->in_slots[i]);
 }
 
 /* Dropout that is the identity: no mask output used, not in training mode. */
@@ -578,15 +578,15 @@ static bool inference_dropout(const otter_session *s, const otter_node *nd, int6
     if (opset < 7 && otter_node_attr_int(nd, "is_test", 0) == 0) return false;
     if (opset >= 12 && nd->n_inputs > 2 && nd->inputs[2][0]) {
         size_t i = table_find(s, nd->inputs[2]);
-        if (i == RT_NONE || !is_const_slot(s, i)) return false;
-        const otter_tensor *t = s->slots[i].kind == RT_CONST ? &s->slots[i].tensor : s->slots[i].init;
+        if (i == OT_NO_INDEX || !is_const_slot(s, i)) return false;
+        const otter_tensor *t = s->slots[i].kind == OT_SLOT_CONST ? &s->slots[i].tensor : s->slots[i].init;
         if (!t || t->dtype != OTTER_DTYPE_BOOL || otter_tensor_numel(t) != 1 || ((const uint8_t *)t->data)[0])
             return false;
     }
     return nd->n_inputs >= 1 && nd->inputs[0][0];
 }
 
-static bool foldable(const otter_session *s, const rt_node *rn) {
+static bool foldable(const otter_session *s, const ot_exec_node *rn) {
     const otter_node *nd = rn->node;
     if (!default_domain(nd->domain) || (rn->def->flags & (OT_OP_NOFOLD | OT_OP_VALUES)) || nd->n_outputs == 0)
         return false;
@@ -597,12 +597,12 @@ static bool foldable(const otter_session *s, const rt_node *rn) {
     for (size_t a = 0; a < nd->n_attrs; a++)
         if (nd->attrs[a].type == OTTER_ATTR_GRAPH || nd->attrs[a].type == OTTER_ATTR_GRAPHS) return false;
     for (size_t i = 0; i < nd->n_inputs; i++)
-        if (rn->in_slots[i] != RT_NONE && !is_const_slot(s, rn->in_slots[i])) return false;
+        if (rn->in_slots[i] != OT_NO_INDEX && !is_const_slot(s, rn->in_slots[i])) return false;
     return true;
 }
 
 /* Run a node over constants now; on success its outputs become CONST slots. */
-static bool try_fold(otter_session *s, rt_node *rn) {
+static bool try_fold(otter_session *s, ot_exec_node *rn) {
     const otter_node *nd = rn->node;
     s->folding = true;
     otter_status st = exec_node(s, rn);
@@ -610,9 +610,9 @@ static bool try_fold(otter_session *s, rt_node *rn) {
     bool ok = st == OTTER_OK;
     for (size_t o = 0; ok && o < nd->n_outputs; o++) ok = s->slots[rn->out_slots[o]].cur != NULL;
     for (size_t o = 0; o < nd->n_outputs; o++) {
-        rt_slot *sl = &s->slots[rn->out_slots[o]];
+        ot_slot *sl = &s->slots[rn->out_slots[o]];
         if (ok) {
-            sl->kind = RT_CONST;
+            sl->kind = OT_SLOT_CONST;
             sl->tensor.owns_data = false;
             s->stats.constant_bytes += sl->size;
         } else {
@@ -644,7 +644,7 @@ static otter_status graph_attrs(const otter_node *nd, size_t *n, const otter_gra
 
 static otter_status build_node(otter_session *s, size_t k) {
     const otter_node *nd = s->graph->nodes[k];
-    rt_node *rn = &s->nodes[k];
+    ot_exec_node *rn = &s->nodes[k];
     char label[256];
     node_label(nd, k, label, sizeof label);
     rn->index = k;
@@ -655,7 +655,7 @@ static otter_status build_node(otter_session *s, size_t k) {
     rn->out_ptrs = ot_calloc(nd->n_outputs + 1, sizeof(otter_tensor *));
     if (!rn->in_slots || !rn->out_slots || !rn->in_ptrs || !rn->out_ptrs) return OT_NOMEM();
     for (size_t i = 0; i < nd->n_inputs; i++) {
-        rn->in_slots[i] = RT_NONE;
+        rn->in_slots[i] = OT_NO_INDEX;
         if (!nd->inputs[i][0]) continue;
         if (resolve(s, nd->inputs[i], &rn->in_slots[i]) != OTTER_OK)
             return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' is not defined before this node", label,
@@ -691,7 +691,7 @@ static otter_status build_node(otter_session *s, size_t k) {
     if (optimize && default_domain(nd->domain) && nd->n_outputs >= 1 && nd->outputs[0][0] &&
         ((strcmp(nd->op_type, "Identity") == 0 && nd->n_inputs == 1 && nd->inputs[0][0] && nd->n_outputs == 1) ||
          (strcmp(nd->op_type, "Dropout") == 0 && inference_dropout(s, nd, opset)))) {
-        if (table_find(s, nd->outputs[0]) != RT_NONE)
+        if (table_find(s, nd->outputs[0]) != OT_NO_INDEX)
             return ot_error(OTTER_ERR_INVALID, "node %s: output '%s' is already defined", label, nd->outputs[0]);
         OT_TRY(add_alias(s, nd->outputs[0], rn->in_slots[0]));
         s->stats.n_dropped++;
@@ -711,9 +711,9 @@ static otter_status build_node(otter_session *s, size_t k) {
     }
     for (size_t o = 0; o < nd->n_outputs; o++) {
         const char *name = nd->outputs[o];
-        if (name[0] && table_find(s, name) != RT_NONE)
+        if (name[0] && table_find(s, name) != OT_NO_INDEX)
             return ot_error(OTTER_ERR_INVALID, "node %s: output '%s' is already defined", label, name);
-        OT_TRY(add_slot(s, name, RT_VALUE, &rn->out_slots[o]));
+        OT_TRY(add_slot(s, name, OT_SLOT_VALUE, &rn->out_slots[o]));
     }
     rn->ctx = (ot_kernel_ctx){.node = nd,
                               .model = s->model,
@@ -748,7 +748,7 @@ static otter_status add_sym(otter_session *s, const char *param, size_t *cap, in
             return OTTER_OK;
         }
     OT_TRY(ot_grow((void **)&s->syms, cap, s->n_syms + 1, sizeof *s->syms));
-    s->syms[s->n_syms] = (rt_sym){param, 0, false};
+    s->syms[s->n_syms] = (ot_dim_sym){param, 0, false};
     *out = (int)s->n_syms++;
     return OTTER_OK;
 }
@@ -760,10 +760,10 @@ static otter_status build(otter_session *s) {
     for (size_t i = 0; i < g->n_initializers; i++) {
         const otter_tensor *t = g->initializers[i];
         if (ot_str_empty(t->name)) return ot_error(OTTER_ERR_INVALID, "initializer %zu has no name", i);
-        if (table_find(s, t->name) != RT_NONE)
+        if (table_find(s, t->name) != OT_NO_INDEX)
             return ot_error(OTTER_ERR_INVALID, "initializer '%s' is defined twice", t->name);
         size_t si;
-        OT_TRY(add_slot(s, t->name, RT_INIT, &si));
+        OT_TRY(add_slot(s, t->name, OT_SLOT_INIT, &si));
         s->slots[si].init = t;
         s->slots[si].cur = (otter_tensor *)(uintptr_t)t;
     }
@@ -774,12 +774,12 @@ static otter_status build(otter_session *s) {
         const otter_value *v = &g->inputs[i];
         if (ot_str_empty(v->name)) return ot_error(OTTER_ERR_INVALID, "graph input %zu has no name", i);
         size_t si = table_find(s, v->name);
-        if (si != RT_NONE && s->slots[si].kind == RT_INIT && !s->slots[si].decl) {
+        if (si != OT_NO_INDEX && s->slots[si].kind == OT_SLOT_INIT && !s->slots[si].decl) {
             s->slots[si].decl = v;
-        } else if (si != RT_NONE) {
+        } else if (si != OT_NO_INDEX) {
             return ot_error(OTTER_ERR_INVALID, "graph input '%s' is defined twice", v->name);
         } else {
-            OT_TRY(add_slot(s, v->name, RT_INPUT, &si));
+            OT_TRY(add_slot(s, v->name, OT_SLOT_INPUT, &si));
             s->slots[si].decl = v;
             s->inputs[s->n_inputs++] = si;
         }
@@ -815,32 +815,32 @@ static otter_status build(otter_session *s) {
             return ot_error(OTTER_ERR_INVALID, "graph output '%s' is not produced by the graph",
                             v->name ? v->name : "");
         s->outputs[s->n_outputs++] = si;
-        rt_slot *t = slot_target(s, si);
-        if (t->kind == RT_VALUE) t->last_use = RT_FOREVER;
+        ot_slot *t = slot_target(s, si);
+        if (t->kind == OT_SLOT_VALUE) t->last_use = OT_LIVE_FOREVER;
     }
     /* liveness: the last node reading each value (aliases resolved) */
     for (size_t e = 0; e < s->n_order; e++) {
-        rt_node *rn = &s->nodes[s->order[e]];
+        ot_exec_node *rn = &s->nodes[s->order[e]];
         for (size_t j = 0; j < rn->node->n_inputs + rn->n_outer_reads; j++) {
             size_t si = j < rn->node->n_inputs ? rn->in_slots[j] : rn->outer_reads[j - rn->node->n_inputs];
-            if (si == RT_NONE) continue;
-            rt_slot *t = slot_target(s, si);
+            if (si == OT_NO_INDEX) continue;
+            ot_slot *t = slot_target(s, si);
             /* values of an enclosing graph are kept alive by the enclosing node */
-            if (t->kind == RT_VALUE && t >= s->slots && t < s->slots + s->n_slots && t->last_use != RT_FOREVER &&
-                t->last_use < e)
+            if (t->kind == OT_SLOT_VALUE && t >= s->slots && t < s->slots + s->n_slots &&
+                t->last_use != OT_LIVE_FOREVER && t->last_use < e)
                 t->last_use = e;
         }
     }
     for (size_t i = 0; i < s->n_slots; i++) {
-        rt_slot *t = &s->slots[i];
-        if (t->kind != RT_VALUE || t->last_use == RT_FOREVER || t->last_use == RT_NONE) continue;
-        rt_node *rn = &s->nodes[s->order[t->last_use]];
+        ot_slot *t = &s->slots[i];
+        if (t->kind != OT_SLOT_VALUE || t->last_use == OT_LIVE_FOREVER || t->last_use == OT_NO_INDEX) continue;
+        ot_exec_node *rn = &s->nodes[s->order[t->last_use]];
         OT_TRY(ot_grow((void **)&rn->dying, &rn->cap_dying, rn->n_dying + 1, sizeof(size_t)));
         rn->dying[rn->n_dying++] = i;
     }
     /* sub-sessions, now that every slot they may point at exists */
     for (size_t k = 0; k < s->n_nodes; k++) {
-        rt_node *rn = &s->nodes[k];
+        ot_exec_node *rn = &s->nodes[k];
         for (size_t g2 = 0; g2 < rn->n_subs && rn->alive; g2++) {
             otter_session *c = ot_calloc(1, sizeof *c);
             if (!c) return OT_NOMEM();
@@ -868,7 +868,7 @@ static otter_status build(otter_session *s) {
 void otter_session_free(otter_session *s) {
     if (!s) return;
     for (size_t k = 0; k < s->n_nodes; k++) {
-        rt_node *rn = &s->nodes[k];
+        ot_exec_node *rn = &s->nodes[k];
         for (size_t g = 0; g < rn->n_subs && rn->subs; g++) otter_session_free(rn->subs[g]);
         free_scratch(rn);
         ot_free(rn->scratch_heap);
@@ -883,7 +883,7 @@ void otter_session_free(otter_session *s) {
         ot_free(rn->dying);
     }
     for (size_t i = 0; i < s->n_slots; i++) {
-        if (s->slots[i].kind == RT_VALUE || s->slots[i].kind == RT_CONST) release_data(&s->slots[i]);
+        if (s->slots[i].kind == OT_SLOT_VALUE || s->slots[i].kind == OT_SLOT_CONST) release_data(&s->slots[i]);
         ot_free(s->slots[i].dim_sym);
     }
     if (s->owns_pool) ot_pool_free(s->pool);
@@ -897,7 +897,7 @@ void otter_session_free(otter_session *s) {
     ot_free(s->syms);
     ot_free(s->key);
     ot_free(s->arena_mem);
-    rt_plans_free(s);
+    ot_plans_free(s);
     otter_model_free(s->owned_model);
     otter_model_free(s->fused_model);
     ot_free(s);
@@ -996,7 +996,7 @@ size_t otter_session_profile(const otter_session *s, otter_node_profile *out, si
     if (!s || !s->opts.profile) return 0;
     size_t n = 0;
     for (size_t k = 0; k < s->n_order; k++) {
-        const rt_node *rn = &s->nodes[s->order[k]];
+        const ot_exec_node *rn = &s->nodes[s->order[k]];
         if (!rn->prof_calls) continue;
         if (out && n < cap)
             out[n] = (otter_node_profile){.name = rn->node->name ? rn->node->name : "",
@@ -1017,7 +1017,7 @@ static void shape_str(const otter_tensor *t, char *buf, size_t cap) {
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-static otter_status check_tensor(otter_session *s, rt_slot *sl, const otter_type *ty, const otter_tensor *t) {
+static otter_status check_tensor(otter_session *s, ot_slot *sl, const otter_type *ty, const otter_tensor *t) {
     char shape[256];
     if (ty->has_elem_type && ty->elem_type != t->dtype)
         return ot_error(OTTER_ERR_INVALID, "input '%s': element type %s, expected %s", sl->name,
@@ -1033,7 +1033,7 @@ static otter_status check_tensor(otter_session *s, rt_slot *sl, const otter_type
                             d, (long long)t->dims[d], shape, (long long)ty->dims[d].value);
         int k = sl->dim_sym ? sl->dim_sym[d] : -1;
         if (k < 0) continue;
-        rt_sym *sym = &s->syms[k];
+        ot_dim_sym *sym = &s->syms[k];
         if (!sym->bound) {
             sym->bound = true;
             sym->value = t->dims[d];
@@ -1047,7 +1047,7 @@ static otter_status check_tensor(otter_session *s, rt_slot *sl, const otter_type
 }
 
 /* The kind (and for tensors the type and shape) of a value given for the input sl. */
-static otter_status check_input(otter_session *s, rt_slot *sl, const otter_arg *a) {
+static otter_status check_input(otter_session *s, ot_slot *sl, const otter_arg *a) {
     const otter_value *v = sl->decl;
     const otter_type *ty = v && v->has_type ? &v->type : NULL;
     if (ty && ty->kind == OTTER_TYPE_OPTIONAL) {
@@ -1131,19 +1131,19 @@ static otter_status copy_out(const otter_tensor *src, otter_tensor **dst, const 
 
 /* Where a run's inputs come from and its outputs go: tensors (otter_session_run,
  * ot_ctx_run_subgraph) or arguments of any kind. */
-typedef struct rt_io {
+typedef struct ot_run_io {
     const otter_tensor *const *in_t;
     const otter_arg *in_a;
     otter_tensor **out_t;
     otter_arg *out_a;
-} rt_io;
+} ot_run_io;
 
-static otter_arg io_input(const rt_io *io, size_t i) {
+static otter_arg io_input(const ot_run_io *io, size_t i) {
     if (io->in_a) return io->in_a[i];
     return otter_arg_of_tensor((otter_tensor *)(uintptr_t)io->in_t[i]);
 }
 
-static otter_status copy_out_value(const rt_slot *v, const rt_io *io, size_t i, const char *name) {
+static otter_status copy_out_value(const ot_slot *v, const ot_run_io *io, size_t i, const char *name) {
     otter_arg got = slot_arg(v);
     if (!io->out_a) {
         if (got.kind != OTTER_ARG_TENSOR)
@@ -1190,23 +1190,23 @@ static otter_status copy_out_value(const rt_slot *v, const rt_io *io, size_t i, 
 
 static void release_values(otter_session *s) {
     for (size_t i = 0; i < s->n_slots; i++)
-        if (s->slots[i].kind == RT_VALUE) release_data(&s->slots[i]);
+        if (s->slots[i].kind == OT_SLOT_VALUE) release_data(&s->slots[i]);
     for (size_t k = 0; k < s->n_nodes; k++) free_scratch(&s->nodes[k]);
 }
 
 /* Inputs get the initializer (if any) back; a caller's value is never freed here. */
 static void reset_inputs(otter_session *s) {
     for (size_t j = 0; j < s->n_all_inputs; j++) {
-        rt_slot *sl = &s->slots[s->all_inputs[j]];
-        sl->cur = sl->kind == RT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
+        ot_slot *sl = &s->slots[s->all_inputs[j]];
+        sl->cur = sl->kind == OT_SLOT_INIT ? (otter_tensor *)(uintptr_t)sl->init : NULL;
         sl->seq = NULL;
         sl->seq_owned = false;
         sl->none = false;
     }
 }
 
-static otter_status bind_one(otter_session *s, size_t si, otter_arg a, rt_key *cur) {
-    rt_slot *sl = &s->slots[si];
+static otter_status bind_one(otter_session *s, size_t si, otter_arg a, ot_shape_key *cur) {
+    ot_slot *sl = &s->slots[si];
     switch (a.kind) {
     case OTTER_ARG_TENSOR:
         if (!a.tensor) return ot_error(OTTER_ERR_ARGUMENT, "input '%s': tensor is NULL", sl->name);
@@ -1242,15 +1242,15 @@ static otter_status bind_one(otter_session *s, size_t si, otter_arg a, rt_key *c
     return OTTER_OK;
 }
 
-enum { RT_TRIM_BYTES = 1 << 20 };
+enum { OT_TRIM_BYTES = 1 << 20 };
 
 static otter_status run_graph(otter_session *s, size_t n_in, const char *const *in_names, size_t n_out,
-                              const char *const *out_names, const rt_io *io) {
+                              const char *const *out_names, const ot_run_io *io) {
     if (n_in && !io->in_t && !io->in_a) return ot_error(OTTER_ERR_ARGUMENT, "run: inputs is NULL");
     if (n_out && !io->out_t && !io->out_a) return ot_error(OTTER_ERR_ARGUMENT, "run: outputs is NULL");
     if (n_out > s->n_outputs && !out_names)
         return ot_error(OTTER_ERR_ARGUMENT, "run: %zu outputs asked for, the graph has %zu", n_out, s->n_outputs);
-    rt_key *plan_key = s->key, *cur = s->key + s->n_all_inputs + 1;
+    ot_shape_key *plan_key = s->key, *cur = s->key + s->n_all_inputs + 1;
     reset_inputs(s);
     for (size_t j = 0; j < s->n_all_inputs; j++) cur[j].given = false;
     for (size_t k = 0; k < s->n_syms; k++) s->syms[k].bound = false;
@@ -1263,14 +1263,14 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
         for (size_t i = 0; i < n_in && st == OTTER_OK; i++) {
             const char *name = in_names[i] ? in_names[i] : "";
             size_t si = table_find(s, name);
-            if (si == RT_NONE || !s->slots[si].decl)
+            if (si == OT_NO_INDEX || !s->slots[si].decl)
                 st = ot_error(OTTER_ERR_NOT_FOUND, "input '%s': the graph has no such input", name);
             else
                 st = bind_one(s, si, io_input(io, i), cur);
         }
     }
     for (size_t i = 0; i < s->n_inputs && st == OTTER_OK; i++) {
-        rt_slot *sl = &s->slots[s->inputs[i]];
+        ot_slot *sl = &s->slots[s->inputs[i]];
         if (slot_has_value(sl)) continue;
         /* an optional input left out has no value */
         if (sl->decl && sl->decl->has_type && sl->decl->type.kind == OTTER_TYPE_OPTIONAL)
@@ -1283,35 +1283,35 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
         return st;
     }
     /* same shapes as the plan? */
-    if (!s->have_plan || !rt_key_equal(plan_key, cur, s->n_all_inputs)) {
-        s->have_plan = rt_plan_activate(s, cur);
+    if (!s->have_plan || !ot_shape_key_equal(plan_key, cur, s->n_all_inputs)) {
+        s->have_plan = ot_plan_activate(s, cur);
         if (s->have_plan) memcpy(plan_key, cur, s->n_all_inputs * sizeof *cur);
     }
     s->n_fallbacks = 0;
     s->heap_live = 0;
     for (size_t i = 0; i < s->n_slots; i++) {
-        rt_slot *sl = &s->slots[i];
-        if (sl->kind == RT_VALUE) {
+        ot_slot *sl = &s->slots[i];
+        if (sl->kind == OT_SLOT_VALUE) {
             if (slot_has_value(sl)) release_data(sl);
             sl->size = 0;
-        } else if (sl->kind == RT_CONST) {
+        } else if (sl->kind == OT_SLOT_CONST) {
             sl->cur = &sl->tensor;
         }
     }
     for (size_t e = 0; e < s->n_order && st == OTTER_OK; e++) {
-        rt_node *rn = &s->nodes[s->order[e]];
+        ot_exec_node *rn = &s->nodes[s->order[e]];
         rn->scratch_size = 0;
         st = exec_node(s, rn);
         size_t freed = 0;
         for (size_t d = 0; d < rn->n_dying && st == OTTER_OK; d++) {
-            rt_slot *sl = &s->slots[rn->dying[d]];
+            ot_slot *sl = &s->slots[rn->dying[d]];
             if (sl->heap) freed += sl->size, s->heap_live -= sl->size;
             release_data(sl);
         }
 #ifdef __GLIBC__
         /* Unplanned run (intermediates on the heap): glibc keeps large freed blocks once its mmap
          * threshold has grown past them, so hand their pages back as they die. */
-        if (freed >= RT_TRIM_BYTES) malloc_trim(0);
+        if (freed >= OT_TRIM_BYTES) malloc_trim(0);
 #endif
     }
     for (size_t i = 0; i < n_out && st == OTTER_OK; i++) {
@@ -1326,7 +1326,7 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
             }
         }
         const char *name = s->graph->outputs[oi].name;
-        const rt_slot *v = slot_target(s, s->outputs[oi]);
+        const ot_slot *v = slot_target(s, s->outputs[oi]);
         if (!slot_has_value(v))
             st = ot_error(OTTER_ERR_INVALID, "output '%s' was not produced", name);
         else
@@ -1343,7 +1343,7 @@ static otter_status run_graph(otter_session *s, size_t n_in, const char *const *
          * takes its own, or the process keeps both (peak RSS ~2x the arena) */
         malloc_trim(0);
 #endif
-        if (rt_plan(s, cur) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
+        if (ot_plan_build(s, cur) != OTTER_OK) otter_clear_error(); /* no plan: the next run uses the heap again */
     }
     return st;
 }
@@ -1352,7 +1352,7 @@ otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *co
                                const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
                                otter_tensor **outputs) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_run: session is NULL");
-    rt_io io = {.in_t = inputs, .out_t = outputs};
+    ot_run_io io = {.in_t = inputs, .out_t = outputs};
     return run_graph(s, n_inputs, input_names, n_outputs, output_names, &io);
 }
 
@@ -1360,12 +1360,12 @@ otter_status otter_session_run_args(otter_session *s, size_t n_inputs, const cha
                                     const otter_arg *inputs, size_t n_outputs, const char *const *output_names,
                                     otter_arg *outputs) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_session_run_args: session is NULL");
-    rt_io io = {.in_a = inputs, .out_a = outputs};
+    ot_run_io io = {.in_a = inputs, .out_a = outputs};
     return run_graph(s, n_inputs, input_names, n_outputs, output_names, &io);
 }
 
-static otter_status run_sub(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, size_t n_out, const rt_io *io) {
-    rt_node *rn = rt_node_of(ctx);
+static otter_status run_sub(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, size_t n_out, const ot_run_io *io) {
+    ot_exec_node *rn = ot_exec_node_of(ctx);
     otter_session *s = ctx->runtime;
     char label[256];
     node_label(ctx->node, rn->index, label, sizeof label);
@@ -1391,12 +1391,12 @@ static otter_status run_sub(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_i
 
 otter_status ot_ctx_run_subgraph(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, otter_tensor *const *in,
                                  size_t n_out, otter_tensor **out) {
-    rt_io io = {.in_t = (const otter_tensor *const *)in, .out_t = out};
+    ot_run_io io = {.in_t = (const otter_tensor *const *)in, .out_t = out};
     return run_sub(ctx, g, n_in, n_out, &io);
 }
 
 otter_status ot_ctx_run_subgraph_args(ot_kernel_ctx *ctx, const otter_graph *g, size_t n_in, const otter_arg *in,
                                       size_t n_out, otter_arg *out) {
-    rt_io io = {.in_a = in, .out_a = out};
+    ot_run_io io = {.in_a = in, .out_a = out};
     return run_sub(ctx, g, n_in, n_out, &io);
 }
