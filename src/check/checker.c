@@ -78,12 +78,6 @@ typedef struct ot_nameset {
     const char **vals; /* optional payload (type strings in the type pass) */
 } ot_nameset;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static void nameset_free(ot_nameset *s) {
     ot_free(s->keys);
     ot_free(s->vals);
@@ -92,7 +86,7 @@ static void nameset_free(ot_nameset *s) {
 
 static ptrdiff_t nameset_slot(const ot_nameset *s, const char *key) {
     if (s->cap == 0) return -1;
-    size_t mask = s->cap - 1, i = (size_t)hash_str(key) & mask;
+    size_t mask = s->cap - 1, i = ot_hash_str(key) & mask;
     while (s->keys[i]) {
         if (strcmp(s->keys[i], key) == 0) return (ptrdiff_t)i;
         i = (i + 1) & mask;
@@ -120,7 +114,7 @@ static otter_status nameset_put(ot_nameset *s, const char *key, const char *val)
         }
         for (size_t i = 0; i < s->cap; i++) {
             if (!s->keys[i]) continue;
-            size_t j = (size_t)hash_str(s->keys[i]) & (cap - 1);
+            size_t j = ot_hash_str(s->keys[i]) & (cap - 1);
             while (keys[j]) j = (j + 1) & (cap - 1);
             keys[j] = s->keys[i];
             vals[j] = s->vals[i];
@@ -131,7 +125,7 @@ static otter_status nameset_put(ot_nameset *s, const char *key, const char *val)
         s->vals = vals;
         s->cap = cap;
     }
-    size_t mask = s->cap - 1, i = (size_t)hash_str(key) & mask;
+    size_t mask = s->cap - 1, i = ot_hash_str(key) & mask;
     while (s->keys[i]) {
         if (strcmp(s->keys[i], key) == 0) {
             s->vals[i] = val;

@@ -4,14 +4,8 @@
 
 #include "core/core.h"
 
-static size_t hash(const char *s) {
-    size_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static size_t slot(const ot_strmap *m, const char *key) {
-    size_t i = hash(key) & (m->cap - 1);
+    size_t i = ot_hash_str(key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
     return i;
 }

@@ -301,23 +301,20 @@ static otter_status find_live(const otter_graph *g, bool *live) {
 }
 
 static size_t tensor_hash(const otter_tensor *t) {
-    size_t h = 1469598103934665603ull;
-#define MIX(byte) h = (h ^ (unsigned char)(byte)) * 1099511628211ull
-    MIX(t->dtype);
-    MIX(t->rank);
+    unsigned char head[2 + 8 * OTTER_MAX_RANK]; /* dtype, rank, then each dim's bytes, little-endian */
+    size_t n = 0;
+    head[n++] = (unsigned char)t->dtype;
+    head[n++] = (unsigned char)t->rank;
     for (int i = 0; i < t->rank; i++)
-        for (int b = 0; b < 8; b++) MIX((uint64_t)t->dims[i] >> (8 * b));
+        for (int b = 0; b < 8; b++) head[n++] = (unsigned char)((uint64_t)t->dims[i] >> (8 * b));
+    uint64_t h = ot_fnv1a(OT_FNV1A_OFFSET, head, n);
     if (t->dtype == OTTER_DTYPE_STRING) {
         const otter_bytes *s = t->data;
-        int64_t n = otter_tensor_numel(t);
-        for (int64_t i = 0; s && i < n; i++)
-            for (size_t k = 0; k < s[i].len; k++) MIX(s[i].data[k]);
+        int64_t count = otter_tensor_numel(t);
+        for (int64_t i = 0; s && i < count; i++) h = ot_fnv1a(h, s[i].data, s[i].len);
     } else if (t->data) {
-        const unsigned char *p = t->data;
-        size_t nb = otter_tensor_nbytes(t);
-        for (size_t k = 0; k < nb; k++) MIX(p[k]);
+        h = ot_fnv1a(h, t->data, otter_tensor_nbytes(t));
     }
-#undef MIX
     return h;
 }
 

@@ -9,12 +9,6 @@
 
 /* ---- string map ---- */
 
-static size_t hash_str(const char *s) {
-    size_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 otter_status ot_namemap_init(ot_namemap *m, size_t expected) {
     size_t cap = 16;
     while (cap < expected * 2 + 1) {
@@ -41,7 +35,7 @@ void ot_namemap_free(ot_namemap *m) {
 }
 
 static size_t slot_of(const ot_namemap *m, const char *key) {
-    size_t i = hash_str(key) & (m->cap - 1);
+    size_t i = ot_hash_str(key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
     return i;
 }

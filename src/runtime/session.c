@@ -31,67 +31,24 @@ static _Alignas(OT_ARENA_ALIGN) unsigned char g_empty[OT_ARENA_ALIGN];
 
 /* ---- names ---------------------------------------------------------------------------------- */
 
-static size_t hash_str(const char *s) {
-    size_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* A set of names (used for a subgraph's free variables). */
-typedef struct strset {
-    const char **keys;
-    size_t cap, n;
-} strset;
-
-static bool strset_has(const strset *t, const char *k) {
-    if (!t->cap) return false;
-    for (size_t i = hash_str(k) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-        if (!t->keys[i]) return false;
-        if (strcmp(t->keys[i], k) == 0) return true;
-    }
-}
-
-static otter_status strset_add(strset *t, const char *k) {
-    if (strset_has(t, k)) return OTTER_OK;
-    if ((t->n + 1) * 2 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        const char **keys = ot_calloc(cap, sizeof *keys);
-        if (!keys) return OT_NOMEM();
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->keys[i]) {
-                size_t j = hash_str(t->keys[i]) & (cap - 1);
-                while (keys[j]) j = (j + 1) & (cap - 1);
-                keys[j] = t->keys[i];
-            }
-        ot_free(t->keys);
-        t->keys = keys;
-        t->cap = cap;
-    }
-    size_t j = hash_str(k) & (t->cap - 1);
-    while (t->keys[j]) j = (j + 1) & (t->cap - 1);
-    t->keys[j] = k;
-    t->n++;
-    return OTTER_OK;
-}
-
 /* Names g reads but does not define (recursively through nested subgraphs), in first-use order. */
-static otter_status free_vars(const otter_graph *g, strset *out, const char ***list, size_t *n, size_t *cap) {
-    strset def = {0};
+static otter_status free_vars(const otter_graph *g, ot_strmap *out, const char ***list, size_t *n, size_t *cap) {
+    ot_strmap def = {0};
     otter_status st = OTTER_OK;
-    for (size_t i = 0; i < g->n_inputs && !st; i++) st = strset_add(&def, g->inputs[i].name);
+    for (size_t i = 0; i < g->n_inputs && !st; i++) st = ot_strmap_put(&def, g->inputs[i].name, 0);
     for (size_t i = 0; i < g->n_initializers && !st; i++)
-        if (g->initializers[i]->name) st = strset_add(&def, g->initializers[i]->name);
+        if (g->initializers[i]->name) st = ot_strmap_put(&def, g->initializers[i]->name, 0);
     for (size_t k = 0; k < g->n_nodes && !st; k++)
         for (size_t o = 0; o < g->nodes[k]->n_outputs && !st; o++)
-            if (g->nodes[k]->outputs[o][0]) st = strset_add(&def, g->nodes[k]->outputs[o]);
+            if (g->nodes[k]->outputs[o][0]) st = ot_strmap_put(&def, g->nodes[k]->outputs[o], 0);
     for (size_t k = 0; k < g->n_nodes && !st; k++) {
         const otter_node *nd = g->nodes[k];
         const char **names = NULL;
         size_t nn = 0, nc = 0;
         for (size_t i = 0; i < nd->n_inputs && !st; i++) {
             const char *name = nd->inputs[i];
-            if (!name[0] || strset_has(&def, name) || strset_has(out, name)) continue;
-            if (!(st = strset_add(out, name)) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
+            if (!name[0] || ot_strmap_get(&def, name, NULL) || ot_strmap_get(out, name, NULL)) continue;
+            if (!(st = ot_strmap_put(out, name, 0)) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
                 (*list)[(*n)++] = name;
         }
         for (size_t a = 0; a < nd->n_attrs && !st; a++) {
@@ -101,60 +58,26 @@ static otter_status free_vars(const otter_graph *g, strset *out, const char ***l
                                                         : 0;
             for (size_t gi = 0; gi < ng && !st; gi++) {
                 const otter_graph *sub = at->type == OTTER_ATTR_GRAPH ? at->g : at->graphs[gi];
-                strset inner = {0};
+                ot_strmap inner = {0};
                 st = free_vars(sub, &inner, &names, &nn, &nc);
-                ot_free(inner.keys);
+                ot_strmap_free(&inner);
             }
         }
         for (size_t i = 0; i < nn && !st; i++) {
-            if (strset_has(&def, names[i]) || strset_has(out, names[i])) continue;
-            if (!(st = strset_add(out, names[i])) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
+            if (ot_strmap_get(&def, names[i], NULL) || ot_strmap_get(out, names[i], NULL)) continue;
+            if (!(st = ot_strmap_put(out, names[i], 0)) && !(st = ot_grow((void **)list, cap, *n + 1, sizeof **list)))
                 (*list)[(*n)++] = names[i];
         }
         ot_free(names);
     }
-    ot_free(def.keys);
+    ot_strmap_free(&def);
     return st;
 }
 
-/* The session's name -> slot table. */
+/* The slot of a name in this session's table, or OT_NO_INDEX. */
 static size_t table_find(const otter_session *s, const char *name) {
-    if (!s->table_cap) return OT_NO_INDEX;
-    for (size_t i = hash_str(name) & (s->table_cap - 1);; i = (i + 1) & (s->table_cap - 1)) {
-        size_t v = s->table[i];
-        if (!v) return OT_NO_INDEX;
-        if (strcmp(s->slots[v - 1].name, name) == 0) return v - 1;
-    }
-}
-
-static otter_status table_put(otter_session *s, const char *name, size_t slot);
-
-static otter_status table_rehash(otter_session *s, size_t cap) {
-    size_t *old = s->table, old_cap = s->table_cap;
-    s->table = ot_calloc(cap, sizeof *s->table);
-    if (!s->table) {
-        s->table = old;
-        return OT_NOMEM();
-    }
-    s->table_cap = cap;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i]) {
-            size_t j = hash_str(s->slots[old[i] - 1].name) & (cap - 1);
-            while (s->table[j]) j = (j + 1) & (cap - 1);
-            s->table[j] = old[i];
-        }
-    ot_free(old);
-    return OTTER_OK;
-}
-
-/* Map name to slot (the table keys on the slot's own name). */
-static otter_status table_put(otter_session *s, const char *name, size_t slot) {
-    if (s->table_cap == 0 || (s->n_slots + 1) * 2 > s->table_cap)
-        OT_TRY(table_rehash(s, s->table_cap ? s->table_cap * 2 : 64));
-    size_t j = hash_str(name) & (s->table_cap - 1);
-    while (s->table[j] && strcmp(s->slots[s->table[j] - 1].name, name) != 0) j = (j + 1) & (s->table_cap - 1);
-    s->table[j] = slot + 1;
-    return OTTER_OK;
+    intptr_t i;
+    return ot_strmap_get(&s->names, name, &i) ? (size_t)i : OT_NO_INDEX;
 }
 
 static otter_status add_slot(otter_session *s, const char *name, ot_slot_kind kind, size_t *out) {
@@ -166,7 +89,7 @@ static otter_status add_slot(otter_session *s, const char *name, ot_slot_kind ki
     sl->producer = OT_NO_INDEX;
     sl->last_use = OT_NO_INDEX;
     *out = s->n_slots++;
-    if (name[0]) OT_TRY(table_put(s, name, *out));
+    if (name[0]) OT_TRY(ot_strmap_put(&s->names, name, (intptr_t)*out));
     return OTTER_OK;
 }
 
@@ -664,7 +587,7 @@ static otter_status build_node(otter_session *s, size_t k) {
     /* names its subgraphs read from here or further out */
     OT_TRY(graph_attrs(nd, &rn->n_subs, &rn->sub_graphs));
     if (rn->n_subs) {
-        strset seen = {0};
+        ot_strmap seen = {0};
         const char **names = NULL;
         size_t nn = 0, nc = 0;
         otter_status st = OTTER_OK;
@@ -678,7 +601,7 @@ static otter_status build_node(otter_session *s, size_t k) {
             else
                 rn->n_outer_reads++;
         }
-        ot_free(seen.keys);
+        ot_strmap_free(&seen);
         ot_free(names);
         OT_TRY(st);
         rn->subs = ot_calloc(rn->n_subs, sizeof *rn->subs);
@@ -890,7 +813,7 @@ void otter_session_free(otter_session *s) {
     ot_free(s->nodes);
     ot_free(s->order);
     ot_free(s->slots);
-    ot_free(s->table);
+    ot_strmap_free(&s->names);
     ot_free(s->inputs);
     ot_free(s->all_inputs);
     ot_free(s->outputs);

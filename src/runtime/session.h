@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strmap.h"
 #include "otter/runtime.h"
 #include "runtime/op.h"
 #include "runtime/threadpool.h"
@@ -111,8 +112,7 @@ struct otter_session {
 
     ot_slot *slots;
     size_t n_slots, cap_slots;
-    size_t *table; /* open addressing: slot index + 1, 0 empty */
-    size_t table_cap;
+    ot_strmap names; /* tensor name -> slot index (keys are the slots' names) */
 
     ot_exec_node *nodes; /* one per model node */
     size_t n_nodes;
