@@ -1,11 +1,13 @@
-/* Session internals shared by session.c and plan.c. */
+/* Session internals shared by session.c, session_run.c, session_kernel.c and plan.c. */
 #ifndef OTTER_RUNTIME_SESSION_H
 #define OTTER_RUNTIME_SESSION_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "core/core.h"
 #include "core/strmap.h"
 #include "otter/runtime.h"
 #include "runtime/op.h"
@@ -154,5 +156,54 @@ bool ot_shape_key_equal(const ot_shape_key *a, const ot_shape_key *b, size_t n);
 void ot_plans_free(otter_session *s);
 
 static inline ot_exec_node *ot_exec_node_of(const ot_kernel_ctx *ctx) { return (ot_exec_node *)(void *)(uintptr_t)ctx; }
+
+/* ---- shared by session.c (create), session_run.c and session_kernel.c ---- */
+
+static inline bool ot_is_default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
+
+/* The slot of a name in this session's table, or OT_NO_INDEX. */
+static inline size_t ot_slot_find(const otter_session *s, const char *name) {
+    intptr_t i;
+    return ot_strmap_get(&s->names, name, &i) ? (size_t)i : OT_NO_INDEX;
+}
+
+/* Follow aliases and outer references to the slot that holds the value. */
+static inline ot_slot *ot_slot_target(otter_session *s, size_t i) {
+    ot_slot *sl = &s->slots[i];
+    while (sl->kind == OT_SLOT_OUTER) sl = &sl->outer_session->slots[sl->outer_slot];
+    return sl;
+}
+
+static inline bool ot_slot_has_value(const ot_slot *sl) { return sl->cur || sl->seq || sl->none; }
+
+static inline otter_arg ot_slot_arg(const ot_slot *sl) {
+    if (sl->cur) return otter_arg_of_tensor(sl->cur);
+    if (sl->seq) return otter_arg_of_sequence(sl->seq);
+    if (sl->none) return otter_arg_none();
+    return (otter_arg){0};
+}
+
+/* Drop the slot's value (its heap block, strings, an owned sequence). */
+void ot_slot_release(ot_slot *sl);
+/* A value fixed at create: folded, or an initializer no input overrides. */
+bool ot_slot_is_const(const otter_session *s, size_t i);
+/* "'name' (op_type)" or "#index (op_type, output 'y')", for messages that name a node. */
+void ot_node_label(const otter_node *n, size_t index, char *buf, size_t cap);
+/* Run one node's kernel over its slots' values; errors name the node. */
+otter_status ot_exec_node_run(otter_session *s, ot_exec_node *rn);
+void ot_exec_node_free_scratch(ot_exec_node *rn);
+
+/* Where a run's inputs come from and its outputs go: tensors (otter_session_run,
+ * ot_ctx_run_subgraph) or arguments of any kind. */
+typedef struct ot_run_io {
+    const otter_tensor *const *in_t;
+    const otter_arg *in_a;
+    otter_tensor **out_t;
+    otter_arg *out_a;
+} ot_run_io;
+/* One run of s (a session or a subgraph's sub-session): inputs by position or by name, outputs
+ * copied to io. */
+otter_status ot_session_run_graph(otter_session *s, size_t n_in, const char *const *in_names, size_t n_out,
+                                  const char *const *out_names, const ot_run_io *io);
 
 #endif
