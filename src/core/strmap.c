@@ -40,6 +40,15 @@ otter_status ot_strmap_put(ot_strmap *m, const char *key, intptr_t value) {
     return OTTER_OK;
 }
 
+otter_status ot_strmap_reserve(ot_strmap *m, size_t expected) {
+    size_t cap = m->cap ? m->cap : 64;
+    while (cap < expected * 2 + 1) {
+        if (cap > SIZE_MAX / 4) return OT_NOMEM();
+        cap *= 2;
+    }
+    return cap == m->cap ? OTTER_OK : rehash(m, cap);
+}
+
 bool ot_strmap_get(const ot_strmap *m, const char *key, intptr_t *value) {
     if (!m->cap || !key) return false;
     size_t i = slot(m, key);
