@@ -18,7 +18,7 @@
 #include "runtime/fuse.h"
 #include "runtime/session.h"
 
-/* ---- names ---------------------------------------------------------------------------------------- */
+/* ---- names ----------------------------------------------------------------------------------- */
 
 /* Names g reads but does not define (recursively through nested subgraphs), in first-use order. */
 static otter_status free_vars(const otter_graph *g, ot_strmap *out, const char ***list, size_t *n, size_t *cap) {
@@ -103,7 +103,7 @@ static otter_status add_alias(otter_session *s, const char *name, size_t target)
     return OTTER_OK;
 }
 
-/* ---- create --------------------------------------------------------------------------------------- */
+/* ---- create ---------------------------------------------------------------------------------- */
 
 static int64_t model_opset(const otter_model *m, const char *domain) {
     for (size_t i = 0; i < m->n_opsets; i++) {
@@ -512,7 +512,7 @@ otter_status otter_session_create_from_memory(otter_session **out, const void *d
     return OTTER_OK;
 }
 
-/* ---- queries -------------------------------------------------------------------------------------- */
+/* ---- queries --------------------------------------------------------------------------------- */
 
 const otter_model *otter_session_model(const otter_session *s) { return s->model; }
 int otter_session_threads(const otter_session *s) { return s->n_threads; }

@@ -11,7 +11,7 @@
 /* Where zero-byte tensors point (never written). */
 static _Alignas(OT_ARENA_ALIGN) unsigned char g_empty[OT_ARENA_ALIGN];
 
-/* ---- node labels and errors ----------------------------------------------------------------------- */
+/* ---- node labels and errors ------------------------------------------------------------------ */
 
 void ot_node_label(const otter_node *n, size_t index, char *buf, size_t cap) {
     const char *dom = ot_is_default_domain(n->domain) ? "" : n->domain;
@@ -36,7 +36,7 @@ otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status st, const char 
     return ot_error(st, "node %s: %s", label, msg);
 }
 
-/* ---- outputs and scratch -------------------------------------------------------------------------- */
+/* ---- outputs and scratch --------------------------------------------------------------------- */
 
 void ot_slot_release(ot_slot *sl) {
     if (sl->is_string && sl->cur == &sl->tensor && sl->tensor.data && sl->tensor.data != g_empty) {
@@ -156,7 +156,7 @@ void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
     return (void *)(((uintptr_t)p + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN);
 }
 
-/* ---- sequences and optionals ---------------------------------------------------------------------- */
+/* ---- sequences and optionals ----------------------------------------------------------------- */
 
 otter_arg ot_ctx_input_arg(const ot_kernel_ctx *ctx, size_t i) {
     const ot_exec_node *rn = ot_exec_node_of(ctx);
@@ -265,7 +265,7 @@ otter_status ot_ctx_output_sequence_inplace(ot_kernel_ctx *ctx, size_t o, size_t
     return OTTER_OK;
 }
 
-/* ---- threads, caches, constants, subgraphs -------------------------------------------------------- */
+/* ---- threads, caches, constants, subgraphs --------------------------------------------------- */
 
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg) {
     const otter_session *s = ctx ? ctx->runtime : NULL;

@@ -24,7 +24,7 @@ static const char *arg_kind_name(otter_arg_kind k) {
     }
 }
 
-/* ---- running one node ----------------------------------------------------------------------------- */
+/* ---- running one node ------------------------------------------------------------------------ */
 
 void ot_exec_node_free_scratch(ot_exec_node *rn) {
     for (size_t i = 0; i < rn->n_scratch_heap; i++) ot_free(rn->scratch_heap[i]);
@@ -79,7 +79,7 @@ otter_status ot_exec_node_run(otter_session *s, ot_exec_node *rn) {
     return st;
 }
 
-/* ---- inputs --------------------------------------------------------------------------------------- */
+/* ---- inputs ---------------------------------------------------------------------------------- */
 
 static void shape_str(const otter_tensor *t, char *buf, size_t cap) {
     size_t n = (size_t)snprintf(buf, cap, "[");
@@ -203,7 +203,7 @@ static otter_status bind_one(otter_session *s, size_t si, otter_arg a, ot_shape_
     return OTTER_OK;
 }
 
-/* ---- outputs -------------------------------------------------------------------------------------- */
+/* ---- outputs --------------------------------------------------------------------------------- */
 
 /* Copy a value to the caller: a new tensor, or into the caller's. */
 static otter_status copy_out(const otter_tensor *src, otter_tensor **dst, const char *name) {
@@ -306,7 +306,7 @@ static void release_values(otter_session *s) {
     for (size_t k = 0; k < s->n_nodes; k++) ot_exec_node_free_scratch(&s->nodes[k]);
 }
 
-/* ---- run ------------------------------------------------------------------------------------------ */
+/* ---- run ------------------------------------------------------------------------------------- */
 
 enum { OT_TRIM_BYTES = 1 << 20 };
 
