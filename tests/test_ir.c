@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 #include "testutil.h"
 
 static otter_model *small_model(void) {

@@ -30,7 +30,7 @@ typedef enum otter_loss_kind {
     OTTER_LOSS_L1
 } otter_loss_kind;
 /* "MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "L1Loss" (and "none"); OTTER_LOSS_NONE + false when unknown. */
-bool otter_loss_from_name(const char *name, otter_loss_kind *out);
+OTTER_API bool otter_loss_from_name(const char *name, otter_loss_kind *out);
 
 typedef enum otter_optimizer_kind { OTTER_OPTIM_ADAMW = 0, OTTER_OPTIM_SGD, OTTER_OPTIM_NONE } otter_optimizer_kind;
 
@@ -85,10 +85,12 @@ typedef struct otter_artifacts {
 } otter_artifacts;
 
 /* Build the artifacts in memory. */
-otter_status otter_artifacts_build(otter_artifacts *out, const otter_model *m, const otter_artifacts_options *opts);
+OTTER_API otter_status otter_artifacts_build(otter_artifacts *out, const otter_model *m,
+                                             const otter_artifacts_options *opts);
 /* Write them into dir (created if missing), names after opts->prefix. */
-otter_status otter_artifacts_write(const otter_artifacts *a, const char *dir, const otter_artifacts_options *opts);
-void otter_artifacts_free(otter_artifacts *a);
+OTTER_API otter_status otter_artifacts_write(const otter_artifacts *a, const char *dir,
+                                             const otter_artifacts_options *opts);
+OTTER_API void otter_artifacts_free(otter_artifacts *a);
 
 #ifdef __cplusplus
 }

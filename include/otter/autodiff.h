@@ -31,10 +31,10 @@ typedef struct otter_grad_options {
 /* On success the graph computes "<wrt[i]>_grad" for every i (zeros when the loss doesn't depend
  * on it) and holds the scalar initializer "<loss>_grad" = 1 that seeds the backward pass.
  * m->graph is replaced by the rewritten graph: pointers into the old one are no longer valid. */
-otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *opts);
+OTTER_API otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *opts);
 
 /* Whether otter has a gradient rule for an operator. */
-int otter_has_gradient_rule(const char *domain, const char *op_type);
+OTTER_API int otter_has_gradient_rule(const char *domain, const char *op_type);
 
 #ifdef __cplusplus
 }

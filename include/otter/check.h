@@ -48,17 +48,17 @@ extern "C" {
  * otter_model_check call clears it first. */
 typedef struct otter_check_report otter_check_report;
 
-otter_status otter_check_report_create(otter_check_report **out);
-void otter_check_report_free(otter_check_report *r);
-void otter_check_report_clear(otter_check_report *r);
-size_t otter_check_report_count(const otter_check_report *r);
+OTTER_API otter_status otter_check_report_create(otter_check_report **out);
+OTTER_API void otter_check_report_free(otter_check_report *r);
+OTTER_API void otter_check_report_clear(otter_check_report *r);
+OTTER_API size_t otter_check_report_count(const otter_check_report *r);
 /* The i-th problem as one line of text (NULL when i is out of range). Valid until the report is
  * cleared or freed. */
-const char *otter_check_report_message(const otter_check_report *r, size_t i);
+OTTER_API const char *otter_check_report_message(const otter_check_report *r, size_t i);
 /* Name and op_type of the node at fault ("" when the problem is not about a node, or for an
  * unnamed node); NULL when i is out of range. */
-const char *otter_check_report_node(const otter_check_report *r, size_t i);
-const char *otter_check_report_op_type(const otter_check_report *r, size_t i);
+OTTER_API const char *otter_check_report_node(const otter_check_report *r, size_t i);
+OTTER_API const char *otter_check_report_op_type(const otter_check_report *r, size_t i);
 
 /* Called for every problem as it is found (message as in the report). */
 typedef void (*otter_check_fn)(const char *message, void *user);
@@ -80,7 +80,7 @@ typedef struct otter_check_options {
  * otter_last_error() holding the first problem (and the count of further ones);
  * OTTER_ERR_NOMEM / OTTER_ERR_ARGUMENT for failures of the check itself. The model is not
  * changed (full_check infers shapes on a private copy). */
-otter_status otter_model_check(const otter_model *m, const otter_check_options *opts);
+OTTER_API otter_status otter_model_check(const otter_model *m, const otter_check_options *opts);
 
 #ifdef __cplusplus
 }

@@ -38,13 +38,13 @@ typedef struct otter_checkpoint otter_checkpoint;
 /* ---- life cycle, files ---------------------------------------------------------------------- */
 
 /* An empty version-2 state: no parameters, no optimizer groups, no properties. */
-otter_status otter_checkpoint_create(otter_checkpoint **out);
-void otter_checkpoint_free(otter_checkpoint *c);
+OTTER_API otter_status otter_checkpoint_create(otter_checkpoint **out);
+OTTER_API void otter_checkpoint_free(otter_checkpoint *c);
 
 /* Load a checkpoint file (errors name the path). */
-otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path);
+OTTER_API otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path);
 /* Load from memory; the buffer is copied from, not kept. */
-otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size);
+OTTER_API otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size);
 
 typedef struct otter_checkpoint_save_options {
     /* 0 or 2: version 2 (ORT 1.18/1.19). 1: ORT 1.17's version (a nominal state can't be written as 1). */
@@ -60,36 +60,37 @@ typedef struct otter_checkpoint_save_options {
 /* Write atomically (temporary file, then rename). opts may be NULL (defaults). The state is checked first:
  * when optimizer groups are written, every trainable parameter has a state in every group and every momentum
  * has its parameter's dtype and dims. */
-otter_status otter_checkpoint_save(const otter_checkpoint *c, const char *path,
-                                   const otter_checkpoint_save_options *opts);
+OTTER_API otter_status otter_checkpoint_save(const otter_checkpoint *c, const char *path,
+                                             const otter_checkpoint_save_options *opts);
 /* Serialize to a buffer allocated with the library's allocator (free with otter_free). */
-otter_status otter_checkpoint_save_to_memory(const otter_checkpoint *c, const otter_checkpoint_save_options *opts,
-                                             void **data, size_t *size);
+OTTER_API otter_status otter_checkpoint_save_to_memory(const otter_checkpoint *c,
+                                                       const otter_checkpoint_save_options *opts, void **data,
+                                                       size_t *size);
 
 /* ---- module state ---------------------------------------------------------------------------- */
 
 /* The version of the file read (1 or 2); OTTER_CHECKPOINT_VERSION for a state made in memory. */
-int otter_checkpoint_version(const otter_checkpoint *c);
-bool otter_checkpoint_is_nominal(const otter_checkpoint *c);
+OTTER_API int otter_checkpoint_version(const otter_checkpoint *c);
+OTTER_API bool otter_checkpoint_is_nominal(const otter_checkpoint *c);
 /* true: drop every tensor's values (parameters and momentums), keeping dtypes and dims.
  * false: allowed only once every tensor holds data (else OTTER_ERR_INVALID naming the first that doesn't). */
-otter_status otter_checkpoint_set_nominal(otter_checkpoint *c, bool nominal);
+OTTER_API otter_status otter_checkpoint_set_nominal(otter_checkpoint *c, bool nominal);
 
 typedef enum otter_param_kind { OTTER_PARAM_TRAINABLE = 0, OTTER_PARAM_FROZEN = 1 } otter_param_kind;
 
-size_t otter_checkpoint_param_count(const otter_checkpoint *c, otter_param_kind kind);
+OTTER_API size_t otter_checkpoint_param_count(const otter_checkpoint *c, otter_param_kind kind);
 /* The i-th parameter of a list (NULL when i is out of range). */
-const otter_tensor *otter_checkpoint_param_at(const otter_checkpoint *c, otter_param_kind kind, size_t i);
+OTTER_API const otter_tensor *otter_checkpoint_param_at(const otter_checkpoint *c, otter_param_kind kind, size_t i);
 /* A parameter by name in either list; kind (may be NULL) tells which. OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_checkpoint_get_param(const otter_checkpoint *c, const char *name, const otter_tensor **out,
-                                        otter_param_kind *kind);
+OTTER_API otter_status otter_checkpoint_get_param(const otter_checkpoint *c, const char *name, const otter_tensor **out,
+                                                  otter_param_kind *kind);
 /* Append a copy of t (which must be named, with a name not yet used by a parameter). In a nominal state only
  * dtype and dims are kept; otherwise t must hold data. */
-otter_status otter_checkpoint_add_param(otter_checkpoint *c, otter_param_kind kind, const otter_tensor *t);
+OTTER_API otter_status otter_checkpoint_add_param(otter_checkpoint *c, otter_param_kind kind, const otter_tensor *t);
 /* Replace the values of an existing parameter with a copy of t's (same dtype and dims; t's name is ignored). */
-otter_status otter_checkpoint_set_param(otter_checkpoint *c, const char *name, const otter_tensor *t);
+OTTER_API otter_status otter_checkpoint_set_param(otter_checkpoint *c, const char *name, const otter_tensor *t);
 /* Remove a parameter and its optimizer states. OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_checkpoint_remove_param(otter_checkpoint *c, const char *name);
+OTTER_API otter_status otter_checkpoint_remove_param(otter_checkpoint *c, const char *name);
 
 /* ---- optimizer state ------------------------------------------------------------------------- */
 
@@ -107,24 +108,25 @@ typedef struct otter_optimizer_group {
     otter_param_optimizer_state *states;
 } otter_optimizer_group;
 
-size_t otter_checkpoint_group_count(const otter_checkpoint *c);
-const otter_optimizer_group *otter_checkpoint_group_at(const otter_checkpoint *c, size_t i);
+OTTER_API size_t otter_checkpoint_group_count(const otter_checkpoint *c);
+OTTER_API const otter_optimizer_group *otter_checkpoint_group_at(const otter_checkpoint *c, size_t i);
 /* A group by name; OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_checkpoint_get_group(const otter_checkpoint *c, const char *group,
-                                        const otter_optimizer_group **out);
+OTTER_API otter_status otter_checkpoint_get_group(const otter_checkpoint *c, const char *group,
+                                                  const otter_optimizer_group **out);
 /* Create the group (name NULL: "group0") or, when it exists, set its step and initial learning rate. */
-otter_status otter_checkpoint_set_group(otter_checkpoint *c, const char *group, int64_t step,
-                                        float initial_learning_rate);
+OTTER_API otter_status otter_checkpoint_set_group(otter_checkpoint *c, const char *group, int64_t step,
+                                                  float initial_learning_rate);
 /* Add (or replace) a copy of the momentum tensor m, named by m->name (e.g. "momentum0"), to the state of the
  * trainable parameter param in the group (NULL: "group0"), creating the group (step 0, learning rate 0) and
  * the parameter's state when needed. m must have the parameter's dtype and dims. */
-otter_status otter_checkpoint_add_optimizer_state(otter_checkpoint *c, const char *group, const char *param,
-                                                  const otter_tensor *m);
+OTTER_API otter_status otter_checkpoint_add_optimizer_state(otter_checkpoint *c, const char *group, const char *param,
+                                                            const otter_tensor *m);
 /* A momentum by group (NULL: "group0"), parameter and momentum name; OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_checkpoint_get_optimizer_state(const otter_checkpoint *c, const char *group, const char *param,
-                                                  const char *momentum, const otter_tensor **out);
+OTTER_API otter_status otter_checkpoint_get_optimizer_state(const otter_checkpoint *c, const char *group,
+                                                            const char *param, const char *momentum,
+                                                            const otter_tensor **out);
 /* Remove every optimizer group. */
-void otter_checkpoint_clear_optimizer_state(otter_checkpoint *c);
+OTTER_API void otter_checkpoint_clear_optimizer_state(otter_checkpoint *c);
 
 /* ---- properties ------------------------------------------------------------------------------ */
 
@@ -142,14 +144,15 @@ typedef struct otter_property {
     char *s; /* STRING (NUL-terminated) */
 } otter_property;
 
-size_t otter_checkpoint_property_count(const otter_checkpoint *c);
-const otter_property *otter_checkpoint_property_at(const otter_checkpoint *c, size_t i);
+OTTER_API size_t otter_checkpoint_property_count(const otter_checkpoint *c);
+OTTER_API const otter_property *otter_checkpoint_property_at(const otter_checkpoint *c, size_t i);
 /* By name; OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_checkpoint_get_property(const otter_checkpoint *c, const char *name, const otter_property **out);
+OTTER_API otter_status otter_checkpoint_get_property(const otter_checkpoint *c, const char *name,
+                                                     const otter_property **out);
 /* Add a property, or replace the one of that name (whatever its type), like ORT's AddProperty. */
-otter_status otter_checkpoint_set_property_int(otter_checkpoint *c, const char *name, int64_t value);
-otter_status otter_checkpoint_set_property_float(otter_checkpoint *c, const char *name, float value);
-otter_status otter_checkpoint_set_property_string(otter_checkpoint *c, const char *name, const char *value);
+OTTER_API otter_status otter_checkpoint_set_property_int(otter_checkpoint *c, const char *name, int64_t value);
+OTTER_API otter_status otter_checkpoint_set_property_float(otter_checkpoint *c, const char *name, float value);
+OTTER_API otter_status otter_checkpoint_set_property_string(otter_checkpoint *c, const char *name, const char *value);
 
 #ifdef __cplusplus
 }

@@ -85,32 +85,32 @@ typedef struct otter_dataset_options {
  *   "npy:X.npy,Y.npy"                  inputs [N, ...] (any real dtype) and targets [N] or [N, k]
  *   "csv:FILE"                         one sample a line, comma-separated numbers
  * opts may be NULL (defaults). */
-otter_status otter_dataset_open(otter_dataset **out, const char *spec, const otter_dataset_options *opts);
+OTTER_API otter_status otter_dataset_open(otter_dataset **out, const char *spec, const otter_dataset_options *opts);
 /* A dataset from tensors in memory (copied): inputs [N, ...] of a real dtype, targets int [N] (labels)
  * or float [N] / [N, k]. opts: norm, mean/std, layout, targets and num_classes apply. */
-otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor *inputs, const otter_tensor *targets,
-                                        const otter_dataset_options *opts);
-void otter_dataset_free(otter_dataset *ds);
+OTTER_API otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor *inputs,
+                                                  const otter_tensor *targets, const otter_dataset_options *opts);
+OTTER_API void otter_dataset_free(otter_dataset *ds);
 
-int64_t otter_dataset_size(const otter_dataset *ds);
+OTTER_API int64_t otter_dataset_size(const otter_dataset *ds);
 /* Shape of one sample's input (without the batch dimension); returns the rank, dims gets OTTER_MAX_RANK. */
-int otter_dataset_input_shape(const otter_dataset *ds, int64_t *dims);
+OTTER_API int otter_dataset_input_shape(const otter_dataset *ds, int64_t *dims);
 /* Elements in one input sample. */
-int64_t otter_dataset_input_numel(const otter_dataset *ds);
+OTTER_API int64_t otter_dataset_input_numel(const otter_dataset *ds);
 /* Number of classes (0 when the targets are float). */
-int64_t otter_dataset_num_classes(const otter_dataset *ds);
+OTTER_API int64_t otter_dataset_num_classes(const otter_dataset *ds);
 /* Elements in one sample's targets: 1 for class labels, k for float targets [N, k]. */
-int64_t otter_dataset_target_numel(const otter_dataset *ds);
+OTTER_API int64_t otter_dataset_target_numel(const otter_dataset *ds);
 /* The N labels (NULL when the targets are float). */
-const int64_t *otter_dataset_labels(const otter_dataset *ds);
+OTTER_API const int64_t *otter_dataset_labels(const otter_dataset *ds);
 /* What was opened ("mnist:/data/mnist (train)"), for messages. */
-const char *otter_dataset_description(const otter_dataset *ds);
+OTTER_API const char *otter_dataset_description(const otter_dataset *ds);
 
 /* Copy samples idx[0..n) into rows 0..n-1 of inputs (float, dims[0] >= n, same elements per sample as
  * the dataset, any per-sample shape) and targets (labels: int64 or int32 with dims[0] >= n; float
  * targets: float with k elements per row). Either tensor may be NULL. No allocation. */
-otter_status otter_dataset_gather(const otter_dataset *ds, const int64_t *idx, int64_t n, otter_tensor *inputs,
-                                  otter_tensor *targets);
+OTTER_API otter_status otter_dataset_gather(const otter_dataset *ds, const int64_t *idx, int64_t n,
+                                            otter_tensor *inputs, otter_tensor *targets);
 
 /* ---- Batches ---- */
 
@@ -127,25 +127,28 @@ typedef struct otter_batch_options {
     int64_t num_indices;
 } otter_batch_options;
 
-otter_status otter_batch_iter_create(otter_batch_iter **out, const otter_dataset *ds, const otter_batch_options *opts);
-void otter_batch_iter_free(otter_batch_iter *it);
+OTTER_API otter_status otter_batch_iter_create(otter_batch_iter **out, const otter_dataset *ds,
+                                               const otter_batch_options *opts);
+OTTER_API void otter_batch_iter_free(otter_batch_iter *it);
 /* Allocate batch tensors for this iterator: inputs float [B, <sample shape>], targets int64 [B] or float
  * [B, k]. Either pointer may be NULL. */
-otter_status otter_batch_iter_alloc(const otter_batch_iter *it, otter_tensor **inputs, otter_tensor **targets);
+OTTER_API otter_status otter_batch_iter_alloc(const otter_batch_iter *it, otter_tensor **inputs,
+                                              otter_tensor **targets);
 /* Fill the next batch of the current epoch; *count gets the number of samples in it, 0 when the epoch is
  * over (call again after otter_batch_iter_seek). A partial last batch sets dims[0] of both tensors to its
  * count (the buffers keep their capacity); the next full batch sets dims[0] back to batch_size. The tensors
  * must have dims[0] == batch_size (or the count this iterator last set). No allocation. */
-otter_status otter_batch_iter_next(otter_batch_iter *it, otter_tensor *inputs, otter_tensor *targets, int64_t *count);
+OTTER_API otter_status otter_batch_iter_next(otter_batch_iter *it, otter_tensor *inputs, otter_tensor *targets,
+                                             int64_t *count);
 /* Go to batch `batch` of epoch `epoch` (starts at epoch 0, batch 0). The order of an epoch depends only on
  * (seed, epoch), so resuming at (epoch, batch) reproduces an uninterrupted run. */
-otter_status otter_batch_iter_seek(otter_batch_iter *it, uint64_t epoch, int64_t batch);
+OTTER_API otter_status otter_batch_iter_seek(otter_batch_iter *it, uint64_t epoch, int64_t batch);
 /* Batches per epoch (counting a partial last batch unless drop_last). */
-int64_t otter_batch_iter_num_batches(const otter_batch_iter *it);
+OTTER_API int64_t otter_batch_iter_num_batches(const otter_batch_iter *it);
 /* Samples per epoch (after drop_last). */
-int64_t otter_batch_iter_num_samples(const otter_batch_iter *it);
+OTTER_API int64_t otter_batch_iter_num_samples(const otter_batch_iter *it);
 /* The current epoch's sample order (num_indices entries; valid until the next seek). */
-const int64_t *otter_batch_iter_order(const otter_batch_iter *it, int64_t *n);
+OTTER_API const int64_t *otter_batch_iter_order(const otter_batch_iter *it, int64_t *n);
 
 /* ---- Partitions among federated clients ---- */
 
@@ -167,12 +170,12 @@ typedef struct otter_partition_options {
 typedef struct otter_partition otter_partition;
 
 /* Every sample goes to exactly one client. SHARDS and DIRICHLET need class labels. */
-otter_status otter_dataset_partition(otter_partition **out, const otter_dataset *ds,
-                                     const otter_partition_options *opts);
-void otter_partition_free(otter_partition *p);
-int otter_partition_num_clients(const otter_partition *p);
+OTTER_API otter_status otter_dataset_partition(otter_partition **out, const otter_dataset *ds,
+                                               const otter_partition_options *opts);
+OTTER_API void otter_partition_free(otter_partition *p);
+OTTER_API int otter_partition_num_clients(const otter_partition *p);
 /* Client c's sample indices (valid while p lives); pass them as otter_batch_options.indices. */
-const int64_t *otter_partition_client(const otter_partition *p, int c, int64_t *count);
+OTTER_API const int64_t *otter_partition_client(const otter_partition *p, int c, int64_t *count);
 
 #ifdef __cplusplus
 }

@@ -19,12 +19,12 @@ extern "C" {
 
 /* Every defined element type (UNDEFINED excluded), in ONNX's numbering; *count gets the length.
  * Names come from otter_dtype_name(). */
-const otter_dtype *otter_dtype_list(size_t *count);
+OTTER_API const otter_dtype *otter_dtype_list(size_t *count);
 
 /* Order nodes so every node comes after the producers of its inputs (including names its subgraphs
  * read from the outer scope); the order is otherwise kept (a sorted graph stays as it is). Subgraphs
  * are sorted too. A cycle is an OTTER_ERR_INVALID naming the nodes on it; the graph is unchanged. */
-otter_status otter_graph_topo_sort(otter_graph *g);
+OTTER_API otter_status otter_graph_topo_sort(otter_graph *g);
 
 typedef struct otter_clean_stats {
     size_t nodes_removed;             /* nodes no graph output depends on */
@@ -42,12 +42,12 @@ typedef struct otter_clean_stats {
  *     tensors no node produces.
  * stats may be NULL. A cycle is found before this graph's nodes change (subgraphs may already be
  * cleaned); after an out-of-memory failure the graph is valid to free but may be partly cleaned. */
-otter_status otter_graph_clean(otter_graph *g, otter_clean_stats *stats);
+OTTER_API otter_status otter_graph_clean(otter_graph *g, otter_clean_stats *stats);
 
 /* Prefix every tensor name (inputs, outputs, initializers, value_info, node inputs and outputs,
  * subgraphs) and, when rename_nodes, every node name, with `prefix`. Empty names ("" = omitted
  * optional input) stay empty. After an out-of-memory failure some names may be prefixed already. */
-otter_status otter_graph_add_prefix(otter_graph *g, const char *prefix, bool rename_nodes);
+OTTER_API otter_status otter_graph_add_prefix(otter_graph *g, const char *prefix, bool rename_nodes);
 
 /* One connection of a merge: output `a_output` of the first graph feeds input `b_input` of the second
  * (names as in the models given, before any prefix). */
@@ -70,21 +70,21 @@ typedef struct otter_merge_options {
  * types (same element type, same rank and equal fixed dims when both are known). An input with the
  * same name and type in both graphs becomes one shared input; any other name used by both graphs is
  * an error naming it (use a prefix). opts may be NULL (no prefixes, A's outputs dropped). */
-otter_status otter_model_merge(otter_model **out, const otter_model *a, const otter_model *b, const otter_wire *wires,
-                               size_t n_wires, const otter_merge_options *opts);
+OTTER_API otter_status otter_model_merge(otter_model **out, const otter_model *a, const otter_model *b,
+                                         const otter_wire *wires, size_t n_wires, const otter_merge_options *opts);
 
 /* Two graphs side by side, not connected: inputs A's then B's, outputs A's then B's. Names are
  * prefixed as given (NULL: none); clashes are handled as in otter_model_merge. */
-otter_status otter_model_concat(otter_model **out, const otter_model *a, const otter_model *b, const char *prefix_a,
-                                const char *prefix_b);
+OTTER_API otter_status otter_model_concat(otter_model **out, const otter_model *a, const otter_model *b,
+                                          const char *prefix_a, const char *prefix_b);
 
 /* The sub-graph computing `outputs` from `inputs` (tensor names of m's graph), like
  * onnx.utils.extract_model: nodes on a path from the inputs (or initializers) to the outputs, the
  * initializers they read, value_info of the tensors kept. Types of the new inputs and outputs come
  * from m's inputs, outputs, value_info and initializers (left untyped when m does not declare them).
  * An output that also needs a graph input not listed in `inputs` is an error naming both. */
-otter_status otter_model_extract(otter_model **out, const otter_model *m, size_t n_inputs, const char *const *inputs,
-                                 size_t n_outputs, const char *const *outputs);
+OTTER_API otter_status otter_model_extract(otter_model **out, const otter_model *m, size_t n_inputs,
+                                           const char *const *inputs, size_t n_outputs, const char *const *outputs);
 
 #ifdef __cplusplus
 }

@@ -75,21 +75,21 @@ typedef struct otter_fl_layout otter_fl_layout;
 
 /* A layout from entries (copied). Names must be non-empty and distinct, dims >= 0. The flat vector is the
  * parameters' elements one after the other in this order. */
-otter_status otter_fl_layout_create(otter_fl_layout **out, size_t n, const otter_fl_param *params);
+OTTER_API otter_status otter_fl_layout_create(otter_fl_layout **out, size_t n, const otter_fl_param *params);
 /* The session's trainable float32 parameters in trainable-slab order (what otter_training_trainable_slab and
  * otter_training_copy_params_to_buffer(..., true) hold). */
-otter_status otter_fl_layout_from_session(otter_fl_layout **out, const otter_training_session *s);
-void otter_fl_layout_free(otter_fl_layout *l);
-size_t otter_fl_layout_count(const otter_fl_layout *l);
+OTTER_API otter_status otter_fl_layout_from_session(otter_fl_layout **out, const otter_training_session *s);
+OTTER_API void otter_fl_layout_free(otter_fl_layout *l);
+OTTER_API size_t otter_fl_layout_count(const otter_fl_layout *l);
 /* The i-th entry (NULL when out of range); valid while l lives. */
-const otter_fl_param *otter_fl_layout_at(const otter_fl_layout *l, size_t i);
+OTTER_API const otter_fl_param *otter_fl_layout_at(const otter_fl_layout *l, size_t i);
 /* Element offset of entry i in the flat vector (SIZE_MAX when out of range). */
-size_t otter_fl_layout_offset(const otter_fl_layout *l, size_t i);
+OTTER_API size_t otter_fl_layout_offset(const otter_fl_layout *l, size_t i);
 /* Elements in the flat vector. */
-size_t otter_fl_layout_numel(const otter_fl_layout *l);
+OTTER_API size_t otter_fl_layout_numel(const otter_fl_layout *l);
 /* OTTER_OK when `other` holds the same parameters (names, dtypes, shapes; any order) as `global`; else
  * OTTER_ERR_INVALID naming the first parameter missing, extra, duplicated or mismatched. */
-otter_status otter_fl_layout_match(const otter_fl_layout *global, const otter_fl_layout *other);
+OTTER_API otter_status otter_fl_layout_match(const otter_fl_layout *global, const otter_fl_layout *other);
 
 /* ---- strategy -------------------------------------------------------------------------------------- */
 
@@ -112,17 +112,17 @@ typedef struct otter_fl_strategy {
     double trim_fraction; /* TRIMMED_MEAN, in [0, 0.5) (default 0.1) */
 } otter_fl_strategy;
 
-otter_fl_strategy otter_fl_strategy_default(otter_fl_strategy_kind kind);
+OTTER_API otter_fl_strategy otter_fl_strategy_default(otter_fl_strategy_kind kind);
 /* Parse "fedavg", "fedavgm[:lr=1,momentum=0.9]", "fedadam[:lr=0.01,beta1=0.9,beta2=0.99,tau=1e-3]",
  * "fedyogi[:...]", "median", "trimmed-mean[:fraction=0.1]" (unset keys keep the defaults). Errors name the
  * bad part. */
-otter_status otter_fl_strategy_parse(const char *text, otter_fl_strategy *out);
+OTTER_API otter_status otter_fl_strategy_parse(const char *text, otter_fl_strategy *out);
 /* Ranges as documented above; OTTER_ERR_ARGUMENT naming the field. */
-otter_status otter_fl_strategy_check(const otter_fl_strategy *s);
+OTTER_API otter_status otter_fl_strategy_check(const otter_fl_strategy *s);
 /* "fedavg", "fedavgm", "fedadam", "fedyogi", "median", "trimmed-mean". */
-const char *otter_fl_strategy_name(otter_fl_strategy_kind kind);
+OTTER_API const char *otter_fl_strategy_name(otter_fl_strategy_kind kind);
 /* The strategy with its hyperparameters as otter_fl_strategy_parse reads them back ("fedadam:lr=0.01,..."). */
-void otter_fl_strategy_format(const otter_fl_strategy *s, char *buf, size_t cap);
+OTTER_API void otter_fl_strategy_format(const otter_fl_strategy *s, char *buf, size_t cap);
 
 /* ---- aggregator ------------------------------------------------------------------------------------ */
 
@@ -130,21 +130,21 @@ typedef struct otter_fl_aggregator otter_fl_aggregator;
 
 /* layout: the global model's (every entry float32); global: its n = numel(layout) values (finite). Both are
  * copied. The server optimizer state starts as documented above; the round counter at 0. */
-otter_status otter_fl_aggregator_create(otter_fl_aggregator **out, const otter_fl_layout *layout, const float *global,
-                                        size_t n, const otter_fl_strategy *strategy);
-void otter_fl_aggregator_free(otter_fl_aggregator *a);
+OTTER_API otter_status otter_fl_aggregator_create(otter_fl_aggregator **out, const otter_fl_layout *layout,
+                                                  const float *global, size_t n, const otter_fl_strategy *strategy);
+OTTER_API void otter_fl_aggregator_free(otter_fl_aggregator *a);
 
-const otter_fl_layout *otter_fl_aggregator_layout(const otter_fl_aggregator *a);
-const otter_fl_strategy *otter_fl_aggregator_strategy(const otter_fl_aggregator *a);
+OTTER_API const otter_fl_layout *otter_fl_aggregator_layout(const otter_fl_aggregator *a);
+OTTER_API const otter_fl_strategy *otter_fl_aggregator_strategy(const otter_fl_aggregator *a);
 /* The global vector (n may be NULL); valid until the next finish/load/set_global. */
-const float *otter_fl_aggregator_global(const otter_fl_aggregator *a, size_t *n);
+OTTER_API const float *otter_fl_aggregator_global(const otter_fl_aggregator *a, size_t *n);
 /* Replace the global vector (n values, finite); the strategy state is kept. Not during a round. */
-otter_status otter_fl_aggregator_set_global(otter_fl_aggregator *a, const float *global, size_t n);
+OTTER_API otter_status otter_fl_aggregator_set_global(otter_fl_aggregator *a, const float *global, size_t n);
 /* Rounds completed (finish_round increments it). */
-int64_t otter_fl_aggregator_round(const otter_fl_aggregator *a);
-bool otter_fl_aggregator_in_round(const otter_fl_aggregator *a);
+OTTER_API int64_t otter_fl_aggregator_round(const otter_fl_aggregator *a);
+OTTER_API bool otter_fl_aggregator_in_round(const otter_fl_aggregator *a);
 /* Updates accepted in the open round. */
-size_t otter_fl_aggregator_num_updates(const otter_fl_aggregator *a);
+OTTER_API size_t otter_fl_aggregator_num_updates(const otter_fl_aggregator *a);
 
 typedef struct otter_fl_update {
     const otter_fl_layout *layout; /* the update's layout; NULL: the global layout */
@@ -157,11 +157,11 @@ typedef struct otter_fl_update {
 } otter_fl_update;
 
 /* Open round number round() + 1. OTTER_ERR_INVALID when a round is open. */
-otter_status otter_fl_aggregator_begin_round(otter_fl_aggregator *a);
+OTTER_API otter_status otter_fl_aggregator_begin_round(otter_fl_aggregator *a);
 /* Everything add_update checks (layout, size, finite values, example count, loss finite), without adding. */
-otter_status otter_fl_aggregator_check_update(const otter_fl_aggregator *a, const otter_fl_update *u);
+OTTER_API otter_status otter_fl_aggregator_check_update(const otter_fl_aggregator *a, const otter_fl_update *u);
 /* Check, then add the update to the open round. On failure the round is as before the call. */
-otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_fl_update *u);
+OTTER_API otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_fl_update *u);
 
 typedef struct otter_fl_round_summary {
     int64_t round;        /* the round just finished (1, 2, ...) */
@@ -174,9 +174,9 @@ typedef struct otter_fl_round_summary {
 
 /* Aggregate the open round into the new global vector and close it. A round without updates is
  * OTTER_ERR_INVALID and stays open (the caller may add more or abort). summary may be NULL. */
-otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_round_summary *summary);
+OTTER_API otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_round_summary *summary);
 /* Close the open round, dropping its updates; global vector, strategy state and round counter unchanged. */
-void otter_fl_aggregator_abort_round(otter_fl_aggregator *a);
+OTTER_API void otter_fl_aggregator_abort_round(otter_fl_aggregator *a);
 
 /* ---- state for a restarting server ----------------------------------------------------------------- */
 
@@ -184,19 +184,20 @@ void otter_fl_aggregator_abort_round(otter_fl_aggregator *a);
  * (magic "OTFLSTAT", version, checksum), atomically (temporary file, fsync, rename: the previous file stays
  * intact on failure). An open round's updates are not saved: a restarted server resumes after the last
  * finished round. */
-otter_status otter_fl_aggregator_save(const otter_fl_aggregator *a, const char *path);
+OTTER_API otter_status otter_fl_aggregator_save(const otter_fl_aggregator *a, const char *path);
 /* Read a file written by save (errors name the path and what is wrong: magic, version, checksum, sizes). */
-otter_status otter_fl_aggregator_load(otter_fl_aggregator **out, const char *path);
+OTTER_API otter_status otter_fl_aggregator_load(otter_fl_aggregator **out, const char *path);
 /* The same as a buffer allocated with the library's allocator (free with otter_free) and back. */
-otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, void **data, size_t *size);
-otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, const void *data, size_t size);
+OTTER_API otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, void **data, size_t *size);
+OTTER_API otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, const void *data, size_t size);
 
 /* ---- client selection ------------------------------------------------------------------------------ */
 
 /* max(floor(fraction * num_clients), 1) distinct clients out of num_clients (fraction in (0, 1]), chosen
  * uniformly from (seed, round) alone and written to out (room for num_clients) in increasing order.
  * Returns how many. */
-size_t otter_fl_sample_clients(size_t num_clients, double fraction, uint64_t seed, int64_t round, size_t *out);
+OTTER_API size_t otter_fl_sample_clients(size_t num_clients, double fraction, uint64_t seed, int64_t round,
+                                         size_t *out);
 
 /* ---- local training and simulation --------------------------------------------------------------- */
 

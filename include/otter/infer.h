@@ -46,13 +46,14 @@ typedef struct otter_infer_stats {
 } otter_infer_stats;
 
 /* Infer the main graph (and its subgraphs) using the model's opset imports. opts may be NULL. */
-otter_status otter_model_infer_shapes(otter_model *m, const otter_infer_options *opts);
-otter_status otter_model_infer_shapes_ex(otter_model *m, const otter_infer_options *opts, otter_infer_stats *stats);
+OTTER_API otter_status otter_model_infer_shapes(otter_model *m, const otter_infer_options *opts);
+OTTER_API otter_status otter_model_infer_shapes_ex(otter_model *m, const otter_infer_options *opts,
+                                                   otter_infer_stats *stats);
 
 /* Infer one graph with the given opset imports (as in a ModelProto; a default-domain entry is
  * required for ai.onnx operators). stats may be NULL. */
-otter_status otter_graph_infer_shapes(otter_graph *g, size_t n_opsets, const otter_opset *opsets,
-                                      const otter_infer_options *opts, otter_infer_stats *stats);
+OTTER_API otter_status otter_graph_infer_shapes(otter_graph *g, size_t n_opsets, const otter_opset *opsets,
+                                                const otter_infer_options *opts, otter_infer_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -16,10 +16,10 @@ extern "C" {
 
 /* Load a ModelProto. Tensors stored as external data are read from files next to the model
  * (a location that escapes the model's folder is refused). */
-otter_status otter_model_load(otter_model **out, const char *path);
+OTTER_API otter_status otter_model_load(otter_model **out, const char *path);
 /* From memory; base_dir resolves external data (NULL: external data is an error). */
-otter_status otter_model_load_from_memory(otter_model **out, const void *data, size_t size,
-                                          const char *base_dir);
+OTTER_API otter_status otter_model_load_from_memory(otter_model **out, const void *data, size_t size,
+                                                    const char *base_dir);
 
 typedef struct otter_save_options {
     /* Write tensors of at least this many bytes as external data (0: never, unless the model would
@@ -32,21 +32,20 @@ typedef struct otter_save_options {
 } otter_save_options;
 
 /* Write atomically (temporary file, then rename). opts may be NULL. */
-otter_status otter_model_save(const otter_model *m, const char *path, const otter_save_options *opts);
+OTTER_API otter_status otter_model_save(const otter_model *m, const char *path, const otter_save_options *opts);
 /* Serialize to a buffer allocated with the library's allocator (free with otter_free). Tensors stay inline. */
-otter_status otter_model_save_to_memory(const otter_model *m, void **data, size_t *size);
-void otter_free(void *p);
+OTTER_API otter_status otter_model_save_to_memory(const otter_model *m, void **data, size_t *size);
 
 /* Tensor files: an ONNX TensorProto (.pb) or a NumPy array (.npy, format 1.0/2.0/3.0, little-endian). */
-otter_status otter_tensor_load_pb(otter_tensor **out, const char *path);
-otter_status otter_tensor_load_pb_from_memory(otter_tensor **out, const void *data, size_t size);
-otter_status otter_tensor_save_pb(const otter_tensor *t, const char *path);
-otter_status otter_tensor_load_npy(otter_tensor **out, const char *path);
-otter_status otter_tensor_load_npy_from_memory(otter_tensor **out, const void *data, size_t size);
-otter_status otter_tensor_save_npy(const otter_tensor *t, const char *path);
+OTTER_API otter_status otter_tensor_load_pb(otter_tensor **out, const char *path);
+OTTER_API otter_status otter_tensor_load_pb_from_memory(otter_tensor **out, const void *data, size_t size);
+OTTER_API otter_status otter_tensor_save_pb(const otter_tensor *t, const char *path);
+OTTER_API otter_status otter_tensor_load_npy(otter_tensor **out, const char *path);
+OTTER_API otter_status otter_tensor_load_npy_from_memory(otter_tensor **out, const void *data, size_t size);
+OTTER_API otter_status otter_tensor_save_npy(const otter_tensor *t, const char *path);
 /* By extension: ".npy" or ".pb". */
-otter_status otter_tensor_load(otter_tensor **out, const char *path);
-otter_status otter_tensor_save(const otter_tensor *t, const char *path);
+OTTER_API otter_status otter_tensor_load(otter_tensor **out, const char *path);
+OTTER_API otter_status otter_tensor_save(const otter_tensor *t, const char *path);
 
 #ifdef __cplusplus
 }

@@ -70,7 +70,7 @@ typedef enum otter_attr_type {
     OTTER_ATTR_TYPE_PROTOS = 14
 } otter_attr_type;
 
-const char *otter_attr_type_name(otter_attr_type t);
+OTTER_API const char *otter_attr_type_name(otter_attr_type t);
 
 /* Mirrors AttributeProto field by field (so a round trip is exact); `type` says which one matters. */
 typedef struct otter_attr {
@@ -172,92 +172,91 @@ typedef struct otter_model {
 /* ---- building and editing ----------------------------------------------------------------- */
 
 /* New model with ir_version 8 and the given default-domain opset; an empty graph named `graph_name`. */
-otter_status otter_model_create(otter_model **out, const char *graph_name, int64_t opset);
-void otter_model_free(otter_model *m);
-otter_status otter_model_clone(otter_model **out, const otter_model *m);
+OTTER_API otter_status otter_model_create(otter_model **out, const char *graph_name, int64_t opset);
+OTTER_API void otter_model_free(otter_model *m);
+OTTER_API otter_status otter_model_clone(otter_model **out, const otter_model *m);
 /* Opset version imported for a domain ("" / NULL / "ai.onnx" = default); 0 when not imported. */
-int64_t otter_model_opset(const otter_model *m, const char *domain);
+OTTER_API int64_t otter_model_opset(const otter_model *m, const char *domain);
 /* Add or change the version imported for a domain. */
-otter_status otter_model_set_opset(otter_model *m, const char *domain, int64_t version);
-otter_status otter_model_set_metadata(otter_model *m, const char *key, const char *value);
+OTTER_API otter_status otter_model_set_opset(otter_model *m, const char *domain, int64_t version);
+OTTER_API otter_status otter_model_set_metadata(otter_model *m, const char *key, const char *value);
 
-otter_status otter_graph_create(otter_graph **out, const char *name);
-void otter_graph_free(otter_graph *g);
-otter_status otter_graph_clone(otter_graph **out, const otter_graph *g);
+OTTER_API otter_status otter_graph_create(otter_graph **out, const char *name);
+OTTER_API void otter_graph_free(otter_graph *g);
+OTTER_API otter_status otter_graph_clone(otter_graph **out, const otter_graph *g);
 
 /* Type helpers. */
-void otter_type_init_tensor(otter_type *t, otter_dtype elem, int rank, const int64_t *dims);
+OTTER_API void otter_type_init_tensor(otter_type *t, otter_dtype elem, int rank, const int64_t *dims);
 /* dims given as values; a negative value becomes the symbol params[i] (or unknown when params is NULL). */
-otter_status otter_type_set_tensor(otter_type *t, otter_dtype elem, int rank, const int64_t *dims,
-                                   const char *const *params);
-otter_status otter_type_copy(otter_type *dst, const otter_type *src);
-void otter_type_clear(otter_type *t);
-bool otter_type_equal(const otter_type *a, const otter_type *b);
+OTTER_API otter_status otter_type_set_tensor(otter_type *t, otter_dtype elem, int rank, const int64_t *dims,
+                                             const char *const *params);
+OTTER_API otter_status otter_type_copy(otter_type *dst, const otter_type *src);
+OTTER_API void otter_type_clear(otter_type *t);
+OTTER_API bool otter_type_equal(const otter_type *a, const otter_type *b);
 
 /* Graph inputs / outputs / value_info. dims: see otter_type_set_tensor; rank -1: unknown shape. */
-otter_status otter_graph_add_input(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                   const int64_t *dims, const char *const *params);
-otter_status otter_graph_add_output(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                    const int64_t *dims, const char *const *params);
-otter_status otter_graph_add_value_info(otter_graph *g, const char *name, const otter_type *type);
-otter_status otter_graph_delete_input(otter_graph *g, const char *name);
-otter_status otter_graph_delete_output(otter_graph *g, const char *name);
+OTTER_API otter_status otter_graph_add_input(otter_graph *g, const char *name, otter_dtype dtype, int rank,
+                                             const int64_t *dims, const char *const *params);
+OTTER_API otter_status otter_graph_add_output(otter_graph *g, const char *name, otter_dtype dtype, int rank,
+                                              const int64_t *dims, const char *const *params);
+OTTER_API otter_status otter_graph_add_value_info(otter_graph *g, const char *name, const otter_type *type);
+OTTER_API otter_status otter_graph_delete_input(otter_graph *g, const char *name);
+OTTER_API otter_status otter_graph_delete_output(otter_graph *g, const char *name);
 /* Change the type of an existing input or output. */
-otter_status otter_graph_change_input(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                      const int64_t *dims, const char *const *params);
-otter_status otter_graph_change_output(otter_graph *g, const char *name, otter_dtype dtype, int rank,
-                                       const int64_t *dims, const char *const *params);
+OTTER_API otter_status otter_graph_change_input(otter_graph *g, const char *name, otter_dtype dtype, int rank,
+                                                const int64_t *dims, const char *const *params);
+OTTER_API otter_status otter_graph_change_output(otter_graph *g, const char *name, otter_dtype dtype, int rank,
+                                                 const int64_t *dims, const char *const *params);
 /* Rename a tensor everywhere in the graph (inputs, outputs, nodes, initializers, value_info,
  * and subgraphs that read it from the outer scope). */
-otter_status otter_graph_rename(otter_graph *g, const char *old_name, const char *new_name);
+OTTER_API otter_status otter_graph_rename(otter_graph *g, const char *old_name, const char *new_name);
 
 /* Initializers: the graph takes ownership of t, also on failure (t is then freed). */
-otter_status otter_graph_add_initializer(otter_graph *g, otter_tensor *t);
-otter_status otter_graph_delete_initializer(otter_graph *g, const char *name);
+OTTER_API otter_status otter_graph_add_initializer(otter_graph *g, otter_tensor *t);
+OTTER_API otter_status otter_graph_delete_initializer(otter_graph *g, const char *name);
 /* A Constant node producing a copy of t under `name`. */
-otter_status otter_graph_add_constant(otter_graph *g, const char *name, const otter_tensor *t);
+OTTER_API otter_status otter_graph_add_constant(otter_graph *g, const char *name, const otter_tensor *t);
 
 /* Nodes. otter_node_create makes a free-standing node; otter_graph_add_node appends it (the graph
- * takes ownership, and frees the node when it fails). inputs/outputs are arrays of n names ("" for an omitted optional input). */
-otter_status otter_node_create(otter_node **out, const char *op_type, const char *name,
-                               size_t n_inputs, const char *const *inputs, size_t n_outputs,
-                               const char *const *outputs);
-otter_status otter_node_set_domain(otter_node *n, const char *domain);
-otter_status otter_node_set_attr_int(otter_node *n, const char *name, int64_t v);
-otter_status otter_node_set_attr_float(otter_node *n, const char *name, float v);
-otter_status otter_node_set_attr_string(otter_node *n, const char *name, const char *v);
-otter_status otter_node_set_attr_ints(otter_node *n, const char *name, size_t count, const int64_t *v);
-otter_status otter_node_set_attr_floats(otter_node *n, const char *name, size_t count, const float *v);
-otter_status otter_node_set_attr_strings(otter_node *n, const char *name, size_t count,
-                                         const char *const *v);
+ * takes ownership, and frees the node when it fails). inputs/outputs are arrays of n names ("" for an omitted optional
+ * input). */
+OTTER_API otter_status otter_node_create(otter_node **out, const char *op_type, const char *name, size_t n_inputs,
+                                         const char *const *inputs, size_t n_outputs, const char *const *outputs);
+OTTER_API otter_status otter_node_set_domain(otter_node *n, const char *domain);
+OTTER_API otter_status otter_node_set_attr_int(otter_node *n, const char *name, int64_t v);
+OTTER_API otter_status otter_node_set_attr_float(otter_node *n, const char *name, float v);
+OTTER_API otter_status otter_node_set_attr_string(otter_node *n, const char *name, const char *v);
+OTTER_API otter_status otter_node_set_attr_ints(otter_node *n, const char *name, size_t count, const int64_t *v);
+OTTER_API otter_status otter_node_set_attr_floats(otter_node *n, const char *name, size_t count, const float *v);
+OTTER_API otter_status otter_node_set_attr_strings(otter_node *n, const char *name, size_t count, const char *const *v);
 /* Takes ownership of t / g. */
-otter_status otter_node_set_attr_tensor(otter_node *n, const char *name, otter_tensor *t);
-otter_status otter_node_set_attr_graph(otter_node *n, const char *name, otter_graph *g);
-otter_status otter_node_set_input(otter_node *n, size_t index, const char *name);
-otter_status otter_node_add_input(otter_node *n, const char *name);
-void otter_node_free(otter_node *n);
-otter_status otter_node_clone(otter_node **out, const otter_node *n);
+OTTER_API otter_status otter_node_set_attr_tensor(otter_node *n, const char *name, otter_tensor *t);
+OTTER_API otter_status otter_node_set_attr_graph(otter_node *n, const char *name, otter_graph *g);
+OTTER_API otter_status otter_node_set_input(otter_node *n, size_t index, const char *name);
+OTTER_API otter_status otter_node_add_input(otter_node *n, const char *name);
+OTTER_API void otter_node_free(otter_node *n);
+OTTER_API otter_status otter_node_clone(otter_node **out, const otter_node *n);
 
-otter_status otter_graph_add_node(otter_graph *g, otter_node *n);
+OTTER_API otter_status otter_graph_add_node(otter_graph *g, otter_node *n);
 /* Delete the node with this name (or, when unnamed, the one producing `name` as an output). */
-otter_status otter_graph_delete_node(otter_graph *g, const char *name);
+OTTER_API otter_status otter_graph_delete_node(otter_graph *g, const char *name);
 
 /* Lookups (NULL / -1 when absent). */
-const otter_attr *otter_node_attr(const otter_node *n, const char *name);
-otter_attr *otter_node_attr_mut(otter_node *n, const char *name);
-int64_t otter_node_attr_int(const otter_node *n, const char *name, int64_t def);
-float otter_node_attr_float(const otter_node *n, const char *name, float def);
+OTTER_API const otter_attr *otter_node_attr(const otter_node *n, const char *name);
+OTTER_API otter_attr *otter_node_attr_mut(otter_node *n, const char *name);
+OTTER_API int64_t otter_node_attr_int(const otter_node *n, const char *name, int64_t def);
+OTTER_API float otter_node_attr_float(const otter_node *n, const char *name, float def);
 /* The string value, or def when absent. */
-const char *otter_node_attr_string(const otter_node *n, const char *name, const char *def);
-ptrdiff_t otter_graph_find_input(const otter_graph *g, const char *name);
-ptrdiff_t otter_graph_find_output(const otter_graph *g, const char *name);
-ptrdiff_t otter_graph_find_initializer(const otter_graph *g, const char *name);
-ptrdiff_t otter_graph_find_value_info(const otter_graph *g, const char *name);
+OTTER_API const char *otter_node_attr_string(const otter_node *n, const char *name, const char *def);
+OTTER_API ptrdiff_t otter_graph_find_input(const otter_graph *g, const char *name);
+OTTER_API ptrdiff_t otter_graph_find_output(const otter_graph *g, const char *name);
+OTTER_API ptrdiff_t otter_graph_find_initializer(const otter_graph *g, const char *name);
+OTTER_API ptrdiff_t otter_graph_find_value_info(const otter_graph *g, const char *name);
 /* The node that outputs `name`, or -1. */
-ptrdiff_t otter_graph_find_producer(const otter_graph *g, const char *name);
-ptrdiff_t otter_graph_find_node(const otter_graph *g, const char *node_name);
+OTTER_API ptrdiff_t otter_graph_find_producer(const otter_graph *g, const char *name);
+OTTER_API ptrdiff_t otter_graph_find_node(const otter_graph *g, const char *node_name);
 /* Declared type of a tensor from inputs, outputs or value_info; NULL when not declared there. */
-const otter_type *otter_graph_value_type(const otter_graph *g, const char *name);
+OTTER_API const otter_type *otter_graph_value_type(const otter_graph *g, const char *name);
 
 #ifdef __cplusplus
 }

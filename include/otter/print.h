@@ -29,12 +29,12 @@ extern "C" {
  *
  * Attributes are shown with their values (tensors by type, and their values when small); subgraphs
  * of If/Loop/Scan are printed nested under their node. */
-otter_status otter_graph_to_text(const otter_graph *g, char **out);
+OTTER_API otter_status otter_graph_to_text(const otter_graph *g, char **out);
 /* The model header (ir_version, opset imports, producer, metadata) followed by the graph. */
-otter_status otter_model_to_text(const otter_model *m, char **out);
+OTTER_API otter_status otter_model_to_text(const otter_model *m, char **out);
 
 /* A type as text: "float32[batch,784]", "seq(float32[?])", "?" when absent. */
-otter_status otter_type_to_text(const otter_type *t, char **out);
+OTTER_API otter_status otter_type_to_text(const otter_type *t, char **out);
 
 typedef struct otter_dot_options {
     bool hide_initializers; /* do not draw initializers (they are listed in the reading node) */
@@ -44,7 +44,7 @@ typedef struct otter_dot_options {
 /* Graphviz DOT: nodes as boxes with op type and name; tensors as edges labelled with their name and
  * type when declared (inputs, outputs, value_info); graph inputs, outputs and initializers drawn as
  * distinct shapes. opts may be NULL. */
-otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *opts, char **out);
+OTTER_API otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *opts, char **out);
 
 #ifdef __cplusplus
 }

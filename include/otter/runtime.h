@@ -43,18 +43,18 @@ typedef struct otter_session otter_session;
 typedef struct otter_sequence otter_sequence;
 
 /* elem_type UNDEFINED: taken from the first tensor added. */
-otter_status otter_sequence_create(otter_sequence **out, otter_dtype elem_type);
+OTTER_API otter_status otter_sequence_create(otter_sequence **out, otter_dtype elem_type);
 /* Frees the sequence and the elements it owns (not views). NULL is fine. */
-void otter_sequence_free(otter_sequence *q);
+OTTER_API void otter_sequence_free(otter_sequence *q);
 /* Add t at the end. append takes ownership of t on success (on failure t stays the caller's);
  * append_view borrows t: the caller keeps it alive (and frees it) after the sequence is gone.
  * t's element type must be the sequence's. */
-otter_status otter_sequence_append(otter_sequence *q, otter_tensor *t);
-otter_status otter_sequence_append_view(otter_sequence *q, otter_tensor *t);
-size_t otter_sequence_length(const otter_sequence *q);
-otter_dtype otter_sequence_elem_type(const otter_sequence *q);
+OTTER_API otter_status otter_sequence_append(otter_sequence *q, otter_tensor *t);
+OTTER_API otter_status otter_sequence_append_view(otter_sequence *q, otter_tensor *t);
+OTTER_API size_t otter_sequence_length(const otter_sequence *q);
+OTTER_API otter_dtype otter_sequence_elem_type(const otter_sequence *q);
 /* Element i (NULL when i is out of range); writable: the sequence's structure is what is const. */
-otter_tensor *otter_sequence_at(const otter_sequence *q, size_t i);
+OTTER_API otter_tensor *otter_sequence_at(const otter_sequence *q, size_t i);
 
 /* One value a run takes or gives: a tensor, a sequence, or NONE (an ONNX optional without a
  * value; an optional with a value is just its tensor or sequence). */
@@ -84,7 +84,7 @@ static inline otter_arg otter_arg_none(void) {
     return a;
 }
 /* Free the tensor and the sequence a holds (whatever its kind) and reset it to UNSET. */
-void otter_arg_free(otter_arg *a);
+OTTER_API void otter_arg_free(otter_arg *a);
 
 /* Zero-initialized (or NULL): the defaults. */
 typedef struct otter_session_options {
@@ -108,26 +108,28 @@ typedef struct otter_session_options {
 /* The session reads the model (and its initializers, in place) for its whole life: keep the model
  * alive and don't edit its graph until otter_session_free. Changing initializer values (not their
  * shapes) between runs is fine when no_fold_initializers is set. */
-otter_status otter_session_create(otter_session **out, const otter_model *m, const otter_session_options *opts);
+OTTER_API otter_status otter_session_create(otter_session **out, const otter_model *m,
+                                            const otter_session_options *opts);
 /* These own the model they load. */
-otter_status otter_session_create_from_file(otter_session **out, const char *path, const otter_session_options *opts);
-otter_status otter_session_create_from_memory(otter_session **out, const void *data, size_t size,
-                                              const otter_session_options *opts);
-void otter_session_free(otter_session *s);
+OTTER_API otter_status otter_session_create_from_file(otter_session **out, const char *path,
+                                                      const otter_session_options *opts);
+OTTER_API otter_status otter_session_create_from_memory(otter_session **out, const void *data, size_t size,
+                                                        const otter_session_options *opts);
+OTTER_API void otter_session_free(otter_session *s);
 
 /* The model the session runs. */
-const otter_model *otter_session_model(const otter_session *s);
-int otter_session_threads(const otter_session *s);
+OTTER_API const otter_model *otter_session_model(const otter_session *s);
+OTTER_API int otter_session_threads(const otter_session *s);
 
 /* Inputs the caller must give (graph inputs that are not initializers) and outputs, in graph
  * order. The type points into the model: dims with value -1 are symbolic (param) or unknown; its
  * kind tells tensors from sequences (OTTER_TYPE_SEQUENCE) and optionals. */
-size_t otter_session_input_count(const otter_session *s);
-size_t otter_session_output_count(const otter_session *s);
-const char *otter_session_input_name(const otter_session *s, size_t i);
-const char *otter_session_output_name(const otter_session *s, size_t i);
-const otter_type *otter_session_input_type(const otter_session *s, size_t i);
-const otter_type *otter_session_output_type(const otter_session *s, size_t i);
+OTTER_API size_t otter_session_input_count(const otter_session *s);
+OTTER_API size_t otter_session_output_count(const otter_session *s);
+OTTER_API const char *otter_session_input_name(const otter_session *s, size_t i);
+OTTER_API const char *otter_session_output_name(const otter_session *s, size_t i);
+OTTER_API const otter_type *otter_session_input_type(const otter_session *s, size_t i);
+OTTER_API const otter_type *otter_session_output_type(const otter_session *s, size_t i);
 
 /* Run the graph.
  * Inputs: input_names NULL binds inputs[i] to otter_session_input_name(s, i); otherwise by name
@@ -138,9 +140,9 @@ const otter_type *otter_session_output_type(const otter_session *s, size_t i);
  * entry it receives a new tensor the caller frees (otter_tensor_free); a non-NULL outputs[i] is
  * filled in place: same dtype required; when its size differs its data is reallocated if it owns it
  * (an error for views). Errors name the input, output or node at fault. */
-otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *const *input_names,
-                               const otter_tensor *const *inputs, size_t n_outputs, const char *const *output_names,
-                               otter_tensor **outputs);
+OTTER_API otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *const *input_names,
+                                         const otter_tensor *const *inputs, size_t n_outputs,
+                                         const char *const *output_names, otter_tensor **outputs);
 
 /* The same with any kind of value: sequences (seq(tensor) inputs and outputs) and optionals.
  * Inputs: a TENSOR or SEQUENCE is read in place (operators that update their inputs in place,
@@ -152,9 +154,9 @@ otter_status otter_session_run(otter_session *s, size_t n_inputs, const char *co
  * elements replaced by owned copies. When the output has no value (NONE) outputs[i].kind becomes
  * NONE and a tensor or sequence given stays in it, still the caller's. otter_session_run is this
  * call with TENSOR arguments; it refuses outputs that are not tensors. */
-otter_status otter_session_run_args(otter_session *s, size_t n_inputs, const char *const *input_names,
-                                    const otter_arg *inputs, size_t n_outputs, const char *const *output_names,
-                                    otter_arg *outputs);
+OTTER_API otter_status otter_session_run_args(otter_session *s, size_t n_inputs, const char *const *input_names,
+                                              const otter_arg *inputs, size_t n_outputs,
+                                              const char *const *output_names, otter_arg *outputs);
 
 typedef struct otter_memory_stats {
     size_t arena_bytes;      /* planned peak: size of the arena holding every intermediate */
@@ -173,7 +175,7 @@ typedef struct otter_memory_stats {
                                 before its plan exists, or values outside the plan); 0 if none */
 } otter_memory_stats;
 
-otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out);
+OTTER_API otter_status otter_session_memory_stats(const otter_session *s, otter_memory_stats *out);
 
 /* Time spent in one node's kernel over the runs since create (options.profile). */
 typedef struct otter_node_profile {
@@ -185,7 +187,7 @@ typedef struct otter_node_profile {
 
 /* Fill out[0 .. cap) with the nodes run so far in execution order; returns how many there are
  * (0 without options.profile). Strings stay valid until the session is freed. */
-size_t otter_session_profile(const otter_session *s, otter_node_profile *out, size_t cap);
+OTTER_API size_t otter_session_profile(const otter_session *s, otter_node_profile *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -30,11 +30,11 @@ typedef enum otter_status {
     OTTER_ERR_NOT_FOUND = 6    /* a named node, tensor or file does not exist */
 } otter_status;
 
-const char *otter_status_name(otter_status s);
+OTTER_API const char *otter_status_name(otter_status s);
 
 /* Message of the last failure on this thread ("" when none). */
-const char *otter_last_error(void);
-void otter_clear_error(void);
+OTTER_API const char *otter_last_error(void);
+OTTER_API void otter_clear_error(void);
 
 /* One allocator hook for the whole library. Pass NULLs to restore the C library's. */
 typedef struct otter_allocator {
@@ -43,12 +43,15 @@ typedef struct otter_allocator {
     void (*free_fn)(void *ptr, void *user);
     void *user;
 } otter_allocator;
-void otter_set_allocator(const otter_allocator *a);
+OTTER_API void otter_set_allocator(const otter_allocator *a);
+/* Release a buffer the library allocated for the caller (a serialized model, checkpoint or message, a
+ * printed text): it goes back through the allocator hook that made it. NULL is a no-op. */
+OTTER_API void otter_free(void *p);
 
 /* The library never prints: messages go to this callback (default: discarded). */
 typedef enum otter_log_level { OTTER_LOG_DEBUG, OTTER_LOG_INFO, OTTER_LOG_WARN } otter_log_level;
 typedef void (*otter_log_fn)(otter_log_level level, const char *msg, void *user);
-void otter_set_log_callback(otter_log_fn fn, void *user);
+OTTER_API void otter_set_log_callback(otter_log_fn fn, void *user);
 
 #ifdef __cplusplus
 }

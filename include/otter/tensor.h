@@ -35,12 +35,12 @@ typedef enum otter_dtype {
 } otter_dtype;
 
 /* Size in bytes of one element (0 for UNDEFINED and for STRING, whose elements are otter_bytes). */
-size_t otter_dtype_size(otter_dtype t);
+OTTER_API size_t otter_dtype_size(otter_dtype t);
 /* "float", "int64", ... as in numpy; "undefined" for unknown values. */
-const char *otter_dtype_name(otter_dtype t);
+OTTER_API const char *otter_dtype_name(otter_dtype t);
 /* Inverse of otter_dtype_name (also accepts ONNX's upper-case names); UNDEFINED when unknown. */
-otter_dtype otter_dtype_from_name(const char *name);
-bool otter_dtype_is_float(otter_dtype t); /* float16, bfloat16, float, double */
+OTTER_API otter_dtype otter_dtype_from_name(const char *name);
+OTTER_API bool otter_dtype_is_float(otter_dtype t); /* float16, bfloat16, float, double */
 
 #define OTTER_MAX_RANK 16
 
@@ -73,21 +73,21 @@ typedef struct otter_tensor {
 } otter_tensor;
 
 /* Number of elements (product of dims; 1 for rank 0). */
-int64_t otter_tensor_numel(const otter_tensor *t);
-size_t otter_tensor_nbytes(const otter_tensor *t);
+OTTER_API int64_t otter_tensor_numel(const otter_tensor *t);
+OTTER_API size_t otter_tensor_nbytes(const otter_tensor *t);
 
 /* New tensor with zeroed data. dims may be NULL when rank is 0. name may be NULL. */
-otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
-                                 const int64_t *dims);
+OTTER_API otter_status otter_tensor_create(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
+                                           const int64_t *dims);
 /* New tensor holding a copy of data (nbytes = numel * dtype size; for STRING, an otter_bytes array). */
-otter_status otter_tensor_from_data(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
-                                    const int64_t *dims, const void *data);
+OTTER_API otter_status otter_tensor_from_data(otter_tensor **out, const char *name, otter_dtype dtype, int rank,
+                                              const int64_t *dims, const void *data);
 /* Deep copy. */
-otter_status otter_tensor_clone(otter_tensor **out, const otter_tensor *src);
-otter_status otter_tensor_set_name(otter_tensor *t, const char *name);
+OTTER_API otter_status otter_tensor_clone(otter_tensor **out, const otter_tensor *src);
+OTTER_API otter_status otter_tensor_set_name(otter_tensor *t, const char *name);
 /* True when dtype, dims and every element (bitwise; strings bytewise) are equal. */
-bool otter_tensor_equal(const otter_tensor *a, const otter_tensor *b);
-void otter_tensor_free(otter_tensor *t);
+OTTER_API bool otter_tensor_equal(const otter_tensor *a, const otter_tensor *b);
+OTTER_API void otter_tensor_free(otter_tensor *t);
 
 #ifdef __cplusplus
 }

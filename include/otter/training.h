@@ -69,27 +69,30 @@ typedef struct otter_training_options {
 /* ---- create ------------------------------------------------------------------------------------ */
 
 /* From model files. eval_model and optimizer_model may be NULL (no eval / optimizer step then). */
-otter_status otter_training_session_create(otter_training_session **out, otter_checkpoint *ckpt,
-                                           const char *training_model, const char *eval_model,
-                                           const char *optimizer_model, const otter_training_options *opts);
+OTTER_API otter_status otter_training_session_create(otter_training_session **out, otter_checkpoint *ckpt,
+                                                     const char *training_model, const char *eval_model,
+                                                     const char *optimizer_model, const otter_training_options *opts);
 /* From model bytes (copied from, not kept). eval / optimizer: NULL data for none. */
-otter_status otter_training_session_create_from_memory(otter_training_session **out, otter_checkpoint *ckpt,
-                                                       const void *training, size_t training_size, const void *eval,
-                                                       size_t eval_size, const void *optimizer, size_t optimizer_size,
-                                                       const otter_training_options *opts);
+OTTER_API otter_status otter_training_session_create_from_memory(otter_training_session **out, otter_checkpoint *ckpt,
+                                                                 const void *training, size_t training_size,
+                                                                 const void *eval, size_t eval_size,
+                                                                 const void *optimizer, size_t optimizer_size,
+                                                                 const otter_training_options *opts);
 /* From models in memory; on success the session owns them (and ckpt), on failure they stay the caller's. */
-otter_status otter_training_session_create_from_models(otter_training_session **out, otter_checkpoint *ckpt,
-                                                       otter_model *training, otter_model *eval, otter_model *optimizer,
-                                                       const otter_training_options *opts);
+OTTER_API otter_status otter_training_session_create_from_models(otter_training_session **out, otter_checkpoint *ckpt,
+                                                                 otter_model *training, otter_model *eval,
+                                                                 otter_model *optimizer,
+                                                                 const otter_training_options *opts);
 /* From an artifacts folder: <prefix>training_model.onnx (required), <prefix>eval_model.onnx and
  * <prefix>optimizer_model.onnx (when present) and the checkpoint file `checkpoint` (NULL:
  * <dir>/<prefix>checkpoint). prefix may be NULL. */
-otter_status otter_training_session_create_from_dir(otter_training_session **out, const char *dir, const char *prefix,
-                                                    const char *checkpoint, const otter_training_options *opts);
-void otter_training_session_free(otter_training_session *s);
+OTTER_API otter_status otter_training_session_create_from_dir(otter_training_session **out, const char *dir,
+                                                              const char *prefix, const char *checkpoint,
+                                                              const otter_training_options *opts);
+OTTER_API void otter_training_session_free(otter_training_session *s);
 
-bool otter_training_has_eval(const otter_training_session *s);
-bool otter_training_has_optimizer(const otter_training_session *s);
+OTTER_API bool otter_training_has_eval(const otter_training_session *s);
+OTTER_API bool otter_training_has_optimizer(const otter_training_session *s);
 
 /* ---- user inputs and outputs ------------------------------------------------------------------- */
 
@@ -98,38 +101,41 @@ typedef enum otter_training_graph { OTTER_TRAINING_GRAPH = 0, OTTER_EVAL_GRAPH =
 /* User inputs (model inputs and loss targets, without parameters, gradient buffers and the reset flag)
  * and user outputs (the loss, then the additional outputs) of the training or eval model, in graph
  * order. Names and types point into the model (NULL when i is out of range). */
-size_t otter_training_input_count(const otter_training_session *s, otter_training_graph g);
-const char *otter_training_input_name(const otter_training_session *s, otter_training_graph g, size_t i);
-const otter_type *otter_training_input_type(const otter_training_session *s, otter_training_graph g, size_t i);
-size_t otter_training_output_count(const otter_training_session *s, otter_training_graph g);
-const char *otter_training_output_name(const otter_training_session *s, otter_training_graph g, size_t i);
+OTTER_API size_t otter_training_input_count(const otter_training_session *s, otter_training_graph g);
+OTTER_API const char *otter_training_input_name(const otter_training_session *s, otter_training_graph g, size_t i);
+OTTER_API const otter_type *otter_training_input_type(const otter_training_session *s, otter_training_graph g,
+                                                      size_t i);
+OTTER_API size_t otter_training_output_count(const otter_training_session *s, otter_training_graph g);
+OTTER_API const char *otter_training_output_name(const otter_training_session *s, otter_training_graph g, size_t i);
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
 /* Forward + backward on one batch. Inputs: input_names NULL binds inputs[i] to the i-th user input; else
  * by name. Outputs: the first n_outputs user outputs (loss first); NULL entries receive new tensors the
  * caller frees, non-NULL ones are filled in place. Gradients go to the accumulation buffers. */
-otter_status otter_training_train_step(otter_training_session *s, size_t n_inputs, const char *const *input_names,
-                                       const otter_tensor *const *inputs, size_t n_outputs, otter_tensor **outputs);
+OTTER_API otter_status otter_training_train_step(otter_training_session *s, size_t n_inputs,
+                                                 const char *const *input_names, const otter_tensor *const *inputs,
+                                                 size_t n_outputs, otter_tensor **outputs);
 /* The next train step overwrites the gradient buffers instead of adding to them. */
-otter_status otter_training_lazy_reset_grad(otter_training_session *s);
+OTTER_API otter_status otter_training_lazy_reset_grad(otter_training_session *s);
 /* Forward + loss with the eval model and the current parameters (same conventions). */
-otter_status otter_training_eval_step(otter_training_session *s, size_t n_inputs, const char *const *input_names,
-                                      const otter_tensor *const *inputs, size_t n_outputs, otter_tensor **outputs);
+OTTER_API otter_status otter_training_eval_step(otter_training_session *s, size_t n_inputs,
+                                                const char *const *input_names, const otter_tensor *const *inputs,
+                                                size_t n_outputs, otter_tensor **outputs);
 /* One update of every trainable parameter from its accumulated gradient, by the optimizer model's node
  * (com.microsoft AdamWOptimizer with its attributes, or SGDOptimizerV2; InplaceClipGradNorm before it
  * when present), with step = state.step + 1. Momentums are created (zero) at the first step and kept in
  * the checkpoint state as momentum0 / momentum1 of group0. */
-otter_status otter_training_optimizer_step(otter_training_session *s);
+OTTER_API otter_status otter_training_optimizer_step(otter_training_session *s);
 /* The optimizer state's step (updates done so far, restored from the checkpoint's group0). */
-int64_t otter_training_step_count(const otter_training_session *s);
+OTTER_API int64_t otter_training_step_count(const otter_training_session *s);
 /* Dropout seed (see otter_training_options). */
-void otter_training_set_seed(otter_training_session *s, uint64_t seed);
+OTTER_API void otter_training_set_seed(otter_training_session *s, uint64_t seed);
 
 /* ---- learning rate ----------------------------------------------------------------------------- */
 
-float otter_training_get_lr(const otter_training_session *s);
-otter_status otter_training_set_lr(otter_training_session *s, float lr); /* lr >= 0, finite */
+OTTER_API float otter_training_get_lr(const otter_training_session *s);
+OTTER_API otter_status otter_training_set_lr(otter_training_session *s, float lr); /* lr >= 0, finite */
 
 typedef enum otter_lr_schedule_kind {
     OTTER_LR_CONSTANT = 0, /* no scheduler */
@@ -154,31 +160,31 @@ typedef struct otter_lr_schedule {
 /* Register a scheduler (like RegisterLinearLRScheduler): the learning rate becomes the schedule's value at
  * the current optimizer step t = otter_training_step_count(s); each otter_training_scheduler_step sets it
  * again from t (call it after each optimizer step). A CONSTANT schedule removes the scheduler. */
-otter_status otter_training_set_schedule(otter_training_session *s, const otter_lr_schedule *sched);
-otter_status otter_training_scheduler_step(otter_training_session *s);
+OTTER_API otter_status otter_training_set_schedule(otter_training_session *s, const otter_lr_schedule *sched);
+OTTER_API otter_status otter_training_scheduler_step(otter_training_session *s);
 /* The schedule's learning rate at optimizer step t (pure; for plotting and checks). */
-float otter_lr_schedule_at(const otter_lr_schedule *sched, int64_t t);
+OTTER_API float otter_lr_schedule_at(const otter_lr_schedule *sched, int64_t t);
 
 /* ---- parameters -------------------------------------------------------------------------------- */
 
 /* Elements in the contiguous buffer (ORT's GetParametersSize): float32 parameters in the training graph's
  * parameter-input order, the frozen ones included unless trainable_only. */
-size_t otter_training_params_size(const otter_training_session *s, bool trainable_only);
+OTTER_API size_t otter_training_params_size(const otter_training_session *s, bool trainable_only);
 /* n must equal otter_training_params_size(s, trainable_only). Copying into the parameters from a buffer
  * with trainable_only = false sets every parameter of a nominal checkpoint. */
-otter_status otter_training_copy_params_to_buffer(const otter_training_session *s, float *buf, size_t n,
-                                                  bool trainable_only);
-otter_status otter_training_copy_buffer_to_params(otter_training_session *s, const float *buf, size_t n,
-                                                  bool trainable_only);
+OTTER_API otter_status otter_training_copy_params_to_buffer(const otter_training_session *s, float *buf, size_t n,
+                                                            bool trainable_only);
+OTTER_API otter_status otter_training_copy_buffer_to_params(otter_training_session *s, const float *buf, size_t n,
+                                                            bool trainable_only);
 /* The trainable slab itself (n floats, buffer order), for in-place aggregation such as FedAvg. Writing it
  * changes the parameters; it stays valid for the session's life. */
-float *otter_training_trainable_slab(otter_training_session *s, size_t *n);
+OTTER_API float *otter_training_trainable_slab(otter_training_session *s, size_t *n);
 /* The gradient slab (parallel to the trainable slab). */
-const float *otter_training_grad_slab(const otter_training_session *s, size_t *n);
+OTTER_API const float *otter_training_grad_slab(const otter_training_session *s, size_t *n);
 
 /* Parameters (all, graph order) one by one. */
-size_t otter_training_param_count(const otter_training_session *s);
-const char *otter_training_param_name(const otter_training_session *s, size_t i);
+OTTER_API size_t otter_training_param_count(const otter_training_session *s);
+OTTER_API const char *otter_training_param_name(const otter_training_session *s, size_t i);
 typedef struct otter_param_info {
     otter_dtype dtype;
     int rank;
@@ -189,34 +195,37 @@ typedef struct otter_param_info {
     size_t offset_all, offset_trainable;
 } otter_param_info;
 /* OTTER_ERR_NOT_FOUND naming the parameter when absent. */
-otter_status otter_training_describe_param(const otter_training_session *s, const char *name, otter_param_info *info);
+OTTER_API otter_status otter_training_describe_param(const otter_training_session *s, const char *name,
+                                                     otter_param_info *info);
 /* A copy of the parameter's current value (caller frees). */
-otter_status otter_training_get_param(const otter_training_session *s, const char *name, otter_tensor **out);
+OTTER_API otter_status otter_training_get_param(const otter_training_session *s, const char *name, otter_tensor **out);
 /* Set a parameter's value (same dtype and dims). */
-otter_status otter_training_set_param(otter_training_session *s, const char *name, const otter_tensor *value);
+OTTER_API otter_status otter_training_set_param(otter_training_session *s, const char *name, const otter_tensor *value);
 
 /* ---- properties, checkpoint, export -------------------------------------------------------------- */
 
-otter_status otter_training_set_property_int(otter_training_session *s, const char *name, int64_t v);
-otter_status otter_training_set_property_float(otter_training_session *s, const char *name, float v);
-otter_status otter_training_set_property_string(otter_training_session *s, const char *name, const char *v);
+OTTER_API otter_status otter_training_set_property_int(otter_training_session *s, const char *name, int64_t v);
+OTTER_API otter_status otter_training_set_property_float(otter_training_session *s, const char *name, float v);
+OTTER_API otter_status otter_training_set_property_string(otter_training_session *s, const char *name, const char *v);
 /* OTTER_ERR_NOT_FOUND when absent. */
-otter_status otter_training_get_property(const otter_training_session *s, const char *name, const otter_property **out);
+OTTER_API otter_status otter_training_get_property(const otter_training_session *s, const char *name,
+                                                   const otter_property **out);
 
 /* Bring the owned checkpoint up to date (parameters; group0 step, initial learning rate and momentums once
  * they exist) and return it. Valid until the next call on the session. */
-otter_status otter_training_sync_checkpoint(otter_training_session *s, const otter_checkpoint **out);
+OTTER_API otter_status otter_training_sync_checkpoint(otter_training_session *s, const otter_checkpoint **out);
 /* Save the state atomically (the previous file stays intact on failure). include_optimizer_state false
  * leaves the optimizer groups out of the file. */
-otter_status otter_training_save_checkpoint(otter_training_session *s, const char *path, bool include_optimizer_state);
+OTTER_API otter_status otter_training_save_checkpoint(otter_training_session *s, const char *path,
+                                                      bool include_optimizer_state);
 
 /* ORT's ExportModelForInferencing: the eval model with only the named outputs (n_outputs 0: every eval
  * output but the loss), nodes they don't need pruned, parameter inputs turned back into initializers
  * holding the current values, unused inputs dropped. */
-otter_status otter_training_export_model(const otter_training_session *s, size_t n_outputs,
-                                         const char *const *output_names, otter_model **out);
-otter_status otter_training_export(const otter_training_session *s, const char *path, size_t n_outputs,
-                                   const char *const *output_names);
+OTTER_API otter_status otter_training_export_model(const otter_training_session *s, size_t n_outputs,
+                                                   const char *const *output_names, otter_model **out);
+OTTER_API otter_status otter_training_export(const otter_training_session *s, const char *path, size_t n_outputs,
+                                             const char *const *output_names);
 
 /* ---- datasets: evaluation and the training loop --------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 
 #include "check/schema.h"
 #include "core/core.h"
+#include "core/strmap.h"
 #include "otter/infer.h"
 
 /* ONNX's IR_VERSION in onnx 1.12 (the highest version the checker accepts). */
@@ -71,96 +72,29 @@ const char *otter_check_report_op_type(const otter_check_report *r, size_t i) {
 
 /* ---- name sets and lexical scopes ---------------------------------------------------------- */
 
-/* Open-addressing set of borrowed strings (the model outlives the check). */
-typedef struct ot_nameset {
-    size_t n, cap; /* cap is 0 or a power of two */
-    const char **keys;
-    const char **vals; /* optional payload (type strings in the type pass) */
-} ot_nameset;
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void nameset_free(ot_nameset *s) {
-    ot_free(s->keys);
-    ot_free(s->vals);
-    memset(s, 0, sizeof *s);
-}
-
-static ptrdiff_t nameset_slot(const ot_nameset *s, const char *key) {
-    if (s->cap == 0) return -1;
-    size_t mask = s->cap - 1, i = (size_t)hash_str(key) & mask;
-    while (s->keys[i]) {
-        if (strcmp(s->keys[i], key) == 0) return (ptrdiff_t)i;
-        i = (i + 1) & mask;
-    }
-    return -1;
-}
-
-static bool nameset_has(const ot_nameset *s, const char *key) { return nameset_slot(s, key) >= 0; }
-
-static const char *nameset_get(const ot_nameset *s, const char *key) {
-    ptrdiff_t i = nameset_slot(s, key);
-    return i >= 0 ? s->vals[i] : NULL;
-}
-
-/* Insert or overwrite; val may be NULL. */
-static otter_status nameset_put(ot_nameset *s, const char *key, const char *val) {
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        const char **keys = ot_calloc(cap, sizeof *keys);
-        const char **vals = ot_calloc(cap, sizeof *vals);
-        if (keys == NULL || vals == NULL) {
-            ot_free(keys);
-            ot_free(vals);
-            return OT_NOMEM();
-        }
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->keys[i]) continue;
-            size_t j = (size_t)hash_str(s->keys[i]) & (cap - 1);
-            while (keys[j]) j = (j + 1) & (cap - 1);
-            keys[j] = s->keys[i];
-            vals[j] = s->vals[i];
-        }
-        ot_free(s->keys);
-        ot_free(s->vals);
-        s->keys = keys;
-        s->vals = vals;
-        s->cap = cap;
-    }
-    size_t mask = s->cap - 1, i = (size_t)hash_str(key) & mask;
-    while (s->keys[i]) {
-        if (strcmp(s->keys[i], key) == 0) {
-            s->vals[i] = val;
-            return OTTER_OK;
-        }
-        i = (i + 1) & mask;
-    }
-    s->keys[i] = key;
-    s->vals[i] = val;
-    s->n++;
-    return OTTER_OK;
+/* Name sets are ot_strmaps of borrowed strings (the model outlives the check); in the type pass the value
+ * is the name's type string (NULL when unknown). */
+static const char *name_type(const ot_strmap *m, const char *key) {
+    intptr_t v;
+    return ot_strmap_get(m, key, &v) ? (const char *)v : NULL;
 }
 
 /* A graph's names, seeing its ancestors' (LexicalScopeContext). */
 typedef struct ot_scope {
     const struct ot_scope *parent;
-    ot_nameset names;
+    ot_strmap names;
 } ot_scope;
 
 static bool scope_has_any(const ot_scope *s, const char *name) {
     for (; s; s = s->parent)
-        if (nameset_has(&s->names, name)) return true;
+        if (ot_strmap_has(&s->names, name)) return true;
     return false;
 }
 
 static const char *scope_type(const ot_scope *s, const char *name) {
     for (; s; s = s->parent) {
-        ptrdiff_t i = nameset_slot(&s->names, name);
-        if (i >= 0) return s->names.vals[i];
+        intptr_t t;
+        if (ot_strmap_get(&s->names, name, &t)) return (const char *)t;
     }
     return NULL;
 }
@@ -723,15 +657,15 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
     if (stopped(c)) return;
 
     ot_scope scope = {parent, {0}};
-    ot_nameset inits = {0};
+    ot_strmap inits = {0};
     for (size_t i = 0; i < g->n_inputs && !stopped(c); i++) {
         const char *name = g->inputs[i].name;
         if (ot_str_empty(name)) continue;
-        if (nameset_has(&scope.names, name)) {
+        if (ot_strmap_has(&scope.names, name)) {
             problem(c, NULL, 0, "graph input '%s' is declared more than once", name);
             continue;
         }
-        if (nameset_put(&scope.names, name, NULL) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+        if (ot_strmap_put(&scope.names, name, 0) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t i = 0; i < g->n_initializers && !stopped(c); i++) {
         const otter_tensor *t = g->initializers[i];
@@ -739,21 +673,21 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
             problem(c, NULL, 0, "initializer %zu has no name", i);
             continue;
         }
-        if (nameset_has(&inits, t->name)) {
+        if (ot_strmap_has(&inits, t->name)) {
             problem(c, NULL, 0, "initializer '%s' is defined more than once", t->name);
             continue;
         }
-        if (nameset_put(&inits, t->name, NULL) != OTTER_OK) {
+        if (ot_strmap_put(&inits, t->name, 0) != OTTER_OK) {
             c->fatal = OTTER_ERR_NOMEM;
             break;
         }
         check_tensor(c, NULL, 0, t, "initializer");
         if (c->ir_version <= 3) {
             /* Initializers are a subset of the graph inputs up to IR version 3. */
-            if (!nameset_has(&scope.names, t->name))
+            if (!ot_strmap_has(&scope.names, t->name))
                 problem(c, NULL, 0, "initializer '%s' is not a graph input (required for ir_version %lld <= 3)",
                         t->name, (long long)c->ir_version);
-        } else if (nameset_put(&scope.names, t->name, NULL) != OTTER_OK) {
+        } else if (ot_strmap_put(&scope.names, t->name, 0) != OTTER_OK) {
             c->fatal = OTTER_ERR_NOMEM;
         }
     }
@@ -767,11 +701,11 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
             problem(c, NULL, 0, "sparse initializer %zu has no name", i);
             continue;
         }
-        if (nameset_has(&inits, kept)) {
+        if (ot_strmap_has(&inits, kept)) {
             problem(c, NULL, 0, "sparse initializer '%s' has the name of another initializer", kept);
             continue;
         }
-        if (nameset_put(&inits, kept, NULL) != OTTER_OK || nameset_put(&scope.names, kept, NULL) != OTTER_OK)
+        if (ot_strmap_put(&inits, kept, 0) != OTTER_OK || ot_strmap_put(&scope.names, kept, 0) != OTTER_OK)
             c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t ni = 0; ni < g->n_nodes && !stopped(c); ni++) {
@@ -804,11 +738,11 @@ static void check_graph(ot_checker *c, const otter_graph *g, const ot_scope *par
                 problem(c, n, ni, "output '%s' is already defined (each tensor must be defined once)", out);
                 continue;
             }
-            if (nameset_put(&scope.names, out, NULL) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+            if (ot_strmap_put(&scope.names, out, 0) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
         }
     }
-    nameset_free(&inits);
-    nameset_free(&scope.names);
+    ot_strmap_free(&inits);
+    ot_strmap_free(&scope.names);
 }
 
 /* ---- the type pass (full_check): OpSchema::CheckInputOutputType ---------------------------- */
@@ -892,7 +826,7 @@ static void type_node(ot_checker *c, const otter_node *n, size_t ni, ot_scope *s
         const ot_schema_param *p = &s->outputs[i];
         /* As onnx: the inferred type (here: declared, or written by otter's inference), else the
          * one the schema fixes (a single allowed type, or a type parameter bound by the inputs). */
-        const char *t = nameset_get(&scope->names, out);
+        const char *t = name_type(&scope->names, out);
         if (t == NULL && strcmp(s->name, "Constant") == 0 && s->domain[0] == '\0') t = constant_type(c, n);
         if (t == NULL) {
             if (p->n_types == 1)
@@ -920,7 +854,7 @@ static void type_node(ot_checker *c, const otter_node *n, size_t ni, ot_scope *s
                 bound_type[n_bound++] = t;
             }
         }
-        if (nameset_put(&scope->names, out, t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+        if (ot_strmap_put(&scope->names, out, (intptr_t)t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
     }
 }
 
@@ -970,7 +904,8 @@ static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *pare
         for (size_t i = 0; i < counts[l] && !stopped(c); i++) {
             const otter_value *v = &lists[l][i];
             if (ot_str_empty(v->name) || !v->has_type) continue;
-            if (nameset_put(&scope.names, v->name, declared_type(c, &v->type)) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+            if (ot_strmap_put(&scope.names, v->name, (intptr_t)declared_type(c, &v->type)) != OTTER_OK)
+                c->fatal = OTTER_ERR_NOMEM;
         }
     for (size_t i = 0; i < g->n_initializers && !stopped(c); i++) {
         const otter_tensor *t = g->initializers[i];
@@ -978,7 +913,7 @@ static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *pare
         const otter_type *d = declared_otter_type(g, t->name);
         if (d != NULL)
             check_initializer_type(c, t, d);
-        else if (c->ir_version >= 4 && nameset_put(&scope.names, t->name, tensor_type(c, t)) != OTTER_OK)
+        else if (c->ir_version >= 4 && ot_strmap_put(&scope.names, t->name, (intptr_t)tensor_type(c, t)) != OTTER_OK)
             c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t i = 0; i < g->n_sparse_initializers && !stopped(c); i++) {
@@ -991,10 +926,10 @@ static void type_graph(ot_checker *c, const otter_graph *g, const ot_scope *pare
         char buf[64];
         snprintf(buf, sizeof buf, "sparse_tensor(%s)", e);
         const char *t = keep_string(c, buf);
-        if (t && nameset_put(&scope.names, kept, t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
+        if (t && ot_strmap_put(&scope.names, kept, (intptr_t)t) != OTTER_OK) c->fatal = OTTER_ERR_NOMEM;
     }
     for (size_t ni = 0; ni < g->n_nodes && !stopped(c); ni++) type_node(c, g->nodes[ni], ni, &scope);
-    nameset_free(&scope.names);
+    ot_strmap_free(&scope.names);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */

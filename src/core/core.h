@@ -56,6 +56,20 @@ bool ot_streq(const char *a, const char *b); /* NULL-safe; NULL equals NULL only
 /* NULL and "" are both "not set" for domain-like strings. */
 static inline bool ot_str_empty(const char *s) { return s == NULL || s[0] == '\0'; }
 
+/* FNV-1a 64, the library's one hash: hash tables of names, content hashes, and the FL wire format's
+ * layout hash and state checksum (so its values must never change). Continue a hash with ot_fnv1a(h, ...). */
+#define OT_FNV1A_OFFSET 1469598103934665603ull
+static inline uint64_t ot_fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+static inline uint64_t ot_hash_str(const char *s) {
+    uint64_t h = OT_FNV1A_OFFSET;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 /* Checked size arithmetic: false on overflow. */
 bool ot_mul_size(size_t a, size_t b, size_t *out);
 

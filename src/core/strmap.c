@@ -4,14 +4,8 @@
 
 #include "core/core.h"
 
-static size_t hash(const char *s) {
-    size_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static size_t slot(const ot_strmap *m, const char *key) {
-    size_t i = hash(key) & (m->cap - 1);
+    size_t i = ot_hash_str(key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
     return i;
 }
@@ -44,6 +38,15 @@ otter_status ot_strmap_put(ot_strmap *m, const char *key, intptr_t value) {
     }
     m->values[i] = value;
     return OTTER_OK;
+}
+
+otter_status ot_strmap_reserve(ot_strmap *m, size_t expected) {
+    size_t cap = m->cap ? m->cap : 64;
+    while (cap < expected * 2 + 1) {
+        if (cap > SIZE_MAX / 4) return OT_NOMEM();
+        cap *= 2;
+    }
+    return cap == m->cap ? OTTER_OK : rehash(m, cap);
 }
 
 bool ot_strmap_get(const ot_strmap *m, const char *key, intptr_t *value) {

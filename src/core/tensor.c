@@ -1,7 +1,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 
 static const struct {
     const char *name;

@@ -697,12 +697,6 @@ static void put_f32(wbuf *b, float v) {
     put_u32(b, u);
 }
 
-static uint64_t fnv1a(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, void **data, size_t *size) {
     if (!a || !data || !size) return ot_error(OTTER_ERR_ARGUMENT, "otter_fl_aggregator_save_to_memory: NULL argument");
     wbuf b = {0};
@@ -730,7 +724,7 @@ otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, vo
         const double *vec = s == 0 ? a->m : a->v;
         for (size_t j = 0; j < a->n; j++) put_f64(&b, vec[j]);
     }
-    if (!b.oom) put_u64(&b, fnv1a(b.p, b.n));
+    if (!b.oom) put_u64(&b, ot_fnv1a(OT_FNV1A_OFFSET, b.p, b.n));
     if (b.oom) {
         ot_free(b.p);
         return OT_NOMEM();
@@ -803,7 +797,7 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
     rbuf r = {bytes, size - 8, 8, false};
     uint64_t sum = 0;
     for (int i = 7; i >= 0; i--) sum = (sum << 8) | bytes[size - 8 + (size_t)i];
-    if (sum != fnv1a(bytes, size - 8))
+    if (sum != ot_fnv1a(OT_FNV1A_OFFSET, bytes, size - 8))
         return ot_error(OTTER_ERR_INVALID, "federated state: checksum mismatch (truncated or corrupted)");
     uint32_t version = get_u32(&r);
     if (version != STATE_VERSION)

@@ -49,13 +49,13 @@ static size_t entry_write(const otter_fl_param *p, uint8_t *o) {
 }
 
 uint64_t otter_fl_layout_hash(const otter_fl_layout *l) {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = OT_FNV1A_OFFSET;
     uint8_t buf[2 + 65535 + 2 + 8 * OTTER_MAX_RANK];
     for (size_t i = 0; i < otter_fl_layout_count(l); i++) {
         const otter_fl_param *p = otter_fl_layout_at(l, i);
         if (strlen(p->name) > 65535) continue; /* not encodable; encode refuses it */
         size_t k = entry_write(p, buf);
-        for (size_t j = 0; j < k; j++) h = (h ^ buf[j]) * 1099511628211ull;
+        h = ot_fnv1a(h, buf, k);
     }
     return h;
 }

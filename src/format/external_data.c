@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 
 static const char *entry(const otter_tensor *t, const char *key) {
     for (size_t i = 0; i < t->extra->n_external; i++)

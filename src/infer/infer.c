@@ -69,15 +69,9 @@ struct ot_scope {
     scope_entry *slots;
 };
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static ot_ival **scope_slot(ot_scope *sc, const char *name) {
     size_t mask = sc->cap - 1;
-    for (size_t i = (size_t)hash_str(name) & mask;; i = (i + 1) & mask) {
+    for (size_t i = ot_hash_str(name) & mask;; i = (i + 1) & mask) {
         if (!sc->slots[i].name || strcmp(sc->slots[i].name, name) == 0) {
             sc->slots[i].name = sc->slots[i].name ? sc->slots[i].name : name;
             return &sc->slots[i].val;
@@ -88,7 +82,7 @@ static ot_ival **scope_slot(ot_scope *sc, const char *name) {
 static ot_ival *scope_get_local(const ot_scope *sc, const char *name) {
     if (sc->cap == 0) return NULL;
     size_t mask = sc->cap - 1;
-    for (size_t i = (size_t)hash_str(name) & mask; sc->slots[i].name; i = (i + 1) & mask)
+    for (size_t i = ot_hash_str(name) & mask; sc->slots[i].name; i = (i + 1) & mask)
         if (strcmp(sc->slots[i].name, name) == 0) return sc->slots[i].val;
     return NULL;
 }

@@ -34,7 +34,7 @@ static void deps_free(deps *d) {
 }
 
 struct edge_ctx {
-    const ot_namemap *producer;
+    const ot_strmap *producer;
     size_t reader;
     size_t *edges; /* pairs (from, to) */
     size_t n_edges, cap_edges;
@@ -42,8 +42,8 @@ struct edge_ctx {
 
 static otter_status collect_edge(const char *name, void *user) {
     struct edge_ctx *c = user;
-    size_t p;
-    if (!ot_namemap_get(c->producer, name, &p)) return OTTER_OK; /* input, initializer or outer scope */
+    intptr_t p;
+    if (!ot_strmap_get(c->producer, name, &p)) return OTTER_OK; /* input, initializer or outer scope */
     OT_TRY(ot_grow((void **)&c->edges, &c->cap_edges, 2 * (c->n_edges + 1), sizeof *c->edges));
     c->edges[2 * c->n_edges] = p;
     c->edges[2 * c->n_edges + 1] = c->reader;
@@ -55,14 +55,14 @@ static otter_status collect_edge(const char *name, void *user) {
 static otter_status deps_build(deps *d, const otter_graph *g, const bool *include) {
     memset(d, 0, sizeof *d);
     size_t n = g->n_nodes;
-    ot_namemap producer;
-    OT_TRY(ot_namemap_init(&producer, n));
+    ot_strmap producer = {0};
+    OT_TRY(ot_strmap_reserve(&producer, n));
     otter_status s = OTTER_OK;
     for (size_t i = 0; i < n && s == OTTER_OK; i++) {
         if (include && !include[i]) continue;
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++) {
             const char *o = g->nodes[i]->outputs[j];
-            if (!ot_str_empty(o) && !ot_namemap_has(&producer, o)) s = ot_namemap_put(&producer, o, i);
+            if (!ot_str_empty(o) && !ot_strmap_has(&producer, o)) s = ot_strmap_put(&producer, o, i);
         }
     }
     struct edge_ctx c = {&producer, 0, NULL, 0, 0};
@@ -71,7 +71,7 @@ static otter_status deps_build(deps *d, const otter_graph *g, const bool *includ
         c.reader = i;
         s = ot_node_reads(g->nodes[i], collect_edge, &c);
     }
-    ot_namemap_free(&producer);
+    ot_strmap_free(&producer);
     if (s == OTTER_OK) {
         d->n = n;
         d->pred_start = ot_calloc(n + 1, sizeof(size_t));
@@ -265,7 +265,7 @@ otter_status otter_graph_topo_sort(otter_graph *g) {
 /* ---- clean ---- */
 
 struct live_ctx {
-    const ot_namemap *producer;
+    const ot_strmap *producer;
     bool *live;
     size_t *stack;
     size_t n_stack;
@@ -273,8 +273,8 @@ struct live_ctx {
 
 static otter_status mark_needed(const char *name, void *user) {
     struct live_ctx *c = user;
-    size_t p;
-    if (!ot_namemap_get(c->producer, name, &p) || c->live[p]) return OTTER_OK;
+    intptr_t p;
+    if (!ot_strmap_get(c->producer, name, &p) || c->live[p]) return OTTER_OK;
     c->live[p] = true;
     c->stack[c->n_stack++] = p; /* each node pushed at most once: stack holds n entries */
     return OTTER_OK;
@@ -282,13 +282,13 @@ static otter_status mark_needed(const char *name, void *user) {
 
 /* live[i]: some graph output depends on node i. */
 static otter_status find_live(const otter_graph *g, bool *live) {
-    ot_namemap producer;
-    OT_TRY(ot_namemap_init(&producer, g->n_nodes));
+    ot_strmap producer = {0};
+    OT_TRY(ot_strmap_reserve(&producer, g->n_nodes));
     otter_status s = OTTER_OK;
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++) {
             const char *o = g->nodes[i]->outputs[j];
-            if (!ot_str_empty(o) && !ot_namemap_has(&producer, o)) s = ot_namemap_put(&producer, o, i);
+            if (!ot_str_empty(o) && !ot_strmap_has(&producer, o)) s = ot_strmap_put(&producer, o, i);
         }
     struct live_ctx c = {&producer, live, ot_calloc(g->n_nodes + 1, sizeof(size_t)), 0};
     if (s == OTTER_OK && !c.stack) s = OT_NOMEM();
@@ -296,28 +296,25 @@ static otter_status find_live(const otter_graph *g, bool *live) {
         if (!ot_str_empty(g->outputs[i].name)) s = mark_needed(g->outputs[i].name, &c);
     while (s == OTTER_OK && c.n_stack > 0) s = ot_node_reads(g->nodes[c.stack[--c.n_stack]], mark_needed, &c);
     ot_free(c.stack);
-    ot_namemap_free(&producer);
+    ot_strmap_free(&producer);
     return s;
 }
 
 static size_t tensor_hash(const otter_tensor *t) {
-    size_t h = 1469598103934665603ull;
-#define MIX(byte) h = (h ^ (unsigned char)(byte)) * 1099511628211ull
-    MIX(t->dtype);
-    MIX(t->rank);
+    unsigned char head[2 + 8 * OTTER_MAX_RANK]; /* dtype, rank, then each dim's bytes, little-endian */
+    size_t n = 0;
+    head[n++] = (unsigned char)t->dtype;
+    head[n++] = (unsigned char)t->rank;
     for (int i = 0; i < t->rank; i++)
-        for (int b = 0; b < 8; b++) MIX((uint64_t)t->dims[i] >> (8 * b));
+        for (int b = 0; b < 8; b++) head[n++] = (unsigned char)((uint64_t)t->dims[i] >> (8 * b));
+    uint64_t h = ot_fnv1a(OT_FNV1A_OFFSET, head, n);
     if (t->dtype == OTTER_DTYPE_STRING) {
         const otter_bytes *s = t->data;
-        int64_t n = otter_tensor_numel(t);
-        for (int64_t i = 0; s && i < n; i++)
-            for (size_t k = 0; k < s[i].len; k++) MIX(s[i].data[k]);
+        int64_t count = otter_tensor_numel(t);
+        for (int64_t i = 0; s && i < count; i++) h = ot_fnv1a(h, s[i].data, s[i].len);
     } else if (t->data) {
-        const unsigned char *p = t->data;
-        size_t nb = otter_tensor_nbytes(t);
-        for (size_t k = 0; k < nb; k++) MIX(p[k]);
+        h = ot_fnv1a(h, t->data, otter_tensor_nbytes(t));
     }
-#undef MIX
     return h;
 }
 
@@ -381,41 +378,41 @@ static otter_status dedup_initializers(otter_graph *g, size_t *n_dedup) {
     return s;
 }
 
-static otter_status note_read(const char *name, void *user) { return ot_namemap_put(user, name, 0); }
+static otter_status note_read(const char *name, void *user) { return ot_strmap_put(user, name, 0); }
 
 static otter_status drop_unused(otter_graph *g, otter_clean_stats *st) {
-    ot_namemap read, produced;
-    OT_TRY(ot_namemap_init(&read, g->n_nodes * 2));
-    otter_status s = ot_namemap_init(&produced, g->n_nodes);
+    ot_strmap read = {0}, produced = {0};
+    OT_TRY(ot_strmap_reserve(&read, g->n_nodes * 2));
+    otter_status s = ot_strmap_reserve(&produced, g->n_nodes);
     if (s != OTTER_OK) {
-        ot_namemap_free(&read);
+        ot_strmap_free(&read);
         return s;
     }
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++) {
         s = ot_node_reads(g->nodes[i], note_read, &read);
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
-            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_namemap_put(&produced, g->nodes[i]->outputs[j], 0);
+            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_strmap_put(&produced, g->nodes[i]->outputs[j], 0);
     }
     for (size_t i = 0; i < g->n_outputs && s == OTTER_OK; i++)
-        if (!ot_str_empty(g->outputs[i].name)) s = ot_namemap_put(&read, g->outputs[i].name, 0);
+        if (!ot_str_empty(g->outputs[i].name)) s = ot_strmap_put(&read, g->outputs[i].name, 0);
     bool *remove = s == OTTER_OK ? ot_calloc(g->n_initializers + 1, sizeof(bool)) : NULL;
     if (s == OTTER_OK && !remove) s = OT_NOMEM();
     if (s == OTTER_OK) {
         for (size_t i = 0; i < g->n_initializers; i++) {
             const char *name = g->initializers[i]->name;
-            remove[i] = !ot_namemap_has(&read, name) && otter_graph_find_input(g, name) < 0;
+            remove[i] = !ot_strmap_has(&read, name) && otter_graph_find_input(g, name) < 0;
             if (remove[i]) st->initializers_removed++;
         }
         drop_initializers(g, remove);
         /* value_info: only for tensors a node produces, once, and not graph outputs. */
-        ot_namemap seen;
-        s = ot_namemap_init(&seen, g->n_value_info);
+        ot_strmap seen = {0};
+        s = ot_strmap_reserve(&seen, g->n_value_info);
         size_t w = 0;
         for (size_t i = 0; i < g->n_value_info && s == OTTER_OK; i++) {
             otter_value *v = &g->value_info[i];
-            bool keep = v->name && ot_namemap_has(&produced, v->name) && !ot_namemap_has(&seen, v->name) &&
+            bool keep = v->name && ot_strmap_has(&produced, v->name) && !ot_strmap_has(&seen, v->name) &&
                         otter_graph_find_output(g, v->name) < 0;
-            if (keep) s = ot_namemap_put(&seen, v->name, 0);
+            if (keep) s = ot_strmap_put(&seen, v->name, 0);
             if (keep && s == OTTER_OK)
                 g->value_info[w++] = *v;
             else {
@@ -424,11 +421,11 @@ static otter_status drop_unused(otter_graph *g, otter_clean_stats *st) {
             }
         }
         if (s == OTTER_OK) g->n_value_info = w;
-        ot_namemap_free(&seen);
+        ot_strmap_free(&seen);
     }
     ot_free(remove);
-    ot_namemap_free(&read);
-    ot_namemap_free(&produced);
+    ot_strmap_free(&read);
+    ot_strmap_free(&produced);
     return s;
 }
 

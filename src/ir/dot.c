@@ -47,8 +47,8 @@ struct dot_ctx {
     ot_sb *b;
     const otter_graph *g;
     const otter_dot_options *o;
-    ot_namemap src;   /* tensor -> SRC(kind, index) */
-    ot_namemap outer; /* names read but defined nowhere in g (outer scope or dangling) already drawn */
+    ot_strmap src;   /* tensor -> SRC(kind, index) */
+    ot_strmap outer; /* names read but defined nowhere in g (outer scope or dangling) already drawn */
     size_t reader;
 };
 
@@ -73,11 +73,11 @@ static void put_src_id(ot_sb *b, size_t v, const otter_graph *g) {
 static otter_status draw_edge(const char *name, void *user) {
     struct dot_ctx *c = user;
     ot_sb *b = c->b;
-    size_t v;
-    if (!ot_namemap_get(&c->src, name, &v)) {
+    intptr_t v;
+    if (!ot_strmap_get(&c->src, name, &v)) {
         /* Defined outside this graph: draw a plain label once. */
-        if (!ot_namemap_has(&c->outer, name)) {
-            OT_TRY(ot_namemap_put(&c->outer, name, 0));
+        if (!ot_strmap_has(&c->outer, name)) {
+            OT_TRY(ot_strmap_put(&c->outer, name, 0));
             ot_sb_puts(b, "  \"ext:");
             put_esc(b, name);
             ot_sb_puts(b, "\" [shape=plaintext, label=\"");
@@ -132,8 +132,8 @@ static void draw_node(struct dot_ctx *c, size_t i) {
     }
     if (c->o->hide_initializers) {
         for (size_t k = 0; k < n->n_inputs; k++) {
-            size_t v;
-            if (!ot_namemap_get(&c->src, n->inputs[k], &v) || SRC_KIND(v) != SRC_INIT) continue;
+            intptr_t v;
+            if (!ot_strmap_get(&c->src, n->inputs[k], &v) || SRC_KIND(v) != SRC_INIT) continue;
             ot_sb_puts(b, "\\n");
             put_esc(b, n->inputs[k]);
             put_init_type(b, c->g->initializers[SRC_INDEX(v)]);
@@ -152,17 +152,17 @@ otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *o
         return ot_error(OTTER_ERR_ARGUMENT, "otter_graph_to_dot: rankdir '%s' is not TB, LR, BT or RL", rankdir);
     ot_sb b = {0};
     struct dot_ctx c = {&b, g, &o, {0}, {0}, 0};
-    otter_status s = ot_namemap_init(&c.src, g->n_inputs + g->n_initializers + g->n_nodes);
-    if (s == OTTER_OK) s = ot_namemap_init(&c.outer, 8);
+    otter_status s = ot_strmap_reserve(&c.src, g->n_inputs + g->n_initializers + g->n_nodes);
+    if (s == OTTER_OK) s = ot_strmap_reserve(&c.outer, 8);
     /* Sources: initializers, then inputs (an input with a default is drawn as an input), then nodes. */
     for (size_t i = 0; i < g->n_initializers && s == OTTER_OK; i++)
-        if (g->initializers[i]->name) s = ot_namemap_put(&c.src, g->initializers[i]->name, SRC(SRC_INIT, i));
+        if (g->initializers[i]->name) s = ot_strmap_put(&c.src, g->initializers[i]->name, SRC(SRC_INIT, i));
     for (size_t i = 0; i < g->n_inputs && s == OTTER_OK; i++)
-        if (g->inputs[i].name) s = ot_namemap_put(&c.src, g->inputs[i].name, SRC(SRC_INPUT, i));
+        if (g->inputs[i].name) s = ot_strmap_put(&c.src, g->inputs[i].name, SRC(SRC_INPUT, i));
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
             if (!ot_str_empty(g->nodes[i]->outputs[j]))
-                s = ot_namemap_put(&c.src, g->nodes[i]->outputs[j], SRC(SRC_NODE, i));
+                s = ot_strmap_put(&c.src, g->nodes[i]->outputs[j], SRC(SRC_NODE, i));
 
     ot_sb_puts(&b, "digraph \"");
     put_esc(&b, g->name ? g->name : "graph");
@@ -177,8 +177,8 @@ otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *o
     }
     if (!o.hide_initializers)
         for (size_t i = 0; i < g->n_initializers; i++) {
-            size_t v;
-            if (!g->initializers[i]->name || !ot_namemap_get(&c.src, g->initializers[i]->name, &v) ||
+            intptr_t v;
+            if (!g->initializers[i]->name || !ot_strmap_get(&c.src, g->initializers[i]->name, &v) ||
                 SRC_KIND(v) != SRC_INIT)
                 continue;
             ot_sb_puts(&b, "  ");
@@ -200,8 +200,8 @@ otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *o
         ot_sb_puts(&b, "\" [shape=ellipse, style=filled, fillcolor=\"#d1e7dd\", label=\"");
         put_tensor_label(&b, v->name, v->has_type ? &v->type : NULL);
         ot_sb_puts(&b, "\"];\n");
-        size_t src;
-        if (v->name && ot_namemap_get(&c.src, v->name, &src)) {
+        intptr_t src;
+        if (v->name && ot_strmap_get(&c.src, v->name, &src)) {
             ot_sb_puts(&b, "  ");
             put_src_id(&b, src, g);
             ot_sb_puts(&b, " -> \"out:");
@@ -210,8 +210,8 @@ otter_status otter_graph_to_dot(const otter_graph *g, const otter_dot_options *o
         }
     }
     ot_sb_puts(&b, "}\n");
-    ot_namemap_free(&c.src);
-    ot_namemap_free(&c.outer);
+    ot_strmap_free(&c.src);
+    ot_strmap_free(&c.outer);
     if (s != OTTER_OK) {
         ot_free(b.data);
         return s;

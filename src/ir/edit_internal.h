@@ -1,26 +1,13 @@
-/* Internal helpers shared by the graph tools (clean, merge, extract, print, dot): a string map,
- * the names a node reads (including through its subgraphs), renaming with scopes, moving values. */
+/* Internal helpers shared by the graph tools (clean, merge, extract, print, dot): the names a node reads
+ * (including through its subgraphs), renaming with scopes, moving values. Their name maps are core/strmap's. */
 #ifndef OTTER_EDIT_INTERNAL_H
 #define OTTER_EDIT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/strmap.h"
 #include "otter/ir.h"
-
-/* Open-addressing map from borrowed strings (the caller keeps them alive) to size_t. */
-typedef struct ot_namemap {
-    size_t cap, count;
-    const char **keys;
-    size_t *vals;
-} ot_namemap;
-
-otter_status ot_namemap_init(ot_namemap *m, size_t expected);
-void ot_namemap_free(ot_namemap *m);
-/* Insert or overwrite. */
-otter_status ot_namemap_put(ot_namemap *m, const char *key, size_t val);
-bool ot_namemap_get(const ot_namemap *m, const char *key, size_t *val);
-static inline bool ot_namemap_has(const ot_namemap *m, const char *key) { return ot_namemap_get(m, key, NULL); }
 
 /* Calls fn for every tensor name node n reads: its non-empty inputs, then the names its subgraph
  * attributes read from the outer scope (names used there but not defined there). A name may come

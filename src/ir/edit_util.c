@@ -3,112 +3,42 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 #include "ir/edit_internal.h"
 #include "otter/edit.h"
-
-/* ---- string map ---- */
-
-static size_t hash_str(const char *s) {
-    size_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-otter_status ot_namemap_init(ot_namemap *m, size_t expected) {
-    size_t cap = 16;
-    while (cap < expected * 2 + 1) {
-        if (cap > SIZE_MAX / 4) return OT_NOMEM();
-        cap *= 2;
-    }
-    m->cap = cap;
-    m->count = 0;
-    m->keys = ot_calloc(cap, sizeof *m->keys);
-    m->vals = ot_calloc(cap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-        ot_namemap_free(m);
-        return OT_NOMEM();
-    }
-    return OTTER_OK;
-}
-
-void ot_namemap_free(ot_namemap *m) {
-    ot_free(m->keys);
-    ot_free(m->vals);
-    m->keys = NULL;
-    m->vals = NULL;
-    m->cap = m->count = 0;
-}
-
-static size_t slot_of(const ot_namemap *m, const char *key) {
-    size_t i = hash_str(key) & (m->cap - 1);
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-otter_status ot_namemap_put(ot_namemap *m, const char *key, size_t val) {
-    if ((m->count + 1) * 2 > m->cap) {
-        ot_namemap bigger;
-        OT_TRY(ot_namemap_init(&bigger, m->cap));
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = slot_of(&bigger, m->keys[i]);
-            bigger.keys[j] = m->keys[i];
-            bigger.vals[j] = m->vals[i];
-            bigger.count++;
-        }
-        ot_namemap_free(m);
-        *m = bigger;
-    }
-    size_t i = slot_of(m, key);
-    if (!m->keys[i]) {
-        m->keys[i] = key;
-        m->count++;
-    }
-    m->vals[i] = val;
-    return OTTER_OK;
-}
-
-bool ot_namemap_get(const ot_namemap *m, const char *key, size_t *val) {
-    if (!m->cap || !key) return false;
-    size_t i = slot_of(m, key);
-    if (!m->keys[i]) return false;
-    if (val) *val = m->vals[i];
-    return true;
-}
 
 /* ---- names read through subgraphs ---- */
 
 static otter_status graph_outer_reads(const otter_graph *g, ot_name_fn fn, void *user);
 
 struct outer_ctx {
-    const ot_namemap *defined;
+    const ot_strmap *defined;
     ot_name_fn fn;
     void *user;
 };
 
 static otter_status outer_filter(const char *name, void *user) {
     struct outer_ctx *c = user;
-    if (ot_namemap_has(c->defined, name)) return OTTER_OK;
+    if (ot_strmap_has(c->defined, name)) return OTTER_OK;
     return c->fn(name, c->user);
 }
 
 static otter_status graph_outer_reads(const otter_graph *g, ot_name_fn fn, void *user) {
-    ot_namemap defined;
-    OT_TRY(ot_namemap_init(&defined, g->n_inputs + g->n_initializers + g->n_nodes));
+    ot_strmap defined = {0};
+    OT_TRY(ot_strmap_reserve(&defined, g->n_inputs + g->n_initializers + g->n_nodes));
     otter_status s = OTTER_OK;
-    for (size_t i = 0; i < g->n_inputs && s == OTTER_OK; i++) s = ot_namemap_put(&defined, g->inputs[i].name, 0);
+    for (size_t i = 0; i < g->n_inputs && s == OTTER_OK; i++) s = ot_strmap_put(&defined, g->inputs[i].name, 0);
     for (size_t i = 0; i < g->n_initializers && s == OTTER_OK; i++)
-        if (g->initializers[i]->name) s = ot_namemap_put(&defined, g->initializers[i]->name, 0);
+        if (g->initializers[i]->name) s = ot_strmap_put(&defined, g->initializers[i]->name, 0);
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
-            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_namemap_put(&defined, g->nodes[i]->outputs[j], 0);
+            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_strmap_put(&defined, g->nodes[i]->outputs[j], 0);
     struct outer_ctx c = {&defined, fn, user};
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++) s = ot_node_reads(g->nodes[i], outer_filter, &c);
     /* Graph outputs may name an outer tensor directly. */
     for (size_t i = 0; i < g->n_outputs && s == OTTER_OK; i++)
         if (!ot_str_empty(g->outputs[i].name)) s = outer_filter(g->outputs[i].name, &c);
-    ot_namemap_free(&defined);
+    ot_strmap_free(&defined);
     return s;
 }
 

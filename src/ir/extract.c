@@ -7,9 +7,9 @@
 
 typedef struct walk {
     const otter_graph *g;
-    ot_namemap producer; /* tensor -> node index */
-    ot_namemap given;    /* the inputs asked for */
-    ot_namemap seen;     /* tensors visited */
+    ot_strmap producer; /* tensor -> node index */
+    ot_strmap given;    /* the inputs asked for */
+    ot_strmap seen;     /* tensors visited */
     bool *live;
     bool *init_used;
     const char *root;   /* output being walked, for messages */
@@ -20,11 +20,11 @@ typedef struct walk {
 
 static otter_status visit(const char *name, void *user) {
     walk *w = user;
-    if (ot_namemap_has(&w->seen, name)) return OTTER_OK;
-    OT_TRY(ot_namemap_put(&w->seen, name, 0));
-    if (ot_namemap_has(&w->given, name)) return OTTER_OK;
-    size_t p;
-    if (ot_namemap_get(&w->producer, name, &p)) {
+    if (ot_strmap_has(&w->seen, name)) return OTTER_OK;
+    OT_TRY(ot_strmap_put(&w->seen, name, 0));
+    if (ot_strmap_has(&w->given, name)) return OTTER_OK;
+    intptr_t p;
+    if (ot_strmap_get(&w->producer, name, &p)) {
         if (!w->live[p]) {
             w->live[p] = true;
             OT_TRY(ot_grow((void **)&w->stack, &w->cap_stack, w->n_stack + 1, sizeof *w->stack));
@@ -46,8 +46,8 @@ static otter_status visit(const char *name, void *user) {
                     name, w->reader ? " (read by node '" : "", w->reader ? w->reader : "", w->reader ? "')" : "");
 }
 
-static bool defined_in(const otter_graph *g, const ot_namemap *producer, const char *name) {
-    return ot_namemap_has(producer, name) || otter_graph_find_input(g, name) >= 0 ||
+static bool defined_in(const otter_graph *g, const ot_strmap *producer, const char *name) {
+    return ot_strmap_has(producer, name) || otter_graph_find_input(g, name) >= 0 ||
            otter_graph_find_initializer(g, name) >= 0;
 }
 
@@ -82,16 +82,16 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
                                   const char *const *outputs) {
     walk w = {0};
     w.g = g;
-    otter_status s = ot_namemap_init(&w.producer, g->n_nodes);
-    if (s == OTTER_OK) s = ot_namemap_init(&w.given, n_inputs);
-    if (s == OTTER_OK) s = ot_namemap_init(&w.seen, g->n_nodes);
+    otter_status s = ot_strmap_reserve(&w.producer, g->n_nodes);
+    if (s == OTTER_OK) s = ot_strmap_reserve(&w.given, n_inputs);
+    if (s == OTTER_OK) s = ot_strmap_reserve(&w.seen, g->n_nodes);
     w.live = ot_calloc(g->n_nodes + 1, sizeof(bool));
     w.init_used = ot_calloc(g->n_initializers + 1, sizeof(bool));
     if (s == OTTER_OK && (!w.live || !w.init_used)) s = OT_NOMEM();
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++) {
             const char *o = g->nodes[i]->outputs[j];
-            if (!ot_str_empty(o) && !ot_namemap_has(&w.producer, o)) s = ot_namemap_put(&w.producer, o, i);
+            if (!ot_str_empty(o) && !ot_strmap_has(&w.producer, o)) s = ot_strmap_put(&w.producer, o, i);
         }
     for (size_t i = 0; i < n_inputs && s == OTTER_OK; i++) {
         if (ot_str_empty(inputs[i]))
@@ -99,10 +99,10 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
         else if (!defined_in(g, &w.producer, inputs[i]))
             s = ot_error(OTTER_ERR_NOT_FOUND, "input '%s' is not a tensor of graph '%s'", inputs[i],
                          g->name ? g->name : "");
-        else if (ot_namemap_has(&w.given, inputs[i]))
+        else if (ot_strmap_has(&w.given, inputs[i]))
             s = ot_error(OTTER_ERR_ARGUMENT, "input '%s' is listed twice", inputs[i]);
         else
-            s = ot_namemap_put(&w.given, inputs[i], 0);
+            s = ot_strmap_put(&w.given, inputs[i], 0);
     }
     for (size_t i = 0; i < n_outputs && s == OTTER_OK; i++) {
         if (ot_str_empty(outputs[i]))
@@ -129,7 +129,7 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++) {
         if (!w.live[i]) continue;
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
-            if (!ot_str_empty(g->nodes[i]->outputs[j]) && ot_namemap_has(&w.given, g->nodes[i]->outputs[j]))
+            if (!ot_str_empty(g->nodes[i]->outputs[j]) && ot_strmap_has(&w.given, g->nodes[i]->outputs[j]))
                 s = ot_error(OTTER_ERR_INVALID,
                              "input '%s' is also an output of node '%s' (%s), which the outputs need for another "
                              "of its outputs",
@@ -159,7 +159,7 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
         g->n_nodes = k;
         k = 0;
         for (size_t i = 0; i < g->n_initializers; i++) {
-            bool keep = w.init_used[i] && !ot_namemap_has(&w.given, g->initializers[i]->name);
+            bool keep = w.init_used[i] && !ot_strmap_has(&w.given, g->initializers[i]->name);
             if (keep)
                 g->initializers[k++] = g->initializers[i];
             else
@@ -167,23 +167,23 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
         }
         g->n_initializers = k;
         /* value_info of intermediate tensors still produced. */
-        ot_namemap kept;
-        s = ot_namemap_init(&kept, g->n_nodes * 2);
+        ot_strmap kept = {0};
+        s = ot_strmap_reserve(&kept, g->n_nodes * 2);
         for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
             for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
-                if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_namemap_put(&kept, g->nodes[i]->outputs[j], 0);
+                if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_strmap_put(&kept, g->nodes[i]->outputs[j], 0);
         k = 0;
         for (size_t i = 0; i < g->n_value_info; i++) {
             const char *name = g->value_info[i].name;
             bool out = false;
             for (size_t o = 0; o < n_outputs; o++) out = out || ot_streq(outputs[o], name);
-            if (s == OTTER_OK && name && ot_namemap_has(&kept, name) && !out)
+            if (s == OTTER_OK && name && ot_strmap_has(&kept, name) && !out)
                 g->value_info[k++] = g->value_info[i];
             else
                 ot_value_clear(&g->value_info[i]);
         }
         g->n_value_info = k;
-        ot_namemap_free(&kept);
+        ot_strmap_free(&kept);
         free_values(g->inputs, g->n_inputs);
         free_values(g->outputs, g->n_outputs);
         g->inputs = ins;
@@ -200,9 +200,9 @@ static otter_status extract_graph(otter_graph *g, size_t n_inputs, const char *c
     ot_free(w.live);
     ot_free(w.init_used);
     ot_free(w.stack);
-    ot_namemap_free(&w.producer);
-    ot_namemap_free(&w.given);
-    ot_namemap_free(&w.seen);
+    ot_strmap_free(&w.producer);
+    ot_strmap_free(&w.given);
+    ot_strmap_free(&w.seen);
     return s;
 }
 

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 #include "otter/ir.h"
 
 /* ---- small owned-array helpers ---------------------------------------------------------- */

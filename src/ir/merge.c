@@ -36,20 +36,19 @@ static ptrdiff_t find_value(const otter_value *vs, size_t n, const char *name) {
 }
 
 /* Every name g defines (inputs, initializers, node outputs) into map, with bit 1 set for inputs. */
-static otter_status defined_names(const otter_graph *g, ot_namemap *map) {
-    OT_TRY(ot_namemap_init(map, g->n_inputs + g->n_initializers + 2 * g->n_nodes));
+static otter_status defined_names(const otter_graph *g, ot_strmap *map) {
+    OT_TRY(ot_strmap_reserve(map, g->n_inputs + g->n_initializers + 2 * g->n_nodes));
     otter_status s = OTTER_OK;
     for (size_t i = 0; i < g->n_initializers && s == OTTER_OK; i++)
-        if (!ot_str_empty(g->initializers[i]->name)) s = ot_namemap_put(map, g->initializers[i]->name, 0);
+        if (!ot_str_empty(g->initializers[i]->name)) s = ot_strmap_put(map, g->initializers[i]->name, 0);
     for (size_t i = 0; i < g->n_nodes && s == OTTER_OK; i++)
         for (size_t j = 0; j < g->nodes[i]->n_outputs && s == OTTER_OK; j++)
-            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_namemap_put(map, g->nodes[i]->outputs[j], 0);
+            if (!ot_str_empty(g->nodes[i]->outputs[j])) s = ot_strmap_put(map, g->nodes[i]->outputs[j], 0);
     for (size_t i = 0; i < g->n_inputs && s == OTTER_OK; i++) {
-        size_t v = 0;
-        if (ot_namemap_get(map, g->inputs[i].name, &v)) continue; /* initializer with a default: not plain */
-        s = ot_namemap_put(map, g->inputs[i].name, 1);
+        if (ot_strmap_has(map, g->inputs[i].name)) continue; /* initializer with a default: not plain */
+        s = ot_strmap_put(map, g->inputs[i].name, 1);
     }
-    if (s != OTTER_OK) ot_namemap_free(map);
+    if (s != OTTER_OK) ot_strmap_free(map);
     return s;
 }
 
@@ -131,7 +130,7 @@ static otter_status merge_models(otter_model *ma, otter_model *mb, const otter_w
 
     bool *a_wired = ot_calloc(ga->n_outputs + 1, sizeof(bool));
     char **an = ot_calloc(n_wires + 1, sizeof(char *)), **bn = ot_calloc(n_wires + 1, sizeof(char *));
-    ot_namemap def_a = {0}, def_b = {0};
+    ot_strmap def_a = {0}, def_b = {0};
     otter_status s = (!a_wired || !an || !bn) ? OT_NOMEM() : OTTER_OK;
 
     /* 1. Each wire joins an output of A to an input of B with a compatible type. */
@@ -179,9 +178,9 @@ static otter_status merge_models(otter_model *ma, otter_model *mb, const otter_w
         if (!name) continue;
         bool wired = false;
         for (size_t w = 0; w < n_wires; w++) wired = wired || ot_streq(bn[w], name);
-        size_t in_a = 0;
-        if (wired || !ot_namemap_get(&def_a, name, &in_a)) continue;
-        if (in_a == 1 && def_b.vals[i] == 1) {
+        intptr_t in_a = 0;
+        if (wired || !ot_strmap_get(&def_a, name, &in_a)) continue;
+        if (in_a == 1 && def_b.values[i] == 1) {
             const otter_type *ta = otter_graph_value_type(ga, name), *tb = otter_graph_value_type(gb, name);
             if ((ta == NULL) == (tb == NULL) && (!ta || otter_type_equal(ta, tb))) continue; /* shared input */
             s = ot_error(OTTER_ERR_INVALID, "input '%s' is in both graphs with different types (use a prefix)", name);
@@ -191,7 +190,7 @@ static otter_status merge_models(otter_model *ma, otter_model *mb, const otter_w
         }
     }
     for (size_t w = 0; w < n_wires && s == OTTER_OK; w++)
-        if (!ot_streq(an[w], bn[w]) && ot_namemap_has(&def_b, an[w]))
+        if (!ot_streq(an[w], bn[w]) && ot_strmap_has(&def_b, an[w]))
             s = ot_error(OTTER_ERR_INVALID,
                          "wire '%s:%s': the second graph already defines '%s' (use a prefix to rename one side)",
                          wires[w].a_output, wires[w].b_input, an[w]);
@@ -259,8 +258,8 @@ static otter_status merge_models(otter_model *ma, otter_model *mb, const otter_w
     ot_free(an);
     ot_free(bn);
     ot_free(a_wired);
-    ot_namemap_free(&def_a);
-    ot_namemap_free(&def_b);
+    ot_strmap_free(&def_a);
+    ot_strmap_free(&def_b);
     return s;
 }
 

@@ -7,7 +7,7 @@
  * is flagged OT_OP_INPLACE0 and input 0 is an intermediate that dies at this node with a block at
  * least as large as output 0, output 0 takes over input 0's block. Neighbouring free blocks are
  * merged; the arena's size is the highest offset ever used (the planned peak). Sizes come from the
- * run that just finished (rt_slot.size, rt_node.scratch_size). */
+ * run that just finished (ot_slot.size, ot_exec_node.scratch_size). */
 #include <string.h>
 
 #include "core/core.h"
@@ -23,7 +23,7 @@ typedef struct freelist {
     size_t end; /* highest offset used so far */
 } freelist;
 
-static size_t align_up(size_t n) { return (n + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN; }
+static size_t align_up(size_t n) { return (n + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN; }
 
 static size_t fl_alloc(freelist *f, size_t size) {
     size_t best = SIZE_MAX;
@@ -73,7 +73,7 @@ static void fl_free(freelist *f, size_t off, size_t size) {
     }
 }
 
-bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n) {
+bool ot_shape_key_equal(const ot_shape_key *a, const ot_shape_key *b, size_t n) {
     for (size_t j = 0; j < n; j++) {
         if (a[j].given != b[j].given || (b[j].given && a[j].kind != b[j].kind)) return false;
         if (b[j].given && (a[j].dtype != b[j].dtype || a[j].rank != b[j].rank ||
@@ -83,7 +83,7 @@ bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n) {
     return true;
 }
 
-static void saved_free(rt_saved_plan *p) {
+static void saved_free(ot_saved_plan *p) {
     ot_free(p->key);
     ot_free(p->slot_off);
     ot_free(p->slot_size);
@@ -92,12 +92,12 @@ static void saved_free(rt_saved_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-void rt_plans_free(otter_session *s) {
+void ot_plans_free(otter_session *s) {
     for (size_t i = 0; i < s->n_saved; i++) saved_free(&s->plans[i]);
     s->n_saved = 0;
 }
 
-static void set_stats(otter_session *s, const rt_saved_plan *p) {
+static void set_stats(otter_session *s, const ot_saved_plan *p) {
     s->arena_size = p->arena_size;
     s->stats.arena_bytes = p->arena_size;
     s->stats.naive_bytes = p->naive;
@@ -105,10 +105,10 @@ static void set_stats(otter_session *s, const rt_saved_plan *p) {
     s->stats.n_inplace = p->n_inplace;
 }
 
-bool rt_plan_activate(otter_session *s, const rt_key *key) {
+bool ot_plan_activate(otter_session *s, const ot_shape_key *key) {
     for (size_t i = 0; i < s->n_saved; i++) {
-        rt_saved_plan *p = &s->plans[i];
-        if (!rt_key_equal(p->key, key, s->n_all_inputs)) continue;
+        ot_saved_plan *p = &s->plans[i];
+        if (!ot_shape_key_equal(p->key, key, s->n_all_inputs)) continue;
         for (size_t k = 0; k < s->n_slots; k++) {
             s->slots[k].planned = p->slot_size[k] > 0;
             s->slots[k].offset = p->slot_off[k];
@@ -129,16 +129,16 @@ bool rt_plan_activate(otter_session *s, const rt_key *key) {
 
 /* Keep the layout now in the slots for these shapes (replacing a plan for the same shapes, else
  * the least recently used one when the cache is full). Failure only means it isn't cached. */
-static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t n_planned, size_t n_inplace) {
+static void save_plan(otter_session *s, const ot_shape_key *key, size_t naive, size_t n_planned, size_t n_inplace) {
     size_t at = s->n_saved;
     for (size_t i = 0; i < s->n_saved; i++)
-        if (rt_key_equal(s->plans[i].key, key, s->n_all_inputs)) at = i;
-    if (at == s->n_saved && s->n_saved == RT_MAX_PLANS) {
+        if (ot_shape_key_equal(s->plans[i].key, key, s->n_all_inputs)) at = i;
+    if (at == s->n_saved && s->n_saved == OT_MAX_PLANS) {
         at = 0;
         for (size_t i = 1; i < s->n_saved; i++)
             if (s->plans[i].used < s->plans[at].used) at = i;
     }
-    rt_saved_plan p = {0};
+    ot_saved_plan p = {0};
     p.key = ot_calloc(s->n_all_inputs + 1, sizeof *p.key);
     p.slot_off = ot_calloc(s->n_slots + 1, sizeof(size_t));
     p.slot_size = ot_calloc(s->n_slots + 1, sizeof(size_t));
@@ -171,17 +171,18 @@ static void save_plan(otter_session *s, const rt_key *key, size_t naive, size_t 
 
 /* The sum input of a fused node (3) only when no other input is the same value: the kernel reads
  * its other inputs beyond the element it writes. */
-size_t rt_inplace_source(const otter_session *s, const rt_node *rn, const rt_slot *out) {
+size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
     const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
-    if (src >= rn->node->n_inputs || rn->in_slots[src] == RT_NONE) return RT_NONE;
+    if (src >= rn->node->n_inputs || rn->in_slots[src] == OT_NO_INDEX) return OT_NO_INDEX;
     for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
-        if (k != src && rn->in_slots[k] == rn->in_slots[src]) return RT_NONE;
-    const rt_slot *in = &s->slots[rn->in_slots[src]];
-    if (in->kind != RT_VALUE || in->last_use != out->producer || in->is_string || out->is_string) return RT_NONE;
+        if (k != src && rn->in_slots[k] == rn->in_slots[src]) return OT_NO_INDEX;
+    const ot_slot *in = &s->slots[rn->in_slots[src]];
+    if (in->kind != OT_SLOT_VALUE || in->last_use != out->producer || in->is_string || out->is_string)
+        return OT_NO_INDEX;
     return rn->in_slots[src];
 }
 
-otter_status rt_plan(otter_session *s, const rt_key *key) {
+otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
     s->have_plan = false;
     /* at most one free block per live allocation, plus one */
     size_t max_blocks = s->n_slots + s->n_order + 2;
@@ -195,18 +196,18 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
     for (size_t i = 0; i < s->n_slots; i++) s->slots[i].planned = false;
     size_t naive = 0, n_planned = 0, n_inplace = 0;
     for (size_t e = 0; e < s->n_order; e++) {
-        rt_node *rn = &s->nodes[s->order[e]];
+        ot_exec_node *rn = &s->nodes[s->order[e]];
         rn->scratch_planned = false;
         for (size_t i = 0; i < rn->node->n_outputs; i++) {
-            rt_slot *o = &s->slots[rn->out_slots[i]];
-            if (o->kind != RT_VALUE || o->size == 0) continue;
+            ot_slot *o = &s->slots[rn->out_slots[i]];
+            if (o->kind != OT_SLOT_VALUE || o->size == 0) continue;
             size_t need = align_up(o->size);
             naive += need;
             n_planned++;
             o->planned = true;
-            size_t ii = i == 0 ? rt_inplace_source(s, rn, o) : RT_NONE;
-            if (ii != RT_NONE) {
-                rt_slot *in = &s->slots[ii];
+            size_t ii = i == 0 ? ot_inplace_source(s, rn, o) : OT_NO_INDEX;
+            if (ii != OT_NO_INDEX) {
+                ot_slot *in = &s->slots[ii];
                 if (in->planned && !moved[ii] && in->plan_size >= need) {
                     o->offset = in->offset;
                     o->plan_size = in->plan_size;
@@ -228,7 +229,7 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
         }
         for (size_t d = 0; d < rn->n_dying; d++) {
             size_t si = rn->dying[d];
-            rt_slot *v = &s->slots[si];
+            ot_slot *v = &s->slots[si];
             if (v->planned && !moved[si]) fl_free(&f, v->offset, v->plan_size);
         }
     }
@@ -237,11 +238,11 @@ otter_status rt_plan(otter_session *s, const rt_key *key) {
     size_t peak = f.end;
     if (peak > s->arena_cap) {
         /* the old arena stays valid (cached plans use it) unless the new one is had */
-        unsigned char *mem = ot_malloc(peak + RT_ALIGN);
+        unsigned char *mem = ot_malloc(peak + OT_ARENA_ALIGN);
         if (!mem) return OT_NOMEM();
         ot_free(s->arena_mem);
         s->arena_mem = mem;
-        s->arena = (unsigned char *)(((uintptr_t)s->arena_mem + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN);
+        s->arena = (unsigned char *)(((uintptr_t)s->arena_mem + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN);
         s->arena_cap = peak;
     }
     s->arena_size = peak;

@@ -1,32 +1,35 @@
-/* Session internals shared by session.c and plan.c. */
+/* Session internals shared by session.c, session_run.c, session_kernel.c and plan.c. */
 #ifndef OTTER_RUNTIME_SESSION_H
 #define OTTER_RUNTIME_SESSION_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "core/core.h"
+#include "core/strmap.h"
 #include "otter/runtime.h"
 #include "runtime/op.h"
 #include "runtime/threadpool.h"
 #include "runtime/value.h"
 
-#define RT_NONE    SIZE_MAX       /* omitted optional input */
-#define RT_FOREVER (SIZE_MAX - 1) /* last_use of a graph output */
-#define RT_ALIGN   64
+#define OT_NO_INDEX     SIZE_MAX       /* no slot or node: an omitted optional input, a name not found */
+#define OT_LIVE_FOREVER (SIZE_MAX - 1) /* last_use of a graph output */
+#define OT_ARENA_ALIGN  64
 
-typedef enum rt_slot_kind {
-    RT_INPUT, /* graph input the caller gives */
-    RT_INIT,  /* initializer (overridable when decl != NULL) */
-    RT_CONST, /* folded at create: owned by the session */
-    RT_VALUE, /* produced by a node each run */
-    RT_OUTER  /* a value of an enclosing graph (subgraph sessions) */
-} rt_slot_kind;
+typedef enum ot_slot_kind {
+    OT_SLOT_INPUT, /* graph input the caller gives */
+    OT_SLOT_INIT,  /* initializer (overridable when decl != NULL) */
+    OT_SLOT_CONST, /* folded at create: owned by the session */
+    OT_SLOT_VALUE, /* produced by a node each run */
+    OT_SLOT_OUTER  /* a value of an enclosing graph (subgraph sessions) */
+} ot_slot_kind;
 
 /* One tensor name of the graph. */
-typedef struct rt_slot {
+typedef struct ot_slot {
     const char *name; /* points into the model ("" for an unnamed optional output) */
-    rt_slot_kind kind;
+    ot_slot_kind kind;
     otter_tensor *cur;   /* the value now when a tensor (NULL: none, or not a tensor) */
     otter_sequence *seq; /* the value now when a sequence */
     bool seq_owned;      /* seq is freed when the value dies (else the caller's or a parent's) */
@@ -38,15 +41,15 @@ typedef struct rt_slot {
     struct otter_session *outer_session;
     size_t outer_slot;
     size_t producer; /* exec index of the producing node (VALUE) */
-    size_t last_use; /* exec index of the last reader; RT_FOREVER for graph outputs */
+    size_t last_use; /* exec index of the last reader; OT_LIVE_FOREVER for graph outputs */
     void *heap;      /* data allocated outside the arena (this run or CONST) */
     size_t size;     /* bytes requested this run */
     bool is_string;  /* last requested dtype was STRING */
     bool planned;
     size_t offset, plan_size;
-} rt_slot;
+} ot_slot;
 
-typedef struct rt_node {
+typedef struct ot_exec_node {
     ot_kernel_ctx ctx; /* first: kernels get &ctx, the runtime finds the node from it */
     size_t index;      /* position in the model's graph */
     const otter_node *node;
@@ -70,33 +73,33 @@ typedef struct rt_node {
     uint64_t prof_calls, prof_ns; /* options.profile */
     void *cache;                  /* ot_ctx_cache */
     void (*cache_free)(void *);
-} rt_node;
+} ot_exec_node;
 
-typedef struct rt_key {
+typedef struct ot_shape_key {
     bool given;
     otter_arg_kind kind; /* sequences and NONE key on their kind only */
     otter_dtype dtype;
     int rank;
     int64_t dims[OTTER_MAX_RANK];
-} rt_key;
+} ot_shape_key;
 
-typedef struct rt_sym {
+typedef struct ot_dim_sym {
     const char *param;
     int64_t value;
     bool bound;
-} rt_sym;
+} ot_dim_sym;
 
-/* A plan kept for one set of input shapes (plan.c); up to RT_MAX_PLANS are cached, least recently
+/* A plan kept for one set of input shapes (plan.c); up to OT_MAX_PLANS are cached, least recently
  * used replaced, so alternating shapes (a training batch, a last partial batch, an evaluation batch)
  * each run from the arena. */
-#define RT_MAX_PLANS 4
-typedef struct rt_saved_plan {
-    rt_key *key;                  /* n_all_inputs */
+#define OT_MAX_PLANS 4
+typedef struct ot_saved_plan {
+    ot_shape_key *key;            /* n_all_inputs */
     size_t *slot_off, *slot_size; /* per slot; size 0: not planned */
     size_t *scr_off, *scr_size;   /* per node */
     size_t arena_size, naive, n_planned, n_inplace;
     uint64_t used; /* tick of the last use */
-} rt_saved_plan;
+} ot_saved_plan;
 
 struct otter_session {
     otter_model *owned_model;
@@ -109,12 +112,11 @@ struct otter_session {
     bool owns_pool;
     int n_threads;
 
-    rt_slot *slots;
+    ot_slot *slots;
     size_t n_slots, cap_slots;
-    size_t *table; /* open addressing: slot index + 1, 0 empty */
-    size_t table_cap;
+    ot_strmap names; /* tensor name -> slot index (keys are the slots' names) */
 
-    rt_node *nodes; /* one per model node */
+    ot_exec_node *nodes; /* one per model node */
     size_t n_nodes;
     size_t *order; /* exec order: indices of alive nodes */
     size_t n_order;
@@ -122,18 +124,18 @@ struct otter_session {
     size_t *inputs, n_inputs;         /* required inputs (API order) */
     size_t *all_inputs, n_all_inputs; /* every graph input (incl. overridable initializers) */
     size_t *outputs, n_outputs;
-    rt_sym *syms;
+    ot_dim_sym *syms;
     size_t n_syms;
 
     /* plan */
     bool have_plan;
-    rt_key *key; /* n_all_inputs: the shapes the plan is for */
+    ot_shape_key *key; /* n_all_inputs: the shapes the plan is for */
     unsigned char *arena_mem;
     unsigned char *arena; /* aligned into arena_mem */
     size_t arena_cap, arena_size;
     size_t n_fallbacks; /* allocations outside the plan this run */
     bool folding;       /* create-time: outputs become session-owned constants */
-    rt_saved_plan plans[RT_MAX_PLANS];
+    ot_saved_plan plans[OT_MAX_PLANS];
     size_t n_saved;
     uint64_t tick;
 
@@ -144,15 +146,64 @@ struct otter_session {
 
 /* plan.c: lay out every VALUE slot and scratch block of the last run into one arena, for the input
  * shapes `key`, and keep the plan in the cache. */
-otter_status rt_plan(otter_session *s, const rt_key *key);
+otter_status ot_plan_build(otter_session *s, const ot_shape_key *key);
 /* The slot of the input whose buffer output 0 of rn (out) may take over (OT_OP_INPLACE0 /
- * OT_OP_INPLACE3): a value whose last reader is rn, neither of the two a string; else RT_NONE. */
-size_t rt_inplace_source(const otter_session *s, const rt_node *rn, const rt_slot *out);
+ * OT_OP_INPLACE3): a value whose last reader is rn, neither of the two a string; else OT_NO_INDEX. */
+size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out);
 /* Make the cached plan for these input shapes the active one; false when there is none. */
-bool rt_plan_activate(otter_session *s, const rt_key *key);
-bool rt_key_equal(const rt_key *a, const rt_key *b, size_t n);
-void rt_plans_free(otter_session *s);
+bool ot_plan_activate(otter_session *s, const ot_shape_key *key);
+bool ot_shape_key_equal(const ot_shape_key *a, const ot_shape_key *b, size_t n);
+void ot_plans_free(otter_session *s);
 
-static inline rt_node *rt_node_of(const ot_kernel_ctx *ctx) { return (rt_node *)(void *)(uintptr_t)ctx; }
+static inline ot_exec_node *ot_exec_node_of(const ot_kernel_ctx *ctx) { return (ot_exec_node *)(void *)(uintptr_t)ctx; }
+
+/* ---- shared by session.c (create), session_run.c and session_kernel.c ---- */
+
+static inline bool ot_is_default_domain(const char *d) { return ot_str_empty(d) || strcmp(d, "ai.onnx") == 0; }
+
+/* The slot of a name in this session's table, or OT_NO_INDEX. */
+static inline size_t ot_slot_find(const otter_session *s, const char *name) {
+    intptr_t i;
+    return ot_strmap_get(&s->names, name, &i) ? (size_t)i : OT_NO_INDEX;
+}
+
+/* Follow aliases and outer references to the slot that holds the value. */
+static inline ot_slot *ot_slot_target(otter_session *s, size_t i) {
+    ot_slot *sl = &s->slots[i];
+    while (sl->kind == OT_SLOT_OUTER) sl = &sl->outer_session->slots[sl->outer_slot];
+    return sl;
+}
+
+static inline bool ot_slot_has_value(const ot_slot *sl) { return sl->cur || sl->seq || sl->none; }
+
+static inline otter_arg ot_slot_arg(const ot_slot *sl) {
+    if (sl->cur) return otter_arg_of_tensor(sl->cur);
+    if (sl->seq) return otter_arg_of_sequence(sl->seq);
+    if (sl->none) return otter_arg_none();
+    return (otter_arg){0};
+}
+
+/* Drop the slot's value (its heap block, strings, an owned sequence). */
+void ot_slot_release(ot_slot *sl);
+/* A value fixed at create: folded, or an initializer no input overrides. */
+bool ot_slot_is_const(const otter_session *s, size_t i);
+/* "'name' (op_type)" or "#index (op_type, output 'y')", for messages that name a node. */
+void ot_node_label(const otter_node *n, size_t index, char *buf, size_t cap);
+/* Run one node's kernel over its slots' values; errors name the node. */
+otter_status ot_exec_node_run(otter_session *s, ot_exec_node *rn);
+void ot_exec_node_free_scratch(ot_exec_node *rn);
+
+/* Where a run's inputs come from and its outputs go: tensors (otter_session_run,
+ * ot_ctx_run_subgraph) or arguments of any kind. */
+typedef struct ot_run_io {
+    const otter_tensor *const *in_t;
+    const otter_arg *in_a;
+    otter_tensor **out_t;
+    otter_arg *out_a;
+} ot_run_io;
+/* One run of s (a session or a subgraph's sub-session): inputs by position or by name, outputs
+ * copied to io. */
+otter_status ot_session_run_graph(otter_session *s, size_t n_in, const char *const *in_names, size_t n_out,
+                                  const char *const *out_names, const ot_run_io *io);
 
 #endif

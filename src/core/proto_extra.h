@@ -1,7 +1,8 @@
 /* Protobuf details otter keeps only to write a model back exactly as it was read:
- * fields protobuf-c did not know (unknown fields) and TensorProto storage choices. */
-#ifndef OTTER_PROTO_EXTRA_H
-#define OTTER_PROTO_EXTRA_H
+ * fields protobuf-c did not know (unknown fields) and TensorProto storage choices.
+ * Tensors and IR objects carry them (so they live in core); format/ fills them in and writes them out. */
+#ifndef OTTER_CORE_PROTO_EXTRA_H
+#define OTTER_CORE_PROTO_EXTRA_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,10 +1,12 @@
-#include "format/proto_extra.h"
+#include "core/proto_extra.h"
 
 #include <string.h>
 
 #include "core/core.h"
 
-struct otter_proto_extra *ot_proto_extra_new(void) { return ot_calloc(1, sizeof(struct otter_proto_extra)); }
+struct otter_proto_extra *ot_proto_extra_new(void) {
+    return ot_calloc(1, sizeof(struct otter_proto_extra));
+}
 
 void ot_proto_extra_free(struct otter_proto_extra *e) {
     if (!e) return;

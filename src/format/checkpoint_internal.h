@@ -1,0 +1,50 @@
+/* Checkpoint internals shared by checkpoint.c (the state, validation), checkpoint_read.c and
+ * checkpoint_write.c (the ORT flatbuffer). */
+#ifndef OTTER_FORMAT_CHECKPOINT_INTERNAL_H
+#define OTTER_FORMAT_CHECKPOINT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "otter/checkpoint.h"
+
+/* Schema slots (field index in declaration order). */
+enum { CK_VERSION = 0, CK_MODULE_STATE = 1, CK_OPTIMIZER_GROUPS = 2, CK_PROPERTY_BAG = 3 };
+enum { MS_REQUIRES_GRAD = 0, MS_FROZEN = 1, MS_IS_NOMINAL = 2, MS_HAS_EXTERNAL_DATA = 3 };
+enum { OG_NAME = 0, OG_STEP = 1, OG_LR = 2, OG_STATES = 3 };
+enum { PS_PARAM_NAME = 0, PS_MOMENTUMS = 1 };
+enum { PB_INTS = 0, PB_FLOATS = 1, PB_STRINGS = 2 };
+enum { PR_NAME = 0, PR_VALUE = 1 };
+enum { T_NAME = 0, T_DOC = 1, T_DIMS = 2, T_DATA_TYPE = 3, T_RAW = 4, T_STRINGS = 5, T_EXTERNAL = 6 };
+
+#define FB_MAX_SIZE ((size_t)0x7fffffff) /* flatbuffers offsets are 32-bit; buffers stay under 2 GiB */
+
+typedef struct ot_tensor_list {
+    otter_tensor **v;
+    size_t n, cap;
+} ot_tensor_list;
+
+struct otter_checkpoint {
+    int version;
+    bool nominal;
+    ot_tensor_list params[2]; /* OTTER_PARAM_TRAINABLE, OTTER_PARAM_FROZEN */
+    otter_optimizer_group *groups;
+    size_t n_groups, cap_groups;
+    otter_property *props;
+    size_t n_props, cap_props;
+};
+
+/* A name and what it names, sorted by name (ot_ckpt_cmp_named) to find duplicates and look names up. */
+typedef struct ot_named {
+    const char *name;
+    const void *item;
+} ot_named;
+int ot_ckpt_cmp_named(const void *a, const void *b);
+
+/* The rules of the spec that a whole state must meet (with_groups: the optimizer groups' too). */
+otter_status ot_ckpt_validate(const otter_checkpoint *c, bool with_groups);
+/* "[200, 784]" into buf. */
+const char *ot_ckpt_shape_str(const otter_tensor *t, char *buf, size_t cap);
+otter_status ot_ckpt_list_push(ot_tensor_list *l, otter_tensor *t);
+
+#endif

@@ -1,0 +1,334 @@
+/* Writing ONNX Runtime's training checkpoint flatbuffer, laid out front to back: each object after the one
+ * that refers to it, so every uoffset is positive; vtables just before their tables. */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "format/checkpoint_internal.h"
+
+typedef struct fbw {
+    uint8_t *b;
+    size_t n, cap;
+} fbw;
+
+static otter_status w_need(fbw *w, size_t more) {
+    if (more > FB_MAX_SIZE - w->n)
+        return ot_error(OTTER_ERR_UNSUPPORTED, "the checkpoint would exceed the 2 GiB a flatbuffer can address");
+    if (w->n + more <= w->cap) return OTTER_OK;
+    size_t cap = w->cap ? w->cap : 256;
+    while (cap < w->n + more) cap *= 2;
+    uint8_t *b = ot_realloc(w->b, cap);
+    if (!b) return OT_NOMEM();
+    w->b = b;
+    w->cap = cap;
+    return OTTER_OK;
+}
+
+static otter_status w_bytes(fbw *w, const void *p, size_t n) {
+    OT_TRY(w_need(w, n));
+    if (n) memcpy(w->b + w->n, p, n);
+    w->n += n;
+    return OTTER_OK;
+}
+
+/* Zero padding until (n + shift) is a multiple of a. */
+static otter_status w_pad(fbw *w, size_t a, size_t shift) {
+    size_t k = (a - (w->n + shift) % a) % a;
+    OT_TRY(w_need(w, k));
+    memset(w->b + w->n, 0, k);
+    w->n += k;
+    return OTTER_OK;
+}
+
+static void put_u16(fbw *w, size_t p, uint16_t v) {
+    w->b[p] = (uint8_t)v;
+    w->b[p + 1] = (uint8_t)(v >> 8);
+}
+static void put_u32(fbw *w, size_t p, uint32_t v) {
+    for (int i = 0; i < 4; i++) w->b[p + (size_t)i] = (uint8_t)(v >> (8 * i));
+}
+static otter_status w_u32(fbw *w, uint32_t v) {
+    OT_TRY(w_need(w, 4));
+    put_u32(w, w->n, v);
+    w->n += 4;
+    return OTTER_OK;
+}
+
+/* Point the uoffset at slot to target (written later, so target > slot). */
+static void w_link(fbw *w, size_t slot, size_t target) { put_u32(w, slot, (uint32_t)(target - slot)); }
+
+/* A table field: slot, size 1/4/8, value (for offsets: size 4, ref true, value ignored). */
+typedef struct wfield {
+    int slot;
+    size_t size;
+    uint64_t value;
+    bool ref;
+} wfield;
+
+/* vtable, then the table with fields in the given order (give 8-byte fields first); pos[i] receives each
+ * field's position (to link offsets later). The uoffset at link_from is pointed at the table. */
+static otter_status w_table(fbw *w, const wfield *f, int nf, size_t link_from, size_t *pos) {
+    int nslots = 0;
+    size_t align = 4;
+    for (int i = 0; i < nf; i++) {
+        if (f[i].slot + 1 > nslots) nslots = f[i].slot + 1;
+        if (f[i].size > align) align = f[i].size;
+    }
+    OT_TRY(w_pad(w, 4, 0));
+    size_t vt = w->n, vtsize = 4 + 2 * (size_t)nslots;
+    OT_TRY(w_need(w, vtsize));
+    memset(w->b + vt, 0, vtsize);
+    put_u16(w, vt, (uint16_t)vtsize);
+    w->n += vtsize;
+    /* The table starts 4 bytes before its first field; align so the first (largest) field is aligned. */
+    OT_TRY(w_pad(w, align, 4));
+    size_t t = w->n;
+    w_link(w, link_from, t);
+    OT_TRY(w_u32(w, (uint32_t)(int32_t)(t - vt))); /* soffset: vtable = table - soffset */
+    for (int i = 0; i < nf; i++) {
+        OT_TRY(w_pad(w, f[i].size, 0));
+        size_t p = w->n;
+        OT_TRY(w_need(w, f[i].size));
+        for (size_t k = 0; k < f[i].size; k++) w->b[p + k] = f[i].ref ? 0 : (uint8_t)(f[i].value >> (8 * k));
+        w->n += f[i].size;
+        put_u16(w, vt + 4 + 2 * (size_t)f[i].slot, (uint16_t)(p - t));
+        if (pos) pos[i] = p;
+    }
+    if (w->n - t > 0xffff) return ot_error(OTTER_ERR_UNSUPPORTED, "flatbuffer table too large");
+    put_u16(w, vt + 2, (uint16_t)(w->n - t));
+    return OTTER_OK;
+}
+
+static otter_status w_string(fbw *w, const char *s, size_t len, size_t link_from) {
+    OT_TRY(w_pad(w, 4, 0));
+    w_link(w, link_from, w->n);
+    OT_TRY(w_u32(w, (uint32_t)len));
+    OT_TRY(w_bytes(w, s, len));
+    OT_TRY(w_bytes(w, "", 1));
+    return OTTER_OK;
+}
+
+/* A vector of n offsets (zeros, linked later); *elems receives the first slot. */
+static otter_status w_ref_vector(fbw *w, size_t n, size_t link_from, size_t *elems) {
+    if (n > UINT32_MAX) return ot_error(OTTER_ERR_UNSUPPORTED, "vector of %zu elements is too long", n);
+    OT_TRY(w_pad(w, 4, 0));
+    w_link(w, link_from, w->n);
+    OT_TRY(w_u32(w, (uint32_t)n));
+    OT_TRY(w_need(w, 4 * n));
+    memset(w->b + w->n, 0, 4 * n);
+    *elems = w->n;
+    w->n += 4 * n;
+    return OTTER_OK;
+}
+
+/* A vector of n scalars of elem bytes whose elements start aligned to align. */
+static otter_status w_data_vector(fbw *w, const void *data, size_t n, size_t elem, size_t align, size_t link_from) {
+    if (n > UINT32_MAX) return ot_error(OTTER_ERR_UNSUPPORTED, "vector of %zu elements is too long", n);
+    OT_TRY(w_pad(w, align, 4));
+    w_link(w, link_from, w->n);
+    OT_TRY(w_u32(w, (uint32_t)n));
+    return w_bytes(w, data, n * elem);
+}
+
+/* Items in write order: as held (keep_order) or sorted by name (names are unique: ot_ckpt_validate()). */
+static ot_named *write_order(const void *items, size_t n, size_t stride, size_t name_offset, bool keep_order) {
+    ot_named *v = ot_calloc(n ? n : 1, sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *item = (const char *)items + i * stride;
+        v[i].item = item;
+        memcpy(&v[i].name, item + name_offset, sizeof(char *));
+    }
+    if (!keep_order && n > 1) qsort(v, n, sizeof *v, ot_ckpt_cmp_named);
+    return v;
+}
+
+typedef struct wctx {
+    fbw w;
+    bool keep_order;
+    bool nominal;
+} wctx;
+
+static otter_status w_tensor(wctx *x, const otter_tensor *t, size_t link_from) {
+    fbw *w = &x->w;
+    bool str = t->dtype == OTTER_DTYPE_STRING;
+    const wfield f[5] = {{T_NAME, 4, 0, true},
+                         {T_DIMS, 4, 0, true},
+                         {T_DATA_TYPE, 4, (uint64_t)(uint32_t)t->dtype, false},
+                         {T_RAW, 4, 0, true},
+                         {T_STRINGS, 4, 0, true}};
+    size_t pos[5];
+    OT_TRY(w_table(w, f, str ? 5 : 4, link_from, pos));
+    OT_TRY(w_string(w, t->name, strlen(t->name), pos[0]));
+    OT_TRY(w_data_vector(w, t->dims, (size_t)t->rank, 8, 8, pos[1]));
+    bool values = !x->nominal && t->data && otter_tensor_numel(t) > 0;
+    if (str || !values)
+        OT_TRY(w_data_vector(w, NULL, 0, 1, 8, pos[3]));
+    else
+        OT_TRY(w_data_vector(w, t->data, otter_tensor_nbytes(t), 1, 8, pos[3]));
+    if (str) {
+        size_t n = values ? (size_t)otter_tensor_numel(t) : 0, elems;
+        OT_TRY(w_ref_vector(w, n, pos[4], &elems));
+        const otter_bytes *sv = t->data;
+        for (size_t i = 0; i < n; i++) OT_TRY(w_string(w, sv[i].data ? sv[i].data : "", sv[i].len, elems + 4 * i));
+    }
+    return OTTER_OK;
+}
+
+static otter_status w_tensors(wctx *x, otter_tensor *const *v, size_t n, size_t link_from) {
+    ot_named *order = ot_calloc(n ? n : 1, sizeof *order);
+    if (!order) return OT_NOMEM();
+    for (size_t i = 0; i < n; i++) order[i] = (ot_named){v[i]->name, v[i]};
+    if (!x->keep_order && n > 1) qsort(order, n, sizeof *order, ot_ckpt_cmp_named);
+    size_t elems;
+    otter_status s = w_ref_vector(&x->w, n, link_from, &elems);
+    for (size_t i = 0; i < n && s == OTTER_OK; i++) s = w_tensor(x, order[i].item, elems + 4 * i);
+    ot_free(order);
+    return s;
+}
+
+static otter_status w_group(wctx *x, const otter_optimizer_group *g, size_t link_from) {
+    fbw *w = &x->w;
+    uint32_t lr_bits;
+    memcpy(&lr_bits, &g->initial_learning_rate, 4);
+    wfield f[4];
+    int nf = 0, i_name, i_states;
+    if (g->step) f[nf++] = (wfield){OG_STEP, 8, (uint64_t)g->step, false};
+    i_name = nf;
+    f[nf++] = (wfield){OG_NAME, 4, 0, true};
+    if (lr_bits) f[nf++] = (wfield){OG_LR, 4, lr_bits, false};
+    i_states = nf;
+    f[nf++] = (wfield){OG_STATES, 4, 0, true};
+    size_t pos[4];
+    OT_TRY(w_table(w, f, nf, link_from, pos));
+    OT_TRY(w_string(w, g->name, strlen(g->name), pos[i_name]));
+    ot_named *order = write_order(g->states, g->n_states, sizeof *g->states,
+                                  offsetof(otter_param_optimizer_state, param_name), x->keep_order);
+    if (!order) return OT_NOMEM();
+    size_t elems;
+    otter_status s = w_ref_vector(w, g->n_states, pos[i_states], &elems);
+    for (size_t i = 0; i < g->n_states && s == OTTER_OK; i++) {
+        const otter_param_optimizer_state *st = order[i].item;
+        const wfield sf[2] = {{PS_PARAM_NAME, 4, 0, true}, {PS_MOMENTUMS, 4, 0, true}};
+        size_t sp[2];
+        s = w_table(w, sf, 2, elems + 4 * i, sp);
+        if (s == OTTER_OK) s = w_string(w, st->param_name, strlen(st->param_name), sp[0]);
+        if (s == OTTER_OK) s = w_tensors(x, st->momentums, st->n_momentums, sp[1]);
+    }
+    ot_free(order);
+    return s;
+}
+
+static otter_status w_properties(wctx *x, const otter_checkpoint *c, size_t link_from) {
+    fbw *w = &x->w;
+    size_t count[3] = {0, 0, 0};
+    for (size_t i = 0; i < c->n_props; i++) count[c->props[i].type]++;
+    wfield f[3];
+    int nf = 0, at[3] = {-1, -1, -1};
+    for (int k = 0; k < 3; k++)
+        if (count[k]) {
+            at[k] = nf;
+            f[nf++] = (wfield){k, 4, 0, true};
+        }
+    size_t pos[3];
+    OT_TRY(w_table(w, f, nf, link_from, pos));
+    ot_named *order =
+        write_order(c->props, c->n_props, sizeof *c->props, offsetof(otter_property, name), x->keep_order);
+    if (!order) return OT_NOMEM();
+    otter_status s = OTTER_OK;
+    for (int k = 0; k < 3 && s == OTTER_OK; k++) {
+        if (!count[k]) continue;
+        size_t elems, j = 0;
+        s = w_ref_vector(w, count[k], pos[at[k]], &elems);
+        for (size_t i = 0; i < c->n_props && s == OTTER_OK; i++) {
+            const otter_property *p = order[i].item;
+            if ((int)p->type != k) continue;
+            wfield pf[2];
+            int np = 0, i_name, i_value = -1;
+            uint32_t bits;
+            memcpy(&bits, &p->f, 4);
+            if (k == PB_INTS && p->i) pf[np++] = (wfield){PR_VALUE, 8, (uint64_t)p->i, false};
+            i_name = np;
+            pf[np++] = (wfield){PR_NAME, 4, 0, true};
+            if (k == PB_FLOATS && bits) pf[np++] = (wfield){PR_VALUE, 4, bits, false};
+            if (k == PB_STRINGS) {
+                i_value = np;
+                pf[np++] = (wfield){PR_VALUE, 4, 0, true};
+            }
+            size_t pp[2];
+            s = w_table(w, pf, np, elems + 4 * j++, pp);
+            if (s == OTTER_OK) s = w_string(w, p->name, strlen(p->name), pp[i_name]);
+            if (s == OTTER_OK && i_value >= 0) s = w_string(w, p->s, strlen(p->s), pp[i_value]);
+        }
+    }
+    ot_free(order);
+    return s;
+}
+
+static otter_status serialize(const otter_checkpoint *c, const otter_checkpoint_save_options *opts, fbw *out) {
+    otter_checkpoint_save_options o = opts ? *opts : (otter_checkpoint_save_options){0};
+    if (o.version == 0) o.version = OTTER_CHECKPOINT_VERSION;
+    if (o.version != 1 && o.version != 2)
+        return ot_error(OTTER_ERR_ARGUMENT, "otter writes checkpoint versions 1 and 2, not %d", o.version);
+    if (o.version == 1 && c->nominal)
+        return ot_error(OTTER_ERR_ARGUMENT, "a nominal state can't be written as version 1 (it has no nominal flag)");
+    bool groups = !o.skip_optimizer_state && c->n_groups > 0;
+    OT_TRY(ot_ckpt_validate(c, groups));
+    wctx x = {{NULL, 0, 0}, o.keep_order, c->nominal};
+    fbw *w = &x.w;
+    otter_status s = w_u32(w, 0); /* root offset, linked below */
+    if (s == OTTER_OK) s = w_bytes(w, "ODTC", 4);
+    wfield f[4] = {{CK_VERSION, 4, (uint64_t)o.version, false}, {CK_MODULE_STATE, 4, 0, true}};
+    int nf = 2, i_groups = -1, i_bag = -1;
+    if (groups) i_groups = nf, f[nf++] = (wfield){CK_OPTIMIZER_GROUPS, 4, 0, true};
+    if (c->n_props) i_bag = nf, f[nf++] = (wfield){CK_PROPERTY_BAG, 4, 0, true};
+    size_t pos[4];
+    if (s == OTTER_OK) s = w_table(w, f, nf, 0, pos);
+    /* module state */
+    wfield mf[3] = {{MS_REQUIRES_GRAD, 4, 0, true}, {MS_FROZEN, 4, 0, true}, {MS_IS_NOMINAL, 1, 1, false}};
+    size_t mp[3];
+    if (s == OTTER_OK) s = w_table(w, mf, c->nominal ? 3 : 2, pos[1], mp);
+    if (s == OTTER_OK) s = w_tensors(&x, c->params[0].v, c->params[0].n, mp[0]);
+    if (s == OTTER_OK) s = w_tensors(&x, c->params[1].v, c->params[1].n, mp[1]);
+    if (s == OTTER_OK && groups) {
+        ot_named *order =
+            write_order(c->groups, c->n_groups, sizeof *c->groups, offsetof(otter_optimizer_group, name), o.keep_order);
+        size_t elems;
+        if (!order) s = OT_NOMEM();
+        if (s == OTTER_OK) s = w_ref_vector(w, c->n_groups, pos[i_groups], &elems);
+        for (size_t i = 0; i < c->n_groups && s == OTTER_OK; i++) s = w_group(&x, order[i].item, elems + 4 * i);
+        ot_free(order);
+    }
+    if (s == OTTER_OK && c->n_props) s = w_properties(&x, c, pos[i_bag]);
+    if (s != OTTER_OK) {
+        ot_free(w->b);
+        return s;
+    }
+    *out = *w;
+    return OTTER_OK;
+}
+
+otter_status otter_checkpoint_save_to_memory(const otter_checkpoint *c, const otter_checkpoint_save_options *opts,
+                                             void **data, size_t *size) {
+    if (!c || !data || !size) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_save_to_memory: NULL argument");
+    *data = NULL;
+    *size = 0;
+    fbw w;
+    OT_TRY(serialize(c, opts, &w));
+    *data = w.b;
+    *size = w.n;
+    return OTTER_OK;
+}
+
+otter_status otter_checkpoint_save(const otter_checkpoint *c, const char *path,
+                                   const otter_checkpoint_save_options *opts) {
+    if (!c || !path) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_save: NULL argument");
+    fbw w;
+    otter_status s = serialize(c, opts, &w);
+    if (s == OTTER_OK) {
+        s = ot_write_file_atomic(path, w.b, w.n);
+        ot_free(w.b);
+    }
+    if (s != OTTER_OK) ot_error_context(s, "checkpoint '%s': ", path);
+    return s;
+}
