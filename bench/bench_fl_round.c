@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     }
     size_t n = 0;
     const float *init = otter_training_trainable_slab(s, &n);
-    double raw = 4.0 * (double)n, wire = (double)otter_fl_msg_size(n);
+    double raw = 4.0 * (double)n, wire = (double)ot_fl_msg_size(n);
     printf("model %s: %zu parameters in %zu tensors; raw float32 %.3f MB, message %.3f MB: format overhead %.7fx\n",
            argv[1], n, otter_fl_layout_count(lay), raw / 1e6, wire / 1e6, wire / raw);
 
@@ -163,21 +163,21 @@ int main(int argc, char **argv) {
         printf("aggregation alone (FedAvg, in memory): %d x add_update %.3f s (%.0f MB/s), finish %.4f s\n", n_clients,
                t_add, raw * n_clients / 1e6 / t_add, t_fin);
         /* the server's checks of one received message (protocol decode: header fields + every value finite) */
-        otter_fl_msg_header h = {.kind = OTTER_FL_MSG_UPDATE,
-                                 .round = 1,
-                                 .num_examples = 500,
-                                 .n = n,
-                                 .layout_hash = otter_fl_layout_hash(lay)};
+        ot_fl_msg_header h = {.kind = OTTER_FL_MSG_UPDATE,
+                              .round = 1,
+                              .num_examples = 500,
+                              .n = n,
+                              .layout_hash = ot_fl_layout_hash(lay)};
         void *msg = NULL;
         size_t msz = 0;
-        if (otter_fl_msg_encode_alloc(&h, u, &msg, &msz) != OTTER_OK) return 1;
-        otter_fl_msg_expect want = {.kind = OTTER_FL_MSG_UPDATE, .round = 1, .n = n, .layout_hash = h.layout_hash};
+        if (ot_fl_msg_encode_alloc(&h, u, &msg, &msz) != OTTER_OK) return 1;
+        ot_fl_msg_expect want = {.kind = OTTER_FL_MSG_UPDATE, .round = 1, .n = n, .layout_hash = h.layout_hash};
         double t_dec = 0;
         for (int c = 0; c < n_clients; c++) {
-            otter_fl_msg_header got;
+            ot_fl_msg_header got;
             const float *v;
             double t1 = now_s();
-            if (otter_fl_msg_decode(msg, msz, &want, &got, &v, NULL) != OTTER_OK) return 1;
+            if (ot_fl_msg_decode(msg, msz, &want, &got, &v, NULL) != OTTER_OK) return 1;
             t_dec += now_s() - t1;
         }
         printf("message checks alone (decode + finite scan): %d x %.2f ms (%.0f MB/s)\n", n_clients,

@@ -31,23 +31,23 @@ static void test_messages(void) {
     CHECK(n == 15);
     float v[15];
     for (size_t i = 0; i < n; i++) v[i] = (float)i * 0.25f - 1.5f;
-    otter_fl_msg_header h = {.kind = OTTER_FL_MSG_UPDATE,
-                             .round = 7,
-                             .num_examples = 123,
-                             .has_loss = true,
-                             .loss = 0.5,
-                             .n = n,
-                             .layout_hash = otter_fl_layout_hash(l)};
+    ot_fl_msg_header h = {.kind = OTTER_FL_MSG_UPDATE,
+                          .round = 7,
+                          .num_examples = 123,
+                          .has_loss = true,
+                          .loss = 0.5,
+                          .n = n,
+                          .layout_hash = ot_fl_layout_hash(l)};
     void *buf = NULL;
     size_t size = 0;
-    CHECK_OK(otter_fl_msg_encode_alloc(&h, v, &buf, &size));
+    CHECK_OK(ot_fl_msg_encode_alloc(&h, v, &buf, &size));
     CHECK(size == 64 + 4 * n);
-    otter_fl_msg_expect want = {
+    ot_fl_msg_expect want = {
         .kind = OTTER_FL_MSG_UPDATE, .round = 7, .n = n, .layout_hash = h.layout_hash, .layout = l};
-    otter_fl_msg_header got;
+    ot_fl_msg_header got;
     const float *gv = NULL;
     float scratch[15];
-    CHECK_OK(otter_fl_msg_decode(buf, size, &want, &got, &gv, scratch));
+    CHECK_OK(ot_fl_msg_decode(buf, size, &want, &got, &gv, scratch));
     CHECK(got.round == 7 && got.num_examples == 123 && got.has_loss && got.loss == 0.5 && got.n == n);
     CHECK(gv && memcmp(gv, v, sizeof v) == 0);
     uint8_t *b = buf;
@@ -64,7 +64,7 @@ static void test_messages(void) {
     big[size] = 0;
     for (size_t k = 0; k <= size + 1; k++) {
         if (k == size) continue;
-        refused += otter_fl_msg_decode(big, k, &want, &got, &gv, scratch) == OTTER_ERR_INVALID;
+        refused += ot_fl_msg_decode(big, k, &want, &got, &gv, scratch) == OTTER_ERR_INVALID;
     }
     CHECK(refused == (int)size + 1);
     printf("truncations/extension refused: %d of %zu\n", refused, size + 1);
@@ -82,23 +82,23 @@ static void test_messages(void) {
         memcpy(c, buf, size);
         c[bad[i].off] = bad[i].val;
         if (bad[i].off == 16) memset(c + 16, 0, 8);
-        otter_status st = otter_fl_msg_decode(c, size, &want, &got, &gv, scratch);
+        otter_status st = ot_fl_msg_decode(c, size, &want, &got, &gv, scratch);
         CHECK(st == OTTER_ERR_INVALID);
         printf("corrupt %-12s -> %s\n", bad[i].what, otter_last_error());
         free(c);
     }
     /* negative example count, non-finite loss */
-    otter_fl_msg_header h2 = h;
+    ot_fl_msg_header h2 = h;
     h2.num_examples = -3;
     void *b2 = NULL;
     size_t s2;
-    CHECK_OK(otter_fl_msg_encode_alloc(&h2, v, &b2, &s2));
-    CHECK_STATUS(otter_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
+    CHECK_OK(ot_fl_msg_encode_alloc(&h2, v, &b2, &s2));
+    CHECK_STATUS(ot_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
     otter_free(b2);
     h2 = h;
     h2.loss = NAN;
-    CHECK_OK(otter_fl_msg_encode_alloc(&h2, v, &b2, &s2));
-    CHECK_STATUS(otter_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
+    CHECK_OK(ot_fl_msg_encode_alloc(&h2, v, &b2, &s2));
+    CHECK_STATUS(ot_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
     otter_free(b2);
     /* NaN / Inf values, named by parameter and element */
     const float specials[] = {NAN, INFINITY, -INFINITY};
@@ -106,19 +106,19 @@ static void test_messages(void) {
         float w[15];
         memcpy(w, v, sizeof w);
         w[13] = specials[k];
-        CHECK_OK(otter_fl_msg_encode_alloc(&h, w, &b2, &s2));
-        CHECK_STATUS(otter_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
+        CHECK_OK(ot_fl_msg_encode_alloc(&h, w, &b2, &s2));
+        CHECK_STATUS(ot_fl_msg_decode(b2, s2, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
         CHECK(strstr(otter_last_error(), "'b' element 1") != NULL);
         printf("value 13 = %g -> %s\n", (double)specials[k], otter_last_error());
         otter_free(b2);
     }
     /* the same message where params are expected */
     want.kind = OTTER_FL_MSG_PARAMS;
-    CHECK_STATUS(otter_fl_msg_decode(buf, size, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
+    CHECK_STATUS(ot_fl_msg_decode(buf, size, &want, &got, &gv, scratch), OTTER_ERR_INVALID);
     otter_free(buf);
 
     /* overhead for the CIFAR-10 CNN's 1,147,466 floats */
-    double ratio = (double)otter_fl_msg_size(1147466) / (4.0 * 1147466);
+    double ratio = (double)ot_fl_msg_size(1147466) / (4.0 * 1147466);
     printf("format overhead for 1147466 floats: %.7fx raw float32\n", ratio);
     CHECK(ratio < 1.1);
     otter_fl_layout_free(l);
@@ -130,20 +130,20 @@ static void test_layouts(void) {
                              {.name = "W", .dtype = OTTER_DTYPE_FLOAT, .rank = 2, .dims = {4, 3}}};
     otter_fl_layout *d = NULL;
     CHECK_OK(otter_fl_layout_create(&d, 2, rev));
-    uint64_t ha = otter_fl_layout_hash(a);
-    CHECK(ha != otter_fl_layout_hash(b) && ha != otter_fl_layout_hash(c) && ha != otter_fl_layout_hash(d));
+    uint64_t ha = ot_fl_layout_hash(a);
+    CHECK(ha != ot_fl_layout_hash(b) && ha != ot_fl_layout_hash(c) && ha != ot_fl_layout_hash(d));
     void *buf = NULL;
     size_t size = 0;
-    CHECK_OK(otter_fl_layout_encode(a, &buf, &size));
+    CHECK_OK(ot_fl_layout_encode(a, &buf, &size));
     otter_fl_layout *back = NULL;
-    CHECK_OK(otter_fl_layout_decode(buf, size, &back));
-    CHECK(back && otter_fl_layout_hash(back) == ha && otter_fl_layout_numel(back) == 15);
+    CHECK_OK(ot_fl_layout_decode(buf, size, &back));
+    CHECK(back && ot_fl_layout_hash(back) == ha && otter_fl_layout_numel(back) == 15);
     CHECK(back && otter_fl_layout_match(a, back) == OTTER_OK);
     otter_fl_layout_free(back);
     int refused = 0;
     for (size_t k = 0; k < size; k++) {
         otter_fl_layout *t = NULL;
-        refused += otter_fl_layout_decode(buf, k, &t) == OTTER_ERR_INVALID;
+        refused += ot_fl_layout_decode(buf, k, &t) == OTTER_ERR_INVALID;
         otter_fl_layout_free(t);
     }
     CHECK(refused == (int)size);

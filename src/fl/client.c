@@ -149,7 +149,7 @@ typedef enum reg_result { REG_OK, REG_AWAY, REG_FATAL } reg_result;
 static reg_result do_register(otter_fl_client *c, otter_fl_client_stats *st, otter_status *fatal) {
     void *lb = NULL;
     size_t ls = 0;
-    if ((*fatal = otter_fl_layout_encode(c->layout, &lb, &ls)) != OTTER_OK) return REG_FATAL;
+    if ((*fatal = ot_fl_layout_encode(c->layout, &lb, &ls)) != OTTER_OK) return REG_FATAL;
     long code = 0;
     bool ok = request(c, "POST", "/register", c->token, lb, ls, &code);
     ot_free(lb);
@@ -186,7 +186,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
     memset(st, 0, sizeof *st);
     st->last_round = -1;
     float *out = ot_malloc((c->n ? c->n : 1) * sizeof *out), *global = ot_malloc((c->n ? c->n : 1) * sizeof *global);
-    void *msg = ot_malloc(otter_fl_msg_size(c->n));
+    void *msg = ot_malloc(ot_fl_msg_size(c->n));
     otter_status res = OTTER_OK;
     if (!out || !global || !msg) {
         res = OT_NOMEM();
@@ -248,11 +248,11 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             if (code == 401) registered = false;
             continue;
         }
-        otter_fl_msg_expect want = {
+        ot_fl_msg_expect want = {
             .kind = OTTER_FL_MSG_PARAMS, .round = round, .n = c->n, .layout_hash = c->hash, .layout = c->layout};
-        otter_fl_msg_header h;
+        ot_fl_msg_header h;
         const float *v;
-        if (otter_fl_msg_decode(c->body, c->body_len, &want, &h, &v, global) != OTTER_OK) {
+        if (ot_fl_msg_decode(c->body, c->body_len, &want, &h, &v, global) != OTTER_OK) {
             res = ot_error_context(OTTER_ERR_INVALID, "global model from %s: ", c->server);
             goto done;
         }
@@ -262,16 +262,16 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
         double t0 = ot_now_seconds();
         if ((res = train(round, global, c->n, out, &examples, &loss, train_user)) != OTTER_OK) goto done;
         st->rounds_trained++;
-        otter_fl_msg_header u = {.kind = OTTER_FL_MSG_UPDATE,
-                                 .round = round,
-                                 .num_examples = examples,
-                                 .has_loss = isfinite(loss),
-                                 .loss = loss,
-                                 .n = c->n,
-                                 .layout_hash = c->hash};
-        otter_fl_msg_encode(&u, out, msg);
+        ot_fl_msg_header u = {.kind = OTTER_FL_MSG_UPDATE,
+                              .round = round,
+                              .num_examples = examples,
+                              .has_loss = isfinite(loss),
+                              .loss = loss,
+                              .n = c->n,
+                              .layout_hash = c->hash};
+        ot_fl_msg_encode(&u, out, msg);
         for (;;) {
-            if (request(c, "POST", "/update", c->issued, msg, otter_fl_msg_size(c->n), &code)) break;
+            if (request(c, "POST", "/update", c->issued, msg, ot_fl_msg_size(c->n), &code)) break;
             if (!backoff_wait(c, &b, st, "uploading")) goto away;
             if (c->o.stop && *c->o.stop) goto done;
         }
@@ -332,13 +332,13 @@ otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout
     while (sl && c->server[sl - 1] == '/') c->server[--sl] = '\0';
     void *lb = NULL;
     size_t ls = 0;
-    if ((st = otter_fl_layout_encode(layout, &lb, &ls)) != OTTER_OK) goto fail;
-    st = otter_fl_layout_decode(lb, ls, &c->layout);
+    if ((st = ot_fl_layout_encode(layout, &lb, &ls)) != OTTER_OK) goto fail;
+    st = ot_fl_layout_decode(lb, ls, &c->layout);
     ot_free(lb);
     if (st != OTTER_OK) goto fail;
-    c->hash = otter_fl_layout_hash(c->layout);
+    c->hash = ot_fl_layout_hash(c->layout);
     c->n = otter_fl_layout_numel(c->layout);
-    c->body_limit = otter_fl_msg_size(c->n) + 65536;
+    c->body_limit = ot_fl_msg_size(c->n) + 65536;
     c->rng = (unsigned)getpid() ^ (unsigned)(ot_now_seconds() * 1e6);
     if (!(c->curl = curl_easy_init())) {
         st = ot_error(OTTER_ERR_IO, "libcurl: can't create a handle");

@@ -48,7 +48,7 @@ static size_t entry_write(const otter_fl_param *p, uint8_t *o) {
     return entry_size(p);
 }
 
-uint64_t otter_fl_layout_hash(const otter_fl_layout *l) {
+uint64_t ot_fl_layout_hash(const otter_fl_layout *l) {
     uint64_t h = OT_FNV1A_OFFSET;
     uint8_t buf[2 + 65535 + 2 + 8 * OTTER_MAX_RANK];
     for (size_t i = 0; i < otter_fl_layout_count(l); i++) {
@@ -60,7 +60,7 @@ uint64_t otter_fl_layout_hash(const otter_fl_layout *l) {
     return h;
 }
 
-otter_status otter_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t *size) {
+otter_status ot_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t *size) {
     size_t n = otter_fl_layout_count(l), total = 12;
     for (size_t i = 0; i < n; i++) {
         const otter_fl_param *p = otter_fl_layout_at(l, i);
@@ -81,7 +81,7 @@ otter_status otter_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t
     return OTTER_OK;
 }
 
-otter_status otter_fl_layout_decode(const void *buf, size_t size, otter_fl_layout **out) {
+otter_status ot_fl_layout_decode(const void *buf, size_t size, otter_fl_layout **out) {
     const uint8_t *b = buf;
     if (size < 12) return ot_error(OTTER_ERR_INVALID, "layout: %zu bytes, shorter than its 12-byte header", size);
     if (memcmp(b, OTTER_FL_MAGIC, 4) != 0) return ot_error(OTTER_ERR_INVALID, "layout: bad magic (not \"OTFL\")");
@@ -156,9 +156,9 @@ done:
 
 /* ---- messages ---------------------------------------------------------------------------------------- */
 
-size_t otter_fl_msg_size(size_t n) { return OTTER_FL_HEADER_SIZE + 4 * n; }
+size_t ot_fl_msg_size(size_t n) { return OTTER_FL_HEADER_SIZE + 4 * n; }
 
-void otter_fl_msg_encode(const otter_fl_msg_header *h, const float *values, void *buf) {
+void ot_fl_msg_encode(const ot_fl_msg_header *h, const float *values, void *buf) {
     uint8_t *o = buf;
     memset(o, 0, OTTER_FL_HEADER_SIZE);
     memcpy(o, OTTER_FL_MAGIC, 4);
@@ -183,17 +183,17 @@ void otter_fl_msg_encode(const otter_fl_msg_header *h, const float *values, void
     }
 }
 
-otter_status otter_fl_msg_encode_alloc(const otter_fl_msg_header *h, const float *values, void **buf, size_t *size) {
+otter_status ot_fl_msg_encode_alloc(const ot_fl_msg_header *h, const float *values, void **buf, size_t *size) {
     if (h->n > (SIZE_MAX - OTTER_FL_HEADER_SIZE) / 4) return ot_error(OTTER_ERR_ARGUMENT, "message too large");
-    size_t sz = otter_fl_msg_size(h->n);
+    size_t sz = ot_fl_msg_size(h->n);
     void *o = ot_malloc(sz);
     if (!o) return OT_NOMEM();
-    otter_fl_msg_encode(h, values, o);
+    ot_fl_msg_encode(h, values, o);
     *buf = o, *size = sz;
     return OTTER_OK;
 }
 
-void otter_fl_msg_values(const void *buf, size_t n, float *out) {
+void ot_fl_msg_values(const void *buf, size_t n, float *out) {
     const uint8_t *v = (const uint8_t *)buf + OTTER_FL_HEADER_SIZE;
     if (host_is_le()) {
         memcpy(out, v, 4 * n);
@@ -209,8 +209,8 @@ static const char *kind_name(unsigned k) {
     return k == OTTER_FL_MSG_PARAMS ? "params" : k == OTTER_FL_MSG_UPDATE ? "update" : "layout";
 }
 
-otter_status otter_fl_msg_decode(const void *buf, size_t size, const otter_fl_msg_expect *want, otter_fl_msg_header *h,
-                                 const float **values, float *scratch) {
+otter_status ot_fl_msg_decode(const void *buf, size_t size, const ot_fl_msg_expect *want, ot_fl_msg_header *h,
+                              const float **values, float *scratch) {
     const uint8_t *b = buf;
     const char *what = kind_name(want->kind);
     if (size < OTTER_FL_HEADER_SIZE)
@@ -227,22 +227,22 @@ otter_status otter_fl_msg_decode(const void *buf, size_t size, const otter_fl_ms
     if (flags & ~1u) return ot_error(OTTER_ERR_INVALID, "%s: unknown flags 0x%x", what, flags);
     for (int i = 52; i < OTTER_FL_HEADER_SIZE; i++)
         if (b[i]) return ot_error(OTTER_ERR_INVALID, "%s: reserved header byte %d is not 0", what, i);
-    otter_fl_msg_header m = {.kind = want->kind,
-                             .round = (int64_t)get_u64(b + 8),
-                             .num_examples = (int64_t)get_u64(b + 16),
-                             .has_loss = flags & 1u,
-                             .n = get_u64(b + 32),
-                             .layout_hash = get_u64(b + 40)};
+    ot_fl_msg_header m = {.kind = want->kind,
+                          .round = (int64_t)get_u64(b + 8),
+                          .num_examples = (int64_t)get_u64(b + 16),
+                          .has_loss = flags & 1u,
+                          .n = get_u64(b + 32),
+                          .layout_hash = get_u64(b + 40)};
     uint64_t lb = get_u64(b + 24);
     memcpy(&m.loss, &lb, 8);
     if (!m.has_loss) m.loss = 0;
     if (m.n != want->n)
         return ot_error(OTTER_ERR_INVALID, "%s: wrong shape: %llu values, the global model has %llu", what,
                         (unsigned long long)m.n, (unsigned long long)want->n);
-    if (size != otter_fl_msg_size((size_t)m.n))
+    if (size != ot_fl_msg_size((size_t)m.n))
         return ot_error(OTTER_ERR_INVALID, "%s: %s: %zu bytes, expected %zu (64-byte header + %llu float32)", what,
-                        size < otter_fl_msg_size((size_t)m.n) ? "truncated" : "trailing bytes", size,
-                        otter_fl_msg_size((size_t)m.n), (unsigned long long)m.n);
+                        size < ot_fl_msg_size((size_t)m.n) ? "truncated" : "trailing bytes", size,
+                        ot_fl_msg_size((size_t)m.n), (unsigned long long)m.n);
     if (m.layout_hash != want->layout_hash)
         return ot_error(OTTER_ERR_INVALID,
                         "%s: wrong shape: layout hash %016llx differs from the global layout's %016llx (other "
@@ -263,7 +263,7 @@ otter_status otter_fl_msg_decode(const void *buf, size_t size, const otter_fl_ms
         v = (const float *)(const void *)(b + OTTER_FL_HEADER_SIZE);
     } else {
         OT_ASSERT(scratch != NULL);
-        otter_fl_msg_values(buf, (size_t)m.n, scratch);
+        ot_fl_msg_values(buf, (size_t)m.n, scratch);
         v = scratch;
     }
     /* finite check: an exponent of all ones is NaN or Inf. Blocks of 4096 values are tested with a branch-free

@@ -47,52 +47,52 @@
 #define OTTER_FL_VERSION     1
 #define OTTER_FL_HEADER_SIZE 64
 
-typedef enum otter_fl_msg_kind {
+typedef enum ot_fl_msg_kind {
     OTTER_FL_MSG_PARAMS = 1,
     OTTER_FL_MSG_UPDATE = 2,
     OTTER_FL_MSG_LAYOUT = 3
-} otter_fl_msg_kind;
+} ot_fl_msg_kind;
 
-typedef struct otter_fl_msg_header {
-    otter_fl_msg_kind kind;
+typedef struct ot_fl_msg_header {
+    ot_fl_msg_kind kind;
     int64_t round;
     int64_t num_examples;
     bool has_loss;
     double loss;
     uint64_t n;
     uint64_t layout_hash;
-} otter_fl_msg_header;
+} ot_fl_msg_header;
 
 /* FNV-1a 64 of the layout's per-parameter encoding. */
-uint64_t otter_fl_layout_hash(const otter_fl_layout *l);
+uint64_t ot_fl_layout_hash(const otter_fl_layout *l);
 /* Bytes of a message carrying n values. */
-size_t otter_fl_msg_size(size_t n);
-/* Write header + values into buf (otter_fl_msg_size(h->n) bytes; h->n values read from values). */
-void otter_fl_msg_encode(const otter_fl_msg_header *h, const float *values, void *buf);
+size_t ot_fl_msg_size(size_t n);
+/* Write header + values into buf (ot_fl_msg_size(h->n) bytes; h->n values read from values). */
+void ot_fl_msg_encode(const ot_fl_msg_header *h, const float *values, void *buf);
 /* A message allocated with the library's allocator (ot_free / otter_free). */
-otter_status otter_fl_msg_encode_alloc(const otter_fl_msg_header *h, const float *values, void **buf, size_t *size);
+otter_status ot_fl_msg_encode_alloc(const ot_fl_msg_header *h, const float *values, void **buf, size_t *size);
 
 /* What a received message must be. */
-typedef struct otter_fl_msg_expect {
-    otter_fl_msg_kind kind;
+typedef struct ot_fl_msg_expect {
+    ot_fl_msg_kind kind;
     int64_t round; /* the message's round must equal it */
     uint64_t n;
     uint64_t layout_hash;
     const otter_fl_layout *layout; /* when set, a NaN/Inf names its parameter and element */
-} otter_fl_msg_expect;
+} ot_fl_msg_expect;
 
 /* Check every field of a received message against `want` (magic, version, kind, reserved bytes, size ==
  * 64 + 4n, n, layout hash, round, num_examples > 0 and a finite loss for updates, every value finite) and
  * decode it. *values points into buf on little-endian hosts (a copy is made into scratch, n floats, on
  * big-endian ones; scratch may be NULL on little-endian hosts). OTTER_ERR_INVALID naming the field (and the
  * value's index for NaN/Inf) on failure. */
-otter_status otter_fl_msg_decode(const void *buf, size_t size, const otter_fl_msg_expect *want, otter_fl_msg_header *h,
-                                 const float **values, float *scratch);
+otter_status ot_fl_msg_decode(const void *buf, size_t size, const ot_fl_msg_expect *want, ot_fl_msg_header *h,
+                              const float **values, float *scratch);
 /* Copy the values of a decoded message into out (n floats) in host order. */
-void otter_fl_msg_values(const void *buf, size_t n, float *out);
+void ot_fl_msg_values(const void *buf, size_t n, float *out);
 
 /* Layout encoding (allocated with the library's allocator) and decoding (bounds-checked). */
-otter_status otter_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t *size);
-otter_status otter_fl_layout_decode(const void *buf, size_t size, otter_fl_layout **out);
+otter_status ot_fl_layout_encode(const otter_fl_layout *l, void **buf, size_t *size);
+otter_status ot_fl_layout_decode(const void *buf, size_t size, otter_fl_layout **out);
 
 #endif

@@ -167,9 +167,9 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         return reply(conn, MHD_HTTP_CONTENT_TOO_LARGE, "layout too large\n");
     }
     otter_fl_layout *cl = NULL;
-    otter_status st = otter_fl_layout_decode(q->buf, q->len, &cl);
+    otter_status st = ot_fl_layout_decode(q->buf, q->len, &cl);
     if (st == OTTER_OK) st = otter_fl_layout_match(s->layout, cl);
-    if (st == OTTER_OK && otter_fl_layout_hash(cl) != s->hash)
+    if (st == OTTER_OK && ot_fl_layout_hash(cl) != s->hash)
         st = ot_error(OTTER_ERR_INVALID, "the parameters are the server's but in another order");
     otter_fl_layout_free(cl);
     if (st != OTTER_OK) {
@@ -268,10 +268,10 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         return refuse_update(s, conn, MHD_HTTP_CONTENT_TOO_LARGE, who, q->msg);
     }
     pthread_mutex_lock(&s->mu);
-    otter_fl_msg_expect want = {
+    ot_fl_msg_expect want = {
         .kind = OTTER_FL_MSG_UPDATE, .round = s->open_round, .n = s->n, .layout_hash = s->hash, .layout = s->layout};
     pthread_mutex_unlock(&s->mu);
-    otter_fl_msg_header h;
+    ot_fl_msg_header h;
     const float *v = NULL;
     float *scratch = NULL;
     otter_status st = OTTER_OK;
@@ -281,7 +281,7 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         memcpy(&b0, &one, 1);
         if (b0 != 1 && !(scratch = ot_malloc(s->n * sizeof *scratch + 1))) st = OT_NOMEM();
     }
-    if (st == OTTER_OK) st = otter_fl_msg_decode(q->buf ? q->buf : (const uint8_t *)"", q->len, &want, &h, &v, scratch);
+    if (st == OTTER_OK) st = ot_fl_msg_decode(q->buf ? q->buf : (const uint8_t *)"", q->len, &want, &h, &v, scratch);
     if (st != OTTER_OK) {
         snprintf(q->msg, sizeof q->msg, "%s", otter_last_error());
         ot_free(scratch);
@@ -347,7 +347,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         else if (get && strcmp(url, "/params") == 0)
             q->r = R_PARAMS;
         else if (post && strcmp(url, "/update") == 0)
-            q->r = R_UPDATE, q->limit = otter_fl_msg_size(s->n);
+            q->r = R_UPDATE, q->limit = ot_fl_msg_size(s->n);
         if (q->r == R_ROUND || q->r == R_PARAMS || q->r == R_UPDATE) {
             pthread_mutex_lock(&s->mu);
             fl_client *c = find_client(s, bearer(conn));
@@ -435,10 +435,10 @@ static otter_status open_round(otter_fl_server *s, double now, size_t *live, siz
     size_t got = otter_fl_sample_clients(n_live, frac, s->o.seed, round, pick);
     OT_ASSERT(got == k);
     const float *g = otter_fl_aggregator_global(s->agg, NULL);
-    otter_fl_msg_header h = {.kind = OTTER_FL_MSG_PARAMS, .round = round, .n = s->n, .layout_hash = s->hash};
+    ot_fl_msg_header h = {.kind = OTTER_FL_MSG_PARAMS, .round = round, .n = s->n, .layout_hash = s->hash};
     void *msg = NULL;
     size_t msg_size = 0;
-    otter_status st = otter_fl_msg_encode_alloc(&h, g, &msg, &msg_size);
+    otter_status st = ot_fl_msg_encode_alloc(&h, g, &msg, &msg_size);
     if (st != OTTER_OK) {
         ot_free(pick);
         return st;
@@ -608,7 +608,7 @@ static otter_status resume_or_create(otter_fl_server *s, const float *initial, s
     if (access(s->state_path, F_OK) != 0) return otter_fl_aggregator_create(&s->agg, s->layout, initial, n, strategy);
     OT_TRY(otter_fl_aggregator_load(&s->agg, s->state_path));
     otter_status st = otter_fl_layout_match(s->layout, otter_fl_aggregator_layout(s->agg));
-    if (st == OTTER_OK && otter_fl_layout_hash(otter_fl_aggregator_layout(s->agg)) != s->hash)
+    if (st == OTTER_OK && ot_fl_layout_hash(otter_fl_aggregator_layout(s->agg)) != s->hash)
         st = ot_error(OTTER_ERR_INVALID, "parameters in another order");
     if (st != OTTER_OK) return ot_error_context(st, "'%s' holds another model than the artifacts: ", s->state_path);
     char a[256], b[256];
@@ -676,12 +676,12 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     {
         void *lb = NULL;
         size_t ls = 0;
-        if ((st = otter_fl_layout_encode(layout, &lb, &ls)) != OTTER_OK) goto fail;
-        st = otter_fl_layout_decode(lb, ls, &s->layout);
+        if ((st = ot_fl_layout_encode(layout, &lb, &ls)) != OTTER_OK) goto fail;
+        st = ot_fl_layout_decode(lb, ls, &s->layout);
         ot_free(lb);
         if (st != OTTER_OK) goto fail;
     }
-    s->hash = otter_fl_layout_hash(s->layout);
+    s->hash = ot_fl_layout_hash(s->layout);
     s->n = n;
     if ((st = resume_or_create(s, initial, n, strategy)) != OTTER_OK) goto fail;
     if (otter_fl_aggregator_round(s->agg) > 0)

@@ -9,7 +9,7 @@
 static const char *graph_name(otter_training_graph g) { return g == OTTER_EVAL_GRAPH ? "eval" : "training"; }
 
 /* Class labels -> one-hot rows of c classes in f->onehot (grown as needed). */
-static otter_status one_hot(const otter_tensor *y, int64_t n, int64_t c, const char *target, ts_feed *f) {
+static otter_status one_hot(const otter_tensor *y, int64_t n, int64_t c, const char *target, ot_training_feed *f) {
     int64_t d[2] = {n, c};
     if (!f->onehot || f->onehot->dims[0] < n) {
         otter_tensor_free(f->onehot);
@@ -31,8 +31,8 @@ static otter_status one_hot(const otter_tensor *y, int64_t n, int64_t c, const c
     return OTTER_OK;
 }
 
-otter_status ts_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
-                           const otter_tensor *y, ts_feed *f) {
+otter_status ot_training_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
+                                    const otter_tensor *y, ot_training_feed *f) {
     if (otter_training_input_count(s, g) != 2)
         return ot_error(OTTER_ERR_UNSUPPORTED,
                         "the %s model takes %zu user inputs; a dataset feeds two (inputs and targets)", graph_name(g),
@@ -76,7 +76,7 @@ otter_status ts_feed_batch(const otter_training_session *s, otter_training_graph
     return OTTER_OK;
 }
 
-void ts_feed_free(ts_feed *f) {
+void ot_training_feed_free(ot_training_feed *f) {
     otter_tensor_free(f->onehot);
     f->onehot = NULL;
 }
@@ -106,7 +106,7 @@ otter_status otter_training_evaluate(otter_training_session *s, const otter_data
     if (!otter_training_has_eval(s)) return ot_error(OTTER_ERR_INVALID, "the session has no eval model");
     otter_batch_iter *it = NULL;
     otter_tensor *x = NULL, *y = NULL, *out[2] = {NULL, NULL};
-    ts_feed feed = {0};
+    ot_training_feed feed = {0};
     otter_batch_options bo = {.batch_size = batch_size > 0 ? batch_size : 256};
     otter_status st = otter_batch_iter_create(&it, ds, &bo);
     if (st == OTTER_OK) st = otter_batch_iter_alloc(it, &x, &y);
@@ -118,7 +118,7 @@ otter_status otter_training_evaluate(otter_training_session *s, const otter_data
         int64_t cnt = 0;
         st = otter_batch_iter_next(it, x, y, &cnt);
         if (st != OTTER_OK || cnt == 0) break;
-        st = ts_feed_batch(s, OTTER_EVAL_GRAPH, x, y, &feed);
+        st = ot_training_feed_batch(s, OTTER_EVAL_GRAPH, x, y, &feed);
         const otter_tensor *in[2] = {&feed.xv, &feed.yv};
         if (st == OTTER_OK) st = otter_training_eval_step(s, 2, NULL, in, n_out, out);
         if (st != OTTER_OK) break;
@@ -134,7 +134,7 @@ otter_status otter_training_evaluate(otter_training_session *s, const otter_data
     if (st != OTTER_OK) ot_error_context(st, "evaluating on %s: ", otter_dataset_description(ds));
     otter_tensor_free(out[0]), otter_tensor_free(out[1]);
     otter_tensor_free(x), otter_tensor_free(y);
-    ts_feed_free(&feed);
+    ot_training_feed_free(&feed);
     otter_batch_iter_free(it);
     return st;
 }

@@ -17,7 +17,7 @@ typedef struct loop {
     otter_train_options o; /* defaults filled in */
     otter_batch_iter *it;
     otter_tensor *x, *y, *loss;
-    ts_feed feed;
+    ot_training_feed feed;
     bool schedule;
     int64_t per_epoch, total;      /* batches per epoch, global step at which the run is complete */
     int64_t epoch, batch, pending; /* position; train steps since the last optimizer step */
@@ -150,7 +150,7 @@ static otter_status seek_epoch(loop *l) {
 
 /* Train step on the batch in l->x / l->y (cnt samples), then the optimizer step when one is due. */
 static otter_status train_batch(loop *l, int64_t cnt) {
-    OT_TRY(ts_feed_batch(l->s, OTTER_TRAINING_GRAPH, l->x, l->y, &l->feed));
+    OT_TRY(ot_training_feed_batch(l->s, OTTER_TRAINING_GRAPH, l->x, l->y, &l->feed));
     const otter_tensor *in[2] = {&l->feed.xv, &l->feed.yv};
     otter_status st = otter_training_train_step(l->s, 2, NULL, in, 1, &l->loss);
     if (st != OTTER_OK)
@@ -255,7 +255,7 @@ otter_status otter_training_run(otter_training_session *s, const otter_dataset *
                                        .seconds = ot_now_seconds() - l.t_start};
     }
     otter_tensor_free(l.loss), otter_tensor_free(l.x), otter_tensor_free(l.y);
-    ts_feed_free(&l.feed);
+    ot_training_feed_free(&l.feed);
     otter_batch_iter_free(l.it);
     return st;
 }

@@ -57,7 +57,7 @@ static bool is_initializer(const otter_graph *g, const char *name) {
     return otter_graph_find_initializer(g, name) >= 0;
 }
 
-static void binding_free(ts_binding *b) {
+static void binding_free(ot_training_binding *b) {
     otter_session_free(b->sess);
     ot_free(b->user_in);
     ot_free(b->user_in_type);
@@ -72,7 +72,7 @@ void otter_training_session_free(otter_training_session *s) {
     binding_free(&s->train);
     binding_free(&s->eval);
     for (size_t i = 0; i < s->n_params; i++) {
-        ts_param *p = &s->params[i];
+        ot_training_param *p = &s->params[i];
         if (!p->is_f32) ot_free(p->value.data);
         ot_free(p->name);
     }
@@ -90,7 +90,7 @@ void otter_training_session_free(otter_training_session *s) {
     ot_free(s);
 }
 
-ts_param *ts_find_param(const otter_training_session *s, const char *name) {
+ot_training_param *ot_training_find_param(const otter_training_session *s, const char *name) {
     if (!name) return NULL;
     for (size_t i = 0; i < s->n_params; i++)
         if (strcmp(s->params[i].name, name) == 0) return &s->params[i];
@@ -126,13 +126,13 @@ static otter_status classify_training(otter_training_session *s) {
                 st = ot_error(OTTER_ERR_INVALID, "training model input 'lazy_reset_grad' is %s, expected bool",
                               otter_dtype_name(v->type.elem_type));
         } else if (otter_checkpoint_get_param(s->ck, v->name, &t, &kind) == OTTER_OK) {
-            if (ts_find_param(s, v->name)) {
+            if (ot_training_find_param(s, v->name)) {
                 st = ot_error(OTTER_ERR_INVALID, "training model lists input '%s' twice", v->name);
                 break;
             }
             st = check_decl("training model", v, t, "parameter");
             if (st != OTTER_OK) break;
-            ts_param *p = &s->params[s->n_params++];
+            ot_training_param *p = &s->params[s->n_params++];
             p->name = ot_strdup(v->name);
             if (!p->name) {
                 st = OT_NOMEM();
@@ -161,7 +161,7 @@ static otter_status classify_training(otter_training_session *s) {
         otter_param_kind kind = k ? OTTER_PARAM_FROZEN : OTTER_PARAM_TRAINABLE;
         for (size_t i = 0; i < otter_checkpoint_param_count(s->ck, kind) && st == OTTER_OK; i++) {
             const otter_tensor *t = otter_checkpoint_param_at(s->ck, kind, i);
-            if (!ts_find_param(s, t->name))
+            if (!ot_training_find_param(s, t->name))
                 st = ot_error(OTTER_ERR_INVALID,
                               "checkpoint parameter '%s' is not an input of the training model (checkpoint and "
                               "training model from different models?)",
@@ -171,7 +171,7 @@ static otter_status classify_training(otter_training_session *s) {
     /* gradient buffers: one per trainable parameter, shaped like it */
     for (size_t i = 0; i < n_bufs && st == OTTER_OK; i++) {
         size_t n = strlen(bufs[i]) - (sizeof GRAD_BUF - 1);
-        ts_param *p = NULL;
+        ot_training_param *p = NULL;
         for (size_t j = 0; j < s->n_params; j++)
             if (strlen(s->params[j].name) == n && strncmp(s->params[j].name, bufs[i], n) == 0) p = &s->params[j];
         if (!p) {
@@ -211,7 +211,7 @@ static otter_status classify_training(otter_training_session *s) {
 static otter_status lay_out(otter_training_session *s) {
     size_t off_all = 0;
     for (size_t i = 0; i < s->n_params; i++) {
-        ts_param *p = &s->params[i];
+        ot_training_param *p = &s->params[i];
         p->off_all = p->off_train = SIZE_MAX;
         if (!p->is_f32) continue;
         p->off_all = off_all;
@@ -229,7 +229,7 @@ static otter_status lay_out(otter_training_session *s) {
     if (!s->train_slab || !s->grad_slab || !s->frozen_slab) return OT_NOMEM();
     size_t off_frozen = 0;
     for (size_t i = 0; i < s->n_params; i++) {
-        ts_param *p = &s->params[i];
+        ot_training_param *p = &s->params[i];
         const otter_tensor *t = NULL;
         OT_TRY(otter_checkpoint_get_param(s->ck, p->name, &t, NULL));
         size_t nb = otter_tensor_nbytes(t);
@@ -255,7 +255,7 @@ static otter_status lay_out(otter_training_session *s) {
     return OTTER_OK;
 }
 
-static otter_status make_run_arrays(ts_binding *b, size_t n_fixed) {
+static otter_status make_run_arrays(ot_training_binding *b, size_t n_fixed) {
     b->n_run = b->n_user_in + n_fixed;
     b->run_names = ot_calloc(b->n_run + 1, sizeof *b->run_names);
     b->run_inputs = ot_calloc(b->n_run + 1, sizeof *b->run_inputs);
@@ -310,11 +310,11 @@ static bool is_training_user_input(const otter_training_session *s, const char *
 
 static otter_status bind_eval(otter_training_session *s, const otter_session_options *so) {
     const otter_graph *g = s->eval_m->graph;
-    ts_binding *b = &s->eval;
+    ot_training_binding *b = &s->eval;
     b->user_in = ot_calloc(g->n_inputs + 1, sizeof *b->user_in);
     b->user_in_type = ot_calloc(g->n_inputs + 1, sizeof *b->user_in_type);
     b->user_out = ot_calloc(g->n_outputs + 1, sizeof *b->user_out);
-    ts_param **ps = ot_calloc(g->n_inputs + 1, sizeof *ps);
+    ot_training_param **ps = ot_calloc(g->n_inputs + 1, sizeof *ps);
     if (!b->user_in || !b->user_in_type || !b->user_out || !ps) {
         ot_free(ps);
         return OT_NOMEM();
@@ -324,7 +324,7 @@ static otter_status bind_eval(otter_training_session *s, const otter_session_opt
     for (size_t i = 0; i < g->n_inputs && st == OTTER_OK; i++) {
         const otter_value *v = &g->inputs[i];
         if (is_initializer(g, v->name)) continue;
-        ts_param *p = ts_find_param(s, v->name);
+        ot_training_param *p = ot_training_find_param(s, v->name);
         if (p) {
             st = check_decl("eval model", v, &p->value, "parameter");
             ps[n_ps++] = p;
@@ -451,7 +451,7 @@ static otter_status load_optimizer_state(otter_training_session *s) {
     bool any = false, all = true;
     const char *missing = NULL, *missing_m = NULL;
     for (size_t i = 0; i < s->n_params && st == OTTER_OK; i++) {
-        ts_param *p = &s->params[i];
+        ot_training_param *p = &s->params[i];
         if (!p->trainable) continue;
         for (size_t j = 0; j < n_m; j++) {
             const char *mn = j ? "momentum1" : "momentum0";
@@ -605,35 +605,35 @@ bool otter_training_has_optimizer(const otter_training_session *s) { return s &&
 
 /* ---- inputs and outputs -------------------------------------------------------------------------- */
 
-static const ts_binding *binding(const otter_training_session *s, otter_training_graph g) {
+static const ot_training_binding *binding(const otter_training_session *s, otter_training_graph g) {
     if (!s) return NULL;
     return g == OTTER_EVAL_GRAPH ? &s->eval : &s->train;
 }
 
 size_t otter_training_input_count(const otter_training_session *s, otter_training_graph g) {
-    const ts_binding *b = binding(s, g);
+    const ot_training_binding *b = binding(s, g);
     return b ? b->n_user_in : 0;
 }
 const char *otter_training_input_name(const otter_training_session *s, otter_training_graph g, size_t i) {
-    const ts_binding *b = binding(s, g);
+    const ot_training_binding *b = binding(s, g);
     return b && i < b->n_user_in ? b->user_in[i] : NULL;
 }
 const otter_type *otter_training_input_type(const otter_training_session *s, otter_training_graph g, size_t i) {
-    const ts_binding *b = binding(s, g);
+    const ot_training_binding *b = binding(s, g);
     return b && i < b->n_user_in ? b->user_in_type[i] : NULL;
 }
 size_t otter_training_output_count(const otter_training_session *s, otter_training_graph g) {
-    const ts_binding *b = binding(s, g);
+    const ot_training_binding *b = binding(s, g);
     return b ? b->n_user_out : 0;
 }
 const char *otter_training_output_name(const otter_training_session *s, otter_training_graph g, size_t i) {
-    const ts_binding *b = binding(s, g);
+    const ot_training_binding *b = binding(s, g);
     return b && i < b->n_user_out ? b->user_out[i] : NULL;
 }
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
-static otter_status bind_user(ts_binding *b, const char *model, size_t n, const char *const *names,
+static otter_status bind_user(ot_training_binding *b, const char *model, size_t n, const char *const *names,
                               const otter_tensor *const *in) {
     if (n && !in) return ot_error(OTTER_ERR_ARGUMENT, "%s step: inputs is NULL", model);
     if (!names) {
@@ -687,7 +687,7 @@ void otter_training_set_seed(otter_training_session *s, uint64_t seed) {
 otter_status otter_training_train_step(otter_training_session *s, size_t n_inputs, const char *const *input_names,
                                        const otter_tensor *const *inputs, size_t n_outputs, otter_tensor **outputs) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_train_step: NULL session");
-    OT_TRY(ts_require_all_set(s, "train step"));
+    OT_TRY(ot_training_require_all_set(s, "train step"));
     if (n_outputs > s->train.n_user_out)
         return ot_error(OTTER_ERR_ARGUMENT, "train step: %zu outputs asked for, the training model has %zu", n_outputs,
                         s->train.n_user_out);
@@ -712,7 +712,7 @@ otter_status otter_training_eval_step(otter_training_session *s, size_t n_inputs
                                       const otter_tensor *const *inputs, size_t n_outputs, otter_tensor **outputs) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_eval_step: NULL session");
     if (!s->eval.sess) return ot_error(OTTER_ERR_ARGUMENT, "eval step: the session has no eval model");
-    OT_TRY(ts_require_all_set(s, "eval step"));
+    OT_TRY(ot_training_require_all_set(s, "eval step"));
     if (n_outputs > s->eval.n_user_out)
         return ot_error(OTTER_ERR_ARGUMENT, "eval step: %zu outputs asked for, the eval model has %zu", n_outputs,
                         s->eval.n_user_out);
@@ -727,7 +727,7 @@ otter_status otter_training_optimizer_step(otter_training_session *s) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_optimizer_step: NULL session");
     if (s->optim == TS_OPTIM_NONE)
         return ot_error(OTTER_ERR_ARGUMENT, "optimizer step: the session has no optimizer model");
-    OT_TRY(ts_require_all_set(s, "optimizer step"));
+    OT_TRY(ot_training_require_all_set(s, "optimizer step"));
     if (!s->have_moments && s->n_train) {
         s->m1 = ot_calloc(s->n_train, sizeof(float));
         if (s->optim == TS_OPTIM_ADAMW) s->m2 = ot_calloc(s->n_train, sizeof(float));

@@ -7,7 +7,7 @@
 #include "otter/io.h"
 #include "training/training_internal.h"
 
-otter_status ts_require_all_set(const otter_training_session *s, const char *what) {
+otter_status ot_training_require_all_set(const otter_training_session *s, const char *what) {
     for (size_t i = 0; i < s->n_params; i++)
         if (!s->params[i].set)
             return ot_error(OTTER_ERR_INVALID,
@@ -53,7 +53,7 @@ otter_status otter_training_copy_params_to_buffer(const otter_training_session *
         return OTTER_OK;
     }
     for (size_t i = 0; i < s->n_params; i++) {
-        const ts_param *p = &s->params[i];
+        const ot_training_param *p = &s->params[i];
         if (p->is_f32 && p->numel) memcpy(buf + p->off_all, p->value.data, p->numel * sizeof(float));
     }
     return OTTER_OK;
@@ -66,7 +66,7 @@ otter_status otter_training_copy_buffer_to_params(otter_training_session *s, con
         if (n) memcpy(s->train_slab, buf, n * sizeof(float));
     } else {
         for (size_t i = 0; i < s->n_params; i++) {
-            ts_param *p = &s->params[i];
+            ot_training_param *p = &s->params[i];
             if (p->is_f32 && p->numel) memcpy(p->value.data, buf + p->off_all, p->numel * sizeof(float));
         }
     }
@@ -83,15 +83,15 @@ const char *otter_training_param_name(const otter_training_session *s, size_t i)
     return s && i < s->n_params ? s->params[i].name : NULL;
 }
 
-static otter_status find(const otter_training_session *s, const char *name, ts_param **p) {
+static otter_status find(const otter_training_session *s, const char *name, ot_training_param **p) {
     if (!s || !name) return ot_error(OTTER_ERR_ARGUMENT, "training session: NULL session or parameter name");
-    *p = ts_find_param(s, name);
+    *p = ot_training_find_param(s, name);
     if (!*p) return ot_error(OTTER_ERR_NOT_FOUND, "the training session has no parameter '%s'", name);
     return OTTER_OK;
 }
 
 otter_status otter_training_describe_param(const otter_training_session *s, const char *name, otter_param_info *info) {
-    ts_param *p;
+    ot_training_param *p;
     OT_TRY(find(s, name, &p));
     if (!info) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_describe_param: NULL info");
     memset(info, 0, sizeof *info);
@@ -105,7 +105,7 @@ otter_status otter_training_describe_param(const otter_training_session *s, cons
 }
 
 otter_status otter_training_get_param(const otter_training_session *s, const char *name, otter_tensor **out) {
-    ts_param *p;
+    ot_training_param *p;
     OT_TRY(find(s, name, &p));
     if (!out) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_get_param: NULL out");
     if (!p->set) return ot_error(OTTER_ERR_INVALID, "parameter '%s' has no value (nominal checkpoint)", name);
@@ -113,7 +113,7 @@ otter_status otter_training_get_param(const otter_training_session *s, const cha
 }
 
 otter_status otter_training_set_param(otter_training_session *s, const char *name, const otter_tensor *value) {
-    ts_param *p;
+    ot_training_param *p;
     OT_TRY(find(s, name, &p));
     if (!value || (!value->data && otter_tensor_numel(value) > 0))
         return ot_error(OTTER_ERR_ARGUMENT, "set parameter '%s': the new value has no data", name);
@@ -162,7 +162,7 @@ otter_status otter_training_sync_checkpoint(otter_training_session *s, const ott
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_sync_checkpoint: NULL session");
     bool all_set = true;
     for (size_t i = 0; i < s->n_params; i++) {
-        ts_param *p = &s->params[i];
+        ot_training_param *p = &s->params[i];
         if (!p->set) {
             all_set = false;
             continue;
@@ -171,7 +171,7 @@ otter_status otter_training_sync_checkpoint(otter_training_session *s, const ott
     }
     if (s->have_moments) {
         for (size_t i = 0; i < s->n_params; i++) {
-            ts_param *p = &s->params[i];
+            ot_training_param *p = &s->params[i];
             if (!p->trainable) continue;
             otter_tensor m = p->value;
             m.name = "momentum0";
@@ -253,7 +253,7 @@ static otter_status export_into(const otter_training_session *s, otter_model *m,
     }
     /* parameters back into initializers with the current values */
     for (size_t i = 0; i < s->n_params; i++) {
-        const ts_param *p = &s->params[i];
+        const ot_training_param *p = &s->params[i];
         if (otter_graph_find_input(g, p->name) < 0) continue;
         OT_TRY(otter_graph_delete_input(g, p->name));
         otter_tensor *t = NULL;
@@ -272,7 +272,7 @@ otter_status otter_training_export_model(const otter_training_session *s, size_t
         return ot_error(OTTER_ERR_ARGUMENT, "otter_training_export_model: NULL argument");
     *out = NULL;
     if (!s->eval_m) return ot_error(OTTER_ERR_ARGUMENT, "export: the session has no eval model");
-    OT_TRY(ts_require_all_set(s, "export"));
+    OT_TRY(ot_training_require_all_set(s, "export"));
     const otter_graph *eg = s->eval_m->graph;
     const char **names = NULL;
     if (n_outputs == 0) { /* every eval output but the loss (the first) */

@@ -12,7 +12,7 @@
 #include "runtime/optim.h"
 
 /* One parameter: an input of the training graph that the checkpoint holds. */
-typedef struct ts_param {
+typedef struct ot_training_param {
     char *name;
     bool trainable;
     bool is_f32;
@@ -23,10 +23,10 @@ typedef struct ts_param {
     size_t numel;
     size_t off_all;   /* offset in the all-parameters buffer, SIZE_MAX when not float32 */
     size_t off_train; /* offset in the trainable slab / buffer, SIZE_MAX for frozen */
-} ts_param;
+} ot_training_param;
 
 /* Inputs of one run: user inputs first, then the fixed bindings (parameters, buffers, reset flag). */
-typedef struct ts_binding {
+typedef struct ot_training_binding {
     otter_session *sess;
     size_t n_user_in, n_user_out;
     const char **user_in; /* n_user_in names (into the model) */
@@ -35,24 +35,24 @@ typedef struct ts_binding {
     size_t n_run;          /* every input given to otter_session_run */
     const char **run_names;
     const otter_tensor **run_inputs;
-} ts_binding;
+} ot_training_binding;
 
-typedef enum ts_optim_kind { TS_OPTIM_NONE = 0, TS_OPTIM_ADAMW, TS_OPTIM_SGD } ts_optim_kind;
+typedef enum ot_training_optim_kind { TS_OPTIM_NONE = 0, TS_OPTIM_ADAMW, TS_OPTIM_SGD } ot_training_optim_kind;
 
 struct otter_training_session {
     otter_checkpoint *ck;
     otter_model *train_m, *eval_m, *optim_m;
-    ts_param *params; /* training graph order */
+    ot_training_param *params; /* training graph order */
     size_t n_params;
     float *train_slab, *grad_slab, *m1, *m2; /* n_train each (m1, m2 once created) */
     float *frozen_slab;
     size_t n_train, n_frozen;
-    ts_binding train, eval;
+    ot_training_binding train, eval;
     otter_tensor reset_flag;
     uint8_t reset_value;
     bool accumulate; /* false: the next train step overwrites the buffers */
     /* optimizer */
-    ts_optim_kind optim;
+    ot_training_optim_kind optim;
     ot_adamw_params adamw;
     bool clip;
     float clip_max_norm;
@@ -71,18 +71,18 @@ struct otter_training_session {
 };
 
 /* state.c */
-ts_param *ts_find_param(const otter_training_session *s, const char *name);
-otter_status ts_require_all_set(const otter_training_session *s, const char *what);
+ot_training_param *ot_training_find_param(const otter_training_session *s, const char *name);
+otter_status ot_training_require_all_set(const otter_training_session *s, const char *what);
 
 /* feed.c: a dataset batch fitted to the graph's two user inputs (inputs reshaped to the model's per-sample
  * dims, class labels turned one-hot when the model's target is float). xv and yv are headers over the
  * batch (or onehot) to pass to the step. */
-typedef struct ts_feed {
+typedef struct ot_training_feed {
     otter_tensor xv, yv;
     otter_tensor *onehot; /* owned, grown as needed */
-} ts_feed;
-otter_status ts_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
-                           const otter_tensor *y, ts_feed *f);
-void ts_feed_free(ts_feed *f);
+} ot_training_feed;
+otter_status ot_training_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
+                                    const otter_tensor *y, ot_training_feed *f);
+void ot_training_feed_free(ot_training_feed *f);
 
 #endif

@@ -19,32 +19,32 @@
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-bool tr_is_float(otter_dtype t) {
+bool ot_train_is_float(otter_dtype t) {
     return t == OTTER_DTYPE_FLOAT || t == OTTER_DTYPE_DOUBLE || t == OTTER_DTYPE_FLOAT16 || t == OTTER_DTYPE_BFLOAT16;
 }
 
-bool tr_wanted(const ot_kernel_ctx *ctx, size_t i) {
+bool ot_train_wanted(const ot_kernel_ctx *ctx, size_t i) {
     return i < ctx->n_outputs && i < ctx->node->n_outputs && !ot_str_empty(ctx->node->outputs[i]);
 }
 
-bool tr_same_shape(const otter_tensor *a, const otter_tensor *b) {
+bool ot_train_same_shape(const otter_tensor *a, const otter_tensor *b) {
     if (a->rank != b->rank) return false;
     for (int i = 0; i < a->rank; i++)
         if (a->dims[i] != b->dims[i]) return false;
     return true;
 }
 
-otter_status tr_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t) {
+otter_status ot_train_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t) {
     *t = ot_ctx_input(ctx, i);
     if (!*t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu (%s) is missing", i, what);
     return OTTER_OK;
 }
 
-otter_status tr_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp) {
+otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp) {
     const otter_tensor *t = ot_ctx_input(ctx, i);
     *tmp = NULL;
     if (!t) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is missing", i);
-    if (!tr_is_float(t->dtype))
+    if (!ot_train_is_float(t->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': dtype %s, expected a float type", i,
                             ot_ctx_input_name(ctx, i), otter_dtype_name(t->dtype));
     if (t->dtype == OTTER_DTYPE_FLOAT) {
@@ -59,8 +59,8 @@ otter_status tr_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float 
     return OTTER_OK;
 }
 
-otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
-                    float **p, float **tmp) {
+otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
+                          float **p, float **tmp) {
     *tmp = NULL;
     *t = ot_ctx_output(ctx, i, dt, rank, dims);
     if (!*t) return ctx->output_status;
@@ -75,13 +75,13 @@ otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, cons
     return OTTER_OK;
 }
 
-void tr_out_done(otter_tensor *t, float *tmp) {
+void ot_train_out_done(otter_tensor *t, float *tmp) {
     if (!tmp) return;
     if (t) ot_convert(t->data, t->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(t));
     ot_free(tmp);
 }
 
-otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
+otter_status ot_train_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
     int64_t n = 0;
     OT_TRY(ot_ctx_input_ints(ctx, i, dims, OTTER_MAX_RANK, &n));
     for (int64_t k = 0; k < n; k++)
@@ -92,7 +92,7 @@ otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64
     return OTTER_OK;
 }
 
-otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out) {
+otter_status ot_train_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out) {
     const otter_tensor *t = ot_ctx_input(ctx, i);
     if (!t) {
         *out = def;
@@ -143,7 +143,7 @@ static otter_status accumulate(const ot_kernel_ctx *ctx, otter_tensor *dst, cons
 
 static otter_status check_acc(const ot_kernel_ctx *ctx, const otter_tensor *buf, const otter_tensor *val) {
     char s1[128], s2[128];
-    if (!tr_is_float(buf->dtype) || !tr_is_float(val->dtype))
+    if (!ot_train_is_float(buf->dtype) || !ot_train_is_float(val->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "buffer '%s' (%s) and value '%s' (%s) must be float tensors",
                             ot_ctx_input_name(ctx, 0), otter_dtype_name(buf->dtype), ot_ctx_input_name(ctx, 1),
                             otter_dtype_name(val->dtype));
@@ -164,8 +164,8 @@ static otter_status copy_to_output(ot_kernel_ctx *ctx, size_t i, const otter_ten
 /* InPlaceAccumulatorV2(accumulation_buffer, value, overwrite_flag?) -> (updated_flag, buffer_out?) */
 otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx) {
     const otter_tensor *cb, *val;
-    OT_TRY(tr_need(ctx, 0, "accumulation_buffer", &cb));
-    OT_TRY(tr_need(ctx, 1, "value", &val));
+    OT_TRY(ot_train_need(ctx, 0, "accumulation_buffer", &cb));
+    OT_TRY(ot_train_need(ctx, 1, "value", &val));
     otter_tensor *buf = ctx->inputs[0];
     OT_TRY(check_acc(ctx, buf, val));
     OT_TRY(accumulate(ctx, buf, val, !bool_input(ctx, 2, false)));
@@ -174,15 +174,15 @@ otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx) {
     otter_tensor *flag = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, 1, &one);
     if (!flag) return ctx->output_status;
     ((uint8_t *)flag->data)[0] = 1;
-    if (tr_wanted(ctx, 1)) OT_TRY(copy_to_output(ctx, 1, buf));
+    if (ot_train_wanted(ctx, 1)) OT_TRY(copy_to_output(ctx, 1, buf));
     return OTTER_OK;
 }
 
 /* InPlaceAccumulator(old_sum, value, update_signal?) -> new_sum; old_sum changes in place too. */
 otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx) {
     const otter_tensor *cb, *val;
-    OT_TRY(tr_need(ctx, 0, "old_sum", &cb));
-    OT_TRY(tr_need(ctx, 1, "value", &val));
+    OT_TRY(ot_train_need(ctx, 0, "old_sum", &cb));
+    OT_TRY(ot_train_need(ctx, 1, "value", &val));
     otter_tensor *buf = ctx->inputs[0];
     OT_TRY(check_acc(ctx, buf, val));
     if (bool_input(ctx, 2, true)) OT_TRY(accumulate(ctx, buf, val, true));
@@ -192,9 +192,9 @@ otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx) {
 /* ZeroGradient(old_gradient, reset_signal) -> zero_gradient; old_gradient is zeroed in place too. */
 otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx) {
     const otter_tensor *cb;
-    OT_TRY(tr_need(ctx, 0, "old_gradient", &cb));
+    OT_TRY(ot_train_need(ctx, 0, "old_gradient", &cb));
     otter_tensor *buf = ctx->inputs[0];
-    if (!tr_is_float(buf->dtype))
+    if (!ot_train_is_float(buf->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "old_gradient '%s' must be a float tensor",
                             ot_ctx_input_name(ctx, 0));
     if (otter_tensor_nbytes(buf)) memset(buf->data, 0, otter_tensor_nbytes(buf));
@@ -293,15 +293,15 @@ static void ag_range(void *arg, int64_t i0, int64_t i1) {
 static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     const otter_tensor *dy, *x, *b = NULL;
     char s1[128], s2[128];
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, kind == G_SIGMOID || kind == G_TANH ? "Y" : "X", &x));
-    if (!tr_same_shape(dy, x))
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, kind == G_SIGMOID || kind == G_TANH ? "Y" : "X", &x));
+    if (!ot_train_same_shape(dy, x))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and '%s' %s must have one shape",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
     int64_t n = otter_tensor_numel(dy), last = dy->rank ? dy->dims[dy->rank - 1] : 1;
     if (with_bias) {
-        OT_TRY(tr_need(ctx, 2, "B", &b));
+        OT_TRY(ot_train_need(ctx, 2, "B", &b));
         if (otter_tensor_numel(b) != last)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld (last axis)",
                                 ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)last);
@@ -309,15 +309,15 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     const float *DY, *X, *B = NULL;
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 0, &DY, &t0);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &t1);
-    if (s == OTTER_OK && b) s = tr_in(ctx, 2, &B, &t2);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &X, &t1);
+    if (s == OTTER_OK && b) s = ot_train_in(ctx, 2, &B, &t2);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         ag_job j = {kind, DY, X, B, DX, last > 0 ? last : 1};
         int64_t grain = kind == G_GELU || kind == G_FASTGELU ? 4096 : 32768;
         if (n > 0) ot_parallel_for(ctx, n, grain, ag_range, &j);
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -339,7 +339,7 @@ otter_status ot_kernel_bias_fastgelu_grad_dx(ot_kernel_ctx *ctx) { return act_gr
 /* Forward Gelu(X), FastGelu(X, bias?), BiasGelu(A, B): bias over the last axis. */
 static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_required) {
     const otter_tensor *x, *b = ot_ctx_input(ctx, 1);
-    OT_TRY(tr_need(ctx, 0, "X", &x));
+    OT_TRY(ot_train_need(ctx, 0, "X", &x));
     if (bias_required && !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (bias) is missing");
     int64_t n = otter_tensor_numel(x), last = x->rank ? x->dims[x->rank - 1] : 1;
     if (b && otter_tensor_numel(b) != last)
@@ -348,15 +348,15 @@ static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_requir
     const float *X, *B = NULL;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
     otter_tensor *y;
-    otter_status s = tr_in(ctx, 0, &X, &t0);
-    if (s == OTTER_OK && b) s = tr_in(ctx, 1, &B, &t1);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
+    otter_status s = ot_train_in(ctx, 0, &X, &t0);
+    if (s == OTTER_OK && b) s = ot_train_in(ctx, 1, &B, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
     if (s == OTTER_OK) {
         for (int64_t i = 0; i < n; i++) {
             float v = X[i] + (B ? B[i % last] : 0.0f);
             Y[i] = fast ? fastgelu_f(v) : gelu_f(v);
         }
-        tr_out_done(y, ty);
+        ot_train_out_done(y, ty);
     } else {
         ot_free(ty);
     }
@@ -374,9 +374,9 @@ otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, f
 static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) {
     const otter_tensor *dy, *y;
     char s1[128], s2[128];
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "Y", &y));
-    if (!tr_same_shape(dy, y))
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "Y", &y));
+    if (!ot_train_same_shape(dy, y))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and Y '%s' %s must have one shape",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, y->rank, y->dims));
@@ -396,9 +396,9 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
     const float *DY, *Y;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 0, &DY, &t0);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &Y, &t1);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &Y, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         for (int64_t o = 0; o < outer; o++)
             for (int64_t in = 0; in < inner; in++) {
@@ -413,7 +413,7 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
                     DX[i] = log ? DY[i] - expf(Y[i]) * (float)sum : Y[i] * (DY[i] - (float)sum);
                 }
             }
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -434,14 +434,14 @@ otter_status ot_kernel_logsoftmax_grad13(ot_kernel_ctx *ctx) { return softmax_gr
 otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *mask;
     char s1[128], s2[128];
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "mask", &mask));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "mask", &mask));
     if (otter_tensor_numel(mask) != otter_tensor_numel(dy))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mask '%s' %s does not match dY %s", ot_ctx_input_name(ctx, 1),
                             ot_shape_str(s1, sizeof s1, mask->rank, mask->dims),
                             ot_shape_str(s2, sizeof s2, dy->rank, dy->dims));
     double ratio;
-    OT_TRY(tr_scalar(ctx, 2, 0.5, &ratio));
+    OT_TRY(ot_train_scalar(ctx, 2, 0.5, &ratio));
     if (!(ratio >= 0.0 && ratio < 1.0))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ratio %g must be in [0, 1)", ratio);
     bool pass = ratio == 0.0 || !bool_input(ctx, 3, true);
@@ -449,13 +449,13 @@ otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 0, &DY, &t0);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         float k = (float)(1.0 / (1.0 - ratio));
         for (int64_t i = 0; i < n; i++)
             DX[i] = pass ? DY[i] : (ot_get_f64(mask->data, mask->dtype, i) != 0.0 ? DY[i] * k : 0.0f);
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -466,13 +466,13 @@ otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
 /* Scale(input, scale; scale_down): input * scale, or input / scale when scale_down. */
 otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(tr_need(ctx, 0, "input", &x));
+    OT_TRY(ot_train_need(ctx, 0, "input", &x));
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
     double sc;
-    OT_TRY(tr_scalar(ctx, 1, 1.0, &sc));
+    OT_TRY(ot_train_scalar(ctx, 1, 1.0, &sc));
     if (otter_node_attr_int(ctx->node, "scale_down", 0)) sc = 1.0 / sc;
     int64_t n = otter_tensor_numel(x);
-    if (!tr_is_float(x->dtype))
+    if (!ot_train_is_float(x->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
                             ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
@@ -493,7 +493,7 @@ otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx) {
     for (size_t i = 0; i < ctx->n_inputs; i++) {
         const otter_tensor *t = ot_ctx_input(ctx, i);
         if (!t) continue;
-        if (!tr_is_float(t->dtype))
+        if (!ot_train_is_float(t->dtype))
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': dtype %s, expected a float type", i,
                                 ot_ctx_input_name(ctx, i), otter_dtype_name(t->dtype));
         if (dt == OTTER_DTYPE_UNDEFINED) dt = t->dtype;
@@ -521,11 +521,11 @@ otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
     char s1[128], s2[128];
-    OT_TRY(tr_need(ctx, 0, "A", &a));
-    OT_TRY(tr_need(ctx, 1, "B", &b));
+    OT_TRY(ot_train_need(ctx, 0, "A", &a));
+    OT_TRY(ot_train_need(ctx, 1, "B", &b));
     if (otter_node_attr_int(ctx->node, "transBatchA", 0) || otter_node_attr_int(ctx->node, "transBatchB", 0))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "transBatchA / transBatchB are not supported");
-    if (a->dtype != b->dtype || !tr_is_float(a->dtype))
+    if (a->dtype != b->dtype || !ot_train_is_float(a->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
     if (a->rank < 1 || b->rank < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A and B must have rank >= 1");
@@ -566,9 +566,9 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     const float *A, *B;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
     otter_tensor *y;
-    otter_status s = tr_in(ctx, 0, &A, &t0);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &B, &t1);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, a->dtype, yr, yd, &y, &Y, &ty);
+    otter_status s = ot_train_in(ctx, 0, &A, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &B, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, a->dtype, yr, yd, &y, &Y, &ty);
     int64_t asz = M * K, bsz = K * N;
     for (int64_t bi = 0; s == OTTER_OK && bi < batch; bi++) {
         /* offsets of A and B for this output batch index (right-aligned broadcasting) */
@@ -590,7 +590,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
                      Y + bi * M * N, N);
     }
     if (s == OTTER_OK)
-        tr_out_done(y, ty);
+        ot_train_out_done(y, ty);
     else
         ot_free(ty);
     ot_free(t0), ot_free(t1);
@@ -612,13 +612,13 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
     double r, t;
     if (!ot_ctx_input(ctx, 0) || !ot_ctx_input(ctx, 1))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs R and T are required");
-    OT_TRY(tr_scalar(ctx, 0, 0, &r));
-    OT_TRY(tr_scalar(ctx, 1, 0, &t));
+    OT_TRY(ot_train_scalar(ctx, 0, 0, &r));
+    OT_TRY(ot_train_scalar(ctx, 1, 0, &t));
     for (size_t i = 0; i < n; i++) {
         const otter_tensor *x = ot_ctx_input(ctx, 2 + i);
         for (int gi = 0; gi < groups; gi++) {
             const otter_tensor *o = ot_ctx_input(ctx, 2 + (size_t)gi * n + i);
-            if (!o || !x || !tr_same_shape(o, x) || !tr_is_float(o->dtype))
+            if (!o || !x || !ot_train_same_shape(o, x) || !ot_train_is_float(o->dtype))
                 return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                                     "input %zu '%s' must be a float tensor with the shape of X '%s'",
                                     2 + (size_t)gi * n + i, ot_ctx_input_name(ctx, 2 + (size_t)gi * n + i),
@@ -652,11 +652,12 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
         int64_t e = otter_tensor_numel(x);
         float *scratch = ot_malloc((size_t)(e > 0 ? e : 1) * sizeof(float) * 3);
         if (!scratch) s = OT_NOMEM();
-        for (int gi = 0; gi < groups && s == OTTER_OK; gi++) s = tr_in(ctx, 2 + (size_t)gi * n + i, &in[gi], &tin[gi]);
+        for (int gi = 0; gi < groups && s == OTTER_OK; gi++)
+            s = ot_train_in(ctx, 2 + (size_t)gi * n + i, &in[gi], &tin[gi]);
         for (int gi = 0; gi < groups - 1 && s == OTTER_OK; gi++) {
             size_t oi = (size_t)gi * n + i;
-            if (oi < ctx->n_outputs && tr_wanted(ctx, oi))
-                s = tr_out(ctx, oi, x->dtype, x->rank, x->dims, &ot[gi], &out[gi], &tout[gi]);
+            if (oi < ctx->n_outputs && ot_train_wanted(ctx, oi))
+                s = ot_train_out(ctx, oi, x->dtype, x->rank, x->dims, &ot[gi], &out[gi], &tout[gi]);
             else
                 out[gi] = scratch + (size_t)gi * (size_t)e;
         }
@@ -668,7 +669,7 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
             else
                 ot_onnx_adam_update(&pa, (float)r, (int64_t)t, e, in[0], in[1], in[2], in[3], out[0], out[1], out[2]);
             for (int gi = 0; gi < groups - 1; gi++)
-                if (ot[gi]) tr_out_done(ot[gi], tout[gi]);
+                if (ot[gi]) ot_train_out_done(ot[gi], tout[gi]);
         } else {
             for (int gi = 0; gi < groups - 1; gi++) ot_free(tout[gi]);
         }

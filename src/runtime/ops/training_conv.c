@@ -13,7 +13,8 @@
 
 /* ---- spatial geometry (runtime/ops/conv_geom.h) ------------------------------------------------- */
 
-otter_status tr_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy, const int64_t *want) {
+otter_status ot_train_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy,
+                               const int64_t *want) {
     char s1[128];
     for (int i = 0; i < g->nd; i++)
         if (dy->dims[2 + i] != want[i]) {
@@ -26,7 +27,7 @@ otter_status tr_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const 
 }
 
 /* col[(c, kd, kh, kw)][od, oh, ow] = x[c][id][ih][iw] or 0 outside (C channels, 3-D geometry). */
-static void tr_im2col(const float *x, int64_t C, const ot_conv_geom *g, float *col) {
+static void ot_train_im2col(const float *x, int64_t C, const ot_conv_geom *g, float *col) {
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     float *dst = col;
     for (int64_t c = 0; c < C; c++)
@@ -50,14 +51,14 @@ static void tr_im2col(const float *x, int64_t C, const ot_conv_geom *g, float *c
 static otter_status conv_inputs(const ot_kernel_ctx *ctx, const otter_tensor **dy, const otter_tensor **x,
                                 const otter_tensor **w) {
     char s1[128], s2[128];
-    OT_TRY(tr_need(ctx, 0, "dY", dy));
-    OT_TRY(tr_need(ctx, 1, "X", x));
-    OT_TRY(tr_need(ctx, 2, "W", w));
+    OT_TRY(ot_train_need(ctx, 0, "dY", dy));
+    OT_TRY(ot_train_need(ctx, 1, "X", x));
+    OT_TRY(ot_train_need(ctx, 2, "W", w));
     if ((*x)->rank < 3 || (*x)->rank > 2 + OT_SP || (*w)->rank != (*x)->rank || (*dy)->rank != (*x)->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s and W '%s' %s must have one rank in 3..5 (dY too)",
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, (*x)->rank, (*x)->dims),
                             ot_ctx_input_name(ctx, 2), ot_shape_str(s2, sizeof s2, (*w)->rank, (*w)->dims));
-    if ((*dy)->dtype != (*x)->dtype || (*w)->dtype != (*x)->dtype || !tr_is_float((*x)->dtype))
+    if ((*dy)->dtype != (*x)->dtype || (*w)->dtype != (*x)->dtype || !ot_train_is_float((*x)->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY, X and W must share one float type");
     return OTTER_OK;
 }
@@ -286,7 +287,7 @@ __attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int6
     }
 }
 
-bool tr_cpu_has_avx2(void) {
+bool ot_train_cpu_has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
 }
@@ -295,7 +296,7 @@ bool tr_cpu_has_avx2(void) {
  * zero-padded into pad first (scratch). */
 static otter_status dw_avx2_packers(ot_kernel_ctx *ctx, const ot_conv_geom *g, const float *X, int64_t N, int64_t C,
                                     ot_conv_pad *pad, ot_sgemm_pack_fn *pack_dy, ot_sgemm_pack_fn *pack_x) {
-    if (!tr_cpu_has_avx2()) return OTTER_OK;
+    if (!ot_train_cpu_has_avx2()) return OTTER_OK;
     *pack_dy = dw_pack_dy_avx2;
     if (g->stride[2] != 1 || g->k[0] != 1 || g->in[0] != 1 || N <= 0 || g->out_size <= 0) return OTTER_OK;
     *pad = (ot_conv_pad){.x = X,
@@ -359,7 +360,7 @@ static void db_channels(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
-/* dX = conv(dY, W^T flipped) over window win (see tr_conv_grad). */
+/* dX = conv(dY, W^T flipped) over window win (see ot_train_conv_grad). */
 static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window *win, const float *DY, const float *W,
                                         int64_t N, int64_t C, int64_t M, int64_t group, int64_t ks, float *dx) {
     const int64_t Cg = C / group, Mg = M / group;
@@ -394,19 +395,19 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
                             ot_shape_str(s1, sizeof s1, x->rank, x->dims),
                             ot_shape_str(s2, sizeof s2, w->rank, w->dims), (long long)group);
     OT_TRY(ot_conv_geom_forward(ctx, &g, false));
-    OT_TRY(tr_check_dy(ctx, &g, dy, g.out));
+    OT_TRY(ot_train_check_dy(ctx, &g, dy, g.out));
     ot_conv_geom_to3(&g);
     int64_t Cg = C / group, Mg = M / group, rows = Cg * g.k_size, osz = g.out_size;
-    bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
+    bool want_dx = ot_train_wanted(ctx, 0), want_dw = ot_train_wanted(ctx, 1), want_db = ot_train_wanted(ctx, 2);
     const float *DY, *X, *W;
     float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL, *dyc = NULL;
     otter_tensor *o[3] = {0};
-    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
-    if (s == OTTER_OK) s = tr_in(ctx, 2, &W, &tin[2]);
-    if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
-    if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
-    if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
+    otter_status s = ot_train_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 2, &W, &tin[2]);
+    if (s == OTTER_OK && want_dx) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    if (s == OTTER_OK && want_dw) s = ot_train_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
+    if (s == OTTER_OK && want_db) s = ot_train_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
     /* At stride 1, dX is the convolution of dY with W flipped in space and transposed in channels
      * (pads (k - 1) * dil - pad): the direct kernel computes it without col2im. */
     ot_conv_window dx_win = {.in = {0}};
@@ -480,7 +481,7 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
     }
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            tr_out_done(o[k], tout[k]);
+            ot_train_out_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);
@@ -531,16 +532,16 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     }
     ot_conv_geom_to3(&g);
     int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
-    bool want_dx = tr_wanted(ctx, 0), want_dw = tr_wanted(ctx, 1), want_db = tr_wanted(ctx, 2);
+    bool want_dx = ot_train_wanted(ctx, 0), want_dw = ot_train_wanted(ctx, 1), want_db = ot_train_wanted(ctx, 2);
     const float *DY, *X, *W;
     float *tin[3] = {0}, *tout[3] = {0}, *out[3] = {0}, *col = NULL;
     otter_tensor *o[3] = {0};
-    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
-    if (s == OTTER_OK) s = tr_in(ctx, 2, &W, &tin[2]);
-    if (s == OTTER_OK && want_dx) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
-    if (s == OTTER_OK && want_dw) s = tr_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
-    if (s == OTTER_OK && want_db) s = tr_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
+    otter_status s = ot_train_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 2, &W, &tin[2]);
+    if (s == OTTER_OK && want_dx) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    if (s == OTTER_OK && want_dw) s = ot_train_out(ctx, 1, x->dtype, w->rank, w->dims, &o[1], &out[1], &tout[1]);
+    if (s == OTTER_OK && want_db) s = ot_train_out(ctx, 2, x->dtype, 1, &M, &o[2], &out[2], &tout[2]);
     if (s == OTTER_OK && (want_dx || want_dw) &&
         !(col = ot_malloc((size_t)(rows * isz > 0 ? rows * isz : 1) * sizeof(float))))
         s = OT_NOMEM();
@@ -549,7 +550,7 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
             const float *dyg = DY + (n * M + gr * Mg) * osz, *xg = X + (n * C + gr * Cg) * isz;
             const float *wg = W + gr * Cg * rows;
-            tr_im2col(dyg, Mg, &g, col);
+            ot_train_im2col(dyg, Mg, &g, col);
             if (want_dx)
                 s = ot_sgemm(ctx, false, false, Cg, isz, rows, 1.0f, wg, rows, col, isz, 0.0f,
                              out[0] + (n * C + gr * Cg) * isz, isz);
@@ -567,7 +568,7 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     ot_free(col);
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            tr_out_done(o[k], tout[k]);
+            ot_train_out_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);

@@ -13,22 +13,22 @@
 
 /* Input i as float (NULL in *tmp when it is the tensor's own data; else ot_free(*tmp) later).
  * Fails naming the input when it is missing or not a float type. */
-otter_status tr_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp);
+otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp);
 /* Allocate output i (dtype dt) and give a float buffer for it: the data itself for float, else a
- * temporary that tr_out_done converts back (and frees). */
-otter_status tr_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
-                    float **p, float **tmp);
-void tr_out_done(otter_tensor *t, float *tmp);
+ * temporary that ot_train_out_done converts back (and frees). */
+otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
+                          float **p, float **tmp);
+void ot_train_out_done(otter_tensor *t, float *tmp);
 /* True when the node names output i (an omitted optional output is "" or absent). */
-bool tr_wanted(const ot_kernel_ctx *ctx, size_t i);
-bool tr_is_float(otter_dtype t);
+bool ot_train_wanted(const ot_kernel_ctx *ctx, size_t i);
+bool ot_train_is_float(otter_dtype t);
 /* Required input i (error naming it as `what` when missing). */
-otter_status tr_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t);
+otter_status ot_train_need(const ot_kernel_ctx *ctx, size_t i, const char *what, const otter_tensor **t);
 /* A shape given as a 1-D int64 tensor (input i) into rank/dims. */
-otter_status tr_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims);
-bool tr_same_shape(const otter_tensor *a, const otter_tensor *b);
+otter_status ot_train_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims);
+bool ot_train_same_shape(const otter_tensor *a, const otter_tensor *b);
 /* A scalar (one element) numeric input as double; def when the input is omitted. */
-otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
+otter_status ot_train_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
 
 /* Kernels in training_nn.c */
 
@@ -36,9 +36,10 @@ otter_status tr_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *o
 
 /* dY's spatial dims must be the computed output dims (training_conv.c; the pooling gradients too). */
 typedef struct ot_conv_geom ot_conv_geom;
-otter_status tr_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy, const int64_t *want);
+otter_status ot_train_check_dy(const ot_kernel_ctx *ctx, const ot_conv_geom *g, const otter_tensor *dy,
+                               const int64_t *want);
 /* Whether the CPU runs AVX2 (the gradient kernels' AVX2 paths, compiled where OT_TR_X86 is set). */
-bool tr_cpu_has_avx2(void);
+bool ot_train_cpu_has_avx2(void);
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define OT_TR_X86 1

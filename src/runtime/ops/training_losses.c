@@ -18,7 +18,7 @@ typedef struct sce_geom {
 static otter_status sce_setup(const ot_kernel_ctx *ctx, const otter_tensor *lp, const otter_tensor *lab,
                               size_t weight_i, size_t ii_input, sce_geom *g) {
     char s1[128], s2[128];
-    if (lp->rank < 2 || !tr_is_float(lp->dtype))
+    if (lp->rank < 2 || !ot_train_is_float(lp->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scores/log_prob must be a float tensor of rank >= 2 (N, C, ...)");
     g->N = lp->dims[0], g->C = lp->dims[1], g->D = 1;
     for (int i = 2; i < lp->rank; i++) g->D *= lp->dims[i];
@@ -68,8 +68,8 @@ static otter_status sce_label(const ot_kernel_ctx *ctx, const otter_tensor *lab,
  * SoftmaxCrossEntropyLoss with ignore_index optionally given as an input. */
 otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *sc, *lab;
-    OT_TRY(tr_need(ctx, 0, "scores", &sc));
-    OT_TRY(tr_need(ctx, 1, "labels", &lab));
+    OT_TRY(ot_train_need(ctx, 0, "scores", &sc));
+    OT_TRY(ot_train_need(ctx, 1, "labels", &lab));
     sce_geom g;
     OT_TRY(sce_setup(ctx, sc, lab, 2, 3, &g));
     const otter_tensor *w = ot_ctx_input(ctx, 2);
@@ -111,7 +111,7 @@ otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
             ot_convert(y->data, y->dtype, l, OTTER_DTYPE_DOUBLE, nt);
         else
             ot_set_f64(y->data, y->dtype, 0, g.red == 1 ? lsum : (wsum != 0 ? lsum / wsum : 0.0));
-        if (tr_wanted(ctx, 1)) {
+        if (ot_train_wanted(ctx, 1)) {
             otter_tensor *o = ot_ctx_output(ctx, 1, sc->dtype, sc->rank, sc->dims);
             if (!o)
                 s = ctx->output_status;
@@ -129,9 +129,9 @@ otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx) {
  * dY / (sum of w over labels not ignored) (mean); ignored positions get 0; bias is added. */
 otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *lp, *lab;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "log_prob", &lp));
-    OT_TRY(tr_need(ctx, 2, "label", &lab));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "log_prob", &lp));
+    OT_TRY(ot_train_need(ctx, 2, "label", &lab));
     bool internal = strcmp(ctx->node->op_type, "SoftmaxCrossEntropyLossInternalGrad") == 0;
     sce_geom g;
     OT_TRY(sce_setup(ctx, lp, lab, 3, internal ? 4 : 0, &g));
@@ -152,9 +152,9 @@ otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx) {
     const float *LP, *B = NULL;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 1, &LP, &t0);
-    if (s == OTTER_OK && bias) s = tr_in(ctx, 5, &B, &t1);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, lp->dtype, lp->rank, lp->dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 1, &LP, &t0);
+    if (s == OTTER_OK && bias) s = ot_train_in(ctx, 5, &B, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, lp->dtype, lp->rank, lp->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         for (int64_t i = 0; i < g.N; i++)
             for (int64_t d = 0; d < g.D; d++) {
@@ -169,7 +169,7 @@ otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx) {
                     DX[j] = (float)v + (B ? B[j] : 0.0f);
                 }
             }
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     } else {
         ot_free(ty);
     }

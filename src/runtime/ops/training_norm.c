@@ -39,26 +39,26 @@ static otter_status ln_geometry(const ot_kernel_ctx *ctx, const otter_tensor *x,
  * dScale = sum over rows of dY * xh, dBias = sum over rows of dY. */
 static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
     const otter_tensor *dy, *x, *sc;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "X", &x));
-    OT_TRY(tr_need(ctx, 2, "scale", &sc));
-    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "X", &x));
+    OT_TRY(ot_train_need(ctx, 2, "scale", &sc));
+    if (!ot_train_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
     int64_t outer, inner;
     size_t inv_i = simplified ? 3 : 4;
     OT_TRY(ln_geometry(ctx, x, 2, simplified ? 0 : 3, inv_i, &outer, &inner));
     const float *DY, *X, *S, *MEAN = NULL, *INV;
     float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
     otter_tensor *o[3] = {0};
-    otter_status s = tr_in(ctx, 0, &DY, &tin[0]);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &X, &tin[1]);
-    if (s == OTTER_OK) s = tr_in(ctx, 2, &S, &tin[2]);
-    if (s == OTTER_OK && !simplified) s = tr_in(ctx, 3, &MEAN, &tin[3]);
-    if (s == OTTER_OK) s = tr_in(ctx, inv_i, &INV, &tin[4]);
+    otter_status s = ot_train_in(ctx, 0, &DY, &tin[0]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &X, &tin[1]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 2, &S, &tin[2]);
+    if (s == OTTER_OK && !simplified) s = ot_train_in(ctx, 3, &MEAN, &tin[3]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, inv_i, &INV, &tin[4]);
     size_t n_out = simplified ? 2 : 3;
     for (size_t k = 0; k < n_out && s == OTTER_OK; k++) {
-        if (k > 0 && !tr_wanted(ctx, k)) continue;
+        if (k > 0 && !ot_train_wanted(ctx, k)) continue;
         const otter_tensor *shape = k == 0 ? x : sc;
-        s = tr_out(ctx, k, x->dtype, shape->rank, shape->dims, &o[k], &out[k], &tout[k]);
+        s = ot_train_out(ctx, k, x->dtype, shape->rank, shape->dims, &o[k], &out[k], &tout[k]);
     }
     if (s == OTTER_OK) {
         float *dX = out[0], *dS = out[1], *dB = out[2];
@@ -81,7 +81,7 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
             }
         }
         for (size_t k = 0; k < n_out; k++)
-            if (o[k]) tr_out_done(o[k], tout[k]);
+            if (o[k]) ot_train_out_done(o[k], tout[k]);
     } else {
         for (size_t k = 0; k < 3; k++) ot_free(tout[k]);
     }
@@ -96,8 +96,8 @@ otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx) { return ln
  * with inv = 1 / sqrt(mean(X^2 over the normalized axes) + epsilon) (RMSNorm). */
 otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *sc;
-    OT_TRY(tr_need(ctx, 0, "X", &x));
-    OT_TRY(tr_need(ctx, 1, "scale", &sc));
+    OT_TRY(ot_train_need(ctx, 0, "X", &x));
+    OT_TRY(ot_train_need(ctx, 1, "scale", &sc));
     int64_t outer, inner, axis = otter_node_attr_int(ctx->node, "axis", -1);
     OT_TRY(ln_geometry(ctx, x, 1, 0, 0, &outer, &inner));
     ot_norm_axis(&axis, x->rank);
@@ -107,10 +107,11 @@ otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
     const float *X, *S;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *ti = NULL, *Y, *INV = NULL;
     otter_tensor *y, *inv = NULL;
-    otter_status s = tr_in(ctx, 0, &X, &t0);
-    if (s == OTTER_OK) s = tr_in(ctx, 1, &S, &t1);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
-    if (s == OTTER_OK && tr_wanted(ctx, 1)) s = tr_out(ctx, 1, OTTER_DTYPE_FLOAT, x->rank, sd, &inv, &INV, &ti);
+    otter_status s = ot_train_in(ctx, 0, &X, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &S, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &y, &Y, &ty);
+    if (s == OTTER_OK && ot_train_wanted(ctx, 1))
+        s = ot_train_out(ctx, 1, OTTER_DTYPE_FLOAT, x->rank, sd, &inv, &INV, &ti);
     if (s == OTTER_OK) {
         for (int64_t r = 0; r < outer; r++) {
             const float *xr = X + r * inner;
@@ -120,8 +121,8 @@ otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
             if (INV) INV[r] = iv;
             for (int64_t i = 0; i < inner; i++) Y[r * inner + i] = xr[i] * iv * S[i];
         }
-        tr_out_done(y, ty);
-        if (inv) tr_out_done(inv, ti);
+        ot_train_out_done(y, ty);
+        if (inv) ot_train_out_done(inv, ti);
     } else {
         ot_free(ty), ot_free(ti);
     }
@@ -157,7 +158,7 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
  * checkpoint's frozen statistics there, so training updates them. */
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(tr_need(ctx, 0, "X", &x));
+    OT_TRY(ot_train_need(ctx, 0, "X", &x));
     int64_t N, C, sp;
     OT_TRY(bn_shape(ctx, x, 1, 4, &N, &C, &sp));
     float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
@@ -167,12 +168,12 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
     otter_tensor *o[5] = {0};
     otter_status s = OTTER_OK;
-    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
     for (size_t k = 1; k < 5 && s == OTTER_OK; k++) {
-        if (!tr_wanted(ctx, k)) continue;
+        if (!ot_train_wanted(ctx, k)) continue;
         const otter_tensor *like = ot_ctx_input(ctx, k < 3 ? k + 2 : k);
-        s = tr_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+        s = ot_train_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
     }
     for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
         double mu = in[3][c], var = in[4][c];
@@ -207,7 +208,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     }
     for (size_t k = 0; k < 5; k++) {
         if (s == OTTER_OK && o[k])
-            tr_out_done(o[k], tout[k]);
+            ot_train_out_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);
@@ -220,19 +221,19 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
  * xh = (X - mean) * inv, m = N * spatial (per channel). */
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "X", &x));
-    if (!tr_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "X", &x));
+    if (!ot_train_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
     int64_t N, C, sp;
     OT_TRY(bn_shape(ctx, x, 2, 4, &N, &C, &sp));
     const float *in[5];
     float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
     otter_tensor *o[3] = {0};
     otter_status s = OTTER_OK;
-    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = tr_in(ctx, i, &in[i], &tin[i]);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &in[i], &tin[i]);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
     for (size_t k = 1; k < 3 && s == OTTER_OK; k++)
-        if (tr_wanted(ctx, k)) s = tr_out(ctx, k, x->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+        if (ot_train_wanted(ctx, k)) s = ot_train_out(ctx, k, x->dtype, 1, &C, &o[k], &out[k], &tout[k]);
     double m = (double)(N * sp);
     for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
         double db = 0, ds = 0;
@@ -254,7 +255,7 @@ otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     }
     for (size_t k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            tr_out_done(o[k], tout[k]);
+            ot_train_out_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
     }

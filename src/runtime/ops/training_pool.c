@@ -162,8 +162,8 @@ static void scatter_planes(void *arg, int64_t b, int64_t e) {
  * same bits). */
 otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *ind;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "Indices", &ind));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "Indices", &ind));
     if (otter_tensor_numel(ind) != otter_tensor_numel(dy) ||
         (ind->dtype != OTTER_DTYPE_INT64 && ind->dtype != OTTER_DTYPE_INT32))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "Indices '%s' must be int64 with dY's shape",
@@ -171,7 +171,7 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     if (ot_ctx_input(ctx, 2))
-        OT_TRY(tr_shape_input(ctx, 2, &rank, dims));
+        OT_TRY(ot_train_shape_input(ctx, 2, &rank, dims));
     else
         OT_TRY(pool_grad_shape(ctx, dy, &rank, dims));
     const otter_tensor *y = ot_ctx_input(ctx, 3);
@@ -180,9 +180,9 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
     const float *DY, *Y = NULL;
     float *t0 = NULL, *t3 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 0, &DY, &t0);
-    if (s == OTTER_OK && y) s = tr_in(ctx, 3, &Y, &t3);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK && y) s = ot_train_in(ctx, 3, &Y, &t3);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         int64_t nx = otter_tensor_numel(dx), n = otter_tensor_numel(dy);
         pool_scatter a = {.dy = DY,
@@ -197,7 +197,7 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
             a.px = nx / planes, a.py = n / planes;
             if (rank == 4 && dims[3] > 0 && dy->dims[2] == dims[2] / 2 && dy->dims[3] == dims[3] / 2) a.W = dims[3];
 #ifdef OT_TR_X86
-            a.avx2 = tr_cpu_has_avx2();
+            a.avx2 = ot_train_cpu_has_avx2();
 #endif
             ot_parallel_for(ctx, planes, 1 + 16384 / (a.px + a.py + 1), scatter_planes, &a);
         }
@@ -212,7 +212,7 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
                              ot_ctx_input_name(ctx, 1), (long long)(a.i64 ? a.i64[bad] : a.i32[bad]), (long long)nx);
     }
     if (s == OTTER_OK)
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     else
         ot_free(ty);
     ot_free(t0);
@@ -225,7 +225,7 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
  * count_include_pad), as the forward kernel averages. */
 otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
     if (dy->rank < 3 || dy->rank > 2 + OT_SP)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' must have rank 3..5", ot_ctx_input_name(ctx, 0));
     int rank;
@@ -239,7 +239,7 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
     for (int i = 0; i < g.nd; i++) g.in[i] = dims[2 + i];
     OT_TRY(ot_conv_geom_forward(ctx, &g, otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0));
-    OT_TRY(tr_check_dy(ctx, &g, dy, g.out));
+    OT_TRY(ot_train_check_dy(ctx, &g, dy, g.out));
     if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "declared dX batch/channel dims differ from dY's");
     ot_conv_geom_to3(&g);
@@ -247,8 +247,8 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    otter_status s = tr_in(ctx, 0, &DY, &t0);
-    if (s == OTTER_OK) s = tr_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
+    otter_status s = ot_train_in(ctx, 0, &DY, &t0);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
         const int64_t D = g.in[0], H = g.in[1], W = g.in[2], planes = dims[0] * dims[1];
         memset(DX, 0, (size_t)(planes * g.in_size) * sizeof(float));
@@ -287,7 +287,7 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
                             }
                         }
                     }
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     } else {
         ot_free(ty);
     }

@@ -11,8 +11,8 @@ static otter_status zero_dx(ot_kernel_ctx *ctx, size_t shape_i, otter_dtype dt, 
                             float **tmp) {
     int rank;
     int64_t dims[OTTER_MAX_RANK];
-    OT_TRY(tr_shape_input(ctx, shape_i, &rank, dims));
-    OT_TRY(tr_out(ctx, 0, dt, rank, dims, dx, DX, tmp));
+    OT_TRY(ot_train_shape_input(ctx, shape_i, &rank, dims));
+    OT_TRY(ot_train_out(ctx, 0, dt, rank, dims, dx, DX, tmp));
     int64_t n = otter_tensor_numel(*dx);
     if (n) memset(*DX, 0, (size_t)n * sizeof(float));
     return OTTER_OK;
@@ -38,7 +38,7 @@ static otter_status check_indices(const ot_kernel_ctx *ctx, size_t i, const otte
 /* Finish a scatter kernel: convert/free buffers. */
 static otter_status finish(otter_status s, otter_tensor *dx, float *ty, float *t0) {
     if (s == OTTER_OK)
-        tr_out_done(dx, ty);
+        ot_train_out_done(dx, ty);
     else
         ot_free(ty);
     ot_free(t0);
@@ -48,14 +48,14 @@ static otter_status finish(otter_status s, otter_tensor *dx, float *ty, float *t
 /* GatherGrad(shape, indices, dY; axis) -> dX: dX[pre, indices[j], post] += dY[pre, j, post]. */
 otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *dy;
-    OT_TRY(tr_need(ctx, 0, "shape", &sh));
-    OT_TRY(tr_need(ctx, 1, "indices", &ind));
-    OT_TRY(tr_need(ctx, 2, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 0, "shape", &sh));
+    OT_TRY(ot_train_need(ctx, 1, "indices", &ind));
+    OT_TRY(ot_train_need(ctx, 2, "dY", &dy));
     OT_TRY(check_indices(ctx, 1, ind));
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    OT_TRY(tr_in(ctx, 2, &DY, &t0));
+    OT_TRY(ot_train_in(ctx, 2, &DY, &t0));
     otter_status s = zero_dx(ctx, 0, dy->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
@@ -89,18 +89,18 @@ otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx) {
 /* GatherElementsGrad(dY, shape, indices; axis) -> dX: dX[p with p[axis] = indices[p]] += dY[p]. */
 otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *sh, *ind;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
-    OT_TRY(tr_need(ctx, 1, "shape", &sh));
-    OT_TRY(tr_need(ctx, 2, "indices", &ind));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "shape", &sh));
+    OT_TRY(ot_train_need(ctx, 2, "indices", &ind));
     OT_TRY(check_indices(ctx, 2, ind));
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    OT_TRY(tr_in(ctx, 0, &DY, &t0));
+    OT_TRY(ot_train_in(ctx, 0, &DY, &t0));
     otter_status s = zero_dx(ctx, 1, dy->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
-    bool ok = ot_norm_axis(&axis, dx->rank) && ind->rank == dx->rank && tr_same_shape(ind, dy);
+    bool ok = ot_norm_axis(&axis, dx->rank) && ind->rank == dx->rank && ot_train_same_shape(ind, dy);
     for (int i = 0; ok && i < dx->rank; i++) ok = ind->dims[i] <= dx->dims[i] || i == axis;
     if (!ok)
         return finish(ot_ctx_error(ctx, OTTER_ERR_INVALID,
@@ -127,14 +127,14 @@ otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx) {
  * added (per batch of the leading batch_dims axes). */
 otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *sh, *ind, *up;
-    OT_TRY(tr_need(ctx, 0, "shape", &sh));
-    OT_TRY(tr_need(ctx, 1, "indices", &ind));
-    OT_TRY(tr_need(ctx, 2, "update", &up));
+    OT_TRY(ot_train_need(ctx, 0, "shape", &sh));
+    OT_TRY(ot_train_need(ctx, 1, "indices", &ind));
+    OT_TRY(ot_train_need(ctx, 2, "update", &up));
     OT_TRY(check_indices(ctx, 1, ind));
     const float *UP;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    OT_TRY(tr_in(ctx, 2, &UP, &t0));
+    OT_TRY(ot_train_in(ctx, 2, &UP, &t0));
     otter_status s = zero_dx(ctx, 0, up->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
     int64_t b = otter_node_attr_int(ctx->node, "batch_dims", 0);
@@ -176,7 +176,7 @@ otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
 /* SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY written where Slice read. */
 otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy;
-    OT_TRY(tr_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
     int64_t starts[OTTER_MAX_RANK], ends[OTTER_MAX_RANK], axes[OTTER_MAX_RANK], steps[OTTER_MAX_RANK];
     int64_t ns, ne, na, nst;
     OT_TRY(ot_ctx_input_ints(ctx, 2, starts, OTTER_MAX_RANK, &ns));
@@ -197,7 +197,7 @@ otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;
-    OT_TRY(tr_in(ctx, 0, &DY, &t0));
+    OT_TRY(ot_train_in(ctx, 0, &DY, &t0));
     otter_status s = zero_dx(ctx, 1, dy->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
     int r = dx->rank;
@@ -291,7 +291,7 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
                    (const char *)t->data + (size_t)(o * rows * (int64_t)es), (size_t)rows * es);
         at += rows;
     }
-    if (tr_wanted(ctx, 1)) {
+    if (ot_train_wanted(ctx, 1)) {
         int64_t n = (int64_t)ctx->n_inputs;
         otter_tensor *len = ot_ctx_output(ctx, 1, OTTER_DTYPE_INT64, 1, &n);
         if (!len) return ctx->output_status;
@@ -304,7 +304,7 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
  * or omitted: equal parts). */
 otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
-    OT_TRY(tr_need(ctx, 0, "input", &x));
+    OT_TRY(ot_train_need(ctx, 0, "input", &x));
     if (x->dtype == OTTER_DTYPE_STRING)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "string tensors are not supported");
     int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
