@@ -307,7 +307,7 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
                                 ot_ctx_input_name(ctx, 2), (long long)otter_tensor_numel(b), (long long)last);
     }
     const float *DY, *X, *B = NULL;
-    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *DX;
+    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *DX = NULL;
     otter_tensor *dx;
     otter_status s = ot_train_in(ctx, 0, &DY, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &X, &t1);
@@ -346,7 +346,7 @@ static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_requir
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bias '%s' has %lld elements, expected %lld (last axis)",
                             ot_ctx_input_name(ctx, 1), (long long)otter_tensor_numel(b), (long long)last);
     const float *X, *B = NULL;
-    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y = NULL;
     otter_tensor *y;
     otter_status s = ot_train_in(ctx, 0, &X, &t0);
     if (s == OTTER_OK && b) s = ot_train_in(ctx, 1, &B, &t1);
@@ -394,7 +394,7 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
             inner *= dy->dims[i];
     }
     const float *DY, *Y;
-    float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *DX = NULL;
     otter_tensor *dx;
     otter_status s = ot_train_in(ctx, 0, &DY, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &Y, &t1);
@@ -440,14 +440,14 @@ otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mask '%s' %s does not match dY %s", ot_ctx_input_name(ctx, 1),
                             ot_shape_str(s1, sizeof s1, mask->rank, mask->dims),
                             ot_shape_str(s2, sizeof s2, dy->rank, dy->dims));
-    double ratio;
+    double ratio = 0.0;
     OT_TRY(ot_train_scalar(ctx, 2, 0.5, &ratio));
     if (!(ratio >= 0.0 && ratio < 1.0))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "ratio %g must be in [0, 1)", ratio);
     bool pass = ratio == 0.0 || !bool_input(ctx, 3, true);
     int64_t n = otter_tensor_numel(dy);
     const float *DY;
-    float *t0 = NULL, *ty = NULL, *DX;
+    float *t0 = NULL, *ty = NULL, *DX = NULL;
     otter_tensor *dx;
     otter_status s = ot_train_in(ctx, 0, &DY, &t0);
     if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
@@ -468,7 +468,7 @@ otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_train_need(ctx, 0, "input", &x));
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
-    double sc;
+    double sc = 0.0;
     OT_TRY(ot_train_scalar(ctx, 1, 1.0, &sc));
     if (otter_node_attr_int(ctx->node, "scale_down", 0)) sc = 1.0 / sc;
     int64_t n = otter_tensor_numel(x);
@@ -564,7 +564,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     int64_t batch = 1;
     for (int i = 0; i < br; i++) batch *= bdims[i];
     const float *A, *B;
-    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y;
+    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y = NULL;
     otter_tensor *y;
     otter_status s = ot_train_in(ctx, 0, &A, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &B, &t1);
@@ -609,7 +609,7 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
     if (ctx->n_outputs > n * (size_t)groups)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%s: %zu outputs for %zu tensors (at most %zu)", what,
                             ctx->n_outputs, n, n * (size_t)groups);
-    double r, t;
+    double r = 0.0, t = 0.0;
     if (!ot_ctx_input(ctx, 0) || !ot_ctx_input(ctx, 1))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs R and T are required");
     OT_TRY(ot_train_scalar(ctx, 0, 0, &r));
