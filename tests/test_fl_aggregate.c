@@ -17,8 +17,8 @@ static double worst; /* worst |got - want| over the value checks */
 
 static void check_vec(const char *what, const float *got, const double *want, size_t n, double tol) {
     double w = 0;
-    for (size_t i = 0; i < n; i++) w = fmax(w, fabs((double)got[i] - want[i]));
-    worst = fmax(worst, w);
+    for (size_t i = 0; i < n; i++) w = tu_worse(w, fabs((double)got[i] - want[i]));
+    worst = tu_worse(worst, w);
     printf("  %-44s max |got - want| = %.3g (tol %.1g)\n", what, w, tol);
     CHECK(w <= tol);
 }

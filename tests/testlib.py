@@ -38,9 +38,12 @@ def check(cond, what):
 
 
 def finish(name):
-    """Prints the summary line; returns the exit code."""
+    """Prints the summary line; returns the exit code: 1 when a check failed or when no check ran at all (a test
+    that compared nothing proves nothing)."""
     print(f"{name}: {checks} checks, {failures} failed", flush=True)
-    return 1 if failures else 0
+    if checks == 0:
+        print(f"FAIL {name}: no check ran", flush=True)
+    return 1 if failures or checks == 0 else 0
 
 
 def run(cmd, echo=True):
