@@ -24,10 +24,8 @@ torch float32's distance. Prints the float32 distances beside otter's, and the w
 """
 import copy
 import ctypes
-import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -37,13 +35,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as tl  # noqa: E402
-from testlib import check  # noqa: E402
+from testlib import MAX_RANK, TP, TrainingOptions, check  # noqa: E402
 
-SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
-CLI = os.environ.get("OTTER_CLI", os.path.join(BIN, "otter"))
-LIB = os.environ.get("OTTER_LIB", os.path.join(BIN, "libotter.so"))
-WORK = os.path.join(BIN, "tests", "training_torch")
+WORK = tl.work_dir("training_torch")
 
 STEPS = 10
 TOL = 1e-4
@@ -60,49 +54,19 @@ def note(kind, err, where):
         worst[kind] = (err, where)
 
 
-def load_exporter():
-    path = os.path.join(SRC, "tools", "export_torch_models.py")
-    spec = importlib.util.spec_from_file_location("export_torch_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 # ---- libotter.so: the training session API (include/otter/training.h) ------------------------------
-
-MAX_RANK = 16
-DT_FLOAT, DT_INT64 = 1, 7
-DT_OF = {np.dtype(np.float32): DT_FLOAT, np.dtype(np.int64): DT_INT64}
-
-
-class Tensor(ctypes.Structure):  # otter_tensor
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dims", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p), ("owns_data", ctypes.c_bool),
-                ("extra", ctypes.c_void_p)]
-
-
-class Options(ctypes.Structure):  # otter_training_options
-    _fields_ = [("n_threads", ctypes.c_int), ("seed_set", ctypes.c_bool), ("seed", ctypes.c_uint64)]
-
 
 class ParamInfo(ctypes.Structure):  # otter_param_info
     _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int), ("dims", ctypes.c_int64 * MAX_RANK),
                 ("trainable", ctypes.c_bool), ("offset_all", ctypes.c_size_t), ("offset_trainable", ctypes.c_size_t)]
 
 
-TP = ctypes.POINTER(Tensor)
-
-
 def load_lib():
-    lib = ctypes.CDLL(LIB)
+    lib = tl.load_lib()
     P, S, F32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_float)
     sig = {
-        "otter_last_error": ([], ctypes.c_char_p),
-        "otter_tensor_from_data": ([ctypes.POINTER(TP), ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
-                                    ctypes.POINTER(ctypes.c_int64), P], ctypes.c_int),
-        "otter_tensor_free": ([TP], None),
         "otter_training_session_create_from_dir": ([ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_char_p,
-                                                    ctypes.c_char_p, ctypes.POINTER(Options)], ctypes.c_int),
+                                                    ctypes.c_char_p, ctypes.POINTER(TrainingOptions)], ctypes.c_int),
         "otter_training_session_free": ([P], None),
         "otter_training_train_step": ([P, S, P, ctypes.POINTER(TP), S, ctypes.POINTER(TP)], ctypes.c_int),
         "otter_training_eval_step": ([P, S, P, ctypes.POINTER(TP), S, ctypes.POINTER(TP)], ctypes.c_int),
@@ -129,7 +93,7 @@ class TrainingSession:
         self.lib = lib
         self.s = ctypes.c_void_p()
         if lib.otter_training_session_create_from_dir(ctypes.byref(self.s), d.encode(), None, None,
-                                                      ctypes.byref(Options(threads, False, 0))) != 0:
+                                                      ctypes.byref(TrainingOptions(threads, False, 0))) != 0:
             raise RuntimeError(f"create_from_dir({d}): {self.error()}")
         self.n = lib.otter_training_params_size(self.s, True)
         # name -> (offset in the trainable buffer, shape)
@@ -143,7 +107,7 @@ class TrainingSession:
                 self.layout[name.decode()] = (info.offset_trainable, tuple(info.dims[k] for k in range(info.rank)))
 
     def error(self):
-        return self.lib.otter_last_error().decode(errors="replace")
+        return tl.last_error(self.lib)
 
     def _ok(self, status, what):
         if status != 0:
@@ -168,14 +132,7 @@ class TrainingSession:
             self.s, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), self.n, True), "copy_buffer_to_params")
 
     def _step(self, fn, x, y):
-        ins = []
-        for a in (x, y):
-            a = np.ascontiguousarray(a)
-            t = TP()
-            dims = (ctypes.c_int64 * a.ndim)(*a.shape)
-            self._ok(self.lib.otter_tensor_from_data(ctypes.byref(t), None, DT_OF[a.dtype], a.ndim, dims,
-                                                     a.ctypes.data_as(ctypes.c_void_p)), "tensor_from_data")
-            ins.append(t)
+        ins = [tl.tensor_from_array(self.lib, a) for a in (x, y)]
         out = (TP * 1)()
         try:
             self._ok(fn(self.s, 2, None, (TP * 2)(*ins), 1, out), fn.__name__)
@@ -230,10 +187,7 @@ class OtterCifarCNN(nn.Module):  # (Conv 3x3 pad 1, Relu, MaxPool 2) x3, Flatten
 # ---- one case -------------------------------------------------------------------------------------
 
 def run_cli(*args):
-    p = subprocess.run([CLI, *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        print("$ otter " + " ".join(args) + "\n" + p.stdout + p.stderr)
-    return p.returncode
+    return tl.otter(*args, echo="fail").returncode
 
 
 def make_batches(shape, n, seed):
@@ -360,7 +314,7 @@ def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     lib = load_lib()
-    exporter = load_exporter()
+    exporter = tl.load_exporter()
 
     models = []  # (label, onnx path, torch module factory, torch weights into otter?, input shape)
     for name, cls, shape in (("mnist-dnn", OtterMnistDNN, (64, 784)), ("cifar10-cnn", OtterCifarCNN, (32, 3, 32, 32))):
