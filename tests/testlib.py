@@ -9,6 +9,7 @@ A test puts this folder first on sys.path and imports it:
 import ctypes
 import importlib.util
 import json
+import math
 import os
 import subprocess
 
@@ -37,6 +38,12 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures += 1
+
+
+def worse(worst, err):
+    """NaN-safe running maximum for error checks (testutil's tu_worse): NaN from the first NaN on, so a NaN
+    result fails the final `worst <= tol`."""
+    return math.nan if math.isnan(worst) or math.isnan(err) else max(worst, err)
 
 
 def finish(name):
