@@ -22,8 +22,8 @@ with another) drift 1e-4..1e-1 apart. Measured: otter/mnist-dnn AdamW under OPEN
 1e-6 from float64 on 1 thread; on 2 threads (the same sums split differently) it jumps at step 3 (94k fc1 weights
 at once, as a flipped ReLU does) and ends 1.4e-3 away (||.||; 1.9e-2 in the worst element). The old bound on
 that drift (4x PyTorch float32's own) measured the kernel OpenBLAS picks, not otter.
-From the same weights, one step's error has a bound: float32 rounding (GAMMA, StepBounds) plus the decisions
-float32 may take either way (flip_allowance).
+From the same weights, one step's error has a bound from float32 rounding (GAMMA, AdamWReference), once the few
+ReLU/MaxPool decisions float32 took the other way are found (see MAX_FLIPS).
 
 Checked, each of the 10 steps: the loss (same weights, same batch) and every parameter element's update
 w_next - w against float64, each within its bound; then the loss fell, every parameter moved, and the eval
@@ -231,15 +231,18 @@ def adamw_u(m, v, t):
 # ---- decisions float32 may take either way: ReLU and MaxPool ------------------------------------------
 #
 # A ReLU whose input, or a 2x2 MaxPool whose two largest inputs, are closer than their float32 error can go either
-# way in a correct float32 step (otter's or PyTorch's), and the gradient then jumps: by the flipped unit's term
-# |dL/dy| |x| in its own layer's weight gradient, and by that term carried back through |W| to every earlier layer.
-# Measured: from the same weights, one ReLU input at 1e-8 of its layer's largest flipped in otter's float32 step
-# (not in PyTorch's), moving conv2's weight gradient by 6e-3 of its largest element. So the models built from
-# Linear/Conv, ReLU and MaxPool run here as an explicit chain of layers, which bounds each pre-activation's float32
-# error (forward running error: sqrt(K) U32 sum|w x| per layer, K its fan-in, plus the error of its input carried
-# through |W|), marks the decisions within that error, and sums the gradient jumps they can cause into a
-# per-element allowance (the same sweep as backpropagation, on absolute values, every ambiguous decision taken
-# both ways). The transformer has none (GELU, Softmax and LayerNorm are smooth).
+# way in a correct float32 step, and the gradient then jumps by the unit's whole term. Measured: from the same
+# weights, one ReLU input at 1e-8 of its layer's largest went the other way in otter's step (not in PyTorch
+# float32's) and moved conv2's weight gradient by 6e-3 of its largest element. So the models built from
+# Linear/Conv, ReLU and MaxPool run as an explicit chain of layers that can take any of these decisions the other
+# way, and bounds each pre-activation's float32 error (forward running error: sqrt(K) U32 sum|w x| per layer, K
+# its fan-in, plus its input's error carried through |W|). When otter's update is off its bound, the decisions
+# within their error are flipped in the float64 reference, closest first, keeping a flip when it brings the
+# reference nearer to otter (at most MAX_FLIPS of MAX_FLIP_TRIES candidates): a step passes only when a few such
+# flips explain it exactly. (Summing every ambiguous decision's possible jump instead gives a vacuous bound: a CNN
+# step has ~700 of them, and carried down through |W| they would allow conv1 1000x its largest gradient.)
+MAX_FLIPS, MAX_FLIP_TRIES = 4, 12
+
 
 def layer_chain(module):
     """[(kind, parameter name prefix, submodule)] of a Linear/Conv + ReLU (+ MaxPool 2) chain, None otherwise."""
@@ -267,83 +270,48 @@ def windows(t):
     return t.reshape(n, c, h // 2, 2, w // 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(n, c, h // 2, w // 2, 4)
 
 
-def unwindows(t):
-    n, c, h, w, _ = t.shape
-    return t.reshape(n, c, h, w, 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(n, c, 2 * h, 2 * w)
-
-
-def chain_forward(chain, x):
-    """The chain's logits (float64, autograd) and its tape: per stage, what flip_allowance needs. The error bounds
-    and the allowance sweep add and multiply only absolute values, so float32 computes them well (and fast)."""
-    tape, h, err = [], x, torch.zeros(x.shape)
-    for kind, name, mod in chain:
+def chain_forward(chain, x, flips=()):
+    """The chain's logits (float64, autograd), with the decisions in flips ((stage, flat index) pairs) taken the
+    other way, and the ambiguous decisions as [(closeness = margin / error bound, stage, flat index)]. The error
+    bounds add and multiply only absolute values, so float32 computes them well (and fast)."""
+    ambiguous, h, err = [], x, torch.zeros(x.shape)
+    for stage, (kind, name, mod) in enumerate(chain):
+        flipped = [i for st, i in flips if st == stage]
         if kind == "lin":
-            z = lin(mod, h, mod.weight, mod.bias)
+            h2 = lin(mod, h, mod.weight, mod.bias)
             with torch.no_grad():  # sqrt(K) U32 (|W| |x| + |b|) + |W| err(x)
                 scale = math.sqrt(mod.weight[0].numel()) * U32
                 err = lin(mod, scale * h.abs().float() + err, mod.weight.abs().float(), scale * mod.bias.abs().float())
-            tape.append((kind, name, mod, h.detach().float()))
-            h = z
+            h = h2
         elif kind == "relu":
-            z, h = h, F.relu(h)
-            if h.requires_grad:
-                h.retain_grad()  # dL/dy where the ReLU is off, too
-            tape.append((kind, z.detach().abs() <= err, z.detach() > 0, h))
+            z = h.detach()
+            on = (z > 0).reshape(-1)
+            on[flipped] = ~on[flipped]
+            h = h * on.reshape(z.shape).to(h.dtype)
+            closeness = (z.abs() / err).reshape(-1)
+            near = torch.nonzero(closeness <= 1).reshape(-1)
+            ambiguous += [(float(closeness[i]), stage, int(i)) for i in near]
         elif kind == "pool":
             top, idx = windows(h.detach()).sort(-1, descending=True)
             e = windows(err).gather(-1, idx)
-            ambiguous = (top[..., 0] > 0) & (top[..., 0] - top[..., 1] <= e[..., 0] + e[..., 1])
-            h, err = F.max_pool2d(h, 2), F.max_pool2d(err, 2)
-            if h.requires_grad:
-                h.retain_grad()
-            tape.append((kind, ambiguous, idx, h))
+            closeness = ((top[..., 0] - top[..., 1]) / (e[..., 0] + e[..., 1])).reshape(-1)
+            near = torch.nonzero((closeness <= 1) & (top[..., 0] > 0).reshape(-1)).reshape(-1)
+            ambiguous += [(float(closeness[i]), stage, int(i)) for i in near]
+            choice = idx[..., :1].clone(memory_format=torch.contiguous_format)
+            runner_up = idx[..., 1:2].reshape(-1)
+            choice.view(-1)[flipped] = runner_up[flipped]
+            h = windows(h).gather(-1, choice).squeeze(-1)
+            err = F.max_pool2d(err, 2)
         else:
-            shape = h.shape
             h, err = torch.flatten(h, 1), torch.flatten(err, 1)
-            tape.append((kind, shape, None, None))
-    return h, tape
+    return h, sorted(ambiguous)
 
 
-def flip_allowance(tape):
-    """After backward: {parameter name: the largest change of its gradient that the ambiguous decisions can cause}
-    (each decision's jump |dL/dy| at its unit, carried down on absolute values, summed), and how many there were."""
-    allow, n_ambiguous, p = {}, 0, None  # p: bound on the change of dL/d(stage output), >= 0
-    for kind, a, b, c in reversed(tape):
-        if kind == "relu":
-            ambiguous, on, y = a, b, c
-            n_ambiguous += int(ambiguous.sum())
-            jump = y.grad.abs().float() * ambiguous
-            p = jump if p is None else p * (on | ambiguous) + jump
-        elif kind == "pool":
-            ambiguous, idx, y = a, b, c
-            n_ambiguous += int(ambiguous.sum())
-            jump = y.grad.abs().float() * ambiguous
-            routed = torch.zeros(idx.shape)  # to the largest input, and the runner-up if close
-            if p is not None:
-                routed.scatter_add_(-1, idx[..., :1], p.unsqueeze(-1))
-                routed.scatter_add_(-1, idx[..., 1:2], (p * ambiguous).unsqueeze(-1))
-            routed.scatter_add_(-1, idx[..., :2], jump.unsqueeze(-1).expand(*jump.shape, 2).contiguous())
-            p = unwindows(routed)
-        elif kind == "flatten":
-            p = None if p is None else p.reshape(a)
-        else:  # lin: own weights get sum p |x|; the input gets |W|^T p
-            name, mod, x = a, b, c
-            if p is None:
-                continue
-            w_abs = mod.weight.detach().abs().float().requires_grad_()
-            x_abs = x.abs().requires_grad_()
-            g_w, g_x = torch.autograd.grad(lin(mod, x_abs, w_abs, None), (w_abs, x_abs), p)
-            allow[name + ".weight"] = g_w.numpy()
-            allow[name + ".bias"] = p.sum(dim=[d for d in range(p.dim()) if d != 1]).numpy()
-            p = g_x
-    return allow, n_ambiguous
+class AdamWReference:
+    """One step of SGD or PyTorch's AdamW (adam_mode 0) in float64 from given weights and gradient, and the bound
+    on |otter's update - this update| per element.
 
-
-class StepBounds:
-    """Per parameter element, the bound on |otter's update - float64's update| of one step from the same weights.
-
-    The gradient element is within d = GAMMA max|g| of float64's (the error model above), plus the jump the
-    ambiguous ReLU/MaxPool decisions can cause (flip_allowance). SGD: the update -lr g is
+    The gradient element is within d = GAMMA max|g| of float64's (the error model above). SGD: the update -lr g is
     off by lr d. AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and u = m^/(sqrt(v^) + eps) turn that into
     an interval: m within dm = b1 dm_prev + (1 - b1) d, v within dv = b2 dv_prev + (1 - b2)(2|g| d + d^2) (the
     moments carry every earlier step's error), and u, increasing in m and in |u| decreasing in v, is furthest from
@@ -352,23 +320,44 @@ class StepBounds:
     up to a full +-lr step; where it is well conditioned, about lr |u| d/|g|. To that, float32 rounding of the
     update arithmetic: 4 U32 (|w| + lr |u|)."""
 
-    def __init__(self, adamw):
-        self.adamw = adamw
-        self.m, self.v, self.dm, self.dv = {}, {}, {}, {}
+    def __init__(self, adamw, lr):
+        self.adamw, self.lr = adamw, lr
+        self.state = {}  # name -> (m, v, dm, dv) after the last committed step
 
-    def bound(self, name, t, w, g, lr, flip):
-        d = GAMMA * float(np.max(np.abs(g))) + flip
+    def step(self, name, t, w, g):
+        """(update, bound, state after this step) for parameter name at step t."""
+        lr, d = self.lr, GAMMA * float(np.max(np.abs(g)))
         if not self.adamw:
-            return lr * d + 4 * U32 * (np.abs(w) + lr * np.abs(g))
+            return -lr * g, lr * d + 4 * U32 * (np.abs(w) + lr * np.abs(g)), None
         zero = np.zeros_like(g)
-        m = BETA1 * self.m.get(name, zero) + (1 - BETA1) * g
-        v = BETA2 * self.v.get(name, zero) + (1 - BETA2) * g * g
-        dm = BETA1 * self.dm.get(name, zero) + (1 - BETA1) * d
-        dv = BETA2 * self.dv.get(name, zero) + (1 - BETA2) * (2 * np.abs(g) * d + d * d)
-        self.m[name], self.v[name], self.dm[name], self.dv[name] = m, v, dm, dv
+        m, v, dm, dv = self.state.get(name, (zero, zero, zero, zero))
+        m, v = BETA1 * m + (1 - BETA1) * g, BETA2 * v + (1 - BETA2) * g * g
+        dm, dv = BETA1 * dm + (1 - BETA1) * d, BETA2 * dv + (1 - BETA2) * (2 * np.abs(g) * d + d * d)
         u = adamw_u(m, v, t)
         du = np.max([np.abs(adamw_u(m + sm * dm, v + sv * dv, t) - u) for sm in (-1, 1) for sv in (-1, 1)], axis=0)
-        return lr * du + 4 * U32 * (np.abs(w) + lr * np.abs(u))
+        return -lr * (u + WD * w), lr * du + 4 * U32 * (np.abs(w) + lr * np.abs(u)), (m, v, dm, dv)
+
+    def compare(self, t, w, g, got):
+        """Worst error/bound over the elements, per parameter: {name: (ratio, error/max|update|)}, and the states."""
+        out, states = {}, {}
+        for k in w:
+            w64 = w[k].astype(np.float64)
+            want, bound, states[k] = self.step(k, t, w64, g[k])
+            err = np.abs((got[k] - w64) - want)
+            # 0 where otter is exact (even against a zero bound); np.max keeps a NaN error
+            ratio = float(np.max(np.divide(err, bound, out=np.zeros_like(err), where=err != 0)))
+            largest = float(np.max(np.abs(want)))
+            out[k] = (ratio, float(np.max(err)) / largest if largest else math.inf)
+        return out, states
+
+    def commit(self, states):
+        self.state.update({k: s for k, s in states.items() if s is not None})
+
+
+def worst_of(ratios):
+    """The worst (ratio, name) of compare's result, NaN first."""
+    k = max(ratios, key=lambda n: math.inf if math.isnan(ratios[n][0]) else ratios[n][0])
+    return ratios[k][0], k
 
 
 def note(kind, ratio, where):
@@ -397,58 +386,62 @@ def run_case(lib, label, art_dir, module, torch_weights_into_otter, optimizer, b
 
         m64 = copy.deepcopy(module).double()
         params64 = dict(m64.named_parameters())
-        if optimizer == "AdamW":
-            lr = ADAMW_LR
-            opt = torch.optim.AdamW(m64.parameters(), lr=lr, betas=(BETA1, BETA2), eps=EPS, weight_decay=WD)
-        else:
-            lr = SGD_LR
-            opt = torch.optim.SGD(m64.parameters(), lr=lr)
+        lr = ADAMW_LR if optimizer == "AdamW" else SGD_LR
         sess.set_lr(lr)
         ce = nn.CrossEntropyLoss()
-        bounds = StepBounds(optimizer == "AdamW")
-
+        ref = AdamWReference(optimizer == "AdamW", lr)
         chain = layer_chain(m64)
 
-        def forward64(w, x, y):
-            """Loss (float64) from otter's weights w, and the tape of the ambiguous decisions (None: none)."""
+        def grad64(w, x, y, flips=()):
+            """float64 logits, loss, gradient and ambiguous decisions at otter's weights w."""
             with torch.no_grad():
                 for k, p in params64.items():
                     p.copy_(torch.from_numpy(w[k]))
             x64 = torch.from_numpy(x).double()
-            logits, tape = chain_forward(chain, x64) if chain else (m64(x64), None)
-            return logits, ce(logits, torch.from_numpy(y)), tape
+            logits, ambiguous = chain_forward(chain, x64, flips) if chain else (m64(x64), [])
+            loss = ce(logits, torch.from_numpy(y))
+            m64.zero_grad()
+            loss.backward()
+            return logits.detach(), float(loss), {k: p.grad.numpy().copy() for k, p in params64.items()}, ambiguous
 
-        if chain:
-            with torch.no_grad():
-                x, y = batches[0]
-                same = torch.allclose(forward64(p0, x, y)[0], m64(torch.from_numpy(x).double()), rtol=1e-12, atol=0)
-            check(same, f"{label}: the layer chain computes the module's logits")
+        # The reference is PyTorch's own optimizer: its first step from otter's weights equals AdamWReference's.
+        x, y = batches[0]
+        logits, _, g, _ = grad64(p0, x, y)
+        same = torch.allclose(logits, m64(torch.from_numpy(x).double()), rtol=1e-12, atol=0)
+        opt = (torch.optim.AdamW(m64.parameters(), lr=lr, betas=(BETA1, BETA2), eps=EPS, weight_decay=WD)
+               if optimizer == "AdamW" else torch.optim.SGD(m64.parameters(), lr=lr))
+        opt.step()
+        first = AdamWReference(optimizer == "AdamW", lr)
+        off = max(float(np.max(np.abs((params64[k].detach().numpy() - p0[k]) - first.step(k, 1, p0[k], g[k])[0])))
+                  for k in p0)
+        check(same and off <= 1e-12, f"{label}: {'the chain of layers computes the module logits; ' if chain else ''}"
+                                     f"torch.optim's first step equals the reference formula (max diff {off:.1e})")
 
-        losses, loss_ratio, n_ambiguous = [], 0.0, 0
-        upd = {k: [0.0, 0.0, ""] for k in p0}  # name -> [error/bound, error/max|update|, step]
+        losses, loss_ratio, flips_used = [], 0.0, []
+        upd = {k: (0.0, 0.0, 0) for k in p0}  # name -> (error/bound, error/max|update|, step), the step's worst
         w = p0
         for t, (x, y) in enumerate(batches[:STEPS], 1):
-            logits, loss64, tape = forward64(w, x, y)  # float64 from otter's float32 weights of this step
-            opt.zero_grad()
-            loss64.backward()
-            g = {k: p.grad.detach().numpy().copy() for k, p in params64.items()}
-            flip, n = flip_allowance(tape) if tape else ({}, 0)
-            n_ambiguous += n
-            opt.step()
-            w64 = {k: p.detach().numpy() for k, p in params64.items()}
+            logits, loss64, g, ambiguous = grad64(w, x, y)  # float64 from otter's float32 weights of this step
             lo = sess.train_step(x, y)
             w_next = sess.params()
             losses.append(lo)
-            r = abs(lo - float(loss64)) / loss_bound(logits.detach().numpy(), float(loss64))
-            loss_ratio = tl.worse(loss_ratio, r)
-            for k in w:
-                err = np.abs((w_next[k].astype(np.float64) - w[k]) - (w64[k] - w[k]))
-                b = bounds.bound(k, t, w[k].astype(np.float64), g[k], lr, flip.get(k, 0.0))
-                # 0 where otter is exact (even against a zero bound); np.max keeps a NaN error
-                ratio = float(np.max(np.divide(err, b, out=np.zeros_like(err), where=err != 0)))
-                moved = float(np.max(np.abs(w64[k] - w[k])))
+            loss_ratio = tl.worse(loss_ratio, abs(lo - loss64) / loss_bound(logits.numpy(), loss64))
+            ratios, states = ref.compare(t, w, g, w_next)
+            flips = []
+            for _, stage, i in ambiguous[:MAX_FLIP_TRIES]:
+                if worst_of(ratios)[0] <= 1 or len(flips) == MAX_FLIPS:
+                    break
+                _, _, g2, _ = grad64(w, x, y, flips + [(stage, i)])
+                r2, s2 = ref.compare(t, w, g2, w_next)
+                if worst_of(r2)[0] < worst_of(ratios)[0]:
+                    flips, ratios, states = flips + [(stage, i)], r2, s2
+            ref.commit(states)
+            # a decision is named by its kind and the layer before it: "step 3 relu@conv2"
+            flips_used += [f"step {t} {chain[st][0]}@{chain[st - (1 if chain[st][0] == 'relu' else 2)][1]}"
+                           for st, _ in flips]
+            for k, (ratio, rel) in ratios.items():
                 if not math.isnan(upd[k][0]) and not ratio <= upd[k][0]:
-                    upd[k] = [ratio, float(np.max(err)) / moved if moved else math.inf, t]
+                    upd[k] = (ratio, rel, t)
             w = w_next
         note("loss", loss_ratio, label)
         check(loss_ratio <= 1, f"{label}: {STEPS} losses vs torch float64 from the same weights: worst error/bound "
@@ -456,21 +449,21 @@ def run_case(lib, label, art_dir, module, torch_weights_into_otter, optimizer, b
         if optimizer == "AdamW":
             check(losses[-1] < 0.99 * losses[0], f"{label}: the loss fell over {STEPS} steps "
                                                  f"({losses[0]:.4f} -> {losses[-1]:.4f})")
-        k = max(upd, key=lambda n: upd[n][0] if np.isfinite(upd[n][0]) else math.inf)
-        note("update", upd[k][0], f"{label} {k}")
+        ratio, k = worst_of(upd)
+        note("update", ratio, f"{label} {k}")
         moved = {n: float(np.max(np.abs(w[n] - p0[n]))) for n in w}
-        check(all(ratio <= 1 for ratio, _, _ in upd.values()) and all(v > 0 for v in moved.values()),
+        check(ratio <= 1 and all(v > 0 for v in moved.values()),
               f"{label}: {len(upd)} parameters x {STEPS} steps, every element's update vs torch float64: worst "
-              f"error/bound {upd[k][0]:.2f} ({k}, step {upd[k][2]}; error {upd[k][1]:.1e} of its largest update; "
-              f"{n_ambiguous} ambiguous ReLU/MaxPool decisions); all moved (least {min(moved.values()):.2g})")
+              f"error/bound {ratio:.2f} ({k}, step {upd[k][2]}; error {upd[k][1]:.1e} of its largest update); "
+              f"decisions float32 took the other way: {', '.join(flips_used) or 'none'}; all moved (least "
+              f"{min(moved.values()):.2g})")
 
         x, y = batches[STEPS]
         got = sess.eval_step(x, y)
-        with torch.no_grad():
-            logits, want, _ = forward64(w, x, y)
-        ratio = abs(got - float(want)) / loss_bound(logits.numpy(), float(want))
+        logits, want, _, _ = grad64(w, x, y)
+        ratio = abs(got - want) / loss_bound(logits.numpy(), want)
         note("eval", ratio, label)
-        check(ratio <= 1, f"{label}: eval loss on a held-out batch otter {got:.7f} torch64 {float(want):.7f}: "
+        check(ratio <= 1, f"{label}: eval loss on a held-out batch otter {got:.7f} torch64 {want:.7f}: "
                           f"error/bound {ratio:.2f}")
     except RuntimeError as e:
         check(False, f"{label}: {e}")
