@@ -47,7 +47,7 @@ import onnx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as tl  # noqa: E402
-from testlib import LIB, check, load_exporter, run_cli  # noqa: E402
+from testlib import LIB, TP, TrainingOptions, check, load_exporter, run_cli  # noqa: E402
 
 WORK = tl.work_dir("artifacts_ort")
 STEPS = 10
@@ -207,30 +207,10 @@ const msg = (e) => typeof e === 'number' ? cxxMessage(e) : String(e && e.message
 
 # ---- otter's training session through ctypes -------------------------------------------------------
 
-MAX_RANK = 16
-DT_FLOAT, DT_INT64 = 1, 7
-DT_OF = {np.dtype(np.float32): DT_FLOAT, np.dtype(np.int64): DT_INT64}
-
-
-class Tensor(ctypes.Structure):  # include/otter/tensor.h: otter_tensor
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dims", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p), ("owns_data", ctypes.c_bool),
-                ("extra", ctypes.c_void_p)]
-
-
-class TrainingOptions(ctypes.Structure):  # include/otter/training.h: otter_training_options
-    _fields_ = [("n_threads", ctypes.c_int), ("seed_set", ctypes.c_bool), ("seed", ctypes.c_uint64)]
-
-
 class Otter:
     def __init__(self, path):
-        lib = ctypes.CDLL(path)
+        lib = tl.load_lib(path)
         P, S, B = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_bool
-        TP = ctypes.POINTER(Tensor)
-        lib.otter_last_error.restype = ctypes.c_char_p
-        lib.otter_tensor_from_data.argtypes = [ctypes.POINTER(TP), ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
-                                               ctypes.POINTER(ctypes.c_int64), P]
-        lib.otter_tensor_free.argtypes = [TP]
         lib.otter_training_session_create_from_dir.argtypes = [ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_char_p,
                                                                ctypes.c_char_p, ctypes.POINTER(TrainingOptions)]
         lib.otter_training_session_free.argtypes = [P]
@@ -255,16 +235,10 @@ class Otter:
         self.lib = lib
 
     def error(self):
-        return self.lib.otter_last_error().decode(errors="replace")
+        return tl.last_error(self.lib)
 
     def tensor(self, arr):
-        arr = np.ascontiguousarray(arr)
-        t = ctypes.POINTER(Tensor)()
-        dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
-        if self.lib.otter_tensor_from_data(ctypes.byref(t), None, DT_OF[arr.dtype], arr.ndim, dims,
-                                           arr.ctypes.data_as(ctypes.c_void_p)) != 0:
-            raise RuntimeError("otter_tensor_from_data: " + self.error())
-        return t
+        return tl.tensor_from_array(self.lib, arr)
 
 
 class TrainingSession:
@@ -297,8 +271,8 @@ class TrainingSession:
         names = list(feeds)
         ts = [self.o.tensor(feeds[n]) for n in names]
         c_names = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-        c_in = (ctypes.POINTER(Tensor) * len(names))(*ts)
-        c_out = (ctypes.POINTER(Tensor) * 1)()
+        c_in = (TP * len(names))(*ts)
+        c_out = (TP * 1)()
         try:
             if lib.otter_training_train_step(self.s, len(names), c_names, c_in, 1, c_out) != 0:
                 raise RuntimeError("otter_training_train_step: " + self.o.error())

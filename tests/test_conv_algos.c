@@ -138,12 +138,11 @@ static void run_case(const conv_case *k) {
         bool ok = y && otter_tensor_numel(y) == ysz;
         CHECK(ok);
         for (int64_t i = 0; ok && i < ysz; i++) {
-            double e = fabs((double)((float *)y->data)[i] - want[i]) / (1 + fabs((double)want[i]));
-            if (!(e <= err)) err = e;
+            err = tu_worse(err, fabs((double)((float *)y->data)[i] - want[i]) / (1 + fabs((double)want[i])));
         }
         CHECK(err < (level == 3 ? 3e-4 : 3e-5));
-        if (err > worst) worst = err;
-        if (err > level_err[level]) level_err[level] = err;
+        worst = tu_worse(worst, err);
+        level_err[level] = tu_worse(level_err[level], err);
         printf(
             "  N %lld C %3lld %3lldx%-3lld M %3lld k %lldx%lld pads %lld,%lld,%lld,%lld stride %lld,%lld dil %lld,%lld "
             "group %lld%s%s, level %d, threads %d: worst rel err %.2e\n",

@@ -192,7 +192,7 @@ static void test_idx(void) {
     /* normalization: none, standard with the dataset's constants and with given ones */
     o.split = OTTER_SPLIT_TRAIN;
     o.layout = OTTER_LAYOUT_DEFAULT;
-    float worst = 0;
+    double worst = 0;
     for (int mode = 0; mode < 3; mode++) {
         float mean = 0.25f, sd = 0.5f;
         o.norm = mode == 0 ? OTTER_NORM_NONE : OTTER_NORM_STANDARD;
@@ -206,14 +206,13 @@ static void test_idx(void) {
         for (int i = 0; i < NI * RR * CC; i++) {
             float v = (float)idx_img[16 + i];
             float want = mode == 0 ? v : mode == 1 ? (v / 255.0f - 0.2860f) / 0.3530f : (v / 255.0f - 0.25f) / 0.5f;
-            float err = fabsf(rows[i] - want);
-            if (err > worst) worst = err;
+            worst = tu_worse(worst, fabsf(rows[i] - want));
         }
         free(rows);
         otter_dataset_free(ds);
     }
     CHECK(worst == 0);
-    printf("idx normalization none/standard(fashion constants)/standard(given): worst error %g\n", (double)worst);
+    printf("idx normalization none/standard(fashion constants)/standard(given): worst error %g\n", worst);
     o.norm = OTTER_NORM_STANDARD;
     o.mean = NULL;
     o.std = NULL;
@@ -390,7 +389,7 @@ static void test_cifar(void) {
     CHECK_OK(otter_dataset_open(&ds, spec2("cifar10", dir, NULL), &o));
     CHECK(otter_dataset_size(ds) == 4);
     CHECK(otter_dataset_input_shape(ds, dims) == 1 && dims[0] == 3072);
-    float worst = 0;
+    double worst = 0;
     if (ds) {
         const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, sd[3] = {0.2470f, 0.2435f, 0.2616f};
         float *rows = all_rows(ds, NULL);
@@ -398,14 +397,13 @@ static void test_cifar(void) {
             for (int c = 0; c < 3; c++)
                 for (int j = 0; j < 1024; j++) {
                     float want = ((float)cifar_px(100 + r, c, j / 32, j % 32) / 255.0f - mean[c]) / sd[c];
-                    float e = fabsf(rows[r * 3072 + c * 1024 + j] - want);
-                    if (e > worst) worst = e;
+                    worst = tu_worse(worst, fabsf(rows[r * 3072 + c * 1024 + j] - want));
                 }
         free(rows);
     }
     otter_dataset_free(ds);
     CHECK(worst == 0);
-    printf("cifar10 test batch, per-channel standardization: worst error %g\n", (double)worst);
+    printf("cifar10 test batch, per-channel standardization: worst error %g\n", worst);
     /* one file */
     ds = NULL;
     CHECK_OK(otter_dataset_open(&ds, spec2("cifar10", p, NULL), NULL));

@@ -88,12 +88,11 @@ static void compare(const char *what, const otter_model *m, int rank, const int6
         if (same_shape) {
             const float *a = y[0]->data, *b = y[1]->data;
             for (int64_t i = 0; i < otter_tensor_numel(y[0]); i++) {
-                double e = fabs((double)a[i] - b[i]) / (1e-4 + fabs((double)a[i]));
-                if (!(e <= err)) err = e;
+                err = tu_worse(err, fabs((double)a[i] - b[i]) / (1e-4 + fabs((double)a[i])));
             }
             CHECK(err < tol);
         }
-        if (err > worst) worst = err;
+        worst = tu_worse(worst, err);
         CHECK(fused == want_fused);
         CHECK(nodes == want_nodes);
         printf("  %-44s threads %d: %zu fused node(s), %zu nodes, worst relative error %.2e\n", what, threads, fused,

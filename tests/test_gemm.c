@@ -52,10 +52,8 @@ static void check_one(sgemm_fn sf, dgemm_fn df, bool ta, bool tb, int64_t M, int
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double r = R[i * ldc + j];
-            double e = fabs(C[i * ldc + j] - r) / (1.0 + fabs(r));
-            double ed = fabs(Cd[i * ldc + j] - r) / (1.0 + fabs(r));
-            if (!(e <= err)) err = isnan(e) ? INFINITY : e;
-            if (!(ed <= errd)) errd = isnan(ed) ? INFINITY : ed;
+            err = tu_worse(err, fabs(C[i * ldc + j] - r) / (1.0 + fabs(r)));
+            errd = tu_worse(errd, fabs(Cd[i * ldc + j] - r) / (1.0 + fabs(r)));
         }
     /* padding between rows must be untouched */
     for (int64_t i = 0; i < M && pad; i++)
@@ -67,7 +65,7 @@ static void check_one(sgemm_fn sf, dgemm_fn df, bool ta, bool tb, int64_t M, int
     }
     CHECK(err <= tol);
     CHECK(errd <= 1e-12 * (1.0 + K));
-    if (err > worst) worst = err;
+    worst = tu_worse(worst, err);
     free(A), free(B), free(C), free(Ad), free(Bd), free(Cd), free(R), free(C0);
 }
 

@@ -216,8 +216,7 @@ static void run_case(const grad_case *c) {
             double lm = run_loss(sf, n_vals, in_names, (const otter_tensor **)vals);
             x[e] = keep;
             double num = (lp - lm) / (2.0 * eps), ana = ((float *)grads[k]->data)[e];
-            double err = fabs(ana - num) / (1.0 + fabs(num));
-            if (err > worst) worst = err;
+            worst = tu_worse(worst, fabs(ana - num) / (1.0 + fabs(num)));
             if (!(fabs(ana - num) <= tol + tol * fabs(num))) {
                 if (ok)
                     fprintf(stderr, "%s: d/d%s[%lld]: analytic %.6f, numeric %.6f\n", c->label, wrt[k], (long long)e,

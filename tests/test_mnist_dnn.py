@@ -63,7 +63,7 @@ def main():
             bound = 1.0 / np.sqrt(fan_in)
             w = inits[layer + ".weight"].astype(np.float64)
             b = inits[layer + ".bias"].astype(np.float64)
-            worst = max(np.abs(w).max(), np.abs(b).max())
+            worst = tl.worse(float(np.abs(w).max()), float(np.abs(b).max()))
             check(worst <= bound, f"{layer}: max |value| {worst:.6f} <= bound {bound:.6f}")
             std_want = bound / np.sqrt(3.0)
             se = std_want / np.sqrt(w.size)  # standard error of the mean

@@ -64,13 +64,8 @@ static void chain_reference(const float *x, int64_t n, float *y, float *z) {
     }
 }
 
-static float max_err(const otter_tensor *t, const float *ref) {
-    float w = 0;
-    for (int64_t i = 0; i < otter_tensor_numel(t); i++) {
-        float d = fabsf(((const float *)t->data)[i] - ref[i]);
-        if (d > w || d != d) w = d != d ? INFINITY : d;
-    }
-    return w;
+static double max_err(const otter_tensor *t, const float *ref) {
+    return tu_max_abs_diff(t->data, ref, (size_t)otter_tensor_numel(t));
 }
 
 static otter_tensor *make_x(int64_t n, float seed) {
@@ -110,10 +105,10 @@ static void test_chain_and_plan(void) {
     CHECK_OK(otter_session_run(s, 1, NULL, in, 2, NULL, out));
     CHECK(out[0] && out[1]);
     if (out[0] && out[1]) {
-        float ey = max_err(out[0], yr), ez = max_err(out[1], zr);
+        double ey = max_err(out[0], yr), ez = max_err(out[1], zr);
         printf("chain run 1 (heap): max error Y %.3g, Z %.3g; output names '%s', '%s'\n", ey, ez, out[0]->name,
                out[1]->name);
-        CHECK(ey < 1e-5f && ez < 1e-5f);
+        CHECK(ey < 1e-5 && ez < 1e-5);
         CHECK(out[0]->name && strcmp(out[0]->name, "Y") == 0);
     }
     CHECK_OK(otter_session_memory_stats(s, &st));
@@ -406,8 +401,7 @@ static void test_threads(void) {
     double worst = 0;
     for (int64_t i = 0; i < n * 96 && y[0]; i++) {
         double ref = exp(tanh((double)((float *)x->data)[i] + bias[i % 96]));
-        double d = fabs(ref - ((float *)y[0]->data)[i]);
-        if (d > worst) worst = d;
+        worst = tu_worse(worst, fabs(ref - ((float *)y[0]->data)[i]));
     }
     bool same = y[0] && y[1] && memcmp(y[0]->data, y[1]->data, otter_tensor_nbytes(y[0])) == 0;
     printf("threads, elementwise: 1 vs 2 threads bitwise equal: %s; max error vs double reference %.3g\n",
@@ -434,10 +428,8 @@ static void test_threads(void) {
         for (int j = 0; j < 80; j++) {
             double acc = 0;
             for (int k = 0; k < 96; k++) acc += (double)((float *)x->data)[i * 96 + k] * w[k * 80 + j];
-            double d = fabs(acc - ((float *)y[0]->data)[i * 80 + j]);
-            double d12 = fabs(((float *)y[1]->data)[i * 80 + j] - ((float *)y[0]->data)[i * 80 + j]);
-            if (d > worst) worst = d;
-            if (d12 > diff12) diff12 = d12;
+            worst = tu_worse(worst, fabs(acc - ((float *)y[0]->data)[i * 80 + j]));
+            diff12 = tu_worse(diff12, fabs(((float *)y[1]->data)[i * 80 + j] - ((float *)y[0]->data)[i * 80 + j]));
         }
     printf("threads, MatMul: max |1 thread - 2 threads| %.3g, max error vs double reference %.3g\n", diff12, worst);
     CHECK(y[0] && y[1] && worst < 1e-4 && diff12 < 1e-5);
@@ -521,7 +513,7 @@ static void test_subgraph(void) {
     CHECK_OK(otter_tensor_create(&x, NULL, OTTER_DTYPE_FLOAT, 1, d));
     CHECK_OK(otter_tensor_create(&c, NULL, OTTER_DTYPE_BOOL, 0, NULL));
     for (int i = 0; i < 256; i++) ((float *)x->data)[i] = (float)i / 64.0f - 2.0f;
-    float worst = 0;
+    double worst = 0;
     for (int r = 0; r < 4; r++) {
         bool then = r % 2 == 0;
         *(uint8_t *)c->data = then;
@@ -529,15 +521,14 @@ static void test_subgraph(void) {
         for (int i = 0; y && i < 256; i++) {
             float xv = ((float *)x->data)[i], t2 = tanhf(expf(xv));
             float ref = then ? -xv + t2 : -xv * t2;
-            float e = fabsf(((float *)y->data)[i] - ref);
-            if (e > worst || e != e) worst = e != e ? INFINITY : e;
+            worst = tu_worse(worst, fabsf(((float *)y->data)[i] - ref));
         }
     }
     otter_memory_stats st;
     CHECK_OK(otter_session_memory_stats(s, &st));
     printf("subgraph: If reading outer values, 4 runs (2 planned per branch): max error %.3g, %zu plans\n", worst,
            st.n_plans);
-    CHECK(worst < 1e-5f);
+    CHECK(worst < 1e-5);
     otter_tensor_free(x);
     otter_tensor_free(c);
     otter_tensor_free(y);
@@ -776,8 +767,7 @@ static double opt_error(const opt_state *o, bool moments) {
             const double ref[4] = {o->rw[p][i], o->rm[p][i], o->rv[p][i], o->rg[p][i]};
             for (int k = 0; k < 4; k++) {
                 if (!moments && (k == 1 || k == 2)) continue;
-                double e = fabs(got[k] - ref[k]) / (1e-3 + fabs(ref[k]));
-                if (e > worst) worst = e;
+                worst = tu_worse(worst, fabs(got[k] - ref[k]) / (1e-3 + fabs(ref[k])));
             }
         }
     return worst;
@@ -826,8 +816,7 @@ static void run_optimizer_model(const char *label, const otter_model *model, boo
             ref_adamw(&o, nd, rate, t);
         else
             ref_sgd(&o, rate);
-        double e = opt_error(&o, adamw);
-        if (e > worst) worst = e;
+        worst = tu_worse(worst, opt_error(&o, adamw));
     }
     printf("%s: %d steps over %d tensors updated in place, worst relative error %.3g vs the spec's formulas, flag %s\n",
            label, steps, N_PARAMS, worst, flags_ok ? "true each step" : "WRONG");

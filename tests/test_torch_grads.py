@@ -36,7 +36,7 @@ from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as tl  # noqa: E402
-from testlib import LIB, check, load_exporter, run_cli  # noqa: E402
+from testlib import LIB, TP, check, load_exporter, run_cli  # noqa: E402
 
 WORK = tl.work_dir("torch_grads")
 
@@ -59,23 +59,10 @@ def note_worst(kind, err, where):
 
 # ---- otter's runtime through ctypes -------------------------------------------------------------
 
-MAX_RANK = 16
-DT_FLOAT, DT_INT64, DT_BOOL = 1, 7, 9
-NP_OF = {DT_FLOAT: np.float32, DT_INT64: np.int64, DT_BOOL: np.bool_}
-DT_OF = {np.dtype(np.float32): DT_FLOAT, np.dtype(np.int64): DT_INT64, np.dtype(np.bool_): DT_BOOL}
-
-
-class Tensor(ctypes.Structure):  # include/otter/tensor.h: otter_tensor
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dims", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p), ("owns_data", ctypes.c_bool),
-                ("extra", ctypes.c_void_p)]
-
-
 class Otter:
     def __init__(self, path):
-        lib = ctypes.CDLL(path)
+        lib = tl.load_lib(path)
         P = ctypes.c_void_p
-        lib.otter_last_error.restype = ctypes.c_char_p
         lib.otter_session_create_from_file.argtypes = [ctypes.POINTER(P), ctypes.c_char_p, P]
         lib.otter_session_free.argtypes = [P]
         lib.otter_session_input_count.argtypes = [P]
@@ -86,37 +73,18 @@ class Otter:
         lib.otter_session_output_count.restype = ctypes.c_size_t
         lib.otter_session_output_name.argtypes = [P, ctypes.c_size_t]
         lib.otter_session_output_name.restype = ctypes.c_char_p
-        lib.otter_tensor_from_data.argtypes = [ctypes.POINTER(ctypes.POINTER(Tensor)), ctypes.c_char_p, ctypes.c_int,
-                                               ctypes.c_int, ctypes.POINTER(ctypes.c_int64), P]
-        lib.otter_tensor_free.argtypes = [ctypes.POINTER(Tensor)]
         lib.otter_session_run.argtypes = [P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
-                                          ctypes.POINTER(ctypes.POINTER(Tensor)), ctypes.c_size_t,
-                                          ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.POINTER(Tensor))]
+                                          ctypes.POINTER(TP), ctypes.c_size_t,
+                                          ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(TP)]
         self.lib = lib
 
     def error(self):
-        return self.lib.otter_last_error().decode(errors="replace")
+        return tl.last_error(self.lib)
 
     def tensor(self, arr):
-        arr = np.ascontiguousarray(arr)
-        t = ctypes.POINTER(Tensor)()
-        dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
-        s = self.lib.otter_tensor_from_data(ctypes.byref(t), None, DT_OF[arr.dtype], arr.ndim, dims,
-                                            arr.ctypes.data_as(ctypes.c_void_p))
-        if s != 0:
-            raise RuntimeError("otter_tensor_from_data: " + self.error())
-        return t
+        return tl.tensor_from_array(self.lib, arr)
 
-    @staticmethod
-    def to_numpy(t):
-        c = t.contents
-        shape = tuple(c.dims[i] for i in range(c.rank))
-        dt = NP_OF[c.dtype]
-        n = int(np.prod(shape)) if shape else 1
-        if n == 0:
-            return np.zeros(shape, dt)
-        buf = (ctypes.c_char * (n * np.dtype(dt).itemsize)).from_address(c.data)
-        return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
+    to_numpy = staticmethod(tl.tensor_to_array)
 
 
 class Session:
@@ -136,9 +104,9 @@ class Session:
         returns the named outputs as numpy arrays."""
         names = list(feeds)
         c_names = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-        c_in = (ctypes.POINTER(Tensor) * len(names))(*[feeds[n] for n in names])
+        c_in = (TP * len(names))(*[feeds[n] for n in names])
         c_onames = (ctypes.c_char_p * len(output_names))(*[n.encode() for n in output_names])
-        c_out = (ctypes.POINTER(Tensor) * len(output_names))()
+        c_out = (TP * len(output_names))()
         s = self.o.lib.otter_session_run(self.s, len(names), c_names, c_in, len(output_names), c_onames, c_out)
         if s != 0:
             raise RuntimeError("otter_session_run: " + self.o.error())

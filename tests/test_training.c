@@ -37,11 +37,8 @@ static void make_batch(otter_tensor **x, otter_tensor **y, unsigned seed) {
 static float train_loss(otter_training_session *s, otter_tensor *x, otter_tensor *y) {
     const otter_tensor *in[2] = {x, y};
     otter_tensor *loss = NULL;
-    otter_status st = otter_training_train_step(s, 2, NULL, in, 1, &loss);
-    if (st != OTTER_OK) {
-        fprintf(stderr, "train step: %s\n", otter_last_error());
-        return NAN;
-    }
+    CHECK_OK(otter_training_train_step(s, 2, NULL, in, 1, &loss));
+    if (!loss) return NAN;
     float v = ((float *)loss->data)[0];
     otter_tensor_free(loss);
     return v;
@@ -56,8 +53,7 @@ static otter_training_session *open_fixture(void) {
 static double max_rel(const float *a, const float *b, size_t n, double floor_) {
     double w = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor_);
-        if (d > w || isnan(d)) w = isnan(d) ? INFINITY : d;
+        w = tu_worse(w, fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor_));
     }
     return w;
 }
@@ -123,13 +119,13 @@ static void test_accumulation(void) {
     double worst = 0, norm = 0;
     for (size_t i = 0; i < n; i++) {
         double want = (double)g1[i] + (double)g[i];
-        worst = fmax(worst, fabs(want - g2[i]));
-        norm = fmax(norm, fabs(g1[i]));
+        worst = tu_worse(worst, fabs(want - g2[i]));
+        norm = tu_worse(norm, fabs(g1[i]));
     }
     CHECK(norm > 0 && worst < 1e-6);
     train_loss(s, x2, y2); /* accumulates: 2 g(x2) */
     double w2 = 0;
-    for (size_t i = 0; i < n; i++) w2 = fmax(w2, fabs(2.0 * (g2[i] - g1[i]) - g[i]));
+    for (size_t i = 0; i < n; i++) w2 = tu_worse(w2, fabs(2.0 * (g2[i] - g1[i]) - g[i]));
     CHECK(w2 < 1e-6);
     printf("accumulation: |g1+g2 - acc| max %.3g, |2 g2 - acc| max %.3g (grad max %.3g)\n", worst, w2, norm);
     free(g1);
@@ -163,7 +159,7 @@ static void test_adamw(void) {
         CHECK_OK(otter_training_lazy_reset_grad(s));
         for (size_t i = 0; i < n; i++) {
             rw[i] -= step * rm[i] / (sqrt(rv[i]) + eps);
-            worst = fmax(worst, fabs(rw[i] - w[i]));
+            worst = tu_worse(worst, fabs(rw[i] - w[i]));
             rw[i] = w[i]; /* follow otter's weights so the next gradient is the same input */
         }
     }
@@ -249,7 +245,7 @@ static void test_resume(void) {
         resumed[i] = train_loss(s, xs[i], ys[i]);
         CHECK_OK(otter_training_optimizer_step(s));
         CHECK_OK(otter_training_lazy_reset_grad(s));
-        worst = fmax(worst, fabs((double)resumed[i] - full[i]));
+        worst = tu_worse(worst, fabs((double)resumed[i] - full[i]));
     }
     CHECK(worst == 0.0);
     printf("resume: losses of steps 4-6 after save/load equal the uninterrupted run (max diff %.3g; %.6f %.6f %.6f)\n",

@@ -180,8 +180,9 @@ static void check_fd(const char *what, const otter_node *fwd, int opset, int n_i
         x[i] = (float)(x0 - eps);
         double lm = fwd_loss(fwd, opset, n_in, in, R);
         x[i] = x0;
-        double fd = (lp - lm) / (2 * eps), err = fabs(fd - F(grad)[i]) / (1 + fabs(fd));
-        if (!(err <= worst)) worst = err, worst_i = i;
+        double fd = (lp - lm) / (2 * eps), w = tu_worse(worst, fabs(fd - F(grad)[i]) / (1 + fabs(fd)));
+        if (!isnan(worst) && w != worst) worst_i = i; /* the largest error's element, or the first NaN's */
+        worst = w;
     }
     bool ok = worst <= tol;
     if (!ok) {
@@ -203,8 +204,7 @@ static void check_close(const char *what, const otter_tensor *got, const double 
     double worst = 0;
     for (int64_t i = 0; i < n; i++) {
         double v = got->dtype == OTTER_DTYPE_FLOAT ? F(got)[i] : ((double *)got->data)[i];
-        double e = fabs(v - want[i]) / (1 + fabs(want[i]));
-        if (!(e <= worst)) worst = e;
+        worst = tu_worse(worst, fabs(v - want[i]) / (1 + fabs(want[i])));
     }
     if (!(worst <= tol)) {
         tu_failures++;
@@ -589,10 +589,9 @@ static void conv_ref_case(const char *label, const int64_t *xd, const int64_t *w
         double worst = 0;
         bool ok = g[k] && otter_tensor_numel(g[k]) == otter_tensor_numel(want[k]);
         for (int64_t i = 0; ok && i < otter_tensor_numel(want[k]); i++) {
-            double e = fabs((double)F(g[k])[i] - F(want[k])[i]) / (1 + fabs((double)F(want[k])[i]));
-            if (!(e <= worst)) worst = e;
+            worst = tu_worse(worst, fabs((double)F(g[k])[i] - F(want[k])[i]) / (1 + fabs((double)F(want[k])[i])));
         }
-        if (!ok || worst > 1e-4) {
+        if (!ok || !(worst <= 1e-4)) {
             tu_failures++;
             fprintf(stderr, "ConvGrad %s %s: FAIL (worst rel err %g)\n", label, names[k], worst);
         }
@@ -1023,8 +1022,7 @@ static void test_adamw(void) {
                 adamw_ref(mode, cb, 1e-2, 0.9f, 0.999f, 1e-6f, 0.01f, t, N, rw, rg, rm, rv);
             }
             for (int i = 0; i < N; i++) {
-                double e = fabs(w[i] - rw[i]) + fabs(m[i] - rm[i]) + fabs(v[i] - rv[i]);
-                worst = e > worst ? e : worst;
+                worst = tu_worse(worst, fabs(w[i] - rw[i]) + fabs(m[i] - rm[i]) + fabs(v[i] - rv[i]));
             }
             tu_checks++;
             if (!(worst < 1e-6)) tu_failures++, fprintf(stderr, "AdamW mode %d cb %d: FAIL %g\n", mode, cb, worst);

@@ -1,12 +1,15 @@
 """Scaffolding shared by the Python tests: paths, check() and its counters, the summary line, running the
-otter CLI, npm packages under the build tree. Not a test itself (CTest registers tests/test_*.py only).
+otter CLI, npm packages under the build tree, otter_tensor through ctypes. Not a test itself (CTest registers
+tests/test_*.py only).
 
 A test puts this folder first on sys.path and imports it:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import testlib as tl
 """
+import ctypes
 import importlib.util
 import json
+import math
 import os
 import subprocess
 
@@ -37,10 +40,19 @@ def check(cond, what):
         failures += 1
 
 
+def worse(worst, err):
+    """NaN-safe running maximum for error checks (testutil's tu_worse): NaN from the first NaN on, so a NaN
+    result fails the final `worst <= tol`."""
+    return math.nan if math.isnan(worst) or math.isnan(err) else max(worst, err)
+
+
 def finish(name):
-    """Prints the summary line; returns the exit code."""
+    """Prints the summary line; returns the exit code: 1 when a check failed or when no check ran at all (a test
+    that compared nothing proves nothing)."""
     print(f"{name}: {checks} checks, {failures} failed", flush=True)
-    return 1 if failures else 0
+    if checks == 0:
+        print(f"FAIL {name}: no check ran", flush=True)
+    return 1 if failures or checks == 0 else 0
 
 
 def run(cmd, echo=True):
@@ -92,3 +104,66 @@ def load_exporter():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+# ---- libotter.so through ctypes: the one mirror of include/otter/tensor.h's otter_tensor ------------
+
+MAX_RANK = 16  # OTTER_MAX_RANK
+DT_FLOAT, DT_INT64, DT_BOOL = 1, 7, 9  # otter_dtype (ONNX's TensorProto.DataType numbers)
+NP_OF = {DT_FLOAT: "float32", DT_INT64: "int64", DT_BOOL: "bool"}  # otter_dtype -> numpy dtype name
+DT_OF = {name: dt for dt, name in NP_OF.items()}
+
+
+class Tensor(ctypes.Structure):  # include/otter/tensor.h: otter_tensor
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("dims", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p), ("owns_data", ctypes.c_bool),
+                ("extra", ctypes.c_void_p)]
+
+
+TP = ctypes.POINTER(Tensor)
+
+
+class TrainingOptions(ctypes.Structure):  # include/otter/training.h: otter_training_options
+    _fields_ = [("n_threads", ctypes.c_int), ("seed_set", ctypes.c_bool), ("seed", ctypes.c_uint64)]
+
+
+def load_lib(path=LIB):
+    """libotter.so with the signatures of otter_last_error, otter_tensor_from_data and otter_tensor_free set;
+    a test sets those of the other functions it calls."""
+    lib = ctypes.CDLL(path)
+    lib.otter_last_error.argtypes, lib.otter_last_error.restype = [], ctypes.c_char_p
+    lib.otter_tensor_from_data.argtypes = [ctypes.POINTER(TP), ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
+    lib.otter_tensor_from_data.restype = ctypes.c_int
+    lib.otter_tensor_free.argtypes, lib.otter_tensor_free.restype = [TP], None
+    return lib
+
+
+def last_error(lib):
+    return lib.otter_last_error().decode(errors="replace")
+
+
+def tensor_from_array(lib, arr):
+    """A new otter tensor holding a copy of the numpy array (float32, int64 or bool); free it with
+    lib.otter_tensor_free. Raises RuntimeError with otter's message."""
+    import numpy as np
+    arr = np.ascontiguousarray(arr)
+    t = TP()
+    dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    if lib.otter_tensor_from_data(ctypes.byref(t), None, DT_OF[arr.dtype.name], arr.ndim, dims,
+                                  arr.ctypes.data_as(ctypes.c_void_p)) != 0:
+        raise RuntimeError("otter_tensor_from_data: " + last_error(lib))
+    return t
+
+
+def tensor_to_array(t):
+    """A numpy copy of an otter tensor (a TP)."""
+    import numpy as np
+    c = t.contents
+    shape = tuple(c.dims[i] for i in range(c.rank))
+    dt = np.dtype(NP_OF[c.dtype])
+    n = int(np.prod(shape)) if shape else 1
+    if n == 0:
+        return np.zeros(shape, dt)
+    buf = (ctypes.c_char * (n * dt.itemsize)).from_address(c.data)
+    return np.frombuffer(buf, dtype=dt).reshape(shape).copy()

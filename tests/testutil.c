@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -8,7 +9,19 @@ int tu_checks;
 
 int tu_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, tu_checks, tu_failures);
-    return tu_failures ? 1 : 0;
+    if (tu_checks == 0) fprintf(stderr, "%s: no check ran\n", name);
+    return tu_failures || tu_checks == 0 ? 1 : 0;
+}
+
+double tu_worse(double worst, double err) {
+    if (isnan(worst) || isnan(err)) return NAN;
+    return err > worst ? err : worst;
+}
+
+double tu_max_abs_diff(const float *got, const float *want, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = tu_worse(worst, fabs((double)got[i] - (double)want[i]));
+    return worst;
 }
 
 const char *tu_src_path(const char *rel) {

@@ -9,39 +9,46 @@
 extern int tu_failures;
 extern int tu_checks;
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        tu_checks++;                                                                               \
-        if (!(cond)) {                                                                             \
-            tu_failures++;                                                                         \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-        }                                                                                          \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        tu_checks++;                                                                                                   \
+        if (!(cond)) {                                                                                                 \
+            tu_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+        }                                                                                                              \
     } while (0)
 /* Expect an otter call to succeed; prints otter_last_error() otherwise. */
-#define CHECK_OK(expr)                                                                             \
-    do {                                                                                           \
-        tu_checks++;                                                                               \
-        otter_status tu_s_ = (expr);                                                               \
-        if (tu_s_ != OTTER_OK) {                                                                   \
-            tu_failures++;                                                                         \
-            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #expr,               \
-                    otter_status_name(tu_s_), otter_last_error());                                 \
-        }                                                                                          \
+#define CHECK_OK(expr)                                                                                                 \
+    do {                                                                                                               \
+        tu_checks++;                                                                                                   \
+        otter_status tu_s_ = (expr);                                                                                   \
+        if (tu_s_ != OTTER_OK) {                                                                                       \
+            tu_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #expr, otter_status_name(tu_s_),         \
+                    otter_last_error());                                                                               \
+        }                                                                                                              \
     } while (0)
 /* Expect a specific failure status. */
-#define CHECK_STATUS(expr, want)                                                                   \
-    do {                                                                                           \
-        tu_checks++;                                                                               \
-        otter_status tu_s_ = (expr);                                                               \
-        if (tu_s_ != (want)) {                                                                     \
-            tu_failures++;                                                                         \
-            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__,       \
-                    #expr, otter_status_name(tu_s_), otter_status_name(want), otter_last_error()); \
-        }                                                                                          \
+#define CHECK_STATUS(expr, want)                                                                                       \
+    do {                                                                                                               \
+        tu_checks++;                                                                                                   \
+        otter_status tu_s_ = (expr);                                                                                   \
+        if (tu_s_ != (want)) {                                                                                         \
+            tu_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, #expr,                    \
+                    otter_status_name(tu_s_), otter_status_name(want), otter_last_error());                            \
+        }                                                                                                              \
     } while (0)
 
-/* Print the summary line and return the process exit code. */
+/* Print the summary line and return the process exit code: 1 when a check failed or when no check ran at all
+ * (a test that compared nothing proves nothing). */
 int tu_finish(const char *name);
+
+/* NaN-safe running maximum for error checks: the larger of worst and err, and NaN from the first NaN on, so a
+ * NaN result fails the final `worst <= tol` (the plain `if (err > worst) worst = err` and fmax skip NaN). */
+double tu_worse(double worst, double err);
+/* max_i |got[i] - want[i]| over float arrays, NaN when any difference is NaN (see tu_worse). */
+double tu_max_abs_diff(const float *got, const float *want, size_t n);
 /* Path under the source tree / a scratch folder under the build tree (static buffers). */
 const char *tu_src_path(const char *rel);
 const char *tu_tmp_path(const char *name);
