@@ -25,8 +25,10 @@ extern "C" {
 typedef struct otter_op_info {
     const char *domain; /* "ai.onnx" for the default domain, "com.microsoft", ... */
     const char *op_type;
-    /* With a kernel: the opsets at which otter's kernel versions start (a model importing the
-     * domain at opset v runs the latest one <= v). Without: the ONNX schema's since-versions. */
+    /* The operator's versions otter runs, ascending: ONNX's since-versions (otter's schemas are
+     * ONNX 1.12's) from the oldest one otter's kernels cover, and the versions at which otter's
+     * kernels start (ops without an ONNX schema have only those). A model importing the domain at
+     * opset v uses the operator's latest version <= v. */
     int since_versions[OTTER_OP_MAX_VERSIONS];
     size_t n_since_versions;
     bool kernel;          /* a session can run it */

@@ -1,6 +1,7 @@
 /* Lookups over the operator registry (table.c). */
 #include "ops/registry.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "check/schema.h"
@@ -63,14 +64,21 @@ otter_status otter_ops_get(size_t index, otter_op_info *out) {
                            .shape_inference = e->infer != NULL,
                            .gradient = e->grad != NULL,
                            .note = e->gap};
-    if (e->kernels) {
-        for (const ot_op_def *k = e->kernels; k->run && out->n_since_versions < OTTER_OP_MAX_VERSIONS; k++)
-            out->since_versions[out->n_since_versions++] = k->since_version;
-    } else {
-        size_t n = 0;
-        const ot_schema *v = ot_schema_versions(e->domain, e->op_type, &n);
-        for (size_t i = 0; i < n && out->n_since_versions < OTTER_OP_MAX_VERSIONS; i++)
-            out->since_versions[out->n_since_versions++] = v[i].since_version;
+    /* The versions a user looks up: ONNX's since-versions of the operator from the oldest one a
+     * kernel runs (all of them without a kernel), merged with the kernels' own (an op without a
+     * schema has only those). Both lists are ascending. */
+    size_t n_schema = 0, i = 0;
+    const ot_schema *v = ot_schema_versions(e->domain, e->op_type, &n_schema);
+    const ot_op_def *k = e->kernels;
+    int first = k && k->run ? k->since_version : 0;
+    while (i < n_schema && v[i].since_version < first) i++;
+    while ((i < n_schema || (k && k->run)) && out->n_since_versions < OTTER_OP_MAX_VERSIONS) {
+        int sv = i < n_schema ? v[i].since_version : INT32_MAX;
+        int kv = k && k->run ? k->since_version : INT32_MAX;
+        int next = sv < kv ? sv : kv;
+        if (sv == next) i++;
+        if (kv == next) k++;
+        out->since_versions[out->n_since_versions++] = next;
     }
     return OTTER_OK;
 }
