@@ -88,26 +88,6 @@ static void note_less_op(const char *op) {
     }
 }
 
-static void fmt_type(char *buf, size_t size, const otter_type *t) {
-    if (!t || t->kind != OTTER_TYPE_TENSOR) {
-        snprintf(buf, size, "(none)");
-        return;
-    }
-    size_t k = (size_t)snprintf(buf, size, "%s", t->has_elem_type ? otter_dtype_name(t->elem_type) : "?");
-    if (t->rank < 0) {
-        snprintf(buf + k, size - k, " (no shape)");
-        return;
-    }
-    k += (size_t)snprintf(buf + k, size - k, " [");
-    for (int i = 0; i < t->rank && k < size; i++) {
-        if (t->dims[i].value >= 0)
-            k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? "," : "", (long long)t->dims[i].value);
-        else
-            k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? "," : "", t->dims[i].param ? t->dims[i].param : "?");
-    }
-    if (k < size) snprintf(buf + k, size - k, "]");
-}
-
 enum { AGREE, LESS, MORE, SYMDIFF, DISAGREE };
 
 static int compare(const ref_val *r, const otter_type *t) {
@@ -203,7 +183,7 @@ static void check_pb_outputs(const char *model_path, const otter_model *c) {
                     pb_partial++;
                 if (!all && getenv("OTTER_TEST_VERBOSE")) {
                     char a[512];
-                    fmt_type(a, sizeof a, ty);
+                    tu_type_text(ty, a, sizeof a);
                     printf("pb partial: %s: output '%s' (%s): %s\n", cname, oname, producer_op(c->graph, oname), a);
                 }
             }
@@ -216,7 +196,7 @@ static void check_pb_outputs(const char *model_path, const otter_model *c) {
             } else {
                 pb_wrong++;
                 char a[512];
-                fmt_type(a, sizeof a, ty);
+                tu_type_text(ty, a, sizeof a);
                 fprintf(stderr, "%s: output '%s' (%s): otter infers %s but output_%zu.pb is %s rank %d [", cname, oname,
                         producer_op(c->graph, oname), a, i, otter_dtype_name(t->dtype), t->rank);
                 for (int k = 0; k < t->rank; k++) fprintf(stderr, "%s%lld", k ? "," : "", (long long)t->dims[k]);
@@ -239,7 +219,7 @@ static void compare_values(const char *cname, const otter_graph *g, const ref_va
         }
         int c = compare(r, t);
         char a[512];
-        fmt_type(a, sizeof a, t);
+        tu_type_text(t, a, sizeof a);
         switch (c) {
         case AGREE:
             n_agree++;

@@ -87,3 +87,11 @@ static void tu_free(void *p, void *u) {
     free(p);
 }
 const otter_allocator tu_counting_allocator = {tu_malloc, tu_realloc, tu_free, NULL};
+
+const char *tu_type_text(const otter_type *t, char *buf, size_t size) {
+    char *text = NULL;
+    if (otter_type_to_text(t, &text) != OTTER_OK) text = NULL;
+    snprintf(buf, size, "%s", text ? text : "(out of memory)");
+    otter_free(text);
+    return buf;
+}

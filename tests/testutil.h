@@ -49,6 +49,8 @@ int tu_finish(const char *name);
 double tu_worse(double worst, double err);
 /* max_i |got[i] - want[i]| over float arrays, NaN when any difference is NaN (see tu_worse). */
 double tu_max_abs_diff(const float *got, const float *want, size_t n);
+/* A type as otter_type_to_text writes it ("float32[2,?]", "seq(int64[3])", "?"), copied into buf. */
+const char *tu_type_text(const otter_type *t, char *buf, size_t size);
 /* Path under the source tree / a scratch folder under the build tree (static buffers). */
 const char *tu_src_path(const char *rel);
 const char *tu_tmp_path(const char *name);
