@@ -63,21 +63,6 @@ static void add_input(otter_graph *g, const char *name, otter_dtype dt, const ch
     CHECK_OK(otter_graph_add_input(g, name, dt, r, dims, params));
 }
 
-static otter_node *add_node(otter_graph *g, const char *op, const char *name, const char *ins, const char *outs) {
-    /* ins/outs: space-separated names ("-" for an omitted input) */
-    char buf[2][256];
-    const char *in[16], *out[16];
-    size_t ni = 0, no = 0;
-    snprintf(buf[0], sizeof buf[0], "%s", ins);
-    snprintf(buf[1], sizeof buf[1], "%s", outs);
-    for (char *t = strtok(buf[0], " "); t; t = strtok(NULL, " ")) in[ni++] = strcmp(t, "-") == 0 ? "" : t;
-    for (char *t = strtok(buf[1], " "); t; t = strtok(NULL, " ")) out[no++] = t;
-    otter_node *n = NULL;
-    CHECK_OK(otter_node_create(&n, op, name, ni, in, no, out));
-    CHECK_OK(otter_graph_add_node(g, n));
-    return n;
-}
-
 static void add_ints(otter_graph *g, const char *name, int rank, size_t count, const int64_t *v) {
     otter_tensor *t;
     int64_t d[1] = {(int64_t)count};
@@ -103,16 +88,16 @@ static void test_broadcast(void) {
     add_input(g, "f", OTTER_DTYPE_FLOAT, "?");
     add_input(g, "h", OTTER_DTYPE_FLOAT, "5");
     add_input(g, "s", OTTER_DTYPE_FLOAT, "");
-    add_node(g, "Add", "add1", "a b", "ab");
-    add_node(g, "Mul", "mul1", "c c", "cc");
-    add_node(g, "Sub", "sub1", "c d", "cd");
-    add_node(g, "Div", "div1", "c e", "ce");
-    add_node(g, "Add", "add2", "c h", "ch");
-    add_node(g, "Add", "add3", "f e", "fe");
-    add_node(g, "Pow", "pow1", "a s", "as");
-    add_node(g, "Max", "max1", "a b c", "abc");
-    add_node(g, "Greater", "gt1", "a b", "gt");
-    add_node(g, "Where", "where1", "gt a b", "w");
+    tu_add_node(g, "Add", "add1", "a b", "ab");
+    tu_add_node(g, "Mul", "mul1", "c c", "cc");
+    tu_add_node(g, "Sub", "sub1", "c d", "cd");
+    tu_add_node(g, "Div", "div1", "c e", "ce");
+    tu_add_node(g, "Add", "add2", "c h", "ch");
+    tu_add_node(g, "Add", "add3", "f e", "fe");
+    tu_add_node(g, "Pow", "pow1", "a s", "as");
+    tu_add_node(g, "Max", "max1", "a b c", "abc");
+    tu_add_node(g, "Greater", "gt1", "a b", "gt");
+    tu_add_node(g, "Where", "where1", "gt a b", "w");
     CHECK_OK(otter_model_infer_shapes(m, NULL));
     expect_type(m, "ab", "float32[N,3,4]");
     expect_type(m, "cc", "float32[N]");
@@ -131,7 +116,7 @@ static void test_broadcast(void) {
     g = m->graph;
     add_input(g, "a", OTTER_DTYPE_FLOAT, "2,3");
     add_input(g, "b", OTTER_DTYPE_FLOAT, "4,3");
-    add_node(g, "Add", "bad_add", "a b", "y");
+    tu_add_node(g, "Add", "bad_add", "a b", "y");
     CHECK_STATUS(otter_model_infer_shapes(m, NULL), OTTER_ERR_INVALID);
     printf("  2x3 + 4x3: %s\n", otter_last_error());
     CHECK(strstr(otter_last_error(), "bad_add") && strstr(otter_last_error(), "(Add)") &&
@@ -143,7 +128,7 @@ static void test_broadcast(void) {
     g = m->graph;
     add_input(g, "a", OTTER_DTYPE_FLOAT, "2");
     add_input(g, "b", OTTER_DTYPE_INT64, "2");
-    add_node(g, "Mul", "mixed", "a b", "y");
+    tu_add_node(g, "Mul", "mixed", "a b", "y");
     CHECK_STATUS(otter_model_infer_shapes(m, NULL), OTTER_ERR_INVALID);
     printf("  float * int64: %s\n", otter_last_error());
     CHECK(strstr(otter_last_error(), "mixed") && strstr(otter_last_error(), "int64"));
@@ -161,23 +146,23 @@ static void test_symbolic_layers(void) {
     add_input(g, "k", OTTER_DTYPE_FLOAT, "32,3,3,3");
     add_input(g, "bx", OTTER_DTYPE_FLOAT, "2,batch,5,6");
     add_input(g, "by", OTTER_DTYPE_FLOAT, "6,7");
-    add_node(g, "MatMul", "mm", "x w1", "h");
-    add_node(g, "Relu", "relu", "h", "hr");
-    otter_node *n = add_node(g, "Gemm", "gemm", "hr w2", "logits");
+    tu_add_node(g, "MatMul", "mm", "x w1", "h");
+    tu_add_node(g, "Relu", "relu", "h", "hr");
+    otter_node *n = tu_add_node(g, "Gemm", "gemm", "hr w2", "logits");
     CHECK_OK(otter_node_set_attr_int(n, "transB", 1));
-    add_node(g, "Softmax", "sm", "logits", "p");
-    n = add_node(g, "Conv", "conv", "img k", "c");
+    tu_add_node(g, "Softmax", "sm", "logits", "p");
+    n = tu_add_node(g, "Conv", "conv", "img k", "c");
     int64_t pads[4] = {1, 1, 1, 1};
     CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, pads));
-    n = add_node(g, "MaxPool", "pool", "c", "pl");
+    n = tu_add_node(g, "MaxPool", "pool", "c", "pl");
     int64_t ks[2] = {2, 2};
     CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, ks));
     CHECK_OK(otter_node_set_attr_ints(n, "strides", 2, ks));
-    add_node(g, "Flatten", "flat", "pl", "fl");
-    n = add_node(g, "Transpose", "tr", "img", "t");
+    tu_add_node(g, "Flatten", "flat", "pl", "fl");
+    n = tu_add_node(g, "Transpose", "tr", "img", "t");
     int64_t perm[4] = {0, 2, 3, 1};
     CHECK_OK(otter_node_set_attr_ints(n, "perm", 4, perm));
-    add_node(g, "MatMul", "bmm", "bx by", "bm");
+    tu_add_node(g, "MatMul", "bmm", "bx by", "bm");
     CHECK_OK(otter_model_infer_shapes(m, NULL));
     expect_type(m, "h", "float32[batch,200]");
     expect_type(m, "logits", "float32[batch,10]");
@@ -204,20 +189,20 @@ static void test_value_propagation(void) {
     add_ints(g, "st", 1, 1, &s1);
     add_ints(g, "en", 1, 1, &e3);
     /* Shape -> Gather -> Unsqueeze -> Concat(-1) -> Reshape: [N, 60] */
-    add_node(g, "Shape", "shape", "x", "shp");
-    add_node(g, "Gather", "gather", "shp i0", "n0");
-    add_node(g, "Unsqueeze", "unsq", "n0 ax0", "n0v");
-    otter_node *n = add_node(g, "Concat", "cat", "n0v neg1", "newshape");
+    tu_add_node(g, "Shape", "shape", "x", "shp");
+    tu_add_node(g, "Gather", "gather", "shp i0", "n0");
+    tu_add_node(g, "Unsqueeze", "unsq", "n0 ax0", "n0v");
+    otter_node *n = tu_add_node(g, "Concat", "cat", "n0v neg1", "newshape");
     CHECK_OK(otter_node_set_attr_int(n, "axis", 0));
-    add_node(g, "Reshape", "reshape", "x newshape", "r");
+    tu_add_node(g, "Reshape", "reshape", "x newshape", "r");
     /* Slice of the shape [3,4] * 2 -> ConstantOfShape: [6,8] */
-    add_node(g, "Slice", "slice", "shp st en", "mid");
+    tu_add_node(g, "Slice", "slice", "shp st en", "mid");
     int64_t two = 2;
     add_ints(g, "two", 1, 1, &two);
-    add_node(g, "Mul", "mul", "mid two", "mid2");
-    add_node(g, "ConstantOfShape", "cos", "mid2", "zeros");
+    tu_add_node(g, "Mul", "mul", "mid two", "mid2");
+    tu_add_node(g, "ConstantOfShape", "cos", "mid2", "zeros");
     /* Expand x's batch: Concat(shape[0], [3,4,5]) through Expand */
-    add_node(g, "Expand", "expand", "x shp", "ex");
+    tu_add_node(g, "Expand", "expand", "x shp", "ex");
     /* Range over a constant: 0..10 step 3 -> 4 elements */
     int64_t r0 = 0, r1 = 10, r2 = 3;
     CHECK_OK(otter_tensor_from_data(&t, "ra", OTTER_DTYPE_INT64, 0, NULL, &r0));
@@ -226,8 +211,8 @@ static void test_value_propagation(void) {
     CHECK_OK(otter_graph_add_initializer(g, t));
     CHECK_OK(otter_tensor_from_data(&t, "rc", OTTER_DTYPE_INT64, 0, NULL, &r2));
     CHECK_OK(otter_graph_add_initializer(g, t));
-    add_node(g, "Range", "range", "ra rb rc", "rng");
-    add_node(g, "Size", "size", "r", "sz");
+    tu_add_node(g, "Range", "range", "ra rb rc", "rng");
+    tu_add_node(g, "Size", "size", "r", "sz");
     CHECK_OK(otter_model_infer_shapes(m, NULL));
     expect_type(m, "shp", "int64[4]");
     expect_type(m, "n0", "int64[]");
@@ -245,13 +230,13 @@ static void test_value_propagation(void) {
     g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "N,3,4,5");
     add_ints(g, "neg1", 1, 1, &minus1);
-    add_node(g, "Shape", "shape", "x", "shp");
+    tu_add_node(g, "Shape", "shape", "x", "shp");
     CHECK_OK(otter_tensor_from_data(&t, "i0", OTTER_DTYPE_INT64, 1, (int64_t[]){1}, &zero));
     CHECK_OK(otter_graph_add_initializer(g, t));
-    add_node(g, "Gather", "gather", "shp i0", "n0v");
-    n = add_node(g, "Concat", "cat", "n0v neg1", "newshape");
+    tu_add_node(g, "Gather", "gather", "shp i0", "n0v");
+    n = tu_add_node(g, "Concat", "cat", "n0v neg1", "newshape");
     CHECK_OK(otter_node_set_attr_int(n, "axis", 0));
-    add_node(g, "Reshape", "reshape", "x newshape", "r");
+    tu_add_node(g, "Reshape", "reshape", "x newshape", "r");
     otter_infer_options o = {0};
     o.no_data_prop = true;
     otter_model *m2 = NULL;
@@ -273,16 +258,16 @@ static void test_opset_axes(void) {
         otter_graph *g = m->graph;
         add_input(g, "x", OTTER_DTYPE_FLOAT, "B,7,9");
         add_ints(g, "axes", 1, 1, &ax1);
-        otter_node *n = add_node(g, "ReduceMean", "rm", opset >= 18 ? "x axes" : "x", "mean");
+        otter_node *n = tu_add_node(g, "ReduceMean", "rm", opset >= 18 ? "x axes" : "x", "mean");
         if (opset < 18) CHECK_OK(otter_node_set_attr_ints(n, "axes", 1, &ax1));
-        n = add_node(g, "ReduceSum", "rs", "x axes", "sum");
+        n = tu_add_node(g, "ReduceSum", "rs", "x axes", "sum");
         CHECK_OK(otter_node_set_attr_int(n, "keepdims", 0));
-        add_node(g, "Unsqueeze", "unsq", "sum axes", "u");
-        add_node(g, "Squeeze", "sq", "u axes", "sq");
+        tu_add_node(g, "Unsqueeze", "unsq", "sum axes", "u");
+        tu_add_node(g, "Squeeze", "sq", "u axes", "sq");
         /* Split: sizes as input at 13 ([3,3,1]), num_outputs at 18 (uneven: 3,3,1) */
         int64_t sizes[3] = {3, 3, 1};
         add_ints(g, "sizes", 1, 3, sizes);
-        otter_node *sp = add_node(g, "Split", "split", opset >= 18 ? "x" : "x sizes", "p0 p1 p2");
+        otter_node *sp = tu_add_node(g, "Split", "split", opset >= 18 ? "x" : "x sizes", "p0 p1 p2");
         CHECK_OK(otter_node_set_attr_int(sp, "axis", 1));
         if (opset >= 18) CHECK_OK(otter_node_set_attr_int(sp, "num_outputs", 3));
         CHECK_OK(otter_model_infer_shapes(m, NULL));
@@ -298,9 +283,9 @@ static void test_opset_axes(void) {
     otter_model *m = new_model(11);
     otter_graph *g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "1,6");
-    otter_node *n = add_node(g, "Squeeze", "sq", "x", "y");
+    otter_node *n = tu_add_node(g, "Squeeze", "sq", "x", "y");
     CHECK_OK(otter_node_set_attr_ints(n, "axes", 1, (int64_t[]){0}));
-    n = add_node(g, "Split", "split", "y", "a b");
+    n = tu_add_node(g, "Split", "split", "y", "a b");
     CHECK_OK(otter_model_infer_shapes(m, NULL));
     expect_type(m, "y", "float32[6]");
     expect_type(m, "b", "float32[3]");
@@ -309,7 +294,7 @@ static void test_opset_axes(void) {
     m = new_model(11);
     g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "2,6");
-    n = add_node(g, "Squeeze", "bad_squeeze", "x", "y");
+    n = tu_add_node(g, "Squeeze", "bad_squeeze", "x", "y");
     CHECK_OK(otter_node_set_attr_ints(n, "axes", 1, (int64_t[]){1}));
     CHECK_STATUS(otter_model_infer_shapes(m, NULL), OTTER_ERR_INVALID);
     printf("  squeeze axis of size 6: %s\n", otter_last_error());
@@ -322,9 +307,9 @@ static void test_declared_and_strict(void) {
     otter_model *m = new_model(17);
     otter_graph *g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "N,4");
-    add_node(g, "Relu", "relu", "x", "h");
-    add_node(g, "MyCustomOp", "custom", "h", "c");
-    add_node(g, "Sigmoid", "sig", "h", "y");
+    tu_add_node(g, "Relu", "relu", "x", "h");
+    tu_add_node(g, "MyCustomOp", "custom", "h", "c");
+    tu_add_node(g, "Sigmoid", "sig", "h", "y");
     int64_t yd[2] = {-1, -1};
     CHECK_OK(otter_graph_add_output(g, "y", OTTER_DTYPE_FLOAT, 2, yd, NULL));
     otter_infer_stats st;
@@ -351,7 +336,7 @@ static void test_declared_and_strict(void) {
     m = new_model(17);
     g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "2,4");
-    add_node(g, "Relu", "relu", "x", "y");
+    tu_add_node(g, "Relu", "relu", "x", "y");
     int64_t bad[2] = {2, 5};
     CHECK_OK(otter_graph_add_output(g, "y", OTTER_DTYPE_FLOAT, 2, bad, NULL));
     CHECK_STATUS(otter_model_infer_shapes(m, NULL), OTTER_ERR_INVALID);
@@ -368,8 +353,8 @@ static void test_declared_and_strict(void) {
     m = new_model(17);
     g = m->graph;
     add_input(g, "x", OTTER_DTYPE_FLOAT, "3");
-    add_node(g, "Opaque", "op", "x", "h");
-    add_node(g, "Neg", "neg", "h", "y");
+    tu_add_node(g, "Opaque", "op", "x", "h");
+    tu_add_node(g, "Neg", "neg", "h", "y");
     otter_type vt;
     memset(&vt, 0, sizeof vt);
     vt.rank = -1;
@@ -384,7 +369,7 @@ static void test_declared_and_strict(void) {
 static otter_graph *branch(const char *name, const char *shape) {
     otter_graph *b = NULL;
     CHECK_OK(otter_graph_create(&b, name));
-    otter_node *n = add_node(b, "Identity", NULL, "outer", "o");
+    otter_node *n = tu_add_node(b, "Identity", NULL, "outer", "o");
     (void)n;
     (void)shape;
     CHECK_OK(otter_graph_add_output(b, "o", OTTER_DTYPE_UNDEFINED, -1, NULL, NULL));
@@ -399,17 +384,17 @@ static void test_if(void) {
     otter_graph *g = m->graph;
     add_input(g, "cond", OTTER_DTYPE_BOOL, "");
     add_input(g, "outer", OTTER_DTYPE_FLOAT, "N,3");
-    otter_node *n = add_node(g, "If", "if", "cond", "res");
+    otter_node *n = tu_add_node(g, "If", "if", "cond", "res");
     CHECK_OK(otter_node_set_attr_graph(n, "then_branch", branch("then", "")));
     /* else: Transpose gives [3,N]: the union keeps the rank, drops unequal dims */
     otter_graph *e = NULL;
     CHECK_OK(otter_graph_create(&e, "else"));
-    add_node(e, "Transpose", "t", "outer", "o");
+    tu_add_node(e, "Transpose", "t", "outer", "o");
     CHECK_OK(otter_graph_add_output(e, "o", OTTER_DTYPE_UNDEFINED, -1, NULL, NULL));
     e->outputs[0].has_type = false;
     otter_type_clear(&e->outputs[0].type);
     CHECK_OK(otter_node_set_attr_graph(n, "else_branch", e));
-    add_node(g, "If", "if2", "cond", "res2");
+    tu_add_node(g, "If", "if2", "cond", "res2");
     n = g->nodes[1];
     CHECK_OK(otter_node_set_attr_graph(n, "then_branch", branch("then2", "")));
     CHECK_OK(otter_node_set_attr_graph(n, "else_branch", branch("else2", "")));
@@ -445,12 +430,12 @@ static void test_alloc_failures(void) {
     int64_t minus1 = -1, zero = 0;
     add_ints(g, "neg1", 1, 1, &minus1);
     add_ints(g, "i0", 1, 1, &zero);
-    add_node(g, "Shape", "shape", "x", "shp");
-    add_node(g, "Gather", "gather", "shp i0", "n0");
-    otter_node *n = add_node(g, "Concat", "cat", "n0 neg1", "ns");
+    tu_add_node(g, "Shape", "shape", "x", "shp");
+    tu_add_node(g, "Gather", "gather", "shp i0", "n0");
+    otter_node *n = tu_add_node(g, "Concat", "cat", "n0 neg1", "ns");
     CHECK_OK(otter_node_set_attr_int(n, "axis", 0));
-    add_node(g, "Reshape", "reshape", "x ns", "r");
-    add_node(g, "Relu", "relu", "r", "y");
+    tu_add_node(g, "Reshape", "reshape", "x ns", "r");
+    tu_add_node(g, "Relu", "relu", "r", "y");
     int ok = 0, nomem = 0, other = 0;
     otter_allocator a = {fail_malloc, fail_realloc, fail_free, NULL};
     for (long k = 0; k < 400; k++) {

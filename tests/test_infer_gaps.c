@@ -77,19 +77,9 @@ static void add_const(test_model *tm, const char *name, otter_tensor *value) {
     CHECK_OK(otter_graph_add_initializer(tm->m->graph, value));
 }
 
-/* ins/outs: space-separated names, "-" for an omitted input */
+/* A node named after its op type. */
 static otter_node *add_node(test_model *tm, const char *op, const char *ins, const char *outs) {
-    char buf[2][256];
-    const char *in[16], *out[16];
-    size_t ni = 0, no = 0;
-    snprintf(buf[0], sizeof buf[0], "%s", ins);
-    snprintf(buf[1], sizeof buf[1], "%s", outs);
-    for (char *t = strtok(buf[0], " "); t; t = strtok(NULL, " ")) in[ni++] = strcmp(t, "-") == 0 ? "" : t;
-    for (char *t = strtok(buf[1], " "); t; t = strtok(NULL, " ")) out[no++] = t;
-    otter_node *n = NULL;
-    CHECK_OK(otter_node_create(&n, op, op, ni, in, no, out));
-    CHECK_OK(otter_graph_add_node(tm->m->graph, n));
-    return n;
+    return tu_add_node(tm->m->graph, op, op, ins, outs);
 }
 
 /* A graph output with no type at all: inference gives it one. */

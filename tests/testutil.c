@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 int tu_failures;
@@ -94,4 +95,18 @@ const char *tu_type_text(const otter_type *t, char *buf, size_t size) {
     snprintf(buf, size, "%s", text ? text : "(out of memory)");
     otter_free(text);
     return buf;
+}
+
+otter_node *tu_add_node(otter_graph *g, const char *op, const char *name, const char *ins, const char *outs) {
+    char buf[2][256];
+    const char *in[16], *out[16];
+    size_t ni = 0, no = 0;
+    snprintf(buf[0], sizeof buf[0], "%s", ins);
+    snprintf(buf[1], sizeof buf[1], "%s", outs);
+    for (char *t = strtok(buf[0], " "); t && ni < 16; t = strtok(NULL, " ")) in[ni++] = strcmp(t, "-") == 0 ? "" : t;
+    for (char *t = strtok(buf[1], " "); t && no < 16; t = strtok(NULL, " ")) out[no++] = t;
+    otter_node *n = NULL;
+    CHECK_OK(otter_node_create(&n, op, name, ni, in, no, out));
+    CHECK_OK(otter_graph_add_node(g, n));
+    return n;
 }

@@ -49,6 +49,8 @@ int tu_finish(const char *name);
 double tu_worse(double worst, double err);
 /* max_i |got[i] - want[i]| over float arrays, NaN when any difference is NaN (see tu_worse). */
 double tu_max_abs_diff(const float *got, const float *want, size_t n);
+/* Append a node to g: ins/outs are space-separated tensor names, "-" for an omitted input. */
+otter_node *tu_add_node(otter_graph *g, const char *op, const char *name, const char *ins, const char *outs);
 /* A type as otter_type_to_text writes it ("float32[2,?]", "seq(int64[3])", "?"), copied into buf. */
 const char *tu_type_text(const otter_type *t, char *buf, size_t size);
 /* Path under the source tree / a scratch folder under the build tree (static buffers). */
