@@ -5,7 +5,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO apt-get update -q
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential cmake pkg-config clang libclang-rt-14-dev \
+  build-essential cmake pkg-config clang clang-format libclang-rt-14-dev git \
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata \
   libopenblas-dev zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev \
   python3 python3-onnx python3-numpy python3-torch graphviz dataset-fashion-mnist

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: a release build, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
-# the same tests in the portable build (otter's own matrix kernels, no OpenBLAS), and the fuzzers for a
-# bounded time.
+# Runs every test: clang-format over the sources, a release build (its numeric tests again under each OpenBLAS
+# kernel the CPU can run), a Release (-O3) build, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+# the same tests in the portable build (otter's own matrix kernels, no OpenBLAS), and the fuzzers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+
+echo "== clang-format (the .clang-format at the root)"
+git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 
 echo "== release build"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOTTER_WERROR=ON >/dev/null
@@ -27,6 +30,11 @@ for core in Sandybridge:avx Haswell:avx2,fma Zen:avx2,fma SkylakeX:avx512f,avx51
   echo "== numeric tests, OPENBLAS_CORETYPE=$name"
   OPENBLAS_CORETYPE=$name ctest --test-dir build/release --output-on-failure -j"$JOBS" -R "$NUMERIC_TESTS"
 done
+
+# -O3 warns where -O2 doesn't (maybe-uninitialized after inlining): the library and CLI as users build them.
+echo "== Release (-O3) build, warnings as errors"
+cmake -S . -B build/o3 -DCMAKE_BUILD_TYPE=Release -DOTTER_WERROR=ON -DOTTER_BUILD_TESTS=OFF >/dev/null
+cmake --build build/o3 -j"$JOBS" --target otter otter_cli
 
 echo "== ASan + UBSan build"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DOTTER_SANITIZE=ON -DOTTER_WERROR=ON >/dev/null
