@@ -3,7 +3,8 @@
  *     node with the attribute set to the default the schema table gives at that opset, across opsets
  *     where ONNX changed it (Softmax / LogSoftmax / Hardmax axis: 1 before opset 13, -1 from 13);
  *     where the two opsets' defaults differ, setting the other opset's default must change the output
- *     (so the comparison can tell a wrong default from a right one);
+ *     (so the comparison can tell a wrong default from a right one); Selu-1's alpha and gamma (1.6732,
+ *     1.0507) differ from Selu-6's;
  *   - a required attribute left out is an error naming the node and the attribute;
  *   - MaxUnpool's output shape from the kernel equals shape inference's and ot_window_transpose_axis's. */
 #include <string.h>
@@ -179,6 +180,18 @@ static void check_defaults(void) {
         {{"DepthToSpace", 13, "mode", {k2[0]}, 1}, 1, {x4}},
         {{"Conv", 11, "group"}, 2, {x4, x4}},
         {{"Conv", 11, "auto_pad"}, 2, {x4, x4}},
+        {{"Selu", 1, "alpha"}, 1, {x3}},
+        {{"Selu", 1, "gamma"}, 1, {x3}},
+        {{"Selu", 6, "alpha"}, 1, {x3}},
+        {{"Selu", 6, "gamma"}, 1, {x3}},
+        {{"Clip", 6, "min"}, 1, {x3}},
+        {{"Clip", 6, "max"}, 1, {x3}},
+        {{"HardSigmoid", 6, "alpha"}, 1, {x3}},
+        {{"HardSigmoid", 6, "beta"}, 1, {x3}},
+        {{"LeakyRelu", 16, "alpha"}, 1, {x3}},
+        {{"Elu", 6, "alpha"}, 1, {x3}},
+        {{"Shrink", 9, "lambd"}, 1, {x3}},
+        {{"Shrink", 9, "bias"}, 1, {x3}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_default(&cases[k].c, cases[k].n_in, cases[k].in);
     /* Pooling: the ceil_mode / count_include_pad / storage_order defaults */
