@@ -77,8 +77,9 @@ otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status s, const char *
  * The node's attribute `name`, or when the node leaves it unset, the default ONNX gives it in the schema
  * of the operator version in effect (Softmax's axis is 1 before opset 13 and -1 from 13), so kernels hold
  * no second copy of ONNX's defaults. An attribute a later version introduced takes that version's default
- * (the behaviour before it existed). Unset and required, or unset without a schema default, or set with
- * another type: an INVALID error naming the node and the attribute. */
+ * (the behaviour before it existed; where ONNX changed the behaviour with it, as RoiAlign-16's
+ * coordinate_transformation_mode, the kernel reads it only from that version). Unset and required, or unset without a
+ * schema default, or set with another type: an INVALID error naming the node and the attribute. */
 otter_status ot_ctx_attr_int(const ot_kernel_ctx *ctx, const char *name, int64_t *v);
 otter_status ot_ctx_attr_float(const ot_kernel_ctx *ctx, const char *name, float *v);
 otter_status ot_ctx_attr_string(const ot_kernel_ctx *ctx, const char *name, const char **v);
