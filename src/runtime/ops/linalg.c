@@ -559,8 +559,8 @@ static otter_status ein_parse_term(const ot_kernel_ctx *ctx, const char *s, size
 }
 
 otter_status ot_kernel_einsum(ot_kernel_ctx *ctx) {
-    const char *eq = otter_node_attr_string(ctx->node, "equation", NULL);
-    if (!eq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'equation' is missing");
+    const char *eq;
+    OT_TRY(ot_ctx_attr_string(ctx, "equation", &eq));
     size_t n_in = ctx->n_inputs;
     if (n_in == 0 || n_in > 32) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs 1 to 32 inputs");
     otter_dtype dt = OTTER_DTYPE_UNDEFINED;

@@ -625,24 +625,30 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
                                     ot_ctx_input_name(ctx, 2 + i));
         }
     }
-    ot_onnx_adagrad_params pg = {otter_node_attr_float(ctx->node, "decay_factor", 0.0f),
-                                 otter_node_attr_float(ctx->node, "epsilon", 0.0f),
-                                 otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f)};
-    ot_onnx_momentum_params pm = {otter_node_attr_float(ctx->node, "alpha", 0.0f),
-                                  otter_node_attr_float(ctx->node, "beta", 0.0f),
-                                  otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f), false};
-    ot_onnx_adam_params pa = {
-        otter_node_attr_float(ctx->node, "alpha", 0.9f), otter_node_attr_float(ctx->node, "beta", 0.999f),
-        otter_node_attr_float(ctx->node, "epsilon", 0.0f), otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f),
-        otter_node_attr_float(ctx->node, "norm_coefficient_post", 0.0f)};
-    if (strcmp(what, "Momentum") == 0) {
-        const char *mode = otter_node_attr_string(ctx->node, "mode", "standard");
+    ot_onnx_adagrad_params pg = {0};
+    ot_onnx_momentum_params pm = {0};
+    ot_onnx_adam_params pa = {0};
+    if (strcmp(what, "Adagrad") == 0) {
+        OT_TRY(ot_ctx_attr_float(ctx, "decay_factor", &pg.decay_factor));
+        OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &pg.epsilon));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pg.norm_coefficient));
+    } else if (strcmp(what, "Momentum") == 0) {
+        const char *mode;
+        OT_TRY(ot_ctx_attr_float(ctx, "alpha", &pm.alpha));
+        OT_TRY(ot_ctx_attr_float(ctx, "beta", &pm.beta));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pm.norm_coefficient));
+        OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
         if (strcmp(mode, "nesterov") == 0)
             pm.nesterov = true;
         else if (strcmp(mode, "standard") != 0)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mode '%s' is not 'standard' or 'nesterov'", mode);
+    } else {
+        OT_TRY(ot_ctx_attr_float(ctx, "alpha", &pa.alpha));
+        OT_TRY(ot_ctx_attr_float(ctx, "beta", &pa.beta));
+        OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &pa.epsilon));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pa.norm_coefficient));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient_post", &pa.norm_coefficient_post));
     }
-    if (strcmp(what, "Adam") == 0) pa.epsilon = otter_node_attr_float(ctx->node, "epsilon", 1e-6f);
     otter_status s = OTTER_OK;
     for (size_t i = 0; i < n && s == OTTER_OK; i++) {
         const float *in[4] = {0};
