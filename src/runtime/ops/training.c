@@ -380,7 +380,7 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and Y '%s' %s must have one shape",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, y->rank, y->dims));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", v13 ? -1 : 1);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", v13 ? -1 : 1); /* ONNX Runtime's operator: no ONNX schema */
     int r = dy->rank ? dy->rank : 1;
     if (!ot_norm_axis(&axis, r))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, dy->rank);
@@ -470,7 +470,7 @@ otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
     double sc = 0.0;
     OT_TRY(ot_train_scalar(ctx, 1, 1.0, &sc));
-    if (otter_node_attr_int(ctx->node, "scale_down", 0)) sc = 1.0 / sc;
+    if (ot_ctx_attr_int_or(ctx, "scale_down", 0)) sc = 1.0 / sc; /* ONNX Runtime's operator: no ONNX schema */
     int64_t n = otter_tensor_numel(x);
     if (!ot_train_is_float(x->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
@@ -523,14 +523,15 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     char s1[128], s2[128];
     OT_TRY(ot_train_need(ctx, 0, "A", &a));
     OT_TRY(ot_train_need(ctx, 1, "B", &b));
-    if (otter_node_attr_int(ctx->node, "transBatchA", 0) || otter_node_attr_int(ctx->node, "transBatchB", 0))
+    if (ot_ctx_attr_int_or(ctx, "transBatchA", 0) || ot_ctx_attr_int_or(ctx, "transBatchB", 0))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "transBatchA / transBatchB are not supported");
     if (a->dtype != b->dtype || !ot_train_is_float(a->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
     if (a->rank < 1 || b->rank < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A and B must have rank >= 1");
-    bool ta = otter_node_attr_int(ctx->node, "transA", 0) != 0, tb = otter_node_attr_int(ctx->node, "transB", 0) != 0;
-    float alpha = otter_node_attr_float(ctx->node, "alpha", 1.0f);
+    bool ta = ot_ctx_attr_int_or(ctx, "transA", 0) != 0,
+         tb = ot_ctx_attr_int_or(ctx, "transB", 0) != 0;    /* ONNX Runtime's operator: no ONNX schema */
+    float alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.0f); /* ONNX Runtime's operator: no ONNX schema */
     int ra = a->rank, rb = b->rank;
     int64_t ad[OTTER_MAX_RANK], bd[OTTER_MAX_RANK];
     if (ra == 1) {
