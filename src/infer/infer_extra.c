@@ -3,6 +3,7 @@
  * TfIdfVectorizer and Multinomial. Output shapes follow the ONNX definitions and the kernels in
  * runtime/ops (extra.c, nn_*.c, linalg.c, random.c). */
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
 
 /* The one value of scalar (or 1-element) integer input i, when known. */
 static bool in_scalar_int(const ot_inode *n, size_t i, int64_t *value) {
@@ -143,11 +144,12 @@ otter_status ot_infer_maxunpool(ot_inode *n) {
             n->out[0].dims[i + 2] = OT_DIM_UNKNOWN;
             continue;
         }
-        int64_t s = strides ? strides[i] : 1, pad = pads ? pads[i] + pads[i + k] : 0;
-        int64_t size = (in.v - 1) * s + kernel[i] - pad;
-        if (size < 0)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "spatial dimension %d of the output would be %lld", i,
-                               (long long)size);
+        int64_t pb = pads ? pads[i] : 0, pe = pads ? pads[i + k] : 0, size = 0;
+        /* unpooling is a transposed window (the same rule as the kernel) */
+        if (ot_window_transpose_axis(in.v, kernel[i], strides ? strides[i] : 1, 1, 0, OT_AUTO_PAD_NOTSET, -1, true, &pb,
+                                     &pe, &size) != OT_WINDOW_OK)
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "strides, kernel_shape and pads leave spatial axis %d no output",
+                               i);
         n->out[0].dims[i + 2] = ot_dim_known(size);
     }
     return OTTER_OK;

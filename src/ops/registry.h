@@ -48,6 +48,10 @@ typedef struct ot_op_entry {
     /* Why the operator has a kernel but no shape rule, or a shape rule but no kernel (NULL when
      * it has both); tests/test_registry.c fails on any other mismatch and on a stale reason. */
     const char *gap;
+    /* An ai.onnx operator whose attributes this one takes (a fused or gradient operator otter or ONNX
+     * Runtime derives from it): kernels read their attribute defaults from that operator's schema at
+     * the model's ai.onnx opset. NULL: the operator's own schema, when it has one. */
+    const char *attrs_of;
 } ot_op_entry;
 
 /* The table (src/ops/table.c), sorted by (domain, op_type) in strcmp order. */

@@ -31,8 +31,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
-    {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}),
-     .infer = ot_infer_pool_grad}, /* older ONNX Runtime graphs put it in the default domain */
+    {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,
+     .attrs_of = "AveragePool"}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "BatchNormalization", KERNELS({1, ot_kernel_batchnorm, 0}), .infer = ot_infer_batch_norm,
      .grad = ot_grad_batchnorm, .diff_inputs = 0x7},
     {"", "Bernoulli", KERNELS({15, ot_kernel_bernoulli, OT_OP_NOFOLD}), .infer = ot_infer_like_with_dtype},
@@ -56,8 +56,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Constant", KERNELS({1, ot_kernel_constant, 0}), .infer = ot_infer_constant},
     {"", "ConstantOfShape", KERNELS({9, ot_kernel_constant_of_shape, 0}), .infer = ot_infer_constant_of_shape},
     {"", "Conv", KERNELS({1, ot_kernel_conv, 0}), .infer = ot_infer_conv, .grad = ot_grad_conv, .diff_inputs = 0x7},
-    {"", "ConvGrad", KERNELS({9, ot_kernel_conv_grad, 0}),
-     .infer = ot_infer_conv_grad}, /* older ONNX Runtime graphs put it in the default domain */
+    {"", "ConvGrad", KERNELS({9, ot_kernel_conv_grad, 0}), .infer = ot_infer_conv_grad,
+     .attrs_of = "Conv"}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "ConvInteger", KERNELS({10, ot_kernel_convinteger, 0}), .infer = ot_infer_conv_integer},
     {"", "ConvTranspose", KERNELS({1, ot_kernel_convtranspose, 0}), .infer = ot_infer_conv_transpose,
      .grad = ot_grad_convtranspose, .diff_inputs = 0x7},
@@ -151,8 +151,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Max", KERNELS({6, ot_kernel_max, 0}), .infer = ot_infer_max},
     {"", "MaxPool", KERNELS({1, ot_kernel_maxpool, 0}), .infer = ot_infer_pool, .grad = ot_grad_maxpool,
      .diff_inputs = 0x1},
-    {"", "MaxPoolGrad", KERNELS({9, ot_kernel_maxpool_grad, 0}),
-     .infer = ot_infer_pool_grad}, /* older ONNX Runtime graphs put it in the default domain */
+    {"", "MaxPoolGrad", KERNELS({9, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
+     .attrs_of = "MaxPool"}, /* older ONNX Runtime graphs put it in the default domain */
     {"", "MaxUnpool", KERNELS({9, ot_kernel_maxunpool, 0}), .infer = ot_infer_maxunpool},
     {"", "Mean", KERNELS({6, ot_kernel_mean, 0}), .infer = ot_infer_mean, .grad = ot_grad_mean,
      .diff_inputs = 0xffffffffu},
@@ -302,7 +302,8 @@ const ot_op_entry ot_op_table[] = {
      * or x + bias; the elementwise gradients: dY; the accumulators and Scale) share ot_infer_like_input */
     {"com.microsoft", "AdamWOptimizer", KERNELS({1, ot_kernel_adamw_optimizer, OT_OP_VALUES}),
      .infer = ot_infer_adamw_optimizer},
-    {"com.microsoft", "AveragePoolGrad", KERNELS({1, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad},
+    {"com.microsoft", "AveragePoolGrad", KERNELS({1, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,
+     .attrs_of = "AveragePool"},
     {"com.microsoft", "BatchNormInternal", KERNELS({1, ot_kernel_batchnorm_internal, OT_OP_NOFOLD}),
      .infer = ot_infer_batch_norm, .grad = ot_grad_batchnorm, .diff_inputs = 0x7}, /* 1: updates inputs 3, 4 */
     {"com.microsoft", "BatchNormalizationGrad", KERNELS({1, ot_kernel_batchnorm_grad, 0}),
@@ -312,9 +313,10 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "BiasGelu", KERNELS({1, ot_kernel_biasgelu, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "BiasGeluGrad_dX", KERNELS({1, ot_kernel_bias_gelu_grad_dx, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ConcatTraining", KERNELS({1, ot_kernel_concat_training, 0}), .infer = ot_infer_concat_training},
-    {"com.microsoft", "ConvGrad", KERNELS({1, ot_kernel_conv_grad, 0}), .infer = ot_infer_conv_grad},
+    {"com.microsoft", "ConvGrad", KERNELS({1, ot_kernel_conv_grad, 0}), .infer = ot_infer_conv_grad,
+     .attrs_of = "Conv"},
     {"com.microsoft", "ConvTransposeGrad", KERNELS({1, ot_kernel_conv_transpose_grad, 0}),
-     .infer = ot_infer_conv_transpose_grad},
+     .infer = ot_infer_conv_transpose_grad, .attrs_of = "ConvTranspose"},
     {"com.microsoft", "DropoutGrad", KERNELS({1, ot_kernel_dropout_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "FastGelu", KERNELS({1, ot_kernel_fastgelu, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_gelu, .diff_inputs = 0x1},
@@ -337,7 +339,8 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_layer_norm_grad},
     {"com.microsoft", "LogSoftmaxGrad", KERNELS({1, ot_kernel_logsoftmax_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "LogSoftmaxGrad_13", KERNELS({1, ot_kernel_logsoftmax_grad13, 0}), .infer = ot_infer_like_input},
-    {"com.microsoft", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad},
+    {"com.microsoft", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
+     .attrs_of = "MaxPool"},
     {"com.microsoft", "QuickGelu", KERNELS({1, ot_kernel_quick_gelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ReduceAllL2", KERNELS({1, ot_kernel_reduce_all_l2, 0}), .infer = ot_infer_reduce_all_l2},
     {"com.microsoft", "ReluGrad", KERNELS({1, ot_kernel_relu_grad, 0}), .infer = ot_infer_like_input},
@@ -362,13 +365,13 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "TanhGrad", KERNELS({1, ot_kernel_tanh_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ZeroGradient", KERNELS({1, ot_kernel_zero_gradient, OT_OP_NOFOLD}),
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
-    {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}),
-     .infer = ot_infer_otter_fused_conv}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
-    {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}),
-     .infer = ot_infer_otter_fused_gemm}, /* 1: Gemm + activation (runtime/fuse.c) */
+    {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
+     .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
+    {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,
+     .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
-    {"com.otter", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}),
-     .infer = ot_infer_pool_grad}, /* 1: + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
+    {"com.otter", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
+     .attrs_of = "MaxPool"}, /* 1: + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

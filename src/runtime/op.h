@@ -15,8 +15,13 @@
 #include "otter/runtime.h"
 #include "otter/tensor.h"
 
+struct ot_schema; /* check/schema.h */
+
 struct ot_kernel_ctx {
     const otter_node *node;
+    /* The ONNX schema of the operator version in effect at opset, resolved once at session create;
+     * NULL for operators without one (com.microsoft, com.otter). Source of the attribute defaults. */
+    const struct ot_schema *schema;
     const otter_model *model; /* for subgraph attributes and opsets */
     int64_t opset;            /* version the model imports for the node's domain */
     size_t n_inputs;
@@ -67,6 +72,34 @@ otter_status ot_ctx_bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t);
 /* Fail with a message naming the node and operator: "node 'n1' (Conv): <message>". */
 otter_status ot_ctx_error(const ot_kernel_ctx *ctx, otter_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- attributes ----------------------------------------------------------------------------------
+ * The node's attribute `name`, or when the node leaves it unset, the default ONNX gives it in the schema
+ * of the operator version in effect (Softmax's axis is 1 before opset 13 and -1 from 13), so kernels hold
+ * no second copy of ONNX's defaults. An attribute a later version introduced takes that version's default
+ * (the behaviour before it existed; where ONNX changed the behaviour with it, as RoiAlign-16's
+ * coordinate_transformation_mode, the kernel reads it only from that version). Unset and required, or unset without a
+ * schema default, or set with another type: an INVALID error naming the node and the attribute. */
+otter_status ot_ctx_attr_int(const ot_kernel_ctx *ctx, const char *name, int64_t *v);
+otter_status ot_ctx_attr_float(const ot_kernel_ctx *ctx, const char *name, float *v);
+otter_status ot_ctx_attr_string(const ot_kernel_ctx *ctx, const char *name, const char **v);
+/* *v points into the node or the schema table; *n elements. */
+otter_status ot_ctx_attr_ints(const ot_kernel_ctx *ctx, const char *name, const int64_t **v, size_t *n);
+/* Whether the node sets the attribute (for kernels whose behaviour depends on its presence). */
+static inline bool ot_ctx_attr_set(const ot_kernel_ctx *ctx, const char *name) {
+    return otter_node_attr(ctx->node, name) != NULL;
+}
+/* For an attribute no ONNX 1.12 schema describes (operators of com.microsoft / com.otter, attributes
+ * added after opset 17): the caller's default, which it owns. Use the schema forms above otherwise. */
+static inline int64_t ot_ctx_attr_int_or(const ot_kernel_ctx *ctx, const char *name, int64_t def) {
+    return otter_node_attr_int(ctx->node, name, def);
+}
+static inline float ot_ctx_attr_float_or(const ot_kernel_ctx *ctx, const char *name, float def) {
+    return otter_node_attr_float(ctx->node, name, def);
+}
+static inline const char *ot_ctx_attr_string_or(const ot_kernel_ctx *ctx, const char *name, const char *def) {
+    return otter_node_attr_string(ctx->node, name, def);
+}
 
 /* Run fn over [0, n) split into chunks of at least `grain` items on the session's threads. */
 typedef void (*ot_range_fn)(void *arg, int64_t begin, int64_t end);

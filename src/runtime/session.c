@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check/schema.h"
 #include "core/core.h"
 #include "otter/io.h"
 #include "runtime/fuse.h"
@@ -191,6 +192,13 @@ static otter_status graph_attrs(const otter_node *nd, size_t *n, const otter_gra
     return OTTER_OK;
 }
 
+/* The schema whose attribute defaults the node's kernel reads: its own, or for an operator derived
+ * from an ai.onnx one (the registry's attrs_of) that operator's at the model's ai.onnx opset. */
+static const ot_schema *attr_schema(const otter_model *m, const otter_node *nd, int64_t opset) {
+    const ot_op_entry *e = ot_op_find(nd->domain, nd->op_type);
+    if (e && e->attrs_of) return ot_schema_find("", e->attrs_of, otter_model_opset(m, ""));
+    return ot_schema_find(nd->domain, nd->op_type, opset);
+}
 static otter_status build_node(otter_session *s, size_t k) {
     const otter_node *nd = s->graph->nodes[k];
     ot_exec_node *rn = &s->nodes[k];
@@ -265,6 +273,7 @@ static otter_status build_node(otter_session *s, size_t k) {
         OT_TRY(add_slot(s, name, OT_SLOT_VALUE, &rn->out_slots[o]));
     }
     rn->ctx = (ot_kernel_ctx){.node = nd,
+                              .schema = attr_schema(s->model, nd, opset),
                               .model = s->model,
                               .opset = opset,
                               .n_inputs = nd->n_inputs,

@@ -13,7 +13,9 @@ otter_status ot_conv_geom_forward(const ot_kernel_ctx *ctx, ot_conv_geom *g, boo
     OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * g->nd, pads, &has));
     if (has)
         for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
-    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
+    const char *auto_pad;
+    OT_TRY(ot_ctx_attr_string(ctx, "auto_pad", &auto_pad));
+    ot_auto_pad pad = ot_auto_pad_from(auto_pad);
     for (int i = 0; i < g->nd; i++) {
         ot_window_status ws = ot_window_axis(g->in[i], g->k[i], g->stride[i], g->dil[i], pad, ceil_mode, &g->pb[i],
                                              &g->pe[i], &g->out[i]);

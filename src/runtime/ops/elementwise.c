@@ -199,8 +199,12 @@ static otter_status run_unary(ot_kernel_ctx *ctx, const unary_fn *tbl, const upa
     return OTTER_OK;
 }
 
-static float attr_f(const ot_kernel_ctx *ctx, const char *name, float def) {
-    return otter_node_attr_float(ctx->node, name, def);
+/* A float attribute (schema default when unset) as a double. */
+static otter_status attr_d(const ot_kernel_ctx *ctx, const char *name, double *v) {
+    float f;
+    OT_TRY(ot_ctx_attr_float(ctx, name, &f));
+    *v = f;
+    return OTTER_OK;
 }
 
 #define SIMPLE_UNARY_RUN(NAME)                                                                                         \
@@ -239,31 +243,41 @@ SIMPLE_UNARY_RUN(softsign)
 SIMPLE_UNARY_RUN(mish)
 
 otter_status ot_kernel_hardsigmoid(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 0.2f), attr_f(ctx, "beta", 0.5f), 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
+    OT_TRY(attr_d(ctx, "beta", &p.beta));
     return run_unary(ctx, hardsigmoid_tbl, &p);
 }
 otter_status ot_kernel_leakyrelu(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 0.01f), 0, 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
     return run_unary(ctx, leakyrelu_tbl, &p);
 }
 otter_status ot_kernel_elu(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
     return run_unary(ctx, elu_tbl, &p);
 }
 otter_status ot_kernel_selu(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 1.67326319217681884765625f), 0, attr_f(ctx, "gamma", 1.05070102214813232421875f)};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
+    OT_TRY(attr_d(ctx, "gamma", &p.gamma));
     return run_unary(ctx, selu_tbl, &p);
 }
 otter_status ot_kernel_celu(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
     return run_unary(ctx, celu_tbl, &p);
 }
 otter_status ot_kernel_thresholdedrelu(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "alpha", 1.0f), 0, 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "alpha", &p.alpha));
     return run_unary(ctx, thresholdedrelu_tbl, &p);
 }
 otter_status ot_kernel_shrink(ot_kernel_ctx *ctx) {
-    uparams p = {attr_f(ctx, "lambd", 0.5f), attr_f(ctx, "bias", 0.0f), 0};
+    uparams p = {0};
+    OT_TRY(attr_d(ctx, "lambd", &p.alpha));
+    OT_TRY(attr_d(ctx, "bias", &p.beta));
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!otter_dtype_is_float(x->dtype)) {
@@ -302,8 +316,11 @@ static otter_status isnan_isinf(ot_kernel_ctx *ctx, bool inf) {
     if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_BOOL, x->rank, x->dims);
     if (!y) return ctx->output_status;
-    bool pos = otter_node_attr_int(ctx->node, "detect_positive", 1) != 0;
-    bool neg = otter_node_attr_int(ctx->node, "detect_negative", 1) != 0;
+    int64_t pos = 0, neg = 0; /* IsInf's own: IsNaN reads neither */
+    if (inf) {
+        OT_TRY(ot_ctx_attr_int(ctx, "detect_positive", &pos));
+        OT_TRY(ot_ctx_attr_int(ctx, "detect_negative", &neg));
+    }
     uint8_t *o = y->data;
     int64_t n = otter_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
@@ -516,7 +533,9 @@ static otter_status same_types(const ot_kernel_ctx *ctx, const otter_tensor *a, 
 static otter_status legacy_view(const ot_kernel_ctx *ctx, const otter_tensor *a, const otter_tensor *b,
                                 otter_tensor *view, int64_t default_axis) {
     *view = *b;
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", default_axis >= 0 ? default_axis : a->rank - b->rank);
+    /* No schema default: Add-1's axis defaults to aligning B with A's trailing dims in its description,
+     * and PRelu has no axis attribute (before opset 7 the slope is per channel, axis 1). */
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", default_axis >= 0 ? default_axis : a->rank - b->rank);
     if (axis < 0) axis += a->rank;
     if (axis < 0 || axis + b->rank > a->rank) {
         char s1[256], s2[256];
@@ -565,7 +584,9 @@ static otter_status run_binary(ot_kernel_ctx *ctx, const ot_bcast_row_fn *tbl, b
     OT_TRY(ot_ctx_need_input(ctx, 0, &a));
     OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
-    if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
+    int64_t broadcast = 0;
+    if (ctx->opset < 7) OT_TRY(ot_ctx_attr_int(ctx, "broadcast", &broadcast));
+    if (broadcast) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
         b = &view;
     }
@@ -588,11 +609,14 @@ BINARY_RUN(or, or_tbl, false)
 BINARY_RUN(xor, xor_tbl, false)
 
 otter_status ot_kernel_mod(ot_kernel_ctx *ctx) {
-    return run_binary(ctx, otter_node_attr_int(ctx->node, "fmod", 0) ? fmod_tbl : mod_tbl, false);
+    int64_t fmod_attr;
+    OT_TRY(ot_ctx_attr_int(ctx, "fmod", &fmod_attr));
+    return run_binary(ctx, fmod_attr ? fmod_tbl : mod_tbl, false);
 }
 
 otter_status ot_kernel_bitshift(ot_kernel_ctx *ctx) {
-    const char *dir = otter_node_attr_string(ctx->node, "direction", NULL);
+    const char *dir;
+    OT_TRY(ot_ctx_attr_string(ctx, "direction", &dir));
     if (ot_streq(dir, "LEFT")) return run_binary(ctx, shl_tbl, false);
     if (ot_streq(dir, "RIGHT")) return run_binary(ctx, shr_tbl, false);
     return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'direction' must be \"LEFT\" or \"RIGHT\", not \"%s\"",
@@ -628,7 +652,9 @@ otter_status ot_kernel_pow(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_need_input(ctx, 0, &a));
     OT_TRY(ot_ctx_need_input(ctx, 1, &b));
     otter_tensor view;
-    if (ctx->opset < 7 && otter_node_attr_int(ctx->node, "broadcast", 0)) {
+    int64_t broadcast = 0;
+    if (ctx->opset < 7) OT_TRY(ot_ctx_attr_int(ctx, "broadcast", &broadcast));
+    if (broadcast) {
         OT_TRY(legacy_view(ctx, a, b, &view, -1));
         b = &view;
     }
@@ -855,7 +881,9 @@ otter_status ot_kernel_clip(ot_kernel_ctx *ctx) {
     }
     size_t es = otter_dtype_size(kt);
     if (ctx->opset < 11) {
-        float fl = attr_f(ctx, "min", -FLT_MAX), fh = attr_f(ctx, "max", FLT_MAX);
+        float fl, fh;
+        OT_TRY(ot_ctx_attr_float(ctx, "min", &fl));
+        OT_TRY(ot_ctx_attr_float(ctx, "max", &fh));
         ot_convert(lo.bytes, kt, &fl, OTTER_DTYPE_FLOAT, 1);
         ot_convert(hi.bytes, kt, &fh, OTTER_DTYPE_FLOAT, 1);
     } else {

@@ -110,7 +110,8 @@ otter_status ot_kernel_nms(ot_kernel_ctx *ctx) {
     OT_TRY(scalar_i64(ctx, 2, 0, &max_out));
     OT_TRY(scalar_f64(ctx, 3, 0, &iou));
     OT_TRY(scalar_f64(ctx, 4, -INFINITY, &score_thr));
-    bool center = otter_node_attr_int(ctx->node, "center_point_box", 0) != 0;
+    int64_t center;
+    OT_TRY(ot_ctx_attr_int(ctx, "center_point_box", &center));
     const int64_t B = boxes->dims[0], C = scores->dims[1], S = boxes->dims[1];
     if (iou < 0 || iou > 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "iou_threshold %g is outside [0, 1]", iou);
     int64_t per_class = max_out < 0 ? 0 : max_out < S ? max_out : S;
@@ -172,11 +173,14 @@ otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [C] or [1, C]",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
     }
-    const char *action = otter_node_attr_string(ctx->node, "case_change_action", "NONE");
+    const char *action;
+    int64_t case_sensitive;
+    OT_TRY(ot_ctx_attr_string(ctx, "case_change_action", &action));
+    OT_TRY(ot_ctx_attr_int(ctx, "is_case_sensitive", &case_sensitive));
     int change = ot_streq(action, "LOWER") ? 1 : ot_streq(action, "UPPER") ? 2 : 0;
     if (!change && !ot_streq(action, "NONE"))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'case_change_action' is '%s'", action);
-    bool fold = otter_node_attr_int(ctx->node, "is_case_sensitive", 0) == 0;
+    bool fold = case_sensitive == 0;
     const otter_attr *stop = otter_node_attr(ctx->node, "stopwords");
     const otter_bytes *in = x->data;
     int64_t n = otter_tensor_numel(x), kept = 0;
@@ -263,10 +267,12 @@ otter_status ot_kernel_tfidf(ot_kernel_ctx *ctx) {
     const otter_attr *nc = otter_node_attr(ctx->node, "ngram_counts"),
                      *ni = otter_node_attr(ctx->node, "ngram_indexes");
     const otter_attr *wt = otter_node_attr(ctx->node, "weights");
-    int64_t min_n = otter_node_attr_int(ctx->node, "min_gram_length", 1);
-    int64_t max_n = otter_node_attr_int(ctx->node, "max_gram_length", 1);
-    int64_t max_skip = otter_node_attr_int(ctx->node, "max_skip_count", 0);
-    const char *mode = otter_node_attr_string(ctx->node, "mode", "TF");
+    int64_t min_n, max_n, max_skip;
+    const char *mode;
+    OT_TRY(ot_ctx_attr_int(ctx, "min_gram_length", &min_n));
+    OT_TRY(ot_ctx_attr_int(ctx, "max_gram_length", &max_n));
+    OT_TRY(ot_ctx_attr_int(ctx, "max_skip_count", &max_skip));
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
     int md = ot_streq(mode, "TF") ? 0 : ot_streq(mode, "IDF") ? 1 : ot_streq(mode, "TFIDF") ? 2 : -1;
     if (md < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'mode' is '%s'", mode);
     if (!nc || !ni || min_n < 1 || max_n < min_n || max_skip < 0 || (size_t)max_n > nc->n_ints)
@@ -381,7 +387,8 @@ otter_status ot_kernel_unique(ot_kernel_ctx *ctx) {
     if (!es || x->dtype == OTTER_DTYPE_COMPLEX64 || x->dtype == OTTER_DTYPE_COMPLEX128)
         return ot_ctx_bad_type(ctx, 0, x->dtype);
     const otter_attr *ax = otter_node_attr(ctx->node, "axis");
-    bool sorted = otter_node_attr_int(ctx->node, "sorted", 1) != 0;
+    int64_t sorted;
+    OT_TRY(ot_ctx_attr_int(ctx, "sorted", &sorted));
     int64_t axis = 0, outer = 1, n, inner = 1;
     if (ax) {
         axis = ax->i;
@@ -469,8 +476,11 @@ otter_status ot_kernel_unique(ot_kernel_ctx *ctx) {
 
 /* ---- HannWindow, HammingWindow, BlackmanWindow ----------------------------------------------- */
 
-static otter_dtype output_datatype(const ot_kernel_ctx *ctx) {
-    return (otter_dtype)otter_node_attr_int(ctx->node, "output_datatype", OTTER_DTYPE_FLOAT);
+static otter_status output_datatype(const ot_kernel_ctx *ctx, otter_dtype *dt) {
+    int64_t v;
+    OT_TRY(ot_ctx_attr_int(ctx, "output_datatype", &v));
+    *dt = (otter_dtype)v;
+    return OTTER_OK;
 }
 
 static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, double a2) {
@@ -478,11 +488,13 @@ static otter_status window_common(ot_kernel_ctx *ctx, double a0, double a1, doub
     if (!ot_ctx_input(ctx, 0)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 (size) is missing");
     OT_TRY(scalar_i64(ctx, 0, 0, &size));
     if (size < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "size %lld is negative", (long long)size);
-    otter_dtype dt = output_datatype(ctx);
+    otter_dtype dt;
+    OT_TRY(output_datatype(ctx, &dt));
     if (dt == OTTER_DTYPE_STRING || !otter_dtype_size(dt) || dt == OTTER_DTYPE_COMPLEX64 ||
         dt == OTTER_DTYPE_COMPLEX128)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output_datatype %d is not supported", (int)dt);
-    bool periodic = otter_node_attr_int(ctx->node, "periodic", 1) != 0;
+    int64_t periodic;
+    OT_TRY(ot_ctx_attr_int(ctx, "periodic", &periodic));
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 1, &size);
     if (!y) return ctx->output_status;
     double den = periodic ? (double)size : (double)(size - 1);
@@ -541,12 +553,13 @@ otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     if (ctx->opset >= 20)
         OT_TRY(scalar_i64(ctx, 2, -2, &axis));
     else
-        axis = otter_node_attr_int(ctx->node, "axis", 1);
+        OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
     int64_t given = axis;
     if (!ot_norm_axis(&axis, x->rank) || axis == x->rank - 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
-    bool inverse = otter_node_attr_int(ctx->node, "inverse", 0) != 0;
-    bool onesided = otter_node_attr_int(ctx->node, "onesided", 0) != 0;
+    int64_t inverse, onesided;
+    OT_TRY(ot_ctx_attr_int(ctx, "inverse", &inverse));
+    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
     bool cplx = x->dims[x->rank - 1] == 2;
     int64_t n_in = x->dims[axis], L;
     OT_TRY(scalar_i64(ctx, 1, n_in, &L));
@@ -609,7 +622,9 @@ otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "frame_step %lld and frame_length %lld must be positive, the frame at most %lld long",
                             (long long)step, (long long)flen, (long long)S);
-    bool onesided = otter_node_attr_int(ctx->node, "onesided", 1) != 0, cplx = x->dims[2] == 2;
+    int64_t onesided;
+    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
+    bool cplx = x->dims[2] == 2;
     if (onesided && cplx)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real signal (last dimension 1)");
     int64_t frames = (S - flen) / step + 1, bins = onesided ? flen / 2 + 1 : flen;
@@ -657,7 +672,8 @@ otter_status ot_kernel_mel(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "num_mel_bins %lld, dft_length %lld, sample_rate %lld, edges %g..%g Hz are not valid",
                             (long long)n_mel, (long long)dft_len, (long long)rate, lo_hz, hi_hz);
-    otter_dtype dt = output_datatype(ctx);
+    otter_dtype dt;
+    OT_TRY(output_datatype(ctx, &dt));
     if (dt == OTTER_DTYPE_STRING || !otter_dtype_size(dt) || dt == OTTER_DTYPE_COMPLEX64 ||
         dt == OTTER_DTYPE_COMPLEX128)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output_datatype %d is not supported", (int)dt);
@@ -729,19 +745,24 @@ otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
     if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32) return ot_ctx_bad_type(ctx, 2, bi->dtype);
     if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "expected X [N, C, H, W], rois [R, 4] and batch_indices [R]");
-    const char *mode = otter_node_attr_string(ctx->node, "mode", "avg");
+    const char *mode;
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
     bool max_mode = ot_streq(mode, "max");
     if (!max_mode && !ot_streq(mode, "avg"))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'mode' is '%s'", mode);
-    const char *ctm =
-        otter_node_attr_string(ctx->node, "coordinate_transformation_mode", ctx->opset >= 16 ? "half_pixel" : "");
+    /* RoiAlign-16 added it with the default half_pixel, while RoiAlign-10 behaves as output_half_pixel
+     * (""): an exception to "a later version's default is the behaviour before", so read only from 16 */
+    const char *ctm = "";
+    if (ctx->opset >= 16) OT_TRY(ot_ctx_attr_string(ctx, "coordinate_transformation_mode", &ctm));
     bool half_pixel = ot_streq(ctm, "half_pixel");
     if (!half_pixel && !ot_streq(ctm, "output_half_pixel") && !ot_str_empty(ctm))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'coordinate_transformation_mode' is '%s'", ctm);
-    int64_t oh = otter_node_attr_int(ctx->node, "output_height", 1),
-            ow = otter_node_attr_int(ctx->node, "output_width", 1);
-    int64_t sr = otter_node_attr_int(ctx->node, "sampling_ratio", 0);
-    double scale = otter_node_attr_float(ctx->node, "spatial_scale", 1.0f);
+    int64_t oh, ow, sr;
+    float scale;
+    OT_TRY(ot_ctx_attr_int(ctx, "output_height", &oh));
+    OT_TRY(ot_ctx_attr_int(ctx, "output_width", &ow));
+    OT_TRY(ot_ctx_attr_int(ctx, "sampling_ratio", &sr));
+    OT_TRY(ot_ctx_attr_float(ctx, "spatial_scale", &scale));
     if (oh < 1 || ow < 1 || sr < 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_height/output_width must be positive, sampling_ratio >= 0");
     const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];

@@ -33,7 +33,8 @@ static otter_status elementwise(ot_kernel_ctx *ctx, unary_fn fn, double param) {
 }
 
 otter_status ot_kernel_onnx_gelu(ot_kernel_ctx *ctx) {
-    const char *approximate = otter_node_attr_string(ctx->node, "approximate", "none");
+    /* ai.onnx Gelu is from opset 20 and com.microsoft's has no schema: neither is in ONNX 1.12 */
+    const char *approximate = ot_ctx_attr_string_or(ctx, "approximate", "none");
     if (strcmp(approximate, "none") == 0) return elementwise(ctx, gelu_exact, 0);
     if (strcmp(approximate, "tanh") == 0) return elementwise(ctx, gelu_tanh, 0);
     return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'approximate' must be \"none\" or \"tanh\", not \"%s\"",
@@ -41,5 +42,5 @@ otter_status ot_kernel_onnx_gelu(ot_kernel_ctx *ctx) {
 }
 
 otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx) {
-    return elementwise(ctx, quick_gelu, otter_node_attr_float(ctx->node, "alpha", 1.702f));
+    return elementwise(ctx, quick_gelu, ot_ctx_attr_float_or(ctx, "alpha", 1.702f)); /* com.microsoft: no schema */
 }

@@ -29,7 +29,7 @@ otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale '%s' and bias '%s' need %lld values (one per %s)",
                             ot_ctx_input_name(ctx, 1), ot_ctx_input_name(ctx, 2), (long long)want,
                             per_channel ? "channel" : "group");
-    double eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    double eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f); /* GroupNormalization-18: after ONNX 1.12 */
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return OTTER_ERR_NOMEM;
     int64_t group_channels = channels / groups, group_size = group_channels * spatial;

@@ -142,7 +142,8 @@ static bool is_fused(const ot_kernel_ctx *ctx) { return ctx->node->domain && !st
 
 /* The fused activation: true for Relu, false for none; an error for anything else. */
 static otter_status fused_relu(const ot_kernel_ctx *ctx, bool *relu) {
-    const char *act = is_fused(ctx) ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    /* com.otter's own attribute (fuse.c sets it): no ONNX schema has it */
+    const char *act = is_fused(ctx) ? ot_ctx_attr_string_or(ctx, "activation", "") : "";
     *relu = strcmp(act, "Relu") == 0;
     if (act[0] && !*relu)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", act);
@@ -308,9 +309,12 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs differ in dtype (A %s, B %s%s%s)",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype), c ? ", C " : "",
                             c ? otter_dtype_name(c->dtype) : "");
-    bool ta = otter_node_attr_int(ctx->node, "transA", 0) != 0, tb = otter_node_attr_int(ctx->node, "transB", 0) != 0;
-    double alpha = otter_node_attr_float(ctx->node, "alpha", 1.0f),
-           beta = otter_node_attr_float(ctx->node, "beta", 1.0f);
+    int64_t ta, tb;
+    float alpha, beta;
+    OT_TRY(ot_ctx_attr_int(ctx, "transA", &ta));
+    OT_TRY(ot_ctx_attr_int(ctx, "transB", &tb));
+    OT_TRY(ot_ctx_attr_float(ctx, "alpha", &alpha));
+    OT_TRY(ot_ctx_attr_float(ctx, "beta", &beta));
     int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
     int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
     if (K != Kb)
@@ -555,8 +559,8 @@ static otter_status ein_parse_term(const ot_kernel_ctx *ctx, const char *s, size
 }
 
 otter_status ot_kernel_einsum(ot_kernel_ctx *ctx) {
-    const char *eq = otter_node_attr_string(ctx->node, "equation", NULL);
-    if (!eq) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'equation' is missing");
+    const char *eq;
+    OT_TRY(ot_ctx_attr_string(ctx, "equation", &eq));
     size_t n_in = ctx->n_inputs;
     if (n_in == 0 || n_in > 32) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs 1 to 32 inputs");
     otter_dtype dt = OTTER_DTYPE_UNDEFINED;

@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
+#include "runtime/ops/nn_internal.h"
 
 /* (sum |v|^p)^(1/p) over n values `stride` apart from element `start` of x */
 static double lp_norm(const otter_tensor *x, int64_t start, int64_t n, int64_t stride, double p) {
@@ -20,7 +21,9 @@ static double lp_norm(const otter_tensor *x, int64_t start, int64_t n, int64_t s
 otter_status ot_kernel_lp_normalization(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_float_input(ctx, 0, &x));
-    int64_t p = otter_node_attr_int(ctx->node, "p", 2), axis = otter_node_attr_int(ctx->node, "axis", -1);
+    int64_t p, axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "p", &p));
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
     if (p != 1 && p != 2) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "p is %lld, expected 1 or 2", (long long)p);
     int64_t given = axis;
     if (x->rank == 0 || !ot_norm_axis(&axis, x->rank))
@@ -48,8 +51,8 @@ otter_status ot_kernel_lp_normalization(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_global_lp_pool(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_float_input(ctx, 0, &x));
-    double p =
-        ctx->opset < 2 ? otter_node_attr_float(ctx->node, "p", 2.0f) : (double)otter_node_attr_int(ctx->node, "p", 2);
+    double p;
+    OT_TRY(ot_nn_lp_pool_p(ctx, &p));
     if (!(p >= 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "p is %g, expected at least 1", p);
     if (x->rank < 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' has rank %d, expected at least 2 [N, C, ...]",

@@ -217,10 +217,10 @@ static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
 }
 
 otter_status ot_kernel_cast(ot_kernel_ctx *ctx) {
-    int64_t to = otter_node_attr_int(ctx->node, "to", -1);
+    int64_t to;
+    OT_TRY(ot_ctx_attr_int(ctx, "to", &to));
     if (to <= 0 || to >= OTTER_DTYPE_COUNT_)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is missing or not a known type",
-                            (long long)to);
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is not a known type", (long long)to);
     return cast_to(ctx, (otter_dtype)to);
 }
 
@@ -300,7 +300,9 @@ otter_status ot_kernel_onehot(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 1), (long long)depth);
     int orank = ind->rank + 1;
     if (orank > OTTER_MAX_RANK) return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "output rank above %d", OTTER_MAX_RANK);
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1), ax = axis;
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    int64_t ax = axis;
     if (!ot_norm_axis(&ax, orank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for output rank %d",
                             (long long)axis, orank);
@@ -333,10 +335,11 @@ otter_status ot_kernel_eyelike(ot_kernel_ctx *ctx) {
     if (x->rank != 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank 2, has %d", ot_ctx_input_name(ctx, 0),
                             x->rank);
-    int64_t dt = otter_node_attr_int(ctx->node, "dtype", x->dtype);
+    int64_t dt = ot_ctx_attr_int_or(ctx, "dtype", x->dtype); /* no schema default: the input's type */
     if (dt <= 0 || dt >= OTTER_DTYPE_COUNT_ || dt == OTTER_DTYPE_STRING || !castable((otter_dtype)dt))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'dtype' %lld is not a supported type", (long long)dt);
-    int64_t k = otter_node_attr_int(ctx->node, "k", 0);
+    int64_t k;
+    OT_TRY(ot_ctx_attr_int(ctx, "k", &k));
     otter_tensor *y = ot_ctx_output(ctx, 0, (otter_dtype)dt, 2, x->dims);
     if (!y) return ctx->output_status;
     memset(y->data, 0, otter_tensor_nbytes(y));
@@ -356,7 +359,8 @@ otter_status ot_kernel_trilu(ot_kernel_ctx *ctx) {
     if (x->dtype == OTTER_DTYPE_STRING || !castable(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int64_t k = 0, nk = 0;
     if (ot_ctx_input(ctx, 1)) OT_TRY(ot_ctx_input_ints(ctx, 1, &k, 1, &nk));
-    bool upper = otter_node_attr_int(ctx->node, "upper", 1) != 0;
+    int64_t upper;
+    OT_TRY(ot_ctx_attr_int(ctx, "upper", &upper));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return ctx->output_status;
     int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], mat = rows * cols;
@@ -384,8 +388,8 @@ otter_status ot_kernel_shape(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t r = x->rank, start = 0, end = r;
     if (ctx->opset >= 15) {
-        start = otter_node_attr_int(ctx->node, "start", 0);
-        end = otter_node_attr_int(ctx->node, "end", r);
+        OT_TRY(ot_ctx_attr_int(ctx, "start", &start));
+        end = ot_ctx_attr_int_or(ctx, "end", r); /* no schema default: up to the rank */
         if (start < 0) start += r;
         if (end < 0) end += r;
         start = start < 0 ? 0 : (start > r ? r : start);
@@ -434,8 +438,14 @@ otter_status ot_kernel_dropout(ot_kernel_ctx *ctx) {
         if (r) ratio = ot_get_f64(r->data, r->dtype, 0);
         if (t) training = ((const uint8_t *)t->data)[0] != 0;
     } else {
-        ratio = otter_node_attr_float(ctx->node, "ratio", 0.5f);
-        if (ctx->opset < 7) training = otter_node_attr_int(ctx->node, "is_test", 0) == 0;
+        float ratio_attr;
+        OT_TRY(ot_ctx_attr_float(ctx, "ratio", &ratio_attr));
+        ratio = ratio_attr;
+        if (ctx->opset < 7) { /* is_test is gone from Dropout-7 */
+            int64_t is_test;
+            OT_TRY(ot_ctx_attr_int(ctx, "is_test", &is_test));
+            training = is_test == 0;
+        }
     }
     if (ratio < 0 || ratio >= 1) {
         if (training || ratio < 0 || ratio > 1)
@@ -460,7 +470,8 @@ otter_status ot_kernel_dropout(ot_kernel_ctx *ctx) {
         }
         return OTTER_OK;
     }
-    uint64_t state = (uint64_t)otter_node_attr_int(ctx->node, "seed", 0) ^ 0x6f74746572ull;
+    /* no schema default: without a seed each run draws a fresh mask */
+    uint64_t state = (uint64_t)ot_ctx_attr_int_or(ctx, "seed", 0) ^ 0x6f74746572ull;
     if (!otter_node_attr(ctx->node, "seed")) {
         static _Thread_local uint64_t counter;
         state ^= (uint64_t)(uintptr_t)&state + ++counter * 0x9e3779b97f4a7c15ull;
@@ -810,7 +821,8 @@ otter_status ot_kernel_scan(ot_kernel_ctx *ctx) {
     size_t first = v8 ? 1 : 0; /* opset 8: input 0 is sequence_lens */
     if (v8 && ot_ctx_input(ctx, 0))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 (sequence_lens) is not supported");
-    int64_t m64 = otter_node_attr_int(ctx->node, "num_scan_inputs", -1);
+    int64_t m64;
+    OT_TRY(ot_ctx_attr_int(ctx, "num_scan_inputs", &m64));
     size_t total = ctx->n_inputs - first;
     if (m64 < 1 || (size_t)m64 > total)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'num_scan_inputs' (%lld) is missing or too large",

@@ -70,3 +70,16 @@ otter_status ot_nn_check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int 
     }
     return OTTER_OK;
 }
+
+otter_status ot_nn_lp_pool_p(const ot_kernel_ctx *ctx, double *p) {
+    if (ctx->opset < 2) {
+        float f;
+        OT_TRY(ot_ctx_attr_float(ctx, "p", &f));
+        *p = f;
+        return OTTER_OK;
+    }
+    int64_t i;
+    OT_TRY(ot_ctx_attr_int(ctx, "p", &i));
+    *p = (double)i;
+    return OTTER_OK;
+}

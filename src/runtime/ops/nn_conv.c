@@ -145,7 +145,8 @@ static bool is_fused_node(const ot_kernel_ctx *ctx) {
 
 /* The fused activation of a com.otter FusedConv / FusedGemm node ("" when none). */
 static otter_status fused_act(const ot_kernel_ctx *ctx, int *act) {
-    const char *s = is_fused_node(ctx) ? otter_node_attr_string(ctx->node, "activation", "") : "";
+    /* com.otter's own attribute (fuse.c sets it): no ONNX schema has it */
+    const char *s = is_fused_node(ctx) ? ot_ctx_attr_string_or(ctx, "activation", "") : "";
     if (!s[0])
         *act = ACT_NONE;
     else if (strcmp(s, "Relu") == 0)
@@ -198,7 +199,7 @@ static otter_status conv_check(const ot_kernel_ctx *ctx, const otter_tensor *x, 
                                     ot_ctx_input_name(ctx, 1), ot_shape_str(s1, sizeof s1, w->rank, w->dims));
     OT_TRY(ot_nn_geom_forward(ctx, x, g, false));
     int64_t M = w->dims[0];
-    *group = otter_node_attr_int(ctx->node, "group", 1);
+    OT_TRY(ot_ctx_attr_int(ctx, "group", group));
     if (*group < 1 || g->C % *group != 0 || M % *group != 0 || w->dims[1] * *group != g->C)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
@@ -288,7 +289,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
                             ot_shape_str(s2, sizeof s2, x->rank, yd));
     /* com.otter FusedConv with maxpool_2x2: the result is max-pooled 2x2, stride 2 (fuse.c) */
-    bool pool = is_fused_node(ctx) && otter_node_attr_int(ctx->node, "maxpool_2x2", 0) != 0;
+    bool pool = is_fused_node(ctx) && ot_ctx_attr_int_or(ctx, "maxpool_2x2", 0) != 0;
     if (pool && (ord != 4 || x->dtype != OTTER_DTYPE_FLOAT))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "maxpool_2x2 needs a float 2-D convolution");
     otter_tensor *y, *ind;
@@ -419,7 +420,8 @@ static otter_status int_conv_setup(ot_kernel_ctx *ctx, size_t wi, ot_conv_geom *
     int nd = x->rank - 2;
     for (int i = 0; i < nd; i++) g->k[i] = w->dims[2 + i];
     OT_TRY(ot_nn_geom_forward(ctx, x, g, false));
-    *group = otter_node_attr_int(ctx->node, "group", 1), *M = w->dims[0];
+    OT_TRY(ot_ctx_attr_int(ctx, "group", group));
+    *M = w->dims[0];
     if (*group < 1 || g->C % *group != 0 || *M % *group != 0 || w->dims[1] * *group != g->C)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "x '%s' %s, w '%s' %s and group %lld don't agree",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
@@ -492,7 +494,8 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and B must share one float dtype (got %s, %s)",
                             otter_dtype_name(x->dtype), otter_dtype_name(w->dtype));
     int nd = x->rank - 2;
-    int64_t group = otter_node_attr_int(ctx->node, "group", 1), C = x->dims[1], N = x->dims[0];
+    int64_t group, C = x->dims[1], N = x->dims[0];
+    OT_TRY(ot_ctx_attr_int(ctx, "group", &group));
     if (group < 1 || C % group != 0 || w->dims[0] != C)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s, weight '%s' %s and group %lld don't agree",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
@@ -522,7 +525,9 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
                                 osa->n_ints, nd);
         for (int i = 0; i < nd; i++) oshape[i] = osa->ints[osa->n_ints - (size_t)nd + (size_t)i];
     }
-    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
+    const char *auto_pad;
+    OT_TRY(ot_ctx_attr_string(ctx, "auto_pad", &auto_pad));
+    ot_auto_pad pad = ot_auto_pad_from(auto_pad);
     for (int i = 0; i < nd; i++) {
         g.pb[i] = pads[i], g.pe[i] = pads[nd + i];
         ot_window_status ws =

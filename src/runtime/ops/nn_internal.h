@@ -21,6 +21,8 @@ void ot_nn_out_f32_done(otter_tensor *y, float *tmp);
 otter_status ot_nn_geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, ot_conv_geom *g, bool ceil_mode);
 /* X present with rank min_rank .. 2 + OT_SP, else an error naming it. */
 otter_status ot_nn_check_x(const ot_kernel_ctx *ctx, const otter_tensor *x, int min_rank);
+/* The p of LpPool / GlobalLpPool: a float attribute in their version 1, an int from version 2. */
+otter_status ot_nn_lp_pool_p(const ot_kernel_ctx *ctx, double *p);
 /* MaxPool 2x2, stride 2, floor with Indices over planes of H x W, by the MaxPool kernel's loop
  * (nn_pool.c; com.otter FusedConv's pooled output in nn_conv.c). */
 void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,

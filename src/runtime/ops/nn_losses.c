@@ -31,7 +31,8 @@ static otter_status nll_common(ot_kernel_ctx *ctx, const otter_tensor *in, const
     const otter_attr *iia = otter_node_attr(ctx->node, "ignore_index");
     bool has_ii = iia != NULL;
     int64_t ii = has_ii ? iia->i : 0;
-    const char *red = otter_node_attr_string(ctx->node, "reduction", "mean");
+    const char *red;
+    OT_TRY(ot_ctx_attr_string(ctx, "reduction", &red));
     int rmode = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : strcmp(red, "mean") == 0 ? 2 : -1;
     if (rmode < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown reduction '%s'", red);
     otter_tensor *y;

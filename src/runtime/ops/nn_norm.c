@@ -44,10 +44,14 @@ otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
                                 names[i - 1], ot_ctx_input_name(ctx, i), (long long)otter_tensor_numel(t),
                                 (long long)C);
     }
-    bool training = ctx->opset >= 14 ? otter_node_attr_int(ctx->node, "training_mode", 0) != 0
-                                     : (ctx->node->n_outputs > 1 && otter_node_attr_int(ctx->node, "is_test", 0) == 0);
-    bn_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
-    float momentum = otter_node_attr_float(ctx->node, "momentum", 0.9f);
+    int64_t training_mode = 0, is_test = 0;
+    if (ctx->opset >= 14) OT_TRY(ot_ctx_attr_int(ctx, "training_mode", &training_mode));
+    if (ctx->opset < 7) OT_TRY(ot_ctx_attr_int(ctx, "is_test", &is_test)); /* gone from BatchNormalization-7 */
+    bool training = ctx->opset >= 14 ? training_mode != 0 : (ctx->node->n_outputs > 1 && !is_test);
+    bn_args a = {.C = C, .sp = sp};
+    float momentum;
+    OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &a.eps));
+    OT_TRY(ot_ctx_attr_float(ctx, "momentum", &momentum));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return ctx->output_status;
     float *tmp[5] = {0}, *ty = NULL, *bm = NULL, *bv = NULL;
@@ -143,7 +147,8 @@ otter_status ot_kernel_instancenorm(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 1), ot_ctx_input_name(ctx, 2), (long long)C);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return ctx->output_status;
-    inorm_args a = {.C = C, .sp = sp, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
+    inorm_args a = {.C = C, .sp = sp};
+    OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &a.eps));
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL;
     otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &t0);
     if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, sc, &a.scale, &t1);
@@ -228,7 +233,11 @@ bad : {
 otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *sc = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     if (!x || !sc) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs X and Scale");
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
+    int64_t axis, stash_type;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    OT_TRY(ot_ctx_attr_int(ctx, "stash_type", &stash_type));
+    lnorm_args a = {.inner = 1};
+    OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &a.eps));
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for input '%s' of rank %d", (long long)axis,
                             ot_ctx_input_name(ctx, 0), x->rank);
@@ -240,14 +249,14 @@ otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
     otter_tensor *tm = NULL, *ti = NULL;
     otter_dtype st = OTTER_DTYPE_FLOAT;
-    if (otter_node_attr_int(ctx->node, "stash_type", 1) != 1) st = x->dtype;
+    if (stash_type != 1) st = x->dtype;
     if (ctx->node->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1]) &&
         !(tm = ot_ctx_output(ctx, 1, st, x->rank, sd)))
         return ctx->output_status;
     if (ctx->node->n_outputs > 2 && !ot_str_empty(ctx->node->outputs[2]) &&
         !(ti = ot_ctx_output(ctx, 2, st, x->rank, sd)))
         return ctx->output_status;
-    lnorm_args a = {.inner = inner, .eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f)};
+    a.inner = inner;
     int64_t *smap = NULL, *bmap = NULL;
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *tmean = NULL, *tinv = NULL;
     otter_status s = bcast_map(ctx, 1, sc, x->rank - (int)axis, x->dims + axis, inner, &smap);
@@ -276,10 +285,13 @@ otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_lrn(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     OT_TRY(ot_nn_check_x(ctx, x, 3));
-    int64_t size = otter_node_attr_int(ctx->node, "size", 0);
+    int64_t size;
+    float alpha, beta, bias;
+    OT_TRY(ot_ctx_attr_int(ctx, "size", &size));
     if (size < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'size' must be >= 1");
-    float alpha = otter_node_attr_float(ctx->node, "alpha", 1e-4f),
-          beta = otter_node_attr_float(ctx->node, "beta", 0.75f), bias = otter_node_attr_float(ctx->node, "bias", 1.0f);
+    OT_TRY(ot_ctx_attr_float(ctx, "alpha", &alpha));
+    OT_TRY(ot_ctx_attr_float(ctx, "beta", &beta));
+    OT_TRY(ot_ctx_attr_float(ctx, "bias", &bias));
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return ctx->output_status;
     int64_t N = x->dims[0], C = x->dims[1], sp = 1;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/shape_math.h"
 #include "runtime/op.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
@@ -186,7 +187,13 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     bool has;
     OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", nd, g.k, &has));
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
-    bool ceil_mode = otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0;
+    int64_t ceil_mode = 0, include_pad = 0, col_major = 0;
+    if (kind == POOL_LP) /* LpPool has it from opset 18, after the ONNX 1.12 schemas */
+        ceil_mode = ot_ctx_attr_int_or(ctx, "ceil_mode", 0);
+    else
+        OT_TRY(ot_ctx_attr_int(ctx, "ceil_mode", &ceil_mode));
+    if (kind == POOL_AVG) OT_TRY(ot_ctx_attr_int(ctx, "count_include_pad", &include_pad));
+    if (kind == POOL_MAX) OT_TRY(ot_ctx_attr_int(ctx, "storage_order", &col_major));
     OT_TRY(ot_nn_geom_forward(ctx, x, &g, ceil_mode));
     if (kind != POOL_MAX)
         for (int i = 0; i < nd; i++) g.dil[i] = g.dil[i] ? g.dil[i] : 1;
@@ -203,11 +210,13 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     pool_args a = {.g = &g,
                    .kind = kind,
                    .I = ind ? ind->data : NULL,
-                   .include_pad = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0,
-                   .col_major = otter_node_attr_int(ctx->node, "storage_order", 0) != 0,
-                   .p = 2.0f};
-    const otter_attr *pa = otter_node_attr(ctx->node, "p");
-    if (pa) a.p = pa->type == OTTER_ATTR_FLOAT ? pa->f : (float)pa->i;
+                   .include_pad = include_pad != 0,
+                   .col_major = col_major != 0};
+    if (kind == POOL_LP) {
+        double p;
+        OT_TRY(ot_nn_lp_pool_p(ctx, &p));
+        a.p = (float)p;
+    }
     float *tx = NULL, *ty = NULL;
     otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
@@ -290,7 +299,13 @@ otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx) {
     for (int i = 0; i < nd; i++) st[i] = 1;
     OT_TRY(ot_ctx_ints_attr(ctx, "strides", nd, st, &has));
     OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * nd, pads, &has));
-    for (int i = 0; i < nd; i++) yd[2 + i] = (x->dims[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[nd + i];
+    for (int i = 0; i < nd; i++) { /* unpooling is a transposed window (the same rule as shape inference) */
+        int64_t pb = pads[i], pe = pads[nd + i];
+        if (ot_window_transpose_axis(x->dims[2 + i], k[i], st[i], 1, 0, OT_AUTO_PAD_NOTSET, -1, true, &pb, &pe,
+                                     &yd[2 + i]) != OT_WINDOW_OK)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "strides, kernel_shape and pads leave spatial axis %d no output", i);
+    }
     int64_t dd[2 + OT_SP]; /* the default shape: indices are positions in it */
     memcpy(dd, yd, sizeof dd);
     if (os) {

@@ -47,13 +47,15 @@ otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s must be (N,C,H,W) and grid '%s' %s (N,Ho,Wo,2)",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, grid->rank, grid->dims));
-    const char *ms = otter_node_attr_string(ctx->node, "mode", "bilinear");
-    const char *ps = otter_node_attr_string(ctx->node, "padding_mode", "zeros");
+    const char *ms, *ps;
+    int64_t ac;
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", &ms));
+    OT_TRY(ot_ctx_attr_string(ctx, "padding_mode", &ps));
+    OT_TRY(ot_ctx_attr_int(ctx, "align_corners", &ac));
     int mode = strcmp(ms, "bilinear") == 0 ? 0 : strcmp(ms, "nearest") == 0 ? 1 : strcmp(ms, "bicubic") == 0 ? 2 : -1;
     int pad = strcmp(ps, "zeros") == 0 ? 0 : strcmp(ps, "border") == 0 ? 1 : strcmp(ps, "reflection") == 0 ? 2 : -1;
     if (mode < 0 || pad < 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s' or padding_mode '%s'", ms, ps);
-    bool ac = otter_node_attr_int(ctx->node, "align_corners", 0) != 0;
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = grid->dims[1], Wo = grid->dims[2];
     int64_t yd[4] = {N, C, Ho, Wo};
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, yd);

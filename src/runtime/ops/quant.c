@@ -64,11 +64,12 @@ static otter_status qmap_init(const ot_kernel_ctx *ctx, const otter_tensor *x, q
                                 ot_ctx_input_name(ctx, 2), ot_shape_str(a, sizeof a, z->rank, z->dims),
                                 ot_shape_str(b, sizeof b, s->rank, s->dims));
     }
-    m->block = ctx->opset >= 21 ? otter_node_attr_int(ctx->node, "block_size", 0) : 0;
+    m->block = ctx->opset >= 21 ? ot_ctx_attr_int_or(ctx, "block_size", 0) : 0; /* from opset 21: no schema */
     m->per_tensor = m->block <= 0 && otter_tensor_numel(s) == 1 && s->rank <= 1;
     m->outer = m->axis_len = m->inner = 1;
     if (m->per_tensor) return OTTER_OK;
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 1);
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for rank %d",
                             (long long)axis, x->rank);

@@ -45,9 +45,15 @@ static otter_status node_stream(ot_kernel_ctx *ctx, ot_rng **rng) {
     return OTTER_OK;
 }
 
-/* The output element type: the 'dtype' attribute, else `fallback`; floating types only. */
-static otter_status float_dtype(const ot_kernel_ctx *ctx, otter_dtype fallback, otter_dtype *dt) {
-    *dt = (otter_dtype)otter_node_attr_int(ctx->node, "dtype", fallback);
+/* The output element type, floating types only: the 'dtype' attribute or its schema default; for the
+ * *Like operators, whose schemas give none, `like` (input 0's type); UNDEFINED for the others. */
+static otter_status float_dtype(const ot_kernel_ctx *ctx, otter_dtype like, otter_dtype *dt) {
+    int64_t v = like;
+    if (like == OTTER_DTYPE_UNDEFINED)
+        OT_TRY(ot_ctx_attr_int(ctx, "dtype", &v));
+    else
+        v = ot_ctx_attr_int_or(ctx, "dtype", like);
+    *dt = (otter_dtype)v;
     if (!otter_dtype_is_float(*dt))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output element type %s is not a floating type",
                             otter_dtype_name(*dt));
@@ -57,7 +63,7 @@ static otter_status float_dtype(const ot_kernel_ctx *ctx, otter_dtype fallback, 
 /* Output 0 for RandomNormal / RandomUniform: dtype and 'shape' attributes. */
 static otter_status generator_output(ot_kernel_ctx *ctx, otter_tensor **y) {
     otter_dtype dt;
-    OT_TRY(float_dtype(ctx, OTTER_DTYPE_FLOAT, &dt));
+    OT_TRY(float_dtype(ctx, OTTER_DTYPE_UNDEFINED, &dt));
     const otter_attr *shape = otter_node_attr(ctx->node, "shape");
     if (!shape || shape->type != OTTER_ATTR_INTS)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'shape' is required");
@@ -86,8 +92,9 @@ static otter_status like_output(ot_kernel_ctx *ctx, otter_tensor **y) {
 static otter_status fill_normal(ot_kernel_ctx *ctx, otter_tensor *y) {
     ot_rng *rng;
     OT_TRY(node_stream(ctx, &rng));
-    double mean = otter_node_attr_float(ctx->node, "mean", 0.0f);
-    double scale = otter_node_attr_float(ctx->node, "scale", 1.0f);
+    float mean, scale;
+    OT_TRY(ot_ctx_attr_float(ctx, "mean", &mean));
+    OT_TRY(ot_ctx_attr_float(ctx, "scale", &scale));
     int64_t n = otter_tensor_numel(y);
     for (int64_t i = 0; i < n; i += 2) {
         double radius = sqrt(-2.0 * log(1.0 - ot_rng_uniform(rng))); /* 1 - u is in (0, 1] */
@@ -102,8 +109,9 @@ static otter_status fill_normal(ot_kernel_ctx *ctx, otter_tensor *y) {
 static otter_status fill_uniform(ot_kernel_ctx *ctx, otter_tensor *y) {
     ot_rng *rng;
     OT_TRY(node_stream(ctx, &rng));
-    double low = otter_node_attr_float(ctx->node, "low", 0.0f);
-    double high = otter_node_attr_float(ctx->node, "high", 1.0f);
+    float low, high;
+    OT_TRY(ot_ctx_attr_float(ctx, "low", &low));
+    OT_TRY(ot_ctx_attr_float(ctx, "high", &high));
     if (!(low <= high)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "low %g is greater than high %g", low, high);
     int64_t n = otter_tensor_numel(y);
     for (int64_t i = 0; i < n; i++) ot_set_f64(y->data, y->dtype, i, low + (high - low) * ot_rng_uniform(rng));
@@ -138,7 +146,7 @@ otter_status ot_kernel_random_uniform_like(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_bernoulli(ot_kernel_ctx *ctx) {
     const otter_tensor *p;
     OT_TRY(ot_ctx_float_input(ctx, 0, &p));
-    otter_dtype dt = (otter_dtype)otter_node_attr_int(ctx->node, "dtype", p->dtype);
+    otter_dtype dt = (otter_dtype)ot_ctx_attr_int_or(ctx, "dtype", p->dtype); /* no schema default: p's type */
     if (dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_ || dt == OTTER_DTYPE_STRING ||
         dt == OTTER_DTYPE_COMPLEX64 || dt == OTTER_DTYPE_COMPLEX128)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output element type %s is not numeric", otter_dtype_name(dt));
@@ -166,10 +174,13 @@ otter_status ot_kernel_multinomial(ot_kernel_ctx *ctx) {
     if (x->rank != 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' has rank %d, expected 2 [batch, classes]",
                             ot_ctx_input_name(ctx, 0), x->rank);
-    otter_dtype dt = (otter_dtype)otter_node_attr_int(ctx->node, "dtype", OTTER_DTYPE_INT32);
+    int64_t dt_attr, samples;
+    OT_TRY(ot_ctx_attr_int(ctx, "dtype", &dt_attr));
+    OT_TRY(ot_ctx_attr_int(ctx, "sample_size", &samples));
+    otter_dtype dt = (otter_dtype)dt_attr;
     if (dt != OTTER_DTYPE_INT32 && dt != OTTER_DTYPE_INT64)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dtype %s is not int32 or int64", otter_dtype_name(dt));
-    int64_t samples = otter_node_attr_int(ctx->node, "sample_size", 1), batch = x->dims[0], classes = x->dims[1];
+    int64_t batch = x->dims[0], classes = x->dims[1];
     if (samples < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sample_size %lld is negative", (long long)samples);
     if (classes == 0 && batch * samples > 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' has no classes to draw from",

@@ -210,7 +210,8 @@ static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64
  * an attribute before); *noop: noop_with_empty_axes applies (nothing reduced, output = input). */
 static otter_status reduce_axes(const ot_kernel_ctx *ctx, red_kind kind, int rank, bool *red, bool *noop) {
     bool axes_input = (kind == R_SUM && ctx->opset >= 13) || ctx->opset >= 18;
-    bool noop_attr = axes_input && otter_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
+    /* The Reduce* other than ReduceSum have it from opset 18, after the ONNX 1.12 schemas. */
+    bool noop_attr = axes_input && ot_ctx_attr_int_or(ctx, "noop_with_empty_axes", 0) != 0;
     int64_t axes[OTTER_MAX_RANK];
     int64_t naxes = 0;
     if (axes_input) {
@@ -337,7 +338,9 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     }
     int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
-    int orank = ot_reduce_out_axes(rank, red, otter_node_attr_int(ctx->node, "keepdims", 1) != 0, src);
+    int64_t keepdims;
+    OT_TRY(ot_ctx_attr_int(ctx, "keepdims", &keepdims));
+    int orank = ot_reduce_out_axes(rank, red, keepdims != 0, src);
     for (int j = 0; j < orank; j++) odims[j] = src[j] >= 0 ? x->dims[src[j]] : 1;
     int64_t r = 1, nout = 1;
     for (int i = 0; i < rank; i++) {
@@ -421,12 +424,14 @@ static otter_status arg_common(ot_kernel_ctx *ctx, bool is_max) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
-    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
-    bool last = otter_node_attr_int(ctx->node, "select_last_index", 0) != 0;
+    int64_t axis0, keepdims, last;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis0));
+    OT_TRY(ot_ctx_attr_int(ctx, "keepdims", &keepdims));
+    OT_TRY(ot_ctx_attr_int(ctx, "select_last_index", &last));
+    int64_t axis = axis0;
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
-                            (long long)otter_node_attr_int(ctx->node, "axis", 0), ot_ctx_input_name(ctx, 0), x->rank);
+                            (long long)axis0, ot_ctx_input_name(ctx, 0), x->rank);
     bool red[OTTER_MAX_RANK];
     int src[OTTER_MAX_RANK];
     int64_t odims[OTTER_MAX_RANK];
@@ -530,7 +535,8 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!otter_dtype_is_float(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     bool old = ctx->opset < 13;
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", old ? 1 : -1);
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
     int64_t ax = axis;
     if (!ot_norm_axis(&ax, x->rank > 0 ? x->rank : 1))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
@@ -618,8 +624,9 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axv[0], ot_ctx_input_name(ctx, 0), x->rank);
-    bool excl = otter_node_attr_int(ctx->node, "exclusive", 0) != 0;
-    bool rev = otter_node_attr_int(ctx->node, "reverse", 0) != 0;
+    int64_t excl, rev;
+    OT_TRY(ot_ctx_attr_int(ctx, "exclusive", &excl));
+    OT_TRY(ot_ctx_attr_int(ctx, "reverse", &rev));
     void (*fn)(const void *, void *, int64_t, int64_t, int64_t, bool, bool) = NULL;
     otter_dtype ct = x->dtype;
     switch (x->dtype) {
@@ -705,10 +712,12 @@ otter_status ot_kernel_topk(ot_kernel_ctx *ctx) {
                                 ot_ctx_input_name(ctx, 1));
         k = kv[0];
     } else {
-        k = otter_node_attr_int(ctx->node, "k", -1);
+        OT_TRY(ot_ctx_attr_int(ctx, "k", &k));
     }
-    int64_t axis0 = otter_node_attr_int(ctx->node, "axis", -1), axis = axis0;
-    bool largest = otter_node_attr_int(ctx->node, "largest", 1) != 0;
+    int64_t axis0, largest;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis0));
+    OT_TRY(ot_ctx_attr_int(ctx, "largest", &largest));
+    int64_t axis = axis0;
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axis0, ot_ctx_input_name(ctx, 0), x->rank);

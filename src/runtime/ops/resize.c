@@ -168,7 +168,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int r = x->rank;
-    const char *ms = otter_node_attr_string(ctx->node, "mode", "nearest");
+    const char *ms;
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", &ms));
     int mode = strcmp(ms, "nearest") == 0                                 ? RM_NEAREST
                : strcmp(ms, "linear") == 0 || strcmp(ms, "bilinear") == 0 ? RM_LINEAR
                : strcmp(ms, "cubic") == 0                                 ? RM_CUBIC
@@ -177,7 +178,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     bool v11 = !upsample && ctx->opset >= 11;
     int ct = CT_ASYMMETRIC, nm = NM_FLOOR;
     if (v11) {
-        const char *cs = otter_node_attr_string(ctx->node, "coordinate_transformation_mode", "half_pixel");
+        const char *cs;
+        OT_TRY(ot_ctx_attr_string(ctx, "coordinate_transformation_mode", &cs));
         ct = strcmp(cs, "half_pixel") == 0             ? CT_HALF_PIXEL
              : strcmp(cs, "pytorch_half_pixel") == 0   ? CT_PYTORCH_HALF_PIXEL
              : strcmp(cs, "align_corners") == 0        ? CT_ALIGN_CORNERS
@@ -187,7 +189,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
              : strcmp(cs, "half_pixel_symmetric") == 0 ? CT_HALF_SYM
                                                        : -1;
         if (ct < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown coordinate_transformation_mode '%s'", cs);
-        const char *ns = otter_node_attr_string(ctx->node, "nearest_mode", "round_prefer_floor");
+        const char *ns;
+        OT_TRY(ot_ctx_attr_string(ctx, "nearest_mode", &ns));
         nm = strcmp(ns, "round_prefer_floor") == 0  ? NM_ROUND_FLOOR
              : strcmp(ns, "round_prefer_ceil") == 0 ? NM_ROUND_CEIL
              : strcmp(ns, "floor") == 0             ? NM_FLOOR
@@ -244,8 +247,14 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     if (ny == 0) return OTTER_OK;
     tap_set taps[OTTER_MAX_RANK];
     memset(taps, 0, sizeof taps);
-    double A = otter_node_attr_float(ctx->node, "cubic_coeff_a", -0.75f);
-    bool exclude = otter_node_attr_int(ctx->node, "exclude_outside", 0) != 0;
+    /* Resize-11's cubic mode and tf_crop_and_resize, which read these, are all they are for */
+    float A = 0, extrapolation = 0;
+    int64_t exclude = 0;
+    if (v11) {
+        OT_TRY(ot_ctx_attr_float(ctx, "cubic_coeff_a", &A));
+        OT_TRY(ot_ctx_attr_int(ctx, "exclude_outside", &exclude));
+        OT_TRY(ot_ctx_attr_float(ctx, "extrapolation_value", &extrapolation));
+    }
     otter_status s = OTTER_OK;
     for (int i = 0; s == OTTER_OK && i < r; i++) {
         /* dims that keep their size with scale 1 take the identity */
@@ -270,7 +279,7 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
                          .taps = taps,
                          .X = X,
                          .Y = Y,
-                         .extrapolation = otter_node_attr_float(ctx->node, "extrapolation_value", 0.0f)};
+                         .extrapolation = extrapolation};
         ot_parallel_for(ctx, ny, 4096, resize_rows, &a);
         if (!otter_dtype_is_float(x->dtype))
             for (int64_t i = 0; i < ny; i++) Y[i] = nearbyint(Y[i]);

@@ -286,10 +286,13 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
     if (X->rank != 3 || W->rank != 3 || R->rank != 3)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and R must have rank 3 (got %d, %d, %d)", X->rank, W->rank,
                             R->rank);
-    c.layout = (int)otter_node_attr_int(ctx->node, "layout", 0);
+    int64_t layout;
+    OT_TRY(ot_ctx_attr_int(ctx, "layout", &layout));
+    c.layout = (int)layout;
     if (c.layout != 0 && c.layout != 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'layout' is %d, expected 0 or 1", c.layout);
-    const char *dir = otter_node_attr_string(ctx->node, "direction", "forward");
+    const char *dir;
+    OT_TRY(ot_ctx_attr_string(ctx, "direction", &dir));
     if (ot_streq(dir, "forward") || ot_streq(dir, "reverse")) {
         c.D = 1;
         c.reverse_only = dir[0] == 'r';
@@ -301,7 +304,7 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
     c.T = X->dims[c.layout ? 1 : 0];
     c.N = X->dims[c.layout ? 0 : 1];
     c.I = X->dims[2];
-    c.H = otter_node_attr_int(ctx->node, "hidden_size", W->dims[1] / c.G);
+    c.H = ot_ctx_attr_int_or(ctx, "hidden_size", W->dims[1] / c.G); /* no schema default: W's rows per gate */
     if (c.H <= 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "hidden_size is %lld", (long long)c.H);
     const int64_t GH = c.G * c.H;
     OT_TRY(check_shape(ctx, 1, W, 3, (int64_t[]){c.D, GH, c.I}));
@@ -316,8 +319,11 @@ static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
         c.has_clip = true;
         c.clip = clip->f;
     }
-    c.linear_before_reset = otter_node_attr_int(ctx->node, "linear_before_reset", 0) != 0;
-    c.input_forget = otter_node_attr_int(ctx->node, "input_forget", 0) != 0;
+    int64_t linear_before_reset = 0, input_forget = 0; /* GRU's and LSTM's own */
+    if (cell == CELL_GRU) OT_TRY(ot_ctx_attr_int(ctx, "linear_before_reset", &linear_before_reset));
+    if (cell == CELL_LSTM) OT_TRY(ot_ctx_attr_int(ctx, "input_forget", &input_forget));
+    c.linear_before_reset = linear_before_reset != 0;
+    c.input_forget = input_forget != 0;
     OT_TRY(parse_activations(ctx, &c));
 
     const int64_t T = c.T, N = c.N, I = c.I, H = c.H, D = c.D;

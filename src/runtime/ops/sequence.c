@@ -86,7 +86,8 @@ static otter_status fail_seq(const ot_kernel_ctx *ctx, otter_status st) {
 /* ---- SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase, SequenceLength ---- */
 
 otter_status ot_kernel_sequence_empty(ot_kernel_ctx *ctx) {
-    int64_t dt = otter_node_attr_int(ctx->node, "dtype", OTTER_DTYPE_FLOAT);
+    /* no schema default: the description says float */
+    int64_t dt = ot_ctx_attr_int_or(ctx, "dtype", OTTER_DTYPE_FLOAT);
     if (dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'dtype' = %lld is not an element type", (long long)dt);
     return ot_ctx_output_sequence(ctx, 0, (otter_dtype)dt) ? OTTER_OK : OTTER_ERR_NOMEM;
@@ -200,11 +201,12 @@ otter_status ot_kernel_split_to_sequence(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(need_tensor(ctx, 0, &x));
     if (x->rank == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is a scalar; it needs an axis to split");
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    int64_t axis0, keepdims;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis0));
+    OT_TRY(ot_ctx_attr_int(ctx, "keepdims", &keepdims));
+    int64_t axis = axis0;
     if (!ot_norm_axis(&axis, x->rank))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d",
-                            (long long)otter_node_attr_int(ctx->node, "axis", 0), x->rank);
-    bool keepdims = otter_node_attr_int(ctx->node, "keepdims", 1) != 0;
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis0, x->rank);
     int64_t len = x->dims[axis];
     const otter_tensor *sp = ot_ctx_input(ctx, 1);
     int64_t *sizes = NULL, n = 0;
@@ -273,7 +275,8 @@ otter_status ot_kernel_concat_from_sequence(ot_kernel_ctx *ctx) {
     OT_TRY(need_seq(ctx, 0, &q));
     const otter_attr *ax = otter_node_attr(ctx->node, "axis");
     if (!ax) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' is missing");
-    bool new_axis = otter_node_attr_int(ctx->node, "new_axis", 0) != 0;
+    int64_t new_axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "new_axis", &new_axis));
     if (q->n == 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 is an empty sequence");
     const otter_tensor *t0 = q->items[0];
     int out_rank = t0->rank + (new_axis ? 1 : 0);
@@ -534,8 +537,9 @@ otter_status ot_kernel_sgd_optimizer_v2(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_inplace_clip_grad_norm(ot_kernel_ctx *ctx) {
     const otter_sequence *g;
     OT_TRY(need_seq(ctx, 0, &g));
-    float max_norm = otter_node_attr_float(ctx->node, "max_norm", 1.0f);
-    const char *norm_type = otter_node_attr_string(ctx->node, "norm_type", "fro");
+    /* com.microsoft's operator: no ONNX schema */
+    float max_norm = ot_ctx_attr_float_or(ctx, "max_norm", 1.0f);
+    const char *norm_type = ot_ctx_attr_string_or(ctx, "norm_type", "fro");
     otter_status st = ot_clip_grad_norm(g->n, g->items, max_norm, norm_type, NULL);
     if (st != OTTER_OK) return fail_seq(ctx, st);
     return inplace_outputs(ctx, 0, 0, 1);

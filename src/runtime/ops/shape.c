@@ -32,7 +32,8 @@ otter_status ot_kernel_reshape(ot_kernel_ctx *ctx) {
     } else {
         OT_TRY(ot_ctx_input_ints(ctx, 1, shape, OTTER_MAX_RANK, &n));
     }
-    bool allowzero = otter_node_attr_int(ctx->node, "allowzero", 0) != 0;
+    int64_t allowzero;
+    OT_TRY(ot_ctx_attr_int(ctx, "allowzero", &allowzero));
     int64_t known = 1, infer = -1, total = otter_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
         if (shape[i] == 0 && !allowzero) {
@@ -69,11 +70,11 @@ otter_status ot_kernel_reshape(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_flatten(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 1);
-    if (axis < 0) axis += x->rank;
+    int64_t axis0;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis0));
+    int64_t axis = axis0 < 0 ? axis0 + x->rank : axis0;
     if (axis < 0 || axis > x->rank)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d",
-                            (long long)otter_node_attr_int(ctx->node, "axis", 1), x->rank);
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis0, x->rank);
     int64_t d[2] = {1, 1};
     for (int i = 0; i < x->rank; i++) d[i < axis ? 0 : 1] *= x->dims[i];
     return reshape_out(ctx, x, 2, d);
@@ -185,8 +186,12 @@ otter_status ot_kernel_concat(ot_kernel_ctx *ctx) {
     const otter_tensor *x0 = NULL;
     for (size_t i = 0; i < ctx->n_inputs && !x0; i++) x0 = ot_ctx_input(ctx, i);
     if (!x0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "no inputs");
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", ctx->opset < 4 ? 1 : INT64_MIN);
-    if (axis == INT64_MIN) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axis' is missing");
+    int64_t axis;
+    /* Concat-1 gives its default 1 in the description only; from Concat-4 the axis is required. */
+    if (ctx->opset < 4)
+        axis = ot_ctx_attr_int_or(ctx, "axis", 1);
+    else
+        OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
     int64_t ax = axis;
     if (!ot_norm_axis(&ax, x0->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x0->rank);
@@ -234,7 +239,13 @@ otter_status ot_kernel_concat(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_split(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
+    int64_t axis;
+    /* Split-1 gives no default for its axis (Split-2 has 0, what Split-1 did). */
+    if (ctx->opset < 2)
+        axis = ot_ctx_attr_int_or(ctx, "axis", 0);
+    else
+        OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    int64_t ax = axis;
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x->rank);
     size_t nout = ctx->n_outputs;
@@ -358,7 +369,8 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int r = x->rank;
     int64_t pads[2 * OTTER_MAX_RANK] = {0}, np = 0;
-    const char *mode = otter_node_attr_string(ctx->node, "mode", "constant");
+    const char *mode;
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
     int m = strcmp(mode, "constant") == 0  ? 0
             : strcmp(mode, "reflect") == 0 ? 1
             : strcmp(mode, "edge") == 0    ? 2
@@ -368,13 +380,16 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
     size_t es = ot_elem_size(x->dtype);
     char cval[16] = {0};
     if (ctx->opset < 11) {
-        const otter_attr *a = otter_node_attr(ctx->node, ctx->opset < 2 ? "paddings" : "pads");
-        if (!a) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'pads' is missing");
-        if (a->n_ints != (size_t)(2 * r))
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads has %zu values, expected %d", a->n_ints, 2 * r);
-        memcpy(pads, a->ints, sizeof(int64_t) * a->n_ints);
+        const int64_t *pv;
+        size_t npv;
+        OT_TRY(ot_ctx_attr_ints(ctx, ctx->opset < 2 ? "paddings" : "pads", &pv, &npv));
+        if (npv != (size_t)(2 * r))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads has %zu values, expected %d", npv, 2 * r);
+        memcpy(pads, pv, sizeof(int64_t) * npv);
         np = 2 * r;
-        if (x->dtype != OTTER_DTYPE_STRING) ot_set_f64(cval, x->dtype, 0, otter_node_attr_float(ctx->node, "value", 0));
+        float value;
+        OT_TRY(ot_ctx_attr_float(ctx, "value", &value));
+        if (x->dtype != OTTER_DTYPE_STRING) ot_set_f64(cval, x->dtype, 0, value);
     } else {
         int64_t raw[2 * OTTER_MAX_RANK], axes[OTTER_MAX_RANK], na = -1;
         OT_TRY(ot_ctx_input_ints(ctx, 1, raw, 2 * OTTER_MAX_RANK, &np));
@@ -542,7 +557,8 @@ otter_status ot_kernel_expand(ot_kernel_ctx *ctx) {
 static otter_status depth_space(ot_kernel_ctx *ctx, bool to_space) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    int64_t bs = otter_node_attr_int(ctx->node, "blocksize", 0);
+    int64_t bs;
+    OT_TRY(ot_ctx_attr_int(ctx, "blocksize", &bs));
     if (x->rank != 4 || bs < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must be 4-D and blocksize >= 1",
                             ot_ctx_input_name(ctx, 0));
@@ -551,7 +567,9 @@ static otter_status depth_space(ot_kernel_ctx *ctx, bool to_space) {
     if (to_space) {
         if (C % (bs * bs))
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "channels %lld not divisible by blocksize^2", (long long)C);
-        bool crd = strcmp(otter_node_attr_string(ctx->node, "mode", "DCR"), "CRD") == 0;
+        const char *mode;
+        OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
+        bool crd = strcmp(mode, "CRD") == 0;
         int64_t c2 = C / (bs * bs);
         if (crd) {
             int64_t a[6] = {N, c2, bs, bs, H, W}, p[6] = {0, 1, 4, 2, 5, 3};
@@ -586,7 +604,9 @@ otter_status ot_kernel_reversesequence(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *lens;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     OT_TRY(ot_ctx_need_input(ctx, 1, &lens));
-    int64_t ba = otter_node_attr_int(ctx->node, "batch_axis", 1), ta = otter_node_attr_int(ctx->node, "time_axis", 0);
+    int64_t ba, ta;
+    OT_TRY(ot_ctx_attr_int(ctx, "batch_axis", &ba));
+    OT_TRY(ot_ctx_attr_int(ctx, "time_axis", &ta));
     if (x->rank < 2 || !ot_norm_axis(&ba, x->rank) || !ot_norm_axis(&ta, x->rank) || ba == ta)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "bad batch_axis/time_axis for input '%s' of rank %d",
                             ot_ctx_input_name(ctx, 0), x->rank);

@@ -15,7 +15,9 @@ otter_status ot_kernel_gather(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
     if (!ot_is_index_type(ind->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32 or int64", ot_ctx_input_name(ctx, 1));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    int64_t ax = axis;
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for input '%s' of rank %d", (long long)axis,
                             ot_ctx_input_name(ctx, 0), x->rank);
@@ -66,7 +68,9 @@ otter_status ot_kernel_gather_elements(ot_kernel_ctx *ctx) {
     if (!ot_is_index_type(ind->dtype) || ind->rank != x->rank)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32/int64 with the rank of data",
                             ot_ctx_input_name(ctx, 1));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    int64_t ax = axis;
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range", (long long)axis);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, ind->rank, ind->dims);
@@ -90,7 +94,8 @@ otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *ind;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     OT_TRY(ot_ctx_need_input(ctx, 1, &ind));
-    int64_t b = otter_node_attr_int(ctx->node, "batch_dims", 0);
+    int64_t b;
+    OT_TRY(ot_ctx_attr_int(ctx, "batch_dims", &b));
     if (!ot_is_index_type(ind->dtype) || ind->rank < 1)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "indices '%s' must be int32/int64 of rank >= 1",
                             ot_ctx_input_name(ctx, 1));
@@ -132,7 +137,8 @@ otter_status ot_kernel_gathernd(ot_kernel_ctx *ctx) {
 enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN };
 
 static otter_status reduction_attr(const ot_kernel_ctx *ctx, int *red) {
-    const char *s = otter_node_attr_string(ctx->node, "reduction", "none");
+    const char *s = "none"; /* Scatter, ScatterElements' deprecated first form, has no reduction */
+    if (strcmp(ctx->node->op_type, "Scatter") != 0) OT_TRY(ot_ctx_attr_string(ctx, "reduction", &s));
     *red = strcmp(s, "none") == 0  ? RED_NONE
            : strcmp(s, "add") == 0 ? RED_ADD
            : strcmp(s, "mul") == 0 ? RED_MUL
@@ -176,7 +182,9 @@ otter_status ot_kernel_scatter_elements(ot_kernel_ctx *ctx) {
                                 ot_ctx_input_name(ctx, 1), ot_ctx_input_name(ctx, 2));
     int red = RED_NONE;
     OT_TRY(reduction_attr(ctx, &red));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0), ax = axis;
+    int64_t axis;
+    OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
+    int64_t ax = axis;
     if (!ot_norm_axis(&ax, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range", (long long)axis);
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);

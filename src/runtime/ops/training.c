@@ -380,7 +380,7 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and Y '%s' %s must have one shape",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
                             ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, y->rank, y->dims));
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", v13 ? -1 : 1);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", v13 ? -1 : 1); /* ONNX Runtime's operator: no ONNX schema */
     int r = dy->rank ? dy->rank : 1;
     if (!ot_norm_axis(&axis, r))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, dy->rank);
@@ -470,7 +470,7 @@ otter_status ot_kernel_scale(ot_kernel_ctx *ctx) {
     if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
     double sc = 0.0;
     OT_TRY(ot_train_scalar(ctx, 1, 1.0, &sc));
-    if (otter_node_attr_int(ctx->node, "scale_down", 0)) sc = 1.0 / sc;
+    if (ot_ctx_attr_int_or(ctx, "scale_down", 0)) sc = 1.0 / sc; /* ONNX Runtime's operator: no ONNX schema */
     int64_t n = otter_tensor_numel(x);
     if (!ot_train_is_float(x->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s': dtype %s, expected a float type",
@@ -523,14 +523,15 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     char s1[128], s2[128];
     OT_TRY(ot_train_need(ctx, 0, "A", &a));
     OT_TRY(ot_train_need(ctx, 1, "B", &b));
-    if (otter_node_attr_int(ctx->node, "transBatchA", 0) || otter_node_attr_int(ctx->node, "transBatchB", 0))
+    if (ot_ctx_attr_int_or(ctx, "transBatchA", 0) || ot_ctx_attr_int_or(ctx, "transBatchB", 0))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "transBatchA / transBatchB are not supported");
     if (a->dtype != b->dtype || !ot_train_is_float(a->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
     if (a->rank < 1 || b->rank < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A and B must have rank >= 1");
-    bool ta = otter_node_attr_int(ctx->node, "transA", 0) != 0, tb = otter_node_attr_int(ctx->node, "transB", 0) != 0;
-    float alpha = otter_node_attr_float(ctx->node, "alpha", 1.0f);
+    bool ta = ot_ctx_attr_int_or(ctx, "transA", 0) != 0,
+         tb = ot_ctx_attr_int_or(ctx, "transB", 0) != 0;    /* ONNX Runtime's operator: no ONNX schema */
+    float alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.0f); /* ONNX Runtime's operator: no ONNX schema */
     int ra = a->rank, rb = b->rank;
     int64_t ad[OTTER_MAX_RANK], bd[OTTER_MAX_RANK];
     if (ra == 1) {
@@ -625,24 +626,30 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
                                     ot_ctx_input_name(ctx, 2 + i));
         }
     }
-    ot_onnx_adagrad_params pg = {otter_node_attr_float(ctx->node, "decay_factor", 0.0f),
-                                 otter_node_attr_float(ctx->node, "epsilon", 0.0f),
-                                 otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f)};
-    ot_onnx_momentum_params pm = {otter_node_attr_float(ctx->node, "alpha", 0.0f),
-                                  otter_node_attr_float(ctx->node, "beta", 0.0f),
-                                  otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f), false};
-    ot_onnx_adam_params pa = {
-        otter_node_attr_float(ctx->node, "alpha", 0.9f), otter_node_attr_float(ctx->node, "beta", 0.999f),
-        otter_node_attr_float(ctx->node, "epsilon", 0.0f), otter_node_attr_float(ctx->node, "norm_coefficient", 0.0f),
-        otter_node_attr_float(ctx->node, "norm_coefficient_post", 0.0f)};
-    if (strcmp(what, "Momentum") == 0) {
-        const char *mode = otter_node_attr_string(ctx->node, "mode", "standard");
+    ot_onnx_adagrad_params pg = {0};
+    ot_onnx_momentum_params pm = {0};
+    ot_onnx_adam_params pa = {0};
+    if (strcmp(what, "Adagrad") == 0) {
+        OT_TRY(ot_ctx_attr_float(ctx, "decay_factor", &pg.decay_factor));
+        OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &pg.epsilon));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pg.norm_coefficient));
+    } else if (strcmp(what, "Momentum") == 0) {
+        const char *mode;
+        OT_TRY(ot_ctx_attr_float(ctx, "alpha", &pm.alpha));
+        OT_TRY(ot_ctx_attr_float(ctx, "beta", &pm.beta));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pm.norm_coefficient));
+        OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
         if (strcmp(mode, "nesterov") == 0)
             pm.nesterov = true;
         else if (strcmp(mode, "standard") != 0)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mode '%s' is not 'standard' or 'nesterov'", mode);
+    } else {
+        OT_TRY(ot_ctx_attr_float(ctx, "alpha", &pa.alpha));
+        OT_TRY(ot_ctx_attr_float(ctx, "beta", &pa.beta));
+        OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &pa.epsilon));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient", &pa.norm_coefficient));
+        OT_TRY(ot_ctx_attr_float(ctx, "norm_coefficient_post", &pa.norm_coefficient_post));
     }
-    if (strcmp(what, "Adam") == 0) pa.epsilon = otter_node_attr_float(ctx->node, "epsilon", 1e-6f);
     otter_status s = OTTER_OK;
     for (size_t i = 0; i < n && s == OTTER_OK; i++) {
         const float *in[4] = {0};

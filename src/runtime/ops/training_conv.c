@@ -388,7 +388,8 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
     ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = x->rank - 2;
-    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], group = otter_node_attr_int(ctx->node, "group", 1);
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], group;
+    OT_TRY(ot_ctx_attr_int(ctx, "group", &group)); /* Conv's (the registry's attrs_of) */
     for (int i = 0; i < g.nd; i++) g.in[i] = x->dims[2 + i], g.k[i] = w->dims[2 + i];
     if (group < 1 || C % group || M % group || w->dims[1] * group != C || dy->dims[0] != N || dy->dims[1] != M)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X %s, W %s, dY and group %lld don't agree",
@@ -499,7 +500,8 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     ot_conv_geom g;
     memset(&g, 0, sizeof g);
     g.nd = x->rank - 2;
-    int64_t N = x->dims[0], C = x->dims[1], group = otter_node_attr_int(ctx->node, "group", 1);
+    int64_t N = x->dims[0], C = x->dims[1], group;
+    OT_TRY(ot_ctx_attr_int(ctx, "group", &group)); /* ConvTranspose's (the registry's attrs_of) */
     if (group < 1 || C % group || w->dims[0] != C || dy->dims[0] != N || dy->dims[1] != w->dims[1] * group)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X %s, W %s, dY and group %lld don't agree",
                             ot_shape_str(s1, sizeof s1, x->rank, x->dims),
@@ -517,7 +519,9 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_ints_attr(ctx, "pads", 2 * g.nd, pads, &has_pads));
     const otter_attr *osa = otter_node_attr(ctx->node, "output_shape");
     bool has_os = osa && osa->n_ints > 0;
-    ot_auto_pad pad = ot_auto_pad_from(otter_node_attr_string(ctx->node, "auto_pad", "NOTSET"));
+    const char *auto_pad;
+    OT_TRY(ot_ctx_attr_string(ctx, "auto_pad", &auto_pad));
+    ot_auto_pad pad = ot_auto_pad_from(auto_pad);
     for (int i = 0; i < g.nd; i++) {
         int64_t want = -1;
         g.pb[i] = pads[i], g.pe[i] = pads[g.nd + i];

@@ -32,7 +32,7 @@ static otter_status sce_setup(const ot_kernel_ctx *ctx, const otter_tensor *lp, 
     if (w && otter_tensor_numel(w) != g->C)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "weight '%s' has %lld elements, expected C = %lld",
                             ot_ctx_input_name(ctx, weight_i), (long long)otter_tensor_numel(w), (long long)g->C);
-    const char *red = otter_node_attr_string(ctx->node, "reduction", "mean");
+    const char *red = ot_ctx_attr_string_or(ctx, "reduction", "mean"); /* ONNX Runtime's operator: no ONNX schema */
     g->red = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1 : strcmp(red, "mean") == 0 ? 2 : -1;
     if (g->red < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown reduction '%s'", red);
     const otter_attr *a = otter_node_attr(ctx->node, "ignore_index");

@@ -12,7 +12,7 @@
  * statistics `outer` elements (inputs stat0, stat1; 0 to skip). */
 static otter_status ln_geometry(const ot_kernel_ctx *ctx, const otter_tensor *x, size_t scale_i, size_t stat0,
                                 size_t stat1, int64_t *outer, int64_t *inner) {
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", -1);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", -1); /* ONNX Runtime's operator: no ONNX schema */
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for X '%s' of rank %d", (long long)axis,
                             ot_ctx_input_name(ctx, 1), x->rank);
@@ -98,10 +98,10 @@ otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
     const otter_tensor *x, *sc;
     OT_TRY(ot_train_need(ctx, 0, "X", &x));
     OT_TRY(ot_train_need(ctx, 1, "scale", &sc));
-    int64_t outer, inner, axis = otter_node_attr_int(ctx->node, "axis", -1);
+    int64_t outer, inner, axis = ot_ctx_attr_int_or(ctx, "axis", -1); /* ONNX Runtime's operator: no ONNX schema */
     OT_TRY(ln_geometry(ctx, x, 1, 0, 0, &outer, &inner));
     ot_norm_axis(&axis, x->rank);
-    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
+    float eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f); /* ONNX Runtime's operator: no ONNX schema */
     int64_t sd[OTTER_MAX_RANK];
     for (int i = 0; i < x->rank; i++) sd[i] = i < axis ? x->dims[i] : 1;
     const float *X, *S;
@@ -161,9 +161,9 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     OT_TRY(ot_train_need(ctx, 0, "X", &x));
     int64_t N, C, sp;
     OT_TRY(bn_shape(ctx, x, 1, 4, &N, &C, &sp));
-    float eps = otter_node_attr_float(ctx->node, "epsilon", 1e-5f);
-    float mom = otter_node_attr_float(ctx->node, "momentum", 0.9f);
-    bool training = otter_node_attr_int(ctx->node, "training_mode", 1) != 0;
+    float eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f);          /* ONNX Runtime's operator: no ONNX schema */
+    float mom = ot_ctx_attr_float_or(ctx, "momentum", 0.9f);          /* ONNX Runtime's operator: no ONNX schema */
+    bool training = ot_ctx_attr_int_or(ctx, "training_mode", 1) != 0; /* ONNX Runtime's operator: no ONNX schema */
     const float *in[5];
     float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
     otter_tensor *o[5] = {0};

@@ -238,12 +238,14 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", g.nd, g.k, &has));
     if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
     for (int i = 0; i < g.nd; i++) g.in[i] = dims[2 + i];
-    OT_TRY(ot_conv_geom_forward(ctx, &g, otter_node_attr_int(ctx->node, "ceil_mode", 0) != 0));
+    int64_t ceil_mode, incl;
+    OT_TRY(ot_ctx_attr_int(ctx, "ceil_mode", &ceil_mode)); /* AveragePool's (the registry's attrs_of) */
+    OT_TRY(ot_ctx_attr_int(ctx, "count_include_pad", &incl));
+    OT_TRY(ot_conv_geom_forward(ctx, &g, ceil_mode != 0));
     OT_TRY(ot_train_check_dy(ctx, &g, dy, g.out));
     if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "declared dX batch/channel dims differ from dY's");
     ot_conv_geom_to3(&g);
-    bool incl = otter_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
     const float *DY;
     float *t0 = NULL, *ty = NULL, *DX;
     otter_tensor *dx;

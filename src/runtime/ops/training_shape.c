@@ -58,7 +58,7 @@ otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_train_in(ctx, 2, &DY, &t0));
     otter_status s = zero_dx(ctx, 0, dy->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", 0); /* ONNX Runtime's operator: no ONNX schema */
     if (!ot_norm_axis(&axis, dx->rank))
         return finish(
             ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, dx->rank), dx,
@@ -99,13 +99,13 @@ otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_train_in(ctx, 0, &DY, &t0));
     otter_status s = zero_dx(ctx, 1, dy->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", 0); /* ONNX Runtime's operator: no ONNX schema */
     bool ok = ot_norm_axis(&axis, dx->rank) && ind->rank == dx->rank && ot_train_same_shape(ind, dy);
     for (int i = 0; ok && i < dx->rank; i++) ok = ind->dims[i] <= dx->dims[i] || i == axis;
     if (!ok)
         return finish(ot_ctx_error(ctx, OTTER_ERR_INVALID,
                                    "indices '%s' must have dY's shape and the rank of dX; axis %lld must be in range",
-                                   ot_ctx_input_name(ctx, 2), (long long)otter_node_attr_int(ctx->node, "axis", 0)),
+                                   ot_ctx_input_name(ctx, 2), (long long)ot_ctx_attr_int_or(ctx, "axis", 0)),
                       dx, ty, t0);
     int64_t n = otter_tensor_numel(ind), st[OTTER_MAX_RANK];
     int64_t acc = 1;
@@ -137,7 +137,7 @@ otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
     OT_TRY(ot_train_in(ctx, 2, &UP, &t0));
     otter_status s = zero_dx(ctx, 0, up->dtype, &dx, &DX, &ty);
     if (s != OTTER_OK) return finish(s, NULL, ty, t0);
-    int64_t b = otter_node_attr_int(ctx->node, "batch_dims", 0);
+    int64_t b = ot_ctx_attr_int_or(ctx, "batch_dims", 0); /* ONNX Runtime's operator: no ONNX schema */
     int q = ind->rank;
     int64_t last = q ? ind->dims[q - 1] : 0;
     if (q < 1 || b < 0 || b >= q || b + last > dx->rank)
@@ -254,7 +254,7 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx) {
     if (!first) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs at least one input");
     if (first->dtype == OTTER_DTYPE_STRING)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "string tensors are not supported");
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", 0); /* ONNX Runtime's operator: no ONNX schema */
     if (!ot_norm_axis(&axis, first->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, first->rank);
     int64_t dims[OTTER_MAX_RANK], total = 0;
@@ -307,7 +307,7 @@ otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
     OT_TRY(ot_train_need(ctx, 0, "input", &x));
     if (x->dtype == OTTER_DTYPE_STRING)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "string tensors are not supported");
-    int64_t axis = otter_node_attr_int(ctx->node, "axis", 0);
+    int64_t axis = ot_ctx_attr_int_or(ctx, "axis", 0); /* ONNX Runtime's operator: no ONNX schema */
     if (!ot_norm_axis(&axis, x->rank))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, x->rank);
     size_t n = ctx->n_outputs;
