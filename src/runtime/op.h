@@ -67,6 +67,14 @@ otter_status ot_ctx_need_input(const ot_kernel_ctx *ctx, size_t i, const otter_t
 /* Input i, required, of a floating-point type (float16, bfloat16, float, double); else an INVALID
  * error naming the node and the input. */
 otter_status ot_ctx_float_input(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t);
+/* Tensor t (the node's input idx, named in errors) as float: its own data when float, else a
+ * widened copy in *tmp (float16, bfloat16, ...) that the kernel frees with ot_free. */
+otter_status ot_ctx_input_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out,
+                              float **tmp);
+/* Output y's buffer as float: its own data when float, else a scratch buffer (*tmp) that
+ * ot_output_f32_done converts into y and frees (y NULL: only frees). */
+otter_status ot_output_f32(otter_tensor *y, float **out, float **tmp);
+void ot_output_f32_done(otter_tensor *y, float *tmp);
 /* The UNSUPPORTED error for input i, whose element type t the operator does not take. */
 otter_status ot_ctx_bad_type(const ot_kernel_ctx *ctx, size_t i, otter_dtype t);
 /* Fail with a message naming the node and operator: "node 'n1' (Conv): <message>". */

@@ -11,19 +11,6 @@
 #include "core/core.h"
 #include "runtime/session.h"
 
-static const char *arg_kind_name(otter_arg_kind k) {
-    switch (k) {
-    case OTTER_ARG_TENSOR:
-        return "a tensor";
-    case OTTER_ARG_SEQUENCE:
-        return "a sequence";
-    case OTTER_ARG_NONE:
-        return "an optional without a value";
-    default:
-        return "no value";
-    }
-}
-
 /* ---- running one node ------------------------------------------------------------------------ */
 
 void ot_exec_node_free_scratch(ot_exec_node *rn) {
@@ -60,7 +47,7 @@ otter_status ot_exec_node_run(otter_session *s, ot_exec_node *rn) {
             ot_node_label(nd, rn->index, label, sizeof label);
             s->err_named = true;
             return ot_error(OTTER_ERR_INVALID, "node %s: input '%s' is %s; the operator takes tensors", label,
-                            nd->inputs[i], arg_kind_name(ot_slot_arg(src).kind));
+                            nd->inputs[i], ot_arg_kind_name(ot_slot_arg(src).kind));
         }
         rn->in_ptrs[i] = src->cur;
     }
@@ -133,13 +120,13 @@ static otter_status check_input(otter_session *s, ot_slot *sl, const otter_arg *
     if (ty->kind == OTTER_TYPE_TENSOR) {
         if (a->kind != OTTER_ARG_TENSOR)
             return ot_error(OTTER_ERR_INVALID, "input '%s' is a tensor, %s was given", sl->name,
-                            arg_kind_name(a->kind));
+                            ot_arg_kind_name(a->kind));
         return check_tensor(s, sl, ty, a->tensor);
     }
     if (ty->kind == OTTER_TYPE_SEQUENCE) {
         if (a->kind != OTTER_ARG_SEQUENCE)
             return ot_error(OTTER_ERR_INVALID, "input '%s' is a sequence, %s was given", sl->name,
-                            arg_kind_name(a->kind));
+                            ot_arg_kind_name(a->kind));
         const otter_type *et = ty->elem;
         otter_dtype got = otter_sequence_elem_type(a->sequence);
         if (et && et->kind == OTTER_TYPE_TENSOR && et->has_elem_type && got != OTTER_DTYPE_UNDEFINED &&
@@ -260,7 +247,7 @@ static otter_status copy_out_value(const ot_slot *v, const ot_run_io *io, size_t
     if (!io->out_a) {
         if (got.kind != OTTER_ARG_TENSOR)
             return ot_error(OTTER_ERR_ARGUMENT, "output '%s' is %s: run with otter_session_run_args", name,
-                            arg_kind_name(got.kind));
+                            ot_arg_kind_name(got.kind));
         return copy_out(got.tensor, &io->out_t[i], name);
     }
     otter_arg *d = &io->out_a[i];

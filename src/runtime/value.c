@@ -104,3 +104,16 @@ void otter_arg_free(otter_arg *a) {
     otter_sequence_free(a->sequence);
     *a = (otter_arg){0};
 }
+
+const char *ot_arg_kind_name(otter_arg_kind k) {
+    switch (k) {
+    case OTTER_ARG_TENSOR:
+        return "a tensor";
+    case OTTER_ARG_SEQUENCE:
+        return "a sequence";
+    case OTTER_ARG_NONE:
+        return "an optional without a value";
+    default:
+        return "omitted";
+    }
+}

@@ -15,6 +15,10 @@ struct otter_sequence {
     bool *owned;          /* n: freed with the sequence */
 };
 
+/* What an argument holds, for messages: "a tensor", "a sequence", "an optional without a value",
+ * "omitted". */
+const char *ot_arg_kind_name(otter_arg_kind k);
+
 /* Insert t at position pos (<= n), owned or a view. On failure t is left to the caller. */
 otter_status ot_seq_insert(otter_sequence *q, size_t pos, otter_tensor *t, bool owned);
 /* Remove element pos (< n), freeing it when owned. */

@@ -2,6 +2,7 @@
 #include "check/schema.h"
 #include "core/core.h"
 #include "runtime/op.h"
+#include "runtime/ops/broadcast.h"
 
 const char *ot_ctx_input_name(const ot_kernel_ctx *ctx, size_t i) {
     if (!ctx->node || i >= ctx->node->n_inputs || !ctx->node->inputs[i]) return "";
@@ -25,6 +26,45 @@ otter_status ot_ctx_float_input(const ot_kernel_ctx *ctx, size_t i, const otter_
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has element type %s, expected a floating type", i,
                             ot_ctx_input_name(ctx, i), otter_dtype_name((*t)->dtype));
     return OTTER_OK;
+}
+
+otter_status ot_ctx_input_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out,
+                              float **tmp) {
+    *tmp = NULL;
+    if (t->dtype == OTTER_DTYPE_FLOAT) {
+        *out = t->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(t);
+    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!f) return OT_NOMEM();
+    if (!ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n)) {
+        ot_free(f);
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s': dtype %s not supported", idx,
+                            ot_ctx_input_name(ctx, idx), otter_dtype_name(t->dtype));
+    }
+    *out = f;
+    *tmp = f;
+    return OTTER_OK;
+}
+
+otter_status ot_output_f32(otter_tensor *y, float **out, float **tmp) {
+    *tmp = NULL;
+    if (y->dtype == OTTER_DTYPE_FLOAT) {
+        *out = y->data;
+        return OTTER_OK;
+    }
+    int64_t n = otter_tensor_numel(y);
+    *tmp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!*tmp) return OT_NOMEM();
+    *out = *tmp;
+    return OTTER_OK;
+}
+
+void ot_output_f32_done(otter_tensor *y, float *tmp) {
+    if (!tmp) return;
+    if (y) ot_convert(y->data, y->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(y));
+    ot_free(tmp);
 }
 
 /* The node's attribute when set (of the expected type), else the schema's entry for it, which has a

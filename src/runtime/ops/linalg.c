@@ -17,25 +17,6 @@ static const char *shape_s(char *buf, size_t n, const otter_tensor *t) {
     return ot_shape_str(buf, n, t->rank, t->dims);
 }
 
-/* Tensor as float (widening float16 / bfloat16 into a new buffer stored in *tmp). */
-static otter_status as_float(const ot_kernel_ctx *ctx, const otter_tensor *t, const float **out, float **tmp) {
-    *tmp = NULL;
-    if (t->dtype == OTTER_DTYPE_FLOAT) {
-        *out = t->data;
-        return OTTER_OK;
-    }
-    int64_t n = otter_tensor_numel(t);
-    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!f) return OT_NOMEM();
-    if (!ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n)) {
-        ot_free(f);
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "dtype %s not supported", otter_dtype_name(t->dtype));
-    }
-    *out = f;
-    *tmp = f;
-    return OTTER_OK;
-}
-
 /* ---- MatMul shape planning (numpy matmul semantics) -------------------------------------------- */
 
 typedef struct mm_plan {
@@ -228,8 +209,8 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
     case OTTER_DTYPE_BFLOAT16: {
         const float *A, *B;
         float *ta = NULL, *tb = NULL, *ty = NULL, *Y;
-        otter_status s = as_float(ctx, a, &A, &ta);
-        if (s == OTTER_OK) s = as_float(ctx, b, &B, &tb);
+        otter_status s = ot_ctx_input_f32(ctx, 0, a, &A, &ta);
+        if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, b, &B, &tb);
         if (s == OTTER_OK && a->dtype != OTTER_DTYPE_FLOAT) {
             ty = ot_malloc((size_t)(p.n_batch * mn) * sizeof(float));
             if (!ty) s = OT_NOMEM();
@@ -366,9 +347,9 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
     }
     const float *A, *B, *C = NULL;
     float *tA = NULL, *tB = NULL, *tC = NULL, *tY = NULL;
-    otter_status s = as_float(ctx, a, &A, &tA);
-    if (s == OTTER_OK) s = as_float(ctx, b, &B, &tB);
-    if (s == OTTER_OK && use_c) s = as_float(ctx, c, &C, &tC);
+    otter_status s = ot_ctx_input_f32(ctx, 0, a, &A, &tA);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, b, &B, &tB);
+    if (s == OTTER_OK && use_c) s = ot_ctx_input_f32(ctx, 2, c, &C, &tC);
     if (s == OTTER_OK && a->dtype != OTTER_DTYPE_FLOAT && !(tY = ot_malloc((size_t)(M * N) * sizeof(float))))
         s = OT_NOMEM();
     const float *packed = NULL;

@@ -9,47 +9,6 @@ bool ot_nn_float_like(otter_dtype t) {
     return t == OTTER_DTYPE_FLOAT || t == OTTER_DTYPE_DOUBLE || t == OTTER_DTYPE_FLOAT16 || t == OTTER_DTYPE_BFLOAT16;
 }
 
-/* Input as float: the tensor's own data for float, else a converted copy in *tmp. */
-otter_status ot_nn_in_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out, float **tmp) {
-    *tmp = NULL;
-    if (t->dtype == OTTER_DTYPE_FLOAT) {
-        *out = t->data;
-        return OTTER_OK;
-    }
-    int64_t n = otter_tensor_numel(t);
-    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!f) return OT_NOMEM();
-    if (!ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n)) {
-        ot_free(f);
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input %zu '%s': dtype %s not supported", idx,
-                            ot_ctx_input_name(ctx, idx), otter_dtype_name(t->dtype));
-    }
-    *out = f;
-    *tmp = f;
-    return OTTER_OK;
-}
-
-/* Output buffer as float: the tensor's data for float, else a scratch buffer (*tmp) that
- * out_f32_done converts back. */
-otter_status ot_nn_out_f32(otter_tensor *y, float **out, float **tmp) {
-    *tmp = NULL;
-    if (y->dtype == OTTER_DTYPE_FLOAT) {
-        *out = y->data;
-        return OTTER_OK;
-    }
-    int64_t n = otter_tensor_numel(y);
-    *tmp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!*tmp) return OT_NOMEM();
-    *out = *tmp;
-    return OTTER_OK;
-}
-
-void ot_nn_out_f32_done(otter_tensor *y, float *tmp) {
-    if (!tmp) return;
-    ot_convert(y->data, y->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(y));
-    ot_free(tmp);
-}
-
 /* ---- spatial geometry (runtime/ops/conv_geom.h) ---------------------------------------------- */
 
 /* ot_conv_geom_forward over X (N, C, spatial...); the kernel dims are in g->k already. */

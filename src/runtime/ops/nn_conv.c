@@ -301,9 +301,9 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     a.direct = g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 && g.stride[0] * g.stride[1] * g.stride[2] == 1 &&
                g.in_size == g.out_size;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, w, &a.Wt, &tw);
-    if (s == OTTER_OK && b) s = ot_nn_in_f32(ctx, 2, b, &a.B, &tb);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
+    if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
     const ot_conv_window win = ot_conv_geom_window(&g);
     const bool direct = !a.direct && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel without pooling reads each element of
@@ -329,7 +329,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
         if (full)
             a.Y = full;
         else
-            s = ot_nn_out_f32(y, &a.Y, &ty);
+            s = ot_output_f32(y, &a.Y, &ty);
         a.Z = zdata;
     }
     if (s == OTTER_OK && direct) {
@@ -359,7 +359,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     else if (s == OTTER_OK && full)
         maxpool_2x2(full, od[0] * od[1], od[2], od[3], y->data);
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx), ot_free(tw), ot_free(tb);
@@ -548,10 +548,10 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
     ot_conv_geom_to3(&g);
     const float *X, *Wt, *B = NULL;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *Y, *col = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &X, &tx);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, w, &Wt, &tw);
-    if (s == OTTER_OK && b) s = ot_nn_in_f32(ctx, 2, b, &B, &tb);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &Wt, &tw);
+    if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &B, &tb);
+    if (s == OTTER_OK) s = ot_output_f32(y, &Y, &ty);
     int64_t rows = Mg * g.k_size, isz = g.out_size, osz = g.in_size;
     if (s == OTTER_OK && !(col = ot_malloc((size_t)(rows * isz > 0 ? rows * isz : 1) * sizeof(float)))) s = OT_NOMEM();
     for (int64_t n = 0; s == OTTER_OK && n < N; n++)
@@ -568,7 +568,7 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
         }
     ot_free(col);
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx), ot_free(tw), ot_free(tb);

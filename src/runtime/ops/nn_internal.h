@@ -11,12 +11,6 @@
 #include "runtime/ops/conv_geom.h"
 
 bool ot_nn_float_like(otter_dtype t);
-/* Input as float: the tensor's own data for float, else a converted copy in *tmp. */
-otter_status ot_nn_in_f32(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, const float **out, float **tmp);
-/* Output buffer as float: the tensor's data for float, else a scratch buffer (*tmp) that
- * ot_nn_out_f32_done converts back. */
-otter_status ot_nn_out_f32(otter_tensor *y, float **out, float **tmp);
-void ot_nn_out_f32_done(otter_tensor *y, float *tmp);
 /* ot_conv_geom_forward over X (N, C, spatial...); the kernel dims are in g->k already. */
 otter_status ot_nn_geom_forward(const ot_kernel_ctx *ctx, const otter_tensor *x, ot_conv_geom *g, bool ceil_mode);
 /* X present with rank min_rank .. 2 + OT_SP, else an error naming it. */

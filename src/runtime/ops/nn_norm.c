@@ -57,8 +57,8 @@ otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
     float *tmp[5] = {0}, *ty = NULL, *bm = NULL, *bv = NULL;
     const float *in[5];
     otter_status s = OTTER_OK;
-    for (size_t i = 0; s == OTTER_OK && i < 5; i++) s = ot_nn_in_f32(ctx, i, ot_ctx_input(ctx, i), &in[i], &tmp[i]);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    for (size_t i = 0; s == OTTER_OK && i < 5; i++) s = ot_ctx_input_f32(ctx, i, ot_ctx_input(ctx, i), &in[i], &tmp[i]);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
     a.X = in[0], a.scale = in[1], a.bias = in[2], a.mean = in[3], a.var = in[4];
     if (s == OTTER_OK && training) {
         bm = ot_calloc((size_t)C, sizeof(float)), bv = ot_calloc((size_t)C, sizeof(float));
@@ -104,7 +104,7 @@ otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx) {
         }
     }
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     for (int i = 0; i < 5; i++) ot_free(tmp[i]);
@@ -150,13 +150,13 @@ otter_status ot_kernel_instancenorm(ot_kernel_ctx *ctx) {
     inorm_args a = {.C = C, .sp = sp};
     OT_TRY(ot_ctx_attr_float(ctx, "epsilon", &a.eps));
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &t0);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, sc, &a.scale, &t1);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 2, b, &a.bias, &t2);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &t0);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, sc, &a.scale, &t1);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 2, b, &a.bias, &t2);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
     if (s == OTTER_OK && sp > 0) ot_parallel_for(ctx, x->dims[0] * C, 1 + 8192 / (sp + 1), inorm_planes, &a);
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(t0), ot_free(t1), ot_free(t2);
@@ -261,18 +261,18 @@ otter_status ot_kernel_layernorm(ot_kernel_ctx *ctx) {
     float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *tmean = NULL, *tinv = NULL;
     otter_status s = bcast_map(ctx, 1, sc, x->rank - (int)axis, x->dims + axis, inner, &smap);
     if (s == OTTER_OK && b) s = bcast_map(ctx, 2, b, x->rank - (int)axis, x->dims + axis, inner, &bmap);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 0, x, &a.X, &t0);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, sc, &a.scale, &t1);
-    if (s == OTTER_OK && b) s = ot_nn_in_f32(ctx, 2, b, &a.bias, &t2);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
-    if (s == OTTER_OK && tm) s = ot_nn_out_f32(tm, &a.mean, &tmean);
-    if (s == OTTER_OK && ti) s = ot_nn_out_f32(ti, &a.inv, &tinv);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 0, x, &a.X, &t0);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, sc, &a.scale, &t1);
+    if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.bias, &t2);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK && tm) s = ot_output_f32(tm, &a.mean, &tmean);
+    if (s == OTTER_OK && ti) s = ot_output_f32(ti, &a.inv, &tinv);
     a.sidx = smap, a.bidx = bmap;
     if (s == OTTER_OK && inner > 0) ot_parallel_for(ctx, outer, 1 + 8192 / (inner + 1), lnorm_rows, &a);
     if (s == OTTER_OK) {
-        ot_nn_out_f32_done(y, ty);
-        if (tm) ot_nn_out_f32_done(tm, tmean);
-        if (ti) ot_nn_out_f32_done(ti, tinv);
+        ot_output_f32_done(y, ty);
+        if (tm) ot_output_f32_done(tm, tmean);
+        if (ti) ot_output_f32_done(ti, tinv);
     } else {
         ot_free(ty), ot_free(tmean), ot_free(tinv);
     }
@@ -298,8 +298,8 @@ otter_status ot_kernel_lrn(ot_kernel_ctx *ctx) {
     for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
     const float *X;
     float *tx = NULL, *ty = NULL, *Y = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &X, &tx);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = ot_output_f32(y, &Y, &ty);
     int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
     for (int64_t n = 0; s == OTTER_OK && n < N; n++)
         for (int64_t c = 0; c < C; c++)
@@ -313,7 +313,7 @@ otter_status ot_kernel_lrn(ot_kernel_ctx *ctx) {
                 Y[(n * C + c) * sp + i] = X[(n * C + c) * sp + i] / powf(bias + alpha / (float)size * sq, beta);
             }
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx);

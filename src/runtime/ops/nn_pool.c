@@ -218,11 +218,11 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
         a.p = (float)p;
     }
     float *tx = NULL, *ty = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
     if (s == OTTER_OK) ot_parallel_for(ctx, g.N * g.C, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx);
@@ -270,11 +270,11 @@ static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
     if (!y) return ctx->output_status;
     float *tx = NULL, *ty = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &a.X, &tx);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &a.Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
     if (s == OTTER_OK) ot_parallel_for(ctx, x->dims[0] * x->dims[1], 1 + 16384 / (a.sp + 1), gpool_planes, &a);
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx);

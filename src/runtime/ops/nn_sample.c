@@ -62,9 +62,9 @@ otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
     if (!y) return ctx->output_status;
     const float *X, *G;
     float *tx = NULL, *tg = NULL, *ty = NULL, *Y = NULL;
-    otter_status s = ot_nn_in_f32(ctx, 0, x, &X, &tx);
-    if (s == OTTER_OK) s = ot_nn_in_f32(ctx, 1, grid, &G, &tg);
-    if (s == OTTER_OK) s = ot_nn_out_f32(y, &Y, &ty);
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &X, &tx);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, grid, &G, &tg);
+    if (s == OTTER_OK) s = ot_output_f32(y, &Y, &ty);
     double xlo = ac ? 0 : -0.5, xhi = ac ? (double)W - 1 : (double)W - 0.5;
     double ylo = ac ? 0 : -0.5, yhi = ac ? (double)H - 1 : (double)H - 0.5;
     for (int64_t n = 0; s == OTTER_OK && n < N; n++)
@@ -103,7 +103,7 @@ otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
             }
         }
     if (s == OTTER_OK)
-        ot_nn_out_f32_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(tx), ot_free(tg);

@@ -16,25 +16,12 @@
 #include "runtime/optim.h"
 #include "runtime/value.h"
 
-static const char *kind_name(otter_arg_kind k) {
-    switch (k) {
-    case OTTER_ARG_TENSOR:
-        return "a tensor";
-    case OTTER_ARG_SEQUENCE:
-        return "a sequence";
-    case OTTER_ARG_NONE:
-        return "an optional without a value";
-    default:
-        return "omitted";
-    }
-}
-
 static otter_status need_seq(const ot_kernel_ctx *ctx, size_t i, const otter_sequence **q) {
     *q = NULL; /* set on every path: callers read it only after OT_TRY, but -O3 can't tell */
     otter_arg a = ot_ctx_input_arg(ctx, i);
     if (a.kind != OTTER_ARG_SEQUENCE)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a sequence, it is %s", i,
-                            ot_ctx_input_name(ctx, i), kind_name(a.kind));
+                            ot_ctx_input_name(ctx, i), ot_arg_kind_name(a.kind));
     *q = a.sequence;
     return OTTER_OK;
 }
@@ -44,7 +31,7 @@ static otter_status need_tensor(const ot_kernel_ctx *ctx, size_t i, const otter_
     otter_arg a = ot_ctx_input_arg(ctx, i);
     if (a.kind != OTTER_ARG_TENSOR)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be a tensor, it is %s", i,
-                            ot_ctx_input_name(ctx, i), kind_name(a.kind));
+                            ot_ctx_input_name(ctx, i), ot_arg_kind_name(a.kind));
     *t = a.tensor;
     return OTTER_OK;
 }
@@ -360,7 +347,7 @@ otter_status ot_kernel_sequence_map(ot_kernel_ctx *ctx) {
             st = ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu has %zu tensors, input 0 has %zu", j,
                               in[j].sequence->n, n);
         else if (in[j].kind != OTTER_ARG_SEQUENCE && in[j].kind != OTTER_ARG_TENSOR)
-            st = ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is %s", j, kind_name(in[j].kind));
+            st = ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu is %s", j, ot_arg_kind_name(in[j].kind));
     }
     for (size_t o = 0; o < no && st == OTTER_OK; o++) {
         const otter_type *ty = otter_graph_value_type(g, g->outputs[o].name);
@@ -377,7 +364,7 @@ otter_status ot_kernel_sequence_map(ot_kernel_ctx *ctx) {
         for (size_t o = 0; o < no && st == OTTER_OK; o++) {
             if (out[o].kind != OTTER_ARG_TENSOR) {
                 st = ot_ctx_error(ctx, OTTER_ERR_INVALID, "body output %zu is %s, expected a tensor", o,
-                                  kind_name(out[o].kind));
+                                  ot_arg_kind_name(out[o].kind));
                 break;
             }
             st = ot_seq_insert(res[o], res[o]->n, out[o].tensor, true);
@@ -432,7 +419,8 @@ otter_status ot_kernel_optional_has_element(ot_kernel_ctx *ctx) {
 otter_status ot_kernel_optional_get_element(ot_kernel_ctx *ctx) {
     otter_arg a = ot_ctx_input_arg(ctx, 0);
     if (a.kind != OTTER_ARG_TENSOR && a.kind != OTTER_ARG_SEQUENCE)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' is %s", ot_ctx_input_name(ctx, 0), kind_name(a.kind));
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' is %s", ot_ctx_input_name(ctx, 0),
+                            ot_arg_kind_name(a.kind));
     return copy_value(ctx, 0, a);
 }
 

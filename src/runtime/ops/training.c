@@ -47,16 +47,7 @@ otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, 
     if (!ot_train_is_float(t->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s': dtype %s, expected a float type", i,
                             ot_ctx_input_name(ctx, i), otter_dtype_name(t->dtype));
-    if (t->dtype == OTTER_DTYPE_FLOAT) {
-        *out = t->data;
-        return OTTER_OK;
-    }
-    int64_t n = otter_tensor_numel(t);
-    float *f = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!f) return OT_NOMEM();
-    ot_convert(f, OTTER_DTYPE_FLOAT, t->data, t->dtype, n);
-    *out = *tmp = f;
-    return OTTER_OK;
+    return ot_ctx_input_f32(ctx, i, t, out, tmp);
 }
 
 otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
@@ -64,21 +55,7 @@ otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank
     *tmp = NULL;
     *t = ot_ctx_output(ctx, i, dt, rank, dims);
     if (!*t) return ctx->output_status;
-    if (dt == OTTER_DTYPE_FLOAT) {
-        *p = (*t)->data;
-        return OTTER_OK;
-    }
-    int64_t n = otter_tensor_numel(*t);
-    *tmp = ot_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!*tmp) return OT_NOMEM();
-    *p = *tmp;
-    return OTTER_OK;
-}
-
-void ot_train_out_done(otter_tensor *t, float *tmp) {
-    if (!tmp) return;
-    if (t) ot_convert(t->data, t->dtype, tmp, OTTER_DTYPE_FLOAT, otter_tensor_numel(t));
-    ot_free(tmp);
+    return ot_output_f32(*t, p, tmp);
 }
 
 otter_status ot_train_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
@@ -317,7 +294,7 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
         ag_job j = {kind, DY, X, B, DX, last > 0 ? last : 1};
         int64_t grain = kind == G_GELU || kind == G_FASTGELU ? 4096 : 32768;
         if (n > 0) ot_parallel_for(ctx, n, grain, ag_range, &j);
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -356,7 +333,7 @@ static otter_status gelu_forward(ot_kernel_ctx *ctx, bool fast, bool bias_requir
             float v = X[i] + (B ? B[i % last] : 0.0f);
             Y[i] = fast ? fastgelu_f(v) : gelu_f(v);
         }
-        ot_train_out_done(y, ty);
+        ot_output_f32_done(y, ty);
     } else {
         ot_free(ty);
     }
@@ -413,7 +390,7 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
                     DX[i] = log ? DY[i] - expf(Y[i]) * (float)sum : Y[i] * (DY[i] - (float)sum);
                 }
             }
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -455,7 +432,7 @@ otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
         float k = (float)(1.0 / (1.0 - ratio));
         for (int64_t i = 0; i < n; i++)
             DX[i] = pass ? DY[i] : (ot_get_f64(mask->data, mask->dtype, i) != 0.0 ? DY[i] * k : 0.0f);
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
     }
@@ -591,7 +568,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
                      Y + bi * M * N, N);
     }
     if (s == OTTER_OK)
-        ot_train_out_done(y, ty);
+        ot_output_f32_done(y, ty);
     else
         ot_free(ty);
     ot_free(t0), ot_free(t1);
@@ -676,7 +653,7 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
             else
                 ot_onnx_adam_update(&pa, (float)r, (int64_t)t, e, in[0], in[1], in[2], in[3], out[0], out[1], out[2]);
             for (int gi = 0; gi < groups - 1; gi++)
-                if (ot[gi]) ot_train_out_done(ot[gi], tout[gi]);
+                if (ot[gi]) ot_output_f32_done(ot[gi], tout[gi]);
         } else {
             for (int gi = 0; gi < groups - 1; gi++) ot_free(tout[gi]);
         }

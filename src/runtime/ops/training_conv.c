@@ -482,7 +482,7 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
     }
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            ot_train_out_done(o[k], tout[k]);
+            ot_output_f32_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);
@@ -572,7 +572,7 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
     ot_free(col);
     for (int k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            ot_train_out_done(o[k], tout[k]);
+            ot_output_f32_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);

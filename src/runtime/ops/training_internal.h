@@ -15,10 +15,9 @@
  * Fails naming the input when it is missing or not a float type. */
 otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp);
 /* Allocate output i (dtype dt) and give a float buffer for it: the data itself for float, else a
- * temporary that ot_train_out_done converts back (and frees). */
+ * temporary that ot_output_f32_done converts back (and frees). */
 otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
                           float **p, float **tmp);
-void ot_train_out_done(otter_tensor *t, float *tmp);
 /* True when the node names output i (an omitted optional output is "" or absent). */
 bool ot_train_wanted(const ot_kernel_ctx *ctx, size_t i);
 bool ot_train_is_float(otter_dtype t);

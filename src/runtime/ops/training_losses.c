@@ -169,7 +169,7 @@ otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx) {
                     DX[j] = (float)v + (B ? B[j] : 0.0f);
                 }
             }
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
     }

@@ -81,7 +81,7 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
             }
         }
         for (size_t k = 0; k < n_out; k++)
-            if (o[k]) ot_train_out_done(o[k], tout[k]);
+            if (o[k]) ot_output_f32_done(o[k], tout[k]);
     } else {
         for (size_t k = 0; k < 3; k++) ot_free(tout[k]);
     }
@@ -121,8 +121,8 @@ otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx) {
             if (INV) INV[r] = iv;
             for (int64_t i = 0; i < inner; i++) Y[r * inner + i] = xr[i] * iv * S[i];
         }
-        ot_train_out_done(y, ty);
-        if (inv) ot_train_out_done(inv, ti);
+        ot_output_f32_done(y, ty);
+        if (inv) ot_output_f32_done(inv, ti);
     } else {
         ot_free(ty), ot_free(ti);
     }
@@ -208,7 +208,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     }
     for (size_t k = 0; k < 5; k++) {
         if (s == OTTER_OK && o[k])
-            ot_train_out_done(o[k], tout[k]);
+            ot_output_f32_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
         ot_free(tin[k]);
@@ -255,7 +255,7 @@ otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     }
     for (size_t k = 0; k < 3; k++) {
         if (s == OTTER_OK && o[k])
-            ot_train_out_done(o[k], tout[k]);
+            ot_output_f32_done(o[k], tout[k]);
         else
             ot_free(tout[k]);
     }

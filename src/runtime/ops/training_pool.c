@@ -212,7 +212,7 @@ otter_status ot_kernel_maxpool_grad(ot_kernel_ctx *ctx) {
                              ot_ctx_input_name(ctx, 1), (long long)(a.i64 ? a.i64[bad] : a.i32[bad]), (long long)nx);
     }
     if (s == OTTER_OK)
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     else
         ot_free(ty);
     ot_free(t0);
@@ -289,7 +289,7 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx) {
                             }
                         }
                     }
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
     }

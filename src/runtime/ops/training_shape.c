@@ -38,7 +38,7 @@ static otter_status check_indices(const ot_kernel_ctx *ctx, size_t i, const otte
 /* Finish a scatter kernel: convert/free buffers. */
 static otter_status finish(otter_status s, otter_tensor *dx, float *ty, float *t0) {
     if (s == OTTER_OK)
-        ot_train_out_done(dx, ty);
+        ot_output_f32_done(dx, ty);
     else
         ot_free(ty);
     ot_free(t0);
