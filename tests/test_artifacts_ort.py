@@ -23,15 +23,16 @@ transformer_ln17 with L1Loss + AdamW (adam_mode 0, weight_decay 0.01). For each 
    the training graph's parameter-input order; the contiguous buffers (trainable and all) bit-identical before
    training (same order); then each step, from the same parameters:
    - the loss of both runtimes against PyTorch float64 (tools/export_torch_models.py's module with otter's
-     parameters of the step), within LOSS_BOUND's float32 error;
+     parameters of the step), within loss_bound's float32 error;
    - otter's update of every trainable element against the optimizer's formula (hyperparameters read from
      optimizer_model.onnx) applied to otter's own gradient in float64: only the update arithmetic's rounding;
    - ORT's update of every element against the same formula, for a gradient within 2 GAMMA of otter's (both
      float32 gradients within testlib's GAMMA of the exact one), through testlib's UpdateReference, which
      carries the moments' error through AdamW's m/(sqrt(v) + eps) (see gradient_scales for a gradient that is
-     zero in exact arithmetic);
+     zero in exact arithmetic); a ReLU/MaxPool decision ORT took the other way from otter is found as in
+     test_training_torch (explain_flips);
    - the frozen parameters (BatchNorm running statistics, which ORT's BatchNormInternal updates in place):
-     each step's change within FROZEN_BOUND.
+     each step's change within frozen_bound.
    Prints the worst error/bound of each kind per case; a ratio > 1 fails.
 
 Why each step starts from otter's parameters: ten free-running float32 steps are chaotic (a ReLU or MaxPool
@@ -42,9 +43,11 @@ no bound to derive: mnist_dnn L1Loss+AdamW ended 5e-5 from ORT under OPENBLAS_CO
 Dropout with p > 0 (bn_dropout_cnn, p = 0.5): the masks come from each runtime's own generator (ORT's Philox
 stream vs otter's seeded stream), so the two can't draw the same masks and nothing is compared across runtimes.
 Instead each runtime trains 10 steps on one repeated batch and the loss must decrease (mean of the last 3 steps
-below the mean of the first 3) and stay finite; the parameter buffer layout is still compared.
+below the mean of the first 3) and stay finite (ORT runs free there); the parameter buffer layout is still
+compared.
 
-The npm package is installed under the build tree on first use. Prints the worst differences per model.
+The npm package is installed under the build tree on first use. test_training_ort runs the same per-step
+comparison on ORT's own MNIST artifacts and otter's mnist-dnn.
 """
 import ctypes
 import functools
