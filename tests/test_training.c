@@ -2,13 +2,7 @@
  * memory: input classification and buffer layout (199,210 trainable floats in shapes.json order), gradient
  * accumulation and lazy reset, AdamW and SGD steps against a double-precision reference of ORT's formulas,
  * schedules, save/resume giving the same trajectory, nominal checkpoints, mixed artifacts refused, export,
- * seeded Dropout masks in a training model the runtime fuses.
- *
- * Also a driver for tests/test_training_ort.py:
- *   test_training --drive ARTIFACTS_DIR BATCH_DIR N_STEPS OUT_PREFIX
- * trains N_STEPS steps (train, AdamW/SGD step, lazy reset) on BATCH_DIR/x_<k>.npy, y_<k>.npy (bound to the
- * training model's user inputs in order), writing OUT_PREFIX.losses (one per line, %.9g), OUT_PREFIX.params0
- * and OUT_PREFIX.params (trainable buffer before and after, float32). */
+ * seeded Dropout masks in a training model the runtime fuses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,61 +446,7 @@ static void test_export(void) {
     otter_training_session_free(s);
 }
 
-/* ---- driver for test_training_ort.py ------------------------------------------------------------- */
-
-static int write_floats(const char *path, const float *v, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 1;
-    size_t w = fwrite(v, sizeof(float), n, f);
-    fclose(f);
-    return w == n ? 0 : 1;
-}
-
-static int drive(const char *dir, const char *batches, int steps, const char *out) {
-    otter_training_session *s = NULL;
-    if (otter_training_session_create_from_dir(&s, dir, NULL, NULL, &(otter_training_options){.n_threads = 1}) !=
-        OTTER_OK) {
-        fprintf(stderr, "drive: %s\n", otter_last_error());
-        return 1;
-    }
-    char path[4096];
-    size_t n = otter_training_params_size(s, true);
-    float *buf = malloc(n * sizeof(float));
-    otter_training_copy_params_to_buffer(s, buf, n, true);
-    snprintf(path, sizeof path, "%s.params0", out);
-    int rc = write_floats(path, buf, n);
-    snprintf(path, sizeof path, "%s.losses", out);
-    FILE *lf = fopen(path, "w");
-    for (int k = 0; k < steps && rc == 0 && lf; k++) {
-        otter_tensor *x = NULL, *y = NULL;
-        snprintf(path, sizeof path, "%s/x_%d.npy", batches, k);
-        otter_status st = otter_tensor_load_npy(&x, path);
-        snprintf(path, sizeof path, "%s/y_%d.npy", batches, k);
-        if (st == OTTER_OK) st = otter_tensor_load_npy(&y, path);
-        const otter_tensor *in[2] = {x, y};
-        otter_tensor *loss = NULL;
-        if (st == OTTER_OK) st = otter_training_train_step(s, 2, NULL, in, 1, &loss);
-        if (st == OTTER_OK) st = otter_training_optimizer_step(s);
-        if (st == OTTER_OK) st = otter_training_lazy_reset_grad(s);
-        if (st != OTTER_OK) {
-            fprintf(stderr, "drive step %d: %s\n", k, otter_last_error());
-            rc = 1;
-        } else {
-            fprintf(lf, "%.9g\n", ((float *)loss->data)[0]);
-        }
-        otter_tensor_free(loss), otter_tensor_free(x), otter_tensor_free(y);
-    }
-    if (lf) fclose(lf);
-    otter_training_copy_params_to_buffer(s, buf, n, true);
-    snprintf(path, sizeof path, "%s.params", out);
-    if (rc == 0) rc = write_floats(path, buf, n);
-    free(buf);
-    otter_training_session_free(s);
-    return rc;
-}
-
-int main(int argc, char **argv) {
-    if (argc == 6 && strcmp(argv[1], "--drive") == 0) return drive(argv[2], argv[3], atoi(argv[4]), argv[5]);
+int main(void) {
     test_layout();
     test_accumulation();
     test_adamw();

@@ -22,8 +22,8 @@ with another) drift 1e-4..1e-1 apart. Measured: otter/mnist-dnn AdamW under OPEN
 1e-6 from float64 on 1 thread; on 2 threads (the same sums split differently) it jumps at step 3 (94k fc1 weights
 at once, as a flipped ReLU does) and ends 1.4e-3 away (||.||; 1.9e-2 in the worst element). The old bound on
 that drift (4x PyTorch float32's own) measured the kernel OpenBLAS picks, not otter.
-From the same weights, one step's error has a bound from float32 rounding (GAMMA, AdamWReference), once the few
-ReLU/MaxPool decisions float32 took the other way are found (see MAX_FLIPS).
+From the same weights, one step's error has a bound from float32 rounding (testlib's GAMMA and UpdateReference),
+once the few ReLU/MaxPool decisions float32 took the other way are found (see MAX_FLIPS).
 
 Checked, each of the 10 steps: the loss (same weights, same batch) and every parameter element's update
 w_next - w against float64, each within its bound; then the loss fell, every parameter moved, and the eval
@@ -44,7 +44,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as tl  # noqa: E402
-from testlib import MAX_RANK, TP, TrainingOptions, check  # noqa: E402
+from flips import MAX_FLIP_TRIES, MAX_FLIPS, chain_forward, layer_chain  # noqa: E402
+from testlib import GAMMA, MAX_RANK, TP, U32, TrainingOptions, check  # noqa: E402
 
 WORK = tl.work_dir("training_torch")
 
@@ -54,15 +55,9 @@ ADAMW_LR, SGD_LR = 1e-3, 0.01
 BETA1, BETA2, EPS, WD = 0.9, 0.999, 1e-8, 0.01
 CLASSES = 10
 
-# Error model of one float32 step (see step_bounds). U32: float32's unit roundoff. A float32 sum of K terms is off
-# its exact value by about sqrt(K) U32 sum|terms| (rounding errors of random sign; K U32 in the worst case); a
-# gradient element's terms are bounded by its tensor's largest gradient, so each gradient element is taken to be
-# within GAMMA = sqrt(K_MAX) U32 max|g| of float64's, K_MAX = 2^15 covering the longest sum in these models
-# (cifar conv1's weight gradient: 32 images x 32x32 positions). Measured (PyTorch float32 vs float64, these
-# models, initial weights): max|g32 - g64| <= 37 U32 max|g64| in every tensor, 5x under GAMMA = 181 U32.
-U32 = 2.0 ** -24
-K_MAX = 2 ** 15
-GAMMA = math.sqrt(K_MAX) * U32
+ADAMW = tl.AdamW(BETA1, BETA2, EPS, WD, adam_mode=0, correct_bias=True)
+# Error model of one float32 step: testlib's GAMMA (each gradient element within GAMMA max|g| of float64's) and
+# UpdateReference.
 
 worst = {"loss": (0.0, ""), "update": (0.0, ""), "eval": (0.0, "")}
 
@@ -223,137 +218,6 @@ def loss_bound(logits, loss):
     return 2 * GAMMA * float(np.max(np.abs(logits))) + 4 * U32 * abs(loss)
 
 
-def adamw_u(m, v, t):
-    """AdamW's normalized step (PyTorch's formula, adam_mode 0) from the moments after step t."""
-    return (m / (1 - BETA1 ** t)) / (np.sqrt(np.maximum(v, 0) / (1 - BETA2 ** t)) + EPS)
-
-
-# ---- decisions float32 may take either way: ReLU and MaxPool ------------------------------------------
-#
-# A ReLU whose input, or a 2x2 MaxPool whose two largest inputs, are closer than their float32 error can go either
-# way in a correct float32 step, and the gradient then jumps by the unit's whole term. Measured: from the same
-# weights, one ReLU input at 1e-8 of its layer's largest went the other way in otter's step (not in PyTorch
-# float32's) and moved conv2's weight gradient by 6e-3 of its largest element. So the models built from
-# Linear/Conv, ReLU and MaxPool run as an explicit chain of layers that can take any of these decisions the other
-# way, and bounds each pre-activation's float32 error (forward running error: sqrt(K) U32 sum|w x| per layer, K
-# its fan-in, plus its input's error carried through |W|). When otter's update is off its bound, the decisions
-# within their error are flipped in the float64 reference, closest first, keeping a flip when it brings the
-# reference nearer to otter (at most MAX_FLIPS of MAX_FLIP_TRIES candidates): a step passes only when a few such
-# flips explain it exactly. (Summing every ambiguous decision's possible jump instead gives a vacuous bound: a CNN
-# step has ~700 of them, and carried down through |W| they would allow conv1 1000x its largest gradient.)
-MAX_FLIPS, MAX_FLIP_TRIES = 4, 12
-
-
-def layer_chain(module):
-    """[(kind, parameter name prefix, submodule)] of a Linear/Conv + ReLU (+ MaxPool 2) chain, None otherwise."""
-    if hasattr(module, "conv1"):  # OtterCifarCNN and export_torch_models' cifar_cnn
-        chain = []
-        for c in ("conv1", "conv2", "conv3"):
-            chain += [("lin", c, getattr(module, c)), ("relu", "", None), ("pool", "", None)]
-        return chain + [("flatten", "", None), ("lin", "fc1", module.fc1), ("relu", "", None),
-                        ("lin", "fc2", module.fc2)]
-    if hasattr(module, "fc3"):  # OtterMnistDNN and export_torch_models' mnist_dnn
-        return [("lin", "fc1", module.fc1), ("relu", "", None), ("lin", "fc2", module.fc2), ("relu", "", None),
-                ("lin", "fc3", module.fc3)]
-    return None
-
-
-def lin(mod, x, weight, bias):
-    if isinstance(mod, nn.Conv2d):
-        return F.conv2d(x, weight, bias, stride=mod.stride, padding=mod.padding)
-    return F.linear(x, weight, bias)
-
-
-def windows(t):
-    """[N, C, H, W] -> [N, C, H/2, W/2, 4]: the 2x2 MaxPool windows."""
-    n, c, h, w = t.shape
-    return t.reshape(n, c, h // 2, 2, w // 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(n, c, h // 2, w // 2, 4)
-
-
-def chain_forward(chain, x, flips=()):
-    """The chain's logits (float64, autograd), with the decisions in flips ((stage, flat index) pairs) taken the
-    other way, and the ambiguous decisions as [(closeness = margin / error bound, stage, flat index)]. The error
-    bounds add and multiply only absolute values, so float32 computes them well (and fast)."""
-    ambiguous, h, err = [], x, torch.zeros(x.shape)
-    for stage, (kind, name, mod) in enumerate(chain):
-        flipped = [i for st, i in flips if st == stage]
-        if kind == "lin":
-            h2 = lin(mod, h, mod.weight, mod.bias)
-            with torch.no_grad():  # sqrt(K) U32 (|W| |x| + |b|) + |W| err(x)
-                scale = math.sqrt(mod.weight[0].numel()) * U32
-                err = lin(mod, scale * h.abs().float() + err, mod.weight.abs().float(), scale * mod.bias.abs().float())
-            h = h2
-        elif kind == "relu":
-            z = h.detach()
-            on = (z > 0).reshape(-1)
-            on[flipped] = ~on[flipped]
-            h = h * on.reshape(z.shape).to(h.dtype)
-            closeness = (z.abs() / err).reshape(-1)
-            near = torch.nonzero(closeness <= 1).reshape(-1)
-            ambiguous += [(float(closeness[i]), stage, int(i)) for i in near]
-        elif kind == "pool":
-            top, idx = windows(h.detach()).sort(-1, descending=True)
-            e = windows(err).gather(-1, idx)
-            closeness = ((top[..., 0] - top[..., 1]) / (e[..., 0] + e[..., 1])).reshape(-1)
-            near = torch.nonzero((closeness <= 1) & (top[..., 0] > 0).reshape(-1)).reshape(-1)
-            ambiguous += [(float(closeness[i]), stage, int(i)) for i in near]
-            choice = idx[..., :1].clone(memory_format=torch.contiguous_format)
-            runner_up = idx[..., 1:2].reshape(-1)
-            choice.view(-1)[flipped] = runner_up[flipped]
-            h = windows(h).gather(-1, choice).squeeze(-1)
-            err = F.max_pool2d(err, 2)
-        else:
-            h, err = torch.flatten(h, 1), torch.flatten(err, 1)
-    return h, sorted(ambiguous)
-
-
-class AdamWReference:
-    """One step of SGD or PyTorch's AdamW (adam_mode 0) in float64 from given weights and gradient, and the bound
-    on |otter's update - this update| per element.
-
-    The gradient element is within d = GAMMA max|g| of float64's (the error model above). SGD: the update -lr g is
-    off by lr d. AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and u = m^/(sqrt(v^) + eps) turn that into
-    an interval: m within dm = b1 dm_prev + (1 - b1) d, v within dv = b2 dv_prev + (1 - b2)(2|g| d + d^2) (the
-    moments carry every earlier step's error), and u, increasing in m and in |u| decreasing in v, is furthest from
-    float64's u at a corner of that box; the update -lr (u + wd w) is off by lr max|u_corner - u|. Where the
-    gradient is near zero (it cancels, or is zero by symmetry like an attention key bias's) or v^ ~ eps^2, this is
-    up to a full +-lr step; where it is well conditioned, about lr |u| d/|g|. To that, float32 rounding of the
-    update arithmetic: 4 U32 (|w| + lr |u|)."""
-
-    def __init__(self, adamw, lr):
-        self.adamw, self.lr = adamw, lr
-        self.state = {}  # name -> (m, v, dm, dv) after the last committed step
-
-    def step(self, name, t, w, g):
-        """(update, bound, state after this step) for parameter name at step t."""
-        lr, d = self.lr, GAMMA * float(np.max(np.abs(g)))
-        if not self.adamw:
-            return -lr * g, lr * d + 4 * U32 * (np.abs(w) + lr * np.abs(g)), None
-        zero = np.zeros_like(g)
-        m, v, dm, dv = self.state.get(name, (zero, zero, zero, zero))
-        m, v = BETA1 * m + (1 - BETA1) * g, BETA2 * v + (1 - BETA2) * g * g
-        dm, dv = BETA1 * dm + (1 - BETA1) * d, BETA2 * dv + (1 - BETA2) * (2 * np.abs(g) * d + d * d)
-        u = adamw_u(m, v, t)
-        du = np.max([np.abs(adamw_u(m + sm * dm, v + sv * dv, t) - u) for sm in (-1, 1) for sv in (-1, 1)], axis=0)
-        return -lr * (u + WD * w), lr * du + 4 * U32 * (np.abs(w) + lr * np.abs(u)), (m, v, dm, dv)
-
-    def compare(self, t, w, g, got):
-        """Worst error/bound over the elements, per parameter: {name: (ratio, error/max|update|)}, and the states."""
-        out, states = {}, {}
-        for k in w:
-            w64 = w[k].astype(np.float64)
-            want, bound, states[k] = self.step(k, t, w64, g[k])
-            err = np.abs((got[k] - w64) - want)
-            # 0 where otter is exact (even against a zero bound); np.max keeps a NaN error
-            ratio = float(np.max(np.divide(err, bound, out=np.zeros_like(err), where=err != 0)))
-            largest = float(np.max(np.abs(want)))
-            out[k] = (ratio, float(np.max(err)) / largest if largest else math.inf)
-        return out, states
-
-    def commit(self, states):
-        self.state.update({k: s for k, s in states.items() if s is not None})
-
-
 def worst_of(ratios):
     """The worst (ratio, name) of compare's result, NaN first."""
     k = max(ratios, key=lambda n: math.inf if math.isnan(ratios[n][0]) else ratios[n][0])
@@ -389,7 +253,7 @@ def run_case(lib, label, art_dir, module, torch_weights_into_otter, optimizer, b
         lr = ADAMW_LR if optimizer == "AdamW" else SGD_LR
         sess.set_lr(lr)
         ce = nn.CrossEntropyLoss()
-        ref = AdamWReference(optimizer == "AdamW", lr)
+        ref = tl.UpdateReference(lr, ADAMW if optimizer == "AdamW" else None)
         chain = layer_chain(m64)
 
         def grad64(w, x, y, flips=()):
@@ -404,14 +268,14 @@ def run_case(lib, label, art_dir, module, torch_weights_into_otter, optimizer, b
             loss.backward()
             return logits.detach(), float(loss), {k: p.grad.numpy().copy() for k, p in params64.items()}, ambiguous
 
-        # The reference is PyTorch's own optimizer: its first step from otter's weights equals AdamWReference's.
+        # The reference is PyTorch's own optimizer: its first step from otter's weights equals UpdateReference's.
         x, y = batches[0]
         logits, _, g, _ = grad64(p0, x, y)
         same = torch.allclose(logits, m64(torch.from_numpy(x).double()), rtol=1e-12, atol=0)
         opt = (torch.optim.AdamW(m64.parameters(), lr=lr, betas=(BETA1, BETA2), eps=EPS, weight_decay=WD)
                if optimizer == "AdamW" else torch.optim.SGD(m64.parameters(), lr=lr))
         opt.step()
-        first = AdamWReference(optimizer == "AdamW", lr)
+        first = tl.UpdateReference(lr, ADAMW if optimizer == "AdamW" else None)
         off = max(float(np.max(np.abs((params64[k].detach().numpy() - p0[k]) - first.step(k, 1, p0[k], g[k])[0])))
                   for k in p0)
         check(same and off <= 1e-12, f"{label}: {'the chain of layers computes the module logits; ' if chain else ''}"

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+from dataclasses import dataclass
 
 SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BIN = os.environ.get("OTTER_BINARY_DIR", os.path.join(SRC, "build"))
@@ -167,3 +168,110 @@ def tensor_to_array(t):
         return np.zeros(shape, dt)
     buf = (ctypes.c_char * (n * dt.itemsize)).from_address(c.data)
     return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
+
+
+# ---- the error model of one float32 training step, from given weights ---------------------------------
+#
+# U32: float32's unit roundoff. A float32 sum of K terms is off its exact value by about sqrt(K) U32 sum|terms|
+# (rounding errors of random sign; K U32 in the worst case); a gradient element's terms are bounded by its tensor's
+# largest gradient, so each gradient element is taken to be within GAMMA = sqrt(K_MAX) U32 max|g| of the exact one,
+# K_MAX = 2^15 covering the longest sum in the tests' models (cifar conv1's weight gradient: 32 images x 32x32
+# positions). Measured (PyTorch float32 vs float64, test_training_torch's models, initial weights):
+# max|g32 - g64| <= 37 U32 max|g64| in every tensor, 5x under GAMMA = 181 U32.
+U32 = 2.0 ** -24
+K_MAX = 2 ** 15
+GAMMA = math.sqrt(K_MAX) * U32
+
+
+@dataclass
+class AdamW:
+    """AdamWOptimizer's attributes (the training-format spec; ORT's defaults). adam_mode 0 is PyTorch's formula,
+    1 Hugging Face's (bias correction folded into the step size, weight decay after the step)."""
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    adam_mode: int = 0
+    correct_bias: bool = True
+
+    @staticmethod
+    def of_optimizer_model(path):
+        """The hyperparameters of the AdamWOptimizer node of an optimizer model; None without one."""
+        import onnx
+        for n in onnx.load(path).graph.node:
+            if n.op_type == "AdamWOptimizer":
+                a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+                d = AdamW()
+                return AdamW(a.get("alpha", d.beta1), a.get("beta", d.beta2), a.get("epsilon", d.eps),
+                             a.get("weight_decay", d.weight_decay), int(a.get("adam_mode", d.adam_mode)),
+                             bool(a.get("correct_bias", d.correct_bias)))
+        return None
+
+
+class UpdateReference:
+    """One step of SGD (adamw None) or AdamW in float64 from given weights and gradient g, and the bound on
+    |a float32 runtime's update - this update| per element, for a runtime whose gradient elements are within
+    d = grad_err * scale of g (scale: max|g| of the tensor unless given; grad_err GAMMA for float32 against
+    float64, 2 GAMMA for two float32 runtimes, 0 for the runtime g came from).
+
+    SGD: the update -lr g is off by lr d. AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and
+    u = m^/(sqrt(v^) + eps) turn that into an interval: m within dm = b1 dm_prev + (1 - b1) d, v within
+    dv = b2 dv_prev + (1 - b2)(2|g| d + d^2) (the moments carry every earlier step's error), plus 3 U32 |m| and
+    3 U32 |v| for the float32 moments' own rounding each step; u, increasing in m and in |u| decreasing in v, is
+    furthest from float64's u at a corner of that box; the update is off by lr max|u_corner - u| (times
+    1 + lr wd in adam_mode 1, which decays the stepped weight). Where the gradient is near zero (it cancels, or is
+    zero by symmetry like an attention key bias's) or v^ ~ eps^2, this is up to a full +-lr step; where it is well
+    conditioned, about lr |u| d/|g|. To that, float32 rounding of the update arithmetic: rounding (|w| + lr |u|),
+    rounding = 4 U32 for one float32 runtime."""
+
+    def __init__(self, lr, adamw=None, grad_err=GAMMA, rounding=4 * U32):
+        self.lr, self.adamw, self.grad_err, self.rounding = lr, adamw, grad_err, rounding
+        self.state = {}  # name -> (m, v, dm, dv) after the last committed step
+
+    def u(self, m, v, t):
+        """AdamW's normalized step from the moments after step t."""
+        import numpy as np
+        a = self.adamw
+        bc1, bc2 = (1 - a.beta1 ** t, 1 - a.beta2 ** t) if a.correct_bias else (1.0, 1.0)
+        v = np.maximum(v, 0)
+        if a.adam_mode == 0:
+            return (m / bc1) / (np.sqrt(v / bc2) + a.eps)
+        return math.sqrt(bc2) / bc1 * m / (np.sqrt(v) + a.eps)
+
+    def step(self, name, t, w, g, scale=None):
+        """(update, bound, state after this step) for parameter name at step t."""
+        import numpy as np
+        lr, a = self.lr, self.adamw
+        d = self.grad_err * (float(np.max(np.abs(g))) if scale is None else scale)
+        if a is None:
+            return -lr * g, lr * d + self.rounding * (np.abs(w) + lr * np.abs(g)), None
+        zero = np.zeros_like(g)
+        m, v, dm, dv = self.state.get(name, (zero, zero, zero, zero))
+        m, v = a.beta1 * m + (1 - a.beta1) * g, a.beta2 * v + (1 - a.beta2) * g * g
+        dm = a.beta1 * dm + (1 - a.beta1) * d + 3 * U32 * np.abs(m)
+        dv = a.beta2 * dv + (1 - a.beta2) * (2 * np.abs(g) * d + d * d) + 3 * U32 * v
+        u = self.u(m, v, t)
+        du = np.max([np.abs(self.u(m + sm * dm, v + sv * dv, t) - u) for sm in (-1, 1) for sv in (-1, 1)], axis=0)
+        if a.adam_mode == 0:
+            update, du = -lr * (u + a.weight_decay * w), lr * du
+        else:
+            update, du = -lr * u - lr * a.weight_decay * (w - lr * u), lr * du * (1 + lr * a.weight_decay)
+        return update, du + self.rounding * (np.abs(w) + lr * np.abs(u)), (m, v, dm, dv)
+
+    def compare(self, t, w, g, got, scales=None):
+        """Worst error/bound over the elements, per parameter: {name: (ratio, error/max|update|)}, and the
+        states (w, g, got: {name: array}; got the weights after the runtime's step; scales: {name: scale})."""
+        import numpy as np
+        out, states = {}, {}
+        for k in w:
+            w64 = w[k].astype(np.float64)
+            want, bound, states[k] = self.step(k, t, w64, g[k], None if scales is None else scales[k])
+            err = np.abs((got[k] - w64) - want)
+            # 0 where the runtime is exact (even against a zero bound); np.max keeps a NaN error
+            ratio = float(np.max(np.divide(err, bound, out=np.zeros_like(err), where=err != 0)))
+            largest = float(np.max(np.abs(want)))
+            out[k] = (ratio, float(np.max(err)) / largest if largest else math.inf)
+        return out, states
+
+    def commit(self, states):
+        self.state.update({k: s for k, s in states.items() if s is not None})
