@@ -90,7 +90,7 @@ static otter_status like_output(ot_kernel_ctx *ctx, otter_tensor **y) {
 
 /* y = mean + scale * z, z standard normal (Box-Muller: two uniforms give two normals). */
 static otter_status fill_normal(ot_kernel_ctx *ctx, otter_tensor *y) {
-    ot_rng *rng;
+    ot_rng *rng = NULL;
     OT_TRY(node_stream(ctx, &rng));
     float mean, scale;
     OT_TRY(ot_ctx_attr_float(ctx, "mean", &mean));
@@ -107,7 +107,7 @@ static otter_status fill_normal(ot_kernel_ctx *ctx, otter_tensor *y) {
 
 /* y = low + (high - low) * u, u uniform in [0, 1). */
 static otter_status fill_uniform(ot_kernel_ctx *ctx, otter_tensor *y) {
-    ot_rng *rng;
+    ot_rng *rng = NULL;
     OT_TRY(node_stream(ctx, &rng));
     float low, high;
     OT_TRY(ot_ctx_attr_float(ctx, "low", &low));
@@ -150,7 +150,7 @@ otter_status ot_kernel_bernoulli(ot_kernel_ctx *ctx) {
     if (dt <= OTTER_DTYPE_UNDEFINED || dt >= OTTER_DTYPE_COUNT_ || dt == OTTER_DTYPE_STRING ||
         dt == OTTER_DTYPE_COMPLEX64 || dt == OTTER_DTYPE_COMPLEX128)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output element type %s is not numeric", otter_dtype_name(dt));
-    ot_rng *rng;
+    ot_rng *rng = NULL;
     OT_TRY(node_stream(ctx, &rng));
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, p->rank, p->dims);
     if (!y) return OTTER_ERR_NOMEM;
@@ -185,7 +185,7 @@ otter_status ot_kernel_multinomial(ot_kernel_ctx *ctx) {
     if (classes == 0 && batch * samples > 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' has no classes to draw from",
                             ot_ctx_input_name(ctx, 0));
-    ot_rng *rng;
+    ot_rng *rng = NULL;
     OT_TRY(node_stream(ctx, &rng));
     otter_tensor *y = ot_ctx_output(ctx, 0, dt, 2, (int64_t[]){batch, samples});
     if (!y) return OTTER_ERR_NOMEM;
