@@ -58,6 +58,13 @@ otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank
     return ot_output_f32(*t, p, tmp);
 }
 
+otter_status ot_train_finish(otter_status s, size_t n_out, otter_tensor *const *o, float *const *tout, size_t n_in,
+                             float *const *tin) {
+    for (size_t k = 0; k < n_out; k++) ot_output_f32_done(s == OTTER_OK ? o[k] : NULL, tout[k]);
+    for (size_t k = 0; k < n_in; k++) ot_free(tin[k]);
+    return s;
+}
+
 otter_status ot_train_shape_input(const ot_kernel_ctx *ctx, size_t i, int *rank, int64_t *dims) {
     int64_t n = 0;
     OT_TRY(ot_ctx_input_ints(ctx, i, dims, OTTER_MAX_RANK, &n));

@@ -480,14 +480,7 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
         db_args d = {DY, out[2], N, M, osz};
         ot_parallel_for(ctx, M, 1 + 16384 / (N * osz + 1), db_channels, &d);
     }
-    for (int k = 0; k < 3; k++) {
-        if (s == OTTER_OK && o[k])
-            ot_output_f32_done(o[k], tout[k]);
-        else
-            ot_free(tout[k]);
-        ot_free(tin[k]);
-    }
-    return s;
+    return ot_train_finish(s, 3, o, tout, 3, tin);
 }
 
 /* ConvTransposeGrad(dY, X, W; ConvTranspose's attributes) -> dX?, dW?, dB?. ConvTranspose is the
@@ -570,12 +563,5 @@ otter_status ot_kernel_conv_transpose_grad(ot_kernel_ctx *ctx) {
             out[2][m] = (float)sum;
         }
     ot_free(col);
-    for (int k = 0; k < 3; k++) {
-        if (s == OTTER_OK && o[k])
-            ot_output_f32_done(o[k], tout[k]);
-        else
-            ot_free(tout[k]);
-        ot_free(tin[k]);
-    }
-    return s;
+    return ot_train_finish(s, 3, o, tout, 3, tin);
 }

@@ -18,6 +18,11 @@ otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, 
  * temporary that ot_output_f32_done converts back (and frees). */
 otter_status ot_train_out(ot_kernel_ctx *ctx, size_t i, otter_dtype dt, int rank, const int64_t *dims, otter_tensor **t,
                           float **p, float **tmp);
+/* A kernel's end: on success, output k gets its float temporary tout[k] converted back (as
+ * ot_output_f32_done); on failure the temporaries are only freed; the inputs' temporaries tin[]
+ * are freed. Returns s. */
+otter_status ot_train_finish(otter_status s, size_t n_out, otter_tensor *const *o, float *const *tout, size_t n_in,
+                             float *const *tin);
 /* True when the node names output i (an omitted optional output is "" or absent). */
 bool ot_train_wanted(const ot_kernel_ctx *ctx, size_t i);
 bool ot_train_is_float(otter_dtype t);

@@ -80,13 +80,8 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
                 dX[r * inner + i] = inv * (dy_r[i] * S[i] - mg - xh * mgx);
             }
         }
-        for (size_t k = 0; k < n_out; k++)
-            if (o[k]) ot_output_f32_done(o[k], tout[k]);
-    } else {
-        for (size_t k = 0; k < 3; k++) ot_free(tout[k]);
     }
-    for (int k = 0; k < 5; k++) ot_free(tin[k]);
-    return s;
+    return ot_train_finish(s, 3, o, tout, 5, tin);
 }
 
 otter_status ot_kernel_layernorm_grad(ot_kernel_ctx *ctx) { return ln_grad_common(ctx, false); }
@@ -206,14 +201,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
         if (out[3]) out[3][c] = (float)mu;
         if (out[4]) out[4][c] = inv;
     }
-    for (size_t k = 0; k < 5; k++) {
-        if (s == OTTER_OK && o[k])
-            ot_output_f32_done(o[k], tout[k]);
-        else
-            ot_free(tout[k]);
-        ot_free(tin[k]);
-    }
-    return s;
+    return ot_train_finish(s, 5, o, tout, 5, tin);
 }
 
 /* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
@@ -253,12 +241,5 @@ otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
         if (out[1]) out[1][c] = (float)ds;
         if (out[2]) out[2][c] = (float)db;
     }
-    for (size_t k = 0; k < 3; k++) {
-        if (s == OTTER_OK && o[k])
-            ot_output_f32_done(o[k], tout[k]);
-        else
-            ot_free(tout[k]);
-    }
-    for (size_t k = 0; k < 5; k++) ot_free(tin[k]);
-    return s;
+    return ot_train_finish(s, 3, o, tout, 5, tin);
 }
