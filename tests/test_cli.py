@@ -68,6 +68,88 @@ def broken_models(tmp):
     return out
 
 
+def value_models(tmp):
+    """Models whose inputs and outputs are sequences, optionals, strings and bfloat16 (`otter run` .pb I/O)."""
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    opt_t = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    g = helper.make_graph(
+        [helper.make_node("SequenceInsert", ["s", "t"], ["s2"]), helper.make_node("SequenceLength", ["s2"], ["n"]),
+         helper.make_node("OptionalHasElement", ["o"], ["has"]), helper.make_node("Identity", ["o"], ["o2"])],
+        "values", [helper.make_value_info("s", seq_t), helper.make_tensor_value_info("t", TensorProto.FLOAT, [2]),
+                   helper.make_value_info("o", opt_t)],
+        [helper.make_value_info("s2", seq_t), helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("has", TensorProto.BOOL, []), helper.make_value_info("o2", opt_t)])
+    seq = os.path.join(tmp, "values.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), seq)
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["b"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["f"], ["text"], to=TensorProto.STRING)],
+        "types", [helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3])],
+        [helper.make_tensor_value_info("f", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("text", TensorProto.STRING, [3])])
+    types = os.path.join(tmp, "types.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), types)
+    return seq, types
+
+
+def pb_write(path, proto):
+    with open(path, "wb") as f:
+        f.write(proto.SerializeToString())
+    return path
+
+
+def pb_read(path, cls):
+    p = cls()
+    with open(path, "rb") as f:
+        p.ParseFromString(f.read())
+    return p
+
+
+def check_run_values(tmp):
+    """`otter run` reads and writes sequences and optionals as .pb (onnx-data.proto), writes what .npy can't hold
+    as .pb with a note, takes bfloat16 stored as uint16 bits, and names each file once in its errors."""
+    seq_model, types_model = value_models(tmp)
+    a, b, t = (np.arange(k, k + 3, dtype=np.float32) for k in (0, 3, 6))
+    s_pb = pb_write(os.path.join(tmp, "s.pb"), numpy_helper.from_list([a, b[:2]], "s"))
+    t_pb = pb_write(os.path.join(tmp, "t.pb"), numpy_helper.from_array(t[:2], "t"))
+    o_full = pb_write(os.path.join(tmp, "o_full.pb"), numpy_helper.from_optional(t[:2], "o"))
+    o_empty = pb_write(os.path.join(tmp, "o_empty.pb"), numpy_helper.from_optional(None, "o"))
+    for o_pb, has in ((o_full, True), (o_empty, False)):
+        outdir = os.path.join(tmp, f"values_{has}")
+        rc, so, se = otter("run", seq_model, f"s={s_pb}", f"t={t_pb}", f"o={o_pb}", "--pb", "-o", outdir)
+        if rc != 0:
+            check(False, f"otter run on sequences and optionals (o {'set' if has else 'empty'}): exit 0: {se.strip()}")
+            continue
+        got = numpy_helper.to_list(pb_read(os.path.join(outdir, "output_0.pb"), onnx.SequenceProto))
+        n = numpy_helper.to_array(pb_read(os.path.join(outdir, "output_1.pb"), TensorProto))
+        got_has = numpy_helper.to_array(pb_read(os.path.join(outdir, "output_2.pb"), TensorProto))
+        o2 = numpy_helper.to_optional(pb_read(os.path.join(outdir, "output_3.pb"), onnx.OptionalProto))
+        check(len(got) == 3 and all(np.array_equal(x, y) for x, y in zip(got, [a, b[:2], t[:2]])) and n == 3,
+              "otter run --pb: seq(float) input from a SequenceProto, output written as a SequenceProto of 3")
+        check(bool(got_has) == has and ((o2 is None) if not has else np.array_equal(o2, t[:2])),
+              f"otter run --pb: optional input {'with a value' if has else 'empty'} read from an OptionalProto, "
+              f"the Identity of it written as one ({'' if has else 'no '}value)")
+        check(os.path.exists(os.path.join(outdir, "output_1.npy")) and not os.path.exists(
+            os.path.join(outdir, "output_0.npy")) and "output 0 's2' is a sequence, which .npy cannot hold" in se,
+              f"otter run -o: tensors as .npy, the sequence as .pb only, with a note: {se.strip()}")
+    rc, so, se = otter("run", seq_model, f"s={t_pb}", f"t={t_pb}", f"o={o_empty}")
+    check(rc == 1 and "input 's'" in se and "SequenceProto" in se and se.count("t.pb") == 1,
+          f"otter run with a TensorProto for a sequence input: exit 1 naming the input and file once: {se.strip()}")
+
+    # bfloat16 given as uint16 bits (ONNX 1.12's test data) is read as bfloat16; strings go to .pb with a note.
+    bits = (np.array([1.5, -2.0, 3.25], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    b_pb = pb_write(os.path.join(tmp, "b.pb"), numpy_helper.from_array(bits, "b"))
+    outdir = os.path.join(tmp, "types_out")
+    rc, so, se = otter("run", types_model, f"b={b_pb}", "-o", outdir)
+    f = np.load(os.path.join(outdir, "output_0.npy")) if rc == 0 else None
+    text_pb = os.path.join(outdir, "output_1.pb")
+    text = numpy_helper.to_array(pb_read(text_pb, TensorProto)) if os.path.exists(text_pb) else None
+    check(f is not None and np.array_equal(f, [1.5, -2.0, 3.25]), "otter run: a uint16 .pb taken as bfloat16's bits")
+    check(text is not None and [float(v) for v in text] == [1.5, -2.0, 3.25] and "output 1 'text' is a string tensor" in se and
+          not os.path.exists(os.path.join(outdir, "output_1.npy")),
+          f"otter run -o: a string output written as .pb with a note, not an abort: {se.strip()}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "tiny.onnx")
@@ -153,6 +235,20 @@ def main():
               f"otter run --repeat 3 --profile: latency, per-operator times (Gemm + Relu fused) and slowest nodes")
         rc, so, se = otter("run", model, f"nope={xin}")
         check(rc == 1 and "'nope'" in se, f"otter run with an unknown input name: exit 1 naming it: {se.strip()}")
+        # an initializer that is also a graph input takes a file by name
+        m.graph.input.append(helper.make_tensor_value_info("fc2.bias", TensorProto.FLOAT, [10]))
+        with_init_input = os.path.join(tmp, "init_input.onnx")
+        onnx.save(m, with_init_input)
+        zero_bias = os.path.join(tmp, "zero_bias.npy")
+        np.save(zero_bias, np.zeros(10, np.float32))
+        rc, so, se = otter("run", with_init_input, f"input={xin}", f"fc2.bias={zero_bias}", "-o", outdir)
+        got = np.load(os.path.join(outdir, "output_0.npy")) if rc == 0 else None
+        check(got is not None and np.allclose(got, want - w["fc2.bias"], rtol=1e-5, atol=1e-6),
+              f"otter run NAME=FILE overrides an initializer that is a graph input {se.strip()}")
+        rc, so, se = otter("run", bad["dangling"], f"x={xin}")
+        check(rc == 1 and se.count("dangling.onnx") == 1 and "bad_add" in se,
+              f"otter run on a broken model: exit 1 naming the file once and the node: {se.strip()}")
+        check_run_values(tmp)
         rc, so, se = otter("check", model)
         check(rc == 0 and "valid" in so, "otter check: valid model exits 0")
         rc, so, se = otter("clean", model, "-o", out)

@@ -48,7 +48,7 @@ UPWARD_SYMBOLS = {
     "ot_op_table_count": "declared in ops/registry.h, defined by ops/table.c",
 }
 # Generated headers and the layer that owns them.
-GENERATED = {"onnx.pb-c.h": "format"}
+GENERATED = {"onnx.pb-c.h": "format", "onnx-data.pb-c.h": "format"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

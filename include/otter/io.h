@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "otter/ir.h"
+#include "otter/runtime.h"
 #include "otter/status.h"
 #include "otter/tensor.h"
 
@@ -46,6 +47,21 @@ OTTER_API otter_status otter_tensor_save_npy(const otter_tensor *t, const char *
 /* By extension: ".npy" or ".pb". */
 OTTER_API otter_status otter_tensor_load(otter_tensor **out, const char *path);
 OTTER_API otter_status otter_tensor_save(const otter_tensor *t, const char *path);
+
+/* Value files: a run's inputs and outputs of any kind (otter_arg) as ONNX's backend tests store them. The file
+ * holds the message `declared` (a graph input's or output's type) calls for: a TensorProto (or a .npy array) for
+ * a tensor or when declared is NULL or untyped, onnx-data.proto's SequenceProto for seq(tensor), OptionalProto
+ * for optional(tensor) or optional(seq(tensor)) (an empty one loads as OTTER_ARG_NONE; a plain tensor file is
+ * accepted for optional(tensor)). Where bfloat16 is declared, a uint16 tensor is taken as bfloat16's bits (ONNX
+ * 1.12's test data stores bfloat16 so). Maps, sparse tensors and sequences of non-tensors are refused as
+ * OTTER_ERR_UNSUPPORTED: the runtime has no such values. Free what *out holds with otter_arg_free. */
+OTTER_API otter_status otter_arg_load(otter_arg *out, const char *path, const otter_type *declared);
+OTTER_API otter_status otter_arg_load_pb_from_memory(otter_arg *out, const void *data, size_t size,
+                                                     const otter_type *declared);
+/* Write a as a .pb: a tensor as a TensorProto, a sequence as a SequenceProto, and as an OptionalProto when
+ * declared is optional(...) or a is NONE (an empty optional). declared may be NULL. Atomic, as
+ * otter_model_save. */
+OTTER_API otter_status otter_arg_save_pb(const otter_arg *a, const otter_type *declared, const char *path);
 
 #ifdef __cplusplus
 }

@@ -17,8 +17,14 @@ static const char *o_outdir, *o_threads, *o_repeat, *o_opt;
 static bool o_pb, o_quiet, o_profile;
 
 static const cli_opt OPTS[] = {
-    {"--outdir", "-o", "DIR", "write output i to DIR/output_<i>.npy (graph-output order)", &o_outdir, NULL},
-    {"--pb", NULL, NULL, "also write DIR/output_<i>.pb (ONNX TensorProto)", NULL, &o_pb},
+    {"--outdir", "-o", "DIR",
+     "write output i to DIR/output_<i>.npy (graph-output order); a value .npy can't hold (a sequence, an "
+     "optional without a value, strings, bfloat16, ...) goes to DIR/output_<i>.pb instead, with a note",
+     &o_outdir, NULL},
+    {"--pb", NULL, NULL,
+     "also write every output as DIR/output_<i>.pb (TensorProto, or onnx-data.proto's SequenceProto / "
+     "OptionalProto as the graph declares the output)",
+     NULL, &o_pb},
     {"--threads", "-t", "N", "threads for the kernels (default: available cores)", &o_threads, NULL},
     {"--repeat", "-r", "N", "run N times and print latency (min / median / p90) and peak memory", &o_repeat, NULL},
     {"--opt-level", NULL, "N",
@@ -34,8 +40,10 @@ static const cli_opt OPTS[] = {
 static const cli_spec SPEC = {
     "run",
     "MODEL [NAME=FILE | FILE ...]",
-    "Run MODEL on the CPU. Inputs are .npy or .pb (TensorProto) files chosen by extension, bound by\n"
-    "name (NAME=FILE) or, without a name, in the order of the graph's inputs (initializers excluded).\n"
+    "Run MODEL on the CPU. Inputs are .npy or .pb files chosen by extension, bound by name (NAME=FILE,\n"
+    "an initializer that is also a graph input included) or, without a name, in the order of the graph's\n"
+    "inputs (initializers excluded). A .pb holds what the graph declares the input to be: a TensorProto,\n"
+    "a SequenceProto (seq) or an OptionalProto (optional), as in ONNX's backend tests.\n"
     "Prints each output's name, type, shape and first values; --outdir writes them as files.",
     1,
     MAX_POS,
@@ -52,10 +60,15 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
     return true;
 }
 
-static void print_summary(const char *name, const otter_tensor *t) {
-    printf("%s: %s [", name, otter_dtype_name(t->dtype));
+static void print_shape(const otter_tensor *t) {
+    printf("[");
     for (int i = 0; i < t->rank; i++) printf("%s%lld", i ? ", " : "", (long long)t->dims[i]);
     printf("]");
+}
+
+static void print_summary(const char *name, const otter_tensor *t) {
+    printf("%s: %s ", name, otter_dtype_name(t->dtype));
+    print_shape(t);
     int64_t n = otter_tensor_numel(t), show = n < 8 ? n : 8;
     if (show > 0) printf(" =");
     for (int64_t i = 0; i < show; i++) {
@@ -92,6 +105,46 @@ static void print_summary(const char *name, const otter_tensor *t) {
         }
     }
     printf("%s\n", n > show ? " ..." : "");
+}
+
+static void print_arg_summary(const char *name, const otter_arg *a) {
+    if (a->kind == OTTER_ARG_TENSOR) {
+        print_summary(name, a->tensor);
+    } else if (a->kind == OTTER_ARG_SEQUENCE) {
+        size_t n = otter_sequence_length(a->sequence), show = n < 4 ? n : 4;
+        printf("%s: sequence of %zu %s tensors%s", name, n, otter_dtype_name(otter_sequence_elem_type(a->sequence)),
+               n ? ":" : "");
+        for (size_t i = 0; i < show; i++) {
+            printf(i ? ", " : " ");
+            print_shape(otter_sequence_at(a->sequence, i));
+        }
+        printf("%s\n", n > show ? ", ..." : "");
+    } else {
+        printf("%s: optional without a value\n", name);
+    }
+}
+
+/* DIR/output_<i>.npy, or, for a value .npy can't hold, a note and no file (a stale one from an earlier run is
+ * removed); *npy_written says which. */
+static int write_npy(const char *dir, size_t i, const char *name, const otter_arg *a, bool *npy_written) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/output_%zu.npy", dir, i);
+    *npy_written = false;
+    const char *what = a->kind == OTTER_ARG_SEQUENCE ? "a sequence"
+                       : a->kind == OTTER_ARG_NONE   ? "an optional without a value"
+                                                     : NULL;
+    char buf[128];
+    if (!what) {
+        otter_status st = otter_tensor_save_npy(a->tensor, path);
+        *npy_written = st == OTTER_OK;
+        if (st != OTTER_ERR_UNSUPPORTED) return st == OTTER_OK ? CLI_EXIT_OK : cli_fail("run", NULL);
+        snprintf(buf, sizeof buf, "a %s tensor", otter_dtype_name(a->tensor->dtype));
+        what = buf;
+    }
+    remove(path);
+    fprintf(stderr, "otter run: output %zu '%s' is %s, which .npy cannot hold: written as %s/output_%zu.pb\n", i, name,
+            what, dir, i);
+    return CLI_EXIT_OK;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -174,10 +227,12 @@ int cmd_run(int argc, char **argv) {
     otter_session_options so = {
         .n_threads = (int)threads, .opt_level = (int)opt, .opt_level_set = true, .profile = o_profile};
     otter_session *s = NULL;
-    if (otter_session_create_from_file(&s, pos[0], &so) != OTTER_OK) return cli_fail("run", pos[0]);
+    /* the library's errors name the model file */
+    if (otter_session_create_from_file(&s, pos[0], &so) != OTTER_OK) return cli_fail("run", NULL);
+    const otter_graph *graph = otter_session_model(s)->graph;
 
     size_t n_in = n_pos - 1, n_out = otter_session_output_count(s);
-    otter_tensor **in = calloc(n_in + 1, sizeof *in), **out = calloc(n_out + 1, sizeof *out);
+    otter_arg *in = calloc(n_in + 1, sizeof *in), *out = calloc(n_out + 1, sizeof *out);
     const char **names = calloc(n_in + 1, sizeof *names);
     bool named = false, positional = false;
     rc = CLI_EXIT_OK;
@@ -206,8 +261,13 @@ int cmd_run(int argc, char **argv) {
         if (!names[i]) {
             fprintf(stderr, "otter run: out of memory\n");
             rc = CLI_EXIT_INVALID;
-        } else if (otter_tensor_load(&in[i], file) != OTTER_OK) {
-            rc = cli_fail("run", file);
+            break;
+        }
+        /* the declared type says which message a .pb holds; an unknown name is the run's error to report */
+        if (otter_arg_load(&in[i], file, otter_graph_value_type(graph, names[i])) != OTTER_OK) {
+            char context[512];
+            snprintf(context, sizeof context, "input '%s'", names[i]);
+            rc = cli_fail("run", context);
         }
     }
     if (rc == CLI_EXIT_OK && named && positional)
@@ -220,26 +280,25 @@ int cmd_run(int argc, char **argv) {
         rc = CLI_EXIT_INVALID;
     }
     for (long r = 0; r < runs && rc == CLI_EXIT_OK; r++) {
+        /* a later run fills the tensors and sequences of the one before in place; "no value" starts over */
+        for (size_t i = 0; i < n_out; i++)
+            if (out[i].kind == OTTER_ARG_NONE) otter_arg_free(&out[i]);
         double t0 = now_ms();
-        if (otter_session_run(s, n_in, names, (const otter_tensor *const *)in, n_out, NULL, out) != OTTER_OK)
-            rc = cli_fail("run", pos[0]);
+        if (otter_session_run_args(s, n_in, names, in, n_out, NULL, out) != OTTER_OK) rc = cli_fail("run", pos[0]);
         ms[r] = now_ms() - t0;
     }
     if (rc == CLI_EXIT_OK && !o_quiet)
-        for (size_t i = 0; i < n_out; i++) print_summary(otter_session_output_name(s, i), out[i]);
+        for (size_t i = 0; i < n_out; i++) print_arg_summary(otter_session_output_name(s, i), &out[i]);
     if (rc == CLI_EXIT_OK && o_outdir) {
         mkdir(o_outdir, 0755);
         for (size_t i = 0; i < n_out && rc == CLI_EXIT_OK; i++) {
+            bool npy_written;
+            rc = write_npy(o_outdir, i, otter_session_output_name(s, i), &out[i], &npy_written);
+            if (rc != CLI_EXIT_OK || (npy_written && !o_pb)) continue;
             char path[4096];
-            snprintf(path, sizeof path, "%s/output_%zu.npy", o_outdir, i);
-            if (otter_tensor_save_npy(out[i], path) != OTTER_OK) {
-                rc = cli_fail("run", path);
-                break;
-            }
-            if (o_pb) {
-                snprintf(path, sizeof path, "%s/output_%zu.pb", o_outdir, i);
-                if (otter_tensor_save_pb(out[i], path) != OTTER_OK) rc = cli_fail("run", path);
-            }
+            snprintf(path, sizeof path, "%s/output_%zu.pb", o_outdir, i);
+            if (otter_arg_save_pb(&out[i], otter_session_output_type(s, i), path) != OTTER_OK)
+                rc = cli_fail("run", NULL);
         }
     }
     if (rc == CLI_EXIT_OK && repeat > 0) {
@@ -263,10 +322,10 @@ int cmd_run(int argc, char **argv) {
     if (rc == CLI_EXIT_OK && o_profile) rc = print_profile(s, runs);
     free(ms);
     for (size_t i = 0; i < n_in; i++) {
-        otter_tensor_free(in[i]);
+        otter_arg_free(&in[i]);
         free((void *)names[i]);
     }
-    for (size_t i = 0; i < n_out; i++) otter_tensor_free(out[i]);
+    for (size_t i = 0; i < n_out; i++) otter_arg_free(&out[i]);
     free(in);
     free(out);
     free(names);
