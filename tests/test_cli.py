@@ -150,6 +150,31 @@ def check_run_values(tmp):
           f"otter run -o: a string output written as .pb with a note, not an abort: {se.strip()}")
 
 
+def check_bool_reductions(tmp):
+    """ReduceMax / ReduceMin on bool (opset 20) are any / all; over an empty slice false / true (the suites have
+    no empty case)."""
+    x = np.zeros((3, 4), bool)
+    x[0, 1] = True
+    x[2, :] = True
+    for op, reduce in (("ReduceMax", np.any), ("ReduceMin", np.all)):
+        g = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "bool_reduce",
+                              [helper.make_tensor_value_info("x", TensorProto.BOOL, [3, None]),
+                               helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [3])])
+        model = os.path.join(tmp, f"{op}.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9), model)
+        axes = pb_write(os.path.join(tmp, "axes.pb"), numpy_helper.from_array(np.array([1], np.int64)))
+        for data in (x, x[:, :0]):
+            xin = pb_write(os.path.join(tmp, "xb.pb"), numpy_helper.from_array(data))
+            outdir = os.path.join(tmp, "bool_out")
+            rc, so, se = otter("run", model, f"x={xin}", f"axes={axes}", "-o", outdir)
+            got = np.load(os.path.join(outdir, "output_0.npy")) if rc == 0 else None
+            want = reduce(data, axis=1)
+            check(got is not None and got.dtype == bool and np.array_equal(got, want),
+                  f"{op} over bool {list(data.shape)} axis 1: {None if got is None else got.tolist()}, "
+                  f"want {want.tolist()} {se.strip()}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "tiny.onnx")
@@ -249,6 +274,7 @@ def main():
         check(rc == 1 and se.count("dangling.onnx") == 1 and "bad_add" in se,
               f"otter run on a broken model: exit 1 naming the file once and the node: {se.strip()}")
         check_run_values(tmp)
+        check_bool_reductions(tmp)
         rc, so, se = otter("check", model)
         check(rc == 0 and "valid" in so, "otter check: valid model exits 0")
         rc, so, se = otter("clean", model, "-o", out)

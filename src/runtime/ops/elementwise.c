@@ -460,12 +460,18 @@ NUMS(GE_X)
 NUMS(LT_X)
 NUMS(LE_X)
 BIN_KERNEL(eq, b8, uint8_t, uint8_t, uint8_t, a == b)
+/* Equal on strings (opset 19): same bytes */
+static inline bool bytes_equal(otter_bytes a, otter_bytes b) {
+    return a.len == b.len && (a.len == 0 || memcmp(a.data, b.data, a.len) == 0);
+}
+BIN_KERNEL(eq, str, otter_bytes, uint8_t, uint8_t, bytes_equal(a, b))
 #define EQ_T(E, T, S, U) BTBL(eq, S, E),
 #define GT_T(E, T, S, U) BTBL(gt, S, E),
 #define GE_T(E, T, S, U) BTBL(ge, S, E),
 #define LT_T(E, T, S, U) BTBL(lt, S, E),
 #define LE_T(E, T, S, U) BTBL(le, S, E),
-static const ot_bcast_row_fn eq_tbl[OTTER_DTYPE_COUNT_] = {NUMS(EQ_T)[OTTER_DTYPE_BOOL] = eq_b_b8};
+static const ot_bcast_row_fn eq_tbl[OTTER_DTYPE_COUNT_] = {
+    NUMS(EQ_T)[OTTER_DTYPE_BOOL] = eq_b_b8, [OTTER_DTYPE_STRING] = eq_b_str};
 static const ot_bcast_row_fn gt_tbl[OTTER_DTYPE_COUNT_] = {NUMS(GT_T)};
 static const ot_bcast_row_fn ge_tbl[OTTER_DTYPE_COUNT_] = {NUMS(GE_T)};
 static const ot_bcast_row_fn lt_tbl[OTTER_DTYPE_COUNT_] = {NUMS(LT_T)};

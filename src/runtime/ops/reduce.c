@@ -326,7 +326,9 @@ static void reduce_finish(red_kind kind, otter_dtype ct, void *yd, const void *s
 static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_numeric(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    /* ReduceMax and ReduceMin take bool from opset 20 (any and all: computed as 0/1 integers) */
+    bool bool_ok = x->dtype == OTTER_DTYPE_BOOL && (kind == R_MAX || kind == R_MIN);
+    if (!is_numeric(x->dtype) && !bool_ok) return ot_ctx_bad_type(ctx, 0, x->dtype);
     int rank = x->rank;
     bool red[OTTER_MAX_RANK], noop = false;
     OT_TRY(reduce_axes(ctx, kind, rank, red, &noop));
@@ -394,6 +396,8 @@ static otter_status reduce_common(ot_kernel_ctx *ctx, red_kind kind) {
     if (s == OTTER_OK) {
         red_exec(ctx, ct, &j, nout);
         reduce_finish(kind, ct, yd, shift, nout, r);
+        if (bool_ok) /* an empty slice's identity, INT64_MIN for max or INT64_MAX for min, is false or true */
+            for (int64_t i = 0; i < nout; i++) ((int64_t *)yd)[i] = ((const int64_t *)yd)[i] > 0;
         if (yd != y->data) ot_convert(y->data, y->dtype, yd, ct, nout);
     }
     if (x_owned) ot_free(xd);
