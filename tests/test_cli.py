@@ -132,6 +132,10 @@ def check_run_values(tmp):
         check(os.path.exists(os.path.join(outdir, "output_1.npy")) and not os.path.exists(
             os.path.join(outdir, "output_0.npy")) and "output 0 's2' is a sequence, which .npy cannot hold" in se,
               f"otter run -o: tensors as .npy, the sequence as .pb only, with a note: {se.strip()}")
+    outdir = os.path.join(tmp, "values_plain")
+    rc, so, se = otter("run", seq_model, f"s={s_pb}", f"t={t_pb}", f"o={t_pb}", "--pb", "-o", outdir)
+    o2 = numpy_helper.to_optional(pb_read(os.path.join(outdir, "output_3.pb"), onnx.OptionalProto)) if rc == 0 else None
+    check(o2 is not None and np.array_equal(o2, t[:2]), f"otter run: a plain TensorProto for an optional tensor {se}")
     rc, so, se = otter("run", seq_model, f"s={t_pb}", f"t={t_pb}", f"o={o_empty}")
     check(rc == 1 and "input 's'" in se and "SequenceProto" in se and se.count("t.pb") == 1,
           f"otter run with a TensorProto for a sequence input: exit 1 naming the input and file once: {se.strip()}")

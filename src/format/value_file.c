@@ -93,8 +93,10 @@ static otter_status optional_of(otter_arg *out, Onnx__OptionalProto *p, const ot
         otter_sequence *q = NULL;
         OT_TRY(sequence_of(&q, p->sequence_value, elem, base_dir));
         *out = otter_arg_of_sequence(q);
-    } else if (kind == KIND_UNDEFINED || kind == KIND_TENSOR || kind == KIND_SEQUENCE) {
-        *out = otter_arg_none(); /* no value field: the optional is empty */
+    } else if (kind == KIND_TENSOR || kind == KIND_SEQUENCE) {
+        return ot_error(OTTER_ERR_INVALID, "an OptionalProto of elem_type %d without its value", kind);
+    } else if (kind == KIND_UNDEFINED) {
+        *out = otter_arg_none(); /* the optional is empty */
     } else {
         return ot_error(OTTER_ERR_UNSUPPORTED, "an optional holding %s: otter's optionals hold a tensor or a sequence",
                         kind_name(kind));
@@ -114,19 +116,25 @@ static otter_status value_parse(otter_arg *out, const void *data, size_t size, c
         onnx__sequence_proto__free_unpacked(p, &ot_protobuf_allocator);
     } else if (declared->kind == OTTER_TYPE_OPTIONAL) {
         Onnx__OptionalProto *p = onnx__optional_proto__unpack(&ot_protobuf_allocator, size, data);
-        if (!p) {
-            /* a plain TensorProto for an optional tensor is that tensor (the wire types tell them apart) */
+        if (p) {
+            s = optional_of(out, p, declared, base_dir);
+            onnx__optional_proto__free_unpacked(p, &ot_protobuf_allocator);
+        } else {
+            s = ot_error(OTTER_ERR_INVALID, "not a valid OptionalProto (the value is an optional)");
+        }
+        if (s != OTTER_OK && declared->elem && declared->elem->kind == OTTER_TYPE_TENSOR) {
+            /* a plain TensorProto for an optional tensor is that tensor (a scalar one even parses as an
+             * OptionalProto, of elem_type data_type, without a value) */
+            char why[512];
+            snprintf(why, sizeof why, "%s", otter_last_error());
             otter_tensor *t = NULL;
-            if (declared->elem && declared->elem->kind == OTTER_TYPE_TENSOR &&
-                otter_tensor_load_pb_from_memory(&t, data, size) == OTTER_OK) {
+            if (otter_tensor_load_pb_from_memory(&t, data, size) == OTTER_OK) {
                 adopt_bfloat16_bits(t, declared_dtype(declared->elem));
                 *out = otter_arg_of_tensor(t);
                 return OTTER_OK;
             }
-            return ot_error(OTTER_ERR_INVALID, "%s: not a valid OptionalProto (the value is an optional)", what);
+            s = ot_error(s, "%s (nor is it a TensorProto)", why);
         }
-        s = optional_of(out, p, declared, base_dir);
-        onnx__optional_proto__free_unpacked(p, &ot_protobuf_allocator);
     } else {
         return ot_error(OTTER_ERR_UNSUPPORTED, "%s: the value is a %s, which otter's runtime cannot hold", what,
                         declared->kind == OTTER_TYPE_MAP ? "map" : "sparse tensor");
