@@ -446,13 +446,18 @@ def write_expected(path, suite, folders, results, old_reasons):
 
 
 def read_tolerances(path):
+    """{case: (rtol, atol)}; every override must say why (a `# reason` after the numbers)."""
     tols = {}
     if os.path.exists(path):
         with open(path) as f:
-            for line in f:
-                body = line.split("#", 1)[0].split()
-                if len(body) == 3:
-                    tols[body[0]] = (float(body[1]), float(body[2]))
+            for k, line in enumerate(f, 1):
+                body, _, reason = line.partition("#")
+                fields = body.split()
+                if not fields:
+                    continue
+                if len(fields) != 3 or not reason.strip():
+                    raise SystemExit(f"{path}:{k}: want `folder/case rtol atol  # reason`, not: {line.strip()}")
+                tols[fields[0]] = (float(fields[1]), float(fields[2]))
     return tols
 
 
