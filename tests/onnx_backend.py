@@ -516,7 +516,7 @@ def main():
         if names:
             p = sum(results[n][0] for n in names)
             total_pass += p
-            print(f"  {folder:20s} {p:5d} of {len(names):5d} pass")
+            print(f"  {folder:20s} {p:5d} of {len(names):5d} pass ({100 * p / len(names):.1f}%)")
     print(f"ONNX {args.suite}: {total_pass} of {len(results)} cases pass ({elapsed:.1f} s)", flush=True)
 
     if args.filters:
