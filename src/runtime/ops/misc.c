@@ -250,6 +250,37 @@ otter_status ot_kernel_castlike(ot_kernel_ctx *ctx) {
     return cast_to(ctx, like->dtype);
 }
 
+/* ---- BitCast ------------------------------------------------------------------------- */
+
+/* The bits reinterpreted as 'to' of the same width. The 4- and 2-bit types are one element per
+ * byte in memory with different extensions (int4 sign-extended, uint4 / float4e2m1 zero-extended),
+ * so they go through their low bits; every other pair is a byte copy (little-endian, as ONNX says). */
+otter_status ot_kernel_bitcast(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    const otter_attr *a = otter_node_attr(ctx->node, "to"); /* required; opset 26 */
+    if (!a || a->type != OTTER_ATTR_INT)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (an int) is required");
+    if (a->i <= 0 || a->i >= OTTER_DTYPE_COUNT_ || a->i == OTTER_DTYPE_STRING)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is not a non-string element type",
+                            (long long)a->i);
+    otter_dtype to = (otter_dtype)a->i;
+    if (x->dtype == OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    if (otter_dtype_bits(x->dtype) != otter_dtype_bits(to))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' is %s (%d bits), 'to' is %s (%d bits)",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype), otter_dtype_bits(x->dtype),
+                            otter_dtype_name(to), otter_dtype_bits(to));
+    otter_tensor *y = ot_ctx_output(ctx, 0, to, x->rank, x->dims);
+    if (!y) return ctx->output_status;
+    int64_t n = otter_tensor_numel(x);
+    if (!ot_dtype_packed(to)) return copy_elems(ctx, y->data, x->data, to, n);
+    unsigned mask = (1u << otter_dtype_bits(to)) - 1;
+    const uint8_t *s = x->data;
+    uint8_t *d = y->data;
+    for (int64_t i = 0; i < n; i++) d[i] = (uint8_t)(int8_t)ot_subbyte_wrap(to, (int64_t)(s[i] & mask));
+    return OTTER_OK;
+}
+
 /* ---- Range ----------------------------------------------------------------------------- */
 
 otter_status ot_kernel_range(ot_kernel_ctx *ctx) {

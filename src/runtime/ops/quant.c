@@ -1,20 +1,28 @@
 /* Linear quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis, and blocked since
  * opset 21) and DynamicQuantizeLinear.
  *
- *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
+ *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)      (integer y)
+ *                     y = cast(x / scale + zero_point, saturate)                  (float8 / float4 y)
  *   DequantizeLinear: y = (x - zero_point) * scale
  * The scale is a scalar (per tensor), a 1-D tensor of dims[axis] values (per axis), or, with
  * block_size > 0, x's shape with dims[axis] divided by block_size (rounded up). The quantized
- * types are uint8, int8, uint16, int16 (and int32 for DequantizeLinear's input). Float8 and
- * 4-bit types are not supported. Arithmetic is single precision for float inputs, as in ONNX's
- * reference. */
+ * types are uint8, int8, uint16, int16, uint4, int4, uint2, int2 (integers, saturated to their
+ * range), the float8 formats and float4e2m1 (rounded to nearest even through core/float_formats,
+ * with QuantizeLinear's saturate attribute), and int32 for DequantizeLinear's input. Arithmetic is
+ * single precision for float inputs, as in ONNX's reference. */
 #include <math.h>
 
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
+static bool quant_int_type(otter_dtype t) {
+    return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8 || t == OTTER_DTYPE_UINT16 || t == OTTER_DTYPE_INT16 ||
+           t == OTTER_DTYPE_UINT4 || t == OTTER_DTYPE_INT4 || t == OTTER_DTYPE_UINT2 || t == OTTER_DTYPE_INT2;
+}
+
+/* The quantized types: integers and the float8 / float4 formats (not e8m0, which only scales). */
 static bool quant_type(otter_dtype t) {
-    return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8 || t == OTTER_DTYPE_UINT16 || t == OTTER_DTYPE_INT16;
+    return quant_int_type(t) || (otter_dtype_is_narrow_float(t) && t != OTTER_DTYPE_FLOAT8E8M0);
 }
 
 static void quant_range(otter_dtype t, double *lo, double *hi) {
@@ -31,9 +39,12 @@ static void quant_range(otter_dtype t, double *lo, double *hi) {
     case OTTER_DTYPE_INT16:
         *lo = -32768, *hi = 32767;
         break;
-    default: /* int32 */
-        *lo = -2147483648.0, *hi = 2147483647.0;
+    default: { /* 4- and 2-bit */
+        int64_t l, h;
+        ot_subbyte_range(t, &l, &h);
+        *lo = (double)l, *hi = (double)h;
         break;
+    }
     }
 }
 
@@ -96,7 +107,7 @@ static otter_status qmap_init(const ot_kernel_ctx *ctx, const otter_tensor *x, q
 
 static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tensor *s) {
     if (!s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
-    if (!otter_dtype_is_float(s->dtype))
+    if (!otter_dtype_is_float(s->dtype) && s->dtype != OTTER_DTYPE_FLOAT8E8M0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' has type %s, expected a float type",
                             ot_ctx_input_name(ctx, 1), otter_dtype_name(s->dtype));
     return OTTER_OK;
@@ -124,10 +135,23 @@ otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     OT_TRY(qmap_init(ctx, x, &m));
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
     if (!y) return ctx->output_status;
-    double lo, hi;
-    quant_range(yt, &lo, &hi);
     int64_t n = otter_tensor_numel(x);
     bool single = x->dtype != OTTER_DTYPE_DOUBLE && s->dtype != OTTER_DTYPE_DOUBLE;
+    if (!quant_int_type(yt)) { /* float8 / float4: no rounding to integers, the cast rounds */
+        ot_narrow_mode mode = OT_NARROW_DEFAULT;
+        mode.saturate = ot_ctx_attr_int_or(ctx, "saturate", 1) != 0; /* from opset 19: no schema */
+        uint8_t *yd = y->data;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = qmap_index(&m, i);
+            double sc = ot_get_f64(s->data, s->dtype, k), xv = ot_get_f64(x->data, x->dtype, i);
+            double v = single ? (double)((float)xv / (float)sc) : xv / sc;
+            if (z) v += ot_get_f64(z->data, z->dtype, k);
+            yd[i] = ot_narrow_from_f64(yt, v, mode);
+        }
+        return OTTER_OK;
+    }
+    double lo, hi;
+    quant_range(yt, &lo, &hi);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
         double sc = ot_get_f64(s->data, s->dtype, k), v;
@@ -157,15 +181,27 @@ otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
     qmap m;
     OT_TRY(qmap_init(ctx, x, &m));
     otter_dtype yt = ctx->opset >= 19 ? s->dtype : OTTER_DTYPE_FLOAT;
+    if (ctx->opset >= 23) { /* output_dtype: from opset 23, no schema */
+        int64_t od = ot_ctx_attr_int_or(ctx, "output_dtype", 0);
+        if (od) yt = (otter_dtype)od;
+    }
+    if (yt != OTTER_DTYPE_FLOAT && yt != OTTER_DTYPE_DOUBLE && yt != OTTER_DTYPE_FLOAT16 && yt != OTTER_DTYPE_BFLOAT16)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output type %s (%d) is not float, double, float16 or bfloat16%s",
+                            otter_dtype_name(yt), (int)yt,
+                            yt == OTTER_DTYPE_FLOAT8E8M0 ? " (an e8m0 scale needs attribute 'output_dtype')" : "");
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
     if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
+    bool float_x = otter_dtype_is_narrow_float(x->dtype); /* float8 / float4: (x - zp) in float */
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
-        int64_t q = ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0);
-        double sc = ot_get_f64(s->data, s->dtype, k);
+        double sc = ot_get_f64(s->data, s->dtype, k), q;
+        if (float_x)
+            q = (float)ot_get_f64(x->data, x->dtype, i) - (z ? (float)ot_get_f64(z->data, z->dtype, k) : 0.0f);
+        else
+            q = (double)(ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0));
         if (yt == OTTER_DTYPE_DOUBLE)
-            ot_set_f64(y->data, yt, i, (double)q * sc);
+            ot_set_f64(y->data, yt, i, q * sc);
         else
             ot_set_f64(y->data, yt, i, (float)q * (float)sc);
     }
