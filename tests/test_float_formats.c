@@ -16,7 +16,8 @@
  *     saturates; -0 and tiny negatives give 0 for the fnuz formats, -0 for the others;
  *   - float8e8m0's round modes up / down / nearest.
  * The 4- and 2-bit integers: wrap-around and TensorProto packing with odd element counts, through
- * ot_pack_elems and through .pb files in raw_data and int32_data form. */
+ * ot_pack_elems and through .pb files in raw_data and int32_data form; otter_tensor_value's
+ * decoding, which printing uses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,11 +223,33 @@ static void test_pb(void) {
     printf("int4 raw_data of 5 bytes for 5 elements: refused (%s)\n", otter_last_error());
 }
 
+/* otter_tensor_value, which printing uses: decoded values of the narrow types */
+static void test_values(void) {
+    const uint8_t f8[] = {0x38, 0xaa, 0x7f}, u4[] = {15};
+    const int8_t i4[] = {-8};
+    const uint16_t h[] = {0x3c00};
+    otter_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_OK(otter_tensor_from_data(&a, NULL, OTTER_DTYPE_FLOAT8E4M3FN, 1, (int64_t[]){3}, f8));
+    CHECK_OK(otter_tensor_from_data(&b, NULL, OTTER_DTYPE_INT4, 1, (int64_t[]){1}, i4));
+    CHECK_OK(otter_tensor_from_data(&c, NULL, OTTER_DTYPE_UINT4, 1, (int64_t[]){1}, u4));
+    CHECK_OK(otter_tensor_from_data(&d, NULL, OTTER_DTYPE_BFLOAT16, 1, (int64_t[]){1}, h));
+    CHECK(otter_tensor_value(a, 0) == 1.0 && otter_tensor_value(a, 1) == -0.3125 && isnan(otter_tensor_value(a, 2)));
+    CHECK(otter_tensor_value(b, 0) == -8 && otter_tensor_value(c, 0) == 15 && otter_tensor_value(d, 0) == 0x1p-7);
+    CHECK(isnan(otter_tensor_value(a, 3))); /* out of range */
+    printf("otter_tensor_value: float8e4m3fn 0x38 0xaa 0x7f = %g %g %g, int4 %g, uint4 %g\n", otter_tensor_value(a, 0),
+           otter_tensor_value(a, 1), otter_tensor_value(a, 2), otter_tensor_value(b, 0), otter_tensor_value(c, 0));
+    otter_tensor_free(a);
+    otter_tensor_free(b);
+    otter_tensor_free(c);
+    otter_tensor_free(d);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof SPECS / sizeof SPECS[0]; i++) test_format(&SPECS[i]);
     test_e8m0();
     test_bf16();
     test_subbyte();
     test_pb();
+    test_values();
     return tu_finish("test_float_formats");
 }

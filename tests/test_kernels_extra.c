@@ -6,7 +6,8 @@
  *     transposed; one step of GRU (linear_before_reset) and LSTM (peepholes, clip, input_forget)
  *     and an RNN with Affine alpha/beta against the equations written out by hand.
  *   - QuantizeLinear: round half to even, saturation, per axis and opset-21 blocks;
- *     DequantizeLinear of int32 per axis.
+ *     DequantizeLinear of int32 per axis; the narrow types: int4 blocked with zero points and
+ *     back, float8e4m3fn with and without saturate, uint2 per axis.
  *   - Unique over an axis in first-occurrence order, Det with pivoting and a singular matrix,
  *     DFT (opset 20 axis input) against a naive sum and its inverse round trip.
  *   - Errors name the node and the operator. */
@@ -377,6 +378,65 @@ static void test_quant(void) {
     free_all(all, sizeof all / sizeof all[0]);
 }
 
+/* The narrow types (opset 21+): blocked int4 with zero points and saturation, back through
+ * DequantizeLinear; float8e4m3fn with and without saturate; uint2 per axis. */
+static void test_quant_narrow(void) {
+    /* x [2, 4], blocks of 2 along axis 1: scales [[1, 2], [0.5, 4]], int4 zero points [[0, 1], [-1, 2]] */
+    const float x[] = {3, -20, 5, 7, 1.25f, 1.75f, -40, 100}, sc[] = {1, 2, 0.5f, 4};
+    const int8_t zp[] = {0, 1, -1, 2};
+    otter_tensor *X = tensor(OTTER_DTYPE_FLOAT, 2, (int64_t[]){2, 4}, x),
+                 *S = tensor(OTTER_DTYPE_FLOAT, 2, (int64_t[]){2, 2}, sc);
+    otter_tensor *Z = tensor(OTTER_DTYPE_INT4, 2, (int64_t[]){2, 2}, zp), *y = NULL, *back = NULL;
+    const otter_tensor *in[] = {X, S, Z};
+    attr blk[] = {{'i', "axis", .i = 1}, {'i', "block_size", .i = 2}};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, in, 1, blk, 2, &y));
+    /* 3 -> 3; -20 -> -8 (saturated); 5/2 = 2.5 -> 2, +1 = 3; 7/2 = 3.5 -> 4, +1 = 5;
+     * 1.25/0.5 = 2.5 -> 2, -1 = 1; 1.75/0.5 = 3.5 -> 4, -1 = 3; -40/4 = -10 -> -8; 100/4 = 25 -> 7 */
+    static const int8_t want[] = {3, -8, 3, 5, 1, 3, -8, 7};
+    CHECK(y && y->dtype == OTTER_DTYPE_INT4 && memcmp(y->data, want, 8) == 0);
+    if (y) {
+        const otter_tensor *din[] = {y, S, Z};
+        CHECK_OK(run1("DequantizeLinear", 21, 3, din, 1, blk, 2, &back));
+        static const float wantd[] = {3, -8, 4, 8, 1, 2, -40, 20}; /* (q - zp) * scale */
+        CHECK(back && back->dtype == OTTER_DTYPE_FLOAT && memcmp(back->data, wantd, sizeof wantd) == 0);
+    }
+    printf("QuantizeLinear int4 blocked with zero points (saturating at -8 and 7), DequantizeLinear back\n");
+    otter_tensor_free(y);
+    otter_tensor_free(back);
+
+    /* float8e4m3fn: 500 saturates to 448 (0x7E) by default and is NaN (0x7F) with saturate 0 */
+    const float xf[] = {1, 500, -0.3f}, one = 1;
+    const uint8_t zf = 0;
+    otter_tensor *XF = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){3}, xf), *S1 = tensor(OTTER_DTYPE_FLOAT, 0, NULL, &one);
+    otter_tensor *ZF = tensor(OTTER_DTYPE_FLOAT8E4M3FN, 0, NULL, &zf);
+    const otter_tensor *inf[] = {XF, S1, ZF};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, inf, 1, NULL, 0, &y));
+    CHECK(y && y->dtype == OTTER_DTYPE_FLOAT8E4M3FN && ((uint8_t *)y->data)[0] == 0x38 &&
+          ((uint8_t *)y->data)[1] == 0x7e && ((uint8_t *)y->data)[2] == 0xaa); /* -0.3 -> -0.3125 */
+    otter_tensor_free(y);
+    attr nosat = {'i', "saturate", .i = 0};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, inf, 1, &nosat, 1, &y));
+    CHECK(y && ((uint8_t *)y->data)[1] == 0x7f);
+    printf("QuantizeLinear float8e4m3fn: 500 -> 0x%02x without saturation (448 = 0x7e with)\n",
+           y ? ((uint8_t *)y->data)[1] : 0);
+    otter_tensor_free(y);
+
+    /* DequantizeLinear uint2 per axis: x [2, 2] axis 0, scales [0.5, 3], zero points [1, 2] */
+    const uint8_t q2[] = {0, 3, 2, 1}, z2[] = {1, 2};
+    const float s2[] = {0.5f, 3};
+    otter_tensor *Q2 = tensor(OTTER_DTYPE_UINT2, 2, (int64_t[]){2, 2}, q2),
+                 *S2 = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){2}, s2),
+                 *Z2 = tensor(OTTER_DTYPE_UINT2, 1, (int64_t[]){2}, z2);
+    const otter_tensor *in2[] = {Q2, S2, Z2};
+    attr ax0 = {'i', "axis", .i = 0};
+    CHECK_OK(run1("DequantizeLinear", 21, 3, in2, 1, &ax0, 1, &y));
+    CHECK(y && at(y, 0) == -0.5f && at(y, 1) == 1.0f && at(y, 2) == 0.0f && at(y, 3) == -3.0f);
+    otter_tensor_free(y);
+    printf("DequantizeLinear uint2 per axis\n");
+    otter_tensor *all[] = {X, S, Z, XF, S1, ZF, Q2, S2, Z2};
+    free_all(all, sizeof all / sizeof all[0]);
+}
+
 /* ---- Unique, Det, DFT ---- */
 
 static void test_extra(void) {
@@ -448,6 +508,7 @@ int main(void) {
     for (int c = 0; c < 3; c++) test_directions(c);
     test_one_step();
     test_quant();
+    test_quant_narrow();
     test_extra();
     printf("worst absolute difference: %.3g\n", worst);
     return tu_finish("test_kernels_extra");

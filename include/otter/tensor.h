@@ -99,6 +99,11 @@ typedef struct otter_tensor {
     struct otter_proto_extra *extra;
 } otter_tensor;
 
+/* Element i as a double: any numeric type, bool (0/1), float16, bfloat16 and the narrow types
+ * (float8 and float4 formats decoded, 4- and 2-bit integers); NaN for STRING and the complex types.
+ * For printing and tests; kernels read typed data directly. */
+OTTER_API double otter_tensor_value(const otter_tensor *t, int64_t i);
+
 /* Number of elements (product of dims; 1 for rank 0). */
 OTTER_API int64_t otter_tensor_numel(const otter_tensor *t);
 OTTER_API size_t otter_tensor_nbytes(const otter_tensor *t);

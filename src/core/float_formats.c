@@ -136,6 +136,42 @@ uint8_t ot_narrow_from_f64(otter_dtype t, double x, ot_narrow_mode mode) {
     return (uint8_t)(pat | sign);
 }
 
+double ot_elem_f64(const void *data, otter_dtype t, int64_t i) {
+    switch (t) {
+    case OTTER_DTYPE_FLOAT:
+        return ((const float *)data)[i];
+    case OTTER_DTYPE_DOUBLE:
+        return ((const double *)data)[i];
+    case OTTER_DTYPE_INT8:
+    case OTTER_DTYPE_INT4:
+    case OTTER_DTYPE_INT2:
+        return ((const int8_t *)data)[i];
+    case OTTER_DTYPE_UINT8:
+    case OTTER_DTYPE_BOOL:
+    case OTTER_DTYPE_UINT4:
+    case OTTER_DTYPE_UINT2:
+        return ((const uint8_t *)data)[i];
+    case OTTER_DTYPE_INT16:
+        return ((const int16_t *)data)[i];
+    case OTTER_DTYPE_UINT16:
+        return ((const uint16_t *)data)[i];
+    case OTTER_DTYPE_INT32:
+        return ((const int32_t *)data)[i];
+    case OTTER_DTYPE_UINT32:
+        return ((const uint32_t *)data)[i];
+    case OTTER_DTYPE_INT64:
+        return (double)((const int64_t *)data)[i];
+    case OTTER_DTYPE_UINT64:
+        return (double)((const uint64_t *)data)[i];
+    case OTTER_DTYPE_FLOAT16:
+        return ot_f16_to_f32(((const uint16_t *)data)[i]);
+    case OTTER_DTYPE_BFLOAT16:
+        return ot_bf16_to_f32(((const uint16_t *)data)[i]);
+    default:
+        return otter_dtype_is_narrow_float(t) ? ot_narrow_to_f32(t, ((const uint8_t *)data)[i]) : NAN;
+    }
+}
+
 int64_t ot_subbyte_wrap(otter_dtype t, int64_t v) {
     switch (t) {
     case OTTER_DTYPE_INT4:

@@ -73,6 +73,11 @@ float ot_narrow_to_f32(otter_dtype t, uint8_t bits);
 /* x in narrow-float format t, rounded to nearest even (e8m0: per mode.e8m0_round). */
 uint8_t ot_narrow_from_f64(otter_dtype t, double x, ot_narrow_mode mode);
 
+/* Element i of data (of type t) as a double: numeric types, bool, float16, bfloat16 and the narrow
+ * types; NaN for strings and the complex types. The one reader behind otter_tensor_value and the
+ * kernels' ot_get_f64. */
+double ot_elem_f64(const void *data, otter_dtype t, int64_t i);
+
 /* v wrapped into int4/int2 (two's complement, sign-extended) or uint4/uint2 (low bits), as ONNX
  * casts between integers: the bits that don't fit are dropped. */
 int64_t ot_subbyte_wrap(otter_dtype t, int64_t v);

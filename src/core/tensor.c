@@ -1,6 +1,8 @@
+#include <math.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "core/proto_extra.h"
 
 static const struct {
@@ -72,6 +74,11 @@ int otter_dtype_bits(otter_dtype t) {
     default:
         return 8 * (int)otter_dtype_size(t);
     }
+}
+
+double otter_tensor_value(const otter_tensor *t, int64_t i) {
+    if (!t || !t->data || i < 0 || i >= otter_tensor_numel(t)) return NAN;
+    return ot_elem_f64(t->data, t->dtype, i);
 }
 
 int64_t otter_tensor_numel(const otter_tensor *t) {

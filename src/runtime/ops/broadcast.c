@@ -325,28 +325,6 @@ bool ot_convert(void *dst, otter_dtype dt, const void *src, otter_dtype st, int6
 #undef CONV_SRC
 }
 
-double ot_get_f64(const void *data, otter_dtype t, int64_t i) {
-#define GET(E, T, S)                                                                                                   \
-    case E:                                                                                                            \
-        return (double)((const T *)data)[i];
-    switch (t) {
-        OT_FOR_NUMERIC_BOOL(GET)
-    case OTTER_DTYPE_FLOAT16:
-        return ot_f16_to_f32(((const uint16_t *)data)[i]);
-    case OTTER_DTYPE_BFLOAT16:
-        return ot_bf16_to_f32(((const uint16_t *)data)[i]);
-    case OTTER_DTYPE_INT4:
-    case OTTER_DTYPE_INT2:
-        return ((const int8_t *)data)[i];
-    case OTTER_DTYPE_UINT4:
-    case OTTER_DTYPE_UINT2:
-        return ((const uint8_t *)data)[i];
-    default:
-        return otter_dtype_is_narrow_float(t) ? ot_narrow_to_f32(t, ((const uint8_t *)data)[i]) : 0;
-    }
-#undef GET
-}
-
 int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i) {
 #define GET(E, T, S)                                                                                                   \
     case E:                                                                                                            \

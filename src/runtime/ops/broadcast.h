@@ -90,7 +90,7 @@ bool ot_convert(void *dst, otter_dtype dst_type, const void *src, otter_dtype sr
 bool ot_convert_narrow(void *dst, otter_dtype dst_type, const void *src, otter_dtype src_type, int64_t n,
                        ot_narrow_mode mode);
 /* One element as double / int64 (numeric, bool, float16, bfloat16, the narrow types). */
-double ot_get_f64(const void *data, otter_dtype t, int64_t i);
+static inline double ot_get_f64(const void *data, otter_dtype t, int64_t i) { return ot_elem_f64(data, t, i); }
 int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i);
 /* Store v converted to t at element i. */
 void ot_set_f64(void *data, otter_dtype t, int64_t i, double v);
