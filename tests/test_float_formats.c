@@ -16,7 +16,7 @@
  *     saturates; -0 and tiny negatives give 0 for the fnuz formats, -0 for the others;
  *   - float8e8m0's round modes up / down / nearest.
  * The 4- and 2-bit integers: wrap-around and TensorProto packing with odd element counts, through
- * ot_pack_elems and through .pb files in raw_data and int32_data form; otter_tensor_value's
+ * ot_pack_elems, through .pb files in raw_data and int32_data form and through external data; otter_tensor_value's
  * decoding, which printing uses. */
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@
 #include "core/float_formats.h"
 #include "core/proto_extra.h"
 #include "otter/io.h"
+#include "otter/ir.h"
 #include "testutil.h"
 
 typedef struct format_spec {
@@ -223,6 +224,39 @@ static void test_pb(void) {
     printf("int4 raw_data of 5 bytes for 5 elements: refused (%s)\n", otter_last_error());
 }
 
+/* A model whose int4 and uint2 initializers go to external data: packed in the data file (3 and 1
+ * bytes for 5 and 3 elements), unpacked again when read. */
+static void test_external(void) {
+    const int8_t i4[] = {-8, 7, 1, -1, 3};
+    const uint8_t u2[] = {3, 0, 2};
+    otter_model *m = NULL, *back = NULL;
+    otter_tensor *a = NULL, *b = NULL;
+    CHECK_OK(otter_model_create(&m, "g", 21));
+    CHECK_OK(otter_tensor_from_data(&a, "a", OTTER_DTYPE_INT4, 1, (int64_t[]){5}, i4));
+    CHECK_OK(otter_tensor_from_data(&b, "b", OTTER_DTYPE_UINT2, 1, (int64_t[]){3}, u2));
+    if (!m || !a || !b) return;
+    CHECK_OK(otter_graph_add_initializer(m->graph, a));
+    CHECK_OK(otter_graph_add_initializer(m->graph, b));
+    char path[1024];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("packed_external.onnx")); /* tu_tmp_path's buffer is reused */
+    otter_save_options o = {.external_threshold = 1, .external_file = "packed_external.data"};
+    CHECK_OK(otter_model_save(m, path, &o));
+    size_t data_size = 0;
+    void *data = tu_read_file(tu_tmp_path("packed_external.data"), &data_size);
+    /* a at offset 0 (3 bytes), b 64-byte aligned at offset 64 (1 byte) */
+    const uint8_t *d = data;
+    CHECK(data && data_size == 65 && d[0] == 0x78 && d[1] == 0xf1 && d[2] == 0x03 && d[64] == 0x23);
+    CHECK_OK(otter_model_load(&back, path));
+    bool same = back && back->graph->n_initializers == 2 && otter_tensor_equal(back->graph->initializers[0], a) &&
+                otter_tensor_equal(back->graph->initializers[1], b);
+    printf("int4 [5] and uint2 [3] as external data: %zu-byte data file, read back %s\n", data_size,
+           same ? "equal" : "DIFFERENT");
+    CHECK(same);
+    free(data);
+    otter_model_free(back);
+    otter_model_free(m);
+}
+
 /* otter_tensor_value, which printing uses: decoded values of the narrow types */
 static void test_values(void) {
     const uint8_t f8[] = {0x38, 0xaa, 0x7f}, u4[] = {15};
@@ -251,5 +285,6 @@ int main(void) {
     test_subbyte();
     test_pb();
     test_values();
+    test_external();
     return tu_finish("test_float_formats");
 }

@@ -433,7 +433,23 @@ static void test_quant_narrow(void) {
     CHECK(y && at(y, 0) == -0.5f && at(y, 1) == 1.0f && at(y, 2) == 0.0f && at(y, 3) == -3.0f);
     otter_tensor_free(y);
     printf("DequantizeLinear uint2 per axis\n");
-    otter_tensor *all[] = {X, S, Z, XF, S1, ZF, Q2, S2, Z2};
+
+    /* precision (opset 23): 1001.3 is 1001.5 in float16, which rounds (half to even) to 1002 */
+    const float xp = 1001.3f;
+    const int16_t zp16 = 0;
+    otter_tensor *XP = tensor(OTTER_DTYPE_FLOAT, 0, NULL, &xp), *Z16 = tensor(OTTER_DTYPE_INT16, 0, NULL, &zp16);
+    const otter_tensor *inp[] = {XP, S1, Z16};
+    attr half = {'i', "precision", .i = OTTER_DTYPE_FLOAT16};
+    int16_t got_single = 0, got_half = 0;
+    CHECK_OK(run1("QuantizeLinear", 23, 3, inp, 1, NULL, 0, &y));
+    if (y) got_single = *(int16_t *)y->data;
+    otter_tensor_free(y);
+    CHECK_OK(run1("QuantizeLinear", 23, 3, inp, 1, &half, 1, &y));
+    if (y) got_half = *(int16_t *)y->data;
+    otter_tensor_free(y);
+    CHECK(got_single == 1001 && got_half == 1002);
+    printf("QuantizeLinear 1001.3 / 1: %d in the scale's float, %d with precision float16\n", got_single, got_half);
+    otter_tensor *all[] = {X, S, Z, XF, S1, ZF, Q2, S2, Z2, XP, Z16};
     free_all(all, sizeof all / sizeof all[0]);
 }
 

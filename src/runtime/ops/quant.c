@@ -9,7 +9,8 @@
  * types are uint8, int8, uint16, int16, uint4, int4, uint2, int2 (integers, saturated to their
  * range), the float8 formats and float4e2m1 (rounded to nearest even through core/float_formats,
  * with QuantizeLinear's saturate attribute), and int32 for DequantizeLinear's input. Arithmetic is
- * single precision for float inputs, as in ONNX's reference. */
+ * single precision for float inputs, as in ONNX's reference; from opset 23 QuantizeLinear divides in
+ * the scale's type or the one its 'precision' attribute names. */
 #include <math.h>
 
 #include "runtime/ops/kernels.h"
@@ -107,13 +108,48 @@ static otter_status qmap_init(const ot_kernel_ctx *ctx, const otter_tensor *x, q
 
 static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tensor *s) {
     if (!s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
-    if (!otter_dtype_is_float(s->dtype) && s->dtype != OTTER_DTYPE_FLOAT8E8M0)
+    bool quantize = ot_streq(ctx->node->op_type, "QuantizeLinear"); /* its scale may be int32 (opset 25) */
+    if (!otter_dtype_is_float(s->dtype) && s->dtype != OTTER_DTYPE_FLOAT8E8M0 &&
+        !(quantize && s->dtype == OTTER_DTYPE_INT32))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' has type %s, expected a float type",
                             ot_ctx_input_name(ctx, 1), otter_dtype_name(s->dtype));
     return OTTER_OK;
 }
 
 /* ---- QuantizeLinear ------------------------------------------------------------------- */
+
+/* x / scale in precision prec: float16 / bfloat16 round the operands and the quotient to that type
+ * (a float quotient of two such values rounds correctly), float divides in single, double in double. */
+static double quant_divide(double x, double scale, otter_dtype prec) {
+    switch (prec) {
+    case OTTER_DTYPE_DOUBLE:
+        return x / scale;
+    case OTTER_DTYPE_FLOAT16:
+        return ot_f16_to_f32(
+            ot_f32_to_f16(ot_f16_to_f32(ot_f32_to_f16((float)x)) / ot_f16_to_f32(ot_f32_to_f16((float)scale))));
+    case OTTER_DTYPE_BFLOAT16:
+        return ot_bf16_to_f32(
+            ot_f32_to_bf16(ot_bf16_to_f32(ot_f32_to_bf16((float)x)) / ot_bf16_to_f32(ot_f32_to_bf16((float)scale))));
+    default:
+        return (float)x / (float)scale;
+    }
+}
+
+/* The division's precision: from opset 23 the attribute 'precision', else the scale's type (float
+ * for int32 and float8e8m0 scales); before, double when x or the scale is double, else float. */
+static otter_status quant_precision(const ot_kernel_ctx *ctx, const otter_tensor *x, const otter_tensor *s,
+                                    otter_dtype *prec) {
+    if (ctx->opset < 23) {
+        *prec =
+            x->dtype == OTTER_DTYPE_DOUBLE || s->dtype == OTTER_DTYPE_DOUBLE ? OTTER_DTYPE_DOUBLE : OTTER_DTYPE_FLOAT;
+        return OTTER_OK;
+    }
+    int64_t p = ot_ctx_attr_int_or(ctx, "precision", 0); /* no schema yet */
+    *prec = p ? (otter_dtype)p : otter_dtype_is_float(s->dtype) ? s->dtype : OTTER_DTYPE_FLOAT;
+    if (!otter_dtype_is_float(*prec))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'precision' (%lld) is not a float type", (long long)p);
+    return OTTER_OK;
+}
 
 otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
@@ -136,15 +172,15 @@ otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
     if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
-    bool single = x->dtype != OTTER_DTYPE_DOUBLE && s->dtype != OTTER_DTYPE_DOUBLE;
+    otter_dtype prec;
+    OT_TRY(quant_precision(ctx, x, s, &prec));
     if (!quant_int_type(yt)) { /* float8 / float4: no rounding to integers, the cast rounds */
         ot_narrow_mode mode = OT_NARROW_DEFAULT;
         mode.saturate = ot_ctx_attr_int_or(ctx, "saturate", 1) != 0; /* from opset 19: no schema */
         uint8_t *yd = y->data;
         for (int64_t i = 0; i < n; i++) {
             int64_t k = qmap_index(&m, i);
-            double sc = ot_get_f64(s->data, s->dtype, k), xv = ot_get_f64(x->data, x->dtype, i);
-            double v = single ? (double)((float)xv / (float)sc) : xv / sc;
+            double v = quant_divide(ot_get_f64(x->data, x->dtype, i), ot_get_f64(s->data, s->dtype, k), prec);
             if (z) v += ot_get_f64(z->data, z->dtype, k);
             yd[i] = ot_narrow_from_f64(yt, v, mode);
         }
@@ -154,11 +190,7 @@ otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     quant_range(yt, &lo, &hi);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
-        double sc = ot_get_f64(s->data, s->dtype, k), v;
-        if (single)
-            v = nearbyintf((float)ot_get_f64(x->data, x->dtype, i) / (float)sc);
-        else
-            v = nearbyint(ot_get_f64(x->data, x->dtype, i) / sc);
+        double v = nearbyint(quant_divide(ot_get_f64(x->data, x->dtype, i), ot_get_f64(s->data, s->dtype, k), prec));
         v += z ? (double)ot_get_i64(z->data, z->dtype, k) : 0.0;
         v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
         ot_set_f64(y->data, yt, i, v);
