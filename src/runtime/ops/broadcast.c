@@ -1,5 +1,6 @@
 #include "runtime/ops/broadcast.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "ops/shape_math.h"
@@ -247,7 +248,10 @@ static bool convert_narrow(void *dst, otter_dtype dt, const void *src, otter_dty
         if (int_dst) { /* to int4/uint4/int2/uint2: through int64, keeping the low bits */
             int64_t buf[CHUNK];
             if (otter_dtype_is_narrow_float(st)) {
-                for (int64_t k = 0; k < m; k++) buf[k] = (int64_t)ot_narrow_to_f32(st, s[k]);
+                for (int64_t k = 0; k < m; k++) { /* NaN and infinity (undefined in ONNX) give 0 */
+                    float v = ot_narrow_to_f32(st, s[k]);
+                    buf[k] = isfinite(v) ? (int64_t)v : 0;
+                }
             } else if (!ot_convert(buf, OTTER_DTYPE_INT64, s, subbyte_storage(st), m)) {
                 return false;
             }
