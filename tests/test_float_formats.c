@@ -278,7 +278,40 @@ static void test_values(void) {
     otter_tensor_free(d);
 }
 
+/* Names (ml_dtypes' lower case and ONNX's upper case), sizes in memory and bits in a TensorProto. */
+static void test_names(void) {
+    static const struct {
+        otter_dtype t;
+        const char *name, *onnx;
+        int bits;
+        bool narrow_float;
+    } want[] = {
+        {OTTER_DTYPE_FLOAT8E4M3FN, "float8e4m3fn", "FLOAT8E4M3FN", 8, true},
+        {OTTER_DTYPE_FLOAT8E4M3FNUZ, "float8e4m3fnuz", "FLOAT8E4M3FNUZ", 8, true},
+        {OTTER_DTYPE_FLOAT8E5M2, "float8e5m2", "FLOAT8E5M2", 8, true},
+        {OTTER_DTYPE_FLOAT8E5M2FNUZ, "float8e5m2fnuz", "FLOAT8E5M2FNUZ", 8, true},
+        {OTTER_DTYPE_UINT4, "uint4", "UINT4", 4, false},
+        {OTTER_DTYPE_INT4, "int4", "INT4", 4, false},
+        {OTTER_DTYPE_FLOAT4E2M1, "float4e2m1", "FLOAT4E2M1", 4, true},
+        {OTTER_DTYPE_FLOAT8E8M0, "float8e8m0", "FLOAT8E8M0", 8, true},
+        {OTTER_DTYPE_UINT2, "uint2", "UINT2", 2, false},
+        {OTTER_DTYPE_INT2, "int2", "INT2", 2, false},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        otter_dtype t = want[i].t;
+        if (strcmp(otter_dtype_name(t), want[i].name) != 0 || otter_dtype_from_name(want[i].name) != t ||
+            otter_dtype_from_name(want[i].onnx) != t || otter_dtype_size(t) != 1 ||
+            otter_dtype_bits(t) != want[i].bits || otter_dtype_is_narrow_float(t) != want[i].narrow_float ||
+            otter_dtype_is_float(t))
+            bad++;
+    }
+    printf("names, sizes and bits of the ten new types: %d mismatches\n", bad);
+    CHECK(bad == 0 && otter_dtype_bits(OTTER_DTYPE_FLOAT) == 32 && !otter_dtype_is_narrow_float(OTTER_DTYPE_UINT8));
+}
+
 int main(void) {
+    test_names();
     for (size_t i = 0; i < sizeof SPECS / sizeof SPECS[0]; i++) test_format(&SPECS[i]);
     test_e8m0();
     test_bf16();

@@ -10,7 +10,8 @@
  * range), the float8 formats and float4e2m1 (rounded to nearest even through core/float_formats,
  * with QuantizeLinear's saturate attribute), and int32 for DequantizeLinear's input. Arithmetic is
  * single precision for float inputs, as in ONNX's reference; from opset 23 QuantizeLinear divides in
- * the scale's type or the one its 'precision' attribute names. */
+ * the scale's type or the one its 'precision' attribute names, and DequantizeLinear multiplies in
+ * its output type (float16 / bfloat16 operands rounded to it). */
 #include <math.h>
 
 #include "runtime/ops/kernels.h"
@@ -118,21 +119,19 @@ static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tenso
 
 /* ---- QuantizeLinear ------------------------------------------------------------------- */
 
-/* x / scale in precision prec: float16 / bfloat16 round the operands and the quotient to that type
- * (a float quotient of two such values rounds correctly), float divides in single, double in double. */
+/* v rounded to float16 / bfloat16 when t is one of them (the arithmetic types of opset 23's
+ * precision rules; a float product or quotient of two such values then rounds correctly). */
+static float round_to(float v, otter_dtype t) {
+    if (t == OTTER_DTYPE_FLOAT16) return ot_f16_to_f32(ot_f32_to_f16(v));
+    if (t == OTTER_DTYPE_BFLOAT16) return ot_bf16_to_f32(ot_f32_to_bf16(v));
+    return v;
+}
+
+/* x / scale in precision prec: double in double, else in single with float16 / bfloat16 operands
+ * and quotient rounded to that type. */
 static double quant_divide(double x, double scale, otter_dtype prec) {
-    switch (prec) {
-    case OTTER_DTYPE_DOUBLE:
-        return x / scale;
-    case OTTER_DTYPE_FLOAT16:
-        return ot_f16_to_f32(
-            ot_f32_to_f16(ot_f16_to_f32(ot_f32_to_f16((float)x)) / ot_f16_to_f32(ot_f32_to_f16((float)scale))));
-    case OTTER_DTYPE_BFLOAT16:
-        return ot_bf16_to_f32(
-            ot_f32_to_bf16(ot_bf16_to_f32(ot_f32_to_bf16((float)x)) / ot_bf16_to_f32(ot_f32_to_bf16((float)scale))));
-    default:
-        return (float)x / (float)scale;
-    }
+    if (prec == OTTER_DTYPE_DOUBLE) return x / scale;
+    return round_to(round_to((float)x, prec) / round_to((float)scale, prec), prec);
 }
 
 /* The division's precision: from opset 23 the attribute 'precision', else the scale's type (float
@@ -232,10 +231,10 @@ otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
             q = (float)ot_get_f64(x->data, x->dtype, i) - (z ? (float)ot_get_f64(z->data, z->dtype, k) : 0.0f);
         else
             q = (double)(ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0));
-        if (yt == OTTER_DTYPE_DOUBLE)
+        if (yt == OTTER_DTYPE_DOUBLE) /* the output type is the multiplication's */
             ot_set_f64(y->data, yt, i, q * sc);
         else
-            ot_set_f64(y->data, yt, i, (float)q * (float)sc);
+            ot_set_f64(y->data, yt, i, round_to((float)q, yt) * round_to((float)sc, yt));
     }
     return OTTER_OK;
 }
