@@ -7,7 +7,9 @@
  *     and an RNN with Affine alpha/beta against the equations written out by hand.
  *   - QuantizeLinear: round half to even, saturation, per axis and opset-21 blocks;
  *     DequantizeLinear of int32 per axis; the narrow types: int4 blocked with zero points and
- *     back, float8e4m3fn with and without saturate, uint2 per axis.
+ *     back, float8e4m3fn with and without saturate, uint2 per axis, QuantizeLinear's precision.
+ *   - Cast to float8e8m0 with round_mode and saturate, strings to float8; BitCast between the
+ *     4-bit types (re-extended bit patterns) and a width mismatch.
  *   - Unique over an axis in first-occurrence order, Det with pivoting and a singular matrix,
  *     DFT (opset 20 axis input) against a naive sum and its inverse round trip.
  *   - Errors name the node and the operator. */
@@ -453,6 +455,55 @@ static void test_quant_narrow(void) {
     free_all(all, sizeof all / sizeof all[0]);
 }
 
+/* Cast's attributes for the narrow types and BitCast's re-extension of the 4-bit types, which the
+ * suite doesn't reach: float8e8m0 with round_mode nearest and no saturation, strings to
+ * float8e4m3fn, int4 <-> uint4 <-> float4e2m1 bit patterns, and a width mismatch refused. */
+static void test_cast_narrow(void) {
+    const float xs[] = {3.0f, 2.9f, 0.0f};
+    otter_tensor *X = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){3}, xs), *y = NULL;
+    const otter_tensor *in[] = {X};
+    attr e8m0[] = {
+        {'i', "to", .i = OTTER_DTYPE_FLOAT8E8M0}, {'s', "round_mode", .s = "nearest"}, {'i', "saturate", .i = 0}};
+    CHECK_OK(run1("Cast", 25, 1, in, 1, e8m0, 3, &y));
+    const uint8_t *b = y ? y->data : NULL;
+    CHECK(b && b[0] == 0x81 && b[1] == 0x80 && b[2] == 0xff); /* 4, 2, NaN (0 without saturation) */
+    printf("Cast to float8e8m0 (nearest, no saturate): 3 2.9 0 -> %02x %02x %02x\n", b ? b[0] : 0, b ? b[1] : 0,
+           b ? b[2] : 0);
+    otter_tensor_free(y);
+
+    otter_bytes strs[] = {{"1.5", 3}, {"-INF", 4}, {"500", 3}};
+    otter_tensor *S = tensor(OTTER_DTYPE_STRING, 1, (int64_t[]){3}, strs);
+    const otter_tensor *sin[] = {S};
+    attr f8 = {'i', "to", .i = OTTER_DTYPE_FLOAT8E4M3FN};
+    CHECK_OK(run1("Cast", 21, 1, sin, 1, &f8, 1, &y));
+    b = y ? y->data : NULL;
+    CHECK(b && b[0] == 0x3c && b[1] == 0xfe && b[2] == 0x7e); /* 1.5, -448, 448 (saturated) */
+    otter_tensor_free(y);
+
+    const int8_t i4[] = {-1, 7, -8};
+    otter_tensor *I4 = tensor(OTTER_DTYPE_INT4, 1, (int64_t[]){3}, i4), *back = NULL;
+    const otter_tensor *bin[] = {I4};
+    attr to_u4 = {'i', "to", .i = OTTER_DTYPE_UINT4}, to_f4 = {'i', "to", .i = OTTER_DTYPE_FLOAT4E2M1},
+         to_i4 = {'i', "to", .i = OTTER_DTYPE_INT4}, to_i8 = {'i', "to", .i = OTTER_DTYPE_INT8};
+    CHECK_OK(run1("BitCast", 26, 1, bin, 1, &to_u4, 1, &y));
+    b = y ? y->data : NULL;
+    CHECK(b && y->dtype == OTTER_DTYPE_UINT4 && b[0] == 15 && b[1] == 7 && b[2] == 8);
+    otter_tensor_free(y);
+    CHECK_OK(run1("BitCast", 26, 1, bin, 1, &to_f4, 1, &y));
+    if (y) {
+        const otter_tensor *fin[] = {y};
+        CHECK_OK(run1("BitCast", 26, 1, fin, 1, &to_i4, 1, &back));
+        CHECK(otter_tensor_value(y, 0) == -6 && otter_tensor_value(y, 2) == -0.0); /* 0xf, 0x8 */
+        CHECK(back && memcmp(back->data, i4, 3) == 0);
+    }
+    otter_tensor_free(y);
+    otter_tensor_free(back);
+    CHECK_STATUS(run1("BitCast", 26, 1, bin, 1, &to_i8, 1, &y), OTTER_ERR_INVALID);
+    printf("BitCast int4 -1 7 -8 -> uint4 15 7 8, through float4e2m1 and back; int4 to int8 refused\n");
+    otter_tensor *all[] = {X, S, I4};
+    free_all(all, sizeof all / sizeof all[0]);
+}
+
 /* ---- Unique, Det, DFT ---- */
 
 static void test_extra(void) {
@@ -525,6 +576,7 @@ int main(void) {
     test_one_step();
     test_quant();
     test_quant_narrow();
+    test_cast_narrow();
     test_extra();
     printf("worst absolute difference: %.3g\n", worst);
     return tu_finish("test_kernels_extra");
