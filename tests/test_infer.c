@@ -458,8 +458,41 @@ static void test_alloc_failures(void) {
     otter_model_free(m);
 }
 
+/* The narrow element types: QuantizeLinear's output_dtype (opset 21) and zero point type,
+ * DequantizeLinear's output_dtype (opset 23), Cast and BitCast to them. */
+static void test_narrow_types(void) {
+    printf("narrow element types:\n");
+    otter_model *m = new_model(25);
+    otter_graph *g = m->graph;
+    add_input(g, "x", OTTER_DTYPE_FLOAT, "N,4");
+    add_input(g, "s", OTTER_DTYPE_FLOAT, "");
+    add_input(g, "z4", OTTER_DTYPE_INT4, "");
+    add_input(g, "q8", OTTER_DTYPE_FLOAT8E4M3FN, "N,4");
+    add_input(g, "sh", OTTER_DTYPE_FLOAT16, "");
+    otter_node *q = tu_add_node(g, "QuantizeLinear", "q_dtype", "x s", "y16");
+    CHECK_OK(otter_node_set_attr_int(q, "output_dtype", OTTER_DTYPE_INT16));
+    tu_add_node(g, "QuantizeLinear", "q_zp", "x s z4", "y4");
+    otter_node *d = tu_add_node(g, "DequantizeLinear", "dq_dtype", "q8 s", "dbf");
+    CHECK_OK(otter_node_set_attr_int(d, "output_dtype", OTTER_DTYPE_BFLOAT16));
+    tu_add_node(g, "DequantizeLinear", "dq_scale", "q8 sh", "dh");
+    otter_node *c = tu_add_node(g, "Cast", "cast", "x", "c2");
+    CHECK_OK(otter_node_set_attr_int(c, "to", OTTER_DTYPE_FLOAT4E2M1));
+    otter_node *b = tu_add_node(g, "BitCast", "bitcast", "q8", "u8");
+    CHECK_OK(otter_node_set_attr_int(b, "to", OTTER_DTYPE_UINT8));
+    CHECK_OK(otter_model_set_opset(m, "", 26));
+    CHECK_OK(otter_model_infer_shapes(m, NULL));
+    expect_type(m, "y16", "int16[N,4]");
+    expect_type(m, "y4", "int4[N,4]");
+    expect_type(m, "dbf", "bfloat16[N,4]");
+    expect_type(m, "dh", "float16[N,4]");
+    expect_type(m, "c2", "float4e2m1[N,4]");
+    expect_type(m, "u8", "uint8[N,4]");
+    otter_model_free(m);
+}
+
 int main(void) {
     test_broadcast();
+    test_narrow_types();
     test_symbolic_layers();
     test_value_propagation();
     test_opset_axes();

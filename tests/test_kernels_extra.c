@@ -6,7 +6,10 @@
  *     transposed; one step of GRU (linear_before_reset) and LSTM (peepholes, clip, input_forget)
  *     and an RNN with Affine alpha/beta against the equations written out by hand.
  *   - QuantizeLinear: round half to even, saturation, per axis and opset-21 blocks;
- *     DequantizeLinear of int32 per axis.
+ *     DequantizeLinear of int32 per axis; the narrow types: int4 blocked with zero points and
+ *     back, float8e4m3fn with and without saturate, uint2 per axis, QuantizeLinear's precision.
+ *   - Cast to float8e8m0 with round_mode and saturate, strings to float8; BitCast between the
+ *     4-bit types (re-extended bit patterns) and a width mismatch.
  *   - Unique over an axis in first-occurrence order, Det with pivoting and a singular matrix,
  *     DFT (opset 20 axis input) against a naive sum and its inverse round trip.
  *   - Errors name the node and the operator. */
@@ -377,6 +380,130 @@ static void test_quant(void) {
     free_all(all, sizeof all / sizeof all[0]);
 }
 
+/* The narrow types (opset 21+): blocked int4 with zero points and saturation, back through
+ * DequantizeLinear; float8e4m3fn with and without saturate; uint2 per axis. */
+static void test_quant_narrow(void) {
+    /* x [2, 4], blocks of 2 along axis 1: scales [[1, 2], [0.5, 4]], int4 zero points [[0, 1], [-1, 2]] */
+    const float x[] = {3, -20, 5, 7, 1.25f, 1.75f, -40, 100}, sc[] = {1, 2, 0.5f, 4};
+    const int8_t zp[] = {0, 1, -1, 2};
+    otter_tensor *X = tensor(OTTER_DTYPE_FLOAT, 2, (int64_t[]){2, 4}, x),
+                 *S = tensor(OTTER_DTYPE_FLOAT, 2, (int64_t[]){2, 2}, sc);
+    otter_tensor *Z = tensor(OTTER_DTYPE_INT4, 2, (int64_t[]){2, 2}, zp), *y = NULL, *back = NULL;
+    const otter_tensor *in[] = {X, S, Z};
+    attr blk[] = {{'i', "axis", .i = 1}, {'i', "block_size", .i = 2}};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, in, 1, blk, 2, &y));
+    /* 3 -> 3; -20 -> -8 (saturated); 5/2 = 2.5 -> 2, +1 = 3; 7/2 = 3.5 -> 4, +1 = 5;
+     * 1.25/0.5 = 2.5 -> 2, -1 = 1; 1.75/0.5 = 3.5 -> 4, -1 = 3; -40/4 = -10 -> -8; 100/4 = 25 -> 7 */
+    static const int8_t want[] = {3, -8, 3, 5, 1, 3, -8, 7};
+    CHECK(y && y->dtype == OTTER_DTYPE_INT4 && memcmp(y->data, want, 8) == 0);
+    if (y) {
+        const otter_tensor *din[] = {y, S, Z};
+        CHECK_OK(run1("DequantizeLinear", 21, 3, din, 1, blk, 2, &back));
+        static const float wantd[] = {3, -8, 4, 8, 1, 2, -40, 20}; /* (q - zp) * scale */
+        CHECK(back && back->dtype == OTTER_DTYPE_FLOAT && memcmp(back->data, wantd, sizeof wantd) == 0);
+    }
+    printf("QuantizeLinear int4 blocked with zero points (saturating at -8 and 7), DequantizeLinear back\n");
+    otter_tensor_free(y);
+    otter_tensor_free(back);
+
+    /* float8e4m3fn: 500 saturates to 448 (0x7E) by default and is NaN (0x7F) with saturate 0 */
+    const float xf[] = {1, 500, -0.3f}, one = 1;
+    const uint8_t zf = 0;
+    otter_tensor *XF = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){3}, xf), *S1 = tensor(OTTER_DTYPE_FLOAT, 0, NULL, &one);
+    otter_tensor *ZF = tensor(OTTER_DTYPE_FLOAT8E4M3FN, 0, NULL, &zf);
+    const otter_tensor *inf[] = {XF, S1, ZF};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, inf, 1, NULL, 0, &y));
+    CHECK(y && y->dtype == OTTER_DTYPE_FLOAT8E4M3FN && ((uint8_t *)y->data)[0] == 0x38 &&
+          ((uint8_t *)y->data)[1] == 0x7e && ((uint8_t *)y->data)[2] == 0xaa); /* -0.3 -> -0.3125 */
+    otter_tensor_free(y);
+    attr nosat = {'i', "saturate", .i = 0};
+    CHECK_OK(run1("QuantizeLinear", 21, 3, inf, 1, &nosat, 1, &y));
+    CHECK(y && ((uint8_t *)y->data)[1] == 0x7f);
+    printf("QuantizeLinear float8e4m3fn: 500 -> 0x%02x without saturation (448 = 0x7e with)\n",
+           y ? ((uint8_t *)y->data)[1] : 0);
+    otter_tensor_free(y);
+
+    /* DequantizeLinear uint2 per axis: x [2, 2] axis 0, scales [0.5, 3], zero points [1, 2] */
+    const uint8_t q2[] = {0, 3, 2, 1}, z2[] = {1, 2};
+    const float s2[] = {0.5f, 3};
+    otter_tensor *Q2 = tensor(OTTER_DTYPE_UINT2, 2, (int64_t[]){2, 2}, q2),
+                 *S2 = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){2}, s2),
+                 *Z2 = tensor(OTTER_DTYPE_UINT2, 1, (int64_t[]){2}, z2);
+    const otter_tensor *in2[] = {Q2, S2, Z2};
+    attr ax0 = {'i', "axis", .i = 0};
+    CHECK_OK(run1("DequantizeLinear", 21, 3, in2, 1, &ax0, 1, &y));
+    CHECK(y && at(y, 0) == -0.5f && at(y, 1) == 1.0f && at(y, 2) == 0.0f && at(y, 3) == -3.0f);
+    otter_tensor_free(y);
+    printf("DequantizeLinear uint2 per axis\n");
+
+    /* precision (opset 23): 1001.3 is 1001.5 in float16, which rounds (half to even) to 1002 */
+    const float xp = 1001.3f;
+    const int16_t zp16 = 0;
+    otter_tensor *XP = tensor(OTTER_DTYPE_FLOAT, 0, NULL, &xp), *Z16 = tensor(OTTER_DTYPE_INT16, 0, NULL, &zp16);
+    const otter_tensor *inp[] = {XP, S1, Z16};
+    attr half = {'i', "precision", .i = OTTER_DTYPE_FLOAT16};
+    int16_t got_single = 0, got_half = 0;
+    CHECK_OK(run1("QuantizeLinear", 23, 3, inp, 1, NULL, 0, &y));
+    if (y) got_single = *(int16_t *)y->data;
+    otter_tensor_free(y);
+    CHECK_OK(run1("QuantizeLinear", 23, 3, inp, 1, &half, 1, &y));
+    if (y) got_half = *(int16_t *)y->data;
+    otter_tensor_free(y);
+    CHECK(got_single == 1001 && got_half == 1002);
+    printf("QuantizeLinear 1001.3 / 1: %d in the scale's float, %d with precision float16\n", got_single, got_half);
+    otter_tensor *all[] = {X, S, Z, XF, S1, ZF, Q2, S2, Z2, XP, Z16};
+    free_all(all, sizeof all / sizeof all[0]);
+}
+
+/* Cast's attributes for the narrow types and BitCast's re-extension of the 4-bit types, which the
+ * suite doesn't reach: float8e8m0 with round_mode nearest and no saturation, strings to
+ * float8e4m3fn, int4 <-> uint4 <-> float4e2m1 bit patterns, and a width mismatch refused. */
+static void test_cast_narrow(void) {
+    const float xs[] = {3.0f, 2.9f, 0.0f};
+    otter_tensor *X = tensor(OTTER_DTYPE_FLOAT, 1, (int64_t[]){3}, xs), *y = NULL;
+    const otter_tensor *in[] = {X};
+    attr e8m0[] = {
+        {'i', "to", .i = OTTER_DTYPE_FLOAT8E8M0}, {'s', "round_mode", .s = "nearest"}, {'i', "saturate", .i = 0}};
+    CHECK_OK(run1("Cast", 25, 1, in, 1, e8m0, 3, &y));
+    const uint8_t *b = y ? y->data : NULL;
+    CHECK(b && b[0] == 0x81 && b[1] == 0x80 && b[2] == 0xff); /* 4, 2, NaN (0 without saturation) */
+    printf("Cast to float8e8m0 (nearest, no saturate): 3 2.9 0 -> %02x %02x %02x\n", b ? b[0] : 0, b ? b[1] : 0,
+           b ? b[2] : 0);
+    otter_tensor_free(y);
+
+    otter_bytes strs[] = {{"1.5", 3}, {"-INF", 4}, {"500", 3}};
+    otter_tensor *S = tensor(OTTER_DTYPE_STRING, 1, (int64_t[]){3}, strs);
+    const otter_tensor *sin[] = {S};
+    attr f8 = {'i', "to", .i = OTTER_DTYPE_FLOAT8E4M3FN};
+    CHECK_OK(run1("Cast", 21, 1, sin, 1, &f8, 1, &y));
+    b = y ? y->data : NULL;
+    CHECK(b && b[0] == 0x3c && b[1] == 0xfe && b[2] == 0x7e); /* 1.5, -448, 448 (saturated) */
+    otter_tensor_free(y);
+
+    const int8_t i4[] = {-1, 7, -8};
+    otter_tensor *I4 = tensor(OTTER_DTYPE_INT4, 1, (int64_t[]){3}, i4), *back = NULL;
+    const otter_tensor *bin[] = {I4};
+    attr to_u4 = {'i', "to", .i = OTTER_DTYPE_UINT4}, to_f4 = {'i', "to", .i = OTTER_DTYPE_FLOAT4E2M1},
+         to_i4 = {'i', "to", .i = OTTER_DTYPE_INT4}, to_i8 = {'i', "to", .i = OTTER_DTYPE_INT8};
+    CHECK_OK(run1("BitCast", 26, 1, bin, 1, &to_u4, 1, &y));
+    b = y ? y->data : NULL;
+    CHECK(b && y->dtype == OTTER_DTYPE_UINT4 && b[0] == 15 && b[1] == 7 && b[2] == 8);
+    otter_tensor_free(y);
+    CHECK_OK(run1("BitCast", 26, 1, bin, 1, &to_f4, 1, &y));
+    if (y) {
+        const otter_tensor *fin[] = {y};
+        CHECK_OK(run1("BitCast", 26, 1, fin, 1, &to_i4, 1, &back));
+        CHECK(otter_tensor_value(y, 0) == -6 && otter_tensor_value(y, 2) == -0.0); /* 0xf, 0x8 */
+        CHECK(back && memcmp(back->data, i4, 3) == 0);
+    }
+    otter_tensor_free(y);
+    otter_tensor_free(back);
+    CHECK_STATUS(run1("BitCast", 26, 1, bin, 1, &to_i8, 1, &y), OTTER_ERR_INVALID);
+    printf("BitCast int4 -1 7 -8 -> uint4 15 7 8, through float4e2m1 and back; int4 to int8 refused\n");
+    otter_tensor *all[] = {X, S, I4};
+    free_all(all, sizeof all / sizeof all[0]);
+}
+
 /* ---- Unique, Det, DFT ---- */
 
 static void test_extra(void) {
@@ -448,6 +575,8 @@ int main(void) {
     for (int c = 0; c < 3; c++) test_directions(c);
     test_one_step();
     test_quant();
+    test_quant_narrow();
+    test_cast_narrow();
     test_extra();
     printf("worst absolute difference: %.3g\n", worst);
     return tu_finish("test_kernels_extra");

@@ -12,7 +12,16 @@
 extern "C" {
 #endif
 
-/* Element types, numbered as ONNX's TensorProto.DataType. */
+/* Element types, numbered as ONNX's TensorProto.DataType.
+ *
+ * In memory every element of the types below 8 bits and of the 8-bit float formats takes one
+ * byte, so kernels index them like any other type:
+ *   float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz, float8e8m0: the 8-bit pattern;
+ *   float4e2m1: the 4-bit pattern in the low nibble (high nibble zero);
+ *   int4, int2: int8_t, sign-extended (-8..7, -2..1); uint4, uint2: uint8_t (0..15, 0..3).
+ * Packing (two 4-bit elements per byte, low nibble first; four 2-bit elements per byte, lowest
+ * bits first) happens only where a TensorProto is read or written (raw_data, int32_data and
+ * external data), as ONNX stores them. */
 typedef enum otter_dtype {
     OTTER_DTYPE_UNDEFINED = 0,
     OTTER_DTYPE_FLOAT = 1,
@@ -31,16 +40,34 @@ typedef enum otter_dtype {
     OTTER_DTYPE_COMPLEX64 = 14,
     OTTER_DTYPE_COMPLEX128 = 15,
     OTTER_DTYPE_BFLOAT16 = 16,
-    OTTER_DTYPE_COUNT_ = 17
+    OTTER_DTYPE_FLOAT8E4M3FN = 17,   /* 1-4-3, bias 7, no infinity, NaN 0x7F/0xFF, max 448 */
+    OTTER_DTYPE_FLOAT8E4M3FNUZ = 18, /* 1-4-3, bias 8, no infinity, no -0, NaN 0x80, max 240 */
+    OTTER_DTYPE_FLOAT8E5M2 = 19,     /* 1-5-2, bias 15, IEEE-like with infinity, max 57344 */
+    OTTER_DTYPE_FLOAT8E5M2FNUZ = 20, /* 1-5-2, bias 16, no infinity, no -0, NaN 0x80, max 57344 */
+    OTTER_DTYPE_UINT4 = 21,
+    OTTER_DTYPE_INT4 = 22,
+    OTTER_DTYPE_FLOAT4E2M1 = 23, /* 1-2-1, bias 1, no infinity or NaN, max 6 */
+    OTTER_DTYPE_FLOAT8E8M0 = 24, /* exponent only: 2^(e-127), NaN 0xFF, no sign, no zero */
+    OTTER_DTYPE_UINT2 = 25,
+    OTTER_DTYPE_INT2 = 26,
+    OTTER_DTYPE_COUNT_ = 27
 } otter_dtype;
 
-/* Size in bytes of one element (0 for UNDEFINED and for STRING, whose elements are otter_bytes). */
+/* Size in bytes of one element in memory (0 for UNDEFINED and for STRING, whose elements are
+ * otter_bytes); 1 for the 4- and 2-bit types, which are unpacked in memory. */
 OTTER_API size_t otter_dtype_size(otter_dtype t);
-/* "float", "int64", ... as in numpy; "undefined" for unknown values. */
+/* "float32", "int64", "float8e4m3fn", ... as in numpy and ml_dtypes; "undefined" for unknown values. */
 OTTER_API const char *otter_dtype_name(otter_dtype t);
 /* Inverse of otter_dtype_name (also accepts ONNX's upper-case names); UNDEFINED when unknown. */
 OTTER_API otter_dtype otter_dtype_from_name(const char *name);
 OTTER_API bool otter_dtype_is_float(otter_dtype t); /* float16, bfloat16, float, double */
+/* The float formats narrower than 16 bits: float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz,
+ * float8e8m0, float4e2m1 (stored one element per byte as their bit pattern). Only Cast, CastLike,
+ * QuantizeLinear, DequantizeLinear and the data-movement operators take them. */
+OTTER_API bool otter_dtype_is_narrow_float(otter_dtype t);
+/* Bits one element takes in a TensorProto: 4 for uint4/int4/float4e2m1, 2 for uint2/int2, else 8 *
+ * otter_dtype_size (0 for UNDEFINED and STRING). */
+OTTER_API int otter_dtype_bits(otter_dtype t);
 
 #define OTTER_MAX_RANK 16
 
@@ -71,6 +98,11 @@ typedef struct otter_tensor {
      * NULL for tensors made in memory. */
     struct otter_proto_extra *extra;
 } otter_tensor;
+
+/* Element i as a double: any numeric type, bool (0/1), float16, bfloat16 and the narrow types
+ * (float8 and float4 formats decoded, 4- and 2-bit integers); NaN for STRING and the complex types.
+ * For printing and tests; kernels read typed data directly. */
+OTTER_API double otter_tensor_value(const otter_tensor *t, int64_t i);
 
 /* Number of elements (product of dims; 1 for rank 0). */
 OTTER_API int64_t otter_tensor_numel(const otter_tensor *t);

@@ -137,6 +137,16 @@ const char *ot_type_elem_name(otter_dtype t) {
         [OTTER_DTYPE_COMPLEX64] = "complex64",
         [OTTER_DTYPE_COMPLEX128] = "complex128",
         [OTTER_DTYPE_BFLOAT16] = "bfloat16",
+        [OTTER_DTYPE_FLOAT8E4M3FN] = "float8e4m3fn",
+        [OTTER_DTYPE_FLOAT8E4M3FNUZ] = "float8e4m3fnuz",
+        [OTTER_DTYPE_FLOAT8E5M2] = "float8e5m2",
+        [OTTER_DTYPE_FLOAT8E5M2FNUZ] = "float8e5m2fnuz",
+        [OTTER_DTYPE_UINT4] = "uint4",
+        [OTTER_DTYPE_INT4] = "int4",
+        [OTTER_DTYPE_FLOAT4E2M1] = "float4e2m1",
+        [OTTER_DTYPE_FLOAT8E8M0] = "float8e8m0",
+        [OTTER_DTYPE_UINT2] = "uint2",
+        [OTTER_DTYPE_INT2] = "int2",
     };
     if ((int)t <= 0 || (int)t >= OTTER_DTYPE_COUNT_) return NULL;
     return names[t];

@@ -99,8 +99,12 @@ static void print_summary(const char *name, const otter_tensor *t) {
             printf(" \"%.*s\"", (int)(b->len < 40 ? b->len : 40), b->data ? b->data : "");
             break;
         }
-        default:
+        case OTTER_DTYPE_COMPLEX64:
+        case OTTER_DTYPE_COMPLEX128:
             printf(" ?");
+            break;
+        default: /* float16, bfloat16, the float8 / float4 formats, the other integers */
+            printf(" %.6g", otter_tensor_value(t, i));
             break;
         }
     }

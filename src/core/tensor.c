@@ -1,6 +1,8 @@
+#include <math.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "core/proto_extra.h"
 
 static const struct {
@@ -25,6 +27,16 @@ static const struct {
     [OTTER_DTYPE_COMPLEX64] = {"complex64", "COMPLEX64", 8},
     [OTTER_DTYPE_COMPLEX128] = {"complex128", "COMPLEX128", 16},
     [OTTER_DTYPE_BFLOAT16] = {"bfloat16", "BFLOAT16", 2},
+    [OTTER_DTYPE_FLOAT8E4M3FN] = {"float8e4m3fn", "FLOAT8E4M3FN", 1},
+    [OTTER_DTYPE_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", "FLOAT8E4M3FNUZ", 1},
+    [OTTER_DTYPE_FLOAT8E5M2] = {"float8e5m2", "FLOAT8E5M2", 1},
+    [OTTER_DTYPE_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", "FLOAT8E5M2FNUZ", 1},
+    [OTTER_DTYPE_UINT4] = {"uint4", "UINT4", 1},
+    [OTTER_DTYPE_INT4] = {"int4", "INT4", 1},
+    [OTTER_DTYPE_FLOAT4E2M1] = {"float4e2m1", "FLOAT4E2M1", 1},
+    [OTTER_DTYPE_FLOAT8E8M0] = {"float8e8m0", "FLOAT8E8M0", 1},
+    [OTTER_DTYPE_UINT2] = {"uint2", "UINT2", 1},
+    [OTTER_DTYPE_INT2] = {"int2", "INT2", 1},
 };
 
 static bool dtype_valid(otter_dtype t) { return (int)t >= 0 && t < OTTER_DTYPE_COUNT_; }
@@ -43,6 +55,30 @@ otter_dtype otter_dtype_from_name(const char *name) {
 
 bool otter_dtype_is_float(otter_dtype t) {
     return t == OTTER_DTYPE_FLOAT || t == OTTER_DTYPE_DOUBLE || t == OTTER_DTYPE_FLOAT16 || t == OTTER_DTYPE_BFLOAT16;
+}
+
+bool otter_dtype_is_narrow_float(otter_dtype t) {
+    return (t >= OTTER_DTYPE_FLOAT8E4M3FN && t <= OTTER_DTYPE_FLOAT8E5M2FNUZ) || t == OTTER_DTYPE_FLOAT4E2M1 ||
+           t == OTTER_DTYPE_FLOAT8E8M0;
+}
+
+int otter_dtype_bits(otter_dtype t) {
+    switch (t) {
+    case OTTER_DTYPE_UINT4:
+    case OTTER_DTYPE_INT4:
+    case OTTER_DTYPE_FLOAT4E2M1:
+        return 4;
+    case OTTER_DTYPE_UINT2:
+    case OTTER_DTYPE_INT2:
+        return 2;
+    default:
+        return 8 * (int)otter_dtype_size(t);
+    }
+}
+
+double otter_tensor_value(const otter_tensor *t, int64_t i) {
+    if (!t || !t->data || i < 0 || i >= otter_tensor_numel(t)) return NAN;
+    return ot_elem_f64(t->data, t->dtype, i);
 }
 
 int64_t otter_tensor_numel(const otter_tensor *t) {

@@ -444,6 +444,11 @@ static otter_status check_tensor(const otter_tensor *t, const char *what, bool n
     if (ot_str_empty(t->name)) return ot_error(OTTER_ERR_INVALID, "%s has no name", what);
     if ((int)t->dtype <= 0 || t->dtype >= OTTER_DTYPE_COUNT_)
         return ot_error(OTTER_ERR_INVALID, "%s '%s': invalid element type %d", what, t->name, (int)t->dtype);
+    /* ONNX Runtime's checkpoints hold training state, which the narrow types (packed in its files
+     * as in TensorProto) never are */
+    if (t->dtype >= OTTER_DTYPE_FLOAT8E4M3FN)
+        return ot_error(OTTER_ERR_UNSUPPORTED, "%s '%s': element type %s is not supported in checkpoints", what,
+                        t->name, otter_dtype_name(t->dtype));
     if (!nominal && !has_values(t))
         return ot_error(OTTER_ERR_INVALID, "%s '%s' has no data and the checkpoint is not nominal", what, t->name);
     return OTTER_OK;

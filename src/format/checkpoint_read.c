@@ -190,9 +190,9 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
                         full, pos, (long long)(int64_t)v);
     OT_TRY(get_scalar(r, &t, T_DATA_TYPE, 4, 0, &v));
     int32_t dt = (int32_t)(uint32_t)v;
-    if (dt >= 17 && dt <= 23)
-        return ot_error(OTTER_ERR_UNSUPPORTED, "%s at byte %zu: element type %d (float8/int4) is not supported", full,
-                        pos, (int)dt);
+    if (dt >= OTTER_DTYPE_FLOAT8E4M3FN && dt < OTTER_DTYPE_COUNT_) /* see check_tensor in checkpoint.c */
+        return ot_error(OTTER_ERR_UNSUPPORTED, "%s at byte %zu: element type %d (%s) is not supported in checkpoints",
+                        full, pos, (int)dt, otter_dtype_name((otter_dtype)dt));
     if (dt <= 0 || dt >= OTTER_DTYPE_COUNT_) return bad(pos, full, "invalid element type %d", (int)dt);
     otter_dtype dtype = (otter_dtype)dt;
     bool present;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "core/proto_extra.h"
 
 static const char *entry(const otter_tensor *t, const char *key) {
@@ -71,13 +72,14 @@ otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
     const char *location = entry(t, "location");
     if (!location || !location[0])
         return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data without a location", t->name);
-    uint64_t offset = 0, length = otter_tensor_nbytes(t);
+    size_t numel = (size_t)otter_tensor_numel(t), need = ot_packed_size(t->dtype, numel);
+    uint64_t offset = 0, length = need;
     const char *text;
     if ((text = entry(t, "offset"))) OT_TRY(parse_u64(t, "offset", text, &offset));
     if ((text = entry(t, "length"))) OT_TRY(parse_u64(t, "length", text, &length));
-    if (length != otter_tensor_nbytes(t))
+    if (length != need)
         return ot_error(OTTER_ERR_INVALID, "tensor '%s': external data length %llu but dims need %zu bytes", t->name,
-                        (unsigned long long)length, otter_tensor_nbytes(t));
+                        (unsigned long long)length, need);
     char *path;
     OT_TRY(check_location(t, base_dir, location, &path));
     otter_status s = OTTER_OK;
@@ -90,8 +92,17 @@ otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
                      "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu", t->name,
                      path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
     } else if ((s = ot_tensor_alloc_data(t)) != OTTER_OK) {
-    } else if (length && (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(t->data, 1, length, f) != length)) {
-        s = ot_error(OTTER_ERR_IO, "tensor '%s': reading external data '%s' failed", t->name, path);
+    } else {
+        /* 4- and 2-bit elements are packed in the file, one per byte in memory */
+        bool packed = ot_dtype_packed(t->dtype);
+        uint8_t *buf = packed && length ? ot_malloc(length) : t->data;
+        if (!buf && length)
+            s = OT_NOMEM();
+        else if (length && (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, length, f) != length))
+            s = ot_error(OTTER_ERR_IO, "tensor '%s': reading external data '%s' failed", t->name, path);
+        else if (packed && length)
+            ot_unpack_elems(t->dtype, buf, numel, t->data);
+        if (packed && buf) ot_free(buf);
     }
     if (f) fclose(f);
     ot_free(path);
@@ -132,9 +143,17 @@ otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint
         return ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
     s->size += pad;
     *offset = s->size;
-    size_t n = otter_tensor_nbytes(t);
-    if (n && fwrite(t->data, 1, n, s->f) != n)
-        return ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
+    size_t numel = (size_t)otter_tensor_numel(t), n = ot_packed_size(t->dtype, numel);
+    const void *bytes = t->data;
+    uint8_t *packed = NULL;
+    if (ot_dtype_packed(t->dtype) && n) { /* 4- and 2-bit elements are packed in the file */
+        if (!(packed = ot_malloc(n))) return OT_NOMEM();
+        ot_pack_elems(t->dtype, t->data, numel, packed);
+        bytes = packed;
+    }
+    bool ok = !n || fwrite(bytes, 1, n, s->f) == n;
+    ot_free(packed);
+    if (!ok) return ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
     s->size += n;
     return OTTER_OK;
 }

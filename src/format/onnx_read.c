@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "core/proto_extra.h"
 #include "format/external_data.h"
 #include "otter/io.h"
@@ -139,7 +140,17 @@ static otter_status typed_source(const Onnx__TensorProto *p, otter_dtype dt, siz
     return OTTER_OK;
 }
 
-static void copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
+/* n elements from the typed field (for the 4- and 2-bit types, n is the count of int32_data entries,
+ * each one packed byte). */
+static otter_status copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
+    if (ot_dtype_packed(t->dtype)) {
+        uint8_t *packed = ot_malloc(n);
+        if (!packed) return OT_NOMEM();
+        for (size_t i = 0; i < n; i++) packed[i] = (uint8_t)p->int32_data[i];
+        ot_unpack_elems(t->dtype, packed, (size_t)otter_tensor_numel(t), t->data);
+        ot_free(packed);
+        return OTTER_OK;
+    }
     switch (t->dtype) {
     case OTTER_DTYPE_FLOAT:
         memcpy(t->data, p->float_data, n * 4);
@@ -177,6 +188,11 @@ static void copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
         for (size_t i = 0; i < n; i++) ((uint16_t *)t->data)[i] = (uint16_t)p->int32_data[i];
         break;
     case OTTER_DTYPE_UINT8:
+    case OTTER_DTYPE_FLOAT8E4M3FN:
+    case OTTER_DTYPE_FLOAT8E4M3FNUZ:
+    case OTTER_DTYPE_FLOAT8E5M2:
+    case OTTER_DTYPE_FLOAT8E5M2FNUZ:
+    case OTTER_DTYPE_FLOAT8E8M0:
         for (size_t i = 0; i < n; i++) ((uint8_t *)t->data)[i] = (uint8_t)p->int32_data[i];
         break;
     case OTTER_DTYPE_BOOL:
@@ -185,6 +201,7 @@ static void copy_typed(otter_tensor *t, const Onnx__TensorProto *p, size_t n) {
     default:
         OT_ASSERT(0);
     }
+    return OTTER_OK;
 }
 
 static otter_status tensor_extra_from_proto(otter_tensor *t, const Onnx__TensorProto *p) {
@@ -241,10 +258,12 @@ static otter_status tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, 
         t->extra->storage = OTTER_STORAGE_RAW;
         if (dt == OTTER_DTYPE_STRING)
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': string tensors can't use raw_data", tname(p));
-        else if (p->raw_data.len != otter_tensor_nbytes(t))
+        else if (p->raw_data.len != ot_packed_size(dt, numel))
             s = ot_error(OTTER_ERR_INVALID, "tensor '%s': raw_data has %zu bytes but dims need %zu (%zu %s elements)",
-                         tname(p), p->raw_data.len, otter_tensor_nbytes(t), numel, otter_dtype_name(dt));
-        else if (numel) {
+                         tname(p), p->raw_data.len, ot_packed_size(dt, numel), numel, otter_dtype_name(dt));
+        else if (numel && ot_dtype_packed(dt)) {
+            if ((s = ot_tensor_alloc_data(t)) == OTTER_OK) ot_unpack_elems(dt, p->raw_data.data, numel, t->data);
+        } else if (numel) {
             /* Take over protobuf-c's copy of the bytes (allocated through otter's hook, malloc-aligned)
              * instead of copying a third time. */
             t->data = p->raw_data.data;
@@ -257,15 +276,16 @@ static otter_status tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, 
         size_t count;
         const char *field;
         typed_source(p, dt, &count, &field);
-        if (count != numel) {
-            s = ot_error(OTTER_ERR_INVALID, "tensor '%s': %s holds %zu elements but dims need %zu", tname(p), field,
-                         count, numel);
+        size_t need = ot_dtype_packed(dt) ? ot_packed_size(dt, numel) : numel; /* packed: one byte per int32 */
+        if (count != need) {
+            s = ot_error(OTTER_ERR_INVALID, "tensor '%s': %s holds %zu values but dims need %zu (%zu %s elements)",
+                         tname(p), field, count, need, numel, otter_dtype_name(dt));
         } else if ((s = ot_tensor_alloc_data(t)) != OTTER_OK) {
         } else if (dt == OTTER_DTYPE_STRING) {
             otter_bytes *dst = t->data;
             for (size_t i = 0; i < numel && s == OTTER_OK; i++) s = bytes_from_pb(&dst[i], &p->string_data[i]);
         } else if (numel) {
-            copy_typed(t, p, numel);
+            s = copy_typed(t, p, count);
         }
     }
     if (s == OTTER_OK) return OTTER_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "core/proto_extra.h"
 #include "format/external_data.h"
 #include "otter/io.h"
@@ -139,7 +140,17 @@ static void typed_to_proto(writer *w, Onnx__TensorProto *p, const otter_tensor *
         p->n_int32_data = n;
         p->int32_data = t->data;
         break;
-    default: /* 8- and 16-bit types widen into int32_data */
+    default:
+        if (ot_dtype_packed(t->dtype)) { /* 4- and 2-bit types: one packed byte per int32 */
+            size_t bytes = ot_packed_size(t->dtype, n);
+            uint8_t *packed = arena_array(&w->a, bytes, 1);
+            p->n_int32_data = bytes;
+            if (!packed || !(p->int32_data = arena_array(&w->a, bytes, sizeof(int32_t)))) break;
+            ot_pack_elems(t->dtype, t->data, n, packed);
+            for (size_t i = 0; i < bytes; i++) p->int32_data[i] = packed[i];
+            break;
+        }
+        /* 8- and 16-bit types widen into int32_data */
         p->n_int32_data = n;
         if (!(p->int32_data = arena_array(&w->a, n, sizeof(int32_t)))) break;
         for (size_t i = 0; i < n; i++) {
@@ -151,12 +162,13 @@ static void typed_to_proto(writer *w, Onnx__TensorProto *p, const otter_tensor *
             case OTTER_DTYPE_INT16:
                 v = ((const int16_t *)t->data)[i];
                 break;
-            case OTTER_DTYPE_UINT8:
-            case OTTER_DTYPE_BOOL:
-                v = ((const uint8_t *)t->data)[i];
-                break;
-            default:
+            case OTTER_DTYPE_UINT16:
+            case OTTER_DTYPE_FLOAT16:
+            case OTTER_DTYPE_BFLOAT16:
                 v = ((const uint16_t *)t->data)[i];
+                break;
+            default: /* uint8, bool, the float8 bit patterns */
+                v = ((const uint8_t *)t->data)[i];
                 break;
             }
             p->int32_data[i] = v;
@@ -205,7 +217,7 @@ static otter_status tensor_to_proto(writer *w, Onnx__TensorProto **out, const ot
         char *off = arena_alloc(&w->a, 24), *len = arena_alloc(&w->a, 24);
         if (!off || !len) return OT_NOMEM();
         snprintf(off, 24, "%llu", (unsigned long long)offset);
-        snprintf(len, 24, "%zu", nbytes);
+        snprintf(len, 24, "%zu", ot_packed_size(t->dtype, (size_t)otter_tensor_numel(t)));
         p->n_external_data = 3;
         if (!(p->external_data = arena_array(&w->a, 3, sizeof *p->external_data))) return OT_NOMEM();
         p->external_data[0] = kv_proto(w, "location", w->sink->location);
@@ -221,6 +233,12 @@ static otter_status tensor_to_proto(writer *w, Onnx__TensorProto **out, const ot
     }
     if (storage == OTTER_STORAGE_TYPED || t->dtype == OTTER_DTYPE_STRING) {
         typed_to_proto(w, p, t);
+    } else if (ot_dtype_packed(t->dtype)) {
+        size_t n = (size_t)otter_tensor_numel(t);
+        p->has_raw_data = true;
+        p->raw_data.len = ot_packed_size(t->dtype, n);
+        if ((p->raw_data.data = arena_array(&w->a, p->raw_data.len, 1)))
+            ot_pack_elems(t->dtype, t->data, n, p->raw_data.data);
     } else {
         p->has_raw_data = true;
         p->raw_data.len = nbytes;

@@ -181,6 +181,7 @@ otter_status ot_infer_constant(ot_inode *n);
 otter_status ot_infer_constant_of_shape(ot_inode *n);
 otter_status ot_infer_cast(ot_inode *n);
 otter_status ot_infer_cast_like(ot_inode *n);
+otter_status ot_infer_bitcast(ot_inode *n);
 otter_status ot_infer_range(ot_inode *n);
 otter_status ot_infer_resize(ot_inode *n);
 otter_status ot_infer_upsample(ot_inode *n);

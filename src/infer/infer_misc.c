@@ -150,6 +150,23 @@ otter_status ot_infer_cast(ot_inode *n) {
 
 otter_status ot_infer_cast_like(ot_inode *n) { return cast_to(n, ot_in_dtype(n, 1)); }
 
+/* BitCast: input 0's shape, type 'to' of the same bit width. */
+otter_status ot_infer_bitcast(ot_inode *n) {
+    const otter_attr *a = ot_attr(n, "to");
+    if (!a || a->type != OTTER_ATTR_INT) return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'to' is required");
+    if (a->i <= 0 || a->i >= OTTER_DTYPE_COUNT_ || a->i == OTTER_DTYPE_STRING)
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'to' = %lld is not a non-string element type",
+                           (long long)a->i);
+    otter_dtype to = (otter_dtype)a->i, from = ot_in_dtype(n, 0);
+    if (from == OTTER_DTYPE_STRING || (from != OTTER_DTYPE_UNDEFINED && otter_dtype_bits(from) != otter_dtype_bits(to)))
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "input type %s (%d bits) can't be reinterpreted as %s (%d bits)",
+                           otter_dtype_name(from), otter_dtype_bits(from), otter_dtype_name(to), otter_dtype_bits(to));
+    const ot_ival *x = ot_in(n, 0);
+    if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, to, x->rank, x->dims);
+    ot_out_type(n, 0, to);
+    return OTTER_OK;
+}
+
 /* ---- Range ---- */
 
 otter_status ot_infer_range(ot_inode *n) {

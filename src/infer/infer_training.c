@@ -20,16 +20,20 @@ static otter_status optimizer(ot_inode *n, size_t groups_in, size_t groups_out) 
 otter_status ot_infer_adagrad(ot_inode *n) { return optimizer(n, 3, 2); }
 otter_status ot_infer_adam(ot_inode *n) { return optimizer(n, 4, 3); }
 
+/* QuantizeLinear's y: the zero point's type, else output_dtype (opset 21), else uint8. */
 otter_status ot_infer_quantize(ot_inode *n) {
-    otter_dtype dt = ot_in(n, 2) ? ot_in_dtype(n, 2) : OTTER_DTYPE_UINT8;
+    int64_t od = n->opset >= 21 ? ot_attr_int(n, "output_dtype", 0) : 0;
+    otter_dtype dt = ot_in(n, 2) ? ot_in_dtype(n, 2) : od ? (otter_dtype)od : OTTER_DTYPE_UINT8;
     const ot_ival *x = ot_in(n, 0);
     if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, x->rank, x->dims);
     ot_out_type(n, 0, dt);
     return OTTER_OK;
 }
 
+/* DequantizeLinear's y: output_dtype (opset 23), else the scale's type (opset 19), else float. */
 otter_status ot_infer_dequantize(ot_inode *n) {
-    otter_dtype dt = ot_in_dtype(n, 1);
+    int64_t od = n->opset >= 23 ? ot_attr_int(n, "output_dtype", 0) : 0;
+    otter_dtype dt = od ? (otter_dtype)od : n->opset >= 19 ? ot_in_dtype(n, 1) : OTTER_DTYPE_FLOAT;
     if (dt == OTTER_DTYPE_UNDEFINED) dt = OTTER_DTYPE_FLOAT;
     const ot_ival *x = ot_in(n, 0);
     if (ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, x->rank, x->dims);

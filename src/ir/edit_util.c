@@ -166,11 +166,19 @@ otter_status otter_graph_add_prefix(otter_graph *g, const char *prefix, bool ren
     return OTTER_OK;
 }
 
-static const otter_dtype DTYPE_LIST[] = {
-    OTTER_DTYPE_FLOAT,  OTTER_DTYPE_UINT8,     OTTER_DTYPE_INT8,       OTTER_DTYPE_UINT16,
-    OTTER_DTYPE_INT16,  OTTER_DTYPE_INT32,     OTTER_DTYPE_INT64,      OTTER_DTYPE_STRING,
-    OTTER_DTYPE_BOOL,   OTTER_DTYPE_FLOAT16,   OTTER_DTYPE_DOUBLE,     OTTER_DTYPE_UINT32,
-    OTTER_DTYPE_UINT64, OTTER_DTYPE_COMPLEX64, OTTER_DTYPE_COMPLEX128, OTTER_DTYPE_BFLOAT16};
+static const otter_dtype DTYPE_LIST[] = {OTTER_DTYPE_FLOAT,        OTTER_DTYPE_UINT8,
+                                         OTTER_DTYPE_INT8,         OTTER_DTYPE_UINT16,
+                                         OTTER_DTYPE_INT16,        OTTER_DTYPE_INT32,
+                                         OTTER_DTYPE_INT64,        OTTER_DTYPE_STRING,
+                                         OTTER_DTYPE_BOOL,         OTTER_DTYPE_FLOAT16,
+                                         OTTER_DTYPE_DOUBLE,       OTTER_DTYPE_UINT32,
+                                         OTTER_DTYPE_UINT64,       OTTER_DTYPE_COMPLEX64,
+                                         OTTER_DTYPE_COMPLEX128,   OTTER_DTYPE_BFLOAT16,
+                                         OTTER_DTYPE_FLOAT8E4M3FN, OTTER_DTYPE_FLOAT8E4M3FNUZ,
+                                         OTTER_DTYPE_FLOAT8E5M2,   OTTER_DTYPE_FLOAT8E5M2FNUZ,
+                                         OTTER_DTYPE_UINT4,        OTTER_DTYPE_INT4,
+                                         OTTER_DTYPE_FLOAT4E2M1,   OTTER_DTYPE_FLOAT8E8M0,
+                                         OTTER_DTYPE_UINT2,        OTTER_DTYPE_INT2};
 _Static_assert(sizeof DTYPE_LIST / sizeof DTYPE_LIST[0] == OTTER_DTYPE_COUNT_ - 1, "every dtype listed once");
 
 const otter_dtype *otter_dtype_list(size_t *count) {

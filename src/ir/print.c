@@ -127,9 +127,13 @@ static void put_tensor_values(ot_sb *b, const otter_tensor *t) {
             put_quoted(b, s->data ? s->data : "", s->len);
             break;
         }
-        default:
+        case OTTER_DTYPE_COMPLEX64:
+        case OTTER_DTYPE_COMPLEX128:
             ot_sb_puts(b, "...");
             i = n;
+            break;
+        default: /* float16, bfloat16, the float8 / float4 formats, 4- and 2-bit integers */
+            ot_sb_printf(b, "%g", otter_tensor_value(t, i));
             break;
         }
     }

@@ -36,6 +36,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "BatchNormalization", KERNELS({1, ot_kernel_batchnorm, 0}), .infer = ot_infer_batch_norm,
      .grad = ot_grad_batchnorm, .diff_inputs = 0x7},
     {"", "Bernoulli", KERNELS({15, ot_kernel_bernoulli, OT_OP_NOFOLD}), .infer = ot_infer_like_with_dtype},
+    {"", "BitCast", KERNELS({26, ot_kernel_bitcast, 0}), .infer = ot_infer_bitcast},
     {"", "BitShift", KERNELS({11, ot_kernel_bitshift, OT_OP_INPLACE0}), .infer = ot_infer_binary_plain},
     {"", "BitwiseAnd", KERNELS({18, ot_kernel_bitwise_and, OT_OP_INPLACE0}), .infer = ot_infer_binary_plain},
     {"", "BitwiseNot", KERNELS({18, ot_kernel_bitwise_not, OT_OP_INPLACE0}), .infer = ot_infer_like_input},

@@ -1,5 +1,6 @@
 #include "runtime/ops/broadcast.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "ops/shape_math.h"
@@ -176,29 +177,6 @@ void ot_bcast_parallel(const ot_kernel_ctx *ctx, const ot_bcast *b, int64_t grai
 
 /* ---- float16 / bfloat16 ------------------------------------------------------------------ */
 
-uint16_t ot_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* NaN */
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                        /* >= 65520 rounds to inf */
-    if (ax < 0x38800000u) {                /* below the smallest normal 2^-14 */
-        if (ax < 0x33000000u) return sign; /* below half the smallest subnormal */
-        int e = (int)(ax >> 23);
-        uint32_t man = (ax & 0x7fffffu) | 0x800000u;
-        int shift = 126 - e; /* = (127-15) - e + 14 - 1 + ... : value = man * 2^(e-150); unit 2^-24 */
-        /* value in units of 2^-24: man * 2^(e-150+24) = man >> (126 - e) */
-        uint32_t q = man >> shift, remb = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (remb > half || (remb == half && (q & 1u))) q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t h = ((ax >> 13) - ((127u - 15u) << 10));
-    uint32_t remb = ax & 0x1fffu;
-    if (remb > 0x1000u || (remb == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
-}
-
 void ot_f16_to_f32_n(const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = ot_f16_to_f32(src[i]);
 }
@@ -251,7 +229,64 @@ void ot_f32_to_bf16_n(const float *src, uint16_t *dst, int64_t n) {
     }
 OT_FOR_NUMERIC_BOOL(DEF_CONV_FROM)
 
+/* The in-memory C type a 4- or 2-bit integer shares (int8_t / uint8_t); t itself otherwise. */
+static otter_dtype subbyte_storage(otter_dtype t) {
+    if (t == OTTER_DTYPE_INT4 || t == OTTER_DTYPE_INT2) return OTTER_DTYPE_INT8;
+    if (t == OTTER_DTYPE_UINT4 || t == OTTER_DTYPE_UINT2) return OTTER_DTYPE_UINT8;
+    return t;
+}
+
+/* Conversions that involve a narrow type, in chunks through double (which holds every float8 /
+ * float4 value and every value of the other types' float conversions exactly) or int64. */
+static bool convert_narrow(void *dst, otter_dtype dt, const void *src, otter_dtype st, int64_t n, ot_narrow_mode mode) {
+    enum { CHUNK = 256 };
+    bool int_dst = dt != subbyte_storage(dt);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        const uint8_t *s = (const uint8_t *)src + (size_t)i * otter_dtype_size(st);
+        uint8_t *d = (uint8_t *)dst + (size_t)i * otter_dtype_size(dt);
+        if (int_dst) { /* to int4/uint4/int2/uint2: through int64, keeping the low bits */
+            int64_t buf[CHUNK];
+            if (otter_dtype_is_narrow_float(st)) {
+                for (int64_t k = 0; k < m; k++) { /* NaN and infinity (undefined in ONNX) give 0 */
+                    float v = ot_narrow_to_f32(st, s[k]);
+                    buf[k] = isfinite(v) ? (int64_t)v : 0;
+                }
+            } else if (!ot_convert(buf, OTTER_DTYPE_INT64, s, subbyte_storage(st), m)) {
+                return false;
+            }
+            for (int64_t k = 0; k < m; k++) d[k] = (uint8_t)(int8_t)ot_subbyte_wrap(dt, buf[k]);
+            continue;
+        }
+        double buf[CHUNK];
+        if (otter_dtype_is_narrow_float(st)) {
+            for (int64_t k = 0; k < m; k++) buf[k] = ot_narrow_to_f32(st, s[k]);
+        } else if (!ot_convert(buf, OTTER_DTYPE_DOUBLE, s, subbyte_storage(st), m)) {
+            return false;
+        }
+        if (otter_dtype_is_narrow_float(dt)) {
+            for (int64_t k = 0; k < m; k++) d[k] = ot_narrow_from_f64(dt, buf[k], mode);
+        } else if (dt == OTTER_DTYPE_FLOAT16 || dt == OTTER_DTYPE_BFLOAT16) {
+            /* every float8/float4 value is a float32, so this rounds once */
+            float f[CHUNK];
+            for (int64_t k = 0; k < m; k++) f[k] = (float)buf[k];
+            if (!ot_convert(d, dt, f, OTTER_DTYPE_FLOAT, m)) return false;
+        } else if (!ot_convert(d, dt, buf, OTTER_DTYPE_DOUBLE, m)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_narrow(otter_dtype t) { return otter_dtype_is_narrow_float(t) || subbyte_storage(t) != t; }
+
+bool ot_convert_narrow(void *dst, otter_dtype dt, const void *src, otter_dtype st, int64_t n, ot_narrow_mode mode) {
+    if (st != dt && (is_narrow(st) || is_narrow(dt))) return convert_narrow(dst, dt, src, st, n, mode);
+    return ot_convert(dst, dt, src, st, n);
+}
+
 bool ot_convert(void *dst, otter_dtype dt, const void *src, otter_dtype st, int64_t n) {
+    if (st != dt && (is_narrow(st) || is_narrow(dt))) return convert_narrow(dst, dt, src, st, n, OT_NARROW_DEFAULT);
     if (st == dt) {
         size_t es = otter_dtype_size(st);
         if (es == 0 || st == OTTER_DTYPE_STRING) return false;
@@ -294,22 +329,6 @@ bool ot_convert(void *dst, otter_dtype dt, const void *src, otter_dtype st, int6
 #undef CONV_SRC
 }
 
-double ot_get_f64(const void *data, otter_dtype t, int64_t i) {
-#define GET(E, T, S)                                                                                                   \
-    case E:                                                                                                            \
-        return (double)((const T *)data)[i];
-    switch (t) {
-        OT_FOR_NUMERIC_BOOL(GET)
-    case OTTER_DTYPE_FLOAT16:
-        return ot_f16_to_f32(((const uint16_t *)data)[i]);
-    case OTTER_DTYPE_BFLOAT16:
-        return ot_bf16_to_f32(((const uint16_t *)data)[i]);
-    default:
-        return 0;
-    }
-#undef GET
-}
-
 int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i) {
 #define GET(E, T, S)                                                                                                   \
     case E:                                                                                                            \
@@ -317,7 +336,12 @@ int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i) {
     switch (t) {
         OT_FOR_INTS(GET)
     case OTTER_DTYPE_BOOL:
+    case OTTER_DTYPE_UINT4:
+    case OTTER_DTYPE_UINT2:
         return ((const uint8_t *)data)[i];
+    case OTTER_DTYPE_INT4:
+    case OTTER_DTYPE_INT2:
+        return ((const int8_t *)data)[i];
     default:
         return (int64_t)ot_get_f64(data, t, i);
     }
@@ -340,7 +364,14 @@ void ot_set_f64(void *data, otter_dtype t, int64_t i, double v) {
     case OTTER_DTYPE_BFLOAT16:
         ((uint16_t *)data)[i] = ot_f32_to_bf16((float)v);
         return;
+    case OTTER_DTYPE_INT4:
+    case OTTER_DTYPE_INT2:
+    case OTTER_DTYPE_UINT4:
+    case OTTER_DTYPE_UINT2:
+        ((uint8_t *)data)[i] = (uint8_t)(int8_t)ot_subbyte_wrap(t, (int64_t)v);
+        return;
     default:
+        if (otter_dtype_is_narrow_float(t)) ((uint8_t *)data)[i] = ot_narrow_from_f64(t, v, OT_NARROW_DEFAULT);
         return;
     }
 #undef SET

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/float_formats.h"
 #include "runtime/op.h"
 
 /* ---- broadcasting ------------------------------------------------------------------------ */
@@ -74,55 +75,22 @@ void ot_bcast_parallel(const ot_kernel_ctx *ctx, const ot_bcast *b, int64_t grai
 /* Numeric plus bool (stored as uint8_t 0/1). */
 #define OT_FOR_NUMERIC_BOOL(X) OT_FOR_NUMERIC(X) X(OTTER_DTYPE_BOOL, uint8_t, b8)
 
-/* float16 / bfloat16 are stored as uint16_t bit patterns. */
-static inline float ot_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: normalise */
-            exp = 127 - 15 + 1;
-            while (!(man & 0x400u)) {
-                man <<= 1;
-                exp--;
-            }
-            man &= 0x3ffu;
-            bits = sign | (exp << 23) | (man << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-/* Round to nearest even; overflow to infinity; NaN stays NaN. */
-uint16_t ot_f32_to_f16(float f);
-static inline float ot_bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-static inline uint16_t ot_f32_to_bf16(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40u); /* quiet NaN */
-    bits += 0x7fffu + ((bits >> 16) & 1u);                                           /* round to nearest even */
-    return (uint16_t)(bits >> 16);
-}
+/* Scalar float16 / bfloat16 / float8 conversions: core/float_formats.h. */
 void ot_f16_to_f32_n(const uint16_t *src, float *dst, int64_t n);
 void ot_f32_to_f16_n(const float *src, uint16_t *dst, int64_t n);
 void ot_bf16_to_f32_n(const uint16_t *src, float *dst, int64_t n);
 void ot_f32_to_bf16_n(const float *src, uint16_t *dst, int64_t n);
 
-/* Convert n elements between any two numeric/bool/float16/bfloat16 types (C conversion rules,
- * float to int truncates; to bool: != 0). false for unsupported types (strings, complex). */
+/* Convert n elements between any two numeric/bool types, float16/bfloat16 and the narrow types
+ * (float8, float4, 4- and 2-bit integers): C conversion rules (float to int truncates; to bool:
+ * != 0), integers narrowing into 4/2 bits wrap, floats narrowing into float8/float4 round to nearest
+ * even and saturate (ONNX Cast's defaults). false for unsupported types (strings, complex). */
 bool ot_convert(void *dst, otter_dtype dst_type, const void *src, otter_dtype src_type, int64_t n);
-/* One element as double / int64 (numeric, bool, float16, bfloat16). */
-double ot_get_f64(const void *data, otter_dtype t, int64_t i);
+/* ot_convert with Cast's saturate / round_mode for float8 / float4 destinations. */
+bool ot_convert_narrow(void *dst, otter_dtype dst_type, const void *src, otter_dtype src_type, int64_t n,
+                       ot_narrow_mode mode);
+/* One element as double / int64 (numeric, bool, float16, bfloat16, the narrow types). */
+static inline double ot_get_f64(const void *data, otter_dtype t, int64_t i) { return ot_elem_f64(data, t, i); }
 int64_t ot_get_i64(const void *data, otter_dtype t, int64_t i);
 /* Store v converted to t at element i. */
 void ot_set_f64(void *data, otter_dtype t, int64_t i, double v);

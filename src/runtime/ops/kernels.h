@@ -154,6 +154,7 @@ otter_status ot_kernel_constant(ot_kernel_ctx *ctx);
 otter_status ot_kernel_constant_of_shape(ot_kernel_ctx *ctx);
 otter_status ot_kernel_cast(ot_kernel_ctx *ctx);
 otter_status ot_kernel_castlike(ot_kernel_ctx *ctx);
+otter_status ot_kernel_bitcast(ot_kernel_ctx *ctx);
 otter_status ot_kernel_range(ot_kernel_ctx *ctx);
 otter_status ot_kernel_onehot(ot_kernel_ctx *ctx);
 otter_status ot_kernel_eyelike(ot_kernel_ctx *ctx);

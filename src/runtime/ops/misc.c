@@ -142,9 +142,29 @@ static void format_number(char *buf, size_t size, double v, bool single) {
     }
 }
 
+/* Cast's saturate (opset 19) and round_mode (opset 25) for float8 / float4 outputs. */
+static otter_status cast_mode(const ot_kernel_ctx *ctx, ot_narrow_mode *mode) {
+    *mode = OT_NARROW_DEFAULT;
+    if (ctx->opset < 19) return OTTER_OK;
+    mode->saturate = ot_ctx_attr_int_or(ctx, "saturate", 1) != 0;
+    if (ctx->opset < 25) return OTTER_OK;
+    const char *round = ot_ctx_attr_string_or(ctx, "round_mode", "up");
+    if (ot_streq(round, "up"))
+        mode->e8m0_round = OT_E8M0_UP;
+    else if (ot_streq(round, "down"))
+        mode->e8m0_round = OT_E8M0_DOWN;
+    else if (ot_streq(round, "nearest"))
+        mode->e8m0_round = OT_E8M0_NEAREST;
+    else
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'round_mode' is \"%s\", not up, down or nearest", round);
+    return OTTER_OK;
+}
+
 static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    ot_narrow_mode mode;
+    OT_TRY(cast_mode(ctx, &mode));
     if (!castable(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
     if (!castable(to))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "cannot cast to type %s (%d)", otter_dtype_name(to), (int)to);
@@ -176,17 +196,17 @@ static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
                 ((float *)y->data)[i] = strtof(str, NULL);
                 continue;
             }
-            ot_set_f64(y->data, to, i, v);
+            ot_convert_narrow((char *)y->data + (size_t)i * otter_dtype_size(to), to, &v, OTTER_DTYPE_DOUBLE, 1, mode);
         }
         return OTTER_OK;
     }
     if (to == OTTER_DTYPE_STRING) {
         otter_bytes *d = y->data;
-        bool single =
-            x->dtype == OTTER_DTYPE_FLOAT || x->dtype == OTTER_DTYPE_FLOAT16 || x->dtype == OTTER_DTYPE_BFLOAT16;
+        bool single = x->dtype == OTTER_DTYPE_FLOAT || x->dtype == OTTER_DTYPE_FLOAT16 ||
+                      x->dtype == OTTER_DTYPE_BFLOAT16 || otter_dtype_is_narrow_float(x->dtype);
         for (int64_t i = 0; i < n; i++) {
             char buf[64];
-            if (otter_dtype_is_float(x->dtype))
+            if (otter_dtype_is_float(x->dtype) || otter_dtype_is_narrow_float(x->dtype))
                 format_number(buf, sizeof buf, ot_get_f64(x->data, x->dtype, i), single);
             else if (x->dtype == OTTER_DTYPE_BOOL)
                 snprintf(buf, sizeof buf, "%s", ((const uint8_t *)x->data)[i] ? "True" : "False");
@@ -210,7 +230,7 @@ static otter_status cast_to(ot_kernel_ctx *ctx, otter_dtype to) {
                 (src[i] & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((src[i] >> 16) | 0x40u) : (uint16_t)(src[i] >> 16);
         return OTTER_OK;
     }
-    if (!ot_convert(y->data, to, x->data, x->dtype, n))
+    if (!ot_convert_narrow(y->data, to, x->data, x->dtype, n, mode))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "cannot cast %s to %s", otter_dtype_name(x->dtype),
                             otter_dtype_name(to));
     return OTTER_OK;
@@ -228,6 +248,37 @@ otter_status ot_kernel_castlike(ot_kernel_ctx *ctx) {
     const otter_tensor *like;
     OT_TRY(ot_ctx_need_input(ctx, 1, &like));
     return cast_to(ctx, like->dtype);
+}
+
+/* ---- BitCast ------------------------------------------------------------------------- */
+
+/* The bits reinterpreted as 'to' of the same width. The 4- and 2-bit types are one element per
+ * byte in memory with different extensions (int4 sign-extended, uint4 / float4e2m1 zero-extended),
+ * so they go through their low bits; every other pair is a byte copy (little-endian, as ONNX says). */
+otter_status ot_kernel_bitcast(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    const otter_attr *a = otter_node_attr(ctx->node, "to"); /* required; opset 26 */
+    if (!a || a->type != OTTER_ATTR_INT)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (an int) is required");
+    if (a->i <= 0 || a->i >= OTTER_DTYPE_COUNT_ || a->i == OTTER_DTYPE_STRING)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'to' (%lld) is not a non-string element type",
+                            (long long)a->i);
+    otter_dtype to = (otter_dtype)a->i;
+    if (x->dtype == OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    if (otter_dtype_bits(x->dtype) != otter_dtype_bits(to))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' is %s (%d bits), 'to' is %s (%d bits)",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype), otter_dtype_bits(x->dtype),
+                            otter_dtype_name(to), otter_dtype_bits(to));
+    otter_tensor *y = ot_ctx_output(ctx, 0, to, x->rank, x->dims);
+    if (!y) return ctx->output_status;
+    int64_t n = otter_tensor_numel(x);
+    if (!ot_dtype_packed(to)) return copy_elems(ctx, y->data, x->data, to, n);
+    unsigned mask = (1u << otter_dtype_bits(to)) - 1;
+    const uint8_t *s = x->data;
+    uint8_t *d = y->data;
+    for (int64_t i = 0; i < n; i++) d[i] = (uint8_t)(int8_t)ot_subbyte_wrap(to, (int64_t)(s[i] & mask));
+    return OTTER_OK;
 }
 
 /* ---- Range ----------------------------------------------------------------------------- */

@@ -1,20 +1,30 @@
 /* Linear quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis, and blocked since
  * opset 21) and DynamicQuantizeLinear.
  *
- *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
+ *   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)      (integer y)
+ *                     y = cast(x / scale + zero_point, saturate)                  (float8 / float4 y)
  *   DequantizeLinear: y = (x - zero_point) * scale
  * The scale is a scalar (per tensor), a 1-D tensor of dims[axis] values (per axis), or, with
  * block_size > 0, x's shape with dims[axis] divided by block_size (rounded up). The quantized
- * types are uint8, int8, uint16, int16 (and int32 for DequantizeLinear's input). Float8 and
- * 4-bit types are not supported. Arithmetic is single precision for float inputs, as in ONNX's
- * reference. */
+ * types are uint8, int8, uint16, int16, uint4, int4, uint2, int2 (integers, saturated to their
+ * range), the float8 formats and float4e2m1 (rounded to nearest even through core/float_formats,
+ * with QuantizeLinear's saturate attribute), and int32 for DequantizeLinear's input. Arithmetic is
+ * single precision for float inputs, as in ONNX's reference; from opset 23 QuantizeLinear divides in
+ * the scale's type or the one its 'precision' attribute names, and DequantizeLinear multiplies in
+ * its output type (float16 / bfloat16 operands rounded to it). */
 #include <math.h>
 
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 
+static bool quant_int_type(otter_dtype t) {
+    return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8 || t == OTTER_DTYPE_UINT16 || t == OTTER_DTYPE_INT16 ||
+           t == OTTER_DTYPE_UINT4 || t == OTTER_DTYPE_INT4 || t == OTTER_DTYPE_UINT2 || t == OTTER_DTYPE_INT2;
+}
+
+/* The quantized types: integers and the float8 / float4 formats (not e8m0, which only scales). */
 static bool quant_type(otter_dtype t) {
-    return t == OTTER_DTYPE_UINT8 || t == OTTER_DTYPE_INT8 || t == OTTER_DTYPE_UINT16 || t == OTTER_DTYPE_INT16;
+    return quant_int_type(t) || (otter_dtype_is_narrow_float(t) && t != OTTER_DTYPE_FLOAT8E8M0);
 }
 
 static void quant_range(otter_dtype t, double *lo, double *hi) {
@@ -31,9 +41,12 @@ static void quant_range(otter_dtype t, double *lo, double *hi) {
     case OTTER_DTYPE_INT16:
         *lo = -32768, *hi = 32767;
         break;
-    default: /* int32 */
-        *lo = -2147483648.0, *hi = 2147483647.0;
+    default: { /* 4- and 2-bit */
+        int64_t l, h;
+        ot_subbyte_range(t, &l, &h);
+        *lo = (double)l, *hi = (double)h;
         break;
+    }
     }
 }
 
@@ -96,13 +109,46 @@ static otter_status qmap_init(const ot_kernel_ctx *ctx, const otter_tensor *x, q
 
 static otter_status need_float_scale(const ot_kernel_ctx *ctx, const otter_tensor *s) {
     if (!s) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (scale) is missing");
-    if (!otter_dtype_is_float(s->dtype))
+    bool quantize = ot_streq(ctx->node->op_type, "QuantizeLinear"); /* its scale may be int32 (opset 25) */
+    if (!otter_dtype_is_float(s->dtype) && s->dtype != OTTER_DTYPE_FLOAT8E8M0 &&
+        !(quantize && s->dtype == OTTER_DTYPE_INT32))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 '%s' has type %s, expected a float type",
                             ot_ctx_input_name(ctx, 1), otter_dtype_name(s->dtype));
     return OTTER_OK;
 }
 
 /* ---- QuantizeLinear ------------------------------------------------------------------- */
+
+/* v rounded to float16 / bfloat16 when t is one of them (the arithmetic types of opset 23's
+ * precision rules; a float product or quotient of two such values then rounds correctly). */
+static float round_to(float v, otter_dtype t) {
+    if (t == OTTER_DTYPE_FLOAT16) return ot_f16_to_f32(ot_f32_to_f16(v));
+    if (t == OTTER_DTYPE_BFLOAT16) return ot_bf16_to_f32(ot_f32_to_bf16(v));
+    return v;
+}
+
+/* x / scale in precision prec: double in double, else in single with float16 / bfloat16 operands
+ * and quotient rounded to that type. */
+static double quant_divide(double x, double scale, otter_dtype prec) {
+    if (prec == OTTER_DTYPE_DOUBLE) return x / scale;
+    return round_to(round_to((float)x, prec) / round_to((float)scale, prec), prec);
+}
+
+/* The division's precision: from opset 23 the attribute 'precision', else the scale's type (float
+ * for int32 and float8e8m0 scales); before, double when x or the scale is double, else float. */
+static otter_status quant_precision(const ot_kernel_ctx *ctx, const otter_tensor *x, const otter_tensor *s,
+                                    otter_dtype *prec) {
+    if (ctx->opset < 23) {
+        *prec =
+            x->dtype == OTTER_DTYPE_DOUBLE || s->dtype == OTTER_DTYPE_DOUBLE ? OTTER_DTYPE_DOUBLE : OTTER_DTYPE_FLOAT;
+        return OTTER_OK;
+    }
+    int64_t p = ot_ctx_attr_int_or(ctx, "precision", 0); /* no schema yet */
+    *prec = p ? (otter_dtype)p : otter_dtype_is_float(s->dtype) ? s->dtype : OTTER_DTYPE_FLOAT;
+    if (!otter_dtype_is_float(*prec))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'precision' (%lld) is not a float type", (long long)p);
+    return OTTER_OK;
+}
 
 otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *s = ot_ctx_input(ctx, 1), *z = ot_ctx_input(ctx, 2);
@@ -124,17 +170,26 @@ otter_status ot_kernel_quantize(ot_kernel_ctx *ctx) {
     OT_TRY(qmap_init(ctx, x, &m));
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
     if (!y) return ctx->output_status;
+    int64_t n = otter_tensor_numel(x);
+    otter_dtype prec;
+    OT_TRY(quant_precision(ctx, x, s, &prec));
+    if (!quant_int_type(yt)) { /* float8 / float4: no rounding to integers, the cast rounds */
+        ot_narrow_mode mode = OT_NARROW_DEFAULT;
+        mode.saturate = ot_ctx_attr_int_or(ctx, "saturate", 1) != 0; /* from opset 19: no schema */
+        uint8_t *yd = y->data;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = qmap_index(&m, i);
+            double v = quant_divide(ot_get_f64(x->data, x->dtype, i), ot_get_f64(s->data, s->dtype, k), prec);
+            if (z) v += ot_get_f64(z->data, z->dtype, k);
+            yd[i] = ot_narrow_from_f64(yt, v, mode);
+        }
+        return OTTER_OK;
+    }
     double lo, hi;
     quant_range(yt, &lo, &hi);
-    int64_t n = otter_tensor_numel(x);
-    bool single = x->dtype != OTTER_DTYPE_DOUBLE && s->dtype != OTTER_DTYPE_DOUBLE;
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
-        double sc = ot_get_f64(s->data, s->dtype, k), v;
-        if (single)
-            v = nearbyintf((float)ot_get_f64(x->data, x->dtype, i) / (float)sc);
-        else
-            v = nearbyint(ot_get_f64(x->data, x->dtype, i) / sc);
+        double v = nearbyint(quant_divide(ot_get_f64(x->data, x->dtype, i), ot_get_f64(s->data, s->dtype, k), prec));
         v += z ? (double)ot_get_i64(z->data, z->dtype, k) : 0.0;
         v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
         ot_set_f64(y->data, yt, i, v);
@@ -157,17 +212,29 @@ otter_status ot_kernel_dequantize(ot_kernel_ctx *ctx) {
     qmap m;
     OT_TRY(qmap_init(ctx, x, &m));
     otter_dtype yt = ctx->opset >= 19 ? s->dtype : OTTER_DTYPE_FLOAT;
+    if (ctx->opset >= 23) { /* output_dtype: from opset 23, no schema */
+        int64_t od = ot_ctx_attr_int_or(ctx, "output_dtype", 0);
+        if (od) yt = (otter_dtype)od;
+    }
+    if (yt != OTTER_DTYPE_FLOAT && yt != OTTER_DTYPE_DOUBLE && yt != OTTER_DTYPE_FLOAT16 && yt != OTTER_DTYPE_BFLOAT16)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output type %s (%d) is not float, double, float16 or bfloat16%s",
+                            otter_dtype_name(yt), (int)yt,
+                            yt == OTTER_DTYPE_FLOAT8E8M0 ? " (an e8m0 scale needs attribute 'output_dtype')" : "");
     otter_tensor *y = ot_ctx_output(ctx, 0, yt, x->rank, x->dims);
     if (!y) return ctx->output_status;
     int64_t n = otter_tensor_numel(x);
+    bool float_x = otter_dtype_is_narrow_float(x->dtype); /* float8 / float4: (x - zp) in float */
     for (int64_t i = 0; i < n; i++) {
         int64_t k = qmap_index(&m, i);
-        int64_t q = ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0);
-        double sc = ot_get_f64(s->data, s->dtype, k);
-        if (yt == OTTER_DTYPE_DOUBLE)
-            ot_set_f64(y->data, yt, i, (double)q * sc);
+        double sc = ot_get_f64(s->data, s->dtype, k), q;
+        if (float_x)
+            q = (float)ot_get_f64(x->data, x->dtype, i) - (z ? (float)ot_get_f64(z->data, z->dtype, k) : 0.0f);
         else
-            ot_set_f64(y->data, yt, i, (float)q * (float)sc);
+            q = (double)(ot_get_i64(x->data, x->dtype, i) - (z ? ot_get_i64(z->data, z->dtype, k) : 0));
+        if (yt == OTTER_DTYPE_DOUBLE) /* the output type is the multiplication's */
+            ot_set_f64(y->data, yt, i, q * sc);
+        else
+            ot_set_f64(y->data, yt, i, round_to((float)q, yt) * round_to((float)sc, yt));
     }
     return OTTER_OK;
 }
