@@ -1,5 +1,5 @@
 /* Kernels of opsets 18-26 beyond what ONNX's backend cases cover: CenterCropPad, Col2Im, AffineGrid,
- * DeformConv, GridSample, CumProd, Resize-18 and DFT's IRFFT.
+ * DeformConv, GridSample, CumProd, Resize-18, DFT's IRFFT and Dropout's seeded masks.
  *
  * Each check compares with values derived by hand in the comments, or with another operator that
  * computes the same thing (DeformConv with zero offsets and unit mask against Conv; Col2Im of
@@ -400,6 +400,33 @@ static void irfft(void) {
     printf("DFT IRFFT: RFFT round trip of length 5 (max err %g), default length 4, real input error\n", err);
 }
 
+/* ---- Dropout with a seed ---- */
+static void dropout_seeded(void) {
+    /* the mask is numpy's RandomState(seed).uniform(0, 1, 8) >= ratio, as ONNX's reference draws it:
+     * seed 0 gives 0.5488 0.7152 0.6028 0.5449 0.4237 0.6459 0.4376 0.8918 (ratio 0.5: 1 1 1 1 0 1 0 1), seed 7
+     * with ratio 0.3 gives 0 1 1 1 1 1 1 0; kept values are scaled by 1 / (1 - ratio) */
+    const float ratios[2] = {0.5f, 0.3f};
+    const int64_t seeds[2] = {0, 7};
+    const uint8_t masks[2][8] = {{1, 1, 1, 1, 0, 1, 0, 1}, {0, 1, 1, 1, 1, 1, 1, 0}};
+    float xv[8];
+    for (int i = 0; i < 8; i++) xv[i] = (float)i + 1;
+    int64_t d = 8;
+    uint8_t train = 1;
+    for (int k = 0; k < 2; k++) {
+        otter_tensor *x = tensor(OTTER_DTYPE_FLOAT, 1, &d, xv), *r = tensor(OTTER_DTYPE_FLOAT, 0, NULL, &ratios[k]);
+        otter_tensor *t = tensor(OTTER_DTYPE_BOOL, 0, NULL, &train), *y = NULL;
+        const otter_tensor *in[3] = {x, r, t};
+        attr a = {'i', "seed", .i = seeds[k]};
+        CHECK_OK(run_op("Dropout", 13, 3, in, &a, 1, &y));
+        float want[8];
+        for (int i = 0; i < 8; i++) want[i] = masks[k][i] ? xv[i] / (1 - ratios[k]) : 0;
+        CHECK(max_err(y, want, 8) < 1e-6);
+        otter_tensor *all[] = {x, r, t, y};
+        free_all(all, 4);
+    }
+    printf("Dropout with a seed: numpy RandomState masks for seeds 0 and 7\n");
+}
+
 /* ---- shape rules ---- */
 
 /* The rule's output type for op on `in` (constants per `consts`) must read want_rule, the kernel's output
@@ -488,6 +515,7 @@ int main(void) {
     cumprod();
     resize();
     irfft();
+    dropout_seeded();
     shape_rules();
     return tu_finish("test_kernels_image");
 }
