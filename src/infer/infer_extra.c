@@ -209,7 +209,8 @@ otter_status ot_infer_dft(ot_inode *n) {
         axis = -2;
         if (ot_in(n, 2) && !in_scalar_int(n, 2, &axis)) { /* axis not known: only the rank is */
             OT_TRY(ot_out_shape(n, 0, dt, x->rank, NULL));
-            n->out[0].dims[x->rank - 1] = ot_dim_known(2);
+            bool irfft = ot_attr_int(n, "onesided", 0) && ot_attr_int(n, "inverse", 0);
+            n->out[0].dims[x->rank - 1] = ot_dim_known(irfft ? 1 : 2);
             return OTTER_OK;
         }
     }
@@ -218,11 +219,14 @@ otter_status ot_infer_dft(ot_inode *n) {
         return ot_inf_fail(n, OTTER_ERR_INVALID, "axis %lld is the real/imaginary dimension", (long long)axis);
     OT_TRY(ot_out_shape(n, 0, dt, x->rank, x->dims));
     ot_idim *out = n->out[0].dims;
-    out[x->rank - 1] = ot_dim_known(2);
+    /* IRFFT (inverse and onesided): a real signal of dft_length, by default 2 * (bins - 1) */
+    bool onesided = ot_attr_int(n, "onesided", 0) != 0, irfft = onesided && ot_attr_int(n, "inverse", 0);
+    out[x->rank - 1] = ot_dim_known(irfft ? 1 : 2);
     ot_idim length = x->dims[axis];
+    if (irfft) length = length.v >= 1 ? ot_dim_known(2 * (length.v - 1)) : OT_DIM_UNKNOWN;
     int64_t given;
     if (ot_in(n, 1)) length = in_scalar_int(n, 1, &given) ? ot_dim_known(given) : OT_DIM_UNKNOWN;
-    if (ot_attr_int(n, "onesided", 0)) length = length.v >= 0 ? ot_dim_known(length.v / 2 + 1) : OT_DIM_UNKNOWN;
+    if (onesided && !irfft) length = length.v >= 0 ? ot_dim_known(length.v / 2 + 1) : OT_DIM_UNKNOWN;
     out[axis] = length;
     return OTTER_OK;
 }

@@ -269,6 +269,10 @@ otter_status ot_infer_sequence_map(ot_inode *n);
 otter_status ot_infer_optional(ot_inode *n);
 otter_status ot_infer_optional_has_element(ot_inode *n);
 otter_status ot_infer_optional_get_element(ot_inode *n);
+/* infer_image.c */
+otter_status ot_infer_center_crop_pad(ot_inode *n);
+otter_status ot_infer_col2im(ot_inode *n);
+otter_status ot_infer_affine_grid(ot_inode *n);
 /* infer_training_ops.c: com.microsoft training operators, com.otter fused operators, Gradient */
 otter_status ot_infer_adamw_optimizer(ot_inode *n);
 otter_status ot_infer_batch_norm_grad(ot_inode *n);

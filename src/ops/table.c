@@ -22,6 +22,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "Acosh", KERNELS({9, ot_kernel_acosh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Add", KERNELS({1, ot_kernel_add, OT_OP_INPLACE0}), .infer = ot_infer_add, .grad = ot_grad_add,
      .diff_inputs = 0x3},
+    {"", "AffineGrid", KERNELS({20, ot_kernel_affine_grid, 0}), .infer = ot_infer_affine_grid},
     {"", "And", KERNELS({1, ot_kernel_and, OT_OP_INPLACE0}), .infer = ot_infer_logic},
     {"", "ArgMax", KERNELS({1, ot_kernel_argmax, 0}), .infer = ot_infer_arg_reduce},
     {"", "ArgMin", KERNELS({1, ot_kernel_argmin, 0}), .infer = ot_infer_arg_reduce},
@@ -47,8 +48,11 @@ const ot_op_entry ot_op_table[] = {
     {"", "CastLike", KERNELS({15, ot_kernel_castlike, 0}), .infer = ot_infer_cast_like},
     {"", "Ceil", KERNELS({1, ot_kernel_ceil, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Celu", KERNELS({12, ot_kernel_celu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
+    {"", "CenterCropPad", KERNELS({18, ot_kernel_center_crop_pad, 0}), .infer = ot_infer_center_crop_pad},
     {"", "Clip", KERNELS({6, ot_kernel_clip, OT_OP_INPLACE0}, {11, ot_kernel_clip, OT_OP_INPLACE0}),
      .infer = ot_infer_clip, .grad = ot_grad_clip, .diff_inputs = 0x1},
+    {"", "Col2Im", KERNELS({18, ot_kernel_col2im, 0}), .infer = ot_infer_col2im,
+     .attrs_of = "Conv"}, /* its strides, dilations and pads are Conv's */
     {"", "Compress", KERNELS({9, ot_kernel_compress, 0}), .infer = ot_infer_compress},
     {"", "Concat", KERNELS({1, ot_kernel_concat, 0}), .infer = ot_infer_concat, .grad = ot_grad_concat,
      .diff_inputs = 0xffffffffu},
@@ -64,9 +68,12 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_convtranspose, .diff_inputs = 0x7},
     {"", "Cos", KERNELS({7, ot_kernel_cos, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Cosh", KERNELS({9, ot_kernel_cosh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
+    {"", "CumProd", KERNELS({26, ot_kernel_cumprod, 0}), .infer = ot_infer_like_input},
     {"", "CumSum", KERNELS({11, ot_kernel_cumsum, 0}), .infer = ot_infer_like_input},
     {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}),
      .infer = ot_infer_dft}, /* 20: axis as input 2 */
+    {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv,
+     .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
     {"", "DepthToSpace", KERNELS({1, ot_kernel_depthtospace, 0}), .infer = ot_infer_depth_to_space},
     {"", "DequantizeLinear",
      KERNELS({10, ot_kernel_dequantize, 0}, {13, ot_kernel_dequantize, 0}, {19, ot_kernel_dequantize, 0},

@@ -561,12 +561,16 @@ otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     OT_TRY(ot_ctx_attr_int(ctx, "inverse", &inverse));
     OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
     bool cplx = x->dims[x->rank - 1] == 2;
+    /* IRFFT (inverse and onesided): a one-sided spectrum in, the real signal of dft_length out (by
+     * default 2 * (bins - 1)); the missing half of the spectrum is the conjugate of the given one */
+    bool irfft = inverse && onesided;
     int64_t n_in = x->dims[axis], L;
-    OT_TRY(scalar_i64(ctx, 1, n_in, &L));
+    OT_TRY(scalar_i64(ctx, 1, irfft ? 2 * (n_in - 1) : n_in, &L));
     if (L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
-    if (onesided && cplx)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real input (last dimension 1)");
-    int64_t n_out = onesided ? L / 2 + 1 : L;
+    if (onesided && cplx != irfft)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided %s needs a %s input (last dimension %d)",
+                            irfft ? "inverse" : "output", irfft ? "complex" : "real", irfft ? 2 : 1);
+    int64_t n_out = onesided && !irfft ? L / 2 + 1 : L;
     int64_t outer = 1, inner = 1;
     for (int k = 0; k < x->rank - 1; k++) {
         if (k < axis) outer *= x->dims[k];
@@ -575,26 +579,35 @@ otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     int64_t dims[OTTER_MAX_RANK];
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
     dims[axis] = n_out;
-    dims[x->rank - 1] = 2;
+    dims[x->rank - 1] = irfft ? 1 : 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, dims);
     if (!y) return ctx->output_status;
+    /* the line read: n_in values, or for IRFFT the whole Hermitian spectrum of L */
+    int64_t n_line = irfft ? L : n_in;
     double *tw = twiddles(ctx, L);
-    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_in + 2 * n_out + 4) * sizeof *buf);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_line + 2 * n_out + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
-    double *ire = buf, *iim = ire + n_in, *ore = iim + n_in + 1, *oim = ore + n_out + 1;
+    double *ire = buf, *iim = ire + n_line, *ore = iim + n_line + 1, *oim = ore + n_out + 1;
     int64_t c_in = cplx ? 2 : 1;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
-            for (int64_t n = 0; n < n_in; n++) {
-                int64_t e = ((o * n_in + n) * inner + i) * c_in;
+            for (int64_t n = 0; n < n_line; n++) {
+                /* IRFFT: bins above L / 2 mirror the ones below, conjugated; bins past the input are 0 */
+                int64_t src = irfft && n > L / 2 ? L - n : n;
+                double sign = irfft && n > L / 2 ? -1 : 1;
+                if (src >= n_in) {
+                    ire[n] = iim[n] = 0;
+                    continue;
+                }
+                int64_t e = ((o * n_in + src) * inner + i) * c_in;
                 ire[n] = ot_get_f64(x->data, x->dtype, e);
-                iim[n] = cplx ? ot_get_f64(x->data, x->dtype, e + 1) : 0;
+                iim[n] = cplx ? sign * ot_get_f64(x->data, x->dtype, e + 1) : 0;
             }
-            dft_line(ire, iim, n_in, L, n_out, tw, inverse ? 1 : -1, inverse ? 1.0 / (double)L : 1.0, ore, oim);
+            dft_line(ire, iim, n_line, L, n_out, tw, inverse ? 1 : -1, inverse ? 1.0 / (double)L : 1.0, ore, oim);
             for (int64_t k = 0; k < n_out; k++) {
-                int64_t e = ((o * n_out + k) * inner + i) * 2;
+                int64_t e = ((o * n_out + k) * inner + i) * (irfft ? 1 : 2);
                 ot_set_f64(y->data, y->dtype, e, ore[k]);
-                ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+                if (!irfft) ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
             }
         }
     return OTTER_OK;

@@ -40,3 +40,27 @@ void ot_im2col(const float *x, int64_t C, const ot_conv_window *w, float *col, i
                     }
                 }
 }
+
+void ot_col2im(const float *col, int64_t C, const ot_conv_window *w, float *x, int64_t ld) {
+    const int64_t D = w->in[0], H = w->in[1], W = w->in[2], OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    int64_t r = 0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t kd = 0; kd < w->k[0]; kd++)
+            for (int64_t kh = 0; kh < w->k[1]; kh++)
+                for (int64_t kw = 0; kw < w->k[2]; kw++, r++) {
+                    const float *src = col + r * ld;
+                    int64_t offw = kw * w->dil[2] - w->pad_begin[2], wlo, whi;
+                    ot_conv_valid_range(offw, w->stride[2], W, OW, &wlo, &whi);
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * w->stride[0] - w->pad_begin[0] + kd * w->dil[0];
+                        if (id < 0 || id >= D) continue;
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            int64_t ih = oh * w->stride[1] - w->pad_begin[1] + kh * w->dil[1];
+                            if (ih < 0 || ih >= H) continue;
+                            const float *srow = src + (od * OH + oh) * OW;
+                            float *dst = x + ((c * D + id) * H + ih) * W + offw;
+                            for (int64_t ow = wlo; ow < whi; ow++) dst[ow * w->stride[2]] += srow[ow];
+                        }
+                    }
+                }
+}

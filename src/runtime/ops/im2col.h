@@ -1,5 +1,6 @@
 /* im2col for convolution kernels: the one implementation behind Conv (nn.c) and ConvGrad
- * (training_nn.c). Geometry is given in 3 spatial dimensions (1-D and 2-D convs lead with 1s). */
+ * (training_nn.c), and its adjoint col2im (ConvTranspose, Col2Im). Geometry is given in 3 spatial dimensions (1-D and
+ * 2-D convs lead with 1s). */
 #ifndef OTTER_RUNTIME_OPS_IM2COL_H
 #define OTTER_RUNTIME_OPS_IM2COL_H
 
@@ -15,5 +16,9 @@ void ot_conv_valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, i
 /* col[((c * kd + z) * kh + y) * kw + x) * ld + (od, oh, ow)] = x[c][id][ih][iw], or 0 in the padding;
  * C channels of x (contiguous [C, D, H, W]); ld >= the number of output positions. */
 void ot_im2col(const float *x, int64_t C, const ot_conv_window *w, float *col, int64_t ld);
+
+/* The adjoint of ot_im2col: x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for every tap that
+ * lands inside x (ConvTranspose, Col2Im); C channels of x (contiguous [C, D, H, W]). */
+void ot_col2im(const float *col, int64_t C, const ot_conv_window *w, float *x, int64_t ld);
 
 #endif

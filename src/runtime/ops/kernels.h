@@ -68,7 +68,7 @@ otter_status ot_kernel_bitshift(ot_kernel_ctx *ctx);
 otter_status ot_kernel_where(ot_kernel_ctx *ctx);
 otter_status ot_kernel_clip(ot_kernel_ctx *ctx);
 
-/* reduce.c: Reduce*, ArgMax/ArgMin, softmax family, TopK, CumSum */
+/* reduce.c: Reduce*, ArgMax/ArgMin, softmax family, TopK, CumSum, CumProd */
 otter_status ot_kernel_reduce_sum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_reduce_mean(ot_kernel_ctx *ctx);
 otter_status ot_kernel_reduce_max(ot_kernel_ctx *ctx);
@@ -84,6 +84,7 @@ otter_status ot_kernel_argmin(ot_kernel_ctx *ctx);
 otter_status ot_kernel_softmax(ot_kernel_ctx *ctx);
 otter_status ot_kernel_logsoftmax(ot_kernel_ctx *ctx);
 otter_status ot_kernel_hardmax(ot_kernel_ctx *ctx);
+otter_status ot_kernel_cumprod(ot_kernel_ctx *ctx);
 otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_topk(ot_kernel_ctx *ctx);
 
@@ -110,6 +111,14 @@ otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
 
 /* nn_sample.c: GridSample */
 otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);
+
+/* image.c: CenterCropPad, Col2Im, AffineGrid */
+otter_status ot_kernel_center_crop_pad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_col2im(ot_kernel_ctx *ctx);
+otter_status ot_kernel_affine_grid(ot_kernel_ctx *ctx);
+
+/* deform_conv.c: DeformConv */
+otter_status ot_kernel_deform_conv(ot_kernel_ctx *ctx);
 
 /* nn_norm.c: BatchNormalization, InstanceNormalization, LayerNormalization, LRN */
 otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx);

@@ -6,6 +6,7 @@
 
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
+#include "core/rng.h"
 
 /* Copy n elements of type t (deep copy for strings). */
 static otter_status copy_elems(const ot_kernel_ctx *ctx, void *dst, const void *src, otter_dtype t, int64_t n) {
@@ -521,15 +522,16 @@ otter_status ot_kernel_dropout(ot_kernel_ctx *ctx) {
         }
         return OTTER_OK;
     }
-    /* no schema default: without a seed each run draws a fresh mask */
-    uint64_t state = (uint64_t)ot_ctx_attr_int_or(ctx, "seed", 0) ^ 0x6f74746572ull;
-    if (!otter_node_attr(ctx->node, "seed")) {
-        static _Thread_local uint64_t counter;
-        state ^= (uint64_t)(uintptr_t)&state + ++counter * 0x9e3779b97f4a7c15ull;
-    }
+    /* no schema default: without a seed each run draws a fresh mask; with one, every run draws the mask
+     * ONNX's reference implementation draws, numpy's RandomState(seed).uniform(0, 1, shape) >= ratio */
+    const otter_attr *seed = otter_node_attr(ctx->node, "seed");
+    ot_mt19937 mt;
+    if (seed) ot_mt19937_seed(&mt, (uint32_t)ot_ctx_attr_int_or(ctx, "seed", 0));
+    static _Thread_local uint64_t counter;
+    uint64_t state = 0x6f74746572ull ^ ((uint64_t)(uintptr_t)&state + ++counter * 0x9e3779b97f4a7c15ull);
     double scale = 1.0 / (1.0 - ratio);
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+        double u = seed ? ot_mt19937_uniform(&mt) : (double)(splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
         bool keep = u >= ratio;
         double v = keep ? ot_get_f64(x->data, x->dtype, i) * scale : 0.0;
         ot_set_f64(y->data, y->dtype, i, v);

@@ -23,32 +23,6 @@ static void im2col3(const float *x, int64_t C, const ot_conv_geom *g, float *col
     ot_im2col(x, C, &w, col, g->out_size);
 }
 
-/* y[c][d][h][w] += col[(c, kd, kh, kw)][positions of x] for ConvTranspose: here g->in is the
- * *output* (image) size and g->out the input (column) size, as in the forward conv it inverts. */
-static void col2im3(const float *col, int64_t C, const ot_conv_geom *g, float *y) {
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], OD = g->out[0], OH = g->out[1], OW = g->out[2];
-    const int64_t osz = g->out_size;
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                    const float *src = col + (((c * g->k[0] + kd) * g->k[1] + kh) * g->k[2] + kw) * osz;
-                    int64_t offw = kw * g->dil[2] - g->pb[2], wlo, whi;
-                    ot_conv_valid_range(offw, g->stride[2], W, OW, &wlo, &whi);
-                    for (int64_t od = 0; od < OD; od++) {
-                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
-                        if (id < 0 || id >= D) continue;
-                        for (int64_t oh = 0; oh < OH; oh++) {
-                            int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
-                            if (ih < 0 || ih >= H) continue;
-                            const float *srow = src + (od * OH + oh) * OW;
-                            float *dst = y + ((c * D + id) * H + ih) * W + offw;
-                            for (int64_t ow = wlo; ow < whi; ow++) dst[ow * g->stride[2]] += srow[ow];
-                        }
-                    }
-                }
-}
-
 /* ---- Conv ---------------------------------------------------------------------------------------- */
 
 /* Work is (image, group) tasks: each im2cols its input into a column buffer (scratch planned
@@ -564,7 +538,11 @@ otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx) {
             /* col (Mg*k x isz) = W_g^T (Mg*k x Cg) * X_g (Cg x isz) */
             s = ot_sgemm(ctx, true, false, rows, isz, Cg, 1.0f, Wt + gr * Cg * rows, rows, X + (n * C + gr * Cg) * isz,
                          isz, 0.0f, col, isz);
-            if (s == OTTER_OK) col2im3(col, Mg, &g, yg);
+            if (s == OTTER_OK) {
+                /* the window of the forward conv ConvTranspose inverts: g.in is its image, g.out its columns */
+                const ot_conv_window w = ot_conv_geom_window(&g);
+                ot_col2im(col, Mg, &w, yg, g.out_size);
+            }
         }
     ot_free(col);
     if (s == OTTER_OK)

@@ -21,5 +21,7 @@ otter_status ot_nn_lp_pool_p(const ot_kernel_ctx *ctx, double *p);
  * (nn_pool.c; com.otter FusedConv's pooled output in nn_conv.c). */
 void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,
                                int64_t *ind);
+/* Keys' cubic convolution weight at distance x with coefficient A (resize.c; Resize and GridSample). */
+double ot_cubic_weight(double x, double A);
 
 #endif

@@ -1,4 +1,8 @@
-/* GridSample (opset 16, 4-D). */
+/* GridSample (opset 16 on 4-D inputs, opset 20 on any spatial rank): samples X (N, C, D1..Dr) at the
+ * points of grid (N, O1..Or, r), whose last axis holds normalized coordinates [-1, 1] innermost axis
+ * first (x, y[, z]). Semantics follow onnx's reference implementation: the coordinate is rounded half
+ * to even for nearest, folded back into the image by the padding mode, and every tap of the
+ * interpolation fetches its pixel by the padding mode again. */
 #include <math.h>
 
 #include "core/core.h"
@@ -7,16 +11,11 @@
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/nn_internal.h"
 
-static double cubic_coef(double t) {
-    const double A = -0.75;
-    t = fabs(t);
-    if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
-    if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
-    return 0;
-}
+enum { GS_LINEAR, GS_NEAREST, GS_CUBIC };
+enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
+#define GS_MAX_SP (OTTER_MAX_RANK - 2)
 
-/* ---- GridSample (opset 16, 4-D) ----------------------------------------------------------------- */
-
+/* x folded into [lo, hi] by reflecting at its ends as often as it takes */
 static double gs_reflect(double x, double lo, double hi) {
     double range = hi - lo;
     if (range <= 0) return lo;
@@ -31,81 +30,136 @@ static double gs_reflect(double x, double lo, double hi) {
     return x;
 }
 
-/* pad: 0 zeros, 1 border, 2 reflection */
-static float gs_pixel(const float *img, int64_t H, int64_t W, int64_t y, int64_t x, int pad) {
-    if (pad == 0) return (x < 0 || x >= W || y < 0 || y >= H) ? 0.0f : img[y * W + x];
-    x = x < 0 ? 0 : x >= W ? W - 1 : x;
-    y = y < 0 ? 0 : y >= H ? H - 1 : y;
-    return img[y * W + x];
+typedef struct gs_args {
+    int sp, mode, pad;
+    bool align;
+    int64_t C, in[GS_MAX_SP], in_stride[GS_MAX_SP], plane, points; /* points: per batch item */
+    const float *X, *G;
+    float *Y;
+} gs_args;
+
+/* The pixel index the padding mode reads for tap i of an axis of length len, or -1 for a zero. */
+static int64_t gs_tap_index(const gs_args *a, int64_t i, int64_t len, double lo, double hi) {
+    if (i >= 0 && i < len) return i;
+    if (a->pad == GS_ZEROS) return -1;
+    if (a->pad == GS_BORDER) return i < 0 ? 0 : len - 1;
+    return (int64_t)gs_reflect((double)i, lo, hi);
+}
+
+static void gs_points(void *arg, int64_t p0, int64_t p1) {
+    const gs_args *a = arg;
+    int sp = a->sp, nt = a->mode == GS_NEAREST ? 1 : a->mode == GS_LINEAR ? 2 : 4;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t n = p / a->points, o = p % a->points;
+        const float *g = a->G + p * sp;
+        /* per axis: the taps' offsets into a plane (-1: zero) and weights */
+        int64_t off[GS_MAX_SP][4];
+        double w[GS_MAX_SP][4];
+        for (int d = 0; d < sp; d++) {
+            int64_t len = a->in[d];
+            double lo = a->align ? 0 : -0.5, hi = a->align ? (double)len - 1 : (double)len - 0.5;
+            double gv = g[sp - 1 - d];
+            double x = a->align ? (gv + 1) / 2 * (double)(len - 1) : ((gv + 1) * (double)len - 1) / 2;
+            if (a->mode == GS_NEAREST) x = nearbyint(x);
+            if (x < lo || x > hi) {
+                if (a->pad == GS_BORDER)
+                    x = x < 0 ? 0 : x > (double)(len - 1) ? (double)(len - 1) : x;
+                else if (a->pad == GS_REFLECTION)
+                    x = gs_reflect(x, lo, hi);
+            }
+            int64_t first;
+            if (a->mode == GS_NEAREST) {
+                first = (int64_t)x; /* truncation, as the reference's integer cast */
+                w[d][0] = 1;
+            } else if (a->mode == GS_LINEAR) {
+                first = (int64_t)floor(x);
+                double f = x - (double)first;
+                w[d][0] = 1 - f, w[d][1] = f;
+            } else {
+                first = (int64_t)floor(x) - 1;
+                double f = x - floor(x);
+                for (int k = 0; k < 4; k++) w[d][k] = ot_cubic_weight(f - (k - 1), -0.75);
+            }
+            for (int k = 0; k < nt; k++) {
+                int64_t i = gs_tap_index(a, first + k, len, lo, hi);
+                off[d][k] = i < 0 ? -1 : i * a->in_stride[d];
+            }
+        }
+        for (int64_t c = 0; c < a->C; c++) {
+            const float *img = a->X + (n * a->C + c) * a->plane;
+            int k[GS_MAX_SP] = {0};
+            double acc = 0;
+            for (;;) {
+                double wt = 1;
+                int64_t at = 0;
+                for (int d = 0; d < sp && wt != 0; d++) {
+                    if (off[d][k[d]] < 0) wt = 0;
+                    wt *= w[d][k[d]];
+                    at += off[d][k[d]];
+                }
+                if (wt != 0) acc += wt * img[at];
+                int d = sp - 1;
+                while (d >= 0 && ++k[d] == nt) k[d--] = 0;
+                if (d < 0) break;
+            }
+            a->Y[(n * a->C + c) * a->points + o] = (float)acc;
+        }
+    }
 }
 
 otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx) {
-    const otter_tensor *x = ot_ctx_input(ctx, 0), *grid = ot_ctx_input(ctx, 1);
+    const otter_tensor *x, *grid;
     char s1[128], s2[128];
-    if (!x || !grid) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs X and grid");
-    if (x->rank != 4 || grid->rank != 4 || grid->dims[0] != x->dims[0] || grid->dims[3] != 2)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s must be (N,C,H,W) and grid '%s' %s (N,Ho,Wo,2)",
+    OT_TRY(ot_ctx_float_input(ctx, 0, &x));
+    OT_TRY(ot_ctx_float_input(ctx, 1, &grid));
+    int sp = x->rank - 2;
+    if (sp < 1 || sp > GS_MAX_SP || grid->rank != x->rank || grid->dims[0] != x->dims[0] ||
+        grid->dims[grid->rank - 1] != sp || (ctx->opset < 20 && sp != 2))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s must be (N,C,D1..Dr) and grid '%s' %s (N,O1..Or,r)%s",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
-                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, grid->rank, grid->dims));
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, grid->rank, grid->dims),
+                            ctx->opset < 20 ? " with r = 2 before opset 20" : "");
     const char *ms, *ps;
     int64_t ac;
     OT_TRY(ot_ctx_attr_string(ctx, "mode", &ms));
     OT_TRY(ot_ctx_attr_string(ctx, "padding_mode", &ps));
     OT_TRY(ot_ctx_attr_int(ctx, "align_corners", &ac));
-    int mode = strcmp(ms, "bilinear") == 0 ? 0 : strcmp(ms, "nearest") == 0 ? 1 : strcmp(ms, "bicubic") == 0 ? 2 : -1;
-    int pad = strcmp(ps, "zeros") == 0 ? 0 : strcmp(ps, "border") == 0 ? 1 : strcmp(ps, "reflection") == 0 ? 2 : -1;
+    /* opset 20 renamed bilinear / bicubic to linear / cubic */
+    int mode = strcmp(ms, "linear") == 0 || strcmp(ms, "bilinear") == 0 ? GS_LINEAR
+               : strcmp(ms, "nearest") == 0                             ? GS_NEAREST
+               : strcmp(ms, "cubic") == 0 || strcmp(ms, "bicubic") == 0 ? GS_CUBIC
+                                                                        : -1;
+    int pad = strcmp(ps, "zeros") == 0        ? GS_ZEROS
+              : strcmp(ps, "border") == 0     ? GS_BORDER
+              : strcmp(ps, "reflection") == 0 ? GS_REFLECTION
+                                              : -1;
     if (mode < 0 || pad < 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s' or padding_mode '%s'", ms, ps);
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = grid->dims[1], Wo = grid->dims[2];
-    int64_t yd[4] = {N, C, Ho, Wo};
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, yd);
+    if (mode == GS_CUBIC && sp != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "mode '%s' needs a 4-D X, '%s' is %s", ms,
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+    int64_t yd[OTTER_MAX_RANK] = {x->dims[0], x->dims[1]};
+    gs_args a = {.sp = sp, .mode = mode, .pad = pad, .align = ac != 0, .C = x->dims[1], .plane = 1, .points = 1};
+    for (int d = sp - 1; d >= 0; d--) {
+        a.in[d] = x->dims[2 + d];
+        a.in_stride[d] = a.plane;
+        a.plane *= a.in[d];
+        yd[2 + d] = grid->dims[1 + d];
+        a.points *= yd[2 + d];
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, yd);
     if (!y) return ctx->output_status;
-    const float *X, *G;
-    float *tx = NULL, *tg = NULL, *ty = NULL, *Y = NULL;
-    otter_status s = ot_ctx_input_f32(ctx, 0, x, &X, &tx);
-    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, grid, &G, &tg);
-    if (s == OTTER_OK) s = ot_output_f32(y, &Y, &ty);
-    double xlo = ac ? 0 : -0.5, xhi = ac ? (double)W - 1 : (double)W - 0.5;
-    double ylo = ac ? 0 : -0.5, yhi = ac ? (double)H - 1 : (double)H - 0.5;
-    for (int64_t n = 0; s == OTTER_OK && n < N; n++)
-        for (int64_t i = 0; i < Ho * Wo; i++) {
-            double gx = G[(n * Ho * Wo + i) * 2], gy = G[(n * Ho * Wo + i) * 2 + 1];
-            double px = ac ? (gx + 1) / 2 * (double)(W - 1) : ((gx + 1) * (double)W - 1) / 2;
-            double py = ac ? (gy + 1) / 2 * (double)(H - 1) : ((gy + 1) * (double)H - 1) / 2;
-            if (pad == 1 && mode != 2) {
-                px = px < 0 ? 0 : px > (double)(W - 1) ? (double)(W - 1) : px;
-                py = py < 0 ? 0 : py > (double)(H - 1) ? (double)(H - 1) : py;
-            } else if (pad == 2) {
-                px = gs_reflect(px, xlo, xhi);
-                py = gs_reflect(py, ylo, yhi);
-            }
-            for (int64_t c = 0; c < C; c++) {
-                const float *img = X + (n * C + c) * H * W;
-                double v;
-                if (mode == 1) {
-                    v = gs_pixel(img, H, W, (int64_t)nearbyint(py), (int64_t)nearbyint(px), pad);
-                } else if (mode == 0) {
-                    int64_t x0 = (int64_t)floor(px), y0 = (int64_t)floor(py);
-                    double fx = px - (double)x0, fy = py - (double)y0;
-                    v = (1 - fy) *
-                            ((1 - fx) * gs_pixel(img, H, W, y0, x0, pad) + fx * gs_pixel(img, H, W, y0, x0 + 1, pad)) +
-                        fy * ((1 - fx) * gs_pixel(img, H, W, y0 + 1, x0, pad) +
-                              fx * gs_pixel(img, H, W, y0 + 1, x0 + 1, pad));
-                } else {
-                    int64_t x0 = (int64_t)floor(px) - 1, y0 = (int64_t)floor(py) - 1;
-                    double fx = px - floor(px), fy = py - floor(py), wx[4], wy[4];
-                    for (int k = 0; k < 4; k++) wx[k] = cubic_coef(fx - (k - 1)), wy[k] = cubic_coef(fy - (k - 1));
-                    v = 0;
-                    for (int a = 0; a < 4; a++)
-                        for (int b = 0; b < 4; b++) v += wy[a] * wx[b] * gs_pixel(img, H, W, y0 + a, x0 + b, pad);
-                }
-                Y[((n * C + c) * Ho * Wo) + i] = (float)v;
-            }
-        }
-    if (s == OTTER_OK)
+    if (otter_tensor_numel(y) == 0) return OTTER_OK;
+    float *tx = NULL, *tg = NULL, *ty = NULL;
+    otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, grid, &a.G, &tg);
+    if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
+    if (s == OTTER_OK) {
+        ot_parallel_for(ctx, x->dims[0] * a.points, 64, gs_points, &a);
         ot_output_f32_done(y, ty);
-    else
+    } else {
         ot_free(ty);
+    }
     ot_free(tx), ot_free(tg);
     return s;
 }

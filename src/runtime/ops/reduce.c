@@ -582,26 +582,27 @@ otter_status ot_kernel_logsoftmax(ot_kernel_ctx *ctx) { return softmax_common(ct
 otter_status ot_kernel_hardmax(ot_kernel_ctx *ctx) { return softmax_common(ctx, SM_HARD); }
 
 /* ======================================================================================== */
-/* CumSum                                                                                    */
+/* CumSum, CumProd                                                                           */
 /* ======================================================================================== */
 
 #define CUMSUM_X(E, T, S)                                                                                              \
-    static void cumsum_##S(const void *xv, void *yv, int64_t outer, int64_t r, int64_t inner, bool excl, bool rev) {   \
+    static void cumsum_##S(const void *xv, void *yv, int64_t outer, int64_t r, int64_t inner, bool excl, bool rev,     \
+                           bool prod) {                                                                                \
         const T *x = xv;                                                                                               \
         T *y = yv;                                                                                                     \
         for (int64_t o = 0; o < outer; o++) {                                                                          \
             const T *xo = x + o * r * inner;                                                                           \
             T *yo = y + o * r * inner;                                                                                 \
             for (int64_t i = 0; i < inner; i++) {                                                                      \
-                T acc = 0;                                                                                             \
+                T acc = prod ? 1 : 0;                                                                                  \
                 for (int64_t kk = 0; kk < r; kk++) {                                                                   \
                     int64_t k = rev ? r - 1 - kk : kk;                                                                 \
                     T v = xo[k * inner + i];                                                                           \
                     if (excl) {                                                                                        \
                         yo[k * inner + i] = acc;                                                                       \
-                        acc = (T)(acc + v);                                                                            \
+                        acc = prod ? (T)(acc * v) : (T)(acc + v);                                                      \
                     } else {                                                                                           \
-                        acc = (T)(acc + v);                                                                            \
+                        acc = prod ? (T)(acc * v) : (T)(acc + v);                                                      \
                         yo[k * inner + i] = acc;                                                                       \
                     }                                                                                                  \
                 }                                                                                                      \
@@ -615,7 +616,8 @@ CUMSUM_X(OTTER_DTYPE_INT64, int64_t, i64)
 CUMSUM_X(OTTER_DTYPE_UINT32, uint32_t, u32)
 CUMSUM_X(OTTER_DTYPE_UINT64, uint64_t, u64)
 
-otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
+/* CumSum, or CumProd (opset 26) when prod: the same scan with another operation. */
+static otter_status cumulative(ot_kernel_ctx *ctx, bool prod) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     int64_t axv[1], na = 0;
@@ -629,9 +631,14 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for input 0 '%s' of rank %d",
                             (long long)axv[0], ot_ctx_input_name(ctx, 0), x->rank);
     int64_t excl, rev;
-    OT_TRY(ot_ctx_attr_int(ctx, "exclusive", &excl));
-    OT_TRY(ot_ctx_attr_int(ctx, "reverse", &rev));
-    void (*fn)(const void *, void *, int64_t, int64_t, int64_t, bool, bool) = NULL;
+    if (prod) { /* no ONNX 1.12 schema: CumProd's defaults */
+        excl = ot_ctx_attr_int_or(ctx, "exclusive", 0);
+        rev = ot_ctx_attr_int_or(ctx, "reverse", 0);
+    } else {
+        OT_TRY(ot_ctx_attr_int(ctx, "exclusive", &excl));
+        OT_TRY(ot_ctx_attr_int(ctx, "reverse", &rev));
+    }
+    void (*fn)(const void *, void *, int64_t, int64_t, int64_t, bool, bool, bool) = NULL;
     otter_dtype ct = x->dtype;
     switch (x->dtype) {
     case OTTER_DTYPE_FLOAT:
@@ -673,7 +680,7 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
         if (owned) ot_free(xd);
         return OT_NOMEM();
     }
-    fn(xd, yd, outer, r, inner, excl, rev);
+    fn(xd, yd, outer, r, inner, excl, rev, prod);
     if (yd != y->data) {
         ot_convert(y->data, y->dtype, yd, ct, n);
         ot_free(yd);
@@ -681,6 +688,8 @@ otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) {
     if (owned) ot_free(xd);
     return OTTER_OK;
 }
+otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) { return cumulative(ctx, false); }
+otter_status ot_kernel_cumprod(ot_kernel_ctx *ctx) { return cumulative(ctx, true); }
 
 /* ======================================================================================== */
 /* TopK                                                                                      */

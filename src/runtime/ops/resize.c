@@ -7,6 +7,7 @@
 #include "runtime/op.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
+#include "runtime/ops/nn_internal.h"
 #include "runtime/ops/strided.h"
 
 /* ---- Resize / Upsample ----------------------------------------------------------------------------- */
@@ -29,18 +30,27 @@ typedef struct tap_set {
     double *w;    /* [out][n] */
 } tap_set;
 
-static double cubic_w(double x, double A) {
+double ot_cubic_weight(double x, double A) {
     x = fabs(x);
     if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
     if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
     return 0;
 }
 
+static double linear_w(double x) {
+    x = 1 - fabs(x);
+    return x > 0 ? x : 0;
+}
+
 /* out_len: the resized length as the coordinate formulas see it (in * scale, unrounded, when
- * scales are given; onnx's reference does the same). */
-static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, int64_t in, int64_t out, double out_len,
-                              double scale, double roi_s, double roi_e, tap_set *t) {
-    t->n = mode == RM_NEAREST ? 1 : mode == RM_LINEAR ? 2 : 4;
+ * scales are given; onnx's reference does the same). antialias (Resize-18) stretches the linear and
+ * cubic filters by 1 / scale when downscaling, so every input pixel under an output pixel counts. */
+static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, bool antialias, int64_t in, int64_t out,
+                              double out_len, double scale, double roi_s, double roi_e, tap_set *t) {
+    /* the filter's support in taps: [start, start + n) around the left neighbour, as in onnx's reference */
+    double fs = antialias && scale < 1 ? scale : 1;
+    int start = mode == RM_LINEAR ? (int)floor(-1 / fs) + 1 : (int)floor(-2 / fs) + 1;
+    t->n = mode == RM_NEAREST ? 1 : 2 - 2 * start;
     t->idx = ot_malloc((size_t)(out * t->n + 1) * sizeof(int64_t));
     t->w = ot_malloc((size_t)(out * t->n + 1) * sizeof(double));
     if (!t->idx || !t->w) return OT_NOMEM();
@@ -52,7 +62,7 @@ static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, 
             x = ((double)o + 0.5) / scale - 0.5;
             break;
         case CT_HALF_SYM: {
-            double adj = (double)out / (scale * (double)in), center = (double)in / 2;
+            double adj = (double)out / out_len, center = (double)in / 2;
             double off = center * (1 - adj);
             x = off + ((double)o + 0.5) / scale - 0.5;
             break;
@@ -100,25 +110,23 @@ static otter_status make_taps(int mode, int ct, int nm, double A, bool exclude, 
             int64_t i = (int64_t)r;
             ix[0] = i < 0 ? 0 : i >= in ? in - 1 : i;
             w[0] = 1;
-        } else if (mode == RM_LINEAR) {
-            double xc = x < 0 ? 0 : x > (double)(in - 1) ? (double)(in - 1) : x;
-            int64_t i0 = (int64_t)floor(xc), i1 = i0 + 1 < in ? i0 + 1 : in - 1;
-            double f = xc - (double)i0;
-            ix[0] = i0, ix[1] = i1, w[0] = 1 - f, w[1] = f;
-        } else {
-            int64_t i0 = (int64_t)floor(x);
-            double f = x - (double)i0, sum = 0;
-            for (int k = 0; k < 4; k++) {
-                int64_t i = i0 - 1 + k;
-                double wk = cubic_w(f - (double)(k - 1), A);
-                if (exclude && (i < 0 || i >= in)) wk = 0;
-                ix[k] = i < 0 ? 0 : i >= in ? in - 1 : i;
-                w[k] = wk;
-                sum += wk;
-            }
-            if (exclude && sum != 0)
-                for (int k = 0; k < 4; k++) w[k] /= sum;
+            continue;
         }
+        /* the left neighbour and the distance to it in (0, 1]; edge pixels repeat beyond the border */
+        int64_t left = (int64_t)floor(x);
+        double ratio = x - (double)left, sum = 0;
+        if (ratio == 0) left--, ratio = 1;
+        for (int k = 0; k < t->n; k++) {
+            int64_t i = left + start + k;
+            double d = ((double)(start + k) - ratio) * fs;
+            double wk = mode == RM_LINEAR ? linear_w(d) : ot_cubic_weight(d, A);
+            if (exclude && (i < 0 || i >= in)) wk = 0;
+            ix[k] = i < 0 ? 0 : i >= in ? in - 1 : i;
+            w[k] = wk;
+            sum += wk;
+        }
+        if ((exclude || fs < 1) && sum != 0)
+            for (int k = 0; k < t->n; k++) w[k] /= sum;
     }
     return OTTER_OK;
 }
@@ -198,9 +206,27 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
                                                     : -1;
         if (nm < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown nearest_mode '%s'", ns);
     }
+    /* Resize-18: scales, sizes and roi may name a subset of the axes; the others keep their size */
+    int axis[OTTER_MAX_RANK], na = r;
+    for (int i = 0; i < r; i++) axis[i] = i;
+    const otter_attr *axes = v11 && ctx->opset >= 18 ? otter_node_attr(ctx->node, "axes") : NULL;
+    if (axes) {
+        if (axes->type != OTTER_ATTR_INTS || axes->n_ints > (size_t)r)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axes' must list at most %d axes", r);
+        na = (int)axes->n_ints;
+        bool seen[OTTER_MAX_RANK] = {false};
+        for (int k = 0; k < na; k++) {
+            int64_t d = axes->ints[k] < 0 ? axes->ints[k] + r : axes->ints[k];
+            if (d < 0 || d >= r || seen[d])
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axes[%d] = %lld is out of range or repeated for rank %d",
+                                    k, (long long)axes->ints[k], r);
+            seen[d] = true;
+            axis[k] = (int)d;
+        }
+    }
     double scales[OTTER_MAX_RANK], roi[2 * OTTER_MAX_RANK];
     int64_t out[OTTER_MAX_RANK];
-    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
+    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1, scales[i] = 1, out[i] = x->dims[i];
     const otter_tensor *sc = NULL, *sz = NULL, *ro = NULL;
     if (upsample && ctx->opset < 9) {
         const otter_attr *a = otter_node_attr(ctx->node, "scales");
@@ -217,24 +243,43 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         if (sz && otter_tensor_numel(sz) == 0) sz = NULL;
         if (!sc && !sz) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs scales or sizes");
         if (sc) {
-            if (otter_tensor_numel(sc) != r || !otter_dtype_is_float(sc->dtype))
+            if (otter_tensor_numel(sc) != na || !otter_dtype_is_float(sc->dtype))
                 return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scales '%s' must hold %d floats",
-                                    ot_ctx_input_name(ctx, si), r);
-            for (int i = 0; i < r; i++) scales[i] = ot_get_f64(sc->data, sc->dtype, i);
+                                    ot_ctx_input_name(ctx, si), na);
+            for (int k = 0; k < na; k++) scales[axis[k]] = ot_get_f64(sc->data, sc->dtype, k);
         }
         if (ro) {
-            if (otter_tensor_numel(ro) != 2 * r)
+            if (otter_tensor_numel(ro) != 2 * na)
                 return ot_ctx_error(ctx, OTTER_ERR_INVALID, "roi '%s' must hold %d values", ot_ctx_input_name(ctx, 1),
-                                    2 * r);
-            for (int i = 0; i < 2 * r; i++) roi[i] = ot_get_f64(ro->data, ro->dtype, i);
+                                    2 * na);
+            for (int k = 0; k < na; k++)
+                roi[axis[k]] = ot_get_f64(ro->data, ro->dtype, k),
+                roi[r + axis[k]] = ot_get_f64(ro->data, ro->dtype, na + k);
         }
     }
+    /* keep_aspect_ratio_policy (Resize-18): one scale for every resized axis, the smallest ("not_larger")
+     * or the largest ("not_smaller") of sizes / input, and sizes rounded half up from it */
+    const char *policy =
+        v11 && ctx->opset >= 18 ? ot_ctx_attr_string_or(ctx, "keep_aspect_ratio_policy", "stretch") : "stretch";
+    bool not_larger = strcmp(policy, "not_larger") == 0, keep = not_larger || strcmp(policy, "not_smaller") == 0;
+    if (!keep && strcmp(policy, "stretch") != 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown keep_aspect_ratio_policy '%s'", policy);
     if (sz) {
-        int64_t n;
-        OT_TRY(ot_ctx_input_ints(ctx, 3, out, OTTER_MAX_RANK, &n));
-        if (n != r)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sizes '%s' must hold %d values", ot_ctx_input_name(ctx, 3), r);
-        for (int i = 0; i < r; i++) scales[i] = x->dims[i] ? (double)out[i] / (double)x->dims[i] : 1.0;
+        int64_t n, want[OTTER_MAX_RANK];
+        OT_TRY(ot_ctx_input_ints(ctx, 3, want, OTTER_MAX_RANK, &n));
+        if (n != na)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sizes '%s' must hold %d values", ot_ctx_input_name(ctx, 3),
+                                na);
+        double common = not_larger ? INFINITY : -INFINITY;
+        for (int k = 0; k < na; k++) {
+            int d = axis[k];
+            scales[d] = x->dims[d] ? (double)want[k] / (double)x->dims[d] : 1.0;
+            common = not_larger ? fmin(common, scales[d]) : fmax(common, scales[d]);
+            out[d] = want[k];
+        }
+        if (keep)
+            for (int k = 0; k < na; k++)
+                scales[axis[k]] = common, out[axis[k]] = (int64_t)floor(common * (double)x->dims[axis[k]] + 0.5);
     } else {
         for (int i = 0; i < r; i++) {
             if (!(scales[i] > 0)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scale %d must be > 0", i);
@@ -249,8 +294,9 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     memset(taps, 0, sizeof taps);
     /* Resize-11's cubic mode and tf_crop_and_resize, which read these, are all they are for */
     float A = 0, extrapolation = 0;
-    int64_t exclude = 0;
+    int64_t exclude = 0, antialias = 0;
     if (v11) {
+        if (ctx->opset >= 18) antialias = ot_ctx_attr_int_or(ctx, "antialias", 0);
         OT_TRY(ot_ctx_attr_float(ctx, "cubic_coeff_a", &A));
         OT_TRY(ot_ctx_attr_int(ctx, "exclude_outside", &exclude));
         OT_TRY(ot_ctx_attr_float(ctx, "extrapolation_value", &extrapolation));
@@ -260,8 +306,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         /* dims that keep their size with scale 1 take the identity */
         bool ident = out[i] == x->dims[i] && scales[i] == 1.0 && ct != CT_TF_CROP;
         s = make_taps(ident ? RM_NEAREST : mode, ident ? CT_ASYMMETRIC : ct, ident ? NM_FLOOR : nm, A, exclude,
-                      x->dims[i], out[i], sz ? (double)out[i] : (double)x->dims[i] * scales[i], scales[i], roi[i],
-                      roi[r + i], &taps[i]);
+                      antialias != 0, x->dims[i], out[i], sz && !keep ? (double)out[i] : (double)x->dims[i] * scales[i],
+                      scales[i], roi[i], roi[r + i], &taps[i]);
     }
     double *X = NULL, *Y = NULL;
     if (s == OTTER_OK) {
