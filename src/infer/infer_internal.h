@@ -292,5 +292,7 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
 otter_status ot_infer_simplified_layer_norm(ot_inode *n);
 otter_status ot_infer_slice_grad(ot_inode *n);
 otter_status ot_infer_split_training(ot_inode *n);
+/* infer_strings.c: StringSplit */
+otter_status ot_infer_string_split(ot_inode *n);
 
 #endif

@@ -223,6 +223,7 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_reduce_sum, .grad = ot_grad_reduce, .diff_inputs = 0x1}, /* 13: axes become an input */
     {"", "ReduceSumSquare", KERNELS({1, ot_kernel_reduce_sum_square, 0}, {18, ot_kernel_reduce_sum_square, 0}),
      .infer = ot_infer_reduce_other},
+    {"", "RegexFullMatch", KERNELS({20, ot_kernel_regex_full_match, 0}), .infer = ot_infer_unary_bool},
     {"", "Relu", KERNELS({1, ot_kernel_relu, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_relu,
      .diff_inputs = 0x1},
     {"", "Reshape", KERNELS({1, ot_kernel_reshape, 0}), .infer = ot_infer_reshape, .grad = ot_grad_reshape_like,
@@ -273,7 +274,9 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Squeeze", KERNELS({1, ot_kernel_squeeze, 0}), .infer = ot_infer_squeeze, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
+    {"", "StringConcat", KERNELS({20, ot_kernel_string_concat, 0}), .infer = ot_infer_binary_plain},
     {"", "StringNormalizer", KERNELS({10, ot_kernel_strnorm, 0}), .infer = ot_infer_stringnormalizer},
+    {"", "StringSplit", KERNELS({20, ot_kernel_string_split, 0}), .infer = ot_infer_string_split},
     {"", "Sub", KERNELS({1, ot_kernel_sub, OT_OP_INPLACE0}), .infer = ot_infer_sub, .grad = ot_grad_sub,
      .diff_inputs = 0x3},
     {"", "Sum", KERNELS({6, ot_kernel_sum, 0}), .infer = ot_infer_sum, .grad = ot_grad_sum, .diff_inputs = 0xffffffffu},

@@ -291,4 +291,9 @@ otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
 /* group_norm.c: GroupNormalization */
 otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
 
+/* strings.c: StringConcat, StringSplit, RegexFullMatch */
+otter_status ot_kernel_string_concat(ot_kernel_ctx *ctx);
+otter_status ot_kernel_string_split(ot_kernel_ctx *ctx);
+otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx);
+
 #endif
