@@ -297,6 +297,12 @@ const ot_op_entry ot_op_table[] = {
     {"", "Upsample", KERNELS({7, ot_kernel_upsample, 0}), .infer = ot_infer_upsample},
     {"", "Where", KERNELS({9, ot_kernel_where, 0}), .infer = ot_infer_where, .grad = ot_grad_where, .diff_inputs = 0x6},
     {"", "Xor", KERNELS({1, ot_kernel_xor, OT_OP_INPLACE0}), .infer = ot_infer_logic},
+    {"ai.onnx.ml", "ArrayFeatureExtractor", KERNELS({1, ot_kernel_array_feature_extractor, 0}),
+     .infer = ot_infer_array_feature_extractor},
+    {"ai.onnx.ml", "Binarizer", KERNELS({1, ot_kernel_binarizer, 0}), .infer = ot_infer_like_input},
+    {"ai.onnx.ml", "LabelEncoder", KERNELS({2, ot_kernel_label_encoder, 0}),
+     .infer = ot_infer_label_encoder}, /* 1 (classes_strings) is not implemented; 4 adds tensor attributes */
+    {"ai.onnx.ml", "TreeEnsemble", KERNELS({5, ot_kernel_tree_ensemble, 0}), .infer = ot_infer_tree_ensemble},
     {"ai.onnx.preview.training", "Adagrad", KERNELS({1, ot_kernel_adagrad, 0}), .infer = ot_infer_adagrad},
     {"ai.onnx.preview.training", "Adam", KERNELS({1, ot_kernel_adam, 0}), .infer = ot_infer_adam},
     {"ai.onnx.preview.training", "Gradient", KERNELS({1, ot_kernel_gradient, 0}), .infer = ot_infer_gradient},

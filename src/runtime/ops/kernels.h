@@ -296,4 +296,10 @@ otter_status ot_kernel_string_concat(ot_kernel_ctx *ctx);
 otter_status ot_kernel_string_split(ot_kernel_ctx *ctx);
 otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx);
 
+/* ml.c: ai.onnx.ml operators */
+otter_status ot_kernel_array_feature_extractor(ot_kernel_ctx *ctx);
+otter_status ot_kernel_binarizer(ot_kernel_ctx *ctx);
+otter_status ot_kernel_label_encoder(ot_kernel_ctx *ctx);
+otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx);
+
 #endif
