@@ -126,6 +126,7 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_identity, .diff_inputs = 0x1},
     {"", "If", KERNELS({1, ot_kernel_if, OT_OP_VALUES}),
      .infer = ot_infer_if}, /* 1: branches may give sequences and optionals */
+    {"", "ImageDecoder", KERNELS({20, ot_kernel_image_decoder, 0}), .infer = ot_infer_image_decoder},
     {"", "InstanceNormalization", KERNELS({1, ot_kernel_instancenorm, 0}), .infer = ot_infer_like_input},
     {"", "IsInf", KERNELS({10, ot_kernel_isinf, 0}), .infer = ot_infer_unary_bool},
     {"", "IsNaN", KERNELS({9, ot_kernel_isnan, 0}), .infer = ot_infer_unary_bool},

@@ -296,6 +296,9 @@ otter_status ot_kernel_string_concat(ot_kernel_ctx *ctx);
 otter_status ot_kernel_string_split(ot_kernel_ctx *ctx);
 otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx);
 
+/* image_decoder.c: ImageDecoder */
+otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx);
+
 /* ml.c: ai.onnx.ml operators */
 otter_status ot_kernel_array_feature_extractor(ot_kernel_ctx *ctx);
 otter_status ot_kernel_binarizer(ot_kernel_ctx *ctx);
