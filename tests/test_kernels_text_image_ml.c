@@ -10,8 +10,11 @@
  *     BGR and Grayscale (Pillow's formula); truncated, corrupt, unknown and oversized streams are
  *     errors naming the node, with no allocation of the claimed size.
  *   - TreeEnsemble: AVERAGE / MIN / MAX, NaN with missing_value_tracks_true, LOGISTIC; a cycle and
- *     out-of-range indices are errors. LabelEncoder: the last duplicate key wins, NaN keys match NaN,
- *     int64 -> string with default_string, two keys_* attributes are an error.
+ *     out-of-range indices are errors. TreeEnsembleRegressor / Classifier (the legacy encoding:
+ *     trees listed out of id order, several votes per leaf, base_values, the binary classifier's
+ *     complement column, string labels); a vote on an interior node is an error.
+ *     LabelEncoder: the last duplicate key wins, NaN keys match NaN, int64 -> string with
+ *     default_string, two keys_* attributes are an error.
  *     ArrayFeatureExtractor on strings and rank 1; an index out of range is an error.
  *     Binarizer on int32. */
 #include <math.h>
@@ -416,6 +419,66 @@ static void test_tree_ensemble(void) {
     CHECK(error_mentions("outside", NULL));
 }
 
+/* Legacy encoding, two trees listed tree 1 first (roots are each tree's first node):
+ *   tree 1: node 0: x1 > 0 ? node 1 (LEAF) : node 2 (LEAF)
+ *   tree 0: node 0: x0 <= 1 ? node 1 (LEAF) : node 2 (LEAF) */
+static void legacy_nodes(otter_node *n) {
+    otter_node_set_attr_ints(n, "nodes_treeids", 6, (const int64_t[]){1, 1, 1, 0, 0, 0});
+    otter_node_set_attr_ints(n, "nodes_nodeids", 6, (const int64_t[]){0, 1, 2, 0, 1, 2});
+    otter_node_set_attr_ints(n, "nodes_featureids", 6, (const int64_t[]){1, 0, 0, 0, 0, 0});
+    otter_node_set_attr_strings(n, "nodes_modes", 6,
+                                (const char *[]){"BRANCH_GT", "LEAF", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF"});
+    otter_node_set_attr_floats(n, "nodes_values", 6, (const float[]){0, 0, 0, 1, 0, 0});
+    otter_node_set_attr_ints(n, "nodes_truenodeids", 6, (const int64_t[]){1, 0, 0, 1, 0, 0});
+    otter_node_set_attr_ints(n, "nodes_falsenodeids", 6, (const int64_t[]){2, 0, 0, 2, 0, 0});
+}
+
+/* votes: tree 0 leaf 1: target 0 +1; leaf 2: target 0 +10 and target 1 +5; tree 1 leaf 1: target 1 +2;
+ * leaf 2: target 0 -3 */
+static void regressor_attrs(otter_node *n, const void *arg) {
+    legacy_nodes(n);
+    otter_node_set_attr_ints(n, "target_treeids", 5, (const int64_t[]){0, 0, 0, 1, 1});
+    otter_node_set_attr_ints(n, "target_nodeids", 5, (const int64_t[]){1, 2, 2, 1, arg ? 0 : 2});
+    otter_node_set_attr_ints(n, "target_ids", 5, (const int64_t[]){0, 0, 1, 1, 0});
+    otter_node_set_attr_floats(n, "target_weights", 5, (const float[]){1, 10, 5, 2, -3});
+    otter_node_set_attr_floats(n, "base_values", 2, (const float[]){100, 200});
+    otter_node_set_attr_int(n, "n_targets", 2);
+}
+
+/* binary: every vote for class 0 (tree 0 leaf 1: 0.3, leaf 2: 0.8; tree 1 leaves: 0) */
+static void classifier_attrs(otter_node *n, const void *arg) {
+    legacy_nodes(n);
+    otter_node_set_attr_ints(n, "class_treeids", 4, (const int64_t[]){0, 0, 1, 1});
+    otter_node_set_attr_ints(n, "class_nodeids", 4, (const int64_t[]){1, 2, 1, 2});
+    otter_node_set_attr_ints(n, "class_ids", 4, (const int64_t[]){0, 0, 0, 0});
+    otter_node_set_attr_floats(n, "class_weights", 4, (const float[]){0.3f, 0.8f, 0, 0});
+    otter_node_set_attr_strings(n, "classlabels_strings", 2, (const char *[]){"no", "yes"});
+}
+
+static void test_legacy_trees(void) {
+    otter_tensor *x = NULL, *y[2] = {NULL, NULL};
+    otter_tensor_from_data(&x, NULL, OTTER_DTYPE_FLOAT, 2, (const int64_t[]){2, 2}, (const float[]){0, 1, 2, -1});
+    CHECK_OK(run("ai.onnx.ml", "TreeEnsembleRegressor", 3, 1, (const otter_tensor *const[]){x}, 1, regressor_attrs,
+                 NULL, y));
+    if (y[0]) CHECK(memcmp(y[0]->data, (const float[]){101, 202, 107, 205}, 16) == 0);
+    otter_tensor_free(y[0]);
+    CHECK_STATUS(run("ai.onnx.ml", "TreeEnsembleRegressor", 3, 1, (const otter_tensor *const[]){x}, 1, regressor_attrs,
+                     "vote on an interior node", y),
+                 OTTER_ERR_INVALID);
+    CHECK(error_mentions("not a LEAF", NULL));
+    CHECK_OK(run("ai.onnx.ml", "TreeEnsembleClassifier", 3, 1, (const otter_tensor *const[]){x}, 2, classifier_attrs,
+                 NULL, y));
+    if (y[0] && y[1]) {
+        const float *z = y[1]->data;
+        CHECK(str_is(y[0], 0, "no") && str_is(y[0], 1, "yes"));
+        CHECK(y[1]->dims[1] == 2 && fabsf(z[0] - 0.7f) < 1e-6f && fabsf(z[1] - 0.3f) < 1e-6f &&
+              fabsf(z[2] - 0.2f) < 1e-6f && fabsf(z[3] - 0.8f) < 1e-6f);
+    }
+    otter_tensor_free(y[0]);
+    otter_tensor_free(y[1]);
+    otter_tensor_free(x);
+}
+
 static void encoder_int_to_string(otter_node *n, const void *arg) {
     otter_node_set_attr_ints(n, "keys_int64s", 3, (const int64_t[]){1, 2, 1});
     otter_node_set_attr_strings(n, "values_strings", 3, (const char *[]){"a", "b", "c"});
@@ -488,6 +551,7 @@ int main(void) {
     test_png_jpeg();
     test_bmp_pnm();
     test_tree_ensemble();
+    test_legacy_trees();
     test_ml_small();
     return tu_finish("test_kernels_text_image_ml");
 }

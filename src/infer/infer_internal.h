@@ -300,5 +300,7 @@ otter_status ot_infer_image_decoder(ot_inode *n);
 otter_status ot_infer_array_feature_extractor(ot_inode *n);
 otter_status ot_infer_label_encoder(ot_inode *n);
 otter_status ot_infer_tree_ensemble(ot_inode *n);
+otter_status ot_infer_tree_ensemble_classifier(ot_inode *n);
+otter_status ot_infer_tree_ensemble_regressor(ot_inode *n);
 
 #endif

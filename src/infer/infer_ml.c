@@ -40,3 +40,19 @@ otter_status ot_infer_tree_ensemble(ot_inode *n) {
     ot_idim d[2] = {ot_in_dim(n, 0, 0), ot_dim_known(ot_attr_int(n, "n_targets", 1))};
     return ot_out_shape(n, 0, ot_in_dtype(n, 0), 2, d);
 }
+
+/* X [N, F] -> Y [N, n_targets] float */
+otter_status ot_infer_tree_ensemble_regressor(ot_inode *n) {
+    ot_idim d[2] = {ot_in_dim(n, 0, 0), ot_dim_known(ot_attr_int(n, "n_targets", 1))};
+    return ot_out_shape(n, 0, OTTER_DTYPE_FLOAT, 2, d);
+}
+
+/* X [N, F] -> labels Y [N] (int64 or string, from the classlabels_* set), scores Z [N, classes] float
+ * (2 columns for a single-label binary model) */
+otter_status ot_infer_tree_ensemble_classifier(ot_inode *n) {
+    const otter_attr *strs = ot_attr(n, "classlabels_strings");
+    ot_idim rows = ot_in_dim(n, 0, 0);
+    OT_TRY(ot_out_shape(n, 0, strs && strs->n_strings ? OTTER_DTYPE_STRING : OTTER_DTYPE_INT64, 1, &rows));
+    ot_idim d[2] = {rows, OT_DIM_UNKNOWN};
+    return ot_out_shape(n, 1, OTTER_DTYPE_FLOAT, 2, d);
+}

@@ -304,6 +304,10 @@ const ot_op_entry ot_op_table[] = {
     {"ai.onnx.ml", "LabelEncoder", KERNELS({2, ot_kernel_label_encoder, 0}),
      .infer = ot_infer_label_encoder}, /* 1 (classes_strings) is not implemented; 4 adds tensor attributes */
     {"ai.onnx.ml", "TreeEnsemble", KERNELS({5, ot_kernel_tree_ensemble, 0}), .infer = ot_infer_tree_ensemble},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", KERNELS({1, ot_kernel_tree_ensemble_classifier, 0}),
+     .infer = ot_infer_tree_ensemble_classifier}, /* 3: adds the *_as_tensor attributes */
+    {"ai.onnx.ml", "TreeEnsembleRegressor", KERNELS({1, ot_kernel_tree_ensemble_regressor, 0}),
+     .infer = ot_infer_tree_ensemble_regressor}, /* 3: adds the *_as_tensor attributes */
     {"ai.onnx.preview.training", "Adagrad", KERNELS({1, ot_kernel_adagrad, 0}), .infer = ot_infer_adagrad},
     {"ai.onnx.preview.training", "Adam", KERNELS({1, ot_kernel_adam, 0}), .infer = ot_infer_adam},
     {"ai.onnx.preview.training", "Gradient", KERNELS({1, ot_kernel_gradient, 0}), .infer = ot_infer_gradient},

@@ -285,8 +285,8 @@ typedef struct forest {
     int64_t *vote_target; /* [votes] */
     double *vote_weight;  /* [votes] */
     int aggregate, post;
-    double no_vote;    /* MIN / MAX result of a target no leaf voted for */
-    const float *base; /* [n_targets] added after aggregation, or NULL */
+    double no_vote;     /* MIN / MAX result of a target no leaf voted for */
+    const double *base; /* [n_targets] added after aggregation, or NULL */
 } forest;
 
 static bool branch_true(const forest *f, int64_t node, double x) {
@@ -553,4 +553,285 @@ otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx) {
     if (!scores) return OT_NOMEM();
     OT_TRY(forest_run(ctx, &f, x, scores));
     return write_scores(ctx, 0, x->dtype, rows, f.n_targets, scores);
+}
+
+/* ---- TreeEnsembleRegressor / TreeEnsembleClassifier (ai.onnx.ml 1 and 3, deprecated at 5) --------
+ * One nodes_* tuple per node, identified by (tree id, node id); nodes of mode LEAF carry the votes
+ * (target_* or class_* tuples naming their leaf by (tree id, node id)). Each tree's root is its
+ * first node in the lists, trees run in increasing tree id, as the reference does. In the forest,
+ * node i of the lists is interior node i and, when it is a LEAF, leaf i. */
+
+typedef struct node_key {
+    int64_t tree, node, index;
+} node_key;
+
+static int cmp_node_key(const void *pa, const void *pb) {
+    const node_key *a = pa, *b = pb;
+    if (a->tree != b->tree) return (a->tree > b->tree) - (a->tree < b->tree);
+    if (a->node != b->node) return (a->node > b->node) - (a->node < b->node);
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* Index of (tree, node) in the sorted keys, or -1. */
+static int64_t find_node(const node_key *keys, int64_t n, int64_t tree, int64_t node) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        node_key probe = {tree, node, INT64_MIN};
+        if (cmp_node_key(&keys[mid], &probe) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && keys[lo].tree == tree && keys[lo].node == node ? keys[lo].index : -1;
+}
+
+/* A list of floats from `name` (FLOATS) or `name`_as_tensor (a double tensor), as n doubles in
+ * scratch (n < 0: any count, set in *n); *v NULL when neither is set and !required. */
+static otter_status legacy_reals(ot_kernel_ctx *ctx, const char *name, bool required, int64_t *n, double **v) {
+    char tensor_name[64];
+    snprintf(tensor_name, sizeof tensor_name, "%s_as_tensor", name);
+    const otter_attr *a = otter_node_attr(ctx->node, name);
+    *v = NULL;
+    if (otter_node_attr(ctx->node, tensor_name)) return real_tensor_attr(ctx, tensor_name, n, v);
+    if (!a) {
+        if (!required) return OTTER_OK;
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' or '%s' is required", name, tensor_name);
+    }
+    if (*n >= 0 && (int64_t)a->n_floats != *n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' has %zu entries, expected %lld", name, a->n_floats,
+                            (long long)*n);
+    *n = (int64_t)a->n_floats;
+    *v = ot_ctx_scratch(ctx, (size_t)(*n ? *n : 1) * sizeof **v);
+    if (!*v) return OT_NOMEM();
+    for (int64_t i = 0; i < *n; i++) (*v)[i] = a->floats[i];
+    return OTTER_OK;
+}
+
+static int name_index(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (ot_streq(s, names[i])) return i;
+    return -1;
+}
+
+/* The forest of a TreeEnsembleRegressor (votes "target") or TreeEnsembleClassifier ("class"). */
+static otter_status legacy_forest(ot_kernel_ctx *ctx, const char *votes, forest *f) {
+    static const char *const MODES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE", "BRANCH_GT",
+                                        "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
+    int64_t n = -1;
+    const int64_t *tree_ids, *node_ids, *features, *true_ids, *false_ids;
+    OT_TRY(ints_attr(ctx, "nodes_treeids", &n, &tree_ids));
+    OT_TRY(ints_attr(ctx, "nodes_nodeids", &n, &node_ids));
+    OT_TRY(ints_attr(ctx, "nodes_featureids", &n, &features));
+    OT_TRY(ints_attr(ctx, "nodes_truenodeids", &n, &true_ids));
+    OT_TRY(ints_attr(ctx, "nodes_falsenodeids", &n, &false_ids));
+    OT_TRY(legacy_reals(ctx, "nodes_values", true, &n, &f->split));
+    const otter_attr *modes = otter_node_attr(ctx->node, "nodes_modes");
+    if (!modes || (int64_t)modes->n_strings != n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'nodes_modes' must list %lld modes", (long long)n);
+    const otter_attr *missing = otter_node_attr(ctx->node, "nodes_missing_value_tracks_true");
+    if (missing && missing->n_ints && (int64_t)missing->n_ints != n)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "attribute 'nodes_missing_value_tracks_true' has %zu entries, expected %lld",
+                            missing->n_ints, (long long)n);
+    f->n_nodes = f->n_leaves = n;
+    node_key *keys = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *keys);
+    int64_t *feature = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *feature);
+    f->mode = ot_ctx_scratch(ctx, (size_t)n + 1);
+    f->missing_true = flags_of(ctx, missing && missing->n_ints ? missing->ints : NULL, n);
+    f->child_leaf[0] = ot_ctx_scratch(ctx, (size_t)n + 1);
+    f->child_leaf[1] = ot_ctx_scratch(ctx, (size_t)n + 1);
+    f->child[0] = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *f->child[0]);
+    f->child[1] = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *f->child[1]);
+    f->roots = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *f->roots);
+    f->root_leaf = ot_ctx_scratch(ctx, (size_t)n + 1);
+    f->vote_start = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *f->vote_start);
+    uint8_t *is_leaf = ot_ctx_scratch(ctx, (size_t)n + 1);
+    if (!keys || !feature || !f->mode || !f->missing_true || !f->child_leaf[0] || !f->child_leaf[1] || !f->child[0] ||
+        !f->child[1] || !f->roots || !f->root_leaf || !f->vote_start || !is_leaf)
+        return OT_NOMEM();
+    for (int64_t i = 0; i < n; i++) {
+        int m = name_index(modes->strings[i].data, MODES, 7);
+        if (m < 0)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "node %lld has an unknown mode '%.*s'", (long long)i,
+                                (int)modes->strings[i].len, modes->strings[i].data ? modes->strings[i].data : "");
+        f->mode[i] = (uint8_t)(m == 6 ? BRANCH_LEQ : m);
+        is_leaf[i] = m == 6;
+        feature[i] = m == 6 ? 0 : features[i]; /* a LEAF reads no feature */
+        keys[i] = (node_key){tree_ids[i], node_ids[i], i};
+    }
+    f->feature = feature;
+    qsort(keys, (size_t)n, sizeof *keys, cmp_node_key);
+    for (int64_t i = 1; i < n; i++)
+        if (keys[i].tree == keys[i - 1].tree && keys[i].node == keys[i - 1].node)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "tree %lld has two nodes with id %lld", (long long)keys[i].tree,
+                                (long long)keys[i].node);
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 2; b++) {
+            int64_t c = is_leaf[i] ? i : find_node(keys, n, tree_ids[i], b ? true_ids[i] : false_ids[i]);
+            if (c < 0)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                    "node %lld of tree %lld: its %s branch, node %lld, does not exist",
+                                    (long long)node_ids[i], (long long)tree_ids[i], b ? "true" : "false",
+                                    (long long)(b ? true_ids[i] : false_ids[i]));
+            f->child[b][i] = c;
+            f->child_leaf[b][i] = is_leaf[c];
+        }
+    /* Roots: the first node of each tree, in increasing tree id (keys are sorted by tree, then node). */
+    int64_t n_roots = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0 && keys[i].tree == keys[i - 1].tree) continue;
+        int64_t first = keys[i].index;
+        for (int64_t j = i; j < n && keys[j].tree == keys[i].tree; j++)
+            if (keys[j].index < first) first = keys[j].index;
+        f->roots[n_roots++] = first;
+    }
+    f->n_roots = n_roots;
+    /* Votes: counted per leaf, then placed (CSR). */
+    char name[32];
+    int64_t n_votes = -1;
+    const int64_t *v_tree, *v_node, *v_id;
+    snprintf(name, sizeof name, "%s_treeids", votes);
+    OT_TRY(ints_attr(ctx, name, &n_votes, &v_tree));
+    snprintf(name, sizeof name, "%s_nodeids", votes);
+    OT_TRY(ints_attr(ctx, name, &n_votes, &v_node));
+    snprintf(name, sizeof name, "%s_ids", votes);
+    OT_TRY(ints_attr(ctx, name, &n_votes, &v_id));
+    double *v_weight;
+    snprintf(name, sizeof name, "%s_weights", votes);
+    OT_TRY(legacy_reals(ctx, name, true, &n_votes, &v_weight));
+    int64_t *leaf_of = ot_ctx_scratch(ctx, (size_t)(n_votes + 1) * sizeof *leaf_of);
+    int64_t *fill = ot_ctx_scratch(ctx, (size_t)(n + 1) * sizeof *fill);
+    f->vote_target = ot_ctx_scratch(ctx, (size_t)(n_votes + 1) * sizeof *f->vote_target);
+    f->vote_weight = ot_ctx_scratch(ctx, (size_t)(n_votes + 1) * sizeof *f->vote_weight);
+    if (!leaf_of || !fill || !f->vote_target || !f->vote_weight) return OT_NOMEM();
+    memset(f->vote_start, 0, (size_t)(n + 1) * sizeof *f->vote_start);
+    for (int64_t v = 0; v < n_votes; v++) {
+        leaf_of[v] = find_node(keys, n, v_tree[v], v_node[v]);
+        if (leaf_of[v] < 0 || !is_leaf[leaf_of[v]])
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "%s vote %lld names node %lld of tree %lld, which is not a LEAF", votes, (long long)v,
+                                (long long)v_node[v], (long long)v_tree[v]);
+        f->vote_start[leaf_of[v] + 1]++;
+    }
+    for (int64_t i = 0; i < n; i++) f->vote_start[i + 1] += f->vote_start[i];
+    memcpy(fill, f->vote_start, (size_t)n * sizeof *fill);
+    for (int64_t v = 0; v < n_votes; v++) {
+        int64_t at = fill[leaf_of[v]]++;
+        f->vote_target[at] = v_id[v];
+        f->vote_weight[at] = v_weight[v];
+    }
+    for (int64_t t = 0; t < n_roots; t++) f->root_leaf[t] = is_leaf[f->roots[t]];
+    f->set_range[0] = f->set_range[1] = NULL; /* no BRANCH_MEMBER in this encoding */
+    return OTTER_OK;
+}
+
+/* X [N, F] of a numeric type (the legacy operators also take int32 / int64 features). */
+static otter_status legacy_input(const ot_kernel_ctx *ctx, const otter_tensor **x) {
+    OT_TRY(ot_ctx_need_input(ctx, 0, x));
+    otter_dtype t = (*x)->dtype;
+    if (t != OTTER_DTYPE_FLOAT && t != OTTER_DTYPE_DOUBLE && t != OTTER_DTYPE_INT64 && t != OTTER_DTYPE_INT32)
+        return ot_ctx_bad_type(ctx, 0, t);
+    if ((*x)->rank != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have shape [N, F]", ot_ctx_input_name(ctx, 0));
+    return OTTER_OK;
+}
+
+/* A string attribute naming one of n choices (def when unset). */
+static otter_status legacy_choice(const ot_kernel_ctx *ctx, const char *name, const char *const *choices, int n,
+                                  int def, int *out) {
+    const char *v = ot_ctx_attr_string_or(ctx, name, choices[def]);
+    *out = name_index(v, choices, n);
+    return *out >= 0 ? OTTER_OK : ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute '%s' is '%s'", name, v);
+}
+
+static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"};
+
+static otter_status legacy_scores(ot_kernel_ctx *ctx, forest *f, const otter_tensor *x, double **scores) {
+    int64_t n_base = f->n_targets;
+    double *base;
+    OT_TRY(legacy_reals(ctx, "base_values", false, &n_base, &base));
+    f->base = base;
+    OT_TRY(forest_check(ctx, f));
+    int64_t rows = x->dims[0];
+    if (rows && f->n_targets > INT64_MAX / 16 / rows)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%lld targets or classes are too many", (long long)f->n_targets);
+    *scores = ot_ctx_scratch(ctx, (size_t)(rows * f->n_targets + 1) * sizeof **scores);
+    if (!*scores) return OT_NOMEM();
+    return forest_run(ctx, f, x, *scores);
+}
+
+otter_status ot_kernel_tree_ensemble_regressor(ot_kernel_ctx *ctx) {
+    static const char *const AGGREGATES[] = {"AVERAGE", "SUM", "MIN", "MAX"};
+    const otter_tensor *x;
+    OT_TRY(legacy_input(ctx, &x));
+    forest f = {0};
+    OT_TRY(legacy_forest(ctx, "target", &f));
+    f.n_targets = ot_ctx_attr_int_or(ctx, "n_targets", 1);
+    if (f.n_targets < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "n_targets is %lld", (long long)f.n_targets);
+    OT_TRY(legacy_choice(ctx, "aggregate_function", AGGREGATES, 4, AGG_SUM, &f.aggregate));
+    OT_TRY(legacy_choice(ctx, "post_transform", POST_NAMES, 5, POST_NONE, &f.post));
+    f.no_vote = f.aggregate == AGG_MAX ? -FLT_MAX : FLT_MAX; /* the output is float */
+    double *scores;
+    OT_TRY(legacy_scores(ctx, &f, x, &scores));
+    return write_scores(ctx, 0, OTTER_DTYPE_FLOAT, x->dims[0], f.n_targets, scores);
+}
+
+/* Y [N] labels (classlabels_int64s or _strings), Z [N, classes] scores. As in ONNX's reference: the
+ * votes are summed onto base_values; when every vote is for one class (a binary model) column 1 is
+ * that score and column 0 its complement (1 - s, or -s before a LOGISTIC / SOFTMAX transform); the
+ * label is the first highest score's class. */
+otter_status ot_kernel_tree_ensemble_classifier(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(legacy_input(ctx, &x));
+    const otter_attr *ints = otter_node_attr(ctx->node, "classlabels_int64s"),
+                     *strs = otter_node_attr(ctx->node, "classlabels_strings");
+    if (ints && !ints->n_ints) ints = NULL;
+    if (strs && !strs->n_strings) strs = NULL;
+    if (!ints == !strs)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "exactly one of classlabels_int64s and classlabels_strings is required");
+    int64_t n_classes = ints ? (int64_t)ints->n_ints : (int64_t)strs->n_strings;
+    if (n_classes == 1 && (strs || ints->ints[0] != 1))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "a single class label is supported only as classlabels_int64s [1]");
+    forest f = {.n_targets = n_classes, .aggregate = AGG_SUM, .post = POST_NONE};
+    OT_TRY(legacy_forest(ctx, "class", &f));
+    int post;
+    OT_TRY(legacy_choice(ctx, "post_transform", POST_NAMES, 5, POST_NONE, &post));
+    double *scores;
+    OT_TRY(legacy_scores(ctx, &f, x, &scores));
+    const otter_attr *ids = otter_node_attr(ctx->node, "class_ids");
+    bool binary = ids->n_ints > 0;
+    for (size_t v = 1; v < ids->n_ints; v++) binary = binary && ids->ints[v] == ids->ints[0];
+    int64_t rows = x->dims[0], width = binary && n_classes == 1 ? 2 : n_classes;
+    otter_tensor *y = ot_ctx_output(ctx, 0, ints ? OTTER_DTYPE_INT64 : OTTER_DTYPE_STRING, 1, &rows);
+    if (!y) return ctx->output_status;
+    otter_tensor *z = ot_ctx_output(ctx, 1, OTTER_DTYPE_FLOAT, 2, (const int64_t[]){rows, width});
+    if (!z) return ctx->output_status;
+    double *row = ot_ctx_scratch(ctx, (size_t)(width + 1) * sizeof *row);
+    if (!row) return OT_NOMEM();
+    for (int64_t r = 0; r < rows; r++) {
+        const double *s = scores + r * n_classes;
+        for (int64_t k = 0; k < n_classes; k++) row[k] = s[k];
+        if (binary) {
+            row[1] = s[0];
+            row[0] = post == POST_NONE || post == POST_PROBIT ? 1 - row[1] : -row[1];
+        }
+        post_transform(post, row, width);
+        int64_t best = 0;
+        for (int64_t k = 1; k < width; k++)
+            if (row[k] > row[best]) best = k;
+        for (int64_t k = 0; k < width; k++) ((float *)z->data)[r * width + k] = (float)row[k];
+        if (ints) {
+            ((int64_t *)y->data)[r] = n_classes == 1 ? best == 1 : ints->ints[best];
+        } else {
+            const otter_bytes *label = &strs->strings[best];
+            otter_bytes *out = (otter_bytes *)y->data + r;
+            out->data = ot_strndup(label->len ? label->data : "", label->len);
+            if (!out->data) return OT_NOMEM();
+            out->len = label->len;
+        }
+    }
+    return OTTER_OK;
 }
