@@ -1,5 +1,6 @@
 /* Checks of runtime/ops/strings.c, image_decoder.c and ml.c beyond the ONNX 1.23 suite, which has
  * one or two happy-path cases per operator:
+ *   - StringNormalizer: Unicode case changes and case-insensitive stopwords beyond ASCII.
  *   - StringSplit: Python's str.split corner cases (empty strings, a multi-byte delimiter,
  *     maxsplit 0, the remainder after maxsplit keeping its trailing whitespace);
  *     StringConcat broadcasting both ways; RegexFullMatch anchoring at both ends (an alternation
@@ -110,6 +111,48 @@ static void check_split(const char *const *x, int64_t n, split_args a, int64_t w
         otter_tensor_free(out[1]);
     }
     otter_tensor_free(in);
+}
+
+typedef struct normalizer_args {
+    const char *action;
+    int64_t case_sensitive;
+    const char *stopword;
+} normalizer_args;
+
+static void normalizer_attrs(otter_node *n, const void *arg) {
+    const normalizer_args *a = arg;
+    otter_node_set_attr_string(n, "case_change_action", a->action);
+    otter_node_set_attr_int(n, "is_case_sensitive", a->case_sensitive);
+    otter_node_set_attr_strings(n, "stopwords", 1, &a->stopword);
+}
+
+/* StringNormalizer changes case per Unicode character (not per byte), keeps invalid UTF-8 bytes,
+ * and matches stopwords case-insensitively beyond ASCII. */
+static void test_string_normalizer(void) {
+    otter_tensor *x = strings(1, (const int64_t[]){4},
+                              (const char *[]){"\xc3\x84pfel Stra\xc3\x9f"
+                                               "e",
+                                               "\xc3\xa9t\xc3\xa9", "ok\xff", "\xc3\x89T\xc3\x89"}),
+                 *y = NULL;
+    CHECK_OK(run(NULL, "StringNormalizer", 10, 1, (const otter_tensor *const[]){x}, 1, normalizer_attrs,
+                 &(normalizer_args){"UPPER", 0, "\xc3\x89t\xc3\xa9"}, &y));
+    if (y) /* both spellings of "ete" go; sharp s has no one-character upper case */
+        CHECK(y->dims[0] == 2 &&
+              str_is(y, 0,
+                     "\xc3\x84PFEL STRA\xc3\x9f"
+                     "E") &&
+              str_is(y, 1, "OK\xff"));
+    otter_tensor_free(y);
+    CHECK_OK(run(NULL, "StringNormalizer", 10, 1, (const otter_tensor *const[]){x}, 1, normalizer_attrs,
+                 &(normalizer_args){"LOWER", 1, "\xc3\x89t\xc3\xa9"}, &y));
+    if (y) /* case-sensitive: no element equals the stopword */
+        CHECK(y->dims[0] == 4 &&
+              str_is(y, 0,
+                     "\xc3\xa4pfel stra\xc3\x9f"
+                     "e") &&
+              str_is(y, 3, "\xc3\xa9t\xc3\xa9"));
+    otter_tensor_free(y);
+    otter_tensor_free(x);
 }
 
 static void pattern_attr(otter_node *n, const void *arg) { otter_node_set_attr_string(n, "pattern", arg); }
@@ -548,6 +591,7 @@ static void test_ml_small(void) {
 
 int main(void) {
     test_strings();
+    test_string_normalizer();
     test_png_jpeg();
     test_bmp_pnm();
     test_tree_ensemble();

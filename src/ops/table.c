@@ -276,7 +276,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "Squeeze", KERNELS({1, ot_kernel_squeeze, 0}), .infer = ot_infer_squeeze, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
     {"", "StringConcat", KERNELS({20, ot_kernel_string_concat, 0}), .infer = ot_infer_binary_plain},
-    {"", "StringNormalizer", KERNELS({10, ot_kernel_strnorm, 0}), .infer = ot_infer_stringnormalizer},
+    {"", "StringNormalizer", KERNELS({10, ot_kernel_string_normalizer, 0}), .infer = ot_infer_stringnormalizer},
     {"", "StringSplit", KERNELS({20, ot_kernel_string_split, 0}), .infer = ot_infer_string_split},
     {"", "Sub", KERNELS({1, ot_kernel_sub, OT_OP_INPLACE0}), .infer = ot_infer_sub, .grad = ot_grad_sub,
      .diff_inputs = 0x3},

@@ -194,9 +194,8 @@ otter_status ot_kernel_adamw_optimizer(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sgd_optimizer_v2(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_clip_grad_norm(ot_kernel_ctx *ctx);
 
-/* extra.c: NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
+/* extra.c: NonMaxSuppression, RoiAlign, TfIdfVectorizer, Unique, DFT/STFT/windows, MVN, Det */
 otter_status ot_kernel_nms(ot_kernel_ctx *ctx);
-otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tfidf(ot_kernel_ctx *ctx);
 otter_status ot_kernel_unique(ot_kernel_ctx *ctx);
 otter_status ot_kernel_hann(ot_kernel_ctx *ctx);
@@ -291,7 +290,8 @@ otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
 /* group_norm.c: GroupNormalization */
 otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
 
-/* strings.c: StringConcat, StringSplit, RegexFullMatch */
+/* strings.c: StringNormalizer, StringConcat, StringSplit, RegexFullMatch */
+otter_status ot_kernel_string_normalizer(ot_kernel_ctx *ctx);
 otter_status ot_kernel_string_concat(ot_kernel_ctx *ctx);
 otter_status ot_kernel_string_split(ot_kernel_ctx *ctx);
 otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx);

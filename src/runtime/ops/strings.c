@@ -1,10 +1,14 @@
-/* String operators of opset 20: StringConcat, StringSplit and RegexFullMatch (on PCRE2).
+/* String operators: StringNormalizer (opset 10) and StringConcat, StringSplit and RegexFullMatch
+ * (opset 20, on PCRE2).
  *
  * Strings are UTF-8 byte runs (otter_bytes); outputs own copies made with ot_malloc, which the
  * runtime frees with the value. Semantics follow ONNX's reference implementation: StringSplit is
- * Python's str.split, RegexFullMatch is RE2's FullMatch. */
+ * Python's str.split, RegexFullMatch is RE2's FullMatch; StringNormalizer changes case per Unicode
+ * character under the node's locale, as ONNX Runtime does. */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <locale.h>
 #include <pcre2.h>
+#include <wctype.h>
 
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
@@ -20,6 +24,136 @@ static otter_status set_string(otter_bytes *out, const char *s, size_t n) {
 static otter_status need_strings(const ot_kernel_ctx *ctx, size_t i, const otter_tensor **t) {
     OT_TRY(ot_ctx_need_input(ctx, i, t));
     return (*t)->dtype == OTTER_DTYPE_STRING ? OTTER_OK : ot_ctx_bad_type(ctx, i, (*t)->dtype);
+}
+
+/* ---- StringNormalizer --------------------------------------------------------------------- */
+
+/* The code point of the UTF-8 sequence at s[0..n) and its length in *len; an invalid or truncated
+ * sequence is its first byte alone, returned as -1 (copied unchanged, never case-mapped). */
+static int32_t utf8_decode(const unsigned char *s, size_t n, size_t *len) {
+    unsigned char c = s[0];
+    int extra = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+    *len = 1;
+    if (extra == 0) return c;
+    if (extra < 0 || (size_t)extra >= n) return -1;
+    int32_t cp = c & (0x3f >> extra);
+    for (int k = 1; k <= extra; k++) {
+        if ((s[k] & 0xc0) != 0x80) return -1;
+        cp = cp << 6 | (s[k] & 0x3f);
+    }
+    static const int32_t min_of[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min_of[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1; /* overlong, surrogate */
+    *len = (size_t)extra + 1;
+    return cp;
+}
+
+static size_t utf8_encode(int32_t cp, char *out) {
+    if (cp < 0x80) return out[0] = (char)cp, 1;
+    if (cp < 0x800) return out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), 2;
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | cp >> 12), out[1] = (char)(0x80 | (cp >> 6 & 0x3f)), out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | cp >> 18), out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3f)), out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+enum { CASE_NONE, CASE_LOWER, CASE_UPPER };
+
+static int32_t change_case(int32_t cp, int change, locale_t loc) {
+    if (cp < 0 || change == CASE_NONE) return cp;
+    wint_t w = change == CASE_LOWER ? towlower_l((wint_t)cp, loc) : towupper_l((wint_t)cp, loc);
+    return w <= 0x10ffff ? (int32_t)w : cp;
+}
+
+/* Whether a and b are equal, character by character lower-cased when fold. */
+static bool text_eq(const otter_bytes *a, const otter_bytes *b, bool fold, locale_t loc) {
+    if (!fold) return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+    size_t i = 0, j = 0;
+    while (i < a->len && j < b->len) {
+        size_t la, lb;
+        int32_t x = utf8_decode((const unsigned char *)a->data + i, a->len - i, &la);
+        int32_t y = utf8_decode((const unsigned char *)b->data + j, b->len - j, &lb);
+        if (x < 0 || y < 0 ? x != y || a->data[i] != b->data[j]
+                           : change_case(x, CASE_LOWER, loc) != change_case(y, CASE_LOWER, loc))
+            return false;
+        i += la, j += lb;
+    }
+    return i == a->len && j == b->len;
+}
+
+static void locale_release(void *p) { freelocale((locale_t)p); }
+
+/* The node's locale (attribute `locale`, default en_US.UTF-8) for case mapping, loaded once per
+ * session; where the system lacks it, glibc's built-in C.UTF-8, whose mapping is Unicode's default. */
+static otter_status node_locale(ot_kernel_ctx *ctx, locale_t *loc) {
+    void **slot = ot_ctx_cache(ctx, locale_release);
+    if (!*slot) {
+        const char *name = ot_ctx_attr_string_or(ctx, "locale", "en_US.UTF-8");
+        locale_t l = newlocale(LC_CTYPE_MASK, name, (locale_t)0);
+        if (!l) l = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+        if (!l) return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "neither locale '%s' nor C.UTF-8 is available", name);
+        *slot = l;
+    }
+    *loc = (locale_t)*slot;
+    return OTTER_OK;
+}
+
+/* X [C] or [1, C]: elements equal to a stopword (case-insensitively unless is_case_sensitive) are
+ * removed (all removed: one empty string remains), the rest change case. */
+otter_status ot_kernel_string_normalizer(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(need_strings(ctx, 0, &x));
+    if (x->rank != 1 && !(x->rank == 2 && x->dims[0] == 1)) {
+        char a[96];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [C] or [1, C]",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
+    }
+    const char *action;
+    int64_t case_sensitive;
+    OT_TRY(ot_ctx_attr_string(ctx, "case_change_action", &action));
+    OT_TRY(ot_ctx_attr_int(ctx, "is_case_sensitive", &case_sensitive));
+    int change = ot_streq(action, "LOWER") ? CASE_LOWER : ot_streq(action, "UPPER") ? CASE_UPPER : CASE_NONE;
+    if (change == CASE_NONE && !ot_streq(action, "NONE"))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'case_change_action' is '%s'", action);
+    locale_t loc = (locale_t)0;
+    OT_TRY(node_locale(ctx, &loc));
+    const otter_attr *stop = otter_node_attr(ctx->node, "stopwords");
+    const otter_bytes *in = x->data;
+    int64_t n = otter_tensor_numel(x), kept = 0;
+    uint8_t *keep = ot_ctx_scratch(ctx, (size_t)n + 1);
+    if (!keep) return OTTER_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        keep[i] = 1;
+        for (size_t s = 0; stop && s < stop->n_strings && keep[i]; s++)
+            if (text_eq(&in[i], &stop->strings[s], case_sensitive == 0, loc)) keep[i] = 0;
+        kept += keep[i];
+    }
+    int64_t dims[2] = {1, kept ? kept : 1};
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, x->rank, x->rank == 1 ? dims + 1 : dims);
+    if (!y) return ctx->output_status;
+    otter_bytes *out = y->data;
+    if (!kept) return set_string(&out[0], "", 0); /* everything removed: one empty string */
+    for (int64_t i = 0, k = 0; i < n; i++) {
+        if (!keep[i]) continue;
+        const unsigned char *s = (const unsigned char *)in[i].data;
+        char *d = ot_malloc(4 * in[i].len + 1); /* a character grows to at most 4 bytes */
+        if (!d) return OT_NOMEM();
+        size_t len = 0;
+        for (size_t j = 0, step; j < in[i].len; j += step) {
+            int32_t cp = utf8_decode(s + j, in[i].len - j, &step);
+            if (cp < 0)
+                d[len++] = (char)s[j];
+            else
+                len += utf8_encode(change_case(cp, change, loc), d + len);
+        }
+        d[len] = '\0';
+        out[k].data = d;
+        out[k].len = len;
+        k++;
+    }
+    return OTTER_OK;
 }
 
 /* ---- StringConcat ------------------------------------------------------------------------- */
