@@ -330,7 +330,7 @@ static size_t make_bmp(uint8_t *out, int32_t w, int32_t h, int bpp, int compress
     put16(out + 28, (uint32_t)bpp);
     put32(out + 30, (uint32_t)compression);
     put32(out + 46, n_colors);
-    memcpy(out + 54, extra, n_extra);
+    if (n_extra) memcpy(out + 54, extra, n_extra);
     memcpy(out + 54 + n_extra, rows, n_rows);
     put32(out + 2, (uint32_t)(54 + n_extra + n_rows));
     return 54 + n_extra + n_rows;
