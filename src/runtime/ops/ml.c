@@ -482,7 +482,7 @@ otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(tree_float_input(ctx, &x));
     forest f = {.n_nodes = -1, .n_leaves = -1, .n_roots = -1};
-    const int64_t *true_ids, *false_ids, *true_leafs, *false_leafs, *targets;
+    const int64_t *true_ids = NULL, *false_ids = NULL, *true_leafs = NULL, *false_leafs = NULL, *targets = NULL;
     OT_TRY(ints_attr(ctx, "nodes_featureids", &f.n_nodes, &f.feature));
     OT_TRY(ints_attr(ctx, "nodes_truenodeids", &f.n_nodes, &true_ids));
     OT_TRY(ints_attr(ctx, "nodes_falsenodeids", &f.n_nodes, &false_ids));
@@ -491,7 +491,7 @@ otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx) {
     OT_TRY(real_tensor_attr(ctx, "nodes_splits", &f.n_nodes, &f.split));
     OT_TRY(ints_attr(ctx, "leaf_targetids", &f.n_leaves, &targets));
     OT_TRY(real_tensor_attr(ctx, "leaf_weights", &f.n_leaves, &f.vote_weight));
-    const int64_t *roots;
+    const int64_t *roots = NULL;
     OT_TRY(ints_attr(ctx, "tree_roots", &f.n_roots, &roots));
     const otter_attr *modes = otter_node_attr(ctx->node, "nodes_modes");
     if (!modes || !modes->t || modes->t->dtype != OTTER_DTYPE_UINT8 || otter_tensor_numel(modes->t) != f.n_nodes)
@@ -619,7 +619,7 @@ static otter_status legacy_forest(ot_kernel_ctx *ctx, const char *votes, forest 
     static const char *const MODES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE", "BRANCH_GT",
                                         "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
     int64_t n = -1;
-    const int64_t *tree_ids, *node_ids, *features, *true_ids, *false_ids;
+    const int64_t *tree_ids = NULL, *node_ids = NULL, *features = NULL, *true_ids = NULL, *false_ids = NULL;
     OT_TRY(ints_attr(ctx, "nodes_treeids", &n, &tree_ids));
     OT_TRY(ints_attr(ctx, "nodes_nodeids", &n, &node_ids));
     OT_TRY(ints_attr(ctx, "nodes_featureids", &n, &features));
@@ -690,14 +690,14 @@ static otter_status legacy_forest(ot_kernel_ctx *ctx, const char *votes, forest 
     /* Votes: counted per leaf, then placed (CSR). */
     char name[32];
     int64_t n_votes = -1;
-    const int64_t *v_tree, *v_node, *v_id;
+    const int64_t *v_tree = NULL, *v_node = NULL, *v_id = NULL;
     snprintf(name, sizeof name, "%s_treeids", votes);
     OT_TRY(ints_attr(ctx, name, &n_votes, &v_tree));
     snprintf(name, sizeof name, "%s_nodeids", votes);
     OT_TRY(ints_attr(ctx, name, &n_votes, &v_node));
     snprintf(name, sizeof name, "%s_ids", votes);
     OT_TRY(ints_attr(ctx, name, &n_votes, &v_id));
-    double *v_weight;
+    double *v_weight = NULL;
     snprintf(name, sizeof name, "%s_weights", votes);
     OT_TRY(legacy_reals(ctx, name, true, &n_votes, &v_weight));
     int64_t *leaf_of = ot_ctx_scratch(ctx, (size_t)(n_votes + 1) * sizeof *leaf_of);
@@ -749,7 +749,7 @@ static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX
 
 static otter_status legacy_scores(ot_kernel_ctx *ctx, forest *f, const otter_tensor *x, double **scores) {
     int64_t n_base = f->n_targets;
-    double *base;
+    double *base = NULL;
     OT_TRY(legacy_reals(ctx, "base_values", false, &n_base, &base));
     f->base = base;
     OT_TRY(forest_check(ctx, f));
@@ -772,7 +772,7 @@ otter_status ot_kernel_tree_ensemble_regressor(ot_kernel_ctx *ctx) {
     OT_TRY(legacy_choice(ctx, "aggregate_function", AGGREGATES, 4, AGG_SUM, &f.aggregate));
     OT_TRY(legacy_choice(ctx, "post_transform", POST_NAMES, 5, POST_NONE, &f.post));
     f.no_vote = f.aggregate == AGG_MAX ? -FLT_MAX : FLT_MAX; /* the output is float */
-    double *scores;
+    double *scores = NULL;
     OT_TRY(legacy_scores(ctx, &f, x, &scores));
     return write_scores(ctx, 0, OTTER_DTYPE_FLOAT, x->dims[0], f.n_targets, scores);
 }
@@ -799,7 +799,7 @@ otter_status ot_kernel_tree_ensemble_classifier(ot_kernel_ctx *ctx) {
     OT_TRY(legacy_forest(ctx, "class", &f));
     int post;
     OT_TRY(legacy_choice(ctx, "post_transform", POST_NAMES, 5, POST_NONE, &post));
-    double *scores;
+    double *scores = NULL;
     OT_TRY(legacy_scores(ctx, &f, x, &scores));
     const otter_attr *ids = otter_node_attr(ctx->node, "class_ids");
     bool binary = ids->n_ints > 0;
