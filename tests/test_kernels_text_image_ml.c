@@ -17,7 +17,8 @@
  *     LabelEncoder: the last duplicate key wins, NaN keys match NaN, int64 -> string with
  *     default_string, two keys_* attributes are an error.
  *     ArrayFeatureExtractor on strings and rank 1; an index out of range is an error.
- *     Binarizer on int32. */
+ *     Binarizer on int32.
+ *   - Every kernel above fails cleanly (OTTER_ERR_NOMEM, nothing leaked) at each of its allocations. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -34,10 +35,11 @@
 
 typedef void (*attr_fn)(otter_node *n, const void *arg);
 
-/* Run one node "the_node" of (domain, op) at opset; out[0..n_out) are new tensors. */
-static otter_status run(const char *domain, const char *op, int opset, size_t n_in, const otter_tensor *const *in,
-                        size_t n_out, attr_fn attrs, const void *arg, otter_tensor **out) {
-    static const char *const IN[] = {"i0", "i1"}, *const OUT[] = {"o0", "o1"};
+static const char *const IN[] = {"i0", "i1"}, *const OUT[] = {"o0", "o1"};
+
+/* A model of one node "the_node" of (domain, op) at opset, inputs typed like in. */
+static otter_status build(const char *domain, const char *op, int opset, size_t n_in, const otter_tensor *const *in,
+                          size_t n_out, attr_fn attrs, const void *arg, otter_model **out) {
     otter_model *m = NULL;
     otter_status s = otter_model_create(&m, "g", domain ? 21 : opset);
     if (!s && domain) s = otter_model_set_opset(m, domain, opset);
@@ -53,12 +55,30 @@ static otter_status run(const char *domain, const char *op, int opset, size_t n_
         s = otter_graph_add_input(m->graph, IN[k], in[k]->dtype, in[k]->rank, in[k]->dims, NULL);
     for (size_t k = 0; !s && k < n_out; k++)
         s = otter_graph_add_output(m->graph, OUT[k], OTTER_DTYPE_UNDEFINED, -1, NULL, NULL);
+    if (s) otter_model_free(m);
+    *out = s ? NULL : m;
+    return s;
+}
+
+/* A session over m run once on in; out[0..n_out) are new tensors. */
+static otter_status run_model(const otter_model *m, size_t n_in, const otter_tensor *const *in, size_t n_out,
+                              otter_tensor **out) {
     otter_session *sess = NULL;
     otter_session_options o = {.n_threads = 1};
-    if (!s) s = otter_session_create(&sess, m, &o);
+    otter_status s = otter_session_create(&sess, m, &o);
     for (size_t k = 0; k < n_out; k++) out[k] = NULL;
     if (!s) s = otter_session_run(sess, n_in, IN, in, n_out, OUT, out);
     otter_session_free(sess);
+    return s;
+}
+
+/* Run one node "the_node" of (domain, op) at opset; out[0..n_out) are new tensors. */
+static otter_status run(const char *domain, const char *op, int opset, size_t n_in, const otter_tensor *const *in,
+                        size_t n_out, attr_fn attrs, const void *arg, otter_tensor **out) {
+    otter_model *m = NULL;
+    otter_status s = build(domain, op, opset, n_in, in, n_out, attrs, arg, &m);
+    for (size_t k = 0; s && k < n_out; k++) out[k] = NULL;
+    if (!s) s = run_model(m, n_in, in, n_out, out);
     otter_model_free(m);
     return s;
 }
@@ -529,6 +549,11 @@ static void encoder_int_to_string(otter_node *n, const void *arg) {
     if (arg) otter_node_set_attr_strings(n, "keys_strings", 1, (const char *[]){"x"});
 }
 
+static void encoder_strings(otter_node *n, const void *arg) {
+    otter_node_set_attr_strings(n, "keys_strings", 2, (const char *[]){"c", "a b"});
+    otter_node_set_attr_strings(n, "values_strings", 2, (const char *[]){"C", "AB"});
+}
+
 static void encoder_nan(otter_node *n, const void *arg) {
     otter_node_set_attr_floats(n, "keys_floats", 2, (const float[]){NAN, 0.5f});
     otter_node_set_attr_ints(n, "values_int64s", 2, (const int64_t[]){7, 8});
@@ -589,6 +614,77 @@ static void test_ml_small(void) {
     otter_tensor_free(x);
 }
 
+/* ---- allocation failures ---- */
+
+typedef struct scenario {
+    const char *what, *domain, *op;
+    int opset;
+    size_t n_in, n_out;
+    attr_fn attrs;
+    const void *arg;
+} scenario;
+
+/* Fail otter's Nth allocation for N = 1, 2, ... while a session over the node is made and run: every
+ * run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. The model and the inputs
+ * exist before counting starts. */
+static void check_alloc_failures(const scenario *sc, const otter_tensor *const *in) {
+    long n, nomem = 0, other = 0, leaks = 0;
+    otter_model *m = NULL;
+    CHECK_OK(build(sc->domain, sc->op, sc->opset, sc->n_in, in, sc->n_out, sc->attrs, sc->arg, &m));
+    for (n = 1; m; n++) {
+        long live = tu_alloc_live;
+        otter_tensor *out[2] = {NULL, NULL};
+        tu_alloc_fail_at(n);
+        otter_status s = run_model(m, sc->n_in, in, sc->n_out, out);
+        tu_alloc_fail_at(0);
+        for (size_t k = 0; k < sc->n_out; k++) otter_tensor_free(out[k]);
+        if (tu_alloc_live != live) leaks++;
+        if (s == OTTER_OK) break;
+        if (s == OTTER_ERR_NOMEM) {
+            nomem++;
+        } else {
+            other++;
+            fprintf(stderr, "%s: failing allocation %ld gave %s: %s\n", sc->what, n, otter_status_name(s),
+                    otter_last_error());
+        }
+    }
+    otter_model_free(m);
+    printf("%s: %ld allocation points, %ld clean NOMEM, %ld other errors, %ld leaking runs\n", sc->what, n, nomem,
+           other, leaks);
+    CHECK(other == 0 && leaks == 0 && nomem == n - 1);
+}
+
+static void test_alloc_failures(void) {
+    otter_set_allocator(&tu_counting_allocator);
+    otter_tensor *words = strings(1, (const int64_t[]){3}, (const char *[]){"a b", "\xc3\xa9t\xc3\xa9", "c"});
+    const otter_tensor *one[] = {words}, *two[] = {words, words};
+    check_alloc_failures(&(scenario){"StringSplit", NULL, "StringSplit", 20, 1, 2, split_attrs, &(split_args){" ", -1}},
+                         one);
+    check_alloc_failures(&(scenario){"StringConcat", NULL, "StringConcat", 20, 2, 1, NULL, NULL}, two);
+    check_alloc_failures(&(scenario){"RegexFullMatch", NULL, "RegexFullMatch", 20, 1, 1, pattern_attr, "\\w+ \\w"},
+                         one);
+    check_alloc_failures(&(scenario){"StringNormalizer", NULL, "StringNormalizer", 10, 1, 1, normalizer_attrs,
+                                     &(normalizer_args){"UPPER", 0, "C"}},
+                         one);
+    check_alloc_failures(&(scenario){"LabelEncoder", "ai.onnx.ml", "LabelEncoder", 4, 1, 1, encoder_strings, NULL},
+                         one);
+    otter_tensor_free(words);
+
+    const char p3[] = "P3 2 1 255 1 2 3 4 5 6";
+    otter_tensor *image = NULL, *features = NULL;
+    otter_tensor_from_data(&image, NULL, OTTER_DTYPE_UINT8, 1, (const int64_t[]){(int64_t)strlen(p3)}, p3);
+    check_alloc_failures(&(scenario){"ImageDecoder PNM", NULL, "ImageDecoder", 20, 1, 1, format_attr, "BGR"},
+                         (const otter_tensor *const[]){image});
+    otter_tensor_free(image);
+    otter_tensor_from_data(&features, NULL, OTTER_DTYPE_FLOAT, 2, (const int64_t[]){2, 2},
+                           (const float[]){0, 1, 2, -1});
+    check_alloc_failures(
+        &(scenario){"TreeEnsembleClassifier", "ai.onnx.ml", "TreeEnsembleClassifier", 3, 1, 2, classifier_attrs, NULL},
+        (const otter_tensor *const[]){features});
+    otter_tensor_free(features);
+    otter_set_allocator(NULL);
+}
+
 int main(void) {
     test_strings();
     test_string_normalizer();
@@ -597,5 +693,6 @@ int main(void) {
     test_tree_ensemble();
     test_legacy_trees();
     test_ml_small();
+    test_alloc_failures();
     return tu_finish("test_kernels_text_image_ml");
 }

@@ -36,6 +36,7 @@ typedef struct image {
     int64_t width, height;
     uint8_t *rgb;  /* [height][width][3], ot_malloc'd */
     char err[200]; /* why decoding failed */
+    bool nomem;    /* because an allocation failed */
 } image;
 
 static bool image_fail(image *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -55,13 +56,19 @@ static bool image_size_ok(image *im, int64_t width, int64_t height) {
     return true;
 }
 
+/* An allocation failed: the error is OTTER_ERR_NOMEM, not a corrupt stream. */
+static bool image_nomem(image *im) {
+    im->nomem = true;
+    return image_fail(im, "out of memory");
+}
+
 /* Sets the size and allocates the RGB buffer, after checking the size. */
 static bool image_alloc(image *im, int64_t width, int64_t height) {
     if (!image_size_ok(im, width, height)) return false;
     im->width = width;
     im->height = height;
     im->rgb = ot_malloc((size_t)(width * height * 3));
-    return im->rgb ? true : image_fail(im, "out of memory");
+    return im->rgb ? true : image_nomem(im);
 }
 
 static void image_release(image *im) {
@@ -150,7 +157,7 @@ static bool decode_png(const uint8_t *p, size_t n, image *im) {
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
         png_destroy_read_struct(&png, NULL, NULL);
-        return image_fail(im, "out of memory");
+        return image_nomem(im);
     }
     mem_reader reader = {p, n, 0};
     png_bytep *volatile rows = NULL;
@@ -174,7 +181,10 @@ static bool decode_png(const uint8_t *p, size_t n, image *im) {
     if (!image_alloc(im, png_get_image_width(png, info), png_get_image_height(png, info))) png_longjmp(png, 1);
     if (png_get_rowbytes(png, info) != (size_t)im->width * 3) png_error(png, "unexpected decoded layout");
     rows = ot_malloc((size_t)im->height * sizeof *rows);
-    if (!rows) png_error(png, "out of memory");
+    if (!rows) {
+        image_nomem(im);
+        png_longjmp(png, 1);
+    }
     for (int64_t y = 0; y < im->height; y++) rows[y] = im->rgb + (size_t)(y * im->width * 3);
     png_read_image(png, rows);
     png_read_end(png, NULL);
@@ -214,7 +224,7 @@ static int tiff_warning(TIFF *t, void *user, const char *module, const char *fmt
 
 static bool decode_tiff(const uint8_t *p, size_t n, image *im) {
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
-    if (!opts) return image_fail(im, "out of memory");
+    if (!opts) return image_nomem(im);
     TIFFOpenOptionsSetErrorHandlerExtR(opts, tiff_error, im);
     TIFFOpenOptionsSetWarningHandlerExtR(opts, tiff_warning, NULL);
     TIFFOpenOptionsSetMaxSingleMemAlloc(opts, OT_IMAGE_MAX_PIXELS * 4);
@@ -228,7 +238,7 @@ static bool decode_tiff(const uint8_t *p, size_t n, image *im) {
     TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
     uint32_t *raster = NULL;
     bool ok = image_alloc(im, w, h) && (raster = ot_malloc((size_t)w * h * sizeof *raster)) != NULL;
-    if (im->rgb && !raster) image_fail(im, "out of memory");
+    if (im->rgb && !raster) image_nomem(im);
     /* Every photometric interpretation to 8-bit RGBA, top row first; stop at the first error. */
     if (ok && !TIFFReadRGBAImageOriented(t, w, h, raster, ORIENTATION_TOPLEFT, 1)) {
         if (!im->err[0]) image_fail(im, "cannot read the pixels");
@@ -307,7 +317,7 @@ static bool decode_jpeg2000(const uint8_t *p, size_t n, image *im, bool jp2_box)
     opj_stream_t *stream = opj_stream_create(OPJ_J2K_STREAM_CHUNK_SIZE, OPJ_TRUE);
     opj_image_t *img = NULL;
     bool ok = codec && stream;
-    if (!ok) image_fail(im, "out of memory");
+    if (!ok) image_nomem(im);
     if (ok) {
         opj_set_error_handler(codec, opj_error, im);
         opj_set_warning_handler(codec, opj_quiet, NULL);
@@ -559,8 +569,8 @@ otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx) {
                             ot_ctx_input_name(ctx, 0), n);
     }
     if (!ok)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "cannot decode input 0 '%s' as %s: %s", ot_ctx_input_name(ctx, 0),
-                            format_names[fmt], im.err);
+        return ot_ctx_error(ctx, im.nomem ? OTTER_ERR_NOMEM : OTTER_ERR_INVALID, "cannot decode input 0 '%s' as %s: %s",
+                            ot_ctx_input_name(ctx, 0), format_names[fmt], im.err);
     int64_t channels = order == 2 ? 1 : 3;
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_UINT8, 3, (const int64_t[]){im.height, im.width, channels});
     if (!y) {

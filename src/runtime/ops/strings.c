@@ -338,6 +338,7 @@ static otter_status regex_compile(ot_kernel_ctx *ctx, const regex_cache **compil
         PCRE2_UCHAR msg[160];
         if (pcre2_get_error_message(err, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
         regex_cache_free(c);
+        if (err == PCRE2_ERROR_HEAP_FAILED) return OT_NOMEM();
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "attribute 'pattern' is not a valid regular expression: %s at offset %zu",
                             (const char *)msg, (size_t)at);
@@ -363,6 +364,10 @@ otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx) {
     otter_status st = OTTER_OK;
     for (int64_t i = 0; i < n; i++) {
         int rc = pcre2_match(re->code, (PCRE2_SPTR)(in[i].len ? in[i].data : ""), in[i].len, 0, 0, md, NULL);
+        if (rc == PCRE2_ERROR_NOMEMORY) {
+            st = OT_NOMEM();
+            break;
+        }
         if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[160];
             if (pcre2_get_error_message(rc, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
