@@ -54,5 +54,6 @@ run fuzz_model_load model 8192
 run fuzz_npy npy 1024
 run fuzz_tensor_pb pb 2048
 run fuzz_checkpoint checkpoint 4096
+run fuzz_image_decoder image 65536
 if [ $status -eq 0 ]; then echo "run-fuzzers: no crashes"; fi
 exit $status

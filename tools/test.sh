@@ -49,6 +49,7 @@ ctest --test-dir build/portable --output-on-failure -j"$JOBS"
 
 echo "== fuzzers (bounded)"
 CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DOTTER_FUZZ=ON -DOTTER_BLAS=OFF -DOTTER_BUILD_TESTS=OFF >/dev/null
-cmake --build build/fuzz -j"$JOBS" --target fuzz_model_load fuzz_npy fuzz_tensor_pb fuzz_checkpoint
+cmake --build build/fuzz -j"$JOBS" --target fuzz_model_load fuzz_npy fuzz_tensor_pb fuzz_checkpoint \
+  fuzz_image_decoder
 tools/run-fuzzers.sh build/fuzz "${OTTER_FUZZ_SECONDS:-30}"
 echo "== all tests passed"

@@ -297,5 +297,15 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
 otter_status ot_infer_simplified_layer_norm(ot_inode *n);
 otter_status ot_infer_slice_grad(ot_inode *n);
 otter_status ot_infer_split_training(ot_inode *n);
+/* infer_strings.c: StringSplit */
+otter_status ot_infer_string_split(ot_inode *n);
+/* infer_image_decoder.c: ImageDecoder */
+otter_status ot_infer_image_decoder(ot_inode *n);
+/* infer_ml.c: ai.onnx.ml operators */
+otter_status ot_infer_array_feature_extractor(ot_inode *n);
+otter_status ot_infer_label_encoder(ot_inode *n);
+otter_status ot_infer_tree_ensemble(ot_inode *n);
+otter_status ot_infer_tree_ensemble_classifier(ot_inode *n);
+otter_status ot_infer_tree_ensemble_regressor(ot_inode *n);
 
 #endif

@@ -134,6 +134,7 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_identity, .diff_inputs = 0x1},
     {"", "If", KERNELS({1, ot_kernel_if, OT_OP_VALUES}),
      .infer = ot_infer_if}, /* 1: branches may give sequences and optionals */
+    {"", "ImageDecoder", KERNELS({20, ot_kernel_image_decoder, 0}), .infer = ot_infer_image_decoder},
     {"", "InstanceNormalization", KERNELS({1, ot_kernel_instancenorm, 0}), .infer = ot_infer_like_input},
     {"", "IsInf", KERNELS({10, ot_kernel_isinf, 0}), .infer = ot_infer_unary_bool},
     {"", "IsNaN", KERNELS({9, ot_kernel_isnan, 0}), .infer = ot_infer_unary_bool},
@@ -231,6 +232,7 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_reduce_sum, .grad = ot_grad_reduce, .diff_inputs = 0x1}, /* 13: axes become an input */
     {"", "ReduceSumSquare", KERNELS({1, ot_kernel_reduce_sum_square, 0}, {18, ot_kernel_reduce_sum_square, 0}),
      .infer = ot_infer_reduce_other},
+    {"", "RegexFullMatch", KERNELS({20, ot_kernel_regex_full_match, 0}), .infer = ot_infer_unary_bool},
     {"", "Relu", KERNELS({1, ot_kernel_relu, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_relu,
      .diff_inputs = 0x1},
     {"", "Reshape", KERNELS({1, ot_kernel_reshape, 0}), .infer = ot_infer_reshape, .grad = ot_grad_reshape_like,
@@ -281,7 +283,9 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Squeeze", KERNELS({1, ot_kernel_squeeze, 0}), .infer = ot_infer_squeeze, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
-    {"", "StringNormalizer", KERNELS({10, ot_kernel_strnorm, 0}), .infer = ot_infer_stringnormalizer},
+    {"", "StringConcat", KERNELS({20, ot_kernel_string_concat, 0}), .infer = ot_infer_binary_plain},
+    {"", "StringNormalizer", KERNELS({10, ot_kernel_string_normalizer, 0}), .infer = ot_infer_stringnormalizer},
+    {"", "StringSplit", KERNELS({20, ot_kernel_string_split, 0}), .infer = ot_infer_string_split},
     {"", "Sub", KERNELS({1, ot_kernel_sub, OT_OP_INPLACE0}), .infer = ot_infer_sub, .grad = ot_grad_sub,
      .diff_inputs = 0x3},
     {"", "Sum", KERNELS({6, ot_kernel_sum, 0}), .infer = ot_infer_sum, .grad = ot_grad_sum, .diff_inputs = 0xffffffffu},
@@ -302,6 +306,16 @@ const ot_op_entry ot_op_table[] = {
     {"", "Upsample", KERNELS({7, ot_kernel_upsample, 0}), .infer = ot_infer_upsample},
     {"", "Where", KERNELS({9, ot_kernel_where, 0}), .infer = ot_infer_where, .grad = ot_grad_where, .diff_inputs = 0x6},
     {"", "Xor", KERNELS({1, ot_kernel_xor, OT_OP_INPLACE0}), .infer = ot_infer_logic},
+    {"ai.onnx.ml", "ArrayFeatureExtractor", KERNELS({1, ot_kernel_array_feature_extractor, 0}),
+     .infer = ot_infer_array_feature_extractor},
+    {"ai.onnx.ml", "Binarizer", KERNELS({1, ot_kernel_binarizer, 0}), .infer = ot_infer_like_input},
+    {"ai.onnx.ml", "LabelEncoder", KERNELS({2, ot_kernel_label_encoder, 0}),
+     .infer = ot_infer_label_encoder}, /* 1 (classes_strings) is not implemented; 4 adds tensor attributes */
+    {"ai.onnx.ml", "TreeEnsemble", KERNELS({5, ot_kernel_tree_ensemble, 0}), .infer = ot_infer_tree_ensemble},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", KERNELS({1, ot_kernel_tree_ensemble_classifier, 0}),
+     .infer = ot_infer_tree_ensemble_classifier}, /* 3: adds the *_as_tensor attributes */
+    {"ai.onnx.ml", "TreeEnsembleRegressor", KERNELS({1, ot_kernel_tree_ensemble_regressor, 0}),
+     .infer = ot_infer_tree_ensemble_regressor}, /* 3: adds the *_as_tensor attributes */
     {"ai.onnx.preview.training", "Adagrad", KERNELS({1, ot_kernel_adagrad, 0}), .infer = ot_infer_adagrad},
     {"ai.onnx.preview.training", "Adam", KERNELS({1, ot_kernel_adam, 0}), .infer = ot_infer_adam},
     {"ai.onnx.preview.training", "Gradient", KERNELS({1, ot_kernel_gradient, 0}), .infer = ot_infer_gradient},

@@ -1,11 +1,10 @@
 /* Operators outside the main families: detection (NonMaxSuppression, RoiAlign), text
- * (StringNormalizer, TfIdfVectorizer), Unique, signal processing (HannWindow, HammingWindow,
+ * (TfIdfVectorizer), Unique, signal processing (HannWindow, HammingWindow,
  * BlackmanWindow, DFT, STFT, MelWeightMatrix), MeanVarianceNormalization and Det.
  *
  * These are reference-grade kernels: plain loops in double where precision matters, written to
  * follow ONNX's reference implementation (and ONNX Runtime's where the reference copies it),
  * not tuned for speed. */
-#include <ctype.h>
 #include <math.h>
 
 #include "runtime/ops/kernels.h"
@@ -147,73 +146,6 @@ otter_status ot_kernel_nms(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, 2, (int64_t[]){n_sel, 3});
     if (!y) return ctx->output_status;
     if (n_sel) memcpy(y->data, sel, (size_t)n_sel * 3 * sizeof *sel);
-    return OTTER_OK;
-}
-
-/* ---- StringNormalizer ---------------------------------------------------------------------- */
-
-/* Case folding is ASCII only (bytes >= 0x80 are left as they are). */
-static bool bytes_eq(const otter_bytes *a, const otter_bytes *b, bool fold) {
-    if (a->len != b->len) return false;
-    for (size_t i = 0; i < a->len; i++) {
-        unsigned char x = (unsigned char)a->data[i], y = (unsigned char)b->data[i];
-        if (fold && x < 0x80) x = (unsigned char)tolower(x);
-        if (fold && y < 0x80) y = (unsigned char)tolower(y);
-        if (x != y) return false;
-    }
-    return true;
-}
-
-otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx) {
-    const otter_tensor *x;
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (x->dtype != OTTER_DTYPE_STRING) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (x->rank != 1 && !(x->rank == 2 && x->dims[0] == 1)) {
-        char a[96];
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [C] or [1, C]",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
-    }
-    const char *action;
-    int64_t case_sensitive;
-    OT_TRY(ot_ctx_attr_string(ctx, "case_change_action", &action));
-    OT_TRY(ot_ctx_attr_int(ctx, "is_case_sensitive", &case_sensitive));
-    int change = ot_streq(action, "LOWER") ? 1 : ot_streq(action, "UPPER") ? 2 : 0;
-    if (!change && !ot_streq(action, "NONE"))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'case_change_action' is '%s'", action);
-    bool fold = case_sensitive == 0;
-    const otter_attr *stop = otter_node_attr(ctx->node, "stopwords");
-    const otter_bytes *in = x->data;
-    int64_t n = otter_tensor_numel(x), kept = 0;
-    uint8_t *keep = ot_ctx_scratch(ctx, (size_t)n + 1);
-    if (!keep) return OTTER_ERR_NOMEM;
-    for (int64_t i = 0; i < n; i++) {
-        keep[i] = 1;
-        for (size_t s = 0; stop && s < stop->n_strings && keep[i]; s++)
-            if (bytes_eq(&in[i], &stop->strings[s], fold)) keep[i] = 0;
-        kept += keep[i];
-    }
-    int64_t dims[2] = {1, kept ? kept : 1};
-    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, x->rank, x->rank == 1 ? dims + 1 : dims);
-    if (!y) return ctx->output_status;
-    otter_bytes *out = y->data;
-    if (!kept) { /* everything removed: one empty string */
-        out[0].data = ot_strdup("");
-        if (!out[0].data) return OT_NOMEM();
-        out[0].len = 0;
-        return OTTER_OK;
-    }
-    for (int64_t i = 0, k = 0; i < n; i++) {
-        if (!keep[i]) continue;
-        char *s = ot_strndup(in[i].data ? in[i].data : "", in[i].len);
-        if (!s) return OT_NOMEM();
-        for (size_t j = 0; j < in[i].len; j++) {
-            unsigned char ch = (unsigned char)s[j];
-            if (ch < 0x80 && change) s[j] = (char)(change == 1 ? tolower(ch) : toupper(ch));
-        }
-        out[k].data = s;
-        out[k].len = in[i].len;
-        k++;
-    }
     return OTTER_OK;
 }
 

@@ -204,9 +204,8 @@ otter_status ot_kernel_adamw_optimizer(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sgd_optimizer_v2(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_clip_grad_norm(ot_kernel_ctx *ctx);
 
-/* extra.c: NonMaxSuppression, RoiAlign, text, Unique, DFT/STFT/windows, MVN, Det */
+/* extra.c: NonMaxSuppression, RoiAlign, TfIdfVectorizer, Unique, DFT/STFT/windows, MVN, Det */
 otter_status ot_kernel_nms(ot_kernel_ctx *ctx);
-otter_status ot_kernel_strnorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tfidf(ot_kernel_ctx *ctx);
 otter_status ot_kernel_unique(ot_kernel_ctx *ctx);
 otter_status ot_kernel_hann(ot_kernel_ctx *ctx);
@@ -300,5 +299,22 @@ otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
 
 /* group_norm.c: GroupNormalization */
 otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
+
+/* strings.c: StringNormalizer, StringConcat, StringSplit, RegexFullMatch */
+otter_status ot_kernel_string_normalizer(ot_kernel_ctx *ctx);
+otter_status ot_kernel_string_concat(ot_kernel_ctx *ctx);
+otter_status ot_kernel_string_split(ot_kernel_ctx *ctx);
+otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx);
+
+/* image_decoder.c: ImageDecoder */
+otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx);
+
+/* ml.c: ai.onnx.ml operators */
+otter_status ot_kernel_array_feature_extractor(ot_kernel_ctx *ctx);
+otter_status ot_kernel_binarizer(ot_kernel_ctx *ctx);
+otter_status ot_kernel_label_encoder(ot_kernel_ctx *ctx);
+otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx);
+otter_status ot_kernel_tree_ensemble_classifier(ot_kernel_ctx *ctx);
+otter_status ot_kernel_tree_ensemble_regressor(ot_kernel_ctx *ctx);
 
 #endif
