@@ -293,4 +293,7 @@ otter_status ot_infer_simplified_layer_norm(ot_inode *n);
 otter_status ot_infer_slice_grad(ot_inode *n);
 otter_status ot_infer_split_training(ot_inode *n);
 
+/* infer_attention.c: the transformer operators */
+otter_status ot_infer_attention(ot_inode *n);
+
 #endif

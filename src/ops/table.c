@@ -29,6 +29,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "Asinh", KERNELS({9, ot_kernel_asinh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atan", KERNELS({7, ot_kernel_atan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
+    {"", "Attention", KERNELS({23, ot_kernel_attention, 0}), .infer = ot_infer_attention}, /* 24: + nonpad_kv_seqlen */
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
     {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,

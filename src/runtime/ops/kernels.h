@@ -291,4 +291,7 @@ otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
 /* group_norm.c: GroupNormalization */
 otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
 
+/* attention.c: Attention (fused: gemm, bias, softmax, gemm per block of query rows) */
+otter_status ot_kernel_attention(ot_kernel_ctx *ctx);
+
 #endif

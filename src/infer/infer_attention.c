@@ -1,0 +1,44 @@
+/* Shape rules of the transformer operators: Attention, RMSNormalization, RotaryEmbedding, Swish,
+ * SwiGLU, TensorScatter. */
+#include "infer/infer_internal.h"
+
+/* Attention: Y is Q's layout with V's head size; present key/value [B, kv_heads, past + kv, D];
+ * qk_matmul_output [B, q_heads, q_len, past + kv]. */
+otter_status ot_infer_attention(ot_inode *n) {
+    otter_dtype qt = ot_in_dtype(n, 0), vt = ot_in_dtype(n, 2);
+    for (size_t o = 0; o < n->n_out; o++) ot_out_type(n, o, o == 2 ? vt : qt);
+    if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, 1) || !ot_in_has_shape(n, 2)) return OTTER_OK;
+    const ot_ival *q = ot_in(n, 0), *k = ot_in(n, 1), *v = ot_in(n, 2);
+    if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+        return ot_inf_fail(n, OTTER_ERR_INVALID, "Q, K and V must all be 3D or all 4D, not ranks %d, %d, %d", q->rank,
+                           k->rank, v->rank);
+    ot_idim batch = q->dims[0], q_len = q->dims[q->rank - 2], kv_len = k->dims[k->rank - 2];
+    ot_idim q_heads = OT_DIM_UNKNOWN, kv_heads = OT_DIM_UNKNOWN, head = OT_DIM_UNKNOWN, v_head = OT_DIM_UNKNOWN;
+    if (q->rank == 4) {
+        q_heads = q->dims[1], kv_heads = k->dims[1], head = q->dims[3], v_head = v->dims[3];
+    } else {
+        int64_t qh = ot_attr_int(n, "q_num_heads", 0), kvh = ot_attr_int(n, "kv_num_heads", 0);
+        if (qh < 1 || kvh < 1)
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "3D inputs need attributes q_num_heads and kv_num_heads");
+        q_heads = ot_dim_known(qh), kv_heads = ot_dim_known(kvh);
+        if (ot_dim_is_known(q->dims[2])) head = ot_dim_known(q->dims[2].v / qh);
+        if (ot_dim_is_known(v->dims[2])) v_head = ot_dim_known(v->dims[2].v / kvh);
+    }
+    ot_idim total = kv_len;
+    if (ot_in(n, 4)) {
+        ot_idim past = ot_in_dim(n, 4, 2);
+        total = ot_dim_is_known(past) && ot_dim_is_known(kv_len) ? ot_dim_known(past.v + kv_len.v) : OT_DIM_UNKNOWN;
+    }
+    ot_idim ydims[4] = {batch, q_heads, q_len, v_head};
+    if (q->rank == 3) {
+        ydims[1] = q_len;
+        ydims[2] = ot_dim_is_known(v_head) ? ot_dim_known(q_heads.v * v_head.v) : OT_DIM_UNKNOWN;
+    }
+    OT_TRY(ot_out_shape(n, 0, qt, q->rank, ydims));
+    const ot_idim pk[4] = {batch, kv_heads, total, head}, pv[4] = {batch, kv_heads, total, v_head};
+    const ot_idim qk[4] = {batch, q_heads, q_len, total};
+    if (n->n_out > 1) OT_TRY(ot_out_shape(n, 1, qt, 4, pk));
+    if (n->n_out > 2) OT_TRY(ot_out_shape(n, 2, vt, 4, pv));
+    if (n->n_out > 3) OT_TRY(ot_out_shape(n, 3, qt, 4, qk));
+    return OTTER_OK;
+}
