@@ -42,3 +42,11 @@ otter_status ot_infer_attention(ot_inode *n) {
     if (n->n_out > 3) OT_TRY(ot_out_shape(n, 3, qt, 4, qk));
     return OTTER_OK;
 }
+
+/* RMSNormalization: X's shape, scale's element type (V). */
+otter_status ot_infer_rms_normalization(ot_inode *n) {
+    OT_TRY(ot_out_like(n, 0, 0));
+    otter_dtype st = ot_in_dtype(n, 1);
+    if (st != OTTER_DTYPE_UNDEFINED && n->out[0].kind == OTTER_TYPE_TENSOR) n->out[0].dtype = st;
+    return OTTER_OK;
+}

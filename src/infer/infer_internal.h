@@ -295,5 +295,6 @@ otter_status ot_infer_split_training(ot_inode *n);
 
 /* infer_attention.c: the transformer operators */
 otter_status ot_infer_attention(ot_inode *n);
+otter_status ot_infer_rms_normalization(ot_inode *n);
 
 #endif

@@ -193,6 +193,7 @@ const ot_op_entry ot_op_table[] = {
              {21, ot_kernel_quantize, 0}),
      .infer =
          ot_infer_quantize}, /* 13: axis; 19: float16 / bfloat16 scales; 21: block_size, output_dtype, 16-bit types */
+    {"", "RMSNormalization", KERNELS({23, ot_kernel_rms_normalization, 0}), .infer = ot_infer_rms_normalization},
     {"", "RNN", KERNELS({1, ot_kernel_rnn, 0}, {7, ot_kernel_rnn, 0}, {14, ot_kernel_rnn, 0}),
      .infer = ot_infer_recurrent}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
     {"", "RandomNormal", KERNELS({1, ot_kernel_random_normal, OT_OP_NOFOLD}), .infer = ot_infer_random_gen},
@@ -232,6 +233,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "ReverseSequence", KERNELS({10, ot_kernel_reversesequence, 0}), .infer = ot_infer_like_input},
     {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}),
      .infer = ot_infer_roialign}, /* 16: coordinate_transformation_mode */
+    {"", "RotaryEmbedding", KERNELS({23, ot_kernel_rotary_embedding, 0}), .infer = ot_infer_like_input},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft},
     {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}),
@@ -278,9 +280,12 @@ const ot_op_entry ot_op_table[] = {
     {"", "Sub", KERNELS({1, ot_kernel_sub, OT_OP_INPLACE0}), .infer = ot_infer_sub, .grad = ot_grad_sub,
      .diff_inputs = 0x3},
     {"", "Sum", KERNELS({6, ot_kernel_sum, 0}), .infer = ot_infer_sum, .grad = ot_grad_sum, .diff_inputs = 0xffffffffu},
+    {"", "SwiGLU", KERNELS({28, ot_kernel_swiglu, 0}), .infer = ot_infer_like_input},
+    {"", "Swish", KERNELS({24, ot_kernel_swish, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tan", KERNELS({7, ot_kernel_tan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tanh", KERNELS({1, ot_kernel_tanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_tanh,
      .diff_inputs = 0x1},
+    {"", "TensorScatter", KERNELS({24, ot_kernel_tensor_scatter, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "TfIdfVectorizer", KERNELS({9, ot_kernel_tfidf, 0}), .infer = ot_infer_tfidfvectorizer},
     {"", "ThresholdedRelu", KERNELS({10, ot_kernel_thresholdedrelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tile", KERNELS({6, ot_kernel_tile, 0}), .infer = ot_infer_tile, .grad = ot_grad_tile, .diff_inputs = 0x1},
