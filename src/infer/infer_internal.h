@@ -296,5 +296,8 @@ otter_status ot_infer_split_training(ot_inode *n);
 /* infer_attention.c: the transformer operators */
 otter_status ot_infer_attention(ot_inode *n);
 otter_status ot_infer_rms_normalization(ot_inode *n);
+otter_status ot_infer_flex_attention(ot_inode *n);
+otter_status ot_infer_linear_attention(ot_inode *n);
+otter_status ot_infer_causal_conv_with_state(ot_inode *n);
 
 #endif

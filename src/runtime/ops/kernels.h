@@ -296,6 +296,15 @@ otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
 /* attention.c: Attention (fused: gemm, bias, softmax, gemm per block of query rows) */
 otter_status ot_kernel_attention(ot_kernel_ctx *ctx);
 
+/* flex_attention.c: ai.onnx.preview FlexAttention */
+otter_status ot_kernel_flex_attention(ot_kernel_ctx *ctx);
+
+/* linear_attention.c: LinearAttention */
+otter_status ot_kernel_linear_attention(ot_kernel_ctx *ctx);
+
+/* causal_conv.c: CausalConvWithState */
+otter_status ot_kernel_causal_conv_with_state(ot_kernel_ctx *ctx);
+
 /* rms_norm.c: RMSNormalization */
 otter_status ot_kernel_rms_normalization(ot_kernel_ctx *ctx);
 
