@@ -18,7 +18,7 @@
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/kernels.h"
-#include "runtime/ops/softmax_row.h"
+#include "runtime/ops/vec_math.h"
 
 /* One operand's rows for a given (batch, head): base + row * ld. */
 typedef struct seg {
