@@ -306,8 +306,14 @@ static otter_status run_attention(ot_kernel_ctx *ctx, attn_args *a, f32_inputs *
         /* Blocks of query rows: whole heads when there are enough of them for the threads. */
         int64_t heads = a->batch * a->q_heads, want_tasks = 4 * (int64_t)ctx->n_threads;
         int64_t per_head = heads >= want_tasks ? 1 : (want_tasks + heads - 1) / heads;
-        int64_t rows = (a->q_len + per_head - 1) / per_head;
-        a->rows_per_task = rows < 16 ? 16 : rows > 64 ? 64 : rows; /* gemm-sized, scores in cache */
+        /* at least 16 rows (gemm-sized), at most a 256 KiB score block (in cache) or, causal, 64 rows
+         * (each block computes the keys its last row sees), in multiples of the gemm's 6-row tiles so
+         * that only the last block of a head has an edge tile */
+        int64_t rows = (a->q_len + per_head - 1) / per_head, cap = 65536 / (a->total > 0 ? a->total : 1);
+        if (a->causal && cap > 64) cap = 64;
+        rows = rows > cap ? cap : rows;
+        rows = rows < 16 ? 16 : rows;
+        a->rows_per_task = rows < a->q_len ? (rows + OT_SGEMM_MR - 1) / OT_SGEMM_MR * OT_SGEMM_MR : rows;
         a->tasks_per_head = a->q_len > 0 ? (a->q_len + a->rows_per_task - 1) / a->rows_per_task : 0;
         a->status = OTTER_OK;
         int64_t cost = a->rows_per_task * a->total * (a->head_size + a->v_head_size);
