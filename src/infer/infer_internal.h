@@ -308,4 +308,11 @@ otter_status ot_infer_tree_ensemble(ot_inode *n);
 otter_status ot_infer_tree_ensemble_classifier(ot_inode *n);
 otter_status ot_infer_tree_ensemble_regressor(ot_inode *n);
 
+/* infer_attention.c: the transformer operators */
+otter_status ot_infer_attention(ot_inode *n);
+otter_status ot_infer_rms_normalization(ot_inode *n);
+otter_status ot_infer_flex_attention(ot_inode *n);
+otter_status ot_infer_linear_attention(ot_inode *n);
+otter_status ot_infer_causal_conv_with_state(ot_inode *n);
+
 #endif

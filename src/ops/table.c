@@ -30,6 +30,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "Asinh", KERNELS({9, ot_kernel_asinh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atan", KERNELS({7, ot_kernel_atan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
+    {"", "Attention", KERNELS({23, ot_kernel_attention, 0}), .infer = ot_infer_attention}, /* 24: + nonpad_kv_seqlen */
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
     {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,
@@ -46,6 +47,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "BlackmanWindow", KERNELS({17, ot_kernel_blackman, 0}), .infer = ot_infer_window},
     {"", "Cast", KERNELS({1, ot_kernel_cast, 0}), .infer = ot_infer_cast, .grad = ot_grad_cast, .diff_inputs = 0x1},
     {"", "CastLike", KERNELS({15, ot_kernel_castlike, 0}), .infer = ot_infer_cast_like},
+    {"", "CausalConvWithState", KERNELS({27, ot_kernel_causal_conv_with_state, 0}),
+     .infer = ot_infer_causal_conv_with_state},
     {"", "Ceil", KERNELS({1, ot_kernel_ceil, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Celu", KERNELS({12, ot_kernel_celu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "CenterCropPad", KERNELS({18, ot_kernel_center_crop_pad, 0}), .infer = ot_infer_center_crop_pad},
@@ -147,6 +150,7 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_leaky_relu, .diff_inputs = 0x1},
     {"", "Less", KERNELS({1, ot_kernel_less, 0}), .infer = ot_infer_less},
     {"", "LessOrEqual", KERNELS({12, ot_kernel_less_equal, 0}), .infer = ot_infer_less_eq},
+    {"", "LinearAttention", KERNELS({27, ot_kernel_linear_attention, 0}), .infer = ot_infer_linear_attention},
     {"", "Log", KERNELS({1, ot_kernel_log, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_log,
      .diff_inputs = 0x1},
     {"", "LogSoftmax", KERNELS({1, ot_kernel_logsoftmax, 0}, {13, ot_kernel_logsoftmax, 0}),
@@ -201,6 +205,7 @@ const ot_op_entry ot_op_table[] = {
              {21, ot_kernel_quantize, 0}),
      .infer =
          ot_infer_quantize}, /* 13: axis; 19: float16 / bfloat16 scales; 21: block_size, output_dtype, 16-bit types */
+    {"", "RMSNormalization", KERNELS({23, ot_kernel_rms_normalization, 0}), .infer = ot_infer_rms_normalization},
     {"", "RNN", KERNELS({1, ot_kernel_rnn, 0}, {7, ot_kernel_rnn, 0}, {14, ot_kernel_rnn, 0}),
      .infer = ot_infer_recurrent}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
     {"", "RandomNormal", KERNELS({1, ot_kernel_random_normal, OT_OP_NOFOLD}), .infer = ot_infer_random_gen},
@@ -241,6 +246,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "ReverseSequence", KERNELS({10, ot_kernel_reversesequence, 0}), .infer = ot_infer_like_input},
     {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}),
      .infer = ot_infer_roialign}, /* 16: coordinate_transformation_mode */
+    {"", "RotaryEmbedding", KERNELS({23, ot_kernel_rotary_embedding, 0}), .infer = ot_infer_like_input},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft},
     {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}),
@@ -289,9 +295,12 @@ const ot_op_entry ot_op_table[] = {
     {"", "Sub", KERNELS({1, ot_kernel_sub, OT_OP_INPLACE0}), .infer = ot_infer_sub, .grad = ot_grad_sub,
      .diff_inputs = 0x3},
     {"", "Sum", KERNELS({6, ot_kernel_sum, 0}), .infer = ot_infer_sum, .grad = ot_grad_sum, .diff_inputs = 0xffffffffu},
+    {"", "SwiGLU", KERNELS({28, ot_kernel_swiglu, 0}), .infer = ot_infer_like_input},
+    {"", "Swish", KERNELS({24, ot_kernel_swish, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tan", KERNELS({7, ot_kernel_tan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tanh", KERNELS({1, ot_kernel_tanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_tanh,
      .diff_inputs = 0x1},
+    {"", "TensorScatter", KERNELS({24, ot_kernel_tensor_scatter, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "TfIdfVectorizer", KERNELS({9, ot_kernel_tfidf, 0}), .infer = ot_infer_tfidfvectorizer},
     {"", "ThresholdedRelu", KERNELS({10, ot_kernel_thresholdedrelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Tile", KERNELS({6, ot_kernel_tile, 0}), .infer = ot_infer_tile, .grad = ot_grad_tile, .diff_inputs = 0x1},
@@ -316,6 +325,7 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_tree_ensemble_classifier}, /* 3: adds the *_as_tensor attributes */
     {"ai.onnx.ml", "TreeEnsembleRegressor", KERNELS({1, ot_kernel_tree_ensemble_regressor, 0}),
      .infer = ot_infer_tree_ensemble_regressor}, /* 3: adds the *_as_tensor attributes */
+    {"ai.onnx.preview", "FlexAttention", KERNELS({1, ot_kernel_flex_attention, 0}), .infer = ot_infer_flex_attention},
     {"ai.onnx.preview.training", "Adagrad", KERNELS({1, ot_kernel_adagrad, 0}), .infer = ot_infer_adagrad},
     {"ai.onnx.preview.training", "Adam", KERNELS({1, ot_kernel_adam, 0}), .infer = ot_infer_adam},
     {"ai.onnx.preview.training", "Gradient", KERNELS({1, ot_kernel_gradient, 0}), .infer = ot_infer_gradient},

@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/core.h"
 
@@ -123,32 +124,85 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         ukr_avx2_tile(2, false, kc, a, b, c, ldc, mr, nr);
     }
 }
+/* Full 6x16 tiles with AVX-512: one zmm per row of C, K unrolled by two into a second set of
+ * accumulators so 12 independent FMA chains hide the latency; edge tiles go to the AVX2 kernel. */
+__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
+                                                                   const float *restrict b, float *restrict c,
+                                                                   int64_t ldc, int mr, int nr) {
+    if (mr != MR || nr != NR) {
+        ukr_avx2(kc, a, b, c, ldc, mr, nr);
+        return;
+    }
+    __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+    __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
+    __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2, a += 2 * MR, b += 2 * NR) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + NR);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), b0, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), b0, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), b0, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), b0, c3);
+        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), b0, c4);
+        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), b0, c5);
+        d0 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 0]), b1, d0);
+        d1 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 1]), b1, d1);
+        d2 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 2]), b1, d2);
+        d3 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 3]), b1, d3);
+        d4 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 4]), b1, d4);
+        d5 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 5]), b1, d5);
+    }
+    if (k < kc) {
+        __m512 b0 = _mm512_loadu_ps(b);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), b0, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), b0, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), b0, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), b0, c3);
+        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), b0, c4);
+        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), b0, c5);
+    }
+#define OT_STORE(i, ci, di)                                                                                            \
+    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), _mm512_add_ps(ci, di)));
+    OT_STORE(0, c0, d0)
+    OT_STORE(1, c1, d1)
+    OT_STORE(2, c2, d2)
+    OT_STORE(3, c3, d3)
+    OT_STORE(4, c4, d4)
+    OT_STORE(5, c5, d5)
+#undef OT_STORE
+}
 #endif
 
 static ukr_fn pick_ukr(void) {
 #ifdef OT_GEMM_X86
-    static atomic_int choice = 0; /* 0 unknown, 1 generic, 2 avx2 */
+    static atomic_int choice = 0; /* 0 unknown, 1 generic, 2 avx2, 3 avx512 */
     int ch = atomic_load(&choice);
     if (ch == 0) {
         __builtin_cpu_init();
         ch = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
+        if (ch == 2 && __builtin_cpu_supports("avx512f")) ch = 3;
         atomic_store(&choice, ch);
     }
-    return ch == 2 ? ukr_avx2 : ukr_generic;
+    return ch == 3 ? ukr_avx512 : ch == 2 ? ukr_avx2 : ukr_generic;
 #else
     return ukr_generic;
 #endif
 }
 
+#ifdef OTTER_HAVE_BLAS
+static bool blas_lacks_avx2(void);
+#endif
+
 const char *ot_gemm_backend(void) {
 #ifdef OTTER_HAVE_BLAS
-    return "openblas";
-#else
+    if (!blas_lacks_avx2()) return "openblas";
+#endif
 #ifdef OT_GEMM_X86
+    if (pick_ukr() == ukr_avx512) return "portable-avx512";
     if (pick_ukr() == ukr_avx2) return "portable-avx2";
 #endif
     return "portable";
-#endif
 }
 
 /* ---- threading helpers ---------------------------------------------------------------------- */
@@ -689,6 +743,24 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 /* ---- entry points ----------------------------------------------------------------------------- */
 
 #ifdef OTTER_HAVE_BLAS
+/* OpenBLAS picks its kernels from the CPU model when it loads; a model newer than the library
+ * (0.3.21 on an Emerald Rapids Xeon, family 6 model 207) gets its generic SSE3 "Prescott" kernels,
+ * which the portable AVX2 / AVX-512 kernel outruns (128x256 by 256x1024: 2.2 ms against ~0.6).
+ * ot_sgemm then takes the portable path; OPENBLAS_CORETYPE=SkylakeX (or Haswell) restores OpenBLAS. */
+static bool blas_lacks_avx2(void) {
+    static atomic_int lacks = -1;
+    int v = atomic_load(&lacks);
+    if (v < 0) {
+        static const char *const vector_cores[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+        const char *core = openblas_get_corename();
+        v = pick_ukr() != ukr_generic;
+        for (size_t i = 0; v && core && i < sizeof vector_cores / sizeof *vector_cores; i++)
+            if (strcasecmp(core, vector_cores[i]) == 0) v = 0;
+        atomic_store(&lacks, v);
+    }
+    return v;
+}
+
 static atomic_int blas_threads = 0;
 static void blas_set_threads(int n) {
     if (atomic_exchange(&blas_threads, n) != n) openblas_set_num_threads(n);
@@ -720,6 +792,8 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc) {
 #ifdef OTTER_HAVE_BLAS
+    if (blas_lacks_avx2())
+        return ot_sgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (M <= 0 || N <= 0) return OTTER_OK;
     if (K <= 0 || alpha == 0.0f) {
         scale_rows_f(C, ldc, M, N, beta);

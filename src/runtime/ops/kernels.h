@@ -293,9 +293,11 @@ otter_status ot_kernel_bitwise_or(ot_kernel_ctx *ctx);
 otter_status ot_kernel_bitwise_xor(ot_kernel_ctx *ctx);
 otter_status ot_kernel_bitwise_not(ot_kernel_ctx *ctx);
 
-/* gelu.c: ai.onnx Gelu (exact or tanh; com.microsoft Gelu is training.c's), com.microsoft QuickGelu */
+/* gelu.c: ai.onnx Gelu (exact or tanh; com.microsoft Gelu is training.c's), com.microsoft QuickGelu, Swish, SwiGLU */
 otter_status ot_kernel_onnx_gelu(ot_kernel_ctx *ctx);
 otter_status ot_kernel_quick_gelu(ot_kernel_ctx *ctx);
+otter_status ot_kernel_swish(ot_kernel_ctx *ctx);
+otter_status ot_kernel_swiglu(ot_kernel_ctx *ctx);
 
 /* group_norm.c: GroupNormalization */
 otter_status ot_kernel_group_normalization(ot_kernel_ctx *ctx);
@@ -316,5 +318,25 @@ otter_status ot_kernel_label_encoder(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble_classifier(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble_regressor(ot_kernel_ctx *ctx);
+/* attention.c: Attention (fused: gemm, bias, softmax, gemm per block of query rows) */
+otter_status ot_kernel_attention(ot_kernel_ctx *ctx);
+
+/* flex_attention.c: ai.onnx.preview FlexAttention */
+otter_status ot_kernel_flex_attention(ot_kernel_ctx *ctx);
+
+/* linear_attention.c: LinearAttention */
+otter_status ot_kernel_linear_attention(ot_kernel_ctx *ctx);
+
+/* causal_conv.c: CausalConvWithState */
+otter_status ot_kernel_causal_conv_with_state(ot_kernel_ctx *ctx);
+
+/* rms_norm.c: RMSNormalization */
+otter_status ot_kernel_rms_normalization(ot_kernel_ctx *ctx);
+
+/* rotary.c: RotaryEmbedding */
+otter_status ot_kernel_rotary_embedding(ot_kernel_ctx *ctx);
+
+/* tensor_scatter.c: TensorScatter */
+otter_status ot_kernel_tensor_scatter(ot_kernel_ctx *ctx);
 
 #endif

@@ -147,6 +147,8 @@ static void relu_inplace(otter_tensor *y) {
 }
 
 static otter_status matmul_plain(ot_kernel_ctx *ctx);
+static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64_t N, const float *B, int64_t ldb,
+                                   const float **packed);
 
 /* MatMul, then + bias (input 2, float, 1 or N elements along the last axis) and the activation. */
 otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
@@ -216,7 +218,15 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
             if (!ty) s = OT_NOMEM();
         }
         Y = ty ? ty : y->data;
-        if (s == OTTER_OK && mm_fold_a(&p)) {
+        if (s == OTTER_OK && mm_fold_a(&p) && b->rank == 2 && b->dtype == OTTER_DTYPE_FLOAT &&
+            ot_ctx_input_constant(ctx, 1)) {
+            /* constant weights (a transformer's projections): packed once, as Gemm's */
+            const float *packed;
+            s = packed_weights(ctx, false, p.K, p.N, B, p.N, &packed);
+            if (s == OTTER_OK)
+                s = ot_sgemm_prepacked(ctx, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, packed, 0.0f, Y, p.N, NULL,
+                                       false);
+        } else if (s == OTTER_OK && mm_fold_a(&p)) {
             int64_t ia, ib;
             mm_offsets(&p, 0, &ia, &ib);
             s = ot_sgemm(ctx, false, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, B + ib * p.K * p.N, p.N, 0.0f, Y,
