@@ -268,6 +268,14 @@ static void check_round_trip(void) {
     free(saved);
 }
 
+static int warnings;
+static void count_warning(otter_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level != OTTER_LOG_WARN) return;
+    printf("  warning: %s\n", msg);
+    warnings++;
+}
+
 /* Checks the model; want_ok, or the first problem contains `want`. */
 static void check_case(const char *what, int64_t ir_version, int64_t opset, const char *overload, bool twice,
                        const char *want) {
@@ -301,7 +309,10 @@ int main(void) {
     }
     check_case("IR 13 at opset 28", 13, 28, "v2", false, NULL);
     /* Newer than the schemas: checked against opset 28's, as onnx does with a warning. */
+    otter_set_log_callback(count_warning, NULL);
     check_case("IR 13 at opset 30", 13, 30, "v2", false, NULL);
+    otter_set_log_callback(NULL, NULL);
+    CHECK(warnings == 1);
     check_case("overload v3 not defined", 13, 21, "v3", false,
                "node 'call' (Double): calls model-local function Double (domain 'local', overload 'v3')");
     /* (local, Double, "") is no function, and onnx does not check custom domains' nodes. */
