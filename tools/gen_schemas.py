@@ -131,7 +131,7 @@ def parse_changelog(path):
         lines = f.read().splitlines()
     for line in lines:
         m = DOMAIN_HEADING.match(line)
-        if m and m.group(1) not in ("Operator",):
+        if m:
             domain = "" if m.group(2) else m.group(1)
             continue
         m = SET_HEADING.match(line)
