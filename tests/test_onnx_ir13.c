@@ -5,8 +5,9 @@
  * device configurations, the model's device configurations, a function with overload, value_info and
  * metadata_props, and an unknown field. It goes through otter_model_load_from_memory and
  * otter_model_save_to_memory, and the copy is decoded again and compared field by field. Then the
- * checker: the model is valid; a wrong overload, a function defined twice, IR 14 are refused naming
- * the node or rule; an opset newer than the schemas is accepted. */
+ * checker: the model is valid; a wrong overload, a function defined twice, IR 14, a function body
+ * reading an undefined name or using an operator newer than its opset import are refused naming the
+ * node or rule; an opset newer than the schemas is accepted with a warning. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,9 @@ static void init_kvs(void) {
 
 static Onnx__StringStringEntryProto *kvs[] = {&kv_a, &kv_b};
 
+/* The body's operator and second input: Add(x, x) unless a case breaks it. */
+static const char *body_op = "Add", *body_input = "x";
+
 /* A FunctionProto "Double" in domain "local" with this overload: y = x + x. slot: 0 or 1 (static storage). */
 static Onnx__FunctionProto *make_function(int slot, const char *overload) {
     static Onnx__FunctionProto f[2];
@@ -34,6 +38,7 @@ static Onnx__FunctionProto *make_function(int slot, const char *overload) {
     static Onnx__OperatorSetIdProto fop = ONNX__OPERATOR_SET_ID_PROTO__INIT;
     static Onnx__OperatorSetIdProto *fops[] = {&fop};
     static char *in[] = {"x"}, *out[] = {"y"}, *add_in[] = {"x", "x"};
+    add_in[1] = (char *)body_input;
     static Onnx__ValueInfoProto vi = ONNX__VALUE_INFO_PROTO__INIT;
     static Onnx__ValueInfoProto *vis[] = {&vi};
     static Onnx__NodeProto *node_lists[2][1];
@@ -45,7 +50,7 @@ static Onnx__FunctionProto *make_function(int slot, const char *overload) {
     fop.has_version = true;
     fop.version = 21;
     vi.name = "y";
-    n->op_type = "Add";
+    n->op_type = (char *)body_op;
     n->n_input = 2;
     n->input = add_in;
     n->n_output = 1;
@@ -320,5 +325,15 @@ int main(void) {
     check_case("function defined twice", 13, 21, "v2", true,
                "model-local function 'Double' (domain 'local', overload 'v2') is defined more than once");
     check_case("IR 14", 14, 21, "v2", false, "model ir_version 14 is newer than otter knows (IR 13");
+    /* Function bodies are checked against the function's own opset imports (ai.onnx 21). */
+    body_input = "z";
+    check_case("function body reads an undefined name", 13, 21, "v2", false,
+               "model-local function 'Double' (domain 'local'): node #0 (Add): input 'z' is not defined");
+    body_input = "x";
+    body_op = "Attention"; /* since opset 23 */
+    check_case("function body: operator newer than its opset", 13, 23, "v2", false,
+               "model-local function 'Double' (domain 'local'): node #0 (Attention): no operator Attention in domain "
+               "ai.onnx at opset 21");
+    body_op = "Add";
     return tu_finish("test_onnx_ir13");
 }

@@ -3,8 +3,9 @@
  * What it checks (see src/check/checker.c for the details):
  *  - model: ir_version present and at most 13 (ONNX 1.23; newer models are refused, as onnx does);
  *    opset imports (the default domain imported, no domain twice; an opset newer than the schemas
- *    is checked against the newest ones, with a warning); model-local functions named and each
- *    (domain, name, overload) defined once;
+ *    is checked against the newest ones, with a warning); model-local functions named, each
+ *    (domain, name, overload) defined once, their bodies checked like graphs against the
+ *    function's own opset imports;
  *  - graph: names present where required; every tensor defined once (graph inputs, initializers,
  *    node outputs); every node input defined before use (topological order; subgraphs see the
  *    outer scope); graph inputs and outputs typed; initializers consistent (element count vs dims);
@@ -21,8 +22,8 @@
  *    data that does not match its dims is refused already by the loader;
  *  - more accepting: LayerNormalization in the default domain below opset 17, as ONNX Runtime
  *    registers it (its training artifacts use it at opset 14);
- *  - not checked: the bodies of model-local functions (kept as serialized bytes by the IR); onnx's
- *    habit of ignoring inference errors that follow a node without a schema is not copied.
+ *  - not checked: onnx's habit of ignoring inference errors that follow a node without a schema is
+ *    not copied.
  *
  * Usage:
  *     otter_check_report *r = NULL;

@@ -1,6 +1,7 @@
 /* The checker's parts (src/check/): shared state and the functions one part calls in another.
  *
- *   checker.c      the entry point, model-level rules (ir_version, opset imports, metadata, local functions)
+ *   checker.c      the entry point, model-level rules (ir_version, opset imports, metadata, local functions
+ *                  and their bodies)
  *   check_graph.c  graph structure: names, scopes, definition before use, initializers, attributes, subgraphs
  *   check_node.c   nodes against their operator schemas (or the model-local function they call)
  *   check_types.c  full_check's type pass over declared and inferred types

@@ -165,7 +165,7 @@ void ot_check_node(ot_checker *c, const otter_node *n, size_t ni, const ot_scope
     const char *domain = n->domain ? n->domain : "";
     int64_t version = 0;
     if (!ot_check_opset_lookup(c, domain, &version)) {
-        ot_check_problem(c, n, ni, "domain '%s' is not imported by the model (no opset_import for it)", domain);
+        ot_check_problem(c, n, ni, "domain '%s' is not imported (no opset_import for it)", domain);
         return;
     }
     size_t before = c->n_problems;

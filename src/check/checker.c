@@ -11,6 +11,7 @@
 
 #include "check/schema.h"
 #include "core/core.h"
+#include "format/function.h"
 #include "otter/infer.h"
 
 bool ot_check_opset_lookup(const ot_checker *c, const char *domain, int64_t *version) {
@@ -84,6 +85,51 @@ static void collect_functions(ot_checker *c) {
         }
         c->functions[c->n_functions++] = f;
     }
+}
+
+/* A function's body as onnx's check_function sees it: its nodes against the schemas of the function's
+ * own opset imports, each input defined (a function input or an earlier node's output) and each output
+ * defined once; attributes may refer to the function's (ref_attr_name). */
+static void check_function_body(ot_checker *c, size_t index) {
+    otter_model *f = NULL;
+    otter_status s = ot_function_as_model(&c->m->functions[index], &f);
+    if (s == OTTER_ERR_NOMEM) {
+        c->fatal = s;
+        return;
+    }
+    if (s != OTTER_OK) {
+        ot_check_problem(c, NULL, 0, "model-local function %zu: %s", index, otter_last_error());
+        return;
+    }
+    if (f->graph->name[0] == '\0') { /* reported by collect_functions */
+        otter_model_free(f);
+        return;
+    }
+    const char **domains = ot_calloc(f->n_opsets ? f->n_opsets : 1, sizeof *domains);
+    int64_t *versions = ot_calloc(f->n_opsets ? f->n_opsets : 1, sizeof *versions);
+    char *prefix = ot_sprintf("%smodel-local function '%s' (domain '%s'): ", c->prefix, f->graph->name, f->domain);
+    if (domains == NULL || versions == NULL || prefix == NULL) {
+        c->fatal = OTTER_ERR_NOMEM;
+    } else {
+        for (size_t i = 0; i < f->n_opsets; i++) {
+            domains[i] = f->opsets[i].domain ? f->opsets[i].domain : "";
+            versions[i] = f->opsets[i].version;
+        }
+        ot_checker saved = *c;
+        c->n_opsets = f->n_opsets;
+        c->opset_domains = domains;
+        c->opset_versions = versions;
+        c->prefix = prefix;
+        ot_check_graph(c, f->graph, NULL, false);
+        c->n_opsets = saved.n_opsets;
+        c->opset_domains = saved.opset_domains;
+        c->opset_versions = saved.opset_versions;
+        c->prefix = saved.prefix;
+    }
+    ot_free(prefix);
+    ot_free(domains);
+    ot_free(versions);
+    otter_model_free(f);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
@@ -166,6 +212,7 @@ static void check_model(ot_checker *c) {
         return;
     }
     if (!ot_check_stopped(c)) ot_check_graph(c, m->graph, NULL, true);
+    for (size_t i = 0; i < m->n_functions && !ot_check_stopped(c); i++) check_function_body(c, i);
 }
 
 /* full_check: otter's shape inference on a copy, then the schema type checks over its result. */

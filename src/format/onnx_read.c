@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "core/proto_extra.h"
 #include "format/external_data.h"
+#include "format/function.h"
 #include "otter/io.h"
 
 /* ---- allocators --------------------------------------------------------------------------- */
@@ -581,6 +582,65 @@ static otter_status model_from_proto(otter_model **out, const Onnx__ModelProto *
     STEP(pack_opaque_array(&m->functions, &m->n_functions, (ProtobufCMessage *const *)p->functions, p->n_functions));
 #undef STEP
     if (s == OTTER_OK && !m->graph) s = ot_error(OTTER_ERR_INVALID, "the model has no graph");
+    if (s != OTTER_OK) {
+        otter_model_free(m);
+        return s;
+    }
+    *out = m;
+    return OTTER_OK;
+}
+
+/* ---- model-local functions ---------------------------------------------------------------- */
+
+/* Names as graph inputs or outputs without a type, as a FunctionProto gives them. */
+static otter_status names_as_values(otter_value **dst, size_t *n_dst, size_t *cap, char *const *names, size_t n) {
+    if (!n) return OTTER_OK;
+    OT_TRY(ot_grow((void **)dst, cap, n, sizeof **dst));
+    for (; *n_dst < n; (*n_dst)++) {
+        otter_value *v = &(*dst)[*n_dst];
+        memset(v, 0, sizeof *v);
+        v->type.rank = -1;
+        OT_TRY(dup_field(&v->name, names[*n_dst] ? names[*n_dst] : ""));
+    }
+    return OTTER_OK;
+}
+
+static otter_status function_fill(otter_model *m, const Onnx__FunctionProto *p) {
+    OT_TRY(dup_field(&m->domain, p->domain ? p->domain : ""));
+    if (p->n_opset_import) {
+        if (!(m->opsets = ot_calloc(p->n_opset_import, sizeof *m->opsets))) return OT_NOMEM();
+        for (; m->n_opsets < p->n_opset_import; m->n_opsets++) {
+            const Onnx__OperatorSetIdProto *o = p->opset_import[m->n_opsets];
+            m->opsets[m->n_opsets].version = o->version;
+            m->opsets[m->n_opsets].has_version = o->has_version;
+            OT_TRY(dup_field(&m->opsets[m->n_opsets].domain, o->domain));
+        }
+    }
+    otter_graph *g = m->graph = ot_calloc(1, sizeof *g);
+    if (!g) return OT_NOMEM();
+    OT_TRY(dup_field(&g->name, p->name ? p->name : ""));
+    OT_TRY(names_as_values(&g->inputs, &g->n_inputs, &g->cap_inputs, p->input, p->n_input));
+    OT_TRY(names_as_values(&g->outputs, &g->n_outputs, &g->cap_outputs, p->output, p->n_output));
+    OT_TRY(values_from_proto(&g->value_info, &g->n_value_info, &g->cap_value_info, p->value_info, p->n_value_info));
+    if (p->n_node) {
+        OT_TRY(ot_grow((void **)&g->nodes, &g->cap_nodes, p->n_node, sizeof *g->nodes));
+        for (; g->n_nodes < p->n_node; g->n_nodes++)
+            OT_TRY(node_from_proto(&g->nodes[g->n_nodes], p->node[g->n_nodes], NULL));
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_function_as_model(const otter_bytes *function, otter_model **out) {
+    *out = NULL;
+    pb_alloc_failed = false;
+    Onnx__FunctionProto *p =
+        onnx__function_proto__unpack(&ot_protobuf_allocator, function->len, (const uint8_t *)function->data);
+    if (!p)
+        return pb_alloc_failed ? OT_NOMEM()
+                               : ot_error(OTTER_ERR_INVALID, "invalid protobuf: a FunctionProto does not decode");
+    otter_model *m = ot_calloc(1, sizeof *m);
+    otter_status s = m ? function_fill(m, p) : OT_NOMEM();
+    onnx__function_proto__free_unpacked(p, &ot_protobuf_allocator);
     if (s != OTTER_OK) {
         otter_model_free(m);
         return s;
