@@ -1,5 +1,6 @@
 """Generated files are what their committed generators print today:
-  - src/check/schema_data.c: tools/gen_schemas.py run again (python3-onnx) into a scratch file, byte for byte;
+  - src/check/schema_data.c: tools/gen_schemas.py run again (ONNX 1.23 changelogs in ../shared, checked against
+    python3-onnx 1.12, which the generator fails on any unexplained difference) into a scratch file, byte for byte;
   - tests/test_fl_aggregate.c's FedAdam/FedYogi reference arrays: the lines tools/fl_adaptive_reference.py prints.
 A difference names the first differing line and the command that regenerates the file.
 """

@@ -1,4 +1,5 @@
-/* Model round trip over the whole libonnx-testdata corpus: every model.onnx is loaded with
+/* Model round trip over the whole libonnx-testdata corpus (ONNX 1.12) and ONNX 1.23's backend suite
+ * (../shared/onnx-1.23/backend, IR 3-13): every model.onnx is loaded with
  * otter_model_load, saved with otter_model_save_to_memory, and python3-onnx checks that the copy
  * decodes to a ModelProto equal to the original (unknown fields included; tests/pb_reference.py). */
 #include <dirent.h>
@@ -8,7 +9,8 @@
 
 #include "testutil.h"
 
-#define CORPUS "/usr/share/libonnx-testdata/data"
+#define CORPUS      "/usr/share/libonnx-testdata/data"
+#define CORPUS_1_23 "/../shared/onnx-1.23/backend"
 
 typedef struct {
     char **paths;
@@ -46,9 +48,11 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 int main(void) {
     path_list models = {0};
     find_models(CORPUS, &models);
+    size_t n_old = models.n;
+    find_models(OTTER_SOURCE_DIR CORPUS_1_23, &models);
     qsort(models.paths, models.n, sizeof *models.paths, cmp_str);
-    printf("%zu model.onnx files under %s\n", models.n, CORPUS);
-    CHECK(models.n > 1000);
+    printf("%zu model.onnx files under %s, %zu under %s\n", n_old, CORPUS, models.n - n_old, CORPUS_1_23);
+    CHECK(n_old > 1000 && models.n - n_old > 1802);
 
     char dir[4096], list[4096];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("roundtrip"));

@@ -18,10 +18,11 @@ static void check_since(const char *domain, const char *op, int64_t opset, int w
 
 int main(void) {
     printf("schema table: %zu entries, generated from onnx %s\n", ot_schema_table_count, ot_schema_onnx_version);
-    CHECK(ot_schema_table_count == 444);
+    CHECK(ot_schema_table_count == 642);
+    CHECK(strcmp(ot_schema_onnx_version, "1.23") == 0);
 
     /* Sorted by (domain, name, since_version): binary search depends on it. */
-    size_t unsorted = 0, per_domain[3] = {0, 0, 0};
+    size_t unsorted = 0, per_domain[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < ot_schema_table_count; i++) {
         const ot_schema *s = &ot_schema_table[i];
         if (strcmp(s->domain, "") == 0)
@@ -30,15 +31,22 @@ int main(void) {
             per_domain[1]++;
         else if (strcmp(s->domain, "ai.onnx.preview.training") == 0)
             per_domain[2]++;
+        else if (strcmp(s->domain, "ai.onnx.preview") == 0)
+            per_domain[3]++;
         if (i == 0) continue;
         const ot_schema *p = &ot_schema_table[i - 1];
         int c = strcmp(p->domain, s->domain);
         if (c == 0) c = strcmp(p->name, s->name);
         if (c > 0 || (c == 0 && p->since_version >= s->since_version)) unsorted++;
     }
-    printf("per domain: ai.onnx %zu, ai.onnx.ml %zu, ai.onnx.preview.training %zu; out of order %zu\n", per_domain[0],
-           per_domain[1], per_domain[2], unsorted);
-    CHECK(per_domain[0] == 419 && per_domain[1] == 21 && per_domain[2] == 4);
+    printf("per domain: ai.onnx %zu, ai.onnx.ml %zu, ai.onnx.preview.training %zu, ai.onnx.preview %zu; out of order "
+           "%zu\n",
+           per_domain[0], per_domain[1], per_domain[2], per_domain[3], unsorted);
+    /* ai.onnx: ONNX 1.23's 611 versions and ONNX Runtime's LayerNormalization-1. */
+    CHECK(per_domain[0] == 612 && per_domain[1] == 25 && per_domain[2] == 4 && per_domain[3] == 1);
+    CHECK(per_domain[0] + per_domain[1] + per_domain[2] + per_domain[3] == ot_schema_table_count);
+    CHECK(ot_schema_domain_max_opset("") == 28 && ot_schema_domain_max_opset("ai.onnx.ml") == 5);
+    CHECK(ot_schema_domain_max_opset("ai.onnx.preview") == 1 && ot_schema_domain_max_opset("com.example") == 0);
     CHECK(unsorted == 0);
 
     /* Distinct operators in the default domain at opset 17: python3-onnx 1.12 has 178 names, 176 not deprecated
@@ -71,11 +79,32 @@ int main(void) {
     check_since("ai.onnx.preview.training", "Adam", 1, 1);
     check_since("com.example", "Relu", 13, -1);
     check_since("", "Gemm", 0, -1);
+    check_since("", "Reshape", 28, 25);
+    check_since("", "Attention", 23, 23);
+    check_since("", "Attention", 22, -1);
+    check_since("ai.onnx.preview", "FlexAttention", 1, 1);
+    /* ONNX Runtime's contrib LayerNormalization (default domain, any opset) below ONNX's 17. */
+    check_since("", "LayerNormalization", 14, 1);
+    check_since("", "LayerNormalization", 17, 17);
+    const ot_schema *ln1 = ot_schema_find("", "LayerNormalization", 1);
+    const ot_schema *ln17 = ot_schema_find("", "LayerNormalization", 17);
+    CHECK(ln1 && ln17 && ln1->n_inputs == ln17->n_inputs && ln1->n_attrs == ln17->n_attrs &&
+          ln1->max_outputs == ln17->max_outputs);
+    /* New element types are spelled as Operators.md spells them. */
+    const ot_schema *cast25 = ot_schema_find("", "Cast", 25);
+    const ot_schema_param *cast_in = cast25 ? ot_schema_input(cast25, 0) : NULL;
+    CHECK(cast_in && ot_schema_param_allows(cast_in, "tensor(float8e4m3fn)") &&
+          ot_schema_param_allows(cast_in, "tensor(int4)") && ot_schema_param_allows(cast_in, "tensor(float4e2m1)") &&
+          ot_schema_param_allows(cast_in, "tensor(int2)"));
+    /* Float defaults are exact where python3-onnx knows the attribute: Selu-22's alpha is Selu-6's. */
+    const ot_schema_attr *alpha22 = ot_schema_attr_find(ot_schema_find("", "Selu", 22), "alpha");
+    const ot_schema_attr *alpha6 = ot_schema_attr_find(ot_schema_find("", "Selu", 6), "alpha");
+    CHECK(alpha22 && alpha6 && alpha22->def_f == alpha6->def_f && alpha6->def_f != 1.67326f);
 
     size_t nv = 0;
     const ot_schema *v = ot_schema_versions("", "Reshape", &nv);
     printf("Reshape versions: %zu (first %d)\n", nv, v ? (int)v->since_version : -1);
-    CHECK(v && nv == 4 && v[0].since_version == 1 && v[3].since_version == 14);
+    CHECK(v && nv == 9 && v[0].since_version == 1 && v[3].since_version == 14 && v[8].since_version == 25);
 
     /* Reshape-1 has a 'shape' attribute and one input; Reshape-5 takes shape as an input. */
     const ot_schema *r4 = ot_schema_find("", "Reshape", 4), *r13 = ot_schema_find("", "Reshape", 13);
@@ -146,8 +175,12 @@ int main(void) {
     CHECK(ot_type_string(&seq, buf, sizeof buf) && strcmp(buf, "seq(tensor(float16))") == 0);
     printf("type string: %s\n", buf);
     otter_type map = {.kind = OTTER_TYPE_MAP, .elem_type = OTTER_DTYPE_STRING, .has_elem_type = true, .elem = &t};
-    CHECK(ot_type_string(&map, buf, sizeof buf) && strcmp(buf, "map(string, tensor(float16))") == 0);
+    CHECK(ot_type_string(&map, buf, sizeof buf) && strcmp(buf, "map(string,tensor(float16))") == 0);
+    printf("map type string: %s\n", buf);
     CHECK(!ot_type_string(&map, buf, 10));
+    /* The canonical form is what the ML operators' constraints list. */
+    const ot_schema *dv = ot_schema_find("ai.onnx.ml", "DictVectorizer", 1);
+    CHECK(dv && ot_schema_param_allows(ot_schema_input(dv, 0), "map(string,tensor(float))"));
     otter_type none = {0};
     CHECK(!ot_type_string(&none, buf, sizeof buf));
     return tu_finish("test_schema");

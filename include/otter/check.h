@@ -1,12 +1,17 @@
 /* otter: the model checker, mirroring onnx.checker.check_model.
  *
  * What it checks (see src/check/checker.c for the details):
- *  - model: ir_version present; opset imports (the default domain imported, no domain twice);
+ *  - model: ir_version present and at most 13 (ONNX 1.23; newer models are refused, as onnx does);
+ *    opset imports (the default domain imported, no domain twice; an opset newer than the schemas
+ *    is checked against the newest ones, with a warning); model-local functions named, each
+ *    (domain, name, overload) defined once, their bodies checked like graphs against the
+ *    function's own opset imports;
  *  - graph: names present where required; every tensor defined once (graph inputs, initializers,
  *    node outputs); every node input defined before use (topological order; subgraphs see the
  *    outer scope); graph inputs and outputs typed; initializers consistent (element count vs dims);
- *  - nodes: operator known for the model's opset and domain (schemas from python3-onnx, see
- *    src/check/schema.h); attribute names and types; required attributes present; input and
+ *  - nodes: operator known for the model's opset and domain (schemas of ONNX 1.23, see
+ *    src/check/schema.h), or a model-local function (a node with an overload must call one);
+ *    attribute names and types; required attributes present; input and
  *    output counts within the schema's bounds; input element types against the schema's type
  *    constraints when they are known; subgraph attributes (If, Loop, Scan) recursively;
  *  - with full_check: static shape inference too (otter_model_infer_shapes), whose type and shape
@@ -15,8 +20,10 @@
  * Where it departs from onnx (tests/checker_differences.txt lists the corpus cases):
  *  - stricter: a domain imported twice is refused (onnx silently uses the last entry); tensor
  *    data that does not match its dims is refused already by the loader;
- *  - not checked: model-local functions (kept as serialized bytes by the IR); onnx's habit of
- *    ignoring inference errors that follow a node without a schema is not copied.
+ *  - more accepting: LayerNormalization in the default domain below opset 17, as ONNX Runtime
+ *    registers it (its training artifacts use it at opset 14);
+ *  - not checked: onnx's habit of ignoring inference errors that follow a node without a schema is
+ *    not copied.
  *
  * Usage:
  *     otter_check_report *r = NULL;

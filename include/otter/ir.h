@@ -105,6 +105,8 @@ typedef struct otter_node {
     char *name;
     char *op_type;
     char *domain; /* NULL or "" is the default domain ai.onnx */
+    /* Which of the model-local functions named (domain, op_type) the node calls (IR >= 10); NULL: none given. */
+    char *overload;
     char *doc_string;
     size_t n_inputs, n_outputs, n_attrs;
     char **inputs; /* "" marks an omitted optional input */

@@ -49,9 +49,8 @@ const ot_schema *ot_schema_find(const char *domain, const char *op, int64_t opse
 
 int64_t ot_schema_domain_max_opset(const char *domain) {
     domain = norm_domain(domain);
-    if (strcmp(domain, "") == 0) return 17;
-    if (strcmp(domain, "ai.onnx.ml") == 0) return 3;
-    if (strcmp(domain, "ai.onnx.preview.training") == 0) return 1;
+    for (size_t i = 0; i < ot_schema_domain_count; i++)
+        if (strcmp(ot_schema_domains[i].domain, domain) == 0) return ot_schema_domains[i].max_opset;
     return 0;
 }
 
@@ -179,7 +178,7 @@ static bool type_str(const otter_type *t, char *buf, size_t size, size_t *pos, i
     case OTTER_TYPE_MAP:
         e = t->has_elem_type ? ot_type_elem_name(t->elem_type) : NULL;
         if (e == NULL) return false;
-        return put(buf, size, pos, "map(") && put(buf, size, pos, e) && put(buf, size, pos, ", ") &&
+        return put(buf, size, pos, "map(") && put(buf, size, pos, e) && put(buf, size, pos, ",") &&
                type_str(t->elem, buf, size, pos, depth + 1) && put(buf, size, pos, ")");
     default:
         return false;

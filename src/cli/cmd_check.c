@@ -4,6 +4,12 @@
 #include "cli.h"
 #include "otter/check.h"
 
+/* The checker's warnings (an opset newer than otter's schemas, experimental operators). */
+static void print_warning(otter_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level == OTTER_LOG_WARN) fprintf(stderr, "otter check: warning: %s\n", msg);
+}
+
 int cmd_check(int argc, char **argv) {
     bool no_full = false;
     const cli_opt opts[] = {{"--no-full", NULL, NULL, "skip shape inference (onnx's full_check=False)", NULL, &no_full},
@@ -28,7 +34,9 @@ int cmd_check(int argc, char **argv) {
         return cli_fail("check", NULL);
     }
     otter_check_options o = {.full_check = !no_full, .report = r};
+    otter_set_log_callback(print_warning, NULL);
     otter_status s = otter_model_check(m, &o);
+    otter_set_log_callback(NULL, NULL);
     size_t n = otter_check_report_count(r);
     if (s == OTTER_OK) {
         printf("%s: valid\n", pos[0]);

@@ -9,6 +9,7 @@
 #include "core/float_formats.h"
 #include "core/proto_extra.h"
 #include "format/external_data.h"
+#include "format/function.h"
 #include "otter/io.h"
 
 /* ---- allocators --------------------------------------------------------------------------- */
@@ -28,29 +29,71 @@ static void pb_free(void *data, void *p) {
 }
 ProtobufCAllocator ot_protobuf_allocator = {pb_alloc, pb_free, NULL};
 
-/* ---- unknown fields ----------------------------------------------------------------------- */
+/* ---- unknown and unmodeled fields ---------------------------------------------------------- */
+
+static otter_status append_field(struct otter_proto_extra **extra, uint32_t tag, int wire_type, const uint8_t *data,
+                                 size_t len) {
+    if (!*extra && !(*extra = ot_proto_extra_new())) return OT_NOMEM();
+    struct otter_proto_extra *e = *extra;
+    ot_unknown_field *grown = ot_realloc(e->unknown, (e->n_unknown + 1) * sizeof *grown);
+    if (!grown) return OT_NOMEM();
+    e->unknown = grown;
+    ot_unknown_field *d = &e->unknown[e->n_unknown];
+    if (!(d->data = ot_malloc(len ? len : 1))) return OT_NOMEM();
+    if (len) memcpy(d->data, data, len);
+    d->tag = tag;
+    d->wire_type = wire_type;
+    d->len = len;
+    e->n_unknown++;
+    return OTTER_OK;
+}
 
 static otter_status keep_unknown(struct otter_proto_extra **extra, const ProtobufCMessage *m) {
-    if (!m->n_unknown_fields) return OTTER_OK;
     /* protobuf-c accepts field number 0 (an over-long key), which no encoder may write: refuse it
      * rather than keep bytes that can't be written back. */
     for (size_t i = 0; i < m->n_unknown_fields; i++)
         if (m->unknown_fields[i].tag == 0)
             return ot_error(OTTER_ERR_INVALID, "invalid protobuf: a field numbered 0 in %s", m->descriptor->name);
-    if (!*extra && !(*extra = ot_proto_extra_new())) return OT_NOMEM();
-    struct otter_proto_extra *e = *extra;
-    if (!(e->unknown = ot_calloc(m->n_unknown_fields, sizeof *e->unknown))) return OT_NOMEM();
-    for (; e->n_unknown < m->n_unknown_fields; e->n_unknown++) {
-        const ProtobufCMessageUnknownField *u = &m->unknown_fields[e->n_unknown];
-        ot_unknown_field *d = &e->unknown[e->n_unknown];
-        d->tag = u->tag;
-        d->wire_type = (int)u->wire_type;
-        d->len = u->len;
-        if (!(d->data = ot_malloc(u->len))) return OT_NOMEM();
-        if (u->len) memcpy(d->data, u->data, u->len);
+    for (size_t i = 0; i < m->n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *u = &m->unknown_fields[i];
+        OT_TRY(append_field(extra, u->tag, (int)u->wire_type, u->data, u->len));
     }
     return OTTER_OK;
 }
+
+/* Repeated message fields the bindings decode but otter's IR does not model (metadata_props below
+ * the model, device configurations; IR 10-13): kept in wire form (length prefix and message, as
+ * protobuf-c keeps unknown fields) beside the unknown fields, so writing the model puts them back. */
+static otter_status keep_unmodeled(struct otter_proto_extra **extra, const ProtobufCMessage *m, const uint32_t *fields,
+                                   size_t n_fields) {
+    for (size_t f = 0; f < n_fields; f++) {
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(m->descriptor, fields[f]);
+        OT_ASSERT(fd && fd->label == PROTOBUF_C_LABEL_REPEATED && fd->type == PROTOBUF_C_TYPE_MESSAGE);
+        size_t count = *(const size_t *)((const char *)m + fd->quantifier_offset);
+        ProtobufCMessage *const *items = *(ProtobufCMessage *const *const *)((const char *)m + fd->offset);
+        for (size_t i = 0; i < count; i++) {
+            size_t len = protobuf_c_message_get_packed_size(items[i]);
+            uint8_t *buf = ot_malloc(len + 10);
+            if (!buf) return OT_NOMEM();
+            size_t pre = 0;
+            for (uint64_t v = len; pre == 0 || v; v >>= 7) buf[pre++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+            protobuf_c_message_pack(items[i], buf + pre);
+            otter_status s = append_field(extra, fd->id, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, buf, pre + len);
+            ot_free(buf);
+            OT_TRY(s);
+        }
+    }
+    return OTTER_OK;
+}
+
+/* The metadata_props field of ValueInfoProto, NodeProto, GraphProto and TensorProto; NodeProto's
+ * device_configurations and ModelProto's configuration. */
+static const uint32_t value_unmodeled[] = {4};
+static const uint32_t node_unmodeled[] = {9, 10};
+static const uint32_t graph_unmodeled[] = {16};
+static const uint32_t tensor_unmodeled[] = {16};
+static const uint32_t model_unmodeled[] = {26};
+#define KEEP_UNMODELED(extra, m, fields) keep_unmodeled(extra, m, fields, sizeof fields / sizeof fields[0])
 
 /* ---- reading: helpers --------------------------------------------------------------------- */
 
@@ -227,7 +270,8 @@ static otter_status tensor_extra_from_proto(otter_tensor *t, const Onnx__TensorP
             OT_TRY(dup_field(&e->external[e->n_external].value, kv->value ? kv->value : ""));
         }
     }
-    return keep_unknown(&t->extra, &p->base);
+    OT_TRY(keep_unknown(&t->extra, &p->base));
+    return KEEP_UNMODELED(&t->extra, &p->base, tensor_unmodeled);
 }
 
 static otter_status tensor_from_proto(otter_tensor **out, Onnx__TensorProto *p, const char *base_dir) {
@@ -364,6 +408,7 @@ static otter_status value_from_proto(otter_value *v, const Onnx__ValueInfoProto 
     OT_TRY(dup_field(&v->name, p->name));
     OT_TRY(dup_field(&v->doc_string, p->doc_string));
     OT_TRY(keep_unknown(&v->extra, &p->base));
+    OT_TRY(KEEP_UNMODELED(&v->extra, &p->base, value_unmodeled));
     if (p->type) {
         v->has_type = true;
         OT_TRY(type_from_proto(&v->type, p->type));
@@ -434,7 +479,9 @@ static otter_status node_from_proto(otter_node **out, const Onnx__NodeProto *p, 
     STEP(dup_field(&n->op_type, p->op_type));
     STEP(dup_field(&n->domain, p->domain));
     STEP(dup_field(&n->doc_string, p->doc_string));
+    STEP(dup_field(&n->overload, p->overload));
     STEP(keep_unknown(&n->extra, &p->base));
+    STEP(KEEP_UNMODELED(&n->extra, &p->base, node_unmodeled));
     if (s == OTTER_OK && p->n_input) {
         if (!(n->inputs = ot_calloc(p->n_input, sizeof *n->inputs))) s = OT_NOMEM();
         for (; s == OTTER_OK && n->n_inputs < p->n_input; n->n_inputs++)
@@ -476,6 +523,7 @@ static otter_status values_from_proto(otter_value **dst, size_t *n_dst, size_t *
 static otter_status graph_fill(otter_graph *g, const Onnx__GraphProto *p, const char *base_dir) {
     OT_TRY(dup_field(&g->doc_string, p->doc_string));
     OT_TRY(keep_unknown(&g->extra, &p->base));
+    OT_TRY(KEEP_UNMODELED(&g->extra, &p->base, graph_unmodeled));
     if (p->n_node) {
         OT_TRY(ot_grow((void **)&g->nodes, &g->cap_nodes, p->n_node, sizeof *g->nodes));
         for (; g->n_nodes < p->n_node; g->n_nodes++)
@@ -528,6 +576,7 @@ static otter_status model_from_proto(otter_model **out, const Onnx__ModelProto *
     STEP(dup_field(&m->doc_string, p->doc_string));
     STEP(dup_field(&m->base_dir, base_dir));
     STEP(keep_unknown(&m->extra, &p->base));
+    STEP(KEEP_UNMODELED(&m->extra, &p->base, model_unmodeled));
     if (s == OTTER_OK && p->n_opset_import) {
         if (!(m->opsets = ot_calloc(p->n_opset_import, sizeof *m->opsets))) s = OT_NOMEM();
         for (; s == OTTER_OK && m->n_opsets < p->n_opset_import; m->n_opsets++) {
@@ -553,6 +602,65 @@ static otter_status model_from_proto(otter_model **out, const Onnx__ModelProto *
     STEP(pack_opaque_array(&m->functions, &m->n_functions, (ProtobufCMessage *const *)p->functions, p->n_functions));
 #undef STEP
     if (s == OTTER_OK && !m->graph) s = ot_error(OTTER_ERR_INVALID, "the model has no graph");
+    if (s != OTTER_OK) {
+        otter_model_free(m);
+        return s;
+    }
+    *out = m;
+    return OTTER_OK;
+}
+
+/* ---- model-local functions ---------------------------------------------------------------- */
+
+/* Names as graph inputs or outputs without a type, as a FunctionProto gives them. */
+static otter_status names_as_values(otter_value **dst, size_t *n_dst, size_t *cap, char *const *names, size_t n) {
+    if (!n) return OTTER_OK;
+    OT_TRY(ot_grow((void **)dst, cap, n, sizeof **dst));
+    for (; *n_dst < n; (*n_dst)++) {
+        otter_value *v = &(*dst)[*n_dst];
+        memset(v, 0, sizeof *v);
+        v->type.rank = -1;
+        OT_TRY(dup_field(&v->name, names[*n_dst] ? names[*n_dst] : ""));
+    }
+    return OTTER_OK;
+}
+
+static otter_status function_fill(otter_model *m, const Onnx__FunctionProto *p) {
+    OT_TRY(dup_field(&m->domain, p->domain ? p->domain : ""));
+    if (p->n_opset_import) {
+        if (!(m->opsets = ot_calloc(p->n_opset_import, sizeof *m->opsets))) return OT_NOMEM();
+        for (; m->n_opsets < p->n_opset_import; m->n_opsets++) {
+            const Onnx__OperatorSetIdProto *o = p->opset_import[m->n_opsets];
+            m->opsets[m->n_opsets].version = o->version;
+            m->opsets[m->n_opsets].has_version = o->has_version;
+            OT_TRY(dup_field(&m->opsets[m->n_opsets].domain, o->domain));
+        }
+    }
+    otter_graph *g = m->graph = ot_calloc(1, sizeof *g);
+    if (!g) return OT_NOMEM();
+    OT_TRY(dup_field(&g->name, p->name ? p->name : ""));
+    OT_TRY(names_as_values(&g->inputs, &g->n_inputs, &g->cap_inputs, p->input, p->n_input));
+    OT_TRY(names_as_values(&g->outputs, &g->n_outputs, &g->cap_outputs, p->output, p->n_output));
+    OT_TRY(values_from_proto(&g->value_info, &g->n_value_info, &g->cap_value_info, p->value_info, p->n_value_info));
+    if (p->n_node) {
+        OT_TRY(ot_grow((void **)&g->nodes, &g->cap_nodes, p->n_node, sizeof *g->nodes));
+        for (; g->n_nodes < p->n_node; g->n_nodes++)
+            OT_TRY(node_from_proto(&g->nodes[g->n_nodes], p->node[g->n_nodes], NULL));
+    }
+    return OTTER_OK;
+}
+
+otter_status ot_function_as_model(const otter_bytes *function, otter_model **out) {
+    *out = NULL;
+    pb_alloc_failed = false;
+    Onnx__FunctionProto *p =
+        onnx__function_proto__unpack(&ot_protobuf_allocator, function->len, (const uint8_t *)function->data);
+    if (!p)
+        return pb_alloc_failed ? OT_NOMEM()
+                               : ot_error(OTTER_ERR_INVALID, "invalid protobuf: a FunctionProto does not decode");
+    otter_model *m = ot_calloc(1, sizeof *m);
+    otter_status s = m ? function_fill(m, p) : OT_NOMEM();
+    onnx__function_proto__free_unpacked(p, &ot_protobuf_allocator);
     if (s != OTTER_OK) {
         otter_model_free(m);
         return s;

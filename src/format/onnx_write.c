@@ -397,6 +397,7 @@ static otter_status node_to_proto(writer *w, Onnx__NodeProto **out, const otter_
     p->name = wstr(n->name);
     p->op_type = wstr(n->op_type);
     p->domain = wstr(n->domain);
+    p->overload = wstr(n->overload);
     p->doc_string = wstr(n->doc_string);
     p->n_input = n->n_inputs;
     p->input = n->inputs;

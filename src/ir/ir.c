@@ -244,6 +244,7 @@ void otter_node_free(otter_node *n) {
     ot_free(n->name);
     ot_free(n->op_type);
     ot_free(n->domain);
+    ot_free(n->overload);
     ot_free(n->doc_string);
     for (size_t i = 0; i < n->n_inputs; i++) ot_free(n->inputs[i]);
     ot_free(n->inputs);
@@ -293,6 +294,7 @@ otter_status otter_node_clone(otter_node **out, const otter_node *src) {
                              src->n_outputs, (const char *const *)src->outputs));
     otter_node *n = *out;
     otter_status s = dup_str(&n->domain, src->domain);
+    if (s == OTTER_OK) s = dup_str(&n->overload, src->overload);
     if (s == OTTER_OK) s = dup_str(&n->doc_string, src->doc_string);
     if (s == OTTER_OK) s = clone_extra(&n->extra, src->extra);
     if (s == OTTER_OK && src->n_attrs) {

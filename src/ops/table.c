@@ -144,7 +144,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "LRN", KERNELS({1, ot_kernel_lrn, 0}), .infer = ot_infer_like_input},
     {"", "LSTM", KERNELS({1, ot_kernel_lstm, 0}, {7, ot_kernel_lstm, 0}, {14, ot_kernel_lstm, 0}),
      .infer = ot_infer_recurrent}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
-    {"", "LayerNormalization", KERNELS({17, ot_kernel_layernorm, 0}), .infer = ot_infer_layer_norm,
+    {"", "LayerNormalization", KERNELS({1, ot_kernel_layernorm, 0}), .infer = ot_infer_layer_norm,
      .grad = ot_grad_layernorm, .diff_inputs = 0x7},
     {"", "LeakyRelu", KERNELS({1, ot_kernel_leakyrelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input,
      .grad = ot_grad_leaky_relu, .diff_inputs = 0x1},

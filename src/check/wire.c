@@ -1,0 +1,108 @@
+/* A minimal protobuf wire-format walk over the parts the IR keeps as serialized bytes (sparse
+ * initializers, model-local functions): the checker needs a few of their fields. */
+#include "check/check_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* Sparse initializers are kept as serialized SparseTensorProto bytes; their name is
+ * values (field 1, a TensorProto).name (field 8). A minimal wire-format walk finds it. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+/* The length-delimited field `field` of the message [p, end) (the last occurrence). */
+static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, const uint8_t **out, size_t *len) {
+    bool found = false;
+    while (p < end) {
+        uint64_t key, v;
+        if (!wire_varint(&p, end, &key)) return false;
+        switch (key & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &v)) return false;
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
+        case 2:
+            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            if ((key >> 3) == field) {
+                *out = p;
+                *len = (size_t)v;
+                found = true;
+            }
+            p += v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return found;
+}
+
+/* The varint field `field` of the message [p, end) (the last occurrence). */
+static bool wire_find_varint(const uint8_t *p, const uint8_t *end, uint64_t field, uint64_t *out) {
+    bool found = false;
+    while (p < end) {
+        uint64_t key, v;
+        if (!wire_varint(&p, end, &key)) return false;
+        switch (key & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &v)) return false;
+            if ((key >> 3) == field) {
+                *out = v;
+                found = true;
+            }
+            break;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            break;
+        case 2:
+            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            p += v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return found;
+}
+
+/* The name of a sparse initializer (ot_free it; NULL when it has none or out of memory) and the
+ * element type of its values (values.data_type, field 2; UNDEFINED when absent). */
+char *ot_check_sparse_initializer_name(const otter_bytes *b, otter_dtype *dtype) {
+    const uint8_t *values, *name;
+    size_t n_values, n_name;
+    const uint8_t *p = (const uint8_t *)b->data;
+    uint64_t dt = 0;
+    *dtype = OTTER_DTYPE_UNDEFINED;
+    if (p == NULL || !wire_find(p, p + b->len, 1, &values, &n_values)) return NULL;
+    if (wire_find_varint(values, values + n_values, 2, &dt) && dt < OTTER_DTYPE_COUNT_) *dtype = (otter_dtype)dt;
+    if (!wire_find(values, values + n_values, 8, &name, &n_name)) return NULL;
+    return ot_strndup((const char *)name, n_name);
+}
+
+bool ot_check_wire_string(const otter_bytes *b, uint64_t field, const char **out, size_t *len) {
+    const uint8_t *p = (const uint8_t *)b->data, *s;
+    if (p == NULL || !wire_find(p, p + b->len, field, &s, len)) return false;
+    *out = (const char *)s;
+    return true;
+}
