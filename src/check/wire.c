@@ -19,15 +19,19 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
     return false;
 }
 
-/* The length-delimited field `field` of the message [p, end) (the last occurrence). */
-static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, const uint8_t **out, size_t *len) {
+/* The last occurrence of field `field` in the message [p, end): a varint field's value in *v, a
+ * length-delimited field's bytes in *out / *len (the other output is left alone). */
+static bool wire_find_field(const uint8_t *p, const uint8_t *end, uint64_t field, uint64_t *v_out, const uint8_t **out,
+                            size_t *len) {
     bool found = false;
     while (p < end) {
         uint64_t key, v;
         if (!wire_varint(&p, end, &key)) return false;
+        bool match = (key >> 3) == field;
         switch (key & 7) {
         case 0:
             if (!wire_varint(&p, end, &v)) return false;
+            if (match && v_out) *v_out = v, found = true;
             break;
         case 1:
             if (end - p < 8) return false;
@@ -39,11 +43,7 @@ static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, cons
             break;
         case 2:
             if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
-            if ((key >> 3) == field) {
-                *out = p;
-                *len = (size_t)v;
-                found = true;
-            }
+            if (match && out) *out = p, *len = (size_t)v, found = true;
             p += v;
             break;
         default:
@@ -53,37 +53,12 @@ static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, cons
     return found;
 }
 
-/* The varint field `field` of the message [p, end) (the last occurrence). */
+static bool wire_find(const uint8_t *p, const uint8_t *end, uint64_t field, const uint8_t **out, size_t *len) {
+    return wire_find_field(p, end, field, NULL, out, len);
+}
+
 static bool wire_find_varint(const uint8_t *p, const uint8_t *end, uint64_t field, uint64_t *out) {
-    bool found = false;
-    while (p < end) {
-        uint64_t key, v;
-        if (!wire_varint(&p, end, &key)) return false;
-        switch (key & 7) {
-        case 0:
-            if (!wire_varint(&p, end, &v)) return false;
-            if ((key >> 3) == field) {
-                *out = v;
-                found = true;
-            }
-            break;
-        case 1:
-            if (end - p < 8) return false;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4) return false;
-            p += 4;
-            break;
-        case 2:
-            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
-            p += v;
-            break;
-        default:
-            return false;
-        }
-    }
-    return found;
+    return wire_find_field(p, end, field, out, NULL, NULL);
 }
 
 /* The name of a sparse initializer (ot_free it; NULL when it has none or out of memory) and the

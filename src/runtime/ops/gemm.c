@@ -37,6 +37,12 @@
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
 
+/* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs). */
+static inline void add_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr) {
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+}
+
 static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
                         int mr, int nr) {
     float acc[MR][NR];
@@ -48,8 +54,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
             for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
         }
     }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] += acc[i][j];
+    add_tile_corner(c, ldc, acc, mr, nr);
 }
 
 #ifdef OT_GEMM_X86
@@ -103,8 +108,7 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
     _mm256_storeu_ps(t[3], c3a), _mm256_storeu_ps(t[3] + 8, c3b);
     _mm256_storeu_ps(t[4], c4a), _mm256_storeu_ps(t[4] + 8, c4b);
     _mm256_storeu_ps(t[5], c5a), _mm256_storeu_ps(t[5] + 8, c5b);
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+    add_tile_corner(c, ldc, t, mr, nr);
 }
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
@@ -180,8 +184,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
     _mm512_storeu_ps(t[3], _mm512_add_ps(c3, d3));
     _mm512_storeu_ps(t[4], _mm512_add_ps(c4, d4));
     _mm512_storeu_ps(t[5], _mm512_add_ps(c5, d5));
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+    add_tile_corner(c, ldc, t, mr, nr);
 }
 #endif
 
