@@ -179,6 +179,10 @@ size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const o
     const ot_slot *in = &s->slots[rn->in_slots[src]];
     if (in->kind != OT_SLOT_VALUE || in->last_use != out->producer || in->is_string || out->is_string)
         return OT_NO_INDEX;
+    /* Only an input with as many elements as the output: a broadcast input 0 is read again after
+     * the elements it shares memory with were written (Mul of [2,1,1] by [2,1,8]), and its block,
+     * rounded up to the arena's alignment, can be large enough for the output all the same. */
+    if (otter_tensor_numel(&in->tensor) != otter_tensor_numel(&out->tensor)) return OT_NO_INDEX;
     return rn->in_slots[src];
 }
 
