@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the transformer-encoder benchmark model for bench/bench_transformer.sh.
 
-    bench_transformer.py OUT.onnx BATCH [--seq 128] [--dim 256] [--heads 4] [--layers 2]
+    bench_transformer.py OUT.onnx BATCH [--seq 128] [--dim 256] [--heads 4] [--layers 2] [--op OP]
 
 Pre-norm encoder layers on x [BATCH, seq, dim]: RMSNormalization-23, Q/K/V projections,
 RotaryEmbedding-23 on Q and K (3D packed heads, position_ids 0..seq-1), Attention-23 (3D packed,
@@ -9,6 +9,10 @@ q_num_heads = kv_num_heads = heads), output projection + residual; RMSNormalizat
 Gelu-20 (tanh), MatMul + bias + residual. Static shapes; weights from a fixed seed. Built with
 python3-onnx 1.12's helper, which predates opset 23: the opset import and IR version 10 are set by
 hand and the 1.12 checker is not run.
+
+--op OP writes one of the encoder's new operators alone on x instead, to time it without the matrix
+products around it: attention (Attention(x, x, x)), causal_attention (is_causal=1), rms
+(RMSNormalization), rotary (RotaryEmbedding), gelu (Gelu tanh).
 """
 import argparse
 
@@ -24,6 +28,8 @@ def main():
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--op", default="encoder",
+                    choices=["encoder", "attention", "causal_attention", "rms", "rotary", "gelu"])
     a = ap.parse_args()
     rng = np.random.default_rng(1)
     d, head, ff = a.dim, a.dim // a.heads, 4 * a.dim
@@ -40,16 +46,29 @@ def main():
 
     inv_freq = 1.0 / (10000 ** (np.arange(0, head, 2) / head))
     angles = np.outer(np.arange(a.seq), inv_freq)
-    const("cos_cache", np.cos(angles).astype(np.float32))
-    const("sin_cache", np.sin(angles).astype(np.float32))
-    const("position_ids", np.tile(np.arange(a.seq, dtype=np.int64), (a.batch, 1)))
+    if a.op in ("encoder", "rotary"):
+        const("cos_cache", np.cos(angles).astype(np.float32))
+        const("sin_cache", np.sin(angles).astype(np.float32))
+        const("position_ids", np.tile(np.arange(a.seq, dtype=np.int64), (a.batch, 1)))
 
     def node(op, inputs, name, **attrs):
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
     x = "input"
-    for layer in range(a.layers):
+    single = {
+        "attention": lambda: node("Attention", [x, x, x], "op", q_num_heads=a.heads, kv_num_heads=a.heads),
+        "causal_attention": lambda: node("Attention", [x, x, x], "op", q_num_heads=a.heads,
+                                         kv_num_heads=a.heads, is_causal=1),
+        "rms": lambda: node("RMSNormalization", [x, const("scale", np.ones(d, np.float32))], "op", axis=-1,
+                            epsilon=1e-6),
+        "rotary": lambda: node("RotaryEmbedding", [x, "cos_cache", "sin_cache", "position_ids"], "op",
+                               num_heads=a.heads),
+        "gelu": lambda: node("Gelu", [x], "op", approximate="tanh"),
+    }
+    if a.op in single:
+        single[a.op]()
+    for layer in range(a.layers if a.op == "encoder" else 0):
         p = f"l{layer}."
         norm_scale = const(p + "norm1", np.ones(d, np.float32))
         h = node("RMSNormalization", [x, norm_scale], p + "rms1", axis=-1, epsilon=1e-6)

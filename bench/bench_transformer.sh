@@ -3,8 +3,9 @@
 # --ignore-scripts into the build tree as bench_runtime.sh does), same model files, side by side.
 #   bench/bench_transformer.sh [BUILD_DIR]     (default build/release; bench_runtime built if missing)
 # The model (bench_transformer.py): 2 pre-norm layers, d=256, 4 heads, 128 tokens, RMSNormalization-23,
-# RotaryEmbedding-23, Attention-23, Gelu-20 (tanh), at batch 1 and 8, static shapes. ORT runs them at
-# opset 23 as they are. Each row alternates ROUNDS (default 5) rounds of ORT and otter (bench_runtime,
+# RotaryEmbedding-23, Attention-23, Gelu-20 (tanh), at batch 1 and 8, static shapes; then each of those
+# operators alone at batch 8 (--op), since the encoder's time is mostly its matrix products. ORT runs them
+# at opset 23 as they are. Each row alternates ROUNDS (default 5) rounds of ORT and otter (bench_runtime,
 # opt level 2); ms = the median of the rounds' medians; ratio = ORT / otter (> 1: otter faster).
 # Not a test.
 set -euo pipefail
@@ -28,19 +29,16 @@ else
   GEMM="otter's portable kernel"
 fi
 echo "otter's matrix products: $GEMM; load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-printf '%-6s %7s %9s %9s %8s %8s %9s %8s\n' batch threads "ORT ms" "otter ms" ratio "min rat" "otter MB" "ORT MB"
-for batch in 1 8; do
-  model="$MODELS/transformer_b$batch.onnx"
-  runs=$((batch == 1 ? 40 : 8))
-  for threads in 1 2; do
-    lines=()
-    for _ in $(seq "$ROUNDS"); do
-      lines+=("ort $(node bench/ort_transformer.js "$NPM" "$model" "$threads" "$runs")")
-      lines+=("otter $("$BUILD/bench/bench_runtime" "$model" "$batch" "$threads" "$runs" 2)")
-    done
-    printf '%s\n' "${lines[@]}" | /usr/bin/python3 -c '
+# One row: ROUNDS alternating rounds of ORT and otter on MODEL, then medians, ratio and peak RSS.
+row() {
+  local label=$1 model=$2 batch=$3 threads=$4 runs=$5 lines=()
+  for _ in $(seq "$ROUNDS"); do
+    lines+=("ort $(node bench/ort_transformer.js "$NPM" "$model" "$threads" "$runs")")
+    lines+=("otter $("$BUILD/bench/bench_runtime" "$model" "$batch" "$threads" "$runs" 2)")
+  done
+  printf '%s\n' "${lines[@]}" | /usr/bin/python3 -c '
 import json, statistics, sys
-b, t = sys.argv[1:]
+label, t = sys.argv[1:]
 runs = {}
 for line in sys.stdin:
     who, js = line.split(" ", 1)
@@ -50,6 +48,16 @@ best = {k: min(r["min_ms"] for r in v) for k, v in runs.items()}
 rss = {k: max(r["peak_rss_kb"] for r in v) / 1024 for k, v in runs.items()}
 o, m, bo, bm = med["ort"], med["otter"], best["ort"], best["otter"]
 mb_otter, mb_ort = rss["otter"], rss["ort"]
-print(f"{b:<6} {t:>7} {o:9.3f} {m:9.3f} {o / m:8.2f} {bo / bm:8.2f} {mb_otter:9.1f} {mb_ort:8.1f}")' "$batch" "$threads"
+print(f"{label:<20} {t:>7} {o:9.3f} {m:9.3f} {o / m:8.2f} {bo / bm:8.2f} {mb_otter:9.1f} {mb_ort:8.1f}")' "$label" "$threads"
+}
+printf '%-20s %7s %9s %9s %8s %8s %9s %8s\n' model threads "ORT ms" "otter ms" ratio "min rat" "otter MB" "ORT MB"
+for batch in 1 8; do
+  for threads in 1 2; do
+    row "encoder b$batch" "$MODELS/transformer_b$batch.onnx" "$batch" "$threads" $((batch == 1 ? 40 : 8))
   done
+done
+# The new operators alone at batch 8 (the encoder's time is mostly its matrix products).
+for op in attention causal_attention rms rotary gelu; do
+  /usr/bin/python3 bench/bench_transformer.py "$MODELS/op_$op.onnx" 8 --op "$op"
+  for threads in 1 2; do row "$op b8" "$MODELS/op_$op.onnx" 8 "$threads" 40; done
 done
