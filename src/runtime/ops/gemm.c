@@ -58,8 +58,10 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
 }
 
 #ifdef OT_GEMM_X86
-/* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B: an edge tile (mr or nr short of
- * the slab) runs only the rows and columns it has, instead of multiplying the slabs' zero padding. */
+/* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
+ * NR): an edge tile (mr or nr short of the slab) runs only the rows and columns it has, instead of
+ * multiplying the slabs' zero padding. Each element of C is one FMA chain over k whatever the tile
+ * shape, so edge tiles sum in the same order as full ones. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict a, const float *restrict b,
               float *restrict c, int64_t ldc, int mr, int nr) {
@@ -88,7 +90,7 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
         a += MR;
         b += NR;
     }
-    if (ROWS == MR && WIDE && mr == MR && nr == NR) {
+    if (ROWS == MR && WIDE && mr == MR && nr == 16) {
 #define OT_STORE(i, ca, cb)                                                                                            \
     _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc), ca));                                    \
     _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc + 8), cb));
@@ -111,8 +113,10 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
     add_tile_corner(c, ldc, t, mr, nr);
 }
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
-                                                         float *restrict c, int64_t ldc, int mr, int nr) {
+/* nr (at most 16) columns of the half slab at b. */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const float *restrict a,
+                                                              const float *restrict b, float *restrict c, int64_t ldc,
+                                                              int mr, int nr) {
     if (nr > 8) {
         if (mr > 4)
             ukr_avx2_tile(6, true, kc, a, b, c, ldc, mr, nr);
@@ -128,46 +132,46 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         ukr_avx2_tile(2, false, kc, a, b, c, ldc, mr, nr);
     }
 }
-/* 6x16 tiles with AVX-512: one zmm per row of C, K unrolled by two into a second set of
- * accumulators so 12 independent FMA chains hide the latency. Edge tiles run the same arithmetic on
- * the zero-padded panels and add only their mr x nr corner: every element of C is summed in the same
- * order wherever it falls in the tiling, so equal columns stay bit-equal (a softmax over 1000 equal
- * logits of ~1e4 turns one ulp of difference into 0.4%). */
-__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
-                                                                   const float *restrict b, float *restrict c,
-                                                                   int64_t ldc, int mr, int nr) {
+
+/* A slab of NR = 32 columns as two 16-column halves. */
+_Static_assert(NR == 32, "the AVX2 and AVX-512 kernels cover 32 columns");
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
+                                                         float *restrict c, int64_t ldc, int mr, int nr) {
+    ukr_avx2_half(kc, a, b, c, ldc, mr, nr < 16 ? nr : 16);
+    if (nr > 16) ukr_avx2_half(kc, a, b + 16, c + 16, ldc, mr, nr - 16);
+}
+
+/* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
+ * broadcasts feed 12 (6) FMAs, each row of C one or two zmm accumulators. Every element of C is one
+ * FMA chain over k, whichever variant runs, and edge rows are computed in full on the zero-padded
+ * A slab with only their corner added: every element of C is summed in the same order wherever it
+ * falls in the tiling, so equal columns stay bit-equal (a softmax over 1000 equal logits of ~1e4
+ * turns one ulp of difference into 0.4%). */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+ukr_avx512_tile(const bool WIDE, int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
+                int64_t ldc, int mr, int nr) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
     __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 2 <= kc; k += 2, a += 2 * MR, b += 2 * NR) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + NR);
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), b0, c0);
-        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), b0, c1);
-        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), b0, c2);
-        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), b0, c3);
-        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), b0, c4);
-        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), b0, c5);
-        d0 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 0]), b1, d0);
-        d1 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 1]), b1, d1);
-        d2 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 2]), b1, d2);
-        d3 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 3]), b1, d3);
-        d4 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 4]), b1, d4);
-        d5 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 5]), b1, d5);
+    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = WIDE ? _mm512_loadu_ps(b + 16) : b0, av;
+#define OT_ROW(i, ci, di)                                                                                              \
+    av = _mm512_set1_ps(a[i]);                                                                                         \
+    ci = _mm512_fmadd_ps(av, b0, ci);                                                                                  \
+    if (WIDE) di = _mm512_fmadd_ps(av, b1, di);
+        OT_ROW(0, c0, d0)
+        OT_ROW(1, c1, d1)
+        OT_ROW(2, c2, d2)
+        OT_ROW(3, c3, d3)
+        OT_ROW(4, c4, d4)
+        OT_ROW(5, c5, d5)
+#undef OT_ROW
     }
-    if (k < kc) {
-        __m512 b0 = _mm512_loadu_ps(b);
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), b0, c0);
-        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), b0, c1);
-        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), b0, c2);
-        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), b0, c3);
-        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), b0, c4);
-        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), b0, c5);
-    }
-    if (mr == MR && nr == NR) {
+    if (WIDE && mr == MR && nr == NR) {
 #define OT_STORE(i, ci, di)                                                                                            \
-    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), _mm512_add_ps(ci, di)));
+    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), ci));                                    \
+    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc + 16), di));
         OT_STORE(0, c0, d0)
         OT_STORE(1, c1, d1)
         OT_STORE(2, c2, d2)
@@ -178,13 +182,22 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
         return;
     }
     float t[MR][NR];
-    _mm512_storeu_ps(t[0], _mm512_add_ps(c0, d0));
-    _mm512_storeu_ps(t[1], _mm512_add_ps(c1, d1));
-    _mm512_storeu_ps(t[2], _mm512_add_ps(c2, d2));
-    _mm512_storeu_ps(t[3], _mm512_add_ps(c3, d3));
-    _mm512_storeu_ps(t[4], _mm512_add_ps(c4, d4));
-    _mm512_storeu_ps(t[5], _mm512_add_ps(c5, d5));
+    _mm512_storeu_ps(t[0], c0), _mm512_storeu_ps(t[0] + 16, d0);
+    _mm512_storeu_ps(t[1], c1), _mm512_storeu_ps(t[1] + 16, d1);
+    _mm512_storeu_ps(t[2], c2), _mm512_storeu_ps(t[2] + 16, d2);
+    _mm512_storeu_ps(t[3], c3), _mm512_storeu_ps(t[3] + 16, d3);
+    _mm512_storeu_ps(t[4], c4), _mm512_storeu_ps(t[4] + 16, d4);
+    _mm512_storeu_ps(t[5], c5), _mm512_storeu_ps(t[5] + 16, d5);
     add_tile_corner(c, ldc, t, mr, nr);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
+                                                                   const float *restrict b, float *restrict c,
+                                                                   int64_t ldc, int mr, int nr) {
+    if (nr > 16)
+        ukr_avx512_tile(true, kc, a, b, c, ldc, mr, nr);
+    else
+        ukr_avx512_tile(false, kc, a, b, c, ldc, mr, nr);
 }
 #endif
 

@@ -55,7 +55,7 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
  * dst[k * OT_SGEMM_NR + j], zero for j in [nr, OT_SGEMM_NR). A long K may be split over the
  * threads (partial sums added at the end), so the rounding depends on the thread count. */
 #define OT_SGEMM_MR 6
-#define OT_SGEMM_NR 16
+#define OT_SGEMM_NR 32
 typedef void (*ot_sgemm_pack_fn)(const void *arg, int64_t i0, int64_t n, int64_t p0, int64_t kc, float *dst);
 otter_status ot_sgemm_packing(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, ot_sgemm_pack_fn pack_a,
                               ot_sgemm_pack_fn pack_b, const void *arg, float beta, float *C, int64_t ldc);

@@ -146,7 +146,7 @@ static void relu_inplace(otter_tensor *y) {
     }
 }
 
-static otter_status matmul_plain(ot_kernel_ctx *ctx);
+static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, bool relu, bool *epilogue_done);
 static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64_t N, const float *B, int64_t ldb,
                                    const float **packed);
 
@@ -155,8 +155,10 @@ otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     bool relu;
     OT_TRY(fused_relu(ctx, &relu));
     const otter_tensor *bias = is_fused(ctx) ? ot_ctx_input(ctx, 2) : NULL;
-    OT_TRY(matmul_plain(ctx));
+    bool done = false;
+    OT_TRY(matmul_plain(ctx, bias, relu, &done));
     otter_tensor *y = ctx->outputs[0];
+    if (done) return OTTER_OK;
     if (bias) {
         int64_t nb = otter_tensor_numel(bias), n = y->rank ? y->dims[y->rank - 1] : 1;
         if (y->dtype != OTTER_DTYPE_FLOAT || bias->dtype != OTTER_DTYPE_FLOAT || y->rank == 0 || (nb != 1 && nb != n))
@@ -182,7 +184,9 @@ otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-static otter_status matmul_plain(ot_kernel_ctx *ctx) {
+/* With constant weights, a float bias of N elements and the activation (when given) run inside the
+ * product, each block while in cache and on the product's threads: then *epilogue_done. */
+static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, bool relu, bool *epilogue_done) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1);
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
     if (a->dtype != b->dtype)
@@ -222,10 +226,14 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx) {
             ot_ctx_input_constant(ctx, 1)) {
             /* constant weights (a transformer's projections): packed once, as Gemm's */
             const float *packed;
+            const bool epilogue =
+                !ty && (!bias || (bias->dtype == OTTER_DTYPE_FLOAT && otter_tensor_numel(bias) == p.N));
             s = packed_weights(ctx, false, p.K, p.N, B, p.N, &packed);
             if (s == OTTER_OK)
-                s = ot_sgemm_prepacked(ctx, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, packed, 0.0f, Y, p.N, NULL,
-                                       false);
+                s = ot_sgemm_prepacked(ctx, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, packed,
+                                       bias && epilogue ? 1.0f : 0.0f, Y, p.N, epilogue && bias ? bias->data : NULL,
+                                       epilogue && relu);
+            *epilogue_done = s == OTTER_OK && epilogue;
         } else if (s == OTTER_OK && mm_fold_a(&p)) {
             int64_t ia, ib;
             mm_offsets(&p, 0, &ia, &ib);
