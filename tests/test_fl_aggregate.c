@@ -289,7 +289,7 @@ static void test_refusals(const otter_fl_layout *l) {
             .layout = ul, .params = buf, .n = otter_fl_layout_numel(ul), .num_examples = 5, .client = "client 7"};
         CHECK_STATUS(otter_fl_aggregator_check_update(a, &u), OTTER_ERR_INVALID);
         CHECK_STATUS(otter_fl_aggregator_add_update(a, &u), OTTER_ERR_INVALID);
-        CHECK(msg_has(bad[i].needle) && msg_has("client 7"));
+        CHECK(msg_has(bad[i].needle) && msg_has("update from client 7: "));
         CHECK_STATUS(otter_fl_layout_match(l, ul), OTTER_ERR_INVALID);
         printf("  refused %-20s: %s\n", bad[i].what, otter_last_error());
         otter_fl_layout_free(ul);
@@ -390,14 +390,22 @@ static void test_state(const otter_fl_layout *l) {
     CHECK(s1 == s2 && memcmp(d1, d2, s1) == 0);
     printf("  state file: %zu bytes; saved, loaded, one more round: identical\n", s1);
     otter_fl_aggregator *c = NULL;
-    size_t n_refused = 0;
-    for (size_t i = 0; i < s1; i += 7) { /* flip a bit every 7 bytes: each refused */
+    size_t n_refused = 0, n_bad_msg = 0;
+    for (size_t i = 0; i < s1; i += 7) { /* flip a bit every 7 bytes: each refused, named once */
         ((unsigned char *)d1)[i] ^= 0x10;
-        n_refused += otter_fl_aggregator_load_from_memory(&c, d1, s1) != OTTER_OK;
+        if (otter_fl_aggregator_load_from_memory(&c, d1, s1) != OTTER_OK) {
+            const char *e = otter_last_error();
+            n_refused++;
+            const char *f = strstr(e, "federated state");
+            bool bad = !f || strstr(f + 1, "federated state") != NULL;
+            if (bad) fprintf(stderr, "  badly named refusal: %s\n", e);
+            n_bad_msg += bad;
+        }
         otter_fl_aggregator_free(c), c = NULL;
         ((unsigned char *)d1)[i] ^= 0x10;
     }
     CHECK(n_refused == (s1 + 6) / 7);
+    CHECK(n_bad_msg == 0); /* each names the federated state once */
     size_t n_trunc = 0;
     for (size_t len = 0; len < s1; len += 5) {
         n_trunc += otter_fl_aggregator_load_from_memory(&c, d1, len) != OTTER_OK;

@@ -462,7 +462,7 @@ static otter_status update_check(const otter_fl_aggregator *a, const otter_fl_up
     const otter_fl_layout *l = u->layout ? u->layout : a->layout;
     if (u->layout) {
         otter_status st = layout_map(a->layout, u->layout, map);
-        if (st != OTTER_OK) return ot_error_context(st, "update from %s", who);
+        if (st != OTTER_OK) return ot_error_context(st, "update from %s: ", who);
     } else if (map)
         for (size_t i = 0; i < a->layout->n; i++) map[i] = i;
     size_t want = l->off[l->n];
@@ -836,15 +836,16 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
         if (r.short_read) status = ot_error(OTTER_ERR_INVALID, "federated state: truncated at parameter '%s'", name);
     }
     otter_fl_layout *l = NULL;
-    if (status == OTTER_OK) status = otter_fl_layout_create(&l, (size_t)np, ps);
+    if (status == OTTER_OK && (status = otter_fl_layout_create(&l, (size_t)np, ps)) != OTTER_OK)
+        ot_error_context(status, "federated state: "); /* the reads above name the state themselves */
     for (uint64_t i = 0; i < np; i++) ot_free((char *)ps[i].name);
     ot_free(ps);
-    if (status != OTTER_OK) return ot_error_context(status, "federated state");
+    if (status != OTTER_OK) return status;
     otter_fl_aggregator *a = NULL;
     status = agg_alloc(&a, l, &st);
     if (status != OTTER_OK) {
         otter_fl_layout_free(l);
-        return ot_error_context(status, "federated state");
+        return ot_error_context(status, "federated state: ");
     }
     uint64_t n = get_u64(&r);
     if (n != a->n || (r.n - r.at) / 4 < n)
