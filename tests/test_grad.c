@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD };
+enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE };
 
 typedef struct input_spec {
     const char *name;
@@ -56,7 +56,9 @@ static int64_t numel(const input_spec *s) {
     return n;
 }
 
-static bool is_wrt(const input_spec *s) { return s->kind == RAND || s->kind == POS || s->kind == SPREAD; }
+static bool is_wrt(const input_spec *s) {
+    return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE;
+}
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
 static otter_model *forward_model(const grad_case *c) {
@@ -166,7 +168,10 @@ static void run_case(const grad_case *c) {
         float *d = t->data;
         for (int64_t e = 0; e < numel(s); e++)
             /* SPREAD: distinct values 0.1 apart, so a max never changes hands within eps. */
+            /* WIDE: -4.45, -4.15, ... 0.3 apart: every piece of HardSigmoid / HardSwish (kinks at ±2.5, ±3)
+             * and at least 0.05 from a kink. */
             d[e] = s->kind == SPREAD       ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
+                   : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
                    : s->kind == MINUS_HALF ? -0.5f
@@ -302,6 +307,10 @@ static void a_sce_weight_ignore(otter_node *n) {
     otter_node_set_attr_int(n, "ignore_index", 1);
 }
 static void a_axis_last(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
+static void a_hard_sigmoid(otter_node *n) { /* kinks at x = -1.2 and 0.8, between WIDE's values */
+    otter_node_set_attr_float(n, "alpha", 0.5f);
+    otter_node_set_attr_float(n, "beta", 0.6f);
+}
 static void a_bn_train(otter_node *n) {
     otter_node_set_attr_int(n, "training_mode", 1);
     otter_node_set_attr_float(n, "epsilon", 1e-3f);
@@ -328,6 +337,9 @@ static const grad_case CASES[] = {
     {"Reciprocal", "Reciprocal", NULL, 0, 1, {{"x", POS, SHAPE(4)}}, 1},
     {"LeakyRelu", "LeakyRelu", NULL, 0, 1, {{"x", RAND, SHAPE(8)}}, 1, a_leaky},
     {"Erf", "Erf", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"HardSigmoid", "HardSigmoid", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"HardSigmoid alpha beta", "HardSigmoid", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_hard_sigmoid},
+    {"HardSwish", "HardSwish", NULL, 14, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     {"Clip", "Clip", NULL, 0, 3, {{"x", RAND, SHAPE(8)}, {"lo", MINUS_HALF, 0, {0}}, {"hi", HALF, 0, {0}}}, 1},
     {"Where",
      "Where",

@@ -86,6 +86,8 @@ void ot_grad_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_tanh(ot_grad *g, otter_node *n);
 void ot_grad_gelu(ot_grad *g, otter_node *n);
 void ot_grad_leaky_relu(ot_grad *g, otter_node *n);
+void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n);
+void ot_grad_hard_swish(ot_grad *g, otter_node *n);
 void ot_grad_erf(ot_grad *g, otter_node *n);
 void ot_grad_clip(ot_grad *g, otter_node *n);
 void ot_grad_where(ot_grad *g, otter_node *n);

@@ -124,6 +124,33 @@ void ot_grad_leaky_relu(ot_grad *g, otter_node *n) {
     OT_G1(g, "Where", ot_grad_dx(g, 0), pos, dy, scaled);
 }
 
+/* HardSigmoid, y = max(0, min(1, alpha * X + beta)): dX = alpha * dY where 0 < alpha * X + beta < 1. */
+void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n) {
+    float alpha = otter_node_attr_float(n, "alpha", 0.2f), beta = otter_node_attr_float(n, "beta", 0.5f);
+    const char *t =
+        OT_G1(g, "Add", ot_grad_tmp(g, "alpha_X_beta"),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "alpha_X"), IN(0), scalar(g, IN(0), alpha)), scalar(g, IN(0), beta));
+    const char *inside = OT_G1(g, "And", ot_grad_tmp(g, "linear"),
+                               OT_G1(g, "Greater", ot_grad_tmp(g, "above_0"), t, scalar(g, IN(0), 0.0f)),
+                               OT_G1(g, "Less", ot_grad_tmp(g, "below_1"), t, scalar(g, IN(0), 1.0f)));
+    const char *scaled = OT_G1(g, "Mul", ot_grad_tmp(g, "alpha_dY"), ot_grad_dy(g, 0), scalar(g, IN(0), alpha));
+    OT_G1(g, "Where", ot_grad_dx(g, 0), inside, scaled, scalar(g, IN(0), 0.0f));
+}
+
+/* HardSwish, y = X * max(0, min(1, X / 6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X / 3 + 1/2)
+ * between (PyTorch's hardswish_backward). */
+void ot_grad_hard_swish(ot_grad *g, otter_node *n) {
+    const char *dy = ot_grad_dy(g, 0);
+    const char *slope =
+        OT_G1(g, "Add", ot_grad_tmp(g, "slope"),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "X_third"), IN(0), scalar(g, IN(0), 1.0f / 3.0f)), scalar(g, IN(0), 0.5f));
+    const char *mid = OT_G1(g, "Mul", ot_grad_tmp(g, "slope_dY"), dy, slope);
+    const char *upper = OT_G1(g, "Where", ot_grad_tmp(g, "upper"),
+                              OT_G1(g, "Greater", ot_grad_tmp(g, "above_3"), IN(0), scalar(g, IN(0), 3.0f)), dy, mid);
+    OT_G1(g, "Where", ot_grad_dx(g, 0), OT_G1(g, "Less", ot_grad_tmp(g, "below_-3"), IN(0), scalar(g, IN(0), -3.0f)),
+          scalar(g, IN(0), 0.0f), upper);
+}
+
 /* Erf: dX = dY * 2/sqrt(pi) * exp(-X^2). */
 void ot_grad_erf(ot_grad *g, otter_node *n) {
     const char *x2 = OT_G1(g, "Mul", ot_grad_tmp(g, "X2"), IN(0), IN(0));
