@@ -7,7 +7,8 @@
  * otter_model_save_to_memory, and the copy is decoded again and compared field by field. Then the
  * checker: the model is valid; a wrong overload, a function defined twice, IR 14, a function body
  * reading an undefined name or using an operator newer than its opset import are refused naming the
- * node or rule; an opset newer than the schemas is accepted with a warning. */
+ * node or rule; an opset newer than the schemas is accepted with a warning. A model made in memory is
+ * written at the IR version its element types need. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,8 +306,43 @@ static void check_case(const char *what, int64_t ir_version, int64_t opset, cons
     otter_model_free(m);
 }
 
+/* IR version of a model made in memory (IR 8) after one tensor of `dtype` is added and it is saved. */
+static int64_t saved_ir_with(otter_dtype dtype, bool as_input) {
+    otter_model *m = NULL;
+    CHECK_OK(otter_model_create(&m, "g", 21));
+    const int64_t dims[1] = {2};
+    if (as_input) {
+        CHECK_OK(otter_graph_add_input(m->graph, "x", dtype, 1, dims, NULL));
+    } else {
+        otter_tensor *t = NULL;
+        CHECK_OK(otter_tensor_create(&t, "w", dtype, 1, dims));
+        CHECK_OK(otter_graph_add_initializer(m->graph, t));
+    }
+    void *data = NULL;
+    size_t size = 0;
+    CHECK_OK(otter_model_save_to_memory(m, &data, &size));
+    otter_model_free(m);
+    Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, size, data);
+    free(data);
+    int64_t ir = p ? p->ir_version : -1;
+    onnx__model_proto__free_unpacked(p, NULL);
+    return ir;
+}
+
+/* Newer element types raise the written IR version to the one that introduced them, no further. */
+static void check_ir_follows_types(void) {
+    CHECK(saved_ir_with(OTTER_DTYPE_FLOAT, false) == 8);
+    CHECK(saved_ir_with(OTTER_DTYPE_BFLOAT16, true) == 8);
+    CHECK(saved_ir_with(OTTER_DTYPE_FLOAT8E5M2, false) == 9);
+    CHECK(saved_ir_with(OTTER_DTYPE_INT4, true) == 10);
+    CHECK(saved_ir_with(OTTER_DTYPE_FLOAT4E2M1, false) == 11);
+    CHECK(saved_ir_with(OTTER_DTYPE_FLOAT8E8M0, true) == 12);
+    CHECK(saved_ir_with(OTTER_DTYPE_UINT2, false) == 13);
+}
+
 int main(void) {
     check_round_trip();
+    check_ir_follows_types();
     for (int64_t ir = 10; ir <= 13; ir++) {
         char what[64];
         snprintf(what, sizeof what, "IR %lld, overload v2 defined", (long long)ir);

@@ -85,7 +85,23 @@ typedef struct writer {
     ot_external_sink *sink;    /* NULL: everything inline */
     size_t external_threshold; /* tensors at least this big go to the sink */
     bool keep_external;        /* tensors read from external data go back to it */
+    int64_t needed_ir;         /* lowest IR version that has every element type written */
 } writer;
+
+/* The IR version that introduced an element type (onnx.proto's Version enum). */
+static int64_t ir_introducing(int32_t dtype) {
+    if (dtype >= OTTER_DTYPE_UINT2) return 13;
+    if (dtype == OTTER_DTYPE_FLOAT8E8M0) return 12;
+    if (dtype == OTTER_DTYPE_FLOAT4E2M1) return 11;
+    if (dtype >= OTTER_DTYPE_UINT4) return 10;
+    if (dtype >= OTTER_DTYPE_FLOAT8E4M3FN) return 9;
+    return 0;
+}
+
+static void note_dtype(writer *w, int32_t dtype) {
+    int64_t ir = ir_introducing(dtype);
+    if (ir > w->needed_ir) w->needed_ir = ir;
+}
 
 static char *wstr(const char *s) { return (char *)s; } /* protobuf-c wants char*; it never writes */
 
@@ -193,6 +209,7 @@ static otter_status tensor_to_proto(writer *w, Onnx__TensorProto **out, const ot
     p->name = wstr(t->name);
     p->has_data_type = e ? e->has_data_type : true;
     p->data_type = (int32_t)t->dtype;
+    note_dtype(w, p->data_type);
     p->n_dims = (size_t)t->rank;
     p->dims = (int64_t *)t->dims;
     if (e) {
@@ -295,6 +312,7 @@ static Onnx__TypeProto *type_to_proto(writer *w, const otter_type *t) {
         }
         tt->has_elem_type = t->has_elem_type;
         tt->elem_type = (int32_t)t->elem_type;
+        note_dtype(w, tt->elem_type);
         tt->shape = shape_to_proto(w, t);
         break;
     }
@@ -475,6 +493,9 @@ static otter_status model_to_proto(writer *w, Onnx__ModelProto **out, const otte
             p->metadata_props[i] = kv_proto(w, m->metadata[i].key, m->metadata[i].value);
     }
     if (m->graph) OT_TRY(graph_to_proto(w, &p->graph, m->graph));
+    /* Models made in memory start at IR 8, which ONNX Runtime 1.19 and other older readers take; one holding a
+     * newer element type is written at the IR version that introduced it, which readers of that type expect. */
+    if (p->has_ir_version && p->ir_version < w->needed_ir) p->ir_version = w->needed_ir;
     p->n_training_info = m->n_training_info;
     p->training_info = (Onnx__TrainingInfoProto **)unpack_opaque_array(w, &onnx__training_info_proto__descriptor,
                                                                        m->training_info, m->n_training_info);
