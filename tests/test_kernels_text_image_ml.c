@@ -15,7 +15,8 @@
  *     trees listed out of id order, several votes per leaf, base_values, the binary classifier's
  *     complement column, string labels); a vote on an interior node is an error.
  *     LabelEncoder: the last duplicate key wins, NaN keys match NaN, int64 -> string with
- *     default_string, two keys_* attributes are an error.
+ *     default_string, two keys_* attributes are an error. LabelEncoder-1 (classes_strings) both
+ *     ways, with the defaults for unknown strings and out-of-range indices.
  *     ArrayFeatureExtractor on strings and rank 1; an index out of range is an error.
  *     Binarizer on int32.
  *   - Every kernel above fails cleanly (OTTER_ERR_NOMEM, nothing leaked) at each of its allocations. */
@@ -559,6 +560,28 @@ static void encoder_nan(otter_node *n, const void *arg) {
     otter_node_set_attr_ints(n, "values_int64s", 2, (const int64_t[]){7, 8});
 }
 
+static void encoder_classes(otter_node *n, const void *arg) {
+    otter_node_set_attr_strings(n, "classes_strings", 3, (const char *[]){"cat", "dog", "cat"});
+    if (arg) otter_node_set_attr_string(n, "default_string", arg);
+}
+
+/* LabelEncoder-1: string -> first index (default_int64 -1), int64 -> label (default_string "_Unused"). */
+static void test_label_encoder_v1(void) {
+    otter_tensor *x = strings(1, (const int64_t[]){3}, (const char *[]){"dog", "cat", "cow"}), *y = NULL;
+    CHECK_OK(run("ai.onnx.ml", "LabelEncoder", 1, 1, (const otter_tensor *const[]){x}, 1, encoder_classes, NULL, &y));
+    if (y) CHECK(y->dtype == OTTER_DTYPE_INT64 && memcmp(y->data, (const int64_t[]){1, 0, -1}, 24) == 0);
+    otter_tensor_free(y);
+    otter_tensor_free(x);
+    otter_tensor_from_data(&x, NULL, OTTER_DTYPE_INT64, 1, (const int64_t[]){4}, (const int64_t[]){2, 1, 3, -1});
+    CHECK_OK(run("ai.onnx.ml", "LabelEncoder", 1, 1, (const otter_tensor *const[]){x}, 1, encoder_classes, NULL, &y));
+    if (y) CHECK(str_is(y, 0, "cat") && str_is(y, 1, "dog") && str_is(y, 2, "_Unused") && str_is(y, 3, "_Unused"));
+    otter_tensor_free(y);
+    CHECK_OK(run("ai.onnx.ml", "LabelEncoder", 1, 1, (const otter_tensor *const[]){x}, 1, encoder_classes, "?", &y));
+    if (y) CHECK(str_is(y, 2, "?"));
+    otter_tensor_free(y);
+    otter_tensor_free(x);
+}
+
 static void threshold_attr(otter_node *n, const void *arg) { otter_node_set_attr_float(n, "threshold", 0.5f); }
 
 static void test_ml_small(void) {
@@ -686,6 +709,7 @@ static void test_alloc_failures(void) {
 }
 
 int main(void) {
+    test_label_encoder_v1();
     test_strings();
     test_string_normalizer();
     test_png_jpeg();

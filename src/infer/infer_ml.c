@@ -30,6 +30,8 @@ otter_status ot_infer_label_encoder(ot_inode *n) {
         dt = OTTER_DTYPE_FLOAT;
     else if (t && t->t)
         dt = t->t->dtype;
+    else if (ot_attr(n, "classes_strings")) /* version 1: strings <-> int64 */
+        dt = ot_in_dtype(n, 0) == OTTER_DTYPE_STRING ? OTTER_DTYPE_INT64 : OTTER_DTYPE_STRING;
     const ot_ival *x = ot_in(n, 0);
     if (!ot_in_has_shape(n, 0)) return ot_out_shape(n, 0, dt, -1, NULL);
     return ot_out_shape(n, 0, dt, x->rank, x->dims);

@@ -320,8 +320,8 @@ const ot_op_entry ot_op_table[] = {
     {"ai.onnx.ml", "ArrayFeatureExtractor", KERNELS({1, ot_kernel_array_feature_extractor, 0}),
      .infer = ot_infer_array_feature_extractor},
     {"ai.onnx.ml", "Binarizer", KERNELS({1, ot_kernel_binarizer, 0}), .infer = ot_infer_like_input},
-    {"ai.onnx.ml", "LabelEncoder", KERNELS({2, ot_kernel_label_encoder, 0}),
-     .infer = ot_infer_label_encoder}, /* 1 (classes_strings) is not implemented; 4 adds tensor attributes */
+    {"ai.onnx.ml", "LabelEncoder", KERNELS({1, ot_kernel_label_encoder_v1, 0}, {2, ot_kernel_label_encoder, 0}),
+     .infer = ot_infer_label_encoder}, /* 4 adds tensor attributes */
     {"ai.onnx.ml", "TreeEnsemble", KERNELS({5, ot_kernel_tree_ensemble, 0}), .infer = ot_infer_tree_ensemble},
     {"ai.onnx.ml", "TreeEnsembleClassifier", KERNELS({1, ot_kernel_tree_ensemble_classifier, 0}),
      .infer = ot_infer_tree_ensemble_classifier}, /* 3: adds the *_as_tensor attributes */

@@ -315,6 +315,7 @@ otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx);
 otter_status ot_kernel_array_feature_extractor(ot_kernel_ctx *ctx);
 otter_status ot_kernel_binarizer(ot_kernel_ctx *ctx);
 otter_status ot_kernel_label_encoder(ot_kernel_ctx *ctx);
+otter_status ot_kernel_label_encoder_v1(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble_classifier(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tree_ensemble_regressor(ot_kernel_ctx *ctx);

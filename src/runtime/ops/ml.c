@@ -262,6 +262,50 @@ otter_status ot_kernel_label_encoder(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
+/* LabelEncoder-1: strings to their index in classes_strings (default_int64 when absent), int64 to the
+ * string at that index (default_string when out of range). */
+otter_status ot_kernel_label_encoder_v1(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    const otter_attr *classes = otter_node_attr(ctx->node, "classes_strings");
+    if (!classes || classes->type != OTTER_ATTR_STRINGS)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'classes_strings' (a list of strings) is required");
+    const otter_bytes *names = classes->strings;
+    int64_t n_names = (int64_t)classes->n_strings, n = otter_tensor_numel(x);
+    if (x->dtype == OTTER_DTYPE_STRING) {
+        int64_t def = ot_ctx_attr_int_or(ctx, "default_int64", -1);
+        otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_INT64, x->rank, x->dims);
+        if (!y) return ctx->output_status;
+        const otter_bytes *in = x->data;
+        int64_t *out = y->data;
+        /* The first matching label wins (the spec's "index at which it is found"). */
+        for (int64_t i = 0; i < n; i++) {
+            out[i] = def;
+            for (int64_t k = 0; k < n_names; k++)
+                if (cmp_bytes(&in[i], &names[k]) == 0) {
+                    out[i] = k;
+                    break;
+                }
+        }
+        return OTTER_OK;
+    }
+    if (x->dtype != OTTER_DTYPE_INT64) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    static const otter_bytes unused = {"_Unused", 7};
+    const otter_attr *ds = otter_node_attr(ctx->node, "default_string");
+    const otter_bytes *def = ds && ds->type == OTTER_ATTR_STRING ? &ds->s : &unused;
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_STRING, x->rank, x->dims);
+    if (!y) return ctx->output_status;
+    const int64_t *in = x->data;
+    otter_bytes *out = y->data;
+    for (int64_t i = 0; i < n; i++) {
+        const otter_bytes *s = in[i] >= 0 && in[i] < n_names ? &names[in[i]] : def;
+        out[i].data = ot_strndup(s->len ? s->data : "", s->len);
+        if (!out[i].data) return OT_NOMEM();
+        out[i].len = s->len;
+    }
+    return OTTER_OK;
+}
+
 /* ---- tree ensembles ------------------------------------------------------------------------- */
 
 enum { BRANCH_LEQ, BRANCH_LT, BRANCH_GTE, BRANCH_GT, BRANCH_EQ, BRANCH_NEQ, BRANCH_MEMBER };
