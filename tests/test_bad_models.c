@@ -1,7 +1,8 @@
 /* The model loader on bad input: empty and truncated files, garbage, wrong wire types, dims that
  * overflow, raw_data shorter than its dims, missing external-data files, external-data locations that
- * escape the model's folder, and every allocation failing in turn. Each must return an error whose
- * message names the problem, never crash, and leave no allocation behind. */
+ * escape the model's folder, messages nested past protobuf's depth limit (a sequence type 4,393 deep,
+ * 2,929 nested If subgraphs, a SequenceProto value 5,000 deep), and every allocation failing in turn. Each must return
+ * an error whose message names the problem, never crash, and leave no allocation behind. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -475,8 +476,118 @@ static void test_bytes(void) {
     free(model);
 }
 
+/* A protobuf message built inside out: the bytes sit right-aligned in buf[0, CAP), from `start`. */
+enum { NEST_CAP = 1 << 20 };
+typedef struct nest {
+    uint8_t *buf;
+    size_t start;
+} nest;
+
+static void nest_prepend(nest *b, const uint8_t *bytes, size_t n) {
+    if (b->start < n) abort(); /* the test's own sizes stay far below NEST_CAP */
+    b->start -= n;
+    memcpy(b->buf + b->start, bytes, n);
+}
+static void nest_varint(nest *b, uint64_t v) {
+    uint8_t tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    nest_prepend(b, tmp, n);
+}
+/* The whole buffer so far becomes field `field` (length-delimited) of a new outer message. */
+static void nest_wrap(nest *b, unsigned field) {
+    nest_varint(b, NEST_CAP - b->start);
+    nest_varint(b, (uint64_t)field << 3 | 2);
+}
+static void nest_string(nest *b, unsigned field, const char *s) {
+    nest_prepend(b, (const uint8_t *)s, strlen(s));
+    nest_varint(b, strlen(s));
+    nest_varint(b, (uint64_t)field << 3 | 2);
+}
+static void nest_int(nest *b, unsigned field, uint64_t v) {
+    nest_varint(b, v);
+    nest_varint(b, (uint64_t)field << 3);
+}
+/* ModelProto{ir_version 8, opset_import {"" 17}, graph: the buffer so far}. */
+static void nest_model(nest *b) {
+    nest_wrap(b, 7);
+    size_t graph_start = b->start;
+    nest_int(b, 2, 17); /* OperatorSetIdProto.version */
+    nest_varint(b, graph_start - b->start);
+    nest_varint(b, 8 << 3 | 2);
+    nest_int(b, 1, 8);
+}
+
+/* A graph input of type sequence(sequence(...(tensor(float)))) `depth` deep. */
+static size_t deep_sequence_model(nest *b, int depth) {
+    b->start = NEST_CAP;
+    nest_int(b, 1, 1); /* Tensor.elem_type = FLOAT */
+    nest_wrap(b, 1);   /* TypeProto.tensor_type */
+    for (int i = 0; i < depth; i++) {
+        nest_wrap(b, 1); /* Sequence.elem_type */
+        nest_wrap(b, 4); /* TypeProto.sequence_type */
+    }
+    nest_wrap(b, 2); /* ValueInfoProto.type */
+    nest_string(b, 1, "x");
+    nest_wrap(b, 11); /* GraphProto.input */
+    nest_model(b);
+    return NEST_CAP - b->start;
+}
+
+/* `depth` If nodes, each the then_branch of the one outside it. */
+static size_t deep_if_model(nest *b, int depth) {
+    b->start = NEST_CAP;
+    for (int i = 0; i < depth; i++) {
+        if (i) {
+            nest_wrap(b, 6); /* AttributeProto.g */
+            nest_int(b, 20, 5);
+            nest_string(b, 1, "then_branch");
+            nest_wrap(b, 5); /* NodeProto.attribute */
+        }
+        nest_string(b, 4, "If");
+        nest_wrap(b, 1); /* GraphProto.node */
+    }
+    nest_model(b);
+    return NEST_CAP - b->start;
+}
+
+static void test_deep_nesting(void) {
+    nest b = {malloc(NEST_CAP), NEST_CAP};
+    if (!b.buf) return;
+    size_t n = deep_sequence_model(&b, 4393);
+    expect_bad_mem("sequence type 4,393 deep", b.buf + b.start, n, NULL, "nested more than 100 deep", "onnx.TypeProto");
+    n = deep_if_model(&b, 2929);
+    expect_bad_mem("2,929 nested If subgraphs", b.buf + b.start, n, NULL, "nested more than 100 deep", NULL);
+    /* Below the limit both load: 40 nested sequences are 84 levels, 30 nested Ifs 90. */
+    otter_model *m = NULL;
+    n = deep_sequence_model(&b, 40);
+    CHECK_OK(otter_model_load_from_memory(&m, b.buf + b.start, n, NULL));
+    otter_model_free(m);
+    n = deep_if_model(&b, 30);
+    CHECK_OK(otter_model_load_from_memory(&m, b.buf + b.start, n, NULL));
+    otter_model_free(m);
+    /* A SequenceProto value 5,000 deep, read as the sequence it declares. */
+    b.start = NEST_CAP;
+    for (int i = 0; i < 5000; i++) {
+        nest_int(&b, 2, 3); /* elem_type = SEQUENCE */
+        nest_wrap(&b, 5);   /* sequence_values */
+    }
+    otter_type tensor = {.kind = OTTER_TYPE_TENSOR, .has_elem_type = true, .elem_type = OTTER_DTYPE_FLOAT, .rank = -1};
+    otter_type seq = {.kind = OTTER_TYPE_SEQUENCE, .elem = &tensor};
+    otter_arg a;
+    otter_clear_error();
+    otter_status s = otter_arg_load_pb_from_memory(&a, b.buf + b.start, NEST_CAP - b.start, &seq);
+    printf("  %-36s -> %s: %s\n", "SequenceProto 5,000 deep", otter_status_name(s), otter_last_error());
+    CHECK(s == OTTER_ERR_INVALID && strstr(otter_last_error(), "nested more than 100 deep"));
+    free(b.buf);
+}
+
 int main(void) {
     otter_set_allocator(&tu_counting_allocator);
+    test_deep_nesting();
     test_bytes();
     test_built_models();
     otter_set_allocator(NULL);

@@ -50,9 +50,9 @@ run() { # target seed-kind max_len
     fi
 }
 
-run fuzz_model_load model 8192
+run fuzz_model_load model 1048576
 run fuzz_npy npy 1024
-run fuzz_tensor_pb pb 2048
+run fuzz_tensor_pb pb 1048576
 run fuzz_checkpoint checkpoint 4096
 run fuzz_image_decoder image 65536
 if [ $status -eq 0 ]; then echo "run-fuzzers: no crashes"; fi

@@ -6,18 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
-
-/* Sparse initializers are kept as serialized SparseTensorProto bytes; their name is
- * values (field 1, a TensorProto).name (field 8). A minimal wire-format walk finds it. */
-static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return true;
-    }
-    return false;
-}
+#include "format/wire.h"
 
 /* The last occurrence of field `field` in the message [p, end): a varint field's value in *v, a
  * length-delimited field's bytes in *out / *len (the other output is left alone). */
@@ -26,11 +15,11 @@ static bool wire_find_field(const uint8_t *p, const uint8_t *end, uint64_t field
     bool found = false;
     while (p < end) {
         uint64_t key, v;
-        if (!wire_varint(&p, end, &key)) return false;
+        if (!ot_wire_varint(&p, end, &key)) return false;
         bool match = (key >> 3) == field;
         switch (key & 7) {
         case 0:
-            if (!wire_varint(&p, end, &v)) return false;
+            if (!ot_wire_varint(&p, end, &v)) return false;
             if (match && v_out) *v_out = v, found = true;
             break;
         case 1:
@@ -42,7 +31,7 @@ static bool wire_find_field(const uint8_t *p, const uint8_t *end, uint64_t field
             p += 4;
             break;
         case 2:
-            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            if (!ot_wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
             if (match && out) *out = p, *len = (size_t)v, found = true;
             p += v;
             break;

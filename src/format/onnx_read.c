@@ -10,6 +10,7 @@
 #include "core/proto_extra.h"
 #include "format/external_data.h"
 #include "format/function.h"
+#include "format/wire.h"
 #include "otter/io.h"
 
 /* ---- allocators --------------------------------------------------------------------------- */
@@ -652,6 +653,7 @@ static otter_status function_fill(otter_model *m, const Onnx__FunctionProto *p) 
 
 otter_status ot_function_as_model(const otter_bytes *function, otter_model **out) {
     *out = NULL;
+    OT_TRY(ot_pb_check_depth(&onnx__function_proto__descriptor, function->data, function->len));
     pb_alloc_failed = false;
     Onnx__FunctionProto *p =
         onnx__function_proto__unpack(&ot_protobuf_allocator, function->len, (const uint8_t *)function->data);
@@ -672,6 +674,8 @@ otter_status ot_function_as_model(const otter_bytes *function, otter_model **out
 otter_status otter_model_load_from_memory(otter_model **out, const void *data, size_t size, const char *base_dir) {
     *out = NULL;
     if (size == 0) return ot_error(OTTER_ERR_INVALID, "empty input: not an ONNX model");
+    otter_status s = ot_pb_check_depth(&onnx__model_proto__descriptor, data, size);
+    if (s != OTTER_OK) return ot_error_context(s, "not a valid ONNX model: ");
     pb_alloc_failed = false;
     Onnx__ModelProto *p = onnx__model_proto__unpack(&ot_protobuf_allocator, size, data);
     if (!p && pb_alloc_failed) return ot_error(OTTER_ERR_NOMEM, "out of memory decoding a %zu-byte model", size);
@@ -680,7 +684,7 @@ otter_status otter_model_load_from_memory(otter_model **out, const void *data, s
                         "not a valid ONNX model: protobuf decoding of %zu bytes failed (truncated or corrupt file, "
                         "or wrong wire type)",
                         size);
-    otter_status s = model_from_proto(out, p, base_dir);
+    s = model_from_proto(out, p, base_dir);
     onnx__model_proto__free_unpacked(p, &ot_protobuf_allocator);
     return s;
 }

@@ -3,23 +3,16 @@
 
 #include "core/core.h"
 #include "format/onnx_proto.h"
+#include "format/wire.h"
 #include "otter/io.h"
 
 /* protobuf-c says only "failed"; walk the wire format to say where it went wrong. Returns false and
  * fills msg when the top level is malformed. */
 static bool read_varint(const uint8_t *b, size_t size, size_t *pos, uint64_t *v) {
-    uint64_t x = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (*pos >= size) return false;
-        uint8_t c = b[(*pos)++];
-        if (shift == 63 && (c & 0x7e)) return false; /* more than 64 bits */
-        x |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
+    const uint8_t *p = b + *pos;
+    bool ok = ot_wire_varint(&p, b + size, v);
+    *pos = (size_t)(p - b);
+    return ok;
 }
 
 /* Wire types TensorProto's fields must use (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32). */

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "format/onnx_proto.h"
+#include "format/wire.h"
 #include "onnx-data.pb-c.h"
 #include "otter/io.h"
 
@@ -108,6 +109,11 @@ static otter_status optional_of(otter_arg *out, Onnx__OptionalProto *p, const ot
 static otter_status value_parse(otter_arg *out, const void *data, size_t size, const otter_type *declared,
                                 const char *what, const char *base_dir) {
     otter_status s = OTTER_OK;
+    if (declared->kind == OTTER_TYPE_SEQUENCE || declared->kind == OTTER_TYPE_OPTIONAL) {
+        const ProtobufCMessageDescriptor *d = declared->kind == OTTER_TYPE_SEQUENCE ? &onnx__sequence_proto__descriptor
+                                                                                    : &onnx__optional_proto__descriptor;
+        if ((s = ot_pb_check_depth(d, data, size)) != OTTER_OK) return ot_error_context(s, "%s: ", what);
+    }
     if (declared->kind == OTTER_TYPE_SEQUENCE) {
         Onnx__SequenceProto *p = onnx__sequence_proto__unpack(&ot_protobuf_allocator, size, data);
         if (!p) return ot_error(OTTER_ERR_INVALID, "%s: not a valid SequenceProto (the value is a sequence)", what);
