@@ -1,7 +1,9 @@
 #include "core/core.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -175,16 +177,35 @@ bool ot_mul_size(size_t a, size_t b, size_t *out) {
 
 /* ---- files ---- */
 
+/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. */
+static otter_status open_regular(const char *path, int *fd_out, struct stat *st) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return ot_error(errno == ENOENT ? OTTER_ERR_NOT_FOUND : OTTER_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return ot_error(OTTER_ERR_IO, "%s: not a regular file (a FIFO, device or folder can't be read as data)", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *fd_out = fd;
+    return OTTER_OK;
+}
+
+otter_status ot_fopen_regular(const char *path, FILE **out, struct stat *st) {
+    int fd;
+    OT_TRY(open_regular(path, &fd, st));
+    if (!(*out = fdopen(fd, "rb"))) {
+        close(fd);
+        return ot_error(OTTER_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    return OTTER_OK;
+}
+
 otter_status ot_read_file(const char *path, void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ot_error(errno == ENOENT ? OTTER_ERR_NOT_FOUND : OTTER_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return ot_error(OTTER_ERR_IO, "%s: not a regular file", path);
-    }
+    OT_TRY(ot_fopen_regular(path, &f, &st));
     size_t n = (size_t)st.st_size;
     char *buf = ot_malloc(n + 1);
     if (!buf) {
@@ -206,19 +227,16 @@ otter_status ot_read_file(const char *path, void **data, size_t *size) {
 
 otter_status ot_map_file(const char *path, const void **data, size_t *size, bool *mapped) {
     *mapped = false;
-    int fd = open(path, O_RDONLY);
+    int fd;
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        close(fd);
-        if (p != MAP_FAILED) {
-            *data = p;
-            *size = (size_t)st.st_size;
-            *mapped = true;
-            return OTTER_OK;
-        }
-    } else if (fd >= 0) {
-        close(fd);
+    OT_TRY(open_regular(path, &fd, &st));
+    void *p = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p != MAP_FAILED) {
+        *data = p;
+        *size = (size_t)st.st_size;
+        *mapped = true;
+        return OTTER_OK;
     }
     void *buf;
     OT_TRY(ot_read_file(path, &buf, size));
@@ -249,7 +267,43 @@ otter_status ot_write_file_atomic(const char *path, const void *data, size_t siz
     return ot_write_atomic_with(path, write_buf, &b);
 }
 
+void ot_remove_stale_temps(const char *path) {
+    char *dir = ot_dirname(path);
+    const char *slash = strrchr(path, '/');
+    char *prefix = ot_sprintf("%s.tmp.", slash ? slash + 1 : path);
+    DIR *d = dir && prefix ? opendir(dir) : NULL;
+    size_t n = prefix ? strlen(prefix) : 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, n) != 0) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(e->d_name + n, &end, 10);
+        /* Only a writer that no longer runs: a live one (another otter saving here) keeps its file. */
+        if (*end || errno || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *stale = ot_path_join(dir, e->d_name);
+        if (stale) unlink(stale);
+        ot_free(stale);
+    }
+    if (d) closedir(d);
+    ot_free(prefix);
+    ot_free(dir);
+}
+
+otter_status ot_fsync_parent(const char *path) {
+    char *dir = ot_dirname(path);
+    if (!dir) return OT_NOMEM();
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    otter_status s = OTTER_OK;
+    /* EINVAL: a file system that can't sync folders; the rename is as durable as it gets there. */
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        s = ot_error(OTTER_ERR_IO, "%s: syncing the folder after a rename: %s", dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    ot_free(dir);
+    return s;
+}
+
 otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE *f, void *user), void *user) {
+    ot_remove_stale_temps(path);
     char *tmp = ot_sprintf("%s.tmp.%ld", path, (long)getpid());
     if (!tmp) return OT_NOMEM();
     FILE *f = fopen(tmp, "wb");
@@ -264,6 +318,7 @@ otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE 
     if (fclose(f) != 0 && s == OTTER_OK) s = ot_error(OTTER_ERR_IO, "%s: %s", path, strerror(errno));
     if (s == OTTER_OK && rename(tmp, path) != 0)
         s = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+    if (s == OTTER_OK) s = ot_fsync_parent(path);
     if (s != OTTER_OK) {
         unlink(tmp);
         ot_error_context(s, "writing '%s': ", path);

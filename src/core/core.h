@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "otter/status.h"
 #include "otter/tensor.h"
@@ -73,12 +74,19 @@ static inline uint64_t ot_hash_str(const char *s) {
 /* Checked size arithmetic: false on overflow. */
 bool ot_mul_size(size_t a, size_t b, size_t *out);
 
+/* Open a regular file for reading; FIFOs, devices and folders are refused without blocking. */
+otter_status ot_fopen_regular(const char *path, FILE **out, struct stat *st);
 /* Whole file into memory (ot_free it). Errors name the path. */
 otter_status ot_read_file(const char *path, void **data, size_t *size);
 /* Map a whole file read-only (falls back to reading it); release with ot_unmap_file. */
 otter_status ot_map_file(const char *path, const void **data, size_t *size, bool *mapped);
 void ot_unmap_file(const void *data, size_t size, bool mapped);
-/* Write atomically: a temporary file in the same folder, fsync, rename over path. */
+/* Remove "<path>.tmp.<pid>" files left by writers that died mid-write (their process is gone). */
+void ot_remove_stale_temps(const char *path);
+/* fsync the folder holding path, so a rename into it survives a power loss. */
+otter_status ot_fsync_parent(const char *path);
+/* Write atomically: stale temporaries removed, a temporary file in the same folder, fsync, rename
+ * over path, fsync of the folder. */
 otter_status ot_write_file_atomic(const char *path, const void *data, size_t size);
 /* Same, with the content produced by a callback writing to a FILE. */
 otter_status ot_write_atomic_with(const char *path, otter_status (*writer)(FILE *f, void *user), void *user);

@@ -83,11 +83,11 @@ otter_status ot_external_read(otter_tensor *t, const char *base_dir) {
     char *path;
     OT_TRY(check_location(t, base_dir, location, &path));
     otter_status s = OTTER_OK;
-    FILE *f = fopen(path, "rb");
+    FILE *f = NULL;
     struct stat st;
-    if (!f) {
-        s = ot_error(OTTER_ERR_IO, "tensor '%s': cannot open external data '%s': %s", t->name, path, strerror(errno));
-    } else if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < length) {
+    if ((s = ot_fopen_regular(path, &f, &st)) != OTTER_OK) {
+        ot_error_context(s, "tensor '%s': external data: ", t->name);
+    } else if ((uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < length) {
         s = ot_error(OTTER_ERR_INVALID,
                      "tensor '%s': external data '%s' is %lld bytes, too short for %llu bytes at offset %llu", t->name,
                      path, (long long)st.st_size, (unsigned long long)length, (unsigned long long)offset);
@@ -128,6 +128,7 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
         ot_external_sink_close(s, false);
         return st;
     }
+    ot_remove_stale_temps(s->path);
     if (!(s->f = fopen(s->tmp_path, "wb"))) {
         otter_status st = ot_error(OTTER_ERR_IO, "%s: cannot create: %s", s->tmp_path, strerror(errno));
         ot_external_sink_close(s, false);
@@ -168,6 +169,7 @@ otter_status ot_external_sink_close(ot_external_sink *s, bool commit) {
         s->f = NULL;
         if (commit && st == OTTER_OK && rename(s->tmp_path, s->path) != 0)
             st = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", s->path, strerror(errno));
+        if (commit && st == OTTER_OK) st = ot_fsync_parent(s->path);
         if (!commit || st != OTTER_OK) unlink(s->tmp_path);
     }
     ot_free(s->path);
