@@ -117,8 +117,17 @@ void ot_grad_gather(ot_grad *g, otter_node *n);
 void ot_grad_expand(ot_grad *g, otter_node *n);
 void ot_grad_tile(ot_grad *g, otter_node *n);
 void ot_grad_pad(ot_grad *g, otter_node *n);
-void ot_grad_reduce(ot_grad *g, otter_node *n);
 void ot_grad_einsum(ot_grad *g, otter_node *n);
 void ot_grad_convtranspose(ot_grad *g, otter_node *n);
+/* rules_reduce.c */
+void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
+void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
+void ot_grad_reduce_prod(ot_grad *g, otter_node *n);
+void ot_grad_reduce_log_sum_exp(ot_grad *g, otter_node *n);
+void ot_grad_reduce_log_sum(ot_grad *g, otter_node *n);
+void ot_grad_reduce_l1(ot_grad *g, otter_node *n);
+void ot_grad_reduce_l2(ot_grad *g, otter_node *n);
+void ot_grad_reduce_sum_square(ot_grad *g, otter_node *n);
+void ot_grad_lp_normalization(ot_grad *g, otter_node *n);
 
 #endif

@@ -147,46 +147,6 @@ void ot_grad_pad(ot_grad *g, otter_node *n) {
     OT_G1(g, "Slice", ot_grad_dx(g, 0), ot_grad_dy(g, 0), starts, ends);
 }
 
-/* The reduced axes of a Reduce* node as an initializer or input name; NULL means "all axes". */
-static const char *reduce_axes(ot_grad *g, otter_node *n, bool axes_input) {
-    if (axes_input) return n->n_inputs > 1 && IN(1)[0] ? IN(1) : NULL;
-    const otter_attr *a = otter_node_attr(n, "axes");
-    return a ? ot_grad_const_i64(g, "axes", a->n_ints, a->ints, false) : NULL;
-}
-
-/* ReduceSum / ReduceMean: dX = Expand(Unsqueeze(dY) [/ count], shape(X)). */
-void ot_grad_reduce(ot_grad *g, otter_node *n) {
-    bool mean = ot_streq(n->op_type, "ReduceMean");
-    bool axes_input = ot_grad_opset(g) >= (mean ? 18 : 13);
-    const char *axes = reduce_axes(g, n, axes_input);
-    if (!axes && otter_node_attr_int(n, "noop_with_empty_axes", 0)) {
-        OT_G1(g, "Identity", ot_grad_dx(g, 0), ot_grad_dy(g, 0));
-        return;
-    }
-    const char *grad = ot_grad_dy(g, 0);
-    if (!otter_node_attr_int(n, "keepdims", 1) && axes) {
-        if (ot_grad_opset(g) >= 13) {
-            grad = OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "Unsqueezed_Grad"), grad, axes);
-        } else {
-            const otter_attr *a = otter_node_attr(n, "axes");
-            otter_node *u = ot_grad_emit(g, "Unsqueeze", "", 1, &grad, 1, (const char *[]){ot_grad_tmp(g, "Unsq")});
-            if (u && otter_node_set_attr_ints(u, "axes", a->n_ints, a->ints) != OTTER_OK) nomem(g);
-            grad = u ? u->outputs[0] : NULL;
-        }
-    }
-    if (mean) {
-        const char *ratio = OT_G1(g, "Div", ot_grad_tmp(g, "Scale"), OT_G1(g, "Size", ot_grad_tmp(g, "Sized_X"), IN(0)),
-                                  OT_G1(g, "Size", ot_grad_tmp(g, "Sized_Grad"), OUT(0)));
-        const char *rf = ot_grad_tmp(g, "Scale_f");
-        otter_node *c = ot_grad_emit(g, "Cast", "", 1, &ratio, 1, &rf);
-        const otter_type *t = ot_grad_type(g, IN(0));
-        if (c && otter_node_set_attr_int(c, "to", t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT) != OTTER_OK)
-            nomem(g);
-        grad = OT_G1(g, "Div", ot_grad_tmp(g, "Scaled_Grad"), grad, rf);
-    }
-    OT_G1(g, "Expand", ot_grad_dx(g, 0), grad, shape_of(g, IN(0)));
-}
-
 /* Einsum with two operands: dA = einsum("<out>,<B>-><A>", dY, B), valid when every label of A
  * appears in B or the output (no label is summed out of A alone) and no label repeats in A. */
 static bool einsum_terms(const char *eq, char terms[3][64]) {
