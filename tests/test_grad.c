@@ -31,8 +31,9 @@ typedef struct grad_case {
     input_spec in[6];
     int n_out;
     void (*attrs)(otter_node *n);
-    double tol;   /* 0: the default */
-    bool shifted; /* loss = 0.5 * sum((y - 1)^2), so that dY = y - 1 is not 0 where y is (ReduceProd's zeros) */
+    double tol;      /* 0: the default */
+    bool shifted;    /* loss = 0.5 * sum((y - 1)^2), so that dY = y - 1 is not 0 where y is (ReduceProd's zeros) */
+    int unused_outs; /* outputs after the n_out ones that the loss leaves out (TopK's Indices) */
 } grad_case;
 
 static uint64_t rng = 88172645463325252ull;
@@ -87,7 +88,7 @@ static otter_model *forward_model(const grad_case *c) {
     }
     const char *outs[4] = {"y0", "y1", "y2", "y3"};
     otter_node *n;
-    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)c->n_out, outs));
+    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)(c->n_out + c->unused_outs), outs));
     if (c->domain) CHECK_OK(otter_node_set_domain(n, c->domain));
     if (c->attrs) c->attrs(n);
     CHECK_OK(otter_graph_add_node(g, n));
@@ -357,6 +358,23 @@ static void a_lp1_axis0(otter_node *n) {
     otter_node_set_attr_int(n, "axis", 0);
 }
 
+static void a_exclusive(otter_node *n) { otter_node_set_attr_int(n, "exclusive", 1); }
+static void a_reverse(otter_node *n) { otter_node_set_attr_int(n, "reverse", 1); }
+static void a_exclusive_reverse(otter_node *n) {
+    a_exclusive(n);
+    a_reverse(n);
+}
+static void a_topk_smallest_axis0(otter_node *n) {
+    otter_node_set_attr_int(n, "axis", 0);
+    otter_node_set_attr_int(n, "largest", 0);
+}
+static void a_batch_dims1(otter_node *n) { otter_node_set_attr_int(n, "batch_dims", 1); }
+static void a_block2(otter_node *n) { otter_node_set_attr_int(n, "blocksize", 2); }
+static void a_block2_crd(otter_node *n) {
+    a_block2(n);
+    otter_node_set_attr_string(n, "mode", "CRD");
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -533,6 +551,100 @@ static const grad_case CASES[] = {
     {"ReduceSum noop_with_empty_axes", "ReduceSum", NULL, 13, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_noop},
     {"LpNormalization p 2", "LpNormalization", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 2)}}, 1, a_axis1},
     {"LpNormalization p 1 axis 0", "LpNormalization", NULL, 0, 1, {{"x", RAND, SHAPE(3, 4)}}, 1, a_lp1_axis0},
+    /* Indexing and layout (rules_index.c): scatters of dY through ONNX Runtime's GatherElementsGrad and
+     * GatherNDGrad (repeated and negative indices accumulate), inverse rearrangements. */
+    {"CumSum", "CumSum", NULL, 0, 2, {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {1}}}, 1},
+    {"CumSum exclusive axis -1",
+     "CumSum",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {-1}}},
+     1,
+     a_exclusive},
+    {"CumSum reverse", "CumSum", NULL, 0, 2, {{"x", RAND, SHAPE(3, 2)}, {"ax", INTS, SHAPE(1), {0}}}, 1, a_reverse},
+    {"CumSum exclusive reverse",
+     "CumSum",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {1}}},
+     1,
+     a_exclusive_reverse},
+    {"TopK", "TopK", NULL, 0, 2, {{"x", SPREAD, SHAPE(3, 5)}, {"k", INTS, SHAPE(1), {2}}}, 1, NULL, 0, false, 1},
+    {"TopK smallest axis 0",
+     "TopK",
+     NULL,
+     0,
+     2,
+     {{"x", SPREAD, SHAPE(4, 3)}, {"k", INTS, SHAPE(1), {3}}},
+     1,
+     a_topk_smallest_axis0,
+     0,
+     false,
+     1},
+    {"GatherElements axis 0",
+     "GatherElements",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(2, 4), {2, 0, 1, -1, 0, 0, 2, 1}}},
+     1},
+    {"GatherElements axis 1",
+     "GatherElements",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(3, 2), {3, 0, 1, 1, -1, 2}}},
+     1,
+     a_axis1},
+    {"GatherND",
+     "GatherND",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"i", INTS, SHAPE(3, 2), {1, 3, 0, 1, 1, 3}}},
+     1},
+    {"GatherND batch_dims 1",
+     "GatherND",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"i", INTS, SHAPE(2, 2, 1), {2, 0, 1, 1}}},
+     1,
+     a_batch_dims1},
+    {"ScatterElements axis 1",
+     "ScatterElements",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(2, 2), {0, 3, 2, 1}}, {"u", RAND, SHAPE(2, 2)}},
+     1,
+     a_axis1},
+    {"ScatterElements axis 0",
+     "ScatterElements",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 2)}, {"i", INTS, SHAPE(1, 2), {2, -3}}, {"u", RAND, SHAPE(1, 2)}},
+     1},
+    {"ScatterND rows",
+     "ScatterND",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(4, 3)}, {"i", INTS, SHAPE(2, 1), {3, 1}}, {"u", RAND, SHAPE(2, 3)}},
+     1},
+    {"ScatterND elements",
+     "ScatterND",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 3)}, {"i", INTS, SHAPE(2, 2), {0, 1, 2, 2}}, {"u", RAND, SHAPE(2)}},
+     1},
+    {"DepthToSpace DCR", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(1, 8, 2, 3)}}, 1, a_block2},
+    {"DepthToSpace CRD", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(2, 8, 2, 1)}}, 1, a_block2_crd},
+    {"SpaceToDepth", "SpaceToDepth", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 4, 6)}}, 1, a_block2},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
