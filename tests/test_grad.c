@@ -375,6 +375,15 @@ static void a_block2_crd(otter_node *n) {
     otter_node_set_attr_string(n, "mode", "CRD");
 }
 
+static void a_pad_reflect(otter_node *n) { otter_node_set_attr_string(n, "mode", "reflect"); }
+static void a_pad_edge(otter_node *n) { otter_node_set_attr_string(n, "mode", "edge"); }
+static void a_pad_wrap(otter_node *n) { otter_node_set_attr_string(n, "mode", "wrap"); }
+static void a_pad_edge_attr(otter_node *n) {
+    int64_t pads[4] = {2, 0, 1, 3};
+    a_pad_edge(n);
+    otter_node_set_attr_ints(n, "pads", 4, pads);
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -645,6 +654,34 @@ static const grad_case CASES[] = {
     {"DepthToSpace DCR", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(1, 8, 2, 3)}}, 1, a_block2},
     {"DepthToSpace CRD", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(2, 8, 2, 1)}}, 1, a_block2_crd},
     {"SpaceToDepth", "SpaceToDepth", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 4, 6)}}, 1, a_block2},
+    /* Pad in every mode: reflect, edge and wrap fold the border back (com.otter PadGrad), as do negative
+     * pads, opset 18's axes and opset 10's pads attribute. */
+    {"Pad reflect",
+     "Pad",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"p", INTS, SHAPE(4), {1, 2, 2, 3}}},
+     1,
+     a_pad_reflect},
+    {"Pad edge", "Pad", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3)}, {"p", INTS, SHAPE(4), {2, 1, 0, 3}}}, 1, a_pad_edge},
+    {"Pad wrap", "Pad", NULL, 19, 2, {{"x", RAND, SHAPE(2, 3)}, {"p", INTS, SHAPE(4), {1, 3, 2, 2}}}, 1, a_pad_wrap},
+    {"Pad constant negative pads",
+     "Pad",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"p", INTS, SHAPE(4), {1, -1, -1, 2}}},
+     1},
+    {"Pad reflect axes",
+     "Pad",
+     NULL,
+     18,
+     4,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"p", INTS, SHAPE(2), {2, 1}}, {"", FIXED, 0, {0}}, {"ax", INTS, SHAPE(1), {-1}}},
+     1,
+     a_pad_reflect},
+    {"Pad edge opset 10 attribute", "Pad", NULL, 10, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_pad_edge_attr},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

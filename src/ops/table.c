@@ -415,5 +415,7 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
     {"com.otter", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
      .attrs_of = "MaxPool"}, /* 1: + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
+    {"com.otter", "PadGrad", KERNELS({1, ot_kernel_pad_grad, 0}), .infer = ot_infer_pad_grad,
+     .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];
