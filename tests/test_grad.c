@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE };
+enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE, TIES, ZEROED };
 
 typedef struct input_spec {
     const char *name;
@@ -31,7 +31,9 @@ typedef struct grad_case {
     input_spec in[6];
     int n_out;
     void (*attrs)(otter_node *n);
-    double tol; /* 0: the default */
+    double tol;      /* 0: the default */
+    bool shifted;    /* loss = 0.5 * sum((y - 1)^2), so that dY = y - 1 is not 0 where y is (ReduceProd's zeros) */
+    int unused_outs; /* outputs after the n_out ones that the loss leaves out (TopK's Indices) */
 } grad_case;
 
 static uint64_t rng = 88172645463325252ull;
@@ -57,7 +59,8 @@ static int64_t numel(const input_spec *s) {
 }
 
 static bool is_wrt(const input_spec *s) {
-    return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE;
+    return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
+           s->kind == ZEROED;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -85,7 +88,7 @@ static otter_model *forward_model(const grad_case *c) {
     }
     const char *outs[4] = {"y0", "y1", "y2", "y3"};
     otter_node *n;
-    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)c->n_out, outs));
+    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)(c->n_out + c->unused_outs), outs));
     if (c->domain) CHECK_OK(otter_node_set_domain(n, c->domain));
     if (c->attrs) c->attrs(n);
     CHECK_OK(otter_graph_add_node(g, n));
@@ -96,7 +99,15 @@ static otter_model *forward_model(const grad_case *c) {
     for (int j = 0; j < c->n_out; j++) {
         snprintf(buf[j][0], 16, "sq%d", j);
         snprintf(buf[j][1], 16, "s%d", j);
-        const char *in2[] = {outs[j], outs[j]}, *o1[] = {buf[j][0]};
+        const char *y = outs[j];
+        if (c->shifted) {
+            snprintf(buf[j][2], 16, "d%d", j);
+            const char *sub_in[] = {outs[j], "one"}, *sub_out[] = {buf[j][2]};
+            CHECK_OK(otter_node_create(&n, "Sub", buf[j][2], 2, sub_in, 1, sub_out));
+            CHECK_OK(otter_graph_add_node(g, n));
+            y = buf[j][2];
+        }
+        const char *in2[] = {y, y}, *o1[] = {buf[j][0]};
         CHECK_OK(otter_node_create(&n, "Mul", buf[j][0], 2, in2, 1, o1));
         CHECK_OK(otter_graph_add_node(g, n));
         const char *in1[] = {buf[j][0]}, *o2[] = {buf[j][1]};
@@ -108,8 +119,10 @@ static otter_model *forward_model(const grad_case *c) {
     const char *total = "total";
     CHECK_OK(otter_node_create(&n, "Sum", "total", (size_t)c->n_out, sums, 1, &total));
     CHECK_OK(otter_graph_add_node(g, n));
-    otter_tensor *half;
-    float h = 0.5f;
+    otter_tensor *half, *one;
+    float h = 0.5f, o = 1.0f;
+    CHECK_OK(otter_tensor_from_data(&one, "one", OTTER_DTYPE_FLOAT, 0, NULL, &o));
+    CHECK_OK(otter_graph_add_initializer(g, one));
     CHECK_OK(otter_tensor_from_data(&half, "half", OTTER_DTYPE_FLOAT, 0, NULL, &h));
     CHECK_OK(otter_graph_add_initializer(g, half));
     const char *lin[] = {"total", "half"}, *lout[] = {"loss"};
@@ -170,7 +183,13 @@ static void run_case(const grad_case *c) {
             /* SPREAD: distinct values 0.1 apart, so a max never changes hands within eps. */
             /* WIDE: -4.45, -4.15, ... 0.3 apart: every piece of HardSigmoid / HardSwish (kinks at ±2.5, ±3)
              * and at least 0.05 from a kink. */
-            d[e] = s->kind == SPREAD       ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
+            /* TIES: rows of 4 (row r: 0.1 r + [0.1, 0.9, 0.9, 0.1]), so a max or min along the last axis,
+             * or over a whole [R, 4] tensor, is held by exactly two elements: there central differences
+             * see the even split (one side moves the extremum, the other doesn't).
+             * ZEROED: exact zeros at multiples of 5 and 7 (rows of 4 with none, one and two zeros). */
+            d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
+                   : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
+                   : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
                    : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
@@ -319,6 +338,52 @@ static void a_dropout(otter_node *n) { otter_node_set_attr_int(n, "seed", 5); }
 static void a_sce(otter_node *n) { otter_node_set_attr_string(n, "reduction", "mean"); }
 static void a_gather(otter_node *n) { otter_node_set_attr_int(n, "axis", 1); }
 
+static void a_axes_last_keep0(otter_node *n) {
+    int64_t ax = -1;
+    otter_node_set_attr_ints(n, "axes", 1, &ax);
+    otter_node_set_attr_int(n, "keepdims", 0);
+}
+static void a_axes_0_2(otter_node *n) {
+    int64_t ax[2] = {0, 2};
+    otter_node_set_attr_ints(n, "axes", 2, ax);
+}
+static void a_axes_1_keep0(otter_node *n) {
+    int64_t ax = 1;
+    otter_node_set_attr_ints(n, "axes", 1, &ax);
+    otter_node_set_attr_int(n, "keepdims", 0);
+}
+static void a_noop(otter_node *n) { otter_node_set_attr_int(n, "noop_with_empty_axes", 1); }
+static void a_lp1_axis0(otter_node *n) {
+    otter_node_set_attr_int(n, "p", 1);
+    otter_node_set_attr_int(n, "axis", 0);
+}
+
+static void a_exclusive(otter_node *n) { otter_node_set_attr_int(n, "exclusive", 1); }
+static void a_reverse(otter_node *n) { otter_node_set_attr_int(n, "reverse", 1); }
+static void a_exclusive_reverse(otter_node *n) {
+    a_exclusive(n);
+    a_reverse(n);
+}
+static void a_topk_smallest_axis0(otter_node *n) {
+    otter_node_set_attr_int(n, "axis", 0);
+    otter_node_set_attr_int(n, "largest", 0);
+}
+static void a_batch_dims1(otter_node *n) { otter_node_set_attr_int(n, "batch_dims", 1); }
+static void a_block2(otter_node *n) { otter_node_set_attr_int(n, "blocksize", 2); }
+static void a_block2_crd(otter_node *n) {
+    a_block2(n);
+    otter_node_set_attr_string(n, "mode", "CRD");
+}
+
+static void a_pad_reflect(otter_node *n) { otter_node_set_attr_string(n, "mode", "reflect"); }
+static void a_pad_edge(otter_node *n) { otter_node_set_attr_string(n, "mode", "edge"); }
+static void a_pad_wrap(otter_node *n) { otter_node_set_attr_string(n, "mode", "wrap"); }
+static void a_pad_edge_attr(otter_node *n) {
+    int64_t pads[4] = {2, 0, 1, 3};
+    a_pad_edge(n);
+    otter_node_set_attr_ints(n, "pads", 4, pads);
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -412,6 +477,211 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(4, 3, 2)}, {"t", INTS, SHAPE(4, 2), {0, 2, 1, 1, 2, 0, 1, 0}}},
      1,
      a_nll_sum_ignore},
+    /* Reductions and LpNormalization (rules_reduce.c): opset 18 takes axes as an input, earlier opsets an
+     * attribute (ReduceSum from 13); keepdims 0 / 1, negative axes, noop_with_empty_axes. */
+    {"ReduceMax ties axes input keep0",
+     "ReduceMax",
+     NULL,
+     18,
+     2,
+     {{"x", TIES, SHAPE(3, 4)}, {"ax", INTS, SHAPE(1), {-1}}},
+     1,
+     a_keep0},
+    {"ReduceMax attr axes 0 2", "ReduceMax", NULL, 17, 1, {{"x", SPREAD, SHAPE(2, 3, 2)}}, 1, a_axes_0_2},
+    {"ReduceMin ties all axes", "ReduceMin", NULL, 17, 1, {{"x", TIES, SHAPE(3, 4)}}, 1},
+    {"ReduceMin ties attr axes -1 keep0", "ReduceMin", NULL, 13, 1, {{"x", TIES, SHAPE(2, 4)}}, 1, a_axes_last_keep0},
+    {"ReduceMin noop_with_empty_axes", "ReduceMin", NULL, 18, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_noop},
+    {"ReduceProd zeros axes input keep0",
+     "ReduceProd",
+     NULL,
+     18,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, SHAPE(1), {-1}}},
+     1,
+     a_keep0,
+     0,
+     true},
+    {"ReduceProd zeros attr axes 0 2",
+     "ReduceProd",
+     NULL,
+     13,
+     1,
+     {{"x", ZEROED, SHAPE(2, 4, 2)}},
+     1,
+     a_axes_0_2,
+     0,
+     true},
+    {"ReduceProd all axes", "ReduceProd", NULL, 17, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_keep0},
+    {"ReduceLogSumExp axes input",
+     "ReduceLogSumExp",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"ax", INTS, SHAPE(2), {0, -1}}},
+     1},
+    {"ReduceLogSumExp attr keep0", "ReduceLogSumExp", NULL, 11, 1, {{"x", RAND, SHAPE(2, 3, 2)}}, 1, a_axes_1_keep0},
+    {"ReduceLogSum axes input",
+     "ReduceLogSum",
+     NULL,
+     18,
+     2,
+     {{"x", POS, SHAPE(2, 3)}, {"ax", INTS, SHAPE(1), {1}}},
+     1,
+     a_keep0},
+    {"ReduceLogSum all axes", "ReduceLogSum", NULL, 17, 1, {{"x", POS, SHAPE(2, 3)}}, 1},
+    {"ReduceL1 axes input keep0",
+     "ReduceL1",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 2)}, {"ax", INTS, SHAPE(1), {1}}},
+     1,
+     a_keep0},
+    {"ReduceL1 all axes", "ReduceL1", NULL, 17, 1, {{"x", RAND, SHAPE(2, 3)}}, 1},
+    {"ReduceL2 axes input", "ReduceL2", NULL, 18, 2, {{"x", RAND, SHAPE(2, 3, 2)}, {"ax", INTS, SHAPE(1), {-2}}}, 1},
+    {"ReduceL2 attr axes -1 keep0", "ReduceL2", NULL, 17, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_axes_last_keep0},
+    {"ReduceSumSquare axes input keep0",
+     "ReduceSumSquare",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 2)}, {"ax", INTS, SHAPE(1), {1}}},
+     1,
+     a_keep0},
+    {"ReduceSumSquare attr opset 12", "ReduceSumSquare", NULL, 12, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_axes_last_keep0},
+    {"ReduceMean axes input keep0",
+     "ReduceMean",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 2)}, {"ax", INTS, SHAPE(2), {-1, 0}}},
+     1,
+     a_keep0},
+    {"ReduceSum noop_with_empty_axes", "ReduceSum", NULL, 13, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_noop},
+    {"LpNormalization p 2", "LpNormalization", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 2)}}, 1, a_axis1},
+    {"LpNormalization p 1 axis 0", "LpNormalization", NULL, 0, 1, {{"x", RAND, SHAPE(3, 4)}}, 1, a_lp1_axis0},
+    /* Indexing and layout (rules_index.c): scatters of dY through ONNX Runtime's GatherElementsGrad and
+     * GatherNDGrad (repeated and negative indices accumulate), inverse rearrangements. */
+    {"CumSum", "CumSum", NULL, 0, 2, {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {1}}}, 1},
+    {"CumSum exclusive axis -1",
+     "CumSum",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {-1}}},
+     1,
+     a_exclusive},
+    {"CumSum reverse", "CumSum", NULL, 0, 2, {{"x", RAND, SHAPE(3, 2)}, {"ax", INTS, SHAPE(1), {0}}}, 1, a_reverse},
+    {"CumSum exclusive reverse",
+     "CumSum",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 4)}, {"ax", INTS, 0, {0}, {1}}},
+     1,
+     a_exclusive_reverse},
+    {"TopK", "TopK", NULL, 0, 2, {{"x", SPREAD, SHAPE(3, 5)}, {"k", INTS, SHAPE(1), {2}}}, 1, NULL, 0, false, 1},
+    {"TopK smallest axis 0",
+     "TopK",
+     NULL,
+     0,
+     2,
+     {{"x", SPREAD, SHAPE(4, 3)}, {"k", INTS, SHAPE(1), {3}}},
+     1,
+     a_topk_smallest_axis0,
+     0,
+     false,
+     1},
+    {"GatherElements axis 0",
+     "GatherElements",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(2, 4), {2, 0, 1, -1, 0, 0, 2, 1}}},
+     1},
+    {"GatherElements axis 1",
+     "GatherElements",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(3, 2), {3, 0, 1, 1, -1, 2}}},
+     1,
+     a_axis1},
+    {"GatherND",
+     "GatherND",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"i", INTS, SHAPE(3, 2), {1, 3, 0, 1, 1, 3}}},
+     1},
+    {"GatherND batch_dims 1",
+     "GatherND",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"i", INTS, SHAPE(2, 2, 1), {2, 0, 1, 1}}},
+     1,
+     a_batch_dims1},
+    {"ScatterElements axis 1",
+     "ScatterElements",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 4)}, {"i", INTS, SHAPE(2, 2), {0, 3, 2, 1}}, {"u", RAND, SHAPE(2, 2)}},
+     1,
+     a_axis1},
+    {"ScatterElements axis 0",
+     "ScatterElements",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 2)}, {"i", INTS, SHAPE(1, 2), {2, -3}}, {"u", RAND, SHAPE(1, 2)}},
+     1},
+    {"ScatterND rows",
+     "ScatterND",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(4, 3)}, {"i", INTS, SHAPE(2, 1), {3, 1}}, {"u", RAND, SHAPE(2, 3)}},
+     1},
+    {"ScatterND elements",
+     "ScatterND",
+     NULL,
+     0,
+     3,
+     {{"d", RAND, SHAPE(3, 3)}, {"i", INTS, SHAPE(2, 2), {0, 1, 2, 2}}, {"u", RAND, SHAPE(2)}},
+     1},
+    {"DepthToSpace DCR", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(1, 8, 2, 3)}}, 1, a_block2},
+    {"DepthToSpace CRD", "DepthToSpace", NULL, 0, 1, {{"x", RAND, SHAPE(2, 8, 2, 1)}}, 1, a_block2_crd},
+    {"SpaceToDepth", "SpaceToDepth", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 4, 6)}}, 1, a_block2},
+    /* Pad in every mode: reflect, edge and wrap fold the border back (com.otter PadGrad), as do negative
+     * pads, opset 18's axes and opset 10's pads attribute. */
+    {"Pad reflect",
+     "Pad",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"p", INTS, SHAPE(4), {1, 2, 2, 3}}},
+     1,
+     a_pad_reflect},
+    {"Pad edge", "Pad", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3)}, {"p", INTS, SHAPE(4), {2, 1, 0, 3}}}, 1, a_pad_edge},
+    {"Pad wrap", "Pad", NULL, 19, 2, {{"x", RAND, SHAPE(2, 3)}, {"p", INTS, SHAPE(4), {1, 3, 2, 2}}}, 1, a_pad_wrap},
+    {"Pad constant negative pads",
+     "Pad",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4)}, {"p", INTS, SHAPE(4), {1, -1, -1, 2}}},
+     1},
+    {"Pad reflect axes",
+     "Pad",
+     NULL,
+     18,
+     4,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"p", INTS, SHAPE(2), {2, 1}}, {"", FIXED, 0, {0}}, {"ax", INTS, SHAPE(1), {-1}}},
+     1,
+     a_pad_reflect},
+    {"Pad edge opset 10 attribute", "Pad", NULL, 10, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_pad_edge_attr},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -547,10 +547,12 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     }
     g.gr = g.m->graph;
     build(&g, o, g.gr->n_nodes);
-    if (!ot_grad_failed(&g) && otter_model_opset(g.m, "com.microsoft") == 0) {
+    static const char *const rule_domains[] = {"com.microsoft", "com.otter"}; /* what rules emit besides ONNX */
+    for (size_t d = 0; d < 2; d++) {
+        if (ot_grad_failed(&g) || otter_model_opset(g.m, rule_domains[d]) != 0) continue;
         for (size_t i = 0; i < g.gr->n_nodes; i++)
-            if (ot_streq(g.gr->nodes[i]->domain, "com.microsoft")) {
-                if (otter_model_set_opset(g.m, "com.microsoft", 1) != OTTER_OK) nomem(&g);
+            if (ot_streq(g.gr->nodes[i]->domain, rule_domains[d])) {
+                if (otter_model_set_opset(g.m, rule_domains[d], 1) != OTTER_OK) nomem(&g);
                 break;
             }
     }

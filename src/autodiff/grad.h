@@ -108,6 +108,8 @@ void ot_grad_softmax(ot_grad *g, otter_node *n);
 void ot_grad_sce(ot_grad *g, otter_node *n);
 void ot_grad_nll(ot_grad *g, otter_node *n);
 /* rules_shape.c */
+/* Zeros with the shape of `like` and the element type of `dtype_of`; returns the name. */
+const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of);
 void ot_grad_reshape_like(ot_grad *g, otter_node *n);
 void ot_grad_transpose(ot_grad *g, otter_node *n);
 void ot_grad_concat(ot_grad *g, otter_node *n);
@@ -117,8 +119,25 @@ void ot_grad_gather(ot_grad *g, otter_node *n);
 void ot_grad_expand(ot_grad *g, otter_node *n);
 void ot_grad_tile(ot_grad *g, otter_node *n);
 void ot_grad_pad(ot_grad *g, otter_node *n);
-void ot_grad_reduce(ot_grad *g, otter_node *n);
 void ot_grad_einsum(ot_grad *g, otter_node *n);
 void ot_grad_convtranspose(ot_grad *g, otter_node *n);
+/* rules_reduce.c */
+void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
+void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
+void ot_grad_reduce_prod(ot_grad *g, otter_node *n);
+void ot_grad_reduce_log_sum_exp(ot_grad *g, otter_node *n);
+void ot_grad_reduce_log_sum(ot_grad *g, otter_node *n);
+void ot_grad_reduce_l1(ot_grad *g, otter_node *n);
+void ot_grad_reduce_l2(ot_grad *g, otter_node *n);
+void ot_grad_reduce_sum_square(ot_grad *g, otter_node *n);
+void ot_grad_lp_normalization(ot_grad *g, otter_node *n);
+/* rules_index.c */
+void ot_grad_cumsum(ot_grad *g, otter_node *n);
+void ot_grad_topk(ot_grad *g, otter_node *n);
+void ot_grad_gather_elements(ot_grad *g, otter_node *n);
+void ot_grad_gather_nd(ot_grad *g, otter_node *n);
+void ot_grad_scatter(ot_grad *g, otter_node *n); /* ScatterElements, ScatterND */
+void ot_grad_depth_to_space(ot_grad *g, otter_node *n);
+void ot_grad_space_to_depth(ot_grad *g, otter_node *n);
 
 #endif

@@ -57,25 +57,27 @@ void ot_grad_concat(ot_grad *g, otter_node *n) {
     ot_free(sizes);
 }
 
+const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of) {
+    const char *shape = shape_of(g, like);
+    const char *zero = ot_grad_tmp(g, "zeros");
+    otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &zero);
+    const otter_type *t = ot_grad_type(g, dtype_of);
+    otter_tensor *v;
+    int64_t one = 1;
+    if (c &&
+        (otter_tensor_create(&v, NULL, t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT, 1, &one) != OTTER_OK ||
+         otter_node_set_attr_tensor(c, "value", v) != OTTER_OK))
+        nomem(g);
+    return c ? zero : NULL;
+}
+
 /* Split: Concat the output gradients (zeros for outputs the loss ignores). */
 void ot_grad_split(ot_grad *g, otter_node *n) {
     const char **parts = ot_calloc(n->n_outputs, sizeof *parts);
     if (!parts) OT_GRAD_NOMEM(g);
     for (size_t j = 0; j < n->n_outputs; j++) {
         parts[j] = ot_grad_dy(g, j);
-        if (!parts[j]) {
-            const char *shape = shape_of(g, OUT(j));
-            const char *zero = ot_grad_tmp(g, "zeros");
-            otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &zero);
-            const otter_type *t = ot_grad_type(g, IN(0));
-            otter_tensor *v;
-            int64_t one = 1;
-            if (c && (otter_tensor_create(&v, NULL, t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT, 1,
-                                          &one) != OTTER_OK ||
-                      otter_node_set_attr_tensor(c, "value", v) != OTTER_OK))
-                nomem(g);
-            parts[j] = zero;
-        }
+        if (!parts[j]) parts[j] = ot_grad_zeros_like(g, OUT(j), IN(0));
     }
     const char *dx = ot_grad_dx(g, 0);
     otter_node *c = ot_grad_emit(g, "Concat", "", n->n_outputs, parts, 1, &dx);
@@ -127,13 +129,20 @@ void ot_grad_tile(ot_grad *g, otter_node *n) {
     if (r && otter_node_set_attr_int(r, "keepdims", 0) != OTTER_OK) nomem(g);
 }
 
-/* Constant Pad: the gradient is the un-padded window of dY. */
-void ot_grad_pad(ot_grad *g, otter_node *n) {
-    const char *mode = otter_node_attr_string(n, "mode", "constant");
-    if (strcmp(mode, "constant") != 0)
-        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient supports mode 'constant' only, not '%s'", mode);
-    if (ot_grad_opset(g) < 11) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient needs opset >= 11");
-    /* pads = [b0, b1, ..., e0, e1, ...]: starts = b, ends = shape(dY) - e (as Slice ends). */
+/* Whether tensor `name` is an int64 initializer with a negative value (pads that crop). */
+static bool has_negative_initializer(ot_grad *g, const char *name) {
+    otter_graph *gr = ot_grad_graph(g);
+    ptrdiff_t i = otter_graph_find_initializer(gr, name);
+    if (i < 0 || gr->initializers[i]->dtype != OTTER_DTYPE_INT64) return false;
+    const otter_tensor *t = gr->initializers[i];
+    for (int64_t k = 0; k < otter_tensor_numel(t); k++)
+        if (((const int64_t *)t->data)[k] < 0) return true;
+    return false;
+}
+
+/* Constant Pad's gradient is the un-padded window of dY: pads = [b0, b1, ..., e0, e1, ...] give
+ * starts = b, ends = shape(dY) - e, a Slice in plain ONNX (wrong for negative pads, which crop). */
+static void pad_grad_slice(ot_grad *g, otter_node *n) {
     int64_t half_len = ot_grad_rank(g, IN(0));
     if (half_len < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient needs a known input rank");
     int64_t zero = 0, h = half_len, two_h = 2 * half_len;
@@ -142,49 +151,30 @@ void ot_grad_pad(ot_grad *g, otter_node *n) {
     const char *ends_pad = OT_G1(g, "Slice", ot_grad_tmp(g, "pad_end"), IN(1), ot_grad_const_i64(g, "h", 1, &h, false),
                                  ot_grad_const_i64(g, "2h", 1, &two_h, false));
     const char *ends = OT_G1(g, "Sub", ot_grad_tmp(g, "ends"), shape_of(g, OUT(0)), ends_pad);
-    if (n->n_inputs > 3 && IN(3)[0])
-        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Pad gradient with explicit axes is not supported");
     OT_G1(g, "Slice", ot_grad_dx(g, 0), ot_grad_dy(g, 0), starts, ends);
 }
 
-/* The reduced axes of a Reduce* node as an initializer or input name; NULL means "all axes". */
-static const char *reduce_axes(ot_grad *g, otter_node *n, bool axes_input) {
-    if (axes_input) return n->n_inputs > 1 && IN(1)[0] ? IN(1) : NULL;
-    const otter_attr *a = otter_node_attr(n, "axes");
-    return a ? ot_grad_const_i64(g, "axes", a->n_ints, a->ints, false) : NULL;
-}
-
-/* ReduceSum / ReduceMean: dX = Expand(Unsqueeze(dY) [/ count], shape(X)). */
-void ot_grad_reduce(ot_grad *g, otter_node *n) {
-    bool mean = ot_streq(n->op_type, "ReduceMean");
-    bool axes_input = ot_grad_opset(g) >= (mean ? 18 : 13);
-    const char *axes = reduce_axes(g, n, axes_input);
-    if (!axes && otter_node_attr_int(n, "noop_with_empty_axes", 0)) {
-        OT_G1(g, "Identity", ot_grad_dx(g, 0), ot_grad_dy(g, 0));
+/* Pad: mode constant with pads as an input (opset 11), no axes and no known negative pad takes the
+ * Slice above; everything else (reflect, edge and wrap fold the border back onto X; opset 18's axes;
+ * opsets before 11, whose pads are an attribute) com.otter PadGrad, as ONNX Runtime has no kernel. */
+void ot_grad_pad(ot_grad *g, otter_node *n) {
+    const char *mode = otter_node_attr_string(n, "mode", "constant");
+    bool pads_input = ot_grad_opset(g) >= 11, axes = pads_input && n->n_inputs > 3 && IN(3)[0];
+    const char *pads = pads_input ? IN(1) : NULL;
+    if (!pads_input) {
+        const otter_attr *a = otter_node_attr(n, ot_grad_opset(g) < 2 ? "paddings" : "pads");
+        if (!a) OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "Pad has no pads attribute");
+        pads = ot_grad_const_i64(g, "pads", a->n_ints, a->ints, false);
+    }
+    if (strcmp(mode, "constant") == 0 && pads_input && !axes && !has_negative_initializer(g, pads)) {
+        pad_grad_slice(g, n);
         return;
     }
-    const char *grad = ot_grad_dy(g, 0);
-    if (!otter_node_attr_int(n, "keepdims", 1) && axes) {
-        if (ot_grad_opset(g) >= 13) {
-            grad = OT_G1(g, "Unsqueeze", ot_grad_tmp(g, "Unsqueezed_Grad"), grad, axes);
-        } else {
-            const otter_attr *a = otter_node_attr(n, "axes");
-            otter_node *u = ot_grad_emit(g, "Unsqueeze", "", 1, &grad, 1, (const char *[]){ot_grad_tmp(g, "Unsq")});
-            if (u && otter_node_set_attr_ints(u, "axes", a->n_ints, a->ints) != OTTER_OK) nomem(g);
-            grad = u ? u->outputs[0] : NULL;
-        }
-    }
-    if (mean) {
-        const char *ratio = OT_G1(g, "Div", ot_grad_tmp(g, "Scale"), OT_G1(g, "Size", ot_grad_tmp(g, "Sized_X"), IN(0)),
-                                  OT_G1(g, "Size", ot_grad_tmp(g, "Sized_Grad"), OUT(0)));
-        const char *rf = ot_grad_tmp(g, "Scale_f");
-        otter_node *c = ot_grad_emit(g, "Cast", "", 1, &ratio, 1, &rf);
-        const otter_type *t = ot_grad_type(g, IN(0));
-        if (c && otter_node_set_attr_int(c, "to", t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT) != OTTER_OK)
-            nomem(g);
-        grad = OT_G1(g, "Div", ot_grad_tmp(g, "Scaled_Grad"), grad, rf);
-    }
-    OT_G1(g, "Expand", ot_grad_dx(g, 0), grad, shape_of(g, IN(0)));
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *m =
+        ot_grad_emit(g, "PadGrad", "com.otter", axes ? 4 : 3,
+                     (const char *[]){ot_grad_dy(g, 0), shape_of(g, IN(0)), pads, axes ? IN(3) : NULL}, 1, &dx);
+    if (m && otter_node_set_attr_string(m, "mode", mode) != OTTER_OK) nomem(g);
 }
 
 /* Einsum with two operands: dA = einsum("<out>,<B>-><A>", dY, B), valid when every label of A

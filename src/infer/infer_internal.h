@@ -289,6 +289,7 @@ otter_status ot_infer_gather_nd_grad(ot_inode *n);
 otter_status ot_infer_gradient(ot_inode *n);
 otter_status ot_infer_inplace_accumulator_v2(ot_inode *n);
 otter_status ot_infer_layer_norm_grad(ot_inode *n);
+otter_status ot_infer_pad_grad(ot_inode *n);
 otter_status ot_infer_pool_grad(ot_inode *n);
 otter_status ot_infer_reduce_all_l2(ot_inode *n);
 otter_status ot_infer_sce_loss_grad(ot_inode *n);

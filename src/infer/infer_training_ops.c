@@ -134,6 +134,7 @@ otter_status ot_infer_gather_grad(ot_inode *n) { return out_shape_from_values(n,
 otter_status ot_infer_gather_elements_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
 otter_status ot_infer_gather_nd_grad(ot_inode *n) { return out_shape_from_values(n, 0, 0, ot_in_dtype(n, 2)); }
 otter_status ot_infer_slice_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
+otter_status ot_infer_pad_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
 
 /* Concat's result, and each input's length along axis: int64 [number of inputs] */
 otter_status ot_infer_concat_training(ot_inode *n) {

@@ -140,6 +140,7 @@ otter_status ot_kernel_concat(ot_kernel_ctx *ctx);
 otter_status ot_kernel_split(ot_kernel_ctx *ctx);
 otter_status ot_kernel_slice(ot_kernel_ctx *ctx);
 otter_status ot_kernel_pad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_pad_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_tile(ot_kernel_ctx *ctx);
 otter_status ot_kernel_expand(ot_kernel_ctx *ctx);
 otter_status ot_kernel_depthtospace(ot_kernel_ctx *ctx);

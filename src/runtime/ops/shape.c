@@ -364,86 +364,61 @@ otter_status ot_kernel_slice(ot_kernel_ctx *ctx) {
 
 /* ---- Pad ---------------------------------------------------------------------------------------- */
 
-otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
-    const otter_tensor *x;
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    int r = x->rank;
-    int64_t pads[2 * OTTER_MAX_RANK] = {0}, np = 0;
-    const char *mode;
-    OT_TRY(ot_ctx_attr_string(ctx, "mode", &mode));
-    int m = strcmp(mode, "constant") == 0  ? 0
-            : strcmp(mode, "reflect") == 0 ? 1
-            : strcmp(mode, "edge") == 0    ? 2
-            : strcmp(mode, "wrap") == 0    ? 3
-                                           : -1;
-    if (m < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s'", mode);
-    size_t es = ot_elem_size(x->dtype);
-    char cval[16] = {0};
-    if (ctx->opset < 11) {
-        const int64_t *pv;
-        size_t npv;
-        OT_TRY(ot_ctx_attr_ints(ctx, ctx->opset < 2 ? "paddings" : "pads", &pv, &npv));
-        if (npv != (size_t)(2 * r))
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads has %zu values, expected %d", npv, 2 * r);
-        memcpy(pads, pv, sizeof(int64_t) * npv);
-        np = 2 * r;
-        float value;
-        OT_TRY(ot_ctx_attr_float(ctx, "value", &value));
-        if (x->dtype != OTTER_DTYPE_STRING) ot_set_f64(cval, x->dtype, 0, value);
-    } else {
-        int64_t raw[2 * OTTER_MAX_RANK], axes[OTTER_MAX_RANK], na = -1;
-        OT_TRY(ot_ctx_input_ints(ctx, 1, raw, 2 * OTTER_MAX_RANK, &np));
-        if (ot_ctx_input(ctx, 3)) OT_TRY(ot_ctx_input_ints(ctx, 3, axes, OTTER_MAX_RANK, &na));
-        if (na < 0) {
-            if (np != 2 * r)
-                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads '%s' has %lld values, expected %d",
-                                    ot_ctx_input_name(ctx, 1), (long long)np, 2 * r);
-            memcpy(pads, raw, sizeof(int64_t) * (size_t)np);
-        } else {
-            if (np != 2 * na) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads and axes lengths disagree");
-            for (int64_t i = 0; i < na; i++) {
-                int64_t ax = axes[i];
-                if (!ot_norm_axis(&ax, r)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis out of range");
-                pads[ax] = raw[i], pads[r + ax] = raw[na + i];
-            }
-        }
-        const otter_tensor *cv = ot_ctx_input(ctx, 2);
-        if (cv && otter_tensor_numel(cv) > 0 && x->dtype != OTTER_DTYPE_STRING) {
-            if (cv->dtype != x->dtype)
-                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "constant_value '%s' dtype %s differs from data's %s",
-                                    ot_ctx_input_name(ctx, 2), otter_dtype_name(cv->dtype), otter_dtype_name(x->dtype));
-            memcpy(cval, cv->data, es);
-        }
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+static otter_status pad_mode(const ot_kernel_ctx *ctx, const char **mode, int *m) {
+    OT_TRY(ot_ctx_attr_string(ctx, "mode", mode));
+    *m = strcmp(*mode, "constant") == 0  ? PAD_CONSTANT
+         : strcmp(*mode, "reflect") == 0 ? PAD_REFLECT
+         : strcmp(*mode, "edge") == 0    ? PAD_EDGE
+         : strcmp(*mode, "wrap") == 0    ? PAD_WRAP
+                                         : -1;
+    return *m < 0 ? ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s'", *mode) : OTTER_OK;
+}
+
+/* pads [begin..., end...] for each of the r axes, from the int64 inputs pads_in and, when given,
+ * axes_in (opset 18: pads name only those axes). */
+static otter_status pad_inputs(const ot_kernel_ctx *ctx, size_t pads_in, size_t axes_in, int r, int64_t *pads) {
+    int64_t raw[2 * OTTER_MAX_RANK], axes[OTTER_MAX_RANK], np, na = -1;
+    OT_TRY(ot_ctx_input_ints(ctx, pads_in, raw, 2 * OTTER_MAX_RANK, &np));
+    if (ot_ctx_input(ctx, axes_in)) OT_TRY(ot_ctx_input_ints(ctx, axes_in, axes, OTTER_MAX_RANK, &na));
+    if (na < 0) {
+        if (np != 2 * r)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads '%s' has %lld values, expected %d",
+                                ot_ctx_input_name(ctx, pads_in), (long long)np, 2 * r);
+        memcpy(pads, raw, sizeof(int64_t) * (size_t)np);
+        return OTTER_OK;
     }
-    int64_t d[OTTER_MAX_RANK];
-    for (int i = 0; i < r; i++) {
-        d[i] = x->dims[i] + pads[i] + pads[r + i];
-        if (d[i] < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads make axis %d negative", i);
-        if (m != 0 && x->dims[i] == 0 && d[i] > 0)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "cannot %s-pad an empty axis %d", mode, i);
+    if (np != 2 * na) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads and axes lengths disagree");
+    for (int64_t i = 0; i < na; i++) {
+        int64_t ax = axes[i];
+        if (!ot_norm_axis(&ax, r)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis out of range");
+        pads[ax] = raw[i], pads[r + ax] = raw[na + i];
     }
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
-    if (!y) return ctx->output_status;
-    int64_t ny = otter_tensor_numel(y);
-    if (ny == 0) return OTTER_OK;
-    /* per-axis source index maps (-1: constant) */
+    return OTTER_OK;
+}
+
+/* For each axis i and index o of the padded axis (length d[i]), the index of x that Pad copies
+ * there, or -1 for the constant: mp[i] points into the returned array (NULL: out of memory; the
+ * caller frees it). Non-constant modes need non-empty axes. */
+static int64_t *pad_sources(int r, const int64_t *xdims, const int64_t *d, const int64_t *pads, int m, int64_t **mp) {
     int64_t total = 0;
     for (int i = 0; i < r; i++) total += d[i];
-    int64_t *map = ot_malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t)), *mp[OTTER_MAX_RANK];
-    if (!map) return OT_NOMEM();
+    int64_t *map = ot_malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
+    if (!map) return NULL;
     int64_t acc = 0;
     for (int i = 0; i < r; i++) {
         mp[i] = map + acc;
         acc += d[i];
-        int64_t n = x->dims[i];
+        int64_t n = xdims[i];
         for (int64_t o = 0; o < d[i]; o++) {
             int64_t s = o - pads[i];
             if (s < 0 || s >= n) {
-                if (m == 0) {
+                if (m == PAD_CONSTANT) {
                     s = -1;
-                } else if (m == 2) {
+                } else if (m == PAD_EDGE) {
                     s = s < 0 ? 0 : n - 1;
-                } else if (m == 3) {
+                } else if (m == PAD_WRAP) {
                     s = ((s % n) + n) % n;
                 } else if (n == 1) {
                     s = 0;
@@ -456,6 +431,58 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
             mp[i][o] = s;
         }
     }
+    return map;
+}
+
+/* Whether non-constant mode m can fill axis i: it needs values to copy. */
+static otter_status pad_check_axis(const ot_kernel_ctx *ctx, int m, const char *mode, int i, int64_t n, int64_t d) {
+    if (m != PAD_CONSTANT && n == 0 && d > 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "cannot %s-pad an empty axis %d", mode, i);
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    int r = x->rank;
+    int64_t pads[2 * OTTER_MAX_RANK] = {0};
+    const char *mode;
+    int m;
+    OT_TRY(pad_mode(ctx, &mode, &m));
+    size_t es = ot_elem_size(x->dtype);
+    char cval[16] = {0};
+    if (ctx->opset < 11) {
+        const int64_t *pv;
+        size_t npv;
+        OT_TRY(ot_ctx_attr_ints(ctx, ctx->opset < 2 ? "paddings" : "pads", &pv, &npv));
+        if (npv != (size_t)(2 * r))
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads has %zu values, expected %d", npv, 2 * r);
+        memcpy(pads, pv, sizeof(int64_t) * npv);
+        float value;
+        OT_TRY(ot_ctx_attr_float(ctx, "value", &value));
+        if (x->dtype != OTTER_DTYPE_STRING) ot_set_f64(cval, x->dtype, 0, value);
+    } else {
+        OT_TRY(pad_inputs(ctx, 1, 3, r, pads));
+        const otter_tensor *cv = ot_ctx_input(ctx, 2);
+        if (cv && otter_tensor_numel(cv) > 0 && x->dtype != OTTER_DTYPE_STRING) {
+            if (cv->dtype != x->dtype)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "constant_value '%s' dtype %s differs from data's %s",
+                                    ot_ctx_input_name(ctx, 2), otter_dtype_name(cv->dtype), otter_dtype_name(x->dtype));
+            memcpy(cval, cv->data, es);
+        }
+    }
+    int64_t d[OTTER_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        d[i] = x->dims[i] + pads[i] + pads[r + i];
+        if (d[i] < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "pads make axis %d negative", i);
+        OT_TRY(pad_check_axis(ctx, m, mode, i, x->dims[i], d[i]));
+    }
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, d);
+    if (!y) return ctx->output_status;
+    int64_t ny = otter_tensor_numel(y);
+    if (ny == 0) return OTTER_OK;
+    int64_t *mp[OTTER_MAX_RANK], *map = pad_sources(r, x->dims, d, pads, m, mp);
+    if (!map) return OT_NOMEM();
     int64_t st[OTTER_MAX_RANK];
     ot_contiguous_strides(r, x->dims, st);
     int64_t last = r > 0 ? d[r - 1] : 1, rows = ny / last;
@@ -486,6 +513,60 @@ otter_status ot_kernel_pad(ot_kernel_ctx *ctx) {
     }
     ot_free(map);
     return OTTER_OK;
+}
+
+/* com.otter PadGrad(dY, X_shape, pads, axes?; mode), Pad's gradient in every mode: each element of dY
+ * is added to the element of X that Pad copied into it, so reflect, edge and wrap fold the border
+ * back onto X, and constant borders give nothing. */
+otter_status ot_kernel_pad_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    int r = dy->rank;
+    int64_t xd[OTTER_MAX_RANK], nx, pads[2 * OTTER_MAX_RANK] = {0};
+    OT_TRY(ot_ctx_input_ints(ctx, 1, xd, OTTER_MAX_RANK, &nx));
+    if (nx != r)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X_shape '%s' has %lld values for dY '%s' of rank %d",
+                            ot_ctx_input_name(ctx, 1), (long long)nx, ot_ctx_input_name(ctx, 0), r);
+    const char *mode;
+    int m;
+    OT_TRY(pad_mode(ctx, &mode, &m));
+    OT_TRY(pad_inputs(ctx, 2, 3, r, pads));
+    for (int i = 0; i < r; i++) {
+        if (xd[i] < 0 || xd[i] + pads[i] + pads[r + i] != dy->dims[i])
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "dY '%s' has %lld on axis %d, not X's %lld padded by %lld, %lld",
+                                ot_ctx_input_name(ctx, 0), (long long)dy->dims[i], i, (long long)xd[i],
+                                (long long)pads[i], (long long)pads[r + i]);
+        OT_TRY(pad_check_axis(ctx, m, mode, i, xd[i], dy->dims[i]));
+    }
+    otter_tensor *dx = ot_ctx_output(ctx, 0, dy->dtype, r, xd);
+    if (!dx) return ctx->output_status;
+    const float *g;
+    float *g_tmp = NULL, *out, *out_tmp = NULL;
+    OT_TRY(ot_ctx_input_f32(ctx, 0, dy, &g, &g_tmp));
+    otter_status s = ot_output_f32(dx, &out, &out_tmp);
+    int64_t *mp[OTTER_MAX_RANK], *map = s == OTTER_OK ? pad_sources(r, xd, dy->dims, pads, m, mp) : NULL;
+    if (s == OTTER_OK && !map) s = OT_NOMEM();
+    if (s == OTTER_OK) {
+        memset(out, 0, sizeof(float) * (size_t)otter_tensor_numel(dx));
+        int64_t st[OTTER_MAX_RANK], ny = otter_tensor_numel(dy);
+        ot_contiguous_strides(r, xd, st);
+        for (int64_t e = 0; e < ny; e++) {
+            int64_t q = e, off = 0;
+            bool copied = true;
+            for (int i = r - 1; i >= 0 && copied; i--) {
+                int64_t src = mp[i][q % dy->dims[i]];
+                q /= dy->dims[i];
+                copied = src >= 0;
+                off += src * st[i];
+            }
+            if (copied) out[off] += g[e];
+        }
+    }
+    ot_free(map);
+    ot_free(g_tmp);
+    ot_output_f32_done(s == OTTER_OK ? dx : NULL, out_tmp);
+    return s;
 }
 
 /* ---- Tile / Expand ------------------------------------------------------------------------------- */
