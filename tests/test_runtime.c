@@ -2,7 +2,7 @@
  * Checks results against values computed here, the errors for bad inputs and unknown operators,
  * the memory plan (a second run with the same shapes allocates nothing, in-place reuse, a smaller
  * arena than the sum of intermediates, re-planning on new shapes), the optimizations (Identity
- * dropped, constants folded) and that 1 and 2 threads give identical results. */
+ * dropped, constants folded), the memory budget, and that 1 and 2 threads give identical results. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +209,49 @@ static void test_chain_and_plan(void) {
 /* In place only without broadcast: Mul(r [2,1,1], Y [2,1,8]) where r dies at the Mul. Its arena
  * block (rounded up to the alignment) fits the output, but sharing it would overwrite r[1] before
  * the second row reads it. Planned runs (the second on) must give the first run's result. */
+/* A memory budget turns a shape bomb (ConstantOfShape of [1000, 1000] floats, 4 MB) into an error
+ * naming the node, before the allocation; folding at create time counts too; a roomy budget runs. */
+static void test_memory_budget(void) {
+    otter_model *m = NULL;
+    CHECK_OK(otter_model_create(&m, "budget", 17));
+    otter_graph *g = m->graph;
+    CHECK_OK(otter_graph_add_input(g, "S", OTTER_DTYPE_INT64, 1, (const int64_t[]){2}, NULL));
+    add_node(g, "ConstantOfShape", "bomb", 1, (const char *[]){"S"}, 1, (const char *[]){"Y"});
+    CHECK_OK(otter_graph_add_output(g, "Y", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    otter_tensor *shape = NULL;
+    CHECK_OK(
+        otter_tensor_from_data(&shape, "S", OTTER_DTYPE_INT64, 1, (const int64_t[]){2}, (const int64_t[]){1000, 1000}));
+    const size_t budgets[] = {1000000, 8000000};
+    for (int k = 0; k < 2; k++) {
+        otter_session *s = NULL;
+        CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = 1, .max_memory_bytes = budgets[k]}));
+        otter_tensor *y = NULL;
+        otter_status st =
+            s ? otter_session_run(s, 1, NULL, (const otter_tensor *const[]){shape}, 1, NULL, &y) : OTTER_ERR_ARGUMENT;
+        printf("ConstantOfShape [1000, 1000] with a %zu-byte budget -> %s%s%s\n", budgets[k], otter_status_name(st),
+               st ? ": " : "", st ? otter_last_error() : "");
+        if (k == 0)
+            CHECK(st == OTTER_ERR_NOMEM && strstr(otter_last_error(), "'bomb'") &&
+                  strstr(otter_last_error(), "needs 4.0 MB, past the session's memory budget of 1.0 MB"));
+        else
+            CHECK(st == OTTER_OK && y && y->dims[0] == 1000);
+        otter_tensor_free(y);
+        otter_session_free(s);
+    }
+    /* The same bomb as a constant: folding it at create time is refused, so it runs (and is
+     * refused) in the run. */
+    CHECK_OK(otter_graph_add_initializer(g, shape));
+    CHECK_OK(otter_graph_delete_input(g, "S"));
+    otter_session *s = NULL;
+    CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = 1, .max_memory_bytes = 1000000}));
+    otter_tensor *y = NULL;
+    otter_status st = s ? otter_session_run(s, 0, NULL, NULL, 1, NULL, &y) : OTTER_ERR_ARGUMENT;
+    printf("the same from a constant -> %s: %s\n", otter_status_name(st), otter_last_error());
+    CHECK(st == OTTER_ERR_NOMEM && strstr(otter_last_error(), "memory budget") && !y);
+    otter_session_free(s);
+    otter_model_free(m);
+}
+
 static void test_inplace_broadcast(void) {
     otter_model *m = NULL;
     CHECK_OK(otter_model_create(&m, "inplace_broadcast", 17));
@@ -1069,6 +1112,7 @@ int main(void) {
     test_chain_and_plan();
     test_opt_level0();
     test_inplace_broadcast();
+    test_memory_budget();
     test_input_errors();
     test_create_errors();
     test_threads();

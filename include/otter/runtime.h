@@ -103,6 +103,10 @@ typedef struct otter_session_options {
     bool no_fold_initializers;
     /* Time every node's kernel (read with otter_session_profile); costs two clock reads a node. */
     bool profile;
+    /* Memory budget for the values the session holds (planned arena, heap fallbacks, scratch, folded
+     * constants), in bytes; 0: the machine's physical memory. An allocation past it fails with
+     * OTTER_ERR_NOMEM naming the node and the sizes, before anything is touched. */
+    size_t max_memory_bytes;
 } otter_session_options;
 
 /* The session reads the model (and its initializers, in place) for its whole life: keep the model

@@ -13,7 +13,7 @@
 
 #define MAX_POS 1024
 
-static const char *o_outdir, *o_threads, *o_repeat, *o_opt;
+static const char *o_outdir, *o_threads, *o_repeat, *o_opt, *o_max_memory;
 static bool o_pb, o_quiet, o_profile;
 
 static const cli_opt OPTS[] = {
@@ -32,6 +32,10 @@ static const cli_opt OPTS[] = {
      "Winograd F(2x2,3x3) convolutions (as exact as direct), 3 Winograd F(4x4,3x3) (faster, rounding error up to "
      "~1e-4)",
      &o_opt, NULL},
+    {"--max-memory", NULL, "BYTES",
+     "fail cleanly, naming the node, when the run's values would need more than BYTES (K/M/G suffixes; default: "
+     "the machine's physical memory)",
+     &o_max_memory, NULL},
     {"--profile", NULL, NULL, "print where the time went: per operator type and the slowest nodes", NULL, &o_profile},
     {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},
     {NULL, NULL, NULL, NULL, NULL, NULL},
@@ -213,7 +217,7 @@ static int print_profile(const otter_session *s, long runs) {
 }
 
 int cmd_run(int argc, char **argv) {
-    o_outdir = o_threads = o_repeat = o_opt = NULL;
+    o_outdir = o_threads = o_repeat = o_opt = o_max_memory = NULL;
     o_pb = o_quiet = o_profile = false;
     const char *pos[MAX_POS];
     size_t n_pos = 0;
@@ -227,9 +231,15 @@ int cmd_run(int argc, char **argv) {
     if (o_opt && !parse_int(o_opt, 0, 3, &opt))
         return cli_usage_error(&SPEC, "--opt-level is 0, 1, 2 or 3, not '%s'", o_opt);
     if (o_pb && !o_outdir) return cli_usage_error(&SPEC, "--pb needs --outdir");
+    size_t max_memory = 0;
+    if (o_max_memory && (!cli_parse_size(o_max_memory, &max_memory) || max_memory == 0))
+        return cli_usage_error(&SPEC, "--max-memory needs a size such as 512M or 2G, not '%s'", o_max_memory);
 
-    otter_session_options so = {
-        .n_threads = (int)threads, .opt_level = (int)opt, .opt_level_set = true, .profile = o_profile};
+    otter_session_options so = {.n_threads = (int)threads,
+                                .opt_level = (int)opt,
+                                .opt_level_set = true,
+                                .profile = o_profile,
+                                .max_memory_bytes = max_memory};
     otter_session *s = NULL;
     /* the library's errors name the model file */
     if (otter_session_create_from_file(&s, pos[0], &so) != OTTER_OK) return cli_fail("run", NULL);

@@ -241,6 +241,7 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
     ot_free(moved);
     size_t peak = f.end;
     if (peak > s->arena_cap) {
+        OT_TRY(ot_session_reserve(s, peak - s->arena_cap, "the memory plan"));
         /* the old arena stays valid (cached plans use it) unless the new one is had */
         unsigned char *mem = ot_malloc(peak + OT_ARENA_ALIGN);
         if (!mem) return OT_NOMEM();

@@ -407,6 +407,7 @@ static otter_status build(otter_session *s) {
             c->graph = rn->sub_graphs[g2];
             c->parent = s;
             c->opts = s->opts;
+            c->budget = s->budget; /* each body is held to the budget on its own */
             c->pool = s->pool;
             c->n_threads = s->n_threads;
             otter_status st = build(c);
@@ -475,6 +476,11 @@ otter_status otter_session_create(otter_session **out, const otter_model *m, con
         n = c > 0 ? (int)c : 1;
     }
     s->n_threads = n;
+    s->budget = s->opts.max_memory_bytes;
+    if (s->budget == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        s->budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+    }
     otter_status st = s->opts.opt_level >= 2 ? ot_fuse_model(m, !s->opts.no_fold_initializers, &s->fused_model, NULL)
                                              : OTTER_OK; /* fuse.c: a copy with fused nodes, or NULL */
     s->model = s->fused_model ? s->fused_model : m;

@@ -140,9 +140,15 @@ struct otter_session {
     uint64_t tick;
 
     otter_memory_stats stats;
-    size_t heap_live; /* intermediate bytes on the heap now (this run) */
-    bool err_named;   /* the current error already names the node */
+    size_t heap_live;   /* intermediate bytes on the heap now (this run) */
+    size_t folded_live; /* bytes of constants folded at create time */
+    size_t budget;      /* opts.max_memory_bytes, or physical memory */
+    bool err_named;     /* the current error already names the node */
 };
+
+/* OTTER_OK when `nbytes` more fit the session's memory budget beside what it holds; otherwise an
+ * OTTER_ERR_NOMEM error naming `what` and the sizes. */
+otter_status ot_session_reserve(const otter_session *s, size_t nbytes, const char *what);
 
 /* plan.c: lay out every VALUE slot and scratch block of the last run into one arena, for the input
  * shapes `key`, and keep the plan in the cache. */

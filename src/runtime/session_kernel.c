@@ -56,6 +56,22 @@ void ot_slot_release(ot_slot *sl) {
     sl->none = false;
 }
 
+static const char *megabytes(size_t n, char *buf, size_t cap) {
+    snprintf(buf, cap, n >= 100000000 ? "%.0f MB" : "%.1f MB", (double)n / 1e6);
+    return buf;
+}
+
+otter_status ot_session_reserve(const otter_session *s, size_t nbytes, const char *what) {
+    size_t used = s->arena_cap + s->heap_live + s->folded_live;
+    if (nbytes <= s->budget && used <= s->budget - nbytes) return OTTER_OK;
+    char need[32], budget[32], in_use[32];
+    return ot_error(OTTER_ERR_NOMEM,
+                    "%s needs %s, past the session's memory budget of %s (%s in use; raise it with max_memory_bytes "
+                    "or --max-memory)",
+                    what, megabytes(nbytes, need, sizeof need), megabytes(s->budget, budget, sizeof budget),
+                    megabytes(used, in_use, sizeof in_use));
+}
+
 /* ot_ctx_output's failure: the kernel returns the status it records. */
 static otter_tensor *output_failed(ot_kernel_ctx *ctx, otter_status s) {
     ctx->output_status = s;
@@ -114,8 +130,12 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
             in->heap = NULL; /* its tensor still reads the block until the node is done */
             s->heap_live -= in->size - nbytes;
         } else {
+            char what[64];
+            snprintf(what, sizeof what, "output %zu", i);
+            otter_status st = ot_session_reserve(s, nbytes, what);
+            if (st != OTTER_OK) return output_failed(ctx, ot_ctx_error(ctx, st, "%s", otter_last_error()));
             sl->heap = ot_malloc(nbytes);
-            if (sl->heap && !s->folding) s->heap_live += nbytes;
+            if (sl->heap) *(s->folding ? &s->folded_live : &s->heap_live) += nbytes;
         }
         if (s->heap_live > s->stats.heap_peak_bytes) s->stats.heap_peak_bytes = s->heap_live;
         if (!sl->heap) {
@@ -148,6 +168,11 @@ void *ot_ctx_scratch(ot_kernel_ctx *ctx, size_t nbytes) {
     if (ot_grow((void **)&rn->scratch_heap, &rn->cap_scratch_heap, rn->n_scratch_heap + 1, sizeof(void *)) !=
         OTTER_OK) {
         ot_ctx_error(ctx, OTTER_ERR_NOMEM, "out of memory for scratch");
+        return NULL;
+    }
+    otter_status st = ot_session_reserve(s, need, "scratch");
+    if (st != OTTER_OK) {
+        ot_ctx_error(ctx, st, "%s", otter_last_error());
         return NULL;
     }
     /* over-allocate so the block can be aligned like the arena's */
