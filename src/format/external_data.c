@@ -3,13 +3,17 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
 #include "core/float_formats.h"
 #include "core/proto_extra.h"
+
+#define HEADER_MAGIC "otter external data"
 
 static const char *entry(const otter_tensor *t, const char *key) {
     for (size_t i = 0; i < t->extra->n_external; i++)
@@ -134,7 +138,47 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
         ot_external_sink_close(s, false);
         return st;
     }
+    uint8_t random[16];
+    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
+        /* no entropy source: time and pid still tell two saves apart */
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s;
+        for (size_t i = 0; i < sizeof random; i++) random[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)(i * 37);
+    }
+    for (size_t i = 0; i < sizeof random; i++) snprintf(s->generation + 2 * i, 3, "%02x", random[i]);
+    char header[OT_EXTERNAL_HEADER_SIZE] = {0};
+    snprintf(header, sizeof header, "%s %s\n", HEADER_MAGIC, s->generation);
+    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) {
+        otter_status st = ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->tmp_path, strerror(errno));
+        ot_external_sink_close(s, false);
+        return st;
+    }
+    s->size = sizeof header;
     return OTTER_OK;
+}
+
+otter_status ot_external_check_generation(const char *base_dir, const char *location, const char *generation) {
+    if (!base_dir || strchr(location, '/') || strcmp(location, "..") == 0) return OTTER_OK; /* not otter's */
+    char *path = ot_path_join(base_dir, location);
+    if (!path) return OT_NOMEM();
+    FILE *f = NULL;
+    struct stat st;
+    char header[OT_EXTERNAL_HEADER_SIZE + 1] = {0};
+    if (ot_fopen_regular(path, &f, &st) != OTTER_OK) {
+        otter_clear_error(); /* a missing file is reported by the tensors that need it */
+    } else {
+        if (fread(header, 1, OT_EXTERNAL_HEADER_SIZE, f) != OT_EXTERNAL_HEADER_SIZE) header[0] = '\0';
+        fclose(f);
+    }
+    size_t magic = strlen(HEADER_MAGIC);
+    otter_status s = OTTER_OK;
+    if (strncmp(header, HEADER_MAGIC " ", magic + 1) == 0 && strncmp(header + magic + 1, generation, 32) != 0)
+        s = ot_error(OTTER_ERR_INVALID,
+                     "external data '%s' was written by another save than this model (generation %.32s, the model "
+                     "records %.32s): a save was interrupted between the model and its data, or files of two saves "
+                     "were mixed; re-save the model from a good copy",
+                     path, header + magic + 1, generation);
+    ot_free(path);
+    return s;
 }
 
 otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint64_t *offset) {

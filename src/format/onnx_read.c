@@ -684,7 +684,14 @@ otter_status otter_model_load_from_memory(otter_model **out, const void *data, s
                         "not a valid ONNX model: protobuf decoding of %zu bytes failed (truncated or corrupt file, "
                         "or wrong wire type)",
                         size);
-    s = model_from_proto(out, p, base_dir);
+    /* Data files from another save than the model's are refused before any tensor is read. */
+    const size_t prefix = strlen(OT_EXTERNAL_GENERATION_KEY);
+    for (size_t i = 0; s == OTTER_OK && base_dir && i < p->n_metadata_props; i++) {
+        const Onnx__StringStringEntryProto *kv = p->metadata_props[i];
+        if (kv->key && kv->value && strncmp(kv->key, OT_EXTERNAL_GENERATION_KEY, prefix) == 0)
+            s = ot_external_check_generation(base_dir, kv->key + prefix, kv->value);
+    }
+    if (s == OTTER_OK) s = model_from_proto(out, p, base_dir);
     onnx__model_proto__free_unpacked(p, &ot_protobuf_allocator);
     return s;
 }

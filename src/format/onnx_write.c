@@ -487,10 +487,18 @@ static otter_status model_to_proto(writer *w, Onnx__ModelProto **out, const otte
             put_unknown(&o->base, m->opsets[i].extra, &w->a);
         }
     }
-    if (m->n_metadata && (p->metadata_props = arena_array(&w->a, m->n_metadata, sizeof *p->metadata_props))) {
-        p->n_metadata_props = m->n_metadata;
+    /* Generations recorded by earlier saves are dropped: only this save's data file is current. */
+    size_t n_meta = w->sink ? 1 : 0;
+    if ((p->metadata_props = arena_array(&w->a, m->n_metadata + n_meta + 1, sizeof *p->metadata_props))) {
         for (size_t i = 0; i < m->n_metadata; i++)
-            p->metadata_props[i] = kv_proto(w, m->metadata[i].key, m->metadata[i].value);
+            if (strncmp(m->metadata[i].key, OT_EXTERNAL_GENERATION_KEY, strlen(OT_EXTERNAL_GENERATION_KEY)) != 0)
+                p->metadata_props[p->n_metadata_props++] = kv_proto(w, m->metadata[i].key, m->metadata[i].value);
+        if (w->sink) {
+            size_t n = strlen(OT_EXTERNAL_GENERATION_KEY) + strlen(w->sink->location) + 1;
+            char *key = arena_alloc(&w->a, n);
+            if (key) snprintf(key, n, "%s%s", OT_EXTERNAL_GENERATION_KEY, w->sink->location);
+            p->metadata_props[p->n_metadata_props++] = kv_proto(w, key, w->sink->generation);
+        }
     }
     if (m->graph) OT_TRY(graph_to_proto(w, &p->graph, m->graph));
     /* Models made in memory start at IR 8, which ONNX Runtime 1.19 and other older readers take; one holding a
@@ -556,8 +564,8 @@ struct save_ctx {
     const otter_model *m;
 };
 
-/* Packs the model into the (temporary) model file. External data is finished and renamed into
- * place before the model file is, so a crash never leaves a model pointing at missing data. */
+/* Packs the model into the (temporary) model file. Its external data is renamed into place after
+ * the model (see OT_EXTERNAL_GENERATION_KEY): a crash in between leaves a pair the load refuses. */
 static otter_status write_model(FILE *f, void *user) {
     struct save_ctx *c = user;
     Onnx__ModelProto *p;
@@ -571,11 +579,6 @@ static otter_status write_model(FILE *f, void *user) {
     size_t wrote = fwrite(buf, 1, got, f);
     ot_free(buf);
     if (wrote != got) return ot_error(OTTER_ERR_IO, "write failed: %s", strerror(errno));
-    if (c->w->sink) {
-        ot_external_sink *sink = c->w->sink;
-        c->w->sink = NULL;
-        return ot_external_sink_close(sink, true);
-    }
     return OTTER_OK;
 }
 
@@ -593,7 +596,10 @@ otter_status otter_model_save(const otter_model *m, const char *path, const otte
     }
     struct save_ctx c = {&w, m};
     otter_status s = ot_write_atomic_with(path, write_model, &c);
-    if (w.sink) ot_external_sink_close(w.sink, false); /* failed before the data was finished */
+    if (w.sink) {
+        otter_status data = ot_external_sink_close(w.sink, s == OTTER_OK);
+        if (s == OTTER_OK) s = data;
+    }
     arena_free(&w.a);
     return s;
 }
