@@ -547,10 +547,12 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     }
     g.gr = g.m->graph;
     build(&g, o, g.gr->n_nodes);
-    if (!ot_grad_failed(&g) && otter_model_opset(g.m, "com.microsoft") == 0) {
+    static const char *const gradient_domains[] = {"com.microsoft", "com.otter"};
+    for (size_t k = 0; k < 2 && !ot_grad_failed(&g); k++) {
+        if (otter_model_opset(g.m, gradient_domains[k]) != 0) continue;
         for (size_t i = 0; i < g.gr->n_nodes; i++)
-            if (ot_streq(g.gr->nodes[i]->domain, "com.microsoft")) {
-                if (otter_model_set_opset(g.m, "com.microsoft", 1) != OTTER_OK) nomem(&g);
+            if (ot_streq(g.gr->nodes[i]->domain, gradient_domains[k])) {
+                if (otter_model_set_opset(g.m, gradient_domains[k], 1) != OTTER_OK) nomem(&g);
                 break;
             }
     }

@@ -107,6 +107,10 @@ void ot_grad_dropout(ot_grad *g, otter_node *n);
 void ot_grad_softmax(ot_grad *g, otter_node *n);
 void ot_grad_sce(ot_grad *g, otter_node *n);
 void ot_grad_nll(ot_grad *g, otter_node *n);
+/* rules_rnn.c */
+void ot_grad_lstm(ot_grad *g, otter_node *n);
+void ot_grad_gru(ot_grad *g, otter_node *n);
+void ot_grad_rnn(ot_grad *g, otter_node *n);
 /* rules_shape.c */
 void ot_grad_reshape_like(ot_grad *g, otter_node *n);
 void ot_grad_transpose(ot_grad *g, otter_node *n);
