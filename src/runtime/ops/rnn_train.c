@@ -151,7 +151,8 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
     size_t dsz = sizeof(double);
     memset(p->da_in, 0, (size_t)(TN * GH) * dsz);
     if (p->da_rec != p->da_in) memset(p->da_rec, 0, (size_t)(TN * GH) * dsz);
-    memset(p->hp, 0, (size_t)(TN * H) * dsz);
+    memset(p->hp, 0, (size_t)(TN * H) * dsz); /* rows past their length stay zero, in rhp too */
+    memset(p->rhp, 0, (size_t)(TN * H) * dsz);
     for (int64_t b = 0; b < N; b++)
         for (int64_t s = 0; s < lens[b]; s++)
             memcpy(p->hp + (ot_rnn_time(c, d, lens, b, s) * N + b) * H, prev_state(p, p->hall, in->h0, d, b, s),
@@ -222,9 +223,9 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
         for (int64_t b = 0; b < N; b++)
             if (s < lens[b]) memcpy(dh + b * H, p->tmp + b * H, (size_t)H * dsz);
     }
-    if (TN == 0) return OTTER_OK;
+    if (TN == 0) return OTTER_OK; /* the weights' gradients stay zero */
     /* the input side over all steps at once */
-    OT_TRY(ot_dgemm(ctx, false, false, TN, I, GH, 1.0, p->da_in, GH, w, I, d ? 1.0 : 0.0, p->dx, I));
+    OT_TRY(ot_dgemm(ctx, false, false, TN, I, GH, 1.0, p->da_in, GH, w, I, 1.0, p->dx, I));
     OT_TRY(ot_dgemm(ctx, true, false, GH, I, TN, 1.0, p->da_in, GH, in->x, I, 0.0, p->dw + d * GH * I, I));
     double *dr = p->dr + d * GH * H;
     if (gru) {
@@ -235,7 +236,6 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
         OT_TRY(ot_dgemm(ctx, true, false, GH, H, TN, 1.0, p->da_rec, GH, p->hp, H, 0.0, dr, H));
     }
     double *db = p->db + d * 2 * GH;
-    memset(db, 0, (size_t)(2 * GH) * dsz);
     for (int64_t row = 0; row < TN; row++)
         for (int64_t k = 0; k < GH; k++) {
             db[k] += p->da_in[row * GH + k];
@@ -265,8 +265,10 @@ static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
     double *seq = ot_ctx_scratch(ctx, (size_t)(T * D * N * (3 * H + GH) + 1) * dsz);
     double *state = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz);
     double *work = ot_ctx_scratch(ctx, (size_t)(2 * TN * GH + 2 * TN * H + N * GH + 2 * N * H + 1) * dsz);
-    double *grads = ot_ctx_scratch(ctx, (size_t)(TN * I + D * GH * (I + H + 2) + D * 3 * H + 1) * dsz);
+    size_t n_grads = (size_t)(TN * I + D * GH * (I + H + 2) + D * 3 * H);
+    double *grads = ot_ctx_scratch(ctx, (n_grads + 1) * dsz);
     if (!seq || !state || !work || !grads) return OTTER_ERR_NOMEM;
+    memset(grads, 0, n_grads * dsz);
     double *hall = seq, *call = hall + T * D * N * H, *dy = call + T * D * N * H, *gates = dy + T * D * N * H;
     p.dh = state;
     p.dc = state + D * N * H;
@@ -291,8 +293,6 @@ static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
     p.dr = p.dw + D * GH * I;
     p.db = p.dr + D * GH * H;
     p.dp = p.db + D * 2 * GH;
-    memset(p.dx, 0, (size_t)(TN * I) * dsz);
-    memset(p.dp, 0, (size_t)(D * 3 * H) * dsz);
     for (int64_t d = 0; d < D; d++) OT_TRY(backprop_direction(ctx, &p, d));
 
     /* dX in X's layout */
