@@ -339,6 +339,14 @@ static void a_lstm_layout1_input_forget(otter_node *n) {
     a_layout1(n);
     otter_node_set_attr_int(n, "input_forget", 1);
 }
+/* clip: a kink at each bound. The clip cases take SPREAD's fixed values, and these bounds leave the
+ * same gates clipped (a third to nine tenths of them) in every finite-difference run. */
+static void a_clip(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.0f); }
+static void a_clip_lstm(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.2f); }
+static void a_clip_bidirectional(otter_node *n) {
+    a_clip(n);
+    a_bidirectional(n);
+}
 static void a_gru_activations(otter_node *n) { /* smooth ones, so finite differences hold */
     const char *names[2] = {"Sigmoid", "Softsign"};
     otter_node_set_attr_strings(n, "activations", 2, names);
@@ -512,6 +520,17 @@ static const grad_case CASES[] = {
       {"C", RAND, SHAPE(2, 2, 4)}},
      3,
      a_lstm_layout1_input_forget},
+    {"LSTM clip",
+     "LSTM",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(1, 16, 3)},
+      {"R", SPREAD, SHAPE(1, 16, 4)},
+      {"B", SPREAD, SHAPE(1, 32)}},
+     3,
+     a_clip_lstm},
     {"GRU forward",
      "GRU",
      NULL,
@@ -582,6 +601,28 @@ static const grad_case CASES[] = {
      {{"X", RAND, SHAPE(3, 2, 3)}, {"W", RAND, SHAPE(1, 12, 3)}, {"R", RAND, SHAPE(1, 12, 4)}},
      2,
      a_gru_activations},
+    {"GRU clip bidirectional",
+     "GRU",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(2, 12, 3)},
+      {"R", SPREAD, SHAPE(2, 12, 4)},
+      {"B", SPREAD, SHAPE(2, 24)}},
+     2,
+     a_clip_bidirectional},
+    {"RNN clip",
+     "RNN",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(1, 4, 3)},
+      {"R", SPREAD, SHAPE(1, 4, 4)},
+      {"B", SPREAD, SHAPE(1, 8)}},
+     2,
+     a_clip},
     {"RNN forward",
      "RNN",
      NULL,

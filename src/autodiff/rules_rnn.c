@@ -5,7 +5,7 @@
  * outputs' gradients. ORT has no RNN gradient; com.otter RNNGrad follows GRUGrad's signature with
  * RNN's own Y in place of HAll and no gate tensor (Y holds every activation). The kernels
  * (runtime/ops/rnn_train.c) handle every direction, sequence_lens, layout, peepholes and
- * activation otter's forward pass does; clip's gradient is not supported. */
+ * activation and clip otter's forward pass does. */
 #include <string.h>
 
 #include "autodiff/grad.h"
@@ -24,14 +24,8 @@ static const char *dx_or_empty(ot_grad *g, const otter_node *n, size_t i) {
     return dx ? dx : "";
 }
 
-/* Fail on what the gradient kernels can't differentiate; give the node the hidden_size attribute
- * ORT's training kernels require when W's shape tells it. */
+/* Give the node the hidden_size attribute ORT's training kernels require, when W's shape tells it. */
 static bool prepare(ot_grad *g, otter_node *n, int gates) {
-    if (otter_node_attr(n, "clip")) {
-        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED, "the gradient of %s with the 'clip' attribute is not supported",
-                     n->op_type);
-        return false;
-    }
     const otter_type *w = ot_grad_type(g, n->inputs[1]);
     if (!otter_node_attr(n, "hidden_size") && w && w->rank == 3 && w->dims[1].value > 0 &&
         otter_node_set_attr_int(n, "hidden_size", w->dims[1].value / gates) != OTTER_OK) {

@@ -9,7 +9,10 @@
  * for r * H_prev). The per-step dA are kept for all steps, so the input side is one GEMM each over
  * all T * N rows: dX = dA W_d, dW_d = dA^T X, dR_d = dA^T H_prev; dB sums dA over rows.
  * With sequence_lens, step s of row b is at time s (forward) or len_b - 1 - s (reverse), as in the
- * forward pass; rows past their length pass their state's gradient through unchanged. */
+ * forward pass; rows past their length pass their state's gradient through unchanged.
+ * With clip, a gate whose pre-activation was clipped has a zero derivative: the recorded activation
+ * then equals act(+-clip) rounded to the tensors' type, which an unclipped one only matches where
+ * the activation is flat (zero derivative too) or within rounding of the bound. */
 #include <math.h>
 
 #include "runtime/ops/broadcast.h"
@@ -91,7 +94,15 @@ typedef struct bptt {
     double *step, *tmp;   /* [N, GH], [N, H] */
     double *dx, *dw, *dr; /* [T, N, I], [D, GH, I], [D, GH, H] */
     double *db, *dp;      /* [D, 2 GH], [D, 3H] */
+    double clipped[6][2]; /* per activation: act(-clip), act(clip) in the tensors' precision */
 } bptt;
+
+/* The derivative of a gate's activation a, which output y (recorded, so clipping shows). */
+static double gate_deriv(const bptt *p, const ot_rnn_act *a, double y) {
+    const double *cl = p->clipped[a - p->c->acts];
+    if (p->c->has_clip && (y == cl[0] || y == cl[1])) return 0;
+    return ot_rnn_act_deriv(a, y);
+}
 
 /* The state a step of row b started from: the previous step's output, or the initial state. */
 static const double *prev_state(const bptt *p, const double *all, const double *init, int64_t d, int64_t b, int64_t s) {
@@ -115,7 +126,7 @@ static void lstm_step(bptt *p, int64_t d, int64_t b, int64_t t, int64_t s, doubl
         double i = gt[k], o = gt[H + k], f = gt[2 * H + k], g = gt[3 * H + k];
         double hc = ot_rnn_act_apply(ha, ct[k]);
         double dcell = dc[k] + dh[k] * o * ot_rnn_act_deriv(ha, hc);
-        double dao = dh[k] * hc * ot_rnn_act_deriv(fa, o);
+        double dao = dh[k] * hc * gate_deriv(p, fa, o);
         if (peep) {
             dcell += dao * peep[H + k]; /* o sees the new cell state */
             dp[H + k] += dao * ct[k];
@@ -124,8 +135,8 @@ static void lstm_step(bptt *p, int64_t d, int64_t b, int64_t t, int64_t s, doubl
         if (c->input_forget)
             di -= df; /* f = 1 - i */
         else
-            daf = df * ot_rnn_act_deriv(fa, f);
-        double dai = di * ot_rnn_act_deriv(fa, i);
+            daf = df * gate_deriv(p, fa, f);
+        double dai = di * gate_deriv(p, fa, i);
         if (peep) {
             dprev += dai * peep[k] + daf * peep[2 * H + k];
             dp[k] += dai * cp[k];
@@ -134,7 +145,7 @@ static void lstm_step(bptt *p, int64_t d, int64_t b, int64_t t, int64_t s, doubl
         da[k] = dai;
         da[H + k] = dao;
         da[2 * H + k] = daf;
-        da[3 * H + k] = dg * ot_rnn_act_deriv(ga, g);
+        da[3 * H + k] = dg * gate_deriv(p, ga, g);
         dc[k] = dprev;
     }
 }
@@ -171,13 +182,13 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
             for (int64_t k = 0; k < H; k++) dhb[k] += dyt[k];
             if (c->cell == OT_CELL_RNN) {
                 const double *ht = p->hall + ((t * D + d) * N + b) * H;
-                for (int64_t k = 0; k < H; k++) da[k] = dhb[k] * ot_rnn_act_deriv(fa, ht[k]);
+                for (int64_t k = 0; k < H; k++) da[k] = dhb[k] * gate_deriv(p, fa, ht[k]);
             } else if (gru) {
                 const double *gt = p->gates + ((t * D + d) * N + b) * GH, *hp = p->hp + (t * N + b) * H;
                 for (int64_t k = 0; k < H; k++) {
                     double z = gt[k], hh = gt[2 * H + k];
-                    da[k] = dhb[k] * (hp[k] - hh) * ot_rnn_act_deriv(fa, z);
-                    da[2 * H + k] = dhb[k] * (1 - z) * ot_rnn_act_deriv(ga, hh);
+                    da[k] = dhb[k] * (hp[k] - hh) * gate_deriv(p, fa, z);
+                    da[2 * H + k] = dhb[k] * (1 - z) * gate_deriv(p, ga, hh);
                     p->tmp[b * H + k] = dhb[k] * z;
                 }
             } else {
@@ -206,7 +217,7 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
                         rhp[k] = rg * hp[k];
                         rec_h[k] = da[2 * H + k];
                     }
-                    da[H + k] = dr * ot_rnn_act_deriv(fa, rg);
+                    da[H + k] = dr * gate_deriv(p, fa, rg);
                 }
                 memcpy(p->da_in + (t * N + b) * GH, da, (size_t)GH * dsz);
                 memcpy(p->da_rec + (t * N + b) * GH, da, (size_t)(2 * H) * dsz);
@@ -247,9 +258,6 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
 static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
     ot_rnn_cfg c;
     OT_TRY(ot_rnn_config(ctx, cell, &c));
-    if (c.has_clip)
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the gradient of a clipped %s is not supported",
-                            ctx->node->op_type);
     const grad_inputs *gi = &GRAD_INPUTS[cell];
     if (!ot_ctx_input(ctx, (size_t)gi->hall) || (gi->call >= 0 && !ot_ctx_input(ctx, (size_t)gi->call)) ||
         (gi->gates >= 0 && !ot_ctx_input(ctx, (size_t)gi->gates)))
@@ -262,6 +270,12 @@ static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
     const int64_t T = c.T, N = c.N, I = c.I, H = c.H, D = c.D, GH = c.G * H, TN = T * N;
     size_t dsz = sizeof(double);
     bptt p = {.c = &c, .in = &in};
+    for (int k = 0; c.has_clip && k < c.n_act * (int)c.D; k++)
+        for (int side = 0; side < 2; side++) { /* rounded as the recorded activations were */
+            unsigned char v[sizeof(double)];
+            ot_set_f64(v, ot_ctx_input(ctx, 0)->dtype, 0, ot_rnn_act_apply(&c.acts[k], side ? c.clip : -c.clip));
+            p.clipped[k][side] = ot_get_f64(v, ot_ctx_input(ctx, 0)->dtype, 0);
+        }
     double *seq = ot_ctx_scratch(ctx, (size_t)(T * D * N * (3 * H + GH) + 1) * dsz);
     double *state = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz);
     double *work = ot_ctx_scratch(ctx, (size_t)(2 * TN * GH + 2 * TN * H + N * GH + 2 * N * H + 1) * dsz);
