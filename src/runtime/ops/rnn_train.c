@@ -13,8 +13,6 @@
  * With clip, a gate whose pre-activation was clipped has a zero derivative: the recorded activation
  * then equals act(+-clip) rounded to the tensors' type, which an unclipped one only matches where
  * the activation is flat (zero derivative too) or within rounding of the bound. */
-#include <math.h>
-
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/rnn_internal.h"
@@ -91,7 +89,7 @@ typedef struct bptt {
     double *da_rec;       /* [T, N, GH]: of the recurrent side (H R^T + Rb); da_in except GRU's h block */
     double *hp;           /* [T, N, H]: the hidden state each step started from */
     double *rhp;          /* [T, N, H]: GRU: r * H_prev (or H_prev R_h^T with linear_before_reset) */
-    double *step, *tmp;   /* [N, GH], [N, H] */
+    double *step, *tmp;   /* [N, GH]: this step's dA; [N, H] (GRU: 2 of them): dH_prev's direct part */
     double *dx, *dw, *dr; /* [T, N, I], [D, GH, I], [D, GH, H] */
     double *db, *dp;      /* [D, 2 GH], [D, 3H] */
     double clipped[6][2]; /* per activation: act(-clip), act(clip) in the tensors' precision */
