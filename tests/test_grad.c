@@ -28,7 +28,7 @@ typedef struct grad_case {
     const char *domain;
     int opset;
     int n_in;
-    input_spec in[6];
+    input_spec in[8];
     int n_out;
     void (*attrs)(otter_node *n);
     double tol;      /* 0: the default */
@@ -69,7 +69,7 @@ static otter_model *forward_model(const grad_case *c) {
     CHECK_OK(otter_model_create(&m, c->label, c->opset ? c->opset : 17));
     if (c->domain) CHECK_OK(otter_model_set_opset(m, c->domain, 1));
     otter_graph *g = m->graph;
-    const char *names[6];
+    const char *names[8];
     for (int i = 0; i < c->n_in; i++) {
         const input_spec *s = &c->in[i];
         names[i] = s->name;
@@ -149,7 +149,7 @@ static void run_case(const grad_case *c) {
     otter_model *fwd = forward_model(c);
     otter_model *bwd;
     CHECK_OK(otter_model_clone(&bwd, fwd));
-    const char *wrt[6];
+    const char *wrt[8];
     size_t n_wrt = 0;
     for (int i = 0; i < c->n_in; i++)
         if (is_wrt(&c->in[i])) wrt[n_wrt++] = c->in[i].name;
@@ -162,16 +162,16 @@ static void run_case(const grad_case *c) {
         otter_model_free(bwd);
         return;
     }
-    char gnames[6][64];
-    const char *out_names[6];
+    char gnames[8][64];
+    const char *out_names[8];
     for (size_t k = 0; k < n_wrt; k++) {
         snprintf(gnames[k], sizeof gnames[k], "%s_grad", wrt[k]);
         out_names[k] = gnames[k];
         CHECK_OK(otter_graph_add_output(bwd->graph, gnames[k], OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     }
     /* Input values. */
-    otter_tensor *vals[6];
-    const char *in_names[6];
+    otter_tensor *vals[8];
+    const char *in_names[8];
     size_t n_vals = 0;
     for (int i = 0; i < c->n_in; i++) {
         const input_spec *s = &c->in[i];
@@ -210,7 +210,7 @@ static void run_case(const grad_case *c) {
         fprintf(stderr, "%s: session failed: %s\n", c->label, otter_last_error());
         goto done;
     }
-    otter_tensor *grads[6] = {NULL};
+    otter_tensor *grads[8] = {NULL};
     st = otter_session_run(sb, n_vals, in_names, (const otter_tensor *const *)vals, n_wrt, out_names, grads);
     if (st != OTTER_OK) {
         tu_failures++;
@@ -382,6 +382,46 @@ static void a_pad_edge_attr(otter_node *n) {
     int64_t pads[4] = {2, 0, 1, 3};
     a_pad_edge(n);
     otter_node_set_attr_ints(n, "pads", 4, pads);
+}
+static void a_hidden4(otter_node *n) { otter_node_set_attr_int(n, "hidden_size", 4); }
+static void a_dir_reverse(otter_node *n) { otter_node_set_attr_string(n, "direction", "reverse"); }
+static void a_bidirectional(otter_node *n) { otter_node_set_attr_string(n, "direction", "bidirectional"); }
+static void a_lbr(otter_node *n) { otter_node_set_attr_int(n, "linear_before_reset", 1); }
+static void a_reverse_lbr(otter_node *n) {
+    a_dir_reverse(n);
+    a_lbr(n);
+}
+static void a_bidirectional_lbr(otter_node *n) {
+    a_bidirectional(n);
+    a_lbr(n);
+}
+static void a_layout1(otter_node *n) {
+    a_bidirectional(n);
+    otter_node_set_attr_int(n, "layout", 1);
+}
+static void a_lstm_layout1_input_forget(otter_node *n) {
+    a_layout1(n);
+    otter_node_set_attr_int(n, "input_forget", 1);
+}
+/* clip: a kink at each bound. The clip cases take SPREAD's fixed values, and these bounds leave the
+ * same gates clipped (a third to nine tenths of them) in every finite-difference run. */
+static void a_clip(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.0f); }
+static void a_clip_lstm(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.2f); }
+static void a_clip_bidirectional(otter_node *n) {
+    a_clip(n);
+    a_bidirectional(n);
+}
+static void a_gru_activations(otter_node *n) { /* smooth ones, so finite differences hold */
+    const char *names[2] = {"Sigmoid", "Softsign"};
+    otter_node_set_attr_strings(n, "activations", 2, names);
+}
+static void a_rnn_activation(otter_node *n) {
+    const char *names[1] = {"ScaledTanh"};
+    float alpha = 1.5f, beta = 0.7f;
+    otter_node_set_attr_strings(n, "activations", 1, names);
+    otter_node_set_attr_floats(n, "activation_alpha", 1, &alpha);
+    otter_node_set_attr_floats(n, "activation_beta", 1, &beta);
+    a_dir_reverse(n);
 }
 
 #define SHAPE(...)                                                                                                     \
@@ -682,6 +722,222 @@ static const grad_case CASES[] = {
      1,
      a_pad_reflect},
     {"Pad edge opset 10 attribute", "Pad", NULL, 10, 1, {{"x", RAND, SHAPE(2, 3)}}, 1, a_pad_edge_attr},
+    /* recurrent layers: seq 3, batch 2, input 3, hidden 4 */
+    {"LSTM forward",
+     "LSTM",
+     NULL,
+     0,
+     4,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 16, 3)},
+      {"R", RAND, SHAPE(1, 16, 4)},
+      {"B", RAND, SHAPE(1, 32)}},
+     3,
+     a_hidden4},
+    {"LSTM reverse sequence_lens states",
+     "LSTM",
+     NULL,
+     0,
+     7,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 16, 3)},
+      {"R", RAND, SHAPE(1, 16, 4)},
+      {"B", RAND, SHAPE(1, 32)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(1, 2, 4)},
+      {"C", RAND, SHAPE(1, 2, 4)}},
+     3,
+     a_dir_reverse},
+    {"LSTM bidirectional peepholes",
+     "LSTM",
+     NULL,
+     0,
+     8,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(2, 16, 3)},
+      {"R", RAND, SHAPE(2, 16, 4)},
+      {"B", RAND, SHAPE(2, 32)},
+      {"", FIXED, 0, {0}},
+      {"H", RAND, SHAPE(2, 2, 4)},
+      {"C", RAND, SHAPE(2, 2, 4)},
+      {"P", RAND, SHAPE(2, 12)}},
+     3,
+     a_bidirectional},
+    {"LSTM sequence_lens Y only",
+     "LSTM",
+     NULL,
+     0,
+     5,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 16, 3)},
+      {"R", RAND, SHAPE(1, 16, 4)},
+      {"B", RAND, SHAPE(1, 32)},
+      {"L", INTS, SHAPE(2), {2, 3}}},
+     1,
+     a_hidden4},
+    {"LSTM layout 1 input_forget",
+     "LSTM",
+     NULL,
+     14,
+     7,
+     {{"X", RAND, SHAPE(2, 3, 3)},
+      {"W", RAND, SHAPE(2, 16, 3)},
+      {"R", RAND, SHAPE(2, 16, 4)},
+      {"B", RAND, SHAPE(2, 32)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(2, 2, 4)},
+      {"C", RAND, SHAPE(2, 2, 4)}},
+     3,
+     a_lstm_layout1_input_forget},
+    {"LSTM clip",
+     "LSTM",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(1, 16, 3)},
+      {"R", SPREAD, SHAPE(1, 16, 4)},
+      {"B", SPREAD, SHAPE(1, 32)}},
+     3,
+     a_clip_lstm},
+    {"GRU forward",
+     "GRU",
+     NULL,
+     0,
+     4,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 12, 3)},
+      {"R", RAND, SHAPE(1, 12, 4)},
+      {"B", RAND, SHAPE(1, 24)}},
+     2},
+    {"GRU reverse linear_before_reset",
+     "GRU",
+     NULL,
+     0,
+     6,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 12, 3)},
+      {"R", RAND, SHAPE(1, 12, 4)},
+      {"B", RAND, SHAPE(1, 24)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(1, 2, 4)}},
+     2,
+     a_reverse_lbr},
+    {"GRU bidirectional linear_before_reset",
+     "GRU",
+     NULL,
+     0,
+     6,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(2, 12, 3)},
+      {"R", RAND, SHAPE(2, 12, 4)},
+      {"B", RAND, SHAPE(2, 24)},
+      {"", FIXED, 0, {0}},
+      {"H", RAND, SHAPE(2, 2, 4)}},
+     2,
+     a_bidirectional_lbr},
+    {"GRU bidirectional sequence_lens",
+     "GRU",
+     NULL,
+     0,
+     6,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(2, 12, 3)},
+      {"R", RAND, SHAPE(2, 12, 4)},
+      {"B", RAND, SHAPE(2, 24)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(2, 2, 4)}},
+     1,
+     a_bidirectional},
+    {"GRU layout 1 sequence_lens",
+     "GRU",
+     NULL,
+     14,
+     6,
+     {{"X", RAND, SHAPE(2, 3, 3)},
+      {"W", RAND, SHAPE(2, 12, 3)},
+      {"R", RAND, SHAPE(2, 12, 4)},
+      {"B", RAND, SHAPE(2, 24)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(2, 2, 4)}},
+     2,
+     a_layout1},
+    {"GRU Softsign",
+     "GRU",
+     NULL,
+     0,
+     3,
+     {{"X", RAND, SHAPE(3, 2, 3)}, {"W", RAND, SHAPE(1, 12, 3)}, {"R", RAND, SHAPE(1, 12, 4)}},
+     2,
+     a_gru_activations},
+    {"GRU clip bidirectional",
+     "GRU",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(2, 12, 3)},
+      {"R", SPREAD, SHAPE(2, 12, 4)},
+      {"B", SPREAD, SHAPE(2, 24)}},
+     2,
+     a_clip_bidirectional},
+    {"RNN clip",
+     "RNN",
+     NULL,
+     0,
+     4,
+     {{"X", SPREAD, SHAPE(3, 2, 3)},
+      {"W", SPREAD, SHAPE(1, 4, 3)},
+      {"R", SPREAD, SHAPE(1, 4, 4)},
+      {"B", SPREAD, SHAPE(1, 8)}},
+     2,
+     a_clip},
+    {"RNN forward",
+     "RNN",
+     NULL,
+     0,
+     4,
+     {{"X", RAND, SHAPE(3, 2, 3)}, {"W", RAND, SHAPE(1, 4, 3)}, {"R", RAND, SHAPE(1, 4, 4)}, {"B", RAND, SHAPE(1, 8)}},
+     2},
+    {"RNN reverse ScaledTanh sequence_lens",
+     "RNN",
+     NULL,
+     0,
+     6,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(1, 4, 3)},
+      {"R", RAND, SHAPE(1, 4, 4)},
+      {"B", RAND, SHAPE(1, 8)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(1, 2, 4)}},
+     2,
+     a_rnn_activation},
+    {"RNN bidirectional",
+     "RNN",
+     NULL,
+     0,
+     6,
+     {{"X", RAND, SHAPE(3, 2, 3)},
+      {"W", RAND, SHAPE(2, 4, 3)},
+      {"R", RAND, SHAPE(2, 4, 4)},
+      {"B", RAND, SHAPE(2, 8)},
+      {"", FIXED, 0, {0}},
+      {"H", RAND, SHAPE(2, 2, 4)}},
+     2,
+     a_bidirectional},
+    {"RNN layout 1",
+     "RNN",
+     NULL,
+     14,
+     6,
+     {{"X", RAND, SHAPE(2, 3, 3)},
+      {"W", RAND, SHAPE(2, 4, 3)},
+      {"R", RAND, SHAPE(2, 4, 4)},
+      {"B", RAND, SHAPE(2, 8)},
+      {"L", INTS, SHAPE(2), {2, 3}},
+      {"H", RAND, SHAPE(2, 2, 4)}},
+     2,
+     a_layout1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

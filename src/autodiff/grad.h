@@ -107,6 +107,10 @@ void ot_grad_dropout(ot_grad *g, otter_node *n);
 void ot_grad_softmax(ot_grad *g, otter_node *n);
 void ot_grad_sce(ot_grad *g, otter_node *n);
 void ot_grad_nll(ot_grad *g, otter_node *n);
+/* rules_rnn.c */
+void ot_grad_lstm(ot_grad *g, otter_node *n);
+void ot_grad_gru(ot_grad *g, otter_node *n);
+void ot_grad_rnn(ot_grad *g, otter_node *n);
 /* rules_shape.c */
 /* Zeros with the shape of `like` and the element type of `dtype_of`; returns the name. */
 const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of);

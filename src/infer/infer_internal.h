@@ -298,6 +298,11 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
 otter_status ot_infer_simplified_layer_norm(ot_inode *n);
 otter_status ot_infer_slice_grad(ot_inode *n);
 otter_status ot_infer_split_training(ot_inode *n);
+/* infer_rnn_train.c: LSTMTraining, GRUTraining, LSTMGrad, GRUGrad, RNNGrad */
+otter_status ot_infer_lstm_training(ot_inode *n);
+otter_status ot_infer_gru_training(ot_inode *n);
+otter_status ot_infer_lstm_grad(ot_inode *n);
+otter_status ot_infer_gru_grad(ot_inode *n); /* and RNNGrad's, whose outputs are GRUGrad's */
 /* infer_strings.c: StringSplit */
 otter_status ot_infer_string_split(ot_inode *n);
 /* infer_image_decoder.c: ImageDecoder */

@@ -409,6 +409,9 @@ otter_status ot_infer_recurrent(ot_inode *n) {
     const char *dir = ot_attr_str(n, "direction", "forward");
     ot_idim dirs = ot_dim_known(strcmp(dir, "bidirectional") == 0 ? 2 : 1);
     ot_idim h = hidden >= 0 ? ot_dim_known(hidden) : OT_DIM_UNKNOWN;
+    /* without hidden_size, W's rows per gate */
+    int gates = strcmp(n->node->op_type, "LSTM") == 0 ? 4 : strcmp(n->node->op_type, "GRU") == 0 ? 3 : 1;
+    if (hidden < 0 && ot_dim_is_known(ot_in_dim(n, 1, 1))) h = ot_dim_known(ot_in_dim(n, 1, 1).v / gates);
     ot_idim seq = OT_DIM_UNKNOWN, batch = OT_DIM_UNKNOWN;
     if (ot_in_has_shape(n, 0)) {
         if (x->rank != 3) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank 3", n->node->inputs[0]);

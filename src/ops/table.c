@@ -112,8 +112,8 @@ const ot_op_entry ot_op_table[] = {
     /* RNN, GRU, LSTM: opsets 1-6 differ only in attributes the kernel treats the same (output_sequence: Y is
      * produced whenever the node names it; GRU-1 lacks linear_before_reset, whose default is 0) */
     {"", "GRU", KERNELS({1, ot_kernel_gru, 0}, {3, ot_kernel_gru, 0}, {7, ot_kernel_gru, 0}, {14, ot_kernel_gru, 0}),
-     .infer = ot_infer_recurrent}, /* 1: no linear_before_reset (default 0); 3: linear_before_reset; 7: same semantics;
-                                      14: layout */
+     .infer = ot_infer_recurrent, .grad = ot_grad_gru, .diff_inputs = 0x2f}, /* 1: no linear_before_reset (default 0);
+                                      3: linear_before_reset; 7: same semantics; 14: layout */
     {"", "Gather", KERNELS({1, ot_kernel_gather, 0}), .infer = ot_infer_gather, .grad = ot_grad_gather,
      .diff_inputs = 0x1},
     {"", "GatherElements", KERNELS({11, ot_kernel_gather_elements, 0}), .infer = ot_infer_gather_elements,
@@ -149,7 +149,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "IsNaN", KERNELS({9, ot_kernel_isnan, 0}), .infer = ot_infer_unary_bool},
     {"", "LRN", KERNELS({1, ot_kernel_lrn, 0}), .infer = ot_infer_like_input},
     {"", "LSTM", KERNELS({1, ot_kernel_lstm, 0}, {7, ot_kernel_lstm, 0}, {14, ot_kernel_lstm, 0}),
-     .infer = ot_infer_recurrent}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
+     .infer = ot_infer_recurrent, .grad = ot_grad_lstm,
+     .diff_inputs = 0xef}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
     {"", "LayerNormalization", KERNELS({1, ot_kernel_layernorm, 0}), .infer = ot_infer_layer_norm,
      .grad = ot_grad_layernorm, .diff_inputs = 0x7},
     {"", "LeakyRelu", KERNELS({1, ot_kernel_leakyrelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input,
@@ -214,7 +215,8 @@ const ot_op_entry ot_op_table[] = {
          ot_infer_quantize}, /* 13: axis; 19: float16 / bfloat16 scales; 21: block_size, output_dtype, 16-bit types */
     {"", "RMSNormalization", KERNELS({23, ot_kernel_rms_normalization, 0}), .infer = ot_infer_rms_normalization},
     {"", "RNN", KERNELS({1, ot_kernel_rnn, 0}, {7, ot_kernel_rnn, 0}, {14, ot_kernel_rnn, 0}),
-     .infer = ot_infer_recurrent}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
+     .infer = ot_infer_recurrent, .grad = ot_grad_rnn,
+     .diff_inputs = 0x2f}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
     {"", "RandomNormal", KERNELS({1, ot_kernel_random_normal, OT_OP_NOFOLD}), .infer = ot_infer_random_gen},
     {"", "RandomNormalLike", KERNELS({1, ot_kernel_random_normal_like, OT_OP_NOFOLD}),
      .infer = ot_infer_like_with_dtype},
@@ -364,6 +366,9 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_gelu, .diff_inputs = 0x1},
     {"com.microsoft", "FastGeluGrad", KERNELS({1, ot_kernel_fastgelu_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "FusedMatMul", KERNELS({1, ot_kernel_fused_matmul, 0}), .infer = ot_infer_ms_fused_matmul},
+    {"com.microsoft", "GRUGrad", KERNELS({1, ot_kernel_gru_grad, 0}), .infer = ot_infer_gru_grad, .attrs_of = "GRU"},
+    {"com.microsoft", "GRUTraining", KERNELS({1, ot_kernel_gru_training, 0}), .infer = ot_infer_gru_training,
+     .attrs_of = "GRU"}, /* 1: GRU's outputs + ZRH, the activated gates */
     {"com.microsoft", "GatherElementsGrad", KERNELS({1, ot_kernel_gather_elements_grad, 0}),
      .infer = ot_infer_gather_elements_grad},
     {"com.microsoft", "GatherGrad", KERNELS({1, ot_kernel_gather_grad, 0}), .infer = ot_infer_gather_grad},
@@ -377,6 +382,10 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_inplace_accumulator_v2}, /* changes input 0 in place: never folded */
     {"com.microsoft", "InplaceClipGradNorm", KERNELS({1, ot_kernel_inplace_clip_grad_norm, OT_OP_VALUES}),
      .infer = ot_infer_like_input},
+    {"com.microsoft", "LSTMGrad", KERNELS({1, ot_kernel_lstm_grad, 0}), .infer = ot_infer_lstm_grad,
+     .attrs_of = "LSTM"},
+    {"com.microsoft", "LSTMTraining", KERNELS({1, ot_kernel_lstm_training, 0}), .infer = ot_infer_lstm_training,
+     .attrs_of = "LSTM"}, /* 1: LSTM's outputs + CAll, IOFC (all cell states, activated gates) */
     {"com.microsoft", "LayerNormalizationGrad", KERNELS({1, ot_kernel_layernorm_grad, 0}),
      .infer = ot_infer_layer_norm_grad},
     {"com.microsoft", "LogSoftmaxGrad", KERNELS({1, ot_kernel_logsoftmax_grad, 0}), .infer = ot_infer_like_input},
@@ -417,5 +426,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "MaxPool"}, /* 1: + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
     {"com.otter", "PadGrad", KERNELS({1, ot_kernel_pad_grad, 0}), .infer = ot_infer_pad_grad,
      .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
+    {"com.otter", "RNNGrad", KERNELS({1, ot_kernel_rnn_grad, 0}), .infer = ot_infer_gru_grad,
+     .attrs_of = "RNN"}, /* 1: GRUGrad's signature with RNN's Y for HAll and no gates */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

@@ -182,6 +182,12 @@ otter_status ot_kernel_scan(ot_kernel_ctx *ctx);
 otter_status ot_kernel_rnn(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gru(ot_kernel_ctx *ctx);
 otter_status ot_kernel_lstm(ot_kernel_ctx *ctx);
+/* rnn_train.c: LSTMTraining, GRUTraining, LSTMGrad, GRUGrad, RNNGrad */
+otter_status ot_kernel_lstm_training(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gru_training(ot_kernel_ctx *ctx);
+otter_status ot_kernel_lstm_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gru_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_rnn_grad(ot_kernel_ctx *ctx);
 
 /* quant.c: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear */
 otter_status ot_kernel_quantize(ot_kernel_ctx *ctx);

@@ -1,4 +1,5 @@
-/* Recurrent operators: RNN, GRU and LSTM (opset 7 and 14: layout attribute).
+/* Recurrent operators: RNN, GRU and LSTM (opset 7 and 14: layout attribute), and ONNX Runtime's
+ * LSTMTraining / GRUTraining, the same forward pass recording what the gradient kernels need.
  *
  * One driver for the three cells. Inputs are converted to double working buffers laid out
  * [seq, batch, ...] whatever the layout, so the cells see one shape:
@@ -10,48 +11,29 @@
 #include <ctype.h>
 #include <math.h>
 
-#include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
+#include "runtime/ops/rnn_internal.h"
 
 /* ---- activations ------------------------------------------------------------------------ */
 
-typedef enum act_kind {
-    ACT_RELU,
-    ACT_TANH,
-    ACT_SIGMOID,
-    ACT_AFFINE,
-    ACT_LEAKYRELU,
-    ACT_THRESHOLDEDRELU,
-    ACT_SCALEDTANH,
-    ACT_HARDSIGMOID,
-    ACT_ELU,
-    ACT_SOFTSIGN,
-    ACT_SOFTPLUS,
-} act_kind;
-
-typedef struct act_fn {
-    act_kind kind;
-    double alpha, beta;
-} act_fn;
-
 static const struct {
     const char *name;
-    act_kind kind;
+    ot_rnn_act_kind kind;
     bool has_alpha, has_beta;
     double alpha, beta; /* defaults */
 } ACTS[] = {
-    {"relu", ACT_RELU, false, false, 0, 0},
-    {"tanh", ACT_TANH, false, false, 0, 0},
-    {"sigmoid", ACT_SIGMOID, false, false, 0, 0},
-    {"affine", ACT_AFFINE, true, true, 1.0, 0.0},
-    {"leakyrelu", ACT_LEAKYRELU, true, false, 0.01, 0},
-    {"thresholdedrelu", ACT_THRESHOLDEDRELU, true, false, 1.0, 0},
-    {"scaledtanh", ACT_SCALEDTANH, true, true, 1.0, 1.0},
-    {"hardsigmoid", ACT_HARDSIGMOID, true, true, 0.2, 0.5},
-    {"elu", ACT_ELU, true, false, 1.0, 0},
-    {"softsign", ACT_SOFTSIGN, false, false, 0, 0},
-    {"softplus", ACT_SOFTPLUS, false, false, 0, 0},
+    {"relu", OT_ACT_RELU, false, false, 0, 0},
+    {"tanh", OT_ACT_TANH, false, false, 0, 0},
+    {"sigmoid", OT_ACT_SIGMOID, false, false, 0, 0},
+    {"affine", OT_ACT_AFFINE, true, true, 1.0, 0.0},
+    {"leakyrelu", OT_ACT_LEAKYRELU, true, false, 0.01, 0},
+    {"thresholdedrelu", OT_ACT_THRESHOLDEDRELU, true, false, 1.0, 0},
+    {"scaledtanh", OT_ACT_SCALEDTANH, true, true, 1.0, 1.0},
+    {"hardsigmoid", OT_ACT_HARDSIGMOID, true, true, 0.2, 0.5},
+    {"elu", OT_ACT_ELU, true, false, 1.0, 0},
+    {"softsign", OT_ACT_SOFTSIGN, false, false, 0, 0},
+    {"softplus", OT_ACT_SOFTPLUS, false, false, 0, 0},
 };
 
 static bool name_is(const otter_bytes *s, const char *lower) {
@@ -62,56 +44,71 @@ static bool name_is(const otter_bytes *s, const char *lower) {
     return true;
 }
 
-static inline double act_apply(const act_fn *a, double x) {
+double ot_rnn_act_apply(const ot_rnn_act *a, double x) {
     switch (a->kind) {
-    case ACT_RELU:
+    case OT_ACT_RELU:
         return x > 0 ? x : 0;
-    case ACT_TANH:
+    case OT_ACT_TANH:
         return tanh(x);
-    case ACT_SIGMOID:
+    case OT_ACT_SIGMOID:
         return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case ACT_AFFINE:
+    case OT_ACT_AFFINE:
         return a->alpha * x + a->beta;
-    case ACT_LEAKYRELU:
+    case OT_ACT_LEAKYRELU:
         return x >= 0 ? x : a->alpha * x;
-    case ACT_THRESHOLDEDRELU:
+    case OT_ACT_THRESHOLDEDRELU:
         return x > a->alpha ? x : 0;
-    case ACT_SCALEDTANH:
+    case OT_ACT_SCALEDTANH:
         return a->alpha * tanh(a->beta * x);
-    case ACT_HARDSIGMOID: {
+    case OT_ACT_HARDSIGMOID: {
         double y = a->alpha * x + a->beta;
         return y < 0 ? 0 : y > 1 ? 1 : y;
     }
-    case ACT_ELU:
+    case OT_ACT_ELU:
         return x >= 0 ? x : a->alpha * (exp(x) - 1);
-    case ACT_SOFTSIGN:
+    case OT_ACT_SOFTSIGN:
         return x / (1 + fabs(x));
-    case ACT_SOFTPLUS:
+    case OT_ACT_SOFTPLUS:
         return x > 30 ? x : log1p(exp(x));
     }
     return x;
 }
 
-/* ---- the driver --------------------------------------------------------------------------- */
+double ot_rnn_act_deriv(const ot_rnn_act *a, double y) {
+    switch (a->kind) {
+    case OT_ACT_RELU:
+        return y > 0 ? 1 : 0;
+    case OT_ACT_TANH:
+        return 1 - y * y;
+    case OT_ACT_SIGMOID:
+        return y * (1 - y);
+    case OT_ACT_AFFINE:
+        return a->alpha;
+    case OT_ACT_LEAKYRELU: /* y has x's sign for a positive alpha */
+        return y >= 0 ? 1 : a->alpha;
+    case OT_ACT_THRESHOLDEDRELU:
+        return y != 0 ? 1 : 0;
+    case OT_ACT_SCALEDTANH: {
+        double t = a->alpha != 0 ? y / a->alpha : 0;
+        return a->alpha * a->beta * (1 - t * t);
+    }
+    case OT_ACT_HARDSIGMOID:
+        return y > 0 && y < 1 ? a->alpha : 0;
+    case OT_ACT_ELU:
+        return y >= 0 ? 1 : y + a->alpha;
+    case OT_ACT_SOFTSIGN:
+        return (1 - fabs(y)) * (1 - fabs(y));
+    case OT_ACT_SOFTPLUS: /* sigmoid(x) = 1 - exp(-softplus(x)) */
+        return -expm1(-y);
+    }
+    return 1;
+}
 
-typedef enum cell_kind { CELL_RNN, CELL_GRU, CELL_LSTM } cell_kind;
+/* ---- configuration and inputs ------------------------------------------------------------ */
 
-typedef struct rnn_cfg {
-    cell_kind cell;
-    int G;     /* gates: 1, 3, 4 */
-    int n_act; /* activations per direction: 1, 2, 3 */
-    int64_t T, N, I, H, D;
-    int layout;
-    bool reverse_only;
-    bool has_clip;
-    double clip;
-    bool linear_before_reset; /* GRU */
-    bool input_forget;        /* LSTM */
-    act_fn acts[6];           /* [direction * n_act + k] */
-} rnn_cfg;
-
-static otter_status parse_activations(const ot_kernel_ctx *ctx, rnn_cfg *c) {
-    static const act_kind defaults[3][3] = {{ACT_TANH}, {ACT_SIGMOID, ACT_TANH}, {ACT_SIGMOID, ACT_TANH, ACT_TANH}};
+static otter_status parse_activations(const ot_kernel_ctx *ctx, ot_rnn_cfg *c) {
+    static const ot_rnn_act_kind defaults[3][3] = {
+        {OT_ACT_TANH}, {OT_ACT_SIGMOID, OT_ACT_TANH}, {OT_ACT_SIGMOID, OT_ACT_TANH, OT_ACT_TANH}};
     const otter_attr *names = otter_node_attr(ctx->node, "activations");
     const otter_attr *alphas = otter_node_attr(ctx->node, "activation_alpha");
     const otter_attr *betas = otter_node_attr(ctx->node, "activation_beta");
@@ -121,7 +118,7 @@ static otter_status parse_activations(const ot_kernel_ctx *ctx, rnn_cfg *c) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'activations' has %zu names, expected %d", n_names,
                             need);
     for (int k = 0; k < need; k++) {
-        act_fn *a = &c->acts[k];
+        ot_rnn_act *a = &c->acts[k];
         if (!n_names) {
             a->kind = defaults[c->cell][k % c->n_act];
             a->alpha = a->beta = 0;
@@ -153,8 +150,74 @@ static otter_status check_shape(const ot_kernel_ctx *ctx, size_t i, const otter_
                         ot_shape_str(want, sizeof want, rank, dims));
 }
 
-/* Read a [D, N, H] state (layout 0) or [N, D, H] (layout 1) into dst [D][N][H]. */
-static void read_state(const otter_tensor *t, const rnn_cfg *c, double *dst) {
+otter_status ot_rnn_config(const ot_kernel_ctx *ctx, ot_rnn_cell cell, ot_rnn_cfg *c) {
+    *c = (ot_rnn_cfg){.cell = cell};
+    c->G = cell == OT_CELL_RNN ? 1 : cell == OT_CELL_GRU ? 3 : 4;
+    c->n_act = cell == OT_CELL_RNN ? 1 : cell == OT_CELL_GRU ? 2 : 3;
+    const otter_tensor *X = ot_ctx_input(ctx, 0), *W = ot_ctx_input(ctx, 1), *R = ot_ctx_input(ctx, 2);
+    const otter_tensor *B = ot_ctx_input(ctx, 3), *SL = ot_ctx_input(ctx, 4), *H0 = ot_ctx_input(ctx, 5);
+    const otter_tensor *C0 = cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 6) : NULL;
+    const otter_tensor *P = cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 7) : NULL;
+    if (!X || !W || !R) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs X, W and R are required");
+    if (X->dtype != OTTER_DTYPE_FLOAT && X->dtype != OTTER_DTYPE_DOUBLE && X->dtype != OTTER_DTYPE_FLOAT16)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 '%s' has type %s, which %s does not support",
+                            ot_ctx_input_name(ctx, 0), otter_dtype_name(X->dtype), ctx->node->op_type);
+    static const size_t same_index[] = {1, 2, 3, 5, 6, 7};
+    const otter_tensor *same[] = {W, R, B, H0, C0, P};
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+        if (same[k] && same[k]->dtype != X->dtype)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %s has type %s, X has %s",
+                                ot_ctx_input_name(ctx, same_index[k]), otter_dtype_name(same[k]->dtype),
+                                otter_dtype_name(X->dtype));
+    if (X->rank != 3 || W->rank != 3 || R->rank != 3)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and R must have rank 3 (got %d, %d, %d)", X->rank, W->rank,
+                            R->rank);
+    int64_t layout;
+    OT_TRY(ot_ctx_attr_int(ctx, "layout", &layout));
+    c->layout = (int)layout;
+    if (c->layout != 0 && c->layout != 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'layout' is %d, expected 0 or 1", c->layout);
+    const char *dir;
+    OT_TRY(ot_ctx_attr_string(ctx, "direction", &dir));
+    if (ot_streq(dir, "forward") || ot_streq(dir, "reverse")) {
+        c->D = 1;
+        c->reverse_only = dir[0] == 'r';
+    } else if (ot_streq(dir, "bidirectional")) {
+        c->D = 2;
+    } else {
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'direction' is '%s'", dir);
+    }
+    c->T = X->dims[c->layout ? 1 : 0];
+    c->N = X->dims[c->layout ? 0 : 1];
+    c->I = X->dims[2];
+    c->H = ot_ctx_attr_int_or(ctx, "hidden_size", W->dims[1] / c->G); /* no schema default: W's rows per gate */
+    if (c->H <= 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "hidden_size is %lld", (long long)c->H);
+    const int64_t GH = c->G * c->H;
+    OT_TRY(check_shape(ctx, 1, W, 3, (int64_t[]){c->D, GH, c->I}));
+    OT_TRY(check_shape(ctx, 2, R, 3, (int64_t[]){c->D, GH, c->H}));
+    if (B) OT_TRY(check_shape(ctx, 3, B, 2, (int64_t[]){c->D, 2 * GH}));
+    int64_t sdims[3] = {c->layout ? c->N : c->D, c->layout ? c->D : c->N, c->H};
+    if (H0) OT_TRY(check_shape(ctx, 5, H0, 3, sdims));
+    if (C0) OT_TRY(check_shape(ctx, 6, C0, 3, sdims));
+    if (P) OT_TRY(check_shape(ctx, 7, P, 2, (int64_t[]){c->D, 3 * c->H}));
+    if (SL &&
+        (SL->rank != 1 || SL->dims[0] != c->N || (SL->dtype != OTTER_DTYPE_INT32 && SL->dtype != OTTER_DTYPE_INT64)))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 4 '%s' must be int32 of shape [%lld]",
+                            ot_ctx_input_name(ctx, 4), (long long)c->N);
+    const otter_attr *clip = otter_node_attr(ctx->node, "clip");
+    if (clip) {
+        c->has_clip = true;
+        c->clip = clip->f;
+    }
+    int64_t linear_before_reset = 0, input_forget = 0; /* GRU's and LSTM's own */
+    if (cell == OT_CELL_GRU) OT_TRY(ot_ctx_attr_int(ctx, "linear_before_reset", &linear_before_reset));
+    if (cell == OT_CELL_LSTM) OT_TRY(ot_ctx_attr_int(ctx, "input_forget", &input_forget));
+    c->linear_before_reset = linear_before_reset != 0;
+    c->input_forget = input_forget != 0;
+    return parse_activations(ctx, c);
+}
+
+void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, double *dst) {
     for (int64_t d = 0; d < c->D; d++)
         for (int64_t b = 0; b < c->N; b++)
             for (int64_t h = 0; h < c->H; h++) {
@@ -163,16 +226,96 @@ static void read_state(const otter_tensor *t, const rnn_cfg *c, double *dst) {
             }
 }
 
-static void write_state(otter_tensor *t, const rnn_cfg *c, const double *src) {
-    for (int64_t d = 0; d < c->D; d++)
-        for (int64_t b = 0; b < c->N; b++)
-            for (int64_t h = 0; h < c->H; h++) {
-                int64_t dst = c->layout ? (b * c->D + d) * c->H + h : (d * c->N + b) * c->H + h;
-                ot_set_f64(t->data, t->dtype, dst, src[(d * c->N + b) * c->H + h]);
-            }
+/* Element (t, d, b, k) of an all-steps tensor with K values per row, laid out like Y. */
+static inline int64_t seq_index(const ot_rnn_cfg *c, int64_t K, int64_t t, int64_t d, int64_t b, int64_t k) {
+    return (c->layout ? (b * c->T + t) * c->D + d : (t * c->D + d) * c->N + b) * K + k;
 }
 
-static inline double clipv(const rnn_cfg *c, double x) {
+void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, double *dst) {
+    for (int64_t s = 0; s < c->T; s++)
+        for (int64_t d = 0; d < c->D; d++)
+            for (int64_t b = 0; b < c->N; b++)
+                for (int64_t k = 0; k < K; k++)
+                    dst[((s * c->D + d) * c->N + b) * K + k] =
+                        ot_get_f64(t->data, t->dtype, seq_index(c, K, s, d, b, k));
+}
+
+otter_status ot_rnn_write_output(ot_kernel_ctx *ctx, size_t index, const ot_rnn_cfg *c, int64_t K, bool state,
+                                 const double *src) {
+    const otter_tensor *X = ot_ctx_input(ctx, 0);
+    int64_t dims[4] = {c->T, c->D, c->N, K};
+    if (c->layout) dims[0] = c->N, dims[1] = c->T, dims[2] = c->D;
+    if (state) {
+        dims[0] = c->layout ? c->N : c->D;
+        dims[1] = c->layout ? c->D : c->N;
+        dims[2] = K;
+    }
+    otter_tensor *Y = ot_ctx_output(ctx, index, X->dtype, state ? 3 : 4, dims);
+    if (!Y) return ctx->output_status;
+    for (int64_t t = 0; t < (state ? 1 : c->T); t++)
+        for (int64_t d = 0; d < c->D; d++)
+            for (int64_t b = 0; b < c->N; b++)
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t dst = state ? (c->layout ? (b * c->D + d) * K + k : (d * c->N + b) * K + k)
+                                        : seq_index(c, K, t, d, b, k);
+                    ot_set_f64(Y->data, Y->dtype, dst, src[((t * c->D + d) * c->N + b) * K + k]);
+                }
+    return OTTER_OK;
+}
+
+otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, ot_rnn_inputs *in) {
+    const otter_tensor *X = ot_ctx_input(ctx, 0), *W = ot_ctx_input(ctx, 1), *R = ot_ctx_input(ctx, 2);
+    const otter_tensor *B = ot_ctx_input(ctx, 3), *SL = ot_ctx_input(ctx, 4), *H0 = ot_ctx_input(ctx, 5);
+    const otter_tensor *C0 = c->cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 6) : NULL;
+    const otter_tensor *P = c->cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 7) : NULL;
+    const int64_t T = c->T, N = c->N, I = c->I, H = c->H, D = c->D, GH = c->G * H;
+    size_t dsz = sizeof(double);
+    in->lens = ot_ctx_scratch(ctx, (size_t)(N > 0 ? N : 1) * sizeof *in->lens);
+    in->x = ot_ctx_scratch(ctx, (size_t)(T * N * I + 1) * dsz);
+    in->w = ot_ctx_scratch(ctx, (size_t)(D * GH * (I + H) + 1) * dsz);
+    in->bias = ot_ctx_scratch(ctx, (size_t)(D * 2 * GH + D * 3 * H + 1) * dsz);
+    in->h0 = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz);
+    if (!in->lens || !in->x || !in->w || !in->bias || !in->h0) return OTTER_ERR_NOMEM;
+    in->r = in->w + D * GH * I;
+    in->peep = in->bias + D * 2 * GH;
+    in->c0 = in->h0 + D * N * H;
+    for (int64_t b = 0; b < N; b++) {
+        in->lens[b] = SL ? ot_get_i64(SL->data, SL->dtype, b) : T;
+        if (in->lens[b] < 0 || in->lens[b] > T)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "input 4 '%s' holds length %lld for batch %lld, sequence is %lld",
+                                ot_ctx_input_name(ctx, 4), (long long)in->lens[b], (long long)b, (long long)T);
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t i = 0; i < I; i++) {
+                int64_t src = c->layout ? (b * T + t) * I + i : (t * N + b) * I + i;
+                in->x[(t * N + b) * I + i] = ot_get_f64(X->data, X->dtype, src);
+            }
+    ot_convert(in->w, OTTER_DTYPE_DOUBLE, W->data, W->dtype, D * GH * I);
+    ot_convert(in->r, OTTER_DTYPE_DOUBLE, R->data, R->dtype, D * GH * H);
+    if (B)
+        ot_convert(in->bias, OTTER_DTYPE_DOUBLE, B->data, B->dtype, D * 2 * GH);
+    else
+        in->bias = NULL;
+    if (P)
+        ot_convert(in->peep, OTTER_DTYPE_DOUBLE, P->data, P->dtype, D * 3 * H);
+    else
+        in->peep = NULL;
+    if (H0)
+        ot_rnn_read_state(H0, c, in->h0);
+    else
+        memset(in->h0, 0, (size_t)(D * N * H) * dsz);
+    if (C0)
+        ot_rnn_read_state(C0, c, in->c0);
+    else
+        memset(in->c0, 0, (size_t)(D * N * H) * dsz);
+    return OTTER_OK;
+}
+
+/* ---- the forward pass --------------------------------------------------------------------- */
+
+static inline double clipv(const ot_rnn_cfg *c, double x) {
     if (!c->has_clip) return x;
     return x < -c->clip ? -c->clip : x > c->clip ? c->clip : x;
 }
@@ -185,12 +328,19 @@ typedef struct rnn_work {
     double *hrh;  /* [N, H] (GRU: (r * H_prev) R_h^T, or H_prev R_h^T) */
 } rnn_work;
 
-static otter_status run_direction(const ot_kernel_ctx *ctx, const rnn_cfg *c, int64_t d, const double *x,
-                                  const double *w, const double *r, const double *bias, const double *peep,
-                                  const int64_t *lens, double *h_state, double *c_state, double *y, rnn_work *wk) {
+/* What the training forward pass records, [T][D][N][K] each (NULL: nothing). */
+typedef struct rnn_record {
+    double *gates; /* activated gates: LSTM i, o, f, c; GRU z, r, h */
+    double *cells; /* LSTM cell states */
+} rnn_record;
+
+static otter_status run_direction(const ot_kernel_ctx *ctx, const ot_rnn_cfg *c, int64_t d, const ot_rnn_inputs *in,
+                                  double *h_state, double *c_state, double *y, rnn_work *wk, const rnn_record *rec) {
     const int64_t T = c->T, N = c->N, I = c->I, H = c->H, GH = c->G * H;
-    const bool rev = c->reverse_only || d == 1;
-    const act_fn *f = &c->acts[d * c->n_act], *g = c->n_act > 1 ? f + 1 : f, *hh = c->n_act > 2 ? f + 2 : f;
+    const double *x = in->x, *w = in->w + d * GH * I, *r = in->r + d * GH * H;
+    const double *bias = in->bias ? in->bias + d * 2 * GH : NULL, *peep = in->peep ? in->peep + d * 3 * H : NULL;
+    const int64_t *lens = in->lens;
+    const ot_rnn_act *f = &c->acts[d * c->n_act], *g = c->n_act > 1 ? f + 1 : f, *hh = c->n_act > 2 ? f + 2 : f;
     const double *wb = bias, *rb = bias ? bias + GH : NULL;
     /* XW = X W^T + Wb + Rb (GRU's Rbh stays separate when linear_before_reset) */
     if (T * N > 0) OT_TRY(ot_dgemm(ctx, false, true, T * N, GH, I, 1.0, x, I, w, I, 0.0, wk->xw, GH));
@@ -198,21 +348,21 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const rnn_cfg *c, in
         for (int64_t tb = 0; tb < T * N; tb++)
             for (int64_t k = 0; k < GH; k++) {
                 double add = wb[k];
-                if (!(c->cell == CELL_GRU && c->linear_before_reset && k >= 2 * H)) add += rb[k];
+                if (!(c->cell == OT_CELL_GRU && c->linear_before_reset && k >= 2 * H)) add += rb[k];
                 wk->xw[tb * GH + k] += add;
             }
     for (int64_t s = 0; s < T; s++) {
         /* recurrent part over every row; rows that are done are skipped below */
-        int64_t rec = c->cell == CELL_GRU && !c->linear_before_reset ? 2 * H : GH;
-        OT_TRY(ot_dgemm(ctx, false, true, N, rec, H, 1.0, h_state, H, r, H, 0.0, wk->gate, GH));
-        if (c->cell == CELL_GRU) {
+        int64_t nrec = c->cell == OT_CELL_GRU && !c->linear_before_reset ? 2 * H : GH;
+        OT_TRY(ot_dgemm(ctx, false, true, N, nrec, H, 1.0, h_state, H, r, H, 0.0, wk->gate, GH));
+        if (c->cell == OT_CELL_GRU) {
             memset(wk->hr, 0, (size_t)(N * H) * sizeof *wk->hr);
             for (int64_t b = 0; b < N; b++) {
                 if (s >= lens[b]) continue;
-                int64_t t = rev ? lens[b] - 1 - s : s;
+                int64_t t = ot_rnn_time(c, d, lens, b, s);
                 double *gt = wk->gate + b * GH;
                 const double *xt = wk->xw + (t * N + b) * GH;
-                for (int64_t k = 0; k < 2 * H; k++) gt[k] = act_apply(f, clipv(c, gt[k] + xt[k]));
+                for (int64_t k = 0; k < 2 * H; k++) gt[k] = ot_rnn_act_apply(f, clipv(c, gt[k] + xt[k]));
                 for (int64_t k = 0; k < H; k++) wk->hr[b * H + k] = gt[H + k] * h_state[b * H + k];
             }
             if (!c->linear_before_reset)
@@ -220,18 +370,19 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const rnn_cfg *c, in
         } else {
             for (int64_t b = 0; b < N; b++) {
                 if (s >= lens[b]) continue;
-                int64_t t = rev ? lens[b] - 1 - s : s;
+                int64_t t = ot_rnn_time(c, d, lens, b, s);
                 const double *xt = wk->xw + (t * N + b) * GH;
                 for (int64_t k = 0; k < GH; k++) wk->gate[b * GH + k] += xt[k];
             }
         }
         for (int64_t b = 0; b < N; b++) {
             if (s >= lens[b]) continue;
-            int64_t t = rev ? lens[b] - 1 - s : s;
+            int64_t t = ot_rnn_time(c, d, lens, b, s);
             double *gt = wk->gate + b * GH, *hs = h_state + b * H;
-            if (c->cell == CELL_RNN) {
-                for (int64_t k = 0; k < H; k++) hs[k] = act_apply(f, clipv(c, gt[k]));
-            } else if (c->cell == CELL_GRU) {
+            double *rg = rec && rec->gates ? rec->gates + ((t * c->D + d) * N + b) * GH : NULL;
+            if (c->cell == OT_CELL_RNN) {
+                for (int64_t k = 0; k < H; k++) hs[k] = ot_rnn_act_apply(f, clipv(c, gt[k]));
+            } else if (c->cell == OT_CELL_GRU) {
                 const double *xt = wk->xw + (t * N + b) * GH + 2 * H;
                 for (int64_t k = 0; k < H; k++) {
                     double pre;
@@ -239,22 +390,26 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const rnn_cfg *c, in
                         pre = xt[k] + gt[H + k] * (gt[2 * H + k] + (rb ? rb[2 * H + k] : 0));
                     else
                         pre = xt[k] + wk->hrh[b * H + k];
-                    double ht = act_apply(g, clipv(c, pre)), z = gt[k];
+                    double ht = ot_rnn_act_apply(g, clipv(c, pre)), z = gt[k];
                     hs[k] = (1 - z) * ht + z * hs[k];
+                    if (rg) rg[k] = z, rg[H + k] = gt[H + k], rg[2 * H + k] = ht;
                 }
             } else {
                 double *cs = c_state + b * H;
                 const double *pi = peep, *po = peep ? peep + H : NULL, *pf = peep ? peep + 2 * H : NULL;
                 for (int64_t k = 0; k < H; k++) {
                     double cp = cs[k];
-                    double i = act_apply(f, clipv(c, gt[k] + (pi ? pi[k] * cp : 0)));
-                    double fg = c->input_forget ? 1 - i : act_apply(f, clipv(c, gt[2 * H + k] + (pf ? pf[k] * cp : 0)));
-                    double ct = act_apply(g, clipv(c, gt[3 * H + k]));
+                    double i = ot_rnn_act_apply(f, clipv(c, gt[k] + (pi ? pi[k] * cp : 0)));
+                    double fg =
+                        c->input_forget ? 1 - i : ot_rnn_act_apply(f, clipv(c, gt[2 * H + k] + (pf ? pf[k] * cp : 0)));
+                    double ct = ot_rnn_act_apply(g, clipv(c, gt[3 * H + k]));
                     double cn = fg * cp + i * ct;
-                    double o = act_apply(f, clipv(c, gt[H + k] + (po ? po[k] * cn : 0)));
+                    double o = ot_rnn_act_apply(f, clipv(c, gt[H + k] + (po ? po[k] * cn : 0)));
                     cs[k] = cn;
-                    hs[k] = o * act_apply(hh, cn);
+                    hs[k] = o * ot_rnn_act_apply(hh, cn);
+                    if (rg) rg[k] = i, rg[H + k] = o, rg[2 * H + k] = fg, rg[3 * H + k] = ct;
                 }
+                if (rec && rec->cells) memcpy(rec->cells + ((t * c->D + d) * N + b) * H, cs, (size_t)H * sizeof *cs);
             }
             if (y) memcpy(y + ((t * c->D + d) * N + b) * H, hs, (size_t)H * sizeof *hs);
         }
@@ -262,145 +417,51 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const rnn_cfg *c, in
     return OTTER_OK;
 }
 
-static otter_status rnn_common(ot_kernel_ctx *ctx, cell_kind cell) {
-    rnn_cfg c = {.cell = cell};
-    c.G = cell == CELL_RNN ? 1 : cell == CELL_GRU ? 3 : 4;
-    c.n_act = cell == CELL_RNN ? 1 : cell == CELL_GRU ? 2 : 3;
-    const otter_tensor *X = ot_ctx_input(ctx, 0), *W = ot_ctx_input(ctx, 1), *R = ot_ctx_input(ctx, 2);
-    const otter_tensor *B = ot_ctx_input(ctx, 3), *SL = ot_ctx_input(ctx, 4), *H0 = ot_ctx_input(ctx, 5);
-    const otter_tensor *C0 = cell == CELL_LSTM ? ot_ctx_input(ctx, 6) : NULL;
-    const otter_tensor *P = cell == CELL_LSTM ? ot_ctx_input(ctx, 7) : NULL;
-    if (!X || !W || !R) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "inputs X, W and R are required");
-    if (X->dtype != OTTER_DTYPE_FLOAT && X->dtype != OTTER_DTYPE_DOUBLE && X->dtype != OTTER_DTYPE_FLOAT16)
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input 0 '%s' has type %s, which %s does not support",
-                            ot_ctx_input_name(ctx, 0), otter_dtype_name(X->dtype), ctx->node->op_type);
-    const otter_tensor *same[] = {W, R, B, H0, C0, P};
-    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
-        if (same[k] && same[k]->dtype != X->dtype)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %s has type %s, X has %s",
-                                ot_ctx_input_name(ctx, k == 0   ? 1
-                                                       : k == 1 ? 2
-                                                       : k == 2 ? 3
-                                                                : k + 2),
-                                otter_dtype_name(same[k]->dtype), otter_dtype_name(X->dtype));
-    if (X->rank != 3 || W->rank != 3 || R->rank != 3)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X, W and R must have rank 3 (got %d, %d, %d)", X->rank, W->rank,
-                            R->rank);
-    int64_t layout;
-    OT_TRY(ot_ctx_attr_int(ctx, "layout", &layout));
-    c.layout = (int)layout;
-    if (c.layout != 0 && c.layout != 1)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'layout' is %d, expected 0 or 1", c.layout);
-    const char *dir;
-    OT_TRY(ot_ctx_attr_string(ctx, "direction", &dir));
-    if (ot_streq(dir, "forward") || ot_streq(dir, "reverse")) {
-        c.D = 1;
-        c.reverse_only = dir[0] == 'r';
-    } else if (ot_streq(dir, "bidirectional")) {
-        c.D = 2;
-    } else {
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'direction' is '%s'", dir);
-    }
-    c.T = X->dims[c.layout ? 1 : 0];
-    c.N = X->dims[c.layout ? 0 : 1];
-    c.I = X->dims[2];
-    c.H = ot_ctx_attr_int_or(ctx, "hidden_size", W->dims[1] / c.G); /* no schema default: W's rows per gate */
-    if (c.H <= 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "hidden_size is %lld", (long long)c.H);
-    const int64_t GH = c.G * c.H;
-    OT_TRY(check_shape(ctx, 1, W, 3, (int64_t[]){c.D, GH, c.I}));
-    OT_TRY(check_shape(ctx, 2, R, 3, (int64_t[]){c.D, GH, c.H}));
-    if (B) OT_TRY(check_shape(ctx, 3, B, 2, (int64_t[]){c.D, 2 * GH}));
-    int64_t sdims[3] = {c.layout ? c.N : c.D, c.layout ? c.D : c.N, c.H};
-    if (H0) OT_TRY(check_shape(ctx, 5, H0, 3, sdims));
-    if (C0) OT_TRY(check_shape(ctx, 6, C0, 3, sdims));
-    if (P) OT_TRY(check_shape(ctx, 7, P, 2, (int64_t[]){c.D, 3 * c.H}));
-    const otter_attr *clip = otter_node_attr(ctx->node, "clip");
-    if (clip) {
-        c.has_clip = true;
-        c.clip = clip->f;
-    }
-    int64_t linear_before_reset = 0, input_forget = 0; /* GRU's and LSTM's own */
-    if (cell == CELL_GRU) OT_TRY(ot_ctx_attr_int(ctx, "linear_before_reset", &linear_before_reset));
-    if (cell == CELL_LSTM) OT_TRY(ot_ctx_attr_int(ctx, "input_forget", &input_forget));
-    c.linear_before_reset = linear_before_reset != 0;
-    c.input_forget = input_forget != 0;
-    OT_TRY(parse_activations(ctx, &c));
-
-    const int64_t T = c.T, N = c.N, I = c.I, H = c.H, D = c.D;
-    /* scratch */
+otter_status ot_rnn_forward(ot_kernel_ctx *ctx, ot_rnn_cell cell, bool record) {
+    ot_rnn_cfg c;
+    OT_TRY(ot_rnn_config(ctx, cell, &c));
+    ot_rnn_inputs in;
+    OT_TRY(ot_rnn_load(ctx, &c, &in));
+    const int64_t T = c.T, N = c.N, H = c.H, D = c.D, GH = c.G * H;
     size_t dsz = sizeof(double);
-    int64_t *lens = ot_ctx_scratch(ctx, (size_t)(N > 0 ? N : 1) * sizeof *lens);
-    double *x = ot_ctx_scratch(ctx, (size_t)(T * N * I + 1) * dsz);
-    double *w = ot_ctx_scratch(ctx, (size_t)(D * GH * (I + H) + 1) * dsz), *r = w + D * GH * I;
-    double *bias = ot_ctx_scratch(ctx, (size_t)(D * 2 * GH + D * 3 * H + 1) * dsz), *peep = bias + D * 2 * GH;
-    double *hs = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz), *cs = hs + D * N * H;
+    double *hs = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz), *cs = hs ? hs + D * N * H : NULL;
     double *y = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * dsz);
     rnn_work wk;
     wk.xw = ot_ctx_scratch(ctx, (size_t)(T * N * GH + 1) * dsz);
     wk.gate = ot_ctx_scratch(ctx, (size_t)(N * GH + 2 * N * H + 1) * dsz);
-    if (!lens || !x || !w || !bias || !hs || !y || !wk.xw || !wk.gate) return OTTER_ERR_NOMEM;
+    rnn_record rec = {NULL, NULL};
+    if (record) {
+        /* rows past their sequence length record zeros, as Y holds */
+        rec.gates = ot_ctx_scratch(ctx, (size_t)(T * D * N * GH + 1) * dsz);
+        if (!rec.gates) return OTTER_ERR_NOMEM;
+        memset(rec.gates, 0, (size_t)(T * D * N * GH) * dsz);
+        if (cell == OT_CELL_LSTM) {
+            rec.cells = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * dsz);
+            if (!rec.cells) return OTTER_ERR_NOMEM;
+            memset(rec.cells, 0, (size_t)(T * D * N * H) * dsz);
+        }
+    }
+    if (!hs || !y || !wk.xw || !wk.gate) return OTTER_ERR_NOMEM;
     wk.hr = wk.gate + N * GH;
     wk.hrh = wk.hr + N * H;
-
-    if (SL && (SL->rank != 1 || SL->dims[0] != N || (SL->dtype != OTTER_DTYPE_INT32 && SL->dtype != OTTER_DTYPE_INT64)))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 4 '%s' must be int32 of shape [%lld]",
-                            ot_ctx_input_name(ctx, 4), (long long)N);
-    for (int64_t b = 0; b < N; b++) {
-        lens[b] = SL ? ot_get_i64(SL->data, SL->dtype, b) : T;
-        if (lens[b] < 0 || lens[b] > T)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
-                                "input 4 '%s' holds length %lld for batch %lld, sequence is %lld",
-                                ot_ctx_input_name(ctx, 4), (long long)lens[b], (long long)b, (long long)T);
-    }
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t i = 0; i < I; i++) {
-                int64_t src = c.layout ? (b * T + t) * I + i : (t * N + b) * I + i;
-                x[(t * N + b) * I + i] = ot_get_f64(X->data, X->dtype, src);
-            }
-    ot_convert(w, OTTER_DTYPE_DOUBLE, W->data, W->dtype, D * GH * I);
-    ot_convert(r, OTTER_DTYPE_DOUBLE, R->data, R->dtype, D * GH * H);
-    if (B) ot_convert(bias, OTTER_DTYPE_DOUBLE, B->data, B->dtype, D * 2 * GH);
-    if (P) ot_convert(peep, OTTER_DTYPE_DOUBLE, P->data, P->dtype, D * 3 * H);
-    if (H0)
-        read_state(H0, &c, hs);
-    else
-        memset(hs, 0, (size_t)(D * N * H) * dsz);
-    if (C0)
-        read_state(C0, &c, cs);
-    else
-        memset(cs, 0, (size_t)(D * N * H) * dsz);
+    memcpy(hs, in.h0, (size_t)(2 * D * N * H) * dsz); /* h0 then c0 */
     memset(y, 0, (size_t)(T * D * N * H) * dsz);
 
     for (int64_t d = 0; d < D; d++)
-        OT_TRY(run_direction(ctx, &c, d, x, w + d * GH * I, r + d * GH * H, B ? bias + d * 2 * GH : NULL,
-                             P ? peep + d * 3 * H : NULL, lens, hs + d * N * H, cs + d * N * H, y, &wk));
+        OT_TRY(run_direction(ctx, &c, d, &in, hs + d * N * H, cs + d * N * H, y, &wk, record ? &rec : NULL));
 
-    if (ctx->n_outputs > 0) {
-        int64_t yd[4] = {T, D, N, H};
-        if (c.layout) {
-            yd[0] = N;
-            yd[1] = T;
-            yd[2] = D;
-        }
-        otter_tensor *Y = ot_ctx_output(ctx, 0, X->dtype, 4, yd);
-        if (!Y) return ctx->output_status;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t d = 0; d < D; d++)
-                for (int64_t b = 0; b < N; b++)
-                    for (int64_t h = 0; h < H; h++) {
-                        int64_t dst = c.layout ? ((b * T + t) * D + d) * H + h : ((t * D + d) * N + b) * H + h;
-                        ot_set_f64(Y->data, Y->dtype, dst, y[((t * D + d) * N + b) * H + h]);
-                    }
-    }
-    for (size_t o = 1; o < ctx->n_outputs && o < (cell == CELL_LSTM ? 3u : 2u); o++) {
-        otter_tensor *S = ot_ctx_output(ctx, o, X->dtype, 3, sdims);
-        if (!S) return ctx->output_status;
-        write_state(S, &c, o == 1 ? hs : cs);
+    if (ctx->n_outputs > 0) OT_TRY(ot_rnn_write_output(ctx, 0, &c, H, false, y));
+    for (size_t o = 1; o < ctx->n_outputs && o < (cell == OT_CELL_LSTM ? 3u : 2u); o++)
+        OT_TRY(ot_rnn_write_output(ctx, o, &c, H, true, o == 1 ? hs : cs));
+    if (record && cell == OT_CELL_LSTM) {
+        if (ctx->n_outputs > 3) OT_TRY(ot_rnn_write_output(ctx, 3, &c, H, false, rec.cells));
+        if (ctx->n_outputs > 4) OT_TRY(ot_rnn_write_output(ctx, 4, &c, GH, false, rec.gates));
+    } else if (record && ctx->n_outputs > 2) {
+        OT_TRY(ot_rnn_write_output(ctx, 2, &c, GH, false, rec.gates));
     }
     return OTTER_OK;
 }
 
-otter_status ot_kernel_rnn(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_RNN); }
-otter_status ot_kernel_gru(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_GRU); }
-otter_status ot_kernel_lstm(ot_kernel_ctx *ctx) { return rnn_common(ctx, CELL_LSTM); }
+otter_status ot_kernel_rnn(ot_kernel_ctx *ctx) { return ot_rnn_forward(ctx, OT_CELL_RNN, false); }
+otter_status ot_kernel_gru(ot_kernel_ctx *ctx) { return ot_rnn_forward(ctx, OT_CELL_GRU, false); }
+otter_status ot_kernel_lstm(ot_kernel_ctx *ctx) { return ot_rnn_forward(ctx, OT_CELL_LSTM, false); }

@@ -1,0 +1,89 @@
+/* Shared by the recurrent kernels: rnn.c (RNN, GRU, LSTM and the LSTMTraining / GRUTraining forward
+ * passes, which also record gate activations) and rnn_train.c (LSTMGrad, GRUGrad, RNNGrad).
+ *
+ * Every kernel converts its inputs to double working buffers laid out [seq, batch, ...] whatever
+ * the layout attribute; tensors over all steps (Y, CAll, IOFC, ZRH and their gradients) are
+ * [seq][dirs][batch][K] in those buffers and follow Y's layout in the graph. */
+#ifndef OTTER_RUNTIME_OPS_RNN_INTERNAL_H
+#define OTTER_RUNTIME_OPS_RNN_INTERNAL_H
+
+#include "runtime/ops/kernels.h"
+
+typedef enum ot_rnn_act_kind {
+    OT_ACT_RELU,
+    OT_ACT_TANH,
+    OT_ACT_SIGMOID,
+    OT_ACT_AFFINE,
+    OT_ACT_LEAKYRELU,
+    OT_ACT_THRESHOLDEDRELU,
+    OT_ACT_SCALEDTANH,
+    OT_ACT_HARDSIGMOID,
+    OT_ACT_ELU,
+    OT_ACT_SOFTSIGN,
+    OT_ACT_SOFTPLUS,
+} ot_rnn_act_kind;
+
+typedef struct ot_rnn_act {
+    ot_rnn_act_kind kind;
+    double alpha, beta;
+} ot_rnn_act;
+
+typedef enum ot_rnn_cell { OT_CELL_RNN, OT_CELL_GRU, OT_CELL_LSTM } ot_rnn_cell;
+
+typedef struct ot_rnn_cfg {
+    ot_rnn_cell cell;
+    int G;     /* gates: 1, 3, 4 */
+    int n_act; /* activations per direction: 1, 2, 3 */
+    int64_t T, N, I, H, D;
+    int layout;
+    bool reverse_only;
+    bool has_clip;
+    double clip;
+    bool linear_before_reset; /* GRU */
+    bool input_forget;        /* LSTM */
+    ot_rnn_act acts[6];       /* [direction * n_act + k] */
+} ot_rnn_cfg;
+
+/* The node's inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P) converted to double. */
+typedef struct ot_rnn_inputs {
+    int64_t *lens; /* [N] */
+    double *x;     /* [T, N, I] */
+    double *w;     /* [D, GH, I] */
+    double *r;     /* [D, GH, H] */
+    double *bias;  /* [D, 2 GH] or NULL */
+    double *peep;  /* [D, 3H] or NULL */
+    double *h0;    /* [D, N, H] (zeros when omitted) */
+    double *c0;    /* [D, N, H] (zeros when omitted) */
+} ot_rnn_inputs;
+
+double ot_rnn_act_apply(const ot_rnn_act *a, double x);
+/* The activation's derivative at the point where it returned y (every supported activation's
+ * derivative is a function of its output). */
+double ot_rnn_act_deriv(const ot_rnn_act *a, double y);
+
+/* Read the attributes and check inputs 0-7 (X, W, R, B, sequence_lens, initial_h, initial_c, P). */
+otter_status ot_rnn_config(const ot_kernel_ctx *ctx, ot_rnn_cell cell, ot_rnn_cfg *c);
+/* Convert inputs 0-7 into scratch buffers. */
+otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, ot_rnn_inputs *in);
+
+/* A [D, N, H] state tensor (layout 0) or [N, D, H] (layout 1) from / to dst [D][N][H]. */
+void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, double *dst);
+/* An all-steps tensor laid out like Y, with K values per (step, direction, batch row), from / to
+ * [T][D][N][K]. */
+void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, double *dst);
+/* Allocate output `index` shaped like Y with K values per row and write src [T][D][N][K] into it;
+ * a state output ([D, N, K] in the layout) when `state`. */
+otter_status ot_rnn_write_output(ot_kernel_ctx *ctx, size_t index, const ot_rnn_cfg *c, int64_t K, bool state,
+                                 const double *src);
+
+/* Batch row b's time index at step s of direction d (s < lens[b]). */
+static inline int64_t ot_rnn_time(const ot_rnn_cfg *c, int64_t d, const int64_t *lens, int64_t b, int64_t s) {
+    return c->reverse_only || d == 1 ? lens[b] - 1 - s : s;
+}
+
+/* The forward pass; with `record`, also outputs the gate activations (LSTM: IOFC as output 4, the
+ * cell states CAll as output 3; GRU: ZRH as output 2), as ONNX Runtime's LSTMTraining and
+ * GRUTraining do. */
+otter_status ot_rnn_forward(ot_kernel_ctx *ctx, ot_rnn_cell cell, bool record);
+
+#endif
