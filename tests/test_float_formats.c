@@ -243,9 +243,9 @@ static void test_external(void) {
     CHECK_OK(otter_model_save(m, path, &o));
     size_t data_size = 0;
     void *data = tu_read_file(tu_tmp_path("packed_external.data"), &data_size);
-    /* a at offset 0 (3 bytes), b 64-byte aligned at offset 64 (1 byte) */
+    /* after otter's 64-byte header: a at offset 64 (3 bytes), b 64-byte aligned at offset 128 (1 byte) */
     const uint8_t *d = data;
-    CHECK(data && data_size == 65 && d[0] == 0x78 && d[1] == 0xf1 && d[2] == 0x03 && d[64] == 0x23);
+    CHECK(data && data_size == 129 && d[64] == 0x78 && d[65] == 0xf1 && d[66] == 0x03 && d[128] == 0x23);
     CHECK_OK(otter_model_load(&back, path));
     bool same = back && back->graph->n_initializers == 2 && otter_tensor_equal(back->graph->initializers[0], a) &&
                 otter_tensor_equal(back->graph->initializers[1], b);
