@@ -120,5 +120,10 @@ void ot_grad_pad(ot_grad *g, otter_node *n);
 void ot_grad_reduce(ot_grad *g, otter_node *n);
 void ot_grad_einsum(ot_grad *g, otter_node *n);
 void ot_grad_convtranspose(ot_grad *g, otter_node *n);
+/* rules_norm.c */
+void ot_grad_instancenorm(ot_grad *g, otter_node *n);
+void ot_grad_groupnorm(ot_grad *g, otter_node *n);
+void ot_grad_rms_norm(ot_grad *g, otter_node *n);
+void ot_grad_resize(ot_grad *g, otter_node *n);
 
 #endif

@@ -297,6 +297,8 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);
 otter_status ot_infer_simplified_layer_norm(ot_inode *n);
 otter_status ot_infer_slice_grad(ot_inode *n);
 otter_status ot_infer_split_training(ot_inode *n);
+/* infer_grad_nn.c: gradient operators whose outputs are shaped like their forward inputs */
+otter_status ot_infer_grad_like_inputs(ot_inode *n);
 /* infer_strings.c: StringSplit */
 otter_status ot_infer_string_split(ot_inode *n);
 /* infer_image_decoder.c: ImageDecoder */
