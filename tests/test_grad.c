@@ -365,6 +365,19 @@ static void a_upsample7(otter_node *n) {
     otter_node_set_attr_string(n, "mode", "linear");
     otter_node_set_attr_floats(n, "scales", 4, sc);
 }
+static void a_attn_causal_scale(otter_node *n) {
+    otter_node_set_attr_int(n, "is_causal", 1);
+    otter_node_set_attr_float(n, "scale", 0.7f);
+}
+static void a_attn_3d_gqa(otter_node *n) {
+    otter_node_set_attr_int(n, "q_num_heads", 2);
+    otter_node_set_attr_int(n, "kv_num_heads", 1);
+}
+static void a_attn_3d_softcap(otter_node *n) {
+    otter_node_set_attr_int(n, "q_num_heads", 2);
+    otter_node_set_attr_int(n, "kv_num_heads", 2);
+    otter_node_set_attr_float(n, "softcap", 1.5f);
+}
 static void a_convt_groups(otter_node *n) {
     int64_t k[2] = {3, 2}, st[2] = {2, 1}, d[2] = {2, 1}, op[2] = {1, 0}, p[4] = {1, 0, 0, 1};
     otter_node_set_attr_int(n, "group", 2);
@@ -624,6 +637,50 @@ static const grad_case CASES[] = {
      1,
      a_mode_linear},
     {"Upsample opset 8 scales attribute", "Upsample", NULL, 8, 1, {{"x", RAND, SHAPE(1, 1, 3, 2)}}, 1, a_upsample7},
+    {"Attention 4-D",
+     "Attention",
+     NULL,
+     23,
+     3,
+     {{"q", RAND, SHAPE(2, 2, 3, 4)}, {"k", RAND, SHAPE(2, 2, 5, 4)}, {"v", RAND, SHAPE(2, 2, 5, 3)}},
+     1},
+    {"Attention 4-D GQA causal scale",
+     "Attention",
+     NULL,
+     23,
+     3,
+     {{"q", RAND, SHAPE(1, 4, 3, 2)}, {"k", RAND, SHAPE(1, 2, 4, 2)}, {"v", RAND, SHAPE(1, 2, 4, 3)}},
+     1,
+     a_attn_causal_scale},
+    {"Attention 3-D GQA bool mask",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 3, 4)},
+      {"k", RAND, SHAPE(2, 5, 2)},
+      {"v", RAND, SHAPE(2, 5, 2)},
+      {"m", BOOLS, SHAPE(5), {1, 0, 1, 1, 0}}},
+     1,
+     a_attn_3d_gqa},
+    {"Attention 3-D float mask softcap",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(1, 3, 4)}, {"k", RAND, SHAPE(1, 4, 4)}, {"v", RAND, SHAPE(1, 4, 6)}, {"m", FIXED, SHAPE(3, 3)}},
+     1,
+     a_attn_3d_softcap},
+    {"Attention 4-D batch mask",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 2, 3, 2)},
+      {"k", RAND, SHAPE(2, 2, 4, 2)},
+      {"v", RAND, SHAPE(2, 2, 4, 2)},
+      {"m", FIXED, SHAPE(2, 1, 1, 4)}},
+     1},
     {"ConvTranspose groups dilations output_padding",
      "ConvTranspose",
      NULL,

@@ -125,5 +125,6 @@ void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);
 void ot_grad_rms_norm(ot_grad *g, otter_node *n);
 void ot_grad_resize(ot_grad *g, otter_node *n);
+void ot_grad_attention(ot_grad *g, otter_node *n);
 
 #endif

@@ -8,8 +8,8 @@
 
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/kernels.h"
-#include "runtime/ops/nn_internal.h"
 #include "runtime/ops/training_internal.h"
+#include "runtime/ops/vec_math.h"
 
 /* ---- InstanceNormalizationGrad / GroupNormalizationGrad ---------------------------------------- */
 
@@ -120,3 +120,194 @@ static otter_status norm_grad(ot_kernel_ctx *ctx, bool instance) {
 
 otter_status ot_kernel_instancenorm_grad(ot_kernel_ctx *ctx) { return norm_grad(ctx, true); }
 otter_status ot_kernel_group_normalization_grad(ot_kernel_ctx *ctx) { return norm_grad(ctx, false); }
+
+/* ---- AttentionGrad ------------------------------------------------------------------------------- */
+
+/* Rows of one operand (and of its gradient, which has its layout) for a (batch, head). */
+typedef struct attn_view {
+    int64_t batch_stride, head_stride, ld, len, width;
+} attn_view;
+
+typedef struct attn_grad_args {
+    int64_t q_heads, kv_heads, q_len, kv_len;
+    float scale, softcap;
+    bool causal;
+    attn_view q, k, v, y;
+    const float *dy, *Q, *K, *V;
+    float *dq, *dk, *dv;
+    const float *mask_f;
+    const unsigned char *mask_b;
+    int64_t mask_stride[3], mask_len; /* batch, head, query row strides (0: broadcast); keys past mask_len masked */
+    otter_status status;
+} attn_grad_args;
+
+/* A 4-D [B, H, S, D] operand, or a 3-D [B, S, H * D] one split into `heads` heads. */
+static otter_status attn_view_of(const ot_kernel_ctx *ctx, size_t idx, const otter_tensor *t, int64_t heads,
+                                 attn_view *v) {
+    if (t->rank == 4) {
+        if (t->dims[1] != heads)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' has %lld heads, expected %lld",
+                                ot_ctx_input_name(ctx, idx), (long long)t->dims[1], (long long)heads);
+        *v = (attn_view){heads * t->dims[2] * t->dims[3], t->dims[2] * t->dims[3], t->dims[3], t->dims[2], t->dims[3]};
+        return OTTER_OK;
+    }
+    if (t->rank != 3 || heads < 1 || t->dims[2] % heads != 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' (rank %d) is not [batch, sequence, %lld heads x size]",
+                            ot_ctx_input_name(ctx, idx), t->rank, (long long)heads);
+    int64_t w = t->dims[2] / heads;
+    *v = (attn_view){t->dims[1] * t->dims[2], w, t->dims[2], t->dims[1], w};
+    return OTTER_OK;
+}
+
+static int64_t attn_off(const attn_view *v, int64_t b, int64_t h) { return b * v->batch_stride + h * v->head_stride; }
+
+/* Scores of query head h (batch b) into p [q_len, kv_len]: softmax(softcap(scale Q K^T) + bias), and
+ * the softcap's derivative into dcap when there is a softcap, as the forward kernel computes them. */
+static otter_status attn_probs(const attn_grad_args *a, int64_t b, int64_t h, int64_t kvh, float *p, float *dcap) {
+    int64_t L = a->q_len, S = a->kv_len;
+    OT_TRY(ot_sgemm(NULL, false, true, L, S, a->q.width, a->scale, a->Q + attn_off(&a->q, b, h), a->q.ld,
+                    a->K + attn_off(&a->k, b, kvh), a->k.ld, 0.0f, p, S));
+    for (int64_t i = 0; i < L; i++) {
+        float *row = p + i * S;
+        if (a->softcap > 0)
+            for (int64_t j = 0; j < S; j++) {
+                float t = tanhf(row[j] / a->softcap);
+                row[j] = a->softcap * t;
+                dcap[i * S + j] = 1 - t * t;
+            }
+        int64_t visible = S;
+        if (a->mask_f || a->mask_b) {
+            int64_t off = b * a->mask_stride[0] + h * a->mask_stride[1] + i * a->mask_stride[2];
+            for (int64_t j = 0; j < a->mask_len; j++)
+                if (a->mask_f)
+                    row[j] += a->mask_f[off + j];
+                else if (!a->mask_b[off + j])
+                    row[j] = -INFINITY;
+            visible = a->mask_len;
+        }
+        if (a->causal && i + 1 < visible) visible = i + 1;
+        for (int64_t j = visible; j < S; j++) row[j] = -INFINITY;
+        ot_softmax_row(row, S);
+    }
+    return OTTER_OK;
+}
+
+/* One (batch, KV head) and the query heads that share it, so that dK and dV have one writer. Per
+ * query head, with P the probabilities: dV += P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP))
+ * (times the softcap's derivative), dQ = scale dS K, dK += scale dS^T Q. */
+static void attn_grad_range(void *arg, int64_t begin, int64_t end) {
+    attn_grad_args *a = arg;
+    int64_t L = a->q_len, S = a->kv_len, group = a->q_heads / a->kv_heads;
+    float *p = ot_malloc((size_t)(3 * L * S + 1) * sizeof(float)), *dp = p + L * S, *dcap = dp + L * S;
+    otter_status s = p ? OTTER_OK : OTTER_ERR_NOMEM;
+    for (int64_t t = begin; t < end && s == OTTER_OK; t++) {
+        int64_t b = t / a->kv_heads, kvh = t % a->kv_heads;
+        const float *k = a->K + attn_off(&a->k, b, kvh), *v = a->V + attn_off(&a->v, b, kvh);
+        float *dk = a->dk ? a->dk + attn_off(&a->k, b, kvh) : NULL,
+              *dv = a->dv ? a->dv + attn_off(&a->v, b, kvh) : NULL;
+        for (int64_t h = kvh * group; h < (kvh + 1) * group && s == OTTER_OK; h++) {
+            const float *dy = a->dy + attn_off(&a->y, b, h), *q = a->Q + attn_off(&a->q, b, h);
+            s = attn_probs(a, b, h, kvh, p, dcap);
+            if (s == OTTER_OK && dv)
+                s = ot_sgemm(NULL, true, false, S, a->v.width, L, 1.0f, p, S, dy, a->y.ld, 1.0f, dv, a->v.ld);
+            if (s != OTTER_OK || (!a->dq && !dk)) continue;
+            s = ot_sgemm(NULL, false, true, L, S, a->v.width, 1.0f, dy, a->y.ld, v, a->v.ld, 0.0f, dp, S);
+            for (int64_t i = 0; i < L && s == OTTER_OK; i++) {
+                float *pr = p + i * S, *dr = dp + i * S;
+                double dot = 0;
+                for (int64_t j = 0; j < S; j++) dot += (double)pr[j] * dr[j];
+                for (int64_t j = 0; j < S; j++) {
+                    dr[j] = pr[j] * (dr[j] - (float)dot);
+                    if (a->softcap > 0) dr[j] *= dcap[i * S + j];
+                }
+            }
+            if (s == OTTER_OK && a->dq)
+                s = ot_sgemm(NULL, false, false, L, a->q.width, S, a->scale, dp, S, k, a->k.ld, 0.0f,
+                             a->dq + attn_off(&a->q, b, h), a->q.ld);
+            if (s == OTTER_OK && dk)
+                s = ot_sgemm(NULL, true, false, S, a->k.width, L, a->scale, dp, S, q, a->q.ld, 1.0f, dk, a->k.ld);
+        }
+    }
+    ot_free(p);
+    if (s != OTTER_OK) a->status = s;
+}
+
+/* The mask's strides over (batch, query head, query row), broadcasting size-1 and missing axes. */
+static otter_status attn_grad_mask(const ot_kernel_ctx *ctx, const otter_tensor *m, int64_t batch, attn_grad_args *a) {
+    const int64_t want[3] = {batch, a->q_heads, a->q_len};
+    bool ok = m->rank >= 1 && m->rank <= 4 && m->dims[m->rank - 1] <= a->kv_len;
+    int64_t stride = m->dims[m->rank - 1];
+    for (int d = 0; ok && d < 3; d++) {
+        int md = m->rank - 2 - d;
+        int64_t dim = md >= 0 ? m->dims[md] : 1;
+        ok = dim == 1 || dim == want[2 - d];
+        a->mask_stride[2 - d] = dim == 1 ? 0 : stride;
+        stride *= dim;
+    }
+    if (!ok) {
+        char buf[128];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "attn_mask '%s' %s does not broadcast to (%lld, %lld, %lld, <= %lld)",
+                            ot_ctx_input_name(ctx, 4), ot_shape_str(buf, sizeof buf, m->rank, m->dims),
+                            (long long)batch, (long long)a->q_heads, (long long)a->q_len, (long long)a->kv_len);
+    }
+    a->mask_len = m->dims[m->rank - 1];
+    return OTTER_OK;
+}
+
+/* com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK, dV with Attention's attributes
+ * (scale, softcap, is_causal, q_num_heads, kv_num_heads): Attention-23 without a KV cache. */
+otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *q, *k, *v, *mask = ot_ctx_input(ctx, 4);
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "Q", &q));
+    OT_TRY(ot_train_need(ctx, 2, "K", &k));
+    OT_TRY(ot_train_need(ctx, 3, "V", &v));
+    if (q->rank != k->rank || q->rank != v->rank || q->rank != dy->rank || (q->rank != 3 && q->rank != 4))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY, Q, K and V must all be 3D or all 4D");
+    attn_grad_args a = {.status = OTTER_OK};
+    if (q->rank == 3) {
+        a.q_heads = ot_ctx_attr_int_or(ctx, "q_num_heads", 0); /* Attention-23: after ONNX 1.12 */
+        a.kv_heads = ot_ctx_attr_int_or(ctx, "kv_num_heads", 0);
+    } else {
+        a.q_heads = q->dims[1], a.kv_heads = k->dims[1];
+    }
+    if (a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%lld query heads are not a multiple of %lld key/value heads",
+                            (long long)a.q_heads, (long long)a.kv_heads);
+    int64_t batch = q->dims[0];
+    OT_TRY(attn_view_of(ctx, 1, q, a.q_heads, &a.q));
+    OT_TRY(attn_view_of(ctx, 2, k, a.kv_heads, &a.k));
+    OT_TRY(attn_view_of(ctx, 3, v, a.kv_heads, &a.v));
+    OT_TRY(attn_view_of(ctx, 0, dy, a.q_heads, &a.y));
+    if (k->dims[0] != batch || v->dims[0] != batch || dy->dims[0] != batch || a.q.width != a.k.width ||
+        a.k.len != a.v.len || a.y.len != a.q.len || a.y.width != a.v.width)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s', Q, K and V have inconsistent shapes",
+                            ot_ctx_input_name(ctx, 0));
+    a.q_len = a.q.len, a.kv_len = a.k.len;
+    a.scale = ot_ctx_attr_set(ctx, "scale") ? ot_ctx_attr_float_or(ctx, "scale", 0) : 1.0f / sqrtf((float)a.q.width);
+    a.softcap = ot_ctx_attr_float_or(ctx, "softcap", 0.0f);
+    a.causal = ot_ctx_attr_int_or(ctx, "is_causal", 0) != 0;
+    if (mask) OT_TRY(attn_grad_mask(ctx, mask, batch, &a));
+    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    otter_tensor *o[3] = {0};
+    otter_status s = ot_train_in(ctx, 0, &a.dy, &tin[0]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &a.Q, &tin[1]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 2, &a.K, &tin[2]);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 3, &a.V, &tin[3]);
+    if (s == OTTER_OK && mask && mask->dtype != OTTER_DTYPE_BOOL) s = ot_train_in(ctx, 4, &a.mask_f, &tin[4]);
+    if (mask && mask->dtype == OTTER_DTYPE_BOOL) a.mask_b = mask->data;
+    const otter_tensor *like[3] = {q, k, v};
+    for (size_t i = 0; i < 3 && s == OTTER_OK; i++)
+        if (ot_train_wanted(ctx, i))
+            s = ot_train_out(ctx, i, like[i]->dtype, like[i]->rank, like[i]->dims, &o[i], &out[i], &tout[i]);
+    if (s == OTTER_OK) {
+        a.dq = out[0], a.dk = out[1], a.dv = out[2];
+        if (a.dk) memset(a.dk, 0, (size_t)otter_tensor_numel(k) * sizeof(float));
+        if (a.dv) memset(a.dv, 0, (size_t)otter_tensor_numel(v) * sizeof(float));
+        int64_t cost = (a.q_heads / a.kv_heads) * a.q_len * a.kv_len * (a.q.width + a.v.width);
+        ot_parallel_for(ctx, batch * a.kv_heads, 1 + 65536 / (cost + 1), attn_grad_range, &a);
+        if (a.status != OTTER_OK) s = OT_NOMEM();
+    }
+    return ot_train_finish(s, 3, o, tout, 5, tin);
+}

@@ -252,9 +252,10 @@ otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx);
 
-/* grad_nn.c: com.otter InstanceNormalizationGrad, GroupNormalizationGrad */
+/* grad_nn.c: com.otter InstanceNormalizationGrad, GroupNormalizationGrad, AttentionGrad */
 otter_status ot_kernel_instancenorm_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_group_normalization_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx);
 
 /* training_conv.c: ConvGrad, ConvTransposeGrad */
 otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx);
