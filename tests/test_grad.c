@@ -387,6 +387,12 @@ static void a_convt_groups(otter_node *n) {
     otter_node_set_attr_ints(n, "output_padding", 2, op);
     otter_node_set_attr_ints(n, "pads", 4, p);
 }
+static void a_convt_output_shape(otter_node *n) {
+    int64_t st[2] = {2, 2}, os[2] = {6, 7};
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "output_shape", 2, os);
+    otter_node_set_attr_string(n, "auto_pad", "SAME_LOWER");
+}
 static void a_convt_1d(otter_node *n) {
     int64_t k[1] = {3}, st[1] = {3}, d[1] = {3}, op[1] = {2};
     otter_node_set_attr_int(n, "group", 3);
@@ -697,6 +703,14 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(2, 3, 4)}, {"w", RAND, SHAPE(3, 1, 3)}},
      1,
      a_convt_1d},
+    {"ConvTranspose output_shape SAME_LOWER",
+     "ConvTranspose",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 3, 3)}, {"w", RAND, SHAPE(2, 2, 3, 3)}},
+     1,
+     a_convt_output_shape},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
