@@ -391,9 +391,55 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
 otter_status ot_kernel_resize(ot_kernel_ctx *ctx) { return resize_common(ctx, false); }
 otter_status ot_kernel_upsample(ot_kernel_ctx *ctx) { return resize_common(ctx, true); }
 
+typedef struct resize_grad_args {
+    const resize_plan *p;
+    const int64_t *st; /* X's strides */
+    const double *dy;
+    double *dx;
+    int64_t slice; /* dY elements per task item */
+} resize_grad_args;
+
+/* dY elements [b * slice, e * slice): each added to the X elements its output read. */
+static void resize_grad_slices(void *arg, int64_t b, int64_t e) {
+    const resize_grad_args *a = arg;
+    const resize_plan *p = a->p;
+    int r = p->rank;
+    for (int64_t y = b * a->slice; y < e * a->slice; y++) {
+        int64_t oi[OTTER_MAX_RANK], q = y;
+        for (int d = r - 1; d >= 0; d--) oi[d] = q % p->out[d], q /= p->out[d];
+        bool extrap = false;
+        for (int d = 0; d < r; d++) extrap |= p->taps[d].idx[oi[d] * p->taps[d].n] < 0;
+        if (extrap || a->dy[y] == 0) continue;
+        int k[OTTER_MAX_RANK] = {0};
+        for (;;) {
+            double w = a->dy[y];
+            int64_t off = 0;
+            for (int d = 0; d < r; d++) {
+                const tap_set *t = &p->taps[d];
+                w *= t->w[oi[d] * t->n + k[d]];
+                off += t->idx[oi[d] * t->n + k[d]] * a->st[d];
+            }
+            a->dx[off] += w;
+            int d = r - 1;
+            while (d >= 0 && ++k[d] == p->taps[d].n) k[d--] = 0;
+            if (d < 0) break;
+        }
+    }
+}
+
+/* Whether axis d maps each output coordinate to the same input one (an axis Resize leaves alone). */
+static bool identity_axis(const resize_plan *p, int d, int64_t in) {
+    const tap_set *t = &p->taps[d];
+    bool id = t->n == 1 && p->out[d] == in;
+    for (int64_t o = 0; id && o < in; o++) id = t->idx[o] == o && t->w[o] == 1;
+    return id;
+}
+
 /* ResizeGrad (com.microsoft; ONNX Runtime's name and inputs dY, X, roi, scales): the adjoint of the
  * resize, each dY element added to the X elements its output read with the weights it read them
- * with (extrapolated outputs read none). Serial: taps of neighbouring outputs overlap. */
+ * with (extrapolated outputs read none). Taps of neighbouring outputs overlap, so the threads split
+ * the leading axes the resize leaves alone (batch and channels, as a rule), whose slices of dX are
+ * disjoint. */
 otter_status ot_kernel_resize_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
     OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
@@ -410,29 +456,13 @@ otter_status ot_kernel_resize_grad(ot_kernel_ctx *ctx) {
         DX = ot_calloc((size_t)(nx + 1), sizeof(double));
         if (!DY || !DX) s = OT_NOMEM();
     }
-    if (s == OTTER_OK) ot_convert(DY, OTTER_DTYPE_DOUBLE, dy->data, dy->dtype, ny);
-    int64_t st[OTTER_MAX_RANK];
-    ot_contiguous_strides(r, x->dims, st);
-    for (int64_t e = 0; s == OTTER_OK && e < ny; e++) {
-        int64_t oi[OTTER_MAX_RANK], q = e;
-        for (int d = r - 1; d >= 0; d--) oi[d] = q % p.out[d], q /= p.out[d];
-        bool extrap = false;
-        for (int d = 0; d < r; d++) extrap |= p.taps[d].idx[oi[d] * p.taps[d].n] < 0;
-        if (extrap || DY[e] == 0) continue;
-        int k[OTTER_MAX_RANK] = {0};
-        for (;;) {
-            double w = DY[e];
-            int64_t off = 0;
-            for (int d = 0; d < r; d++) {
-                const tap_set *t = &p.taps[d];
-                w *= t->w[oi[d] * t->n + k[d]];
-                off += t->idx[oi[d] * t->n + k[d]] * st[d];
-            }
-            DX[off] += w;
-            int d = r - 1;
-            while (d >= 0 && ++k[d] == p.taps[d].n) k[d--] = 0;
-            if (d < 0) break;
-        }
+    if (s == OTTER_OK && ny > 0) {
+        ot_convert(DY, OTTER_DTYPE_DOUBLE, dy->data, dy->dtype, ny);
+        int64_t st[OTTER_MAX_RANK], items = 1;
+        ot_contiguous_strides(r, x->dims, st);
+        for (int d = 0; d < r && identity_axis(&p, d, x->dims[d]); d++) items *= x->dims[d];
+        resize_grad_args a = {.p = &p, .st = st, .dy = DY, .dx = DX, .slice = ny / items};
+        ot_parallel_for(ctx, items, 1 + 16384 / (a.slice + 1), resize_grad_slices, &a);
     }
     if (s == OTTER_OK) ot_convert(dx->data, dx->dtype, DX, OTTER_DTYPE_DOUBLE, nx);
     resize_plan_free(&p);
