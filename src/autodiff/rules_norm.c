@@ -147,9 +147,11 @@ void ot_grad_resize(ot_grad *g, otter_node *n) {
 /* ---- Attention ------------------------------------------------------------------------------------ */
 
 /* Attention-23 (Q, K, V[, attn_mask]) -> Y: com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK,
- * dV with the forward node's attributes. One fused kernel recomputes each head's probabilities (the
- * forward pass keeps none) and runs the four products of the MatMul / Softmax decomposition on them.
- * Not covered: a KV cache (past_key / past_value, the present outputs) and qk_matmul_output. */
+ * dV[, d_attn_mask] with the forward node's attributes. One fused kernel recomputes each head's
+ * probabilities (the forward pass keeps none) and runs the four products of the MatMul / Softmax
+ * decomposition on them; a float mask (a learned bias such as T5's relative positions) gets the
+ * scores' gradient. Not covered: a KV cache (past_key / past_value, the present outputs) and
+ * qk_matmul_output. */
 void ot_grad_attention(ot_grad *g, otter_node *n) {
     for (size_t i = 4; i < n->n_inputs; i++)
         if (n->inputs[i][0])
@@ -158,9 +160,10 @@ void ot_grad_attention(ot_grad *g, otter_node *n) {
     for (size_t i = 1; i < n->n_outputs; i++)
         if (ot_grad_dy(g, i))
             OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Attention gradient through output %zu ('%s')", i, n->outputs[i]);
-    const char *outs[3];
-    input_grads(g, n, 3, outs);
-    const char *ins[5] = {ot_grad_dy(g, 0), IN(0), IN(1), IN(2), has_input(n, 3) ? IN(3) : ""};
-    otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", has_input(n, 3) ? 5 : 4, ins, 3, outs);
+    const char *outs[4];
+    input_grads(g, n, 4, outs);
+    bool mask = has_input(n, 3);
+    const char *ins[5] = {ot_grad_dy(g, 0), IN(0), IN(1), IN(2), mask ? IN(3) : ""};
+    otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", mask ? 5 : 4, ins, mask ? 4 : 3, outs);
     ot_grad_copy_attrs(g, x, n);
 }

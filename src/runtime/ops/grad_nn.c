@@ -134,7 +134,7 @@ typedef struct attn_grad_args {
     bool causal;
     attn_view q, k, v, y;
     const float *dy, *Q, *K, *V;
-    float *dq, *dk, *dv;
+    float *dq, *dk, *dv, *dmask; /* dmask: shaped like the float mask */
     const float *mask_f;
     const unsigned char *mask_b;
     int64_t mask_stride[3], mask_len; /* batch, head, query row strides (0: broadcast); keys past mask_len masked */
@@ -193,8 +193,9 @@ static otter_status attn_probs(const attn_grad_args *a, int64_t b, int64_t h, in
 }
 
 /* One (batch, KV head) and the query heads that share it, so that dK and dV have one writer. Per
- * query head, with P the probabilities: dV += P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP))
- * (times the softcap's derivative), dQ = scale dS K, dK += scale dS^T Q. */
+ * query head, with P the probabilities: dV += P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)),
+ * d(mask) += dS (the mask is added after the softcap), dS times the softcap's derivative, then
+ * dQ = scale dS K, dK += scale dS^T Q. */
 static void attn_grad_range(void *arg, int64_t begin, int64_t end) {
     attn_grad_args *a = arg;
     int64_t L = a->q_len, S = a->kv_len, group = a->q_heads / a->kv_heads;
@@ -210,16 +211,19 @@ static void attn_grad_range(void *arg, int64_t begin, int64_t end) {
             s = attn_probs(a, b, h, kvh, p, dcap);
             if (s == OTTER_OK && dv)
                 s = ot_sgemm(NULL, true, false, S, a->v.width, L, 1.0f, p, S, dy, a->y.ld, 1.0f, dv, a->v.ld);
-            if (s != OTTER_OK || (!a->dq && !dk)) continue;
+            if (s != OTTER_OK || (!a->dq && !dk && !a->dmask)) continue;
             s = ot_sgemm(NULL, false, true, L, S, a->v.width, 1.0f, dy, a->y.ld, v, a->v.ld, 0.0f, dp, S);
             for (int64_t i = 0; i < L && s == OTTER_OK; i++) {
                 float *pr = p + i * S, *dr = dp + i * S;
                 double dot = 0;
                 for (int64_t j = 0; j < S; j++) dot += (double)pr[j] * dr[j];
-                for (int64_t j = 0; j < S; j++) {
-                    dr[j] = pr[j] * (dr[j] - (float)dot);
-                    if (a->softcap > 0) dr[j] *= dcap[i * S + j];
+                for (int64_t j = 0; j < S; j++) dr[j] = pr[j] * (dr[j] - (float)dot);
+                if (a->dmask) {
+                    float *dm = a->dmask + b * a->mask_stride[0] + h * a->mask_stride[1] + i * a->mask_stride[2];
+                    for (int64_t j = 0; j < a->mask_len; j++) dm[j] += dr[j];
                 }
+                if (a->softcap > 0)
+                    for (int64_t j = 0; j < S; j++) dr[j] *= dcap[i * S + j];
             }
             if (s == OTTER_OK && a->dq)
                 s = ot_sgemm(NULL, false, false, L, a->q.width, S, a->scale, dp, S, k, a->k.ld, 0.0f,
@@ -255,8 +259,9 @@ static otter_status attn_grad_mask(const ot_kernel_ctx *ctx, const otter_tensor 
     return OTTER_OK;
 }
 
-/* com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK, dV with Attention's attributes
- * (scale, softcap, is_causal, q_num_heads, kv_num_heads): Attention-23 without a KV cache. */
+/* com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK, dV[, d_attn_mask] with Attention's
+ * attributes (scale, softcap, is_causal, q_num_heads, kv_num_heads): Attention-23 without a KV cache.
+ * A float mask's gradient is summed over the axes it broadcasts along. */
 otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *q, *k, *v, *mask = ot_ctx_input(ctx, 4);
     OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
@@ -289,25 +294,33 @@ otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
     a.softcap = ot_ctx_attr_float_or(ctx, "softcap", 0.0f);
     a.causal = ot_ctx_attr_int_or(ctx, "is_causal", 0) != 0;
     if (mask) OT_TRY(attn_grad_mask(ctx, mask, batch, &a));
-    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
-    otter_tensor *o[3] = {0};
+    float *tin[5] = {0}, *tout[4] = {0}, *out[4] = {0};
+    otter_tensor *o[4] = {0};
     otter_status s = ot_train_in(ctx, 0, &a.dy, &tin[0]);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &a.Q, &tin[1]);
     if (s == OTTER_OK) s = ot_train_in(ctx, 2, &a.K, &tin[2]);
     if (s == OTTER_OK) s = ot_train_in(ctx, 3, &a.V, &tin[3]);
     if (s == OTTER_OK && mask && mask->dtype != OTTER_DTYPE_BOOL) s = ot_train_in(ctx, 4, &a.mask_f, &tin[4]);
     if (mask && mask->dtype == OTTER_DTYPE_BOOL) a.mask_b = mask->data;
-    const otter_tensor *like[3] = {q, k, v};
-    for (size_t i = 0; i < 3 && s == OTTER_OK; i++)
+    if (s == OTTER_OK && ot_train_wanted(ctx, 3) && (!mask || mask->dtype == OTTER_DTYPE_BOOL))
+        s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "output 3 (the mask's gradient) needs a float attn_mask");
+    const otter_tensor *like[4] = {q, k, v, mask};
+    for (size_t i = 0; i < 4 && s == OTTER_OK; i++)
         if (ot_train_wanted(ctx, i))
             s = ot_train_out(ctx, i, like[i]->dtype, like[i]->rank, like[i]->dims, &o[i], &out[i], &tout[i]);
     if (s == OTTER_OK) {
-        a.dq = out[0], a.dk = out[1], a.dv = out[2];
+        a.dq = out[0], a.dk = out[1], a.dv = out[2], a.dmask = out[3];
         if (a.dk) memset(a.dk, 0, (size_t)otter_tensor_numel(k) * sizeof(float));
         if (a.dv) memset(a.dv, 0, (size_t)otter_tensor_numel(v) * sizeof(float));
+        if (a.dmask) memset(a.dmask, 0, (size_t)otter_tensor_numel(mask) * sizeof(float));
         int64_t cost = (a.q_heads / a.kv_heads) * a.q_len * a.kv_len * (a.q.width + a.v.width);
-        ot_parallel_for(ctx, batch * a.kv_heads, 1 + 65536 / (cost + 1), attn_grad_range, &a);
+        /* a mask broadcast over batches or KV heads takes gradient from several tasks: one thread then */
+        bool shared = a.dmask && ((a.mask_stride[0] == 0 && batch > 1) || (a.mask_stride[1] == 0 && a.kv_heads > 1));
+        if (shared)
+            attn_grad_range(&a, 0, batch * a.kv_heads);
+        else
+            ot_parallel_for(ctx, batch * a.kv_heads, 1 + 65536 / (cost + 1), attn_grad_range, &a);
         if (a.status != OTTER_OK) s = OT_NOMEM();
     }
-    return ot_train_finish(s, 3, o, tout, 5, tin);
+    return ot_train_finish(s, 4, o, tout, 5, tin);
 }
