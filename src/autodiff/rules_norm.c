@@ -4,8 +4,6 @@
  * normalization, ResizeGrad) the rule emits it, and otherwise a com.otter gradient operator
  * (runtime/ops/grad_nn.c) that recomputes the statistics it needs, so the forward node stays the
  * standard operator. */
-#include <string.h>
-
 #include "autodiff/grad.h"
 #include "core/core.h"
 
@@ -54,7 +52,7 @@ void ot_grad_rms_norm(ot_grad *g, otter_node *n) {
     if (axis >= 0 && rank < 0)
         OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "RMSNormalization gradient with axis %lld needs X's rank",
                      (long long)axis);
-    if (rank >= 0 && (axis < -rank || axis >= rank))
+    if ((rank >= 0 && (axis < -rank || axis >= rank)) || axis < -OTTER_MAX_RANK)
         OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "RMSNormalization axis %lld out of range for rank %d", (long long)axis,
                      rank);
     /* the normalized axes, negative when X's rank is unknown */

@@ -15,7 +15,7 @@
 
 typedef struct gn_grad_args {
     const float *dy, *x, *scale;
-    float *dx;
+    float *dx;                        /* NULL: not wanted */
     double *dscale_part, *dbias_part; /* [N * C]: per sample and channel, summed over N afterwards */
     int64_t groups, group_channels, spatial;
     bool per_channel;
@@ -47,6 +47,7 @@ static void gn_grad_groups(void *arg, int64_t begin, int64_t end) {
             a->dscale_part[ng * a->group_channels + c] = sdyx;
             a->dbias_part[ng * a->group_channels + c] = sdy;
         }
+        if (!a->dx) continue;
         double mg = size ? sg / (double)size : 0, mgx = size ? sgx / (double)size : 0;
         for (int64_t c = 0; c < a->group_channels; c++) {
             double gamma = a->scale[a->per_channel ? g * a->group_channels + c : g];
@@ -99,10 +100,9 @@ static otter_status norm_grad(ot_kernel_ctx *ctx, bool instance) {
         s = ot_train_out(ctx, k, x->dtype, like->rank, like->dims, &o[k], &out[k], &tout[k]);
     }
     double *part = s == OTTER_OK ? ot_malloc((size_t)(2 * N * C + 1) * sizeof(double)) : NULL;
-    float *dx = s == OTTER_OK && !out[0] ? ot_malloc((size_t)(N * C * a.spatial + 1) * sizeof(float)) : NULL;
-    if (s == OTTER_OK && (!part || (!out[0] && !dx))) s = OT_NOMEM();
+    if (s == OTTER_OK && !part) s = OT_NOMEM();
     if (s == OTTER_OK) {
-        a.dx = out[0] ? out[0] : dx;
+        a.dx = out[0];
         a.dscale_part = part, a.dbias_part = part + N * C;
         ot_parallel_for(ctx, N * a.groups, 1 + 16384 / (a.group_channels * a.spatial + 1), gn_grad_groups, &a);
         /* a value per channel, or per group: its channels' partials summed too */
@@ -114,7 +114,7 @@ static otter_status norm_grad(ot_kernel_ctx *ctx, bool instance) {
                 for (int64_t c = 0; c < C; c++) out[k][a.per_channel ? c : c / a.group_channels] += (float)p[n * C + c];
         }
     }
-    ot_free(part), ot_free(dx);
+    ot_free(part);
     return ot_train_finish(s, 3, o, tout, 3, tin);
 }
 
