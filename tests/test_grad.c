@@ -378,6 +378,7 @@ static void a_attn_3d_softcap(otter_node *n) {
     otter_node_set_attr_int(n, "kv_num_heads", 2);
     otter_node_set_attr_float(n, "softcap", 1.5f);
 }
+static void a_causal(otter_node *n) { otter_node_set_attr_int(n, "is_causal", 1); }
 static void a_convt_groups(otter_node *n) {
     int64_t k[2] = {3, 2}, st[2] = {2, 1}, d[2] = {2, 1}, op[2] = {1, 0}, p[4] = {1, 0, 0, 1};
     otter_node_set_attr_int(n, "group", 2);
@@ -713,6 +714,32 @@ static const grad_case CASES[] = {
      {{"q", RAND, SHAPE(2, 3, 4)}, {"k", RAND, SHAPE(2, 4, 4)}, {"v", RAND, SHAPE(2, 4, 2)}, {"m", RAND, SHAPE(3, 3)}},
      1,
      a_attn_3d_softcap},
+    {"Attention 4-D KV cache causal",
+     "Attention",
+     NULL,
+     23,
+     6,
+     {{"q", RAND, SHAPE(1, 2, 3, 2)},
+      {"k", RAND, SHAPE(1, 2, 2, 2)},
+      {"v", RAND, SHAPE(1, 2, 2, 3)},
+      {"", FIXED, 0, {0}},
+      {"pk", RAND, SHAPE(1, 2, 3, 2)},
+      {"pv", RAND, SHAPE(1, 2, 3, 3)}},
+     1,
+     a_causal},
+    {"Attention 3-D GQA KV cache learned mask",
+     "Attention",
+     NULL,
+     23,
+     6,
+     {{"q", RAND, SHAPE(1, 3, 4)},
+      {"k", RAND, SHAPE(1, 2, 2)},
+      {"v", RAND, SHAPE(1, 2, 2)},
+      {"m", RAND, SHAPE(3, 5)},
+      {"pk", RAND, SHAPE(1, 1, 3, 2)},
+      {"pv", RAND, SHAPE(1, 1, 3, 2)}},
+     1,
+     a_attn_3d_gqa},
     {"ConvTranspose groups dilations output_padding",
      "ConvTranspose",
      NULL,

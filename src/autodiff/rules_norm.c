@@ -17,10 +17,10 @@ static otter_dtype elem_type(ot_grad *g, const char *name) {
     return t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
 }
 
-/* The gradient names of inputs [0, count): "" where no gradient is needed. */
+/* The gradient names of inputs [0, count): "" where an input is absent or needs no gradient. */
 static void input_grads(ot_grad *g, const otter_node *n, size_t count, const char **outs) {
     for (size_t i = 0; i < count; i++) {
-        outs[i] = i < n->n_inputs ? ot_grad_dx(g, i) : NULL;
+        outs[i] = has_input(n, i) ? ot_grad_dx(g, i) : NULL;
         if (!outs[i]) outs[i] = "";
     }
 }
@@ -144,24 +144,25 @@ void ot_grad_resize(ot_grad *g, otter_node *n) {
 
 /* ---- Attention ------------------------------------------------------------------------------------ */
 
-/* Attention-23 (Q, K, V[, attn_mask]) -> Y: com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK,
- * dV[, d_attn_mask] with the forward node's attributes. One fused kernel recomputes each head's
- * probabilities (the forward pass keeps none) and runs the four products of the MatMul / Softmax
- * decomposition on them; a float mask (a learned bias such as T5's relative positions) gets the
- * scores' gradient. Not covered: a KV cache (past_key / past_value, the present outputs) and
- * qk_matmul_output. */
+/* Attention-23 (Q, K, V[, attn_mask, past_key, past_value]) -> Y: com.otter AttentionGrad(dY, Q, K, V[,
+ * attn_mask, past_key, past_value]) -> dQ, dK, dV[, d_attn_mask, d_past_key, d_past_value] with the
+ * forward node's attributes. One fused kernel recomputes each head's probabilities (the forward pass
+ * keeps none) and runs the four products of the MatMul / Softmax decomposition on them; a float mask
+ * (a learned bias such as T5's relative positions) gets the scores' gradient, a KV cache (prefix
+ * tuning's learned one) its keys' and values'. Not covered: gradients arriving through the present
+ * or qk_matmul_output outputs, and Attention-24's nonpad_kv_seqlen. */
 void ot_grad_attention(ot_grad *g, otter_node *n) {
-    for (size_t i = 4; i < n->n_inputs; i++)
-        if (n->inputs[i][0])
-            OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Attention gradient with input %zu ('%s'): no KV cache inputs", i,
-                         n->inputs[i]);
+    if (has_input(n, 6))
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Attention gradient with nonpad_kv_seqlen ('%s')", IN(6));
     for (size_t i = 1; i < n->n_outputs; i++)
         if (ot_grad_dy(g, i))
             OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Attention gradient through output %zu ('%s')", i, n->outputs[i]);
-    const char *outs[4];
-    input_grads(g, n, 4, outs);
-    bool mask = has_input(n, 3);
-    const char *ins[5] = {ot_grad_dy(g, 0), IN(0), IN(1), IN(2), mask ? IN(3) : ""};
-    otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", mask ? 5 : 4, ins, mask ? 4 : 3, outs);
+    size_t n_in = 3;
+    for (size_t i = 3; i < 6; i++)
+        if (has_input(n, i)) n_in = i + 1;
+    const char *outs[6], *ins[7] = {ot_grad_dy(g, 0)};
+    input_grads(g, n, n_in, outs);
+    for (size_t i = 0; i < n_in; i++) ins[i + 1] = has_input(n, i) ? IN(i) : "";
+    otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", n_in + 1, ins, n_in, outs);
     ot_grad_copy_attrs(g, x, n);
 }

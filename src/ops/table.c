@@ -31,7 +31,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "Atan", KERNELS({7, ot_kernel_atan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Attention", KERNELS({23, ot_kernel_attention, 0}), .infer = ot_infer_attention, .grad = ot_grad_attention,
-     .diff_inputs = 0xf}, /* 24: + nonpad_kv_seqlen */
+     .diff_inputs = 0x3f}, /* 24: + nonpad_kv_seqlen */
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
     {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,
@@ -406,7 +406,7 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "ZeroGradient", KERNELS({1, ot_kernel_zero_gradient, OT_OP_NOFOLD}),
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
-     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, attn_mask]) -> dQ, dK, dV[, dmask] */
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
      .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,

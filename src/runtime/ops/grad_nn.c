@@ -129,7 +129,7 @@ typedef struct attn_view {
 } attn_view;
 
 typedef struct attn_grad_args {
-    int64_t q_heads, kv_heads, q_len, kv_len;
+    int64_t q_heads, kv_heads, q_len, kv_len, past_len; /* kv_len: past_len cached keys, then K's */
     float scale, softcap;
     bool causal;
     attn_view q, k, v, y;
@@ -185,7 +185,7 @@ static otter_status attn_probs(const attn_grad_args *a, int64_t b, int64_t h, in
                     row[j] = -INFINITY;
             visible = a->mask_len;
         }
-        if (a->causal && i + 1 < visible) visible = i + 1;
+        if (a->causal && i + a->past_len + 1 < visible) visible = i + a->past_len + 1;
         for (int64_t j = visible; j < S; j++) row[j] = -INFINITY;
         ot_softmax_row(row, S);
     }
@@ -236,6 +236,31 @@ static void attn_grad_range(void *arg, int64_t begin, int64_t end) {
     if (s != OTTER_OK) a->status = s;
 }
 
+/* A KV cache: the keys (or values) are past's rows, then the new ones: both copied into cat
+ * [B, H, past + new, width]. */
+static void attn_cache_cat(const attn_view *past, const float *p, const attn_view *cur, const float *c,
+                           const attn_view *cat, float *t, int64_t batch, int64_t heads) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t r = 0; r < cat->len; r++) {
+                const float *src = r < past->len ? p + attn_off(past, b, h) + r * past->ld
+                                                 : c + attn_off(cur, b, h) + (r - past->len) * cur->ld;
+                memcpy(t + attn_off(cat, b, h) + r * cat->ld, src, (size_t)cat->width * sizeof(float));
+            }
+}
+
+/* The gradient of such a block split into the cache's (dp) and the new rows' (dc); either may be NULL. */
+static void attn_cache_split(const attn_view *past, float *dp, const attn_view *cur, float *dc, const attn_view *cat,
+                             const float *t, int64_t batch, int64_t heads) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t r = 0; r < cat->len; r++) {
+                float *dst = r < past->len ? (dp ? dp + attn_off(past, b, h) + r * past->ld : NULL)
+                                           : (dc ? dc + attn_off(cur, b, h) + (r - past->len) * cur->ld : NULL);
+                if (dst) memcpy(dst, t + attn_off(cat, b, h) + r * cat->ld, (size_t)cat->width * sizeof(float));
+            }
+}
+
 /* The mask's strides over (batch, query head, query row), broadcasting size-1 and missing axes. */
 static otter_status attn_grad_mask(const ot_kernel_ctx *ctx, const otter_tensor *m, int64_t batch, attn_grad_args *a) {
     const int64_t want[3] = {batch, a->q_heads, a->q_len};
@@ -259,17 +284,21 @@ static otter_status attn_grad_mask(const ot_kernel_ctx *ctx, const otter_tensor 
     return OTTER_OK;
 }
 
-/* com.otter AttentionGrad(dY, Q, K, V[, attn_mask]) -> dQ, dK, dV[, d_attn_mask] with Attention's
- * attributes (scale, softcap, is_causal, q_num_heads, kv_num_heads): Attention-23 without a KV cache.
- * A float mask's gradient is summed over the axes it broadcasts along. */
+/* com.otter AttentionGrad(dY, Q, K, V[, attn_mask, past_key, past_value]) -> dQ, dK, dV[, d_attn_mask,
+ * d_past_key, d_past_value] with Attention's attributes (scale, softcap, is_causal, q_num_heads,
+ * kv_num_heads). A float mask's gradient is summed over the axes it broadcasts along. A KV cache's
+ * keys and values come first (the causal frontier moves by its length): both are copied into one
+ * [B, H, past + new, size] block, whose gradient is split back into the cache's and K's / V's. */
 otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *q, *k, *v, *mask = ot_ctx_input(ctx, 4);
+    const otter_tensor *past_k = ot_ctx_input(ctx, 5), *past_v = ot_ctx_input(ctx, 6);
     OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
     OT_TRY(ot_train_need(ctx, 1, "Q", &q));
     OT_TRY(ot_train_need(ctx, 2, "K", &k));
     OT_TRY(ot_train_need(ctx, 3, "V", &v));
     if (q->rank != k->rank || q->rank != v->rank || q->rank != dy->rank || (q->rank != 3 && q->rank != 4))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY, Q, K and V must all be 3D or all 4D");
+    if (!past_k != !past_v) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "past_key and past_value go together");
     attn_grad_args a = {.status = OTTER_OK};
     if (q->rank == 3) {
         a.q_heads = ot_ctx_attr_int_or(ctx, "q_num_heads", 0); /* Attention-23: after ONNX 1.12 */
@@ -281,37 +310,72 @@ otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "%lld query heads are not a multiple of %lld key/value heads",
                             (long long)a.q_heads, (long long)a.kv_heads);
     int64_t batch = q->dims[0];
+    attn_view kn, vn, kp = {0}, vp = {0}, kc, vc; /* K and V, the cache's, the two together */
     OT_TRY(attn_view_of(ctx, 1, q, a.q_heads, &a.q));
-    OT_TRY(attn_view_of(ctx, 2, k, a.kv_heads, &a.k));
-    OT_TRY(attn_view_of(ctx, 3, v, a.kv_heads, &a.v));
+    OT_TRY(attn_view_of(ctx, 2, k, a.kv_heads, &kn));
+    OT_TRY(attn_view_of(ctx, 3, v, a.kv_heads, &vn));
     OT_TRY(attn_view_of(ctx, 0, dy, a.q_heads, &a.y));
-    if (k->dims[0] != batch || v->dims[0] != batch || dy->dims[0] != batch || a.q.width != a.k.width ||
-        a.k.len != a.v.len || a.y.len != a.q.len || a.y.width != a.v.width)
+    if (k->dims[0] != batch || v->dims[0] != batch || dy->dims[0] != batch || a.q.width != kn.width ||
+        kn.len != vn.len || a.y.len != a.q.len || a.y.width != vn.width)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s', Q, K and V have inconsistent shapes",
                             ot_ctx_input_name(ctx, 0));
-    a.q_len = a.q.len, a.kv_len = a.k.len;
+    if (past_k) {
+        if (past_k->rank != 4 || past_v->rank != 4 || past_k->dims[0] != batch || past_v->dims[0] != batch ||
+            past_k->dims[2] != past_v->dims[2])
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "past_key '%s' / past_value '%s' are not [batch, heads, length, size]",
+                                ot_ctx_input_name(ctx, 5), ot_ctx_input_name(ctx, 6));
+        OT_TRY(attn_view_of(ctx, 5, past_k, a.kv_heads, &kp));
+        OT_TRY(attn_view_of(ctx, 6, past_v, a.kv_heads, &vp));
+        if (kp.width != kn.width || vp.width != vn.width)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "past_key / past_value head sizes differ from K's and V's");
+    }
+    a.past_len = kp.len, a.q_len = a.q.len, a.kv_len = kp.len + kn.len;
+    kc = (attn_view){a.kv_heads * a.kv_len * kn.width, a.kv_len * kn.width, kn.width, a.kv_len, kn.width};
+    vc = (attn_view){a.kv_heads * a.kv_len * vn.width, a.kv_len * vn.width, vn.width, a.kv_len, vn.width};
+    a.k = past_k ? kc : kn, a.v = past_k ? vc : vn;
     a.scale = ot_ctx_attr_set(ctx, "scale") ? ot_ctx_attr_float_or(ctx, "scale", 0) : 1.0f / sqrtf((float)a.q.width);
     a.softcap = ot_ctx_attr_float_or(ctx, "softcap", 0.0f);
     a.causal = ot_ctx_attr_int_or(ctx, "is_causal", 0) != 0;
     if (mask) OT_TRY(attn_grad_mask(ctx, mask, batch, &a));
-    float *tin[5] = {0}, *tout[4] = {0}, *out[4] = {0};
-    otter_tensor *o[4] = {0};
-    otter_status s = ot_train_in(ctx, 0, &a.dy, &tin[0]);
-    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &a.Q, &tin[1]);
-    if (s == OTTER_OK) s = ot_train_in(ctx, 2, &a.K, &tin[2]);
-    if (s == OTTER_OK) s = ot_train_in(ctx, 3, &a.V, &tin[3]);
-    if (s == OTTER_OK && mask && mask->dtype != OTTER_DTYPE_BOOL) s = ot_train_in(ctx, 4, &a.mask_f, &tin[4]);
+    float *tin[7] = {0}, *tout[6] = {0}, *out[6] = {0}, *cat[4] = {0}; /* K, V together; their gradients */
+    const float *in[7] = {0};
+    otter_tensor *o[6] = {0};
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < 7 && s == OTTER_OK; i++) {
+        const otter_tensor *t = ot_ctx_input(ctx, i);
+        if (t && !(i == 4 && t->dtype == OTTER_DTYPE_BOOL)) s = ot_train_in(ctx, i, &in[i], &tin[i]);
+    }
+    a.dy = in[0], a.Q = in[1], a.K = in[2], a.V = in[3], a.mask_f = in[4];
     if (mask && mask->dtype == OTTER_DTYPE_BOOL) a.mask_b = mask->data;
     if (s == OTTER_OK && ot_train_wanted(ctx, 3) && (!mask || mask->dtype == OTTER_DTYPE_BOOL))
         s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "output 3 (the mask's gradient) needs a float attn_mask");
-    const otter_tensor *like[4] = {q, k, v, mask};
-    for (size_t i = 0; i < 4 && s == OTTER_OK; i++)
-        if (ot_train_wanted(ctx, i))
-            s = ot_train_out(ctx, i, like[i]->dtype, like[i]->rank, like[i]->dims, &o[i], &out[i], &tout[i]);
+    const otter_tensor *like[6] = {q, k, v, mask, past_k, past_v};
+    for (size_t i = 0; i < 6 && s == OTTER_OK; i++)
+        if (ot_train_wanted(ctx, i)) {
+            if (!like[i])
+                s = ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu needs input %zu", i, i + 1);
+            else
+                s = ot_train_out(ctx, i, like[i]->dtype, like[i]->rank, like[i]->dims, &o[i], &out[i], &tout[i]);
+        }
+    if (s == OTTER_OK && past_k) {
+        size_t nk = (size_t)(batch * kc.batch_stride), nv = (size_t)(batch * vc.batch_stride);
+        cat[0] = ot_malloc((nk + 1) * sizeof(float)), cat[1] = ot_malloc((nv + 1) * sizeof(float));
+        if (out[1] || out[4]) cat[2] = ot_calloc(nk + 1, sizeof(float));
+        if (out[2] || out[5]) cat[3] = ot_calloc(nv + 1, sizeof(float));
+        if (!cat[0] || !cat[1] || ((out[1] || out[4]) && !cat[2]) || ((out[2] || out[5]) && !cat[3])) s = OT_NOMEM();
+    }
     if (s == OTTER_OK) {
-        a.dq = out[0], a.dk = out[1], a.dv = out[2], a.dmask = out[3];
-        if (a.dk) memset(a.dk, 0, (size_t)otter_tensor_numel(k) * sizeof(float));
-        if (a.dv) memset(a.dv, 0, (size_t)otter_tensor_numel(v) * sizeof(float));
+        if (past_k) {
+            attn_cache_cat(&kp, in[5], &kn, in[2], &kc, cat[0], batch, a.kv_heads);
+            attn_cache_cat(&vp, in[6], &vn, in[3], &vc, cat[1], batch, a.kv_heads);
+            a.K = cat[0], a.V = cat[1], a.dk = cat[2], a.dv = cat[3];
+        } else {
+            a.dk = out[1], a.dv = out[2];
+            if (a.dk) memset(a.dk, 0, (size_t)otter_tensor_numel(k) * sizeof(float));
+            if (a.dv) memset(a.dv, 0, (size_t)otter_tensor_numel(v) * sizeof(float));
+        }
+        a.dq = out[0], a.dmask = out[3];
         if (a.dmask) memset(a.dmask, 0, (size_t)otter_tensor_numel(mask) * sizeof(float));
         int64_t cost = (a.q_heads / a.kv_heads) * a.q_len * a.kv_len * (a.q.width + a.v.width);
         /* a mask broadcast over batches or KV heads takes gradient from several tasks: one thread then */
@@ -322,5 +386,10 @@ otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx) {
             ot_parallel_for(ctx, batch * a.kv_heads, 1 + 65536 / (cost + 1), attn_grad_range, &a);
         if (a.status != OTTER_OK) s = OT_NOMEM();
     }
-    return ot_train_finish(s, 4, o, tout, 5, tin);
+    if (s == OTTER_OK && past_k) {
+        if (cat[2]) attn_cache_split(&kp, out[4], &kn, out[1], &kc, cat[2], batch, a.kv_heads);
+        if (cat[3]) attn_cache_split(&vp, out[5], &vn, out[2], &vc, cat[3], batch, a.kv_heads);
+    }
+    for (int i = 0; i < 4; i++) ot_free(cat[i]);
+    return ot_train_finish(s, 6, o, tout, 7, tin);
 }
