@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE, TIES, ZEROED };
+enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE, TIES, ZEROED, FLOATS };
 
 typedef struct input_spec {
     const char *name;
@@ -20,6 +20,7 @@ typedef struct input_spec {
     int rank;
     int64_t dims[4];
     int64_t ints[8]; /* INTS values */
+    float floats[8]; /* FLOATS values: a float initializer (Resize's scales) */
 } input_spec;
 
 typedef struct grad_case {
@@ -76,6 +77,10 @@ static otter_model *forward_model(const grad_case *c) {
         if (s->kind == INTS) {
             otter_tensor *t;
             CHECK_OK(otter_tensor_from_data(&t, s->name, OTTER_DTYPE_INT64, s->rank, s->dims, s->ints));
+            CHECK_OK(otter_graph_add_initializer(g, t));
+        } else if (s->kind == FLOATS) {
+            otter_tensor *t;
+            CHECK_OK(otter_tensor_from_data(&t, s->name, OTTER_DTYPE_FLOAT, s->rank, s->dims, s->floats));
             CHECK_OK(otter_graph_add_initializer(g, t));
         } else if (s->kind == BOOLS) {
             otter_tensor *t;
@@ -175,7 +180,7 @@ static void run_case(const grad_case *c) {
     size_t n_vals = 0;
     for (int i = 0; i < c->n_in; i++) {
         const input_spec *s = &c->in[i];
-        if (s->kind == INTS || s->kind == BOOLS || !s->name[0]) continue;
+        if (s->kind == INTS || s->kind == BOOLS || s->kind == FLOATS || !s->name[0]) continue;
         otter_tensor *t;
         CHECK_OK(otter_tensor_create(&t, s->name, OTTER_DTYPE_FLOAT, s->rank, s->dims));
         float *d = t->data;
@@ -422,6 +427,84 @@ static void a_rnn_activation(otter_node *n) {
     otter_node_set_attr_floats(n, "activation_alpha", 1, &alpha);
     otter_node_set_attr_floats(n, "activation_beta", 1, &beta);
     a_dir_reverse(n);
+}
+/* normalization, attention, resizing */
+static void a_groups2(otter_node *n) { otter_node_set_attr_int(n, "num_groups", 2); }
+static void a_rms_axis1(otter_node *n) {
+    otter_node_set_attr_int(n, "axis", 1);
+    otter_node_set_attr_float(n, "epsilon", 1e-3f);
+}
+static void resize_attrs(otter_node *n, const char *mode, const char *ct, const char *nm) {
+    otter_node_set_attr_string(n, "mode", mode);
+    if (ct) otter_node_set_attr_string(n, "coordinate_transformation_mode", ct);
+    if (nm) otter_node_set_attr_string(n, "nearest_mode", nm);
+}
+static void a_nearest_asym_floor(otter_node *n) { resize_attrs(n, "nearest", "asymmetric", "floor"); }
+static void a_nearest_half_pixel(otter_node *n) { resize_attrs(n, "nearest", NULL, NULL); }
+static void a_nearest_tf_ceil(otter_node *n) {
+    resize_attrs(n, "nearest", "tf_half_pixel_for_nn", "round_prefer_ceil");
+}
+static void a_nearest_align_ceil(otter_node *n) { resize_attrs(n, "nearest", "align_corners", "ceil"); }
+static void a_linear_align(otter_node *n) { resize_attrs(n, "linear", "align_corners", NULL); }
+static void a_linear_half_pixel(otter_node *n) { resize_attrs(n, "linear", "half_pixel", NULL); }
+static void a_linear_pytorch(otter_node *n) { resize_attrs(n, "linear", "pytorch_half_pixel", NULL); }
+static void a_cubic_pytorch(otter_node *n) { resize_attrs(n, "cubic", "pytorch_half_pixel", NULL); }
+static void a_cubic_align_exclude(otter_node *n) {
+    resize_attrs(n, "cubic", "align_corners", NULL);
+    otter_node_set_attr_float(n, "cubic_coeff_a", -0.5f);
+    otter_node_set_attr_int(n, "exclude_outside", 1);
+}
+static void a_linear_antialias(otter_node *n) {
+    resize_attrs(n, "linear", "half_pixel", NULL);
+    otter_node_set_attr_int(n, "antialias", 1);
+}
+static void a_crop_resize(otter_node *n) {
+    resize_attrs(n, "linear", "tf_crop_and_resize", NULL);
+    otter_node_set_attr_float(n, "extrapolation_value", 0.5f);
+}
+static void a_mode_nearest(otter_node *n) { otter_node_set_attr_string(n, "mode", "nearest"); }
+static void a_mode_linear(otter_node *n) { otter_node_set_attr_string(n, "mode", "linear"); }
+static void a_upsample7(otter_node *n) {
+    float sc[4] = {1, 1, 2, 1.5f};
+    otter_node_set_attr_string(n, "mode", "linear");
+    otter_node_set_attr_floats(n, "scales", 4, sc);
+}
+static void a_attn_causal_scale(otter_node *n) {
+    otter_node_set_attr_int(n, "is_causal", 1);
+    otter_node_set_attr_float(n, "scale", 0.7f);
+}
+static void a_attn_3d_gqa(otter_node *n) {
+    otter_node_set_attr_int(n, "q_num_heads", 2);
+    otter_node_set_attr_int(n, "kv_num_heads", 1);
+}
+static void a_attn_3d_softcap(otter_node *n) {
+    otter_node_set_attr_int(n, "q_num_heads", 2);
+    otter_node_set_attr_int(n, "kv_num_heads", 2);
+    otter_node_set_attr_float(n, "softcap", 1.5f);
+}
+static void a_causal(otter_node *n) { otter_node_set_attr_int(n, "is_causal", 1); }
+static void a_convt_groups(otter_node *n) {
+    int64_t k[2] = {3, 2}, st[2] = {2, 1}, d[2] = {2, 1}, op[2] = {1, 0}, p[4] = {1, 0, 0, 1};
+    otter_node_set_attr_int(n, "group", 2);
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "dilations", 2, d);
+    otter_node_set_attr_ints(n, "output_padding", 2, op);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+}
+static void a_convt_output_shape(otter_node *n) {
+    int64_t st[2] = {2, 2}, os[2] = {6, 7};
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "output_shape", 2, os);
+    otter_node_set_attr_string(n, "auto_pad", "SAME_LOWER");
+}
+static void a_convt_1d(otter_node *n) {
+    int64_t k[1] = {3}, st[1] = {3}, d[1] = {3}, op[1] = {2};
+    otter_node_set_attr_int(n, "group", 3);
+    otter_node_set_attr_ints(n, "strides", 1, st);
+    otter_node_set_attr_ints(n, "dilations", 1, d);
+    otter_node_set_attr_ints(n, "output_padding", 1, op);
+    (void)k;
 }
 
 #define SHAPE(...)                                                                                                     \
@@ -938,6 +1021,274 @@ static const grad_case CASES[] = {
       {"H", RAND, SHAPE(2, 2, 4)}},
      2,
      a_layout1},
+    /* normalization, attention, resizing (rules_norm.c) and ConvTranspose's attributes */
+    {"InstanceNormalization",
+     "InstanceNormalization",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"s", RAND, SHAPE(3)}, {"b", RAND, SHAPE(3)}},
+     1},
+    {"InstanceNormalization 2-D",
+     "InstanceNormalization",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 3)}, {"s", RAND, SHAPE(2)}, {"b", RAND, SHAPE(2)}},
+     1},
+    {"GroupNormalization opset 18 per group",
+     "GroupNormalization",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(2, 4, 3)}, {"s", RAND, SHAPE(2)}, {"b", RAND, SHAPE(2)}},
+     1,
+     a_groups2},
+    {"GroupNormalization opset 21 per channel",
+     "GroupNormalization",
+     NULL,
+     21,
+     3,
+     {{"x", RAND, SHAPE(2, 4, 2, 2)}, {"s", RAND, SHAPE(4)}, {"b", RAND, SHAPE(4)}},
+     1,
+     a_groups2},
+    {"GroupNormalization scale and bias only",
+     "GroupNormalization",
+     NULL,
+     21,
+     3,
+     {{"x", FIXED, SHAPE(2, 4, 3)}, {"s", RAND, SHAPE(4)}, {"b", RAND, SHAPE(4)}},
+     1,
+     a_groups2},
+    {"RMSNormalization", "RMSNormalization", NULL, 23, 2, {{"x", RAND, SHAPE(3, 5)}, {"s", RAND, SHAPE(5)}}, 1},
+    {"RMSNormalization axis 1 broadcast scale",
+     "RMSNormalization",
+     NULL,
+     23,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"s", RAND, SHAPE(1, 4)}},
+     1,
+     a_rms_axis1},
+    {"Resize nearest asymmetric floor",
+     "Resize",
+     NULL,
+     13,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 2)}, {"", FIXED, 0, {0}}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 2, 2}}},
+     1,
+     a_nearest_asym_floor},
+    {"Resize nearest half_pixel sizes",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 3, 4)}, {"", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"sz", INTS, SHAPE(4), {1, 1, 5, 3}}},
+     1,
+     a_nearest_half_pixel},
+    {"Resize nearest tf_half_pixel_for_nn ceil",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 3, 4)}, {"", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"sz", INTS, SHAPE(4), {1, 1, 7, 6}}},
+     1,
+     a_nearest_tf_ceil},
+    {"Resize nearest align_corners ceil",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 3, 4)}, {"", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"sz", INTS, SHAPE(4), {1, 1, 5, 2}}},
+     1,
+     a_nearest_align_ceil},
+    {"Resize linear align_corners",
+     "Resize",
+     NULL,
+     13,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"", FIXED, 0, {0}}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 2, 1.5f}}},
+     1,
+     a_linear_align},
+    {"Resize linear half_pixel",
+     "Resize",
+     NULL,
+     13,
+     3,
+     {{"x", RAND, SHAPE(1, 1, 3, 4)}, {"", FIXED, 0, {0}}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 1.7f, 0.5f}}},
+     1,
+     a_linear_half_pixel},
+    {"Resize linear pytorch_half_pixel sizes",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 4, 4)}, {"", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"sz", INTS, SHAPE(4), {1, 1, 1, 6}}},
+     1,
+     a_linear_pytorch},
+    {"Resize cubic pytorch_half_pixel",
+     "Resize",
+     NULL,
+     13,
+     3,
+     {{"x", RAND, SHAPE(1, 1, 4, 5)}, {"", FIXED, 0, {0}}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 2, 1.4f}}},
+     1,
+     a_cubic_pytorch},
+    {"Resize cubic align_corners exclude_outside",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 4, 5)}, {"", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"sz", INTS, SHAPE(4), {1, 1, 7, 3}}},
+     1,
+     a_cubic_align_exclude},
+    {"Resize linear antialias opset 18",
+     "Resize",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(1, 1, 6, 5)}, {"", FIXED, 0, {0}}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 0.5f, 0.6f}}},
+     1,
+     a_linear_antialias},
+    {"Resize tf_crop_and_resize roi",
+     "Resize",
+     NULL,
+     13,
+     4,
+     {{"x", RAND, SHAPE(1, 1, 4, 4)},
+      {"roi", FLOATS, SHAPE(8), {0}, {0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f}},
+      {"", FIXED, 0, {0}},
+      {"sz", INTS, SHAPE(4), {1, 1, 3, 5}}},
+     1,
+     a_crop_resize},
+    {"Resize opset 10 nearest",
+     "Resize",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(1, 1, 3, 2)}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 2, 3}}},
+     1,
+     a_mode_nearest},
+    {"Upsample opset 9 linear",
+     "Upsample",
+     NULL,
+     9,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 3, 2)}, {"sc", FLOATS, SHAPE(4), {0}, {1, 1, 2, 2.5f}}},
+     1,
+     a_mode_linear},
+    {"Upsample opset 8 scales attribute", "Upsample", NULL, 8, 1, {{"x", RAND, SHAPE(1, 1, 3, 2)}}, 1, a_upsample7},
+    {"Attention 4-D",
+     "Attention",
+     NULL,
+     23,
+     3,
+     {{"q", RAND, SHAPE(2, 2, 3, 4)}, {"k", RAND, SHAPE(2, 2, 5, 4)}, {"v", RAND, SHAPE(2, 2, 5, 3)}},
+     1},
+    {"Attention 4-D GQA causal scale",
+     "Attention",
+     NULL,
+     23,
+     3,
+     {{"q", RAND, SHAPE(1, 4, 3, 2)}, {"k", RAND, SHAPE(1, 2, 4, 2)}, {"v", RAND, SHAPE(1, 2, 4, 3)}},
+     1,
+     a_attn_causal_scale},
+    {"Attention 3-D GQA bool mask",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 3, 4)},
+      {"k", RAND, SHAPE(2, 5, 2)},
+      {"v", RAND, SHAPE(2, 5, 2)},
+      {"m", BOOLS, SHAPE(5), {1, 0, 1, 1, 0}}},
+     1,
+     a_attn_3d_gqa},
+    {"Attention 3-D float mask softcap",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(1, 3, 4)}, {"k", RAND, SHAPE(1, 4, 4)}, {"v", RAND, SHAPE(1, 4, 6)}, {"m", FIXED, SHAPE(3, 3)}},
+     1,
+     a_attn_3d_softcap},
+    {"Attention 4-D batch mask",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 2, 3, 2)},
+      {"k", RAND, SHAPE(2, 2, 4, 2)},
+      {"v", RAND, SHAPE(2, 2, 4, 2)},
+      {"m", FIXED, SHAPE(2, 1, 1, 4)}},
+     1},
+    {"Attention 4-D learned float mask",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 2, 3, 2)},
+      {"k", RAND, SHAPE(2, 2, 4, 2)},
+      {"v", RAND, SHAPE(2, 2, 4, 2)},
+      {"m", RAND, SHAPE(2, 2, 3, 4)}},
+     1},
+    {"Attention 3-D broadcast learned mask softcap",
+     "Attention",
+     NULL,
+     23,
+     4,
+     {{"q", RAND, SHAPE(2, 3, 4)}, {"k", RAND, SHAPE(2, 4, 4)}, {"v", RAND, SHAPE(2, 4, 2)}, {"m", RAND, SHAPE(3, 3)}},
+     1,
+     a_attn_3d_softcap},
+    {"Attention 4-D KV cache causal",
+     "Attention",
+     NULL,
+     23,
+     6,
+     {{"q", RAND, SHAPE(1, 2, 3, 2)},
+      {"k", RAND, SHAPE(1, 2, 2, 2)},
+      {"v", RAND, SHAPE(1, 2, 2, 3)},
+      {"", FIXED, 0, {0}},
+      {"pk", RAND, SHAPE(1, 2, 3, 2)},
+      {"pv", RAND, SHAPE(1, 2, 3, 3)}},
+     1,
+     a_causal},
+    {"Attention 3-D GQA KV cache learned mask",
+     "Attention",
+     NULL,
+     23,
+     6,
+     {{"q", RAND, SHAPE(1, 3, 4)},
+      {"k", RAND, SHAPE(1, 2, 2)},
+      {"v", RAND, SHAPE(1, 2, 2)},
+      {"m", RAND, SHAPE(3, 5)},
+      {"pk", RAND, SHAPE(1, 1, 3, 2)},
+      {"pv", RAND, SHAPE(1, 1, 3, 2)}},
+     1,
+     a_attn_3d_gqa},
+    {"ConvTranspose groups dilations output_padding",
+     "ConvTranspose",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(1, 4, 3, 3)}, {"w", RAND, SHAPE(4, 3, 3, 2)}, {"b", RAND, SHAPE(6)}},
+     1,
+     a_convt_groups},
+    {"ConvTranspose 1-D depthwise strided dilated",
+     "ConvTranspose",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"w", RAND, SHAPE(3, 1, 3)}},
+     1,
+     a_convt_1d},
+    {"ConvTranspose output_shape SAME_LOWER",
+     "ConvTranspose",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 3, 3)}, {"w", RAND, SHAPE(2, 2, 3, 3)}},
+     1,
+     a_convt_output_shape},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

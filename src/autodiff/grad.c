@@ -547,14 +547,12 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     }
     g.gr = g.m->graph;
     build(&g, o, g.gr->n_nodes);
-    static const char *const rule_domains[] = {"com.microsoft", "com.otter"}; /* what rules emit besides ONNX */
-    for (size_t d = 0; d < 2; d++) {
-        if (ot_grad_failed(&g) || otter_model_opset(g.m, rule_domains[d]) != 0) continue;
-        for (size_t i = 0; i < g.gr->n_nodes; i++)
-            if (ot_streq(g.gr->nodes[i]->domain, rule_domains[d])) {
-                if (otter_model_set_opset(g.m, rule_domains[d], 1) != OTTER_OK) nomem(&g);
-                break;
-            }
+    /* the domains of the gradient operators (com.microsoft, com.otter), imported at version 1 */
+    for (size_t i = 0; i < g.gr->n_nodes && !ot_grad_failed(&g); i++) {
+        const char *d = g.gr->nodes[i]->domain;
+        if (!ot_str_empty(d) && !ot_streq(d, "ai.onnx") && otter_model_opset(g.m, d) == 0 &&
+            otter_model_set_opset(g.m, d, 1) != OTTER_OK)
+            nomem(&g);
     }
     s = g.status;
     if (s == OTTER_OK) {

@@ -303,6 +303,8 @@ otter_status ot_infer_lstm_training(ot_inode *n);
 otter_status ot_infer_gru_training(ot_inode *n);
 otter_status ot_infer_lstm_grad(ot_inode *n);
 otter_status ot_infer_gru_grad(ot_inode *n); /* and RNNGrad's, whose outputs are GRUGrad's */
+/* infer_grad_nn.c: gradient operators whose outputs are shaped like their forward inputs */
+otter_status ot_infer_grad_like_inputs(ot_inode *n);
 /* infer_strings.c: StringSplit */
 otter_status ot_infer_string_split(ot_inode *n);
 /* infer_image_decoder.c: ImageDecoder */

@@ -30,7 +30,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Asinh", KERNELS({9, ot_kernel_asinh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atan", KERNELS({7, ot_kernel_atan, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"", "Atanh", KERNELS({9, ot_kernel_atanh, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
-    {"", "Attention", KERNELS({23, ot_kernel_attention, 0}), .infer = ot_infer_attention}, /* 24: + nonpad_kv_seqlen */
+    {"", "Attention", KERNELS({23, ot_kernel_attention, 0}), .infer = ot_infer_attention, .grad = ot_grad_attention,
+     .diff_inputs = 0x3f}, /* 24: + nonpad_kv_seqlen */
     {"", "AveragePool", KERNELS({1, ot_kernel_averagepool, 0}), .infer = ot_infer_pool, .grad = ot_grad_avgpool,
      .diff_inputs = 0x1},
     {"", "AveragePoolGrad", KERNELS({9, ot_kernel_avgpool_grad, 0}), .infer = ot_infer_pool_grad,
@@ -131,7 +132,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "GreaterOrEqual", KERNELS({12, ot_kernel_greater_equal, 0}), .infer = ot_infer_greater_eq},
     {"", "GridSample", KERNELS({16, ot_kernel_gridsample, 0}), .infer = ot_infer_gridsample},
     {"", "GroupNormalization", KERNELS({18, ot_kernel_group_normalization, 0}, {21, ot_kernel_group_normalization, 0}),
-     .infer = ot_infer_like_input},
+     .infer = ot_infer_like_input, .grad = ot_grad_groupnorm, .diff_inputs = 0x7},
     {"", "HammingWindow", KERNELS({17, ot_kernel_hamming, 0}), .infer = ot_infer_window},
     {"", "HannWindow", KERNELS({17, ot_kernel_hann, 0}), .infer = ot_infer_window},
     {"", "HardSigmoid", KERNELS({1, ot_kernel_hardsigmoid, OT_OP_INPLACE0}), .infer = ot_infer_like_input,
@@ -144,7 +145,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "If", KERNELS({1, ot_kernel_if, OT_OP_VALUES}),
      .infer = ot_infer_if}, /* 1: branches may give sequences and optionals */
     {"", "ImageDecoder", KERNELS({20, ot_kernel_image_decoder, 0}), .infer = ot_infer_image_decoder},
-    {"", "InstanceNormalization", KERNELS({1, ot_kernel_instancenorm, 0}), .infer = ot_infer_like_input},
+    {"", "InstanceNormalization", KERNELS({1, ot_kernel_instancenorm, 0}), .infer = ot_infer_like_input,
+     .grad = ot_grad_instancenorm, .diff_inputs = 0x7},
     {"", "IsInf", KERNELS({10, ot_kernel_isinf, 0}), .infer = ot_infer_unary_bool},
     {"", "IsNaN", KERNELS({9, ot_kernel_isnan, 0}), .infer = ot_infer_unary_bool},
     {"", "LRN", KERNELS({1, ot_kernel_lrn, 0}), .infer = ot_infer_like_input},
@@ -213,7 +215,8 @@ const ot_op_entry ot_op_table[] = {
              {21, ot_kernel_quantize, 0}),
      .infer =
          ot_infer_quantize}, /* 13: axis; 19: float16 / bfloat16 scales; 21: block_size, output_dtype, 16-bit types */
-    {"", "RMSNormalization", KERNELS({23, ot_kernel_rms_normalization, 0}), .infer = ot_infer_rms_normalization},
+    {"", "RMSNormalization", KERNELS({23, ot_kernel_rms_normalization, 0}), .infer = ot_infer_rms_normalization,
+     .grad = ot_grad_rms_norm, .diff_inputs = 0x3},
     {"", "RNN", KERNELS({1, ot_kernel_rnn, 0}, {7, ot_kernel_rnn, 0}, {14, ot_kernel_rnn, 0}),
      .infer = ot_infer_recurrent, .grad = ot_grad_rnn,
      .diff_inputs = 0x2f}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
@@ -251,7 +254,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Reshape", KERNELS({1, ot_kernel_reshape, 0}), .infer = ot_infer_reshape, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
-    {"", "Resize", KERNELS({10, ot_kernel_resize, 0}), .infer = ot_infer_resize},
+    {"", "Resize", KERNELS({10, ot_kernel_resize, 0}), .infer = ot_infer_resize, .grad = ot_grad_resize,
+     .diff_inputs = 0x1},
     {"", "ReverseSequence", KERNELS({10, ot_kernel_reversesequence, 0}), .infer = ot_infer_like_input},
     {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}),
      .infer = ot_infer_roialign}, /* 16: coordinate_transformation_mode */
@@ -324,7 +328,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Unique", KERNELS({11, ot_kernel_unique, 0}), .infer = ot_infer_unique},
     {"", "Unsqueeze", KERNELS({1, ot_kernel_unsqueeze, 0}), .infer = ot_infer_unsqueeze, .grad = ot_grad_reshape_like,
      .diff_inputs = 0x1},
-    {"", "Upsample", KERNELS({7, ot_kernel_upsample, 0}), .infer = ot_infer_upsample},
+    {"", "Upsample", KERNELS({7, ot_kernel_upsample, 0}), .infer = ot_infer_upsample, .grad = ot_grad_resize,
+     .diff_inputs = 0x1},
     {"", "Where", KERNELS({9, ot_kernel_where, 0}), .infer = ot_infer_where, .grad = ot_grad_where, .diff_inputs = 0x6},
     {"", "Xor", KERNELS({1, ot_kernel_xor, OT_OP_INPLACE0}), .infer = ot_infer_logic},
     {"ai.onnx.ml", "ArrayFeatureExtractor", KERNELS({1, ot_kernel_array_feature_extractor, 0}),
@@ -395,6 +400,7 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "QuickGelu", KERNELS({1, ot_kernel_quick_gelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ReduceAllL2", KERNELS({1, ot_kernel_reduce_all_l2, 0}), .infer = ot_infer_reduce_all_l2},
     {"com.microsoft", "ReluGrad", KERNELS({1, ot_kernel_relu_grad, 0}), .infer = ot_infer_like_input},
+    {"com.microsoft", "ResizeGrad", KERNELS({1, ot_kernel_resize_grad, 0}), .infer = ot_infer_grad_like_inputs},
     {"com.microsoft", "SGDOptimizerV2", KERNELS({1, ot_kernel_sgd_optimizer_v2, OT_OP_VALUES}),
      .infer = ot_infer_sgd_optimizer_v2},
     {"com.microsoft", "Scale", KERNELS({1, ot_kernel_scale, 0}), .infer = ot_infer_like_input},
@@ -416,12 +422,18 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "TanhGrad", KERNELS({1, ot_kernel_tanh_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ZeroGradient", KERNELS({1, ot_kernel_zero_gradient, OT_OP_NOFOLD}),
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
+    {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
      .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,
      .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
+    {"com.otter", "GroupNormalizationGrad", KERNELS({1, ot_kernel_group_normalization_grad, 0}),
+     .infer = ot_infer_layer_norm_grad}, /* 1: (dY, X, scale) -> dX, dscale, dbias */
+    {"com.otter", "InstanceNormalizationGrad", KERNELS({1, ot_kernel_instancenorm_grad, 0}),
+     .infer = ot_infer_layer_norm_grad, .attrs_of = "InstanceNormalization"}, /* 1: (dY, X, scale) -> dX, dscale, dB */
     {"com.otter", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
      .attrs_of = "MaxPool"}, /* 1: + X's shape [+ Y]: the fused scatter (runtime/fuse.c) */
     {"com.otter", "PadGrad", KERNELS({1, ot_kernel_pad_grad, 0}), .infer = ot_infer_pad_grad,

@@ -157,6 +157,7 @@ otter_status ot_kernel_scatternd(ot_kernel_ctx *ctx);
 
 /* resize.c: Resize, Upsample */
 otter_status ot_kernel_resize(ot_kernel_ctx *ctx);
+otter_status ot_kernel_resize_grad(ot_kernel_ctx *ctx); /* com.microsoft ResizeGrad */
 otter_status ot_kernel_upsample(ot_kernel_ctx *ctx);
 
 /* misc.c: Constant, Cast, Range, OneHot, Shape, Dropout, control flow */
@@ -257,6 +258,11 @@ otter_status ot_kernel_simplified_layernorm_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_simplified_layernorm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx);
+
+/* grad_nn.c: com.otter InstanceNormalizationGrad, GroupNormalizationGrad, AttentionGrad */
+otter_status ot_kernel_instancenorm_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_group_normalization_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_attention_grad(ot_kernel_ctx *ctx);
 
 /* training_conv.c: ConvGrad, ConvTransposeGrad */
 otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx);

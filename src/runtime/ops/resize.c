@@ -172,22 +172,46 @@ static void resize_rows(void *arg, int64_t e0, int64_t e1) {
     }
 }
 
-static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
-    const otter_tensor *x;
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    int r = x->rank;
+/* What a resize computes: the output's dims and, per axis, each output coordinate's taps. */
+typedef struct resize_plan {
+    int rank;
+    int64_t out[OTTER_MAX_RANK];
+    tap_set taps[OTTER_MAX_RANK];
+    double extrapolation;
+} resize_plan;
+
+static void resize_plan_free(resize_plan *p) {
+    for (int i = 0; i < OTTER_MAX_RANK; i++) ot_free(p->taps[i].idx), ot_free(p->taps[i].w);
+}
+
+/* A string attribute: the schema's default for Resize / Upsample; ResizeGrad (com.microsoft, no ONNX
+ * schema) takes Resize-11's defaults, which Resize has kept since, and gets the rest from its rule. */
+static otter_status resize_attr(const ot_kernel_ctx *ctx, bool grad, const char *name, const char *def,
+                                const char **v) {
+    if (!grad) return ot_ctx_attr_string(ctx, name, v);
+    *v = ot_ctx_attr_string_or(ctx, name, def);
+    return OTTER_OK;
+}
+
+/* The plan of Resize (inputs X, roi, scales, sizes; Resize-10: X, scales), Upsample (X, scales; or
+ * the scales attribute before opset 9) or of ResizeGrad (dY, X, roi, scales: the output dims are
+ * dY's, which stand for sizes when scales are absent). */
+static otter_status resize_plan_make(ot_kernel_ctx *ctx, bool upsample, bool grad, const otter_tensor *x,
+                                     resize_plan *p) {
+    memset(p, 0, sizeof *p);
+    int r = p->rank = x->rank;
     const char *ms;
-    OT_TRY(ot_ctx_attr_string(ctx, "mode", &ms));
+    OT_TRY(resize_attr(ctx, grad, "mode", "nearest", &ms));
     int mode = strcmp(ms, "nearest") == 0                                 ? RM_NEAREST
                : strcmp(ms, "linear") == 0 || strcmp(ms, "bilinear") == 0 ? RM_LINEAR
                : strcmp(ms, "cubic") == 0                                 ? RM_CUBIC
                                                                           : -1;
     if (mode < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown mode '%s'", ms);
-    bool v11 = !upsample && ctx->opset >= 11;
+    bool v11 = grad || (!upsample && ctx->opset >= 11), v18 = v11 && ctx->opset >= 18;
     int ct = CT_ASYMMETRIC, nm = NM_FLOOR;
     if (v11) {
         const char *cs;
-        OT_TRY(ot_ctx_attr_string(ctx, "coordinate_transformation_mode", &cs));
+        OT_TRY(resize_attr(ctx, grad, "coordinate_transformation_mode", "half_pixel", &cs));
         ct = strcmp(cs, "half_pixel") == 0             ? CT_HALF_PIXEL
              : strcmp(cs, "pytorch_half_pixel") == 0   ? CT_PYTORCH_HALF_PIXEL
              : strcmp(cs, "align_corners") == 0        ? CT_ALIGN_CORNERS
@@ -198,7 +222,7 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
                                                        : -1;
         if (ct < 0) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown coordinate_transformation_mode '%s'", cs);
         const char *ns;
-        OT_TRY(ot_ctx_attr_string(ctx, "nearest_mode", &ns));
+        OT_TRY(resize_attr(ctx, grad, "nearest_mode", "round_prefer_floor", &ns));
         nm = strcmp(ns, "round_prefer_floor") == 0  ? NM_ROUND_FLOOR
              : strcmp(ns, "round_prefer_ceil") == 0 ? NM_ROUND_CEIL
              : strcmp(ns, "floor") == 0             ? NM_FLOOR
@@ -209,7 +233,7 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     /* Resize-18: scales, sizes and roi may name a subset of the axes; the others keep their size */
     int axis[OTTER_MAX_RANK], na = r;
     for (int i = 0; i < r; i++) axis[i] = i;
-    const otter_attr *axes = v11 && ctx->opset >= 18 ? otter_node_attr(ctx->node, "axes") : NULL;
+    const otter_attr *axes = v18 ? otter_node_attr(ctx->node, "axes") : NULL;
     if (axes) {
         if (axes->type != OTTER_ATTR_INTS || axes->n_ints > (size_t)r)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'axes' must list at most %d axes", r);
@@ -225,23 +249,24 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         }
     }
     double scales[OTTER_MAX_RANK], roi[2 * OTTER_MAX_RANK];
-    int64_t out[OTTER_MAX_RANK];
+    int64_t *out = p->out;
     for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1, scales[i] = 1, out[i] = x->dims[i];
     const otter_tensor *sc = NULL, *sz = NULL, *ro = NULL;
+    size_t first = grad ? 1 : 0; /* X's index */
     if (upsample && ctx->opset < 9) {
         const otter_attr *a = otter_node_attr(ctx->node, "scales");
         if (!a || (int)a->n_floats != r)
             return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'scales' must have %d values", r);
         for (int i = 0; i < r; i++) scales[i] = a->floats[i];
     } else {
-        size_t si = v11 ? 2 : 1;
+        size_t si = first + (v11 ? 2 : 1);
         sc = ot_ctx_input(ctx, si);
-        sz = v11 ? ot_ctx_input(ctx, 3) : NULL;
-        ro = v11 ? ot_ctx_input(ctx, 1) : NULL;
+        sz = v11 && !grad ? ot_ctx_input(ctx, 3) : NULL;
+        ro = v11 ? ot_ctx_input(ctx, first + 1) : NULL;
         if (sc && otter_tensor_numel(sc) == 0) sc = NULL;
         if (ro && otter_tensor_numel(ro) == 0) ro = NULL;
         if (sz && otter_tensor_numel(sz) == 0) sz = NULL;
-        if (!sc && !sz) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs scales or sizes");
+        if (!sc && !sz && !grad) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs scales or sizes");
         if (sc) {
             if (otter_tensor_numel(sc) != na || !otter_dtype_is_float(sc->dtype))
                 return ot_ctx_error(ctx, OTTER_ERR_INVALID, "scales '%s' must hold %d floats",
@@ -250,8 +275,8 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
         }
         if (ro) {
             if (otter_tensor_numel(ro) != 2 * na)
-                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "roi '%s' must hold %d values", ot_ctx_input_name(ctx, 1),
-                                    2 * na);
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "roi '%s' must hold %d values",
+                                    ot_ctx_input_name(ctx, first + 1), 2 * na);
             for (int k = 0; k < na; k++)
                 roi[axis[k]] = ot_get_f64(ro->data, ro->dtype, k),
                 roi[r + axis[k]] = ot_get_f64(ro->data, ro->dtype, na + k);
@@ -259,17 +284,23 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
     }
     /* keep_aspect_ratio_policy (Resize-18): one scale for every resized axis, the smallest ("not_larger")
      * or the largest ("not_smaller") of sizes / input, and sizes rounded half up from it */
-    const char *policy =
-        v11 && ctx->opset >= 18 ? ot_ctx_attr_string_or(ctx, "keep_aspect_ratio_policy", "stretch") : "stretch";
+    const char *policy = v18 && !grad ? ot_ctx_attr_string_or(ctx, "keep_aspect_ratio_policy", "stretch") : "stretch";
     bool not_larger = strcmp(policy, "not_larger") == 0, keep = not_larger || strcmp(policy, "not_smaller") == 0;
     if (!keep && strcmp(policy, "stretch") != 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "unknown keep_aspect_ratio_policy '%s'", policy);
-    if (sz) {
-        int64_t n, want[OTTER_MAX_RANK];
-        OT_TRY(ot_ctx_input_ints(ctx, 3, want, OTTER_MAX_RANK, &n));
-        if (n != na)
-            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sizes '%s' must hold %d values", ot_ctx_input_name(ctx, 3),
-                                na);
+    const otter_tensor *dy = grad ? ctx->inputs[0] : NULL;
+    bool sized = sz || (grad && !sc);
+    if (sized) {
+        int64_t n = r, want[OTTER_MAX_RANK];
+        if (sz) {
+            OT_TRY(ot_ctx_input_ints(ctx, 3, want, OTTER_MAX_RANK, &n));
+            if (n != na)
+                return ot_ctx_error(ctx, OTTER_ERR_INVALID, "sizes '%s' must hold %d values", ot_ctx_input_name(ctx, 3),
+                                    na);
+        } else {
+            na = r;
+            for (int i = 0; i < r; i++) axis[i] = i, want[i] = dy->dims[i];
+        }
         double common = not_larger ? INFINITY : -INFINITY;
         for (int k = 0; k < na; k++) {
             int d = axis[k];
@@ -286,55 +317,155 @@ static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
             out[i] = (int64_t)floor((double)x->dims[i] * (double)(float)scales[i] + 1e-9);
         }
     }
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, r, out);
-    if (!y) return ctx->output_status;
-    int64_t ny = otter_tensor_numel(y), nx = otter_tensor_numel(x);
-    if (ny == 0) return OTTER_OK;
-    tap_set taps[OTTER_MAX_RANK];
-    memset(taps, 0, sizeof taps);
+    if (grad && (dy->rank != r || memcmp(dy->dims, out, (size_t)r * sizeof(int64_t)) != 0)) {
+        char b1[128], b2[128];
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' is %s, the resize of X '%s' is %s",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(b1, sizeof b1, dy->rank, dy->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(b2, sizeof b2, r, out));
+    }
     /* Resize-11's cubic mode and tf_crop_and_resize, which read these, are all they are for */
-    float A = 0, extrapolation = 0;
+    float A = -0.75f, extrapolation = 0;
     int64_t exclude = 0, antialias = 0;
-    if (v11) {
+    if (grad) {
+        A = ot_ctx_attr_float_or(ctx, "cubic_coeff_a", A);
+        exclude = ot_ctx_attr_int_or(ctx, "exclude_outside", 0);
+        extrapolation = ot_ctx_attr_float_or(ctx, "extrapolation_value", 0);
+        antialias = ot_ctx_attr_int_or(ctx, "antialias", 0);
+    } else if (v11) {
         if (ctx->opset >= 18) antialias = ot_ctx_attr_int_or(ctx, "antialias", 0);
         OT_TRY(ot_ctx_attr_float(ctx, "cubic_coeff_a", &A));
         OT_TRY(ot_ctx_attr_int(ctx, "exclude_outside", &exclude));
         OT_TRY(ot_ctx_attr_float(ctx, "extrapolation_value", &extrapolation));
     }
-    otter_status s = OTTER_OK;
-    for (int i = 0; s == OTTER_OK && i < r; i++) {
+    p->extrapolation = extrapolation;
+    for (int i = 0; i < r; i++) {
         /* dims that keep their size with scale 1 take the identity */
         bool ident = out[i] == x->dims[i] && scales[i] == 1.0 && ct != CT_TF_CROP;
-        s = make_taps(ident ? RM_NEAREST : mode, ident ? CT_ASYMMETRIC : ct, ident ? NM_FLOOR : nm, A, exclude,
-                      antialias != 0, x->dims[i], out[i], sz && !keep ? (double)out[i] : (double)x->dims[i] * scales[i],
-                      scales[i], roi[i], roi[r + i], &taps[i]);
+        otter_status s = make_taps(ident ? RM_NEAREST : mode, ident ? CT_ASYMMETRIC : ct, ident ? NM_FLOOR : nm, A,
+                                   exclude, antialias != 0, x->dims[i], out[i],
+                                   sized && !keep ? (double)out[i] : (double)x->dims[i] * scales[i], scales[i], roi[i],
+                                   roi[r + i], &p->taps[i]);
+        if (s != OTTER_OK) {
+            resize_plan_free(p);
+            return s;
+        }
     }
+    return OTTER_OK;
+}
+
+static otter_status resize_common(ot_kernel_ctx *ctx, bool upsample) {
+    const otter_tensor *x;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
+    resize_plan p;
+    OT_TRY(resize_plan_make(ctx, upsample, false, x, &p));
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, p.rank, p.out);
+    int64_t ny = y ? otter_tensor_numel(y) : 0, nx = otter_tensor_numel(x);
+    otter_status s = y ? OTTER_OK : ctx->output_status;
     double *X = NULL, *Y = NULL;
-    if (s == OTTER_OK) {
+    if (s == OTTER_OK && ny > 0) {
         X = ot_malloc((size_t)(nx > 0 ? nx : 1) * sizeof(double));
         Y = ot_malloc((size_t)ny * sizeof(double));
         if (!X || !Y) s = OT_NOMEM();
+        if (s == OTTER_OK && !ot_convert(X, OTTER_DTYPE_DOUBLE, x->data, x->dtype, nx))
+            s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input '%s': dtype %s not supported",
+                             ot_ctx_input_name(ctx, 0), otter_dtype_name(x->dtype));
     }
-    if (s == OTTER_OK && !ot_convert(X, OTTER_DTYPE_DOUBLE, x->data, x->dtype, nx))
-        s = ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "input '%s': dtype %s not supported", ot_ctx_input_name(ctx, 0),
-                         otter_dtype_name(x->dtype));
-    if (s == OTTER_OK) {
-        resize_args a = {.rank = r,
+    if (s == OTTER_OK && ny > 0) {
+        resize_args a = {.rank = p.rank,
                          .in_dims = x->dims,
-                         .out_dims = out,
-                         .taps = taps,
+                         .out_dims = p.out,
+                         .taps = p.taps,
                          .X = X,
                          .Y = Y,
-                         .extrapolation = extrapolation};
+                         .extrapolation = p.extrapolation};
         ot_parallel_for(ctx, ny, 4096, resize_rows, &a);
         if (!otter_dtype_is_float(x->dtype))
             for (int64_t i = 0; i < ny; i++) Y[i] = nearbyint(Y[i]);
         ot_convert(y->data, y->dtype, Y, OTTER_DTYPE_DOUBLE, ny);
     }
-    for (int i = 0; i < r; i++) ot_free(taps[i].idx), ot_free(taps[i].w);
+    resize_plan_free(&p);
     ot_free(X), ot_free(Y);
     return s;
 }
 
 otter_status ot_kernel_resize(ot_kernel_ctx *ctx) { return resize_common(ctx, false); }
 otter_status ot_kernel_upsample(ot_kernel_ctx *ctx) { return resize_common(ctx, true); }
+
+typedef struct resize_grad_args {
+    const resize_plan *p;
+    const int64_t *st; /* X's strides */
+    const double *dy;
+    double *dx;
+    int64_t slice; /* dY elements per task item */
+} resize_grad_args;
+
+/* dY elements [b * slice, e * slice): each added to the X elements its output read. */
+static void resize_grad_slices(void *arg, int64_t b, int64_t e) {
+    const resize_grad_args *a = arg;
+    const resize_plan *p = a->p;
+    int r = p->rank;
+    for (int64_t y = b * a->slice; y < e * a->slice; y++) {
+        int64_t oi[OTTER_MAX_RANK], q = y;
+        for (int d = r - 1; d >= 0; d--) oi[d] = q % p->out[d], q /= p->out[d];
+        bool extrap = false;
+        for (int d = 0; d < r; d++) extrap |= p->taps[d].idx[oi[d] * p->taps[d].n] < 0;
+        if (extrap || a->dy[y] == 0) continue;
+        int k[OTTER_MAX_RANK] = {0};
+        for (;;) {
+            double w = a->dy[y];
+            int64_t off = 0;
+            for (int d = 0; d < r; d++) {
+                const tap_set *t = &p->taps[d];
+                w *= t->w[oi[d] * t->n + k[d]];
+                off += t->idx[oi[d] * t->n + k[d]] * a->st[d];
+            }
+            a->dx[off] += w;
+            int d = r - 1;
+            while (d >= 0 && ++k[d] == p->taps[d].n) k[d--] = 0;
+            if (d < 0) break;
+        }
+    }
+}
+
+/* Whether axis d maps each output coordinate to the same input one (an axis Resize leaves alone). */
+static bool identity_axis(const resize_plan *p, int d, int64_t in) {
+    const tap_set *t = &p->taps[d];
+    bool id = t->n == 1 && p->out[d] == in;
+    for (int64_t o = 0; id && o < in; o++) id = t->idx[o] == o && t->w[o] == 1;
+    return id;
+}
+
+/* ResizeGrad (com.microsoft; ONNX Runtime's name and inputs dY, X, roi, scales): the adjoint of the
+ * resize, each dY element added to the X elements its output read with the weights it read them
+ * with (extrapolated outputs read none). Taps of neighbouring outputs overlap, so the threads split
+ * the leading axes the resize leaves alone (batch and channels, as a rule), whose slices of dX are
+ * disjoint. */
+otter_status ot_kernel_resize_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    resize_plan p;
+    OT_TRY(resize_plan_make(ctx, false, true, x, &p));
+    int r = p.rank;
+    int64_t ny = otter_tensor_numel(dy), nx = otter_tensor_numel(x);
+    otter_tensor *dx = ot_ctx_output(ctx, 0, dy->dtype, r, x->dims);
+    otter_status s = dx ? OTTER_OK : ctx->output_status;
+    double *DY = NULL, *DX = NULL;
+    if (s == OTTER_OK) {
+        DY = ot_malloc((size_t)(ny + 1) * sizeof(double));
+        DX = ot_calloc((size_t)(nx + 1), sizeof(double));
+        if (!DY || !DX) s = OT_NOMEM();
+    }
+    if (s == OTTER_OK && ny > 0) {
+        ot_convert(DY, OTTER_DTYPE_DOUBLE, dy->data, dy->dtype, ny);
+        int64_t st[OTTER_MAX_RANK], items = 1;
+        ot_contiguous_strides(r, x->dims, st);
+        for (int d = 0; d < r && identity_axis(&p, d, x->dims[d]); d++) items *= x->dims[d];
+        resize_grad_args a = {.p = &p, .st = st, .dy = DY, .dx = DX, .slice = ny / items};
+        ot_parallel_for(ctx, items, 1 + 16384 / (a.slice + 1), resize_grad_slices, &a);
+    }
+    if (s == OTTER_OK) ot_convert(dx->data, dx->dtype, DX, OTTER_DTYPE_DOUBLE, nx);
+    resize_plan_free(&p);
+    ot_free(DY), ot_free(DX);
+    return s;
+}
