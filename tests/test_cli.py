@@ -235,6 +235,11 @@ def main():
         rc, so, se = otter("clean", bad["cycle"], "-o", out)
         check(rc == 1 and "'cyc_add'" in se and "'cyc_relu'" in se and "'tail'" not in se,
               f"otter clean cycle: exit 1 naming the nodes on the cycle: {se.strip()}")
+        # An edit that would write an invalid model writes nothing (issue 18, finding 9).
+        unwritten = os.path.join(tmp, "unwritten.onnx")
+        rc, so, se = otter("clean", bad["dangling"], "-o", unwritten)
+        check(rc == 1 and "not a valid model, nothing written" in se and "ghost" in se and
+              not os.path.exists(unwritten), f"otter clean of an invalid model: exit 1, no file: {se.strip()}")
         rc, so, se = otter("extract", model, "--inputs", "relu1_out", "--outputs", "output,fc1_out", "-o", out)
         check(rc == 1 and "'fc1_out'" in se and "'input'" in se,
               f"otter extract unreachable: exit 1 naming fc1_out and input: {se.strip()}")

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "otter/check.h"
+
 static void print_help(const cli_spec *spec) {
     printf("usage: otter %s [options] %s\n\n%s\n", spec->verb, spec->args, spec->description);
     printf("\noptions:\n");
@@ -92,6 +94,15 @@ bool cli_save(const char *verb, const otter_model *m, const char *path, const ot
         return false;
     }
     return true;
+}
+
+bool cli_save_edited(const char *verb, const otter_model *m, const char *path) {
+    if (otter_model_check(m, NULL) != OTTER_OK) {
+        fprintf(stderr, "otter %s: the result is not a valid model, nothing written to %s: %s\n", verb, path,
+                otter_last_error());
+        return false;
+    }
+    return cli_save(verb, m, path, NULL);
 }
 
 char **cli_split(const char *s, size_t *n) {

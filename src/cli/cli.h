@@ -43,6 +43,9 @@ int cli_fail(const char *verb, const char *context);
 bool cli_load(const char *verb, const char *path, otter_model **m);
 /* Save a model (opts may be NULL); on failure prints the error and returns false. */
 bool cli_save(const char *verb, const otter_model *m, const char *path, const otter_save_options *opts);
+/* For verbs that edit a graph (clean, extract, merge): check the result first, and write nothing
+ * when it is invalid (the first problem printed). */
+bool cli_save_edited(const char *verb, const otter_model *m, const char *path);
 
 /* Split "a,b,c" into a NULL-terminated array of strings (free with cli_list_free); empty
  * items are dropped. Returns NULL when out of memory. */

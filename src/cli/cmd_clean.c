@@ -27,7 +27,7 @@ int cmd_clean(int argc, char **argv) {
     rc = CLI_EXIT_OK;
     if (otter_graph_clean(m->graph, &st) != OTTER_OK)
         rc = cli_fail("clean", pos[0]);
-    else if (!cli_save("clean", m, out, NULL))
+    else if (!cli_save_edited("clean", m, out))
         rc = CLI_EXIT_INVALID;
     else
         printf("%s: removed %zu nodes, %zu initializers (%zu duplicates merged), %zu value_info -> %s\n", pos[0],

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "otter/infer.h"
 #include "otter/edit.h"
 
 int cmd_extract(int argc, char **argv) {
@@ -42,9 +43,11 @@ int cmd_extract(int argc, char **argv) {
     rc = CLI_EXIT_OK;
     if (!cli_load("extract", pos[0], &m))
         rc = CLI_EXIT_INVALID;
+    else if (otter_model_infer_shapes(m, NULL) != OTTER_OK) /* so the new inputs and outputs get their types */
+        rc = cli_fail("extract", pos[0]);
     else if (otter_model_extract(&sub, m, n_in, (const char *const *)ins, n_out, (const char *const *)outs) != OTTER_OK)
         rc = cli_fail("extract", pos[0]);
-    else if (!cli_save("extract", sub, out, NULL))
+    else if (!cli_save_edited("extract", sub, out))
         rc = CLI_EXIT_INVALID;
     else
         printf("%s -> %s (%zu of %zu nodes)\n", pos[0], out, sub->graph->n_nodes, m->graph->n_nodes);

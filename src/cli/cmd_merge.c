@@ -95,7 +95,7 @@ int cmd_merge(int argc, char **argv) {
         }
         if (s != OTTER_OK)
             rc = cli_fail("merge", NULL);
-        else if (!cli_save("merge", m, out, NULL))
+        else if (!cli_save_edited("merge", m, out))
             rc = CLI_EXIT_INVALID;
         else
             printf("%s + %s -> %s (%zu nodes, %zu inputs, %zu outputs)\n", pos[0], pos[1], out, m->graph->n_nodes,
