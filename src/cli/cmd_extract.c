@@ -2,8 +2,8 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "otter/infer.h"
 #include "otter/edit.h"
+#include "otter/infer.h"
 
 int cmd_extract(int argc, char **argv) {
     const char *out = NULL, *inputs = NULL, *outputs = NULL;
