@@ -11,7 +11,25 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE };
+enum {
+    RAND,
+    POS,
+    INTS,
+    BOOLS,
+    FIXED,
+    PROB,
+    MINUS_HALF,
+    HALF,
+    POS_FIXED,
+    RATIO,
+    SPREAD,
+    WIDE,
+    UNIT,
+    ABOVE_ONE,
+    TIES,
+    LO,
+    HI
+};
 
 typedef struct input_spec {
     const char *name;
@@ -57,7 +75,8 @@ static int64_t numel(const input_spec *s) {
 }
 
 static bool is_wrt(const input_spec *s) {
-    return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE;
+    return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == UNIT ||
+           s->kind == ABOVE_ONE || s->kind == TIES || s->kind == LO || s->kind == HI;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -170,7 +189,15 @@ static void run_case(const grad_case *c) {
             /* SPREAD: distinct values 0.1 apart, so a max never changes hands within eps. */
             /* WIDE: -4.45, -4.15, ... 0.3 apart: every piece of HardSigmoid / HardSwish (kinks at ±2.5, ±3)
              * and at least 0.05 from a kink. */
+            /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
+             * TIES: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
+            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
             d[e] = s->kind == SPREAD       ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
+                   : s->kind == UNIT       ? 0.8f * frand()
+                   : s->kind == ABOVE_ONE  ? 1.6f + 0.4f * frand()
+                   : s->kind == TIES       ? (float)(e % 3 - 1) * 0.4f
+                   : s->kind == LO         ? -0.5f
+                   : s->kind == HI         ? 0.5f
                    : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
@@ -318,6 +345,12 @@ static void a_bn_train(otter_node *n) {
 static void a_dropout(otter_node *n) { otter_node_set_attr_int(n, "seed", 5); }
 static void a_sce(otter_node *n) { otter_node_set_attr_string(n, "reduction", "mean"); }
 static void a_gather(otter_node *n) { otter_node_set_attr_int(n, "axis", 1); }
+static void a_alpha_07(otter_node *n) { otter_node_set_attr_float(n, "alpha", 0.7f); }
+static void a_alpha_15(otter_node *n) { otter_node_set_attr_float(n, "alpha", 1.5f); }
+static void a_selu(otter_node *n) {
+    otter_node_set_attr_float(n, "alpha", 1.2f);
+    otter_node_set_attr_float(n, "gamma", 0.8f);
+}
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -412,6 +445,49 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(4, 3, 2)}, {"t", INTS, SHAPE(4, 2), {0, 2, 1, 1, 2, 0, 1, 0}}},
      1,
      a_nll_sum_ignore},
+    /* activations, trigonometric functions, Min / Max, Clip bounds, piecewise-constant ops */
+    {"Elu", "Elu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Elu alpha", "Elu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
+    {"Selu", "Selu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Selu alpha gamma", "Selu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_selu},
+    {"Celu", "Celu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Celu alpha", "Celu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_15},
+    {"ThresholdedRelu", "ThresholdedRelu", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"ThresholdedRelu alpha", "ThresholdedRelu", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_alpha_07},
+    {"PRelu per channel", "PRelu", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3, 2, 2)}, {"s", RAND, SHAPE(3, 1, 1)}}, 1},
+    {"PRelu shared slope", "PRelu", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3)}, {"s", RAND, SHAPE(1)}}, 1},
+    {"Softplus", "Softplus", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Softsign", "Softsign", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Mish", "Mish", NULL, 18, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Swish", "Swish", NULL, 24, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Swish alpha", "Swish", NULL, 24, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_15},
+    {"Sin", "Sin", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Cos", "Cos", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Tan", "Tan", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Asin", "Asin", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Acos", "Acos", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Atan", "Atan", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Sinh", "Sinh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Cosh", "Cosh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Asinh", "Asinh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Acosh", "Acosh", NULL, 0, 1, {{"x", ABOVE_ONE, SHAPE(6)}}, 1},
+    {"Atanh", "Atanh", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    /* a and b tie at 3 of 6 elements (each gets half, as the central difference at a kink); c never wins */
+    {"Max ties broadcast three",
+     "Max",
+     NULL,
+     0,
+     3,
+     {{"a", TIES, SHAPE(2, 3)}, {"b", TIES, SHAPE(2, 1)}, {"c", SPREAD, SHAPE(3)}},
+     1},
+    {"Min ties broadcast", "Min", NULL, 0, 2, {{"a", TIES, SHAPE(2, 3)}, {"b", TIES, SHAPE(2, 1)}}, 1},
+    {"Min three", "Min", NULL, 0, 3, {{"a", WIDE, SHAPE(2, 3)}, {"b", SPREAD, SHAPE(3)}, {"c", TIES, SHAPE(2, 1)}}, 1},
+    {"Clip bounds", "Clip", NULL, 0, 3, {{"x", RAND, SHAPE(8)}, {"lo", LO, 0, {0}}, {"hi", HI, 0, {0}}}, 1},
+    {"Clip max bound only", "Clip", NULL, 0, 3, {{"x", RAND, SHAPE(2, 4)}, {"", FIXED, 0, {0}}, {"hi", HI, 0, {0}}}, 1},
+    {"Floor", "Floor", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Ceil", "Ceil", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Round", "Round", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Sign", "Sign", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -410,8 +410,7 @@ static void builder_free(ot_grad *g) {
 
 static const char *node_label(const otter_node *n) { return n->name && n->name[0] ? n->name : n->outputs[0]; }
 
-/* Zeros shaped like x, for a requested tensor the loss doesn't depend on. */
-static void zero_grad(ot_grad *g, const char *x, const char *out) {
+void ot_grad_zeros_like(ot_grad *g, const char *x, const char *out) {
     const otter_type *t = ot_grad_type(g, x);
     otter_dtype dt = t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
     const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
@@ -528,7 +527,7 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
         const char *dx = finish(g, o->wrt[i]);
         if (!dx) {
             const char *name = grad_name(g, o->wrt[i]);
-            zero_grad(g, o->wrt[i], name);
+            ot_grad_zeros_like(g, o->wrt[i], name); /* the loss doesn't depend on it */
         }
     }
 }
