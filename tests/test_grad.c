@@ -49,7 +49,8 @@ typedef struct grad_case {
     input_spec in[6];
     int n_out;
     void (*attrs)(otter_node *n);
-    double tol; /* 0: the default */
+    double tol;      /* 0: the default */
+    int node_inputs; /* inputs the node reads itself (0: all); the rest are read by its subgraphs */
 } grad_case;
 
 static uint64_t rng = 88172645463325252ull;
@@ -104,7 +105,8 @@ static otter_model *forward_model(const grad_case *c) {
     }
     const char *outs[4] = {"y0", "y1", "y2", "y3"};
     otter_node *n;
-    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)c->n_out, outs));
+    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)(c->node_inputs ? c->node_inputs : c->n_in), names,
+                               (size_t)c->n_out, outs));
     if (c->domain) CHECK_OK(otter_node_set_domain(n, c->domain));
     if (c->attrs) c->attrs(n);
     CHECK_OK(otter_graph_add_node(g, n));
@@ -352,6 +354,78 @@ static void a_selu(otter_node *n) {
     otter_node_set_attr_float(n, "gamma", 0.8f);
 }
 
+/* ---- subgraphs of control-flow cases ---- */
+static otter_node *node1(otter_graph *g, const char *op, const char *in0, const char *in1, const char *out) {
+    otter_node *n;
+    const char *ins[] = {in0, in1}, *outs[] = {out};
+    CHECK_OK(otter_node_create(&n, op, out, in1 ? 2 : 1, ins, 1, outs));
+    CHECK_OK(otter_graph_add_node(g, n));
+    return n;
+}
+static otter_graph *subgraph(const char *name) {
+    otter_graph *g;
+    CHECK_OK(otter_graph_create(&g, name));
+    return g;
+}
+/* then: a * b (broadcast); else: tanh(a), so b's gradient is zero there. */
+static void a_if(otter_node *n) {
+    otter_graph *t = subgraph("then"), *e = subgraph("else");
+    node1(t, "Mul", "a", "b", "then_out");
+    CHECK_OK(otter_graph_add_output(t, "then_out", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    node1(e, "Tanh", "a", NULL, "else_out");
+    CHECK_OK(otter_graph_add_output(e, "else_out", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "then_branch", t));
+    CHECK_OK(otter_node_set_attr_graph(n, "else_branch", e));
+}
+/* Loop body: h = tanh(h @ W + 0.1 * i), carried and also scanned out; the condition passes through. */
+static void a_loop(otter_node *n) {
+    otter_graph *b = subgraph("body");
+    int64_t h_dims[2] = {1, 4};
+    CHECK_OK(otter_graph_add_input(b, "i", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "cond_in", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "h_in", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    otter_tensor *tenth;
+    float v = 0.1f;
+    CHECK_OK(otter_tensor_from_data(&tenth, "tenth", OTTER_DTYPE_FLOAT, 0, NULL, &v));
+    CHECK_OK(otter_graph_add_initializer(b, tenth));
+    CHECK_OK(otter_node_set_attr_int(node1(b, "Cast", "i", NULL, "i_f"), "to", OTTER_DTYPE_FLOAT));
+    node1(b, "Mul", "i_f", "tenth", "shift");
+    node1(b, "MatMul", "h_in", "W", "mm");
+    node1(b, "Add", "mm", "shift", "pre");
+    node1(b, "Tanh", "pre", NULL, "h_out");
+    node1(b, "Identity", "cond_in", NULL, "cond_out");
+    node1(b, "Identity", "h_out", NULL, "h_scan");
+    CHECK_OK(otter_graph_add_output(b, "cond_out", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(b, "h_out", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    CHECK_OK(otter_graph_add_output(b, "h_scan", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "body", b));
+}
+/* Scan body: h = tanh(h @ W + x_t), carried; y_t = h * x_t scanned out. */
+static void scan_body(otter_node *n) {
+    otter_graph *b = subgraph("body");
+    int64_t dims[2] = {2, 4};
+    CHECK_OK(otter_graph_add_input(b, "h_in", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_graph_add_input(b, "x_t", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    node1(b, "MatMul", "h_in", "W", "mm");
+    node1(b, "Add", "mm", "x_t", "pre");
+    node1(b, "Tanh", "pre", NULL, "h_out");
+    node1(b, "Mul", "h_out", "x_t", "y_t");
+    CHECK_OK(otter_graph_add_output(b, "h_out", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_graph_add_output(b, "y_t", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "body", b));
+    CHECK_OK(otter_node_set_attr_int(n, "num_scan_inputs", 1));
+}
+static void a_scan(otter_node *n) { scan_body(n); }
+/* Over axis 1, backwards, stacking outputs along axis 1 backwards too. */
+static void a_scan_axis1_reverse(otter_node *n) {
+    int64_t one = 1;
+    scan_body(n);
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_input_axes", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_input_directions", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_output_axes", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_output_directions", 1, &one));
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -488,6 +562,67 @@ static const grad_case CASES[] = {
     {"Ceil", "Ceil", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     {"Round", "Round", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     {"Sign", "Sign", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    /* control flow: If (both branches), Loop with a constant trip count, Scan over a sequence axis */
+    {"If then",
+     "If",
+     NULL,
+     0,
+     3,
+     {{"c", BOOLS, 0, {0}, {1}}, {"a", RAND, SHAPE(2, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_if,
+     0,
+     1},
+    {"If else",
+     "If",
+     NULL,
+     0,
+     3,
+     {{"c", BOOLS, 0, {0}, {0}}, {"a", RAND, SHAPE(2, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_if,
+     0,
+     1},
+    {"Loop M=3 MatMul Tanh",
+     "Loop",
+     NULL,
+     0,
+     4,
+     {{"M", INTS, 0, {0}, {3}}, {"", FIXED, 0, {0}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop,
+     0,
+     3},
+    {"Loop cond true opset 11",
+     "Loop",
+     NULL,
+     11,
+     4,
+     {{"M", INTS, 0, {0}, {2}}, {"c", BOOLS, 0, {0}, {1}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop,
+     0,
+     3},
+    {"Scan",
+     "Scan",
+     NULL,
+     0,
+     3,
+     {{"h0", RAND, SHAPE(2, 4)}, {"xs", RAND, SHAPE(3, 2, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_scan,
+     0,
+     2},
+    {"Scan axis 1 reverse",
+     "Scan",
+     NULL,
+     0,
+     3,
+     {{"h0", RAND, SHAPE(2, 4)}, {"xs", RAND, SHAPE(2, 3, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_scan_axis1_reverse,
+     0,
+     2},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
@@ -625,10 +760,34 @@ static void check_every_rule_has_a_case(void) {
     printf("%zu gradient rules in the registry, %zu without a finite-difference case\n", rules, missing);
 }
 
+/* A Loop whose trip count is a graph input can't be unrolled: the error names the node. */
+static void check_dynamic_loop_error(void) {
+    grad_case c = {"Loop dynamic M",
+                   "Loop",
+                   NULL,
+                   0,
+                   4,
+                   {{"M", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+                   2,
+                   a_loop,
+                   0,
+                   3};
+    otter_model *m = forward_model(&c);
+    CHECK_OK(otter_graph_change_input(m->graph, "M", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    const char *wrt[] = {"W"};
+    otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+    otter_status st = otter_model_add_gradients(m, &go);
+    const char *msg = otter_last_error();
+    CHECK(st == OTTER_ERR_UNSUPPORTED && strstr(msg, "'op' (Loop)") && strstr(msg, "trip count"));
+    printf("dynamic Loop: %s\n", msg);
+    otter_model_free(m);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         if (!only || strstr(CASES[i].label, only)) run_case(&CASES[i]);
     if (!only) check_every_rule_has_a_case();
+    if (!only) check_dynamic_loop_error();
     return tu_finish("test_grad");
 }

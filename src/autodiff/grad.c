@@ -532,13 +532,26 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
     }
 }
 
+/* Whether a node of g, or of its subgraphs (an If's gradient branches), is in `domain`. */
+static bool uses_domain(const otter_graph *g, const char *domain) {
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const otter_node *n = g->nodes[i];
+        if (ot_streq(n->domain, domain)) return true;
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].g && uses_domain(n->attrs[a].g, domain)) return true;
+    }
+    return false;
+}
+
 otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *o) {
     if (!o || !o->loss) return ot_error(OTTER_ERR_ARGUMENT, "add_gradients needs a loss tensor");
     ot_grad g = {.loss = o->loss};
     otter_status s = otter_model_clone(&g.m, m);
     if (s == OTTER_OK) s = otter_graph_topo_sort(g.m->graph);
+    if (s == OTTER_OK) s = ot_grad_unroll_loops(g.m, o);
     if (s == OTTER_OK) s = otter_model_clone(&g.typed, g.m);
     if (s == OTTER_OK) s = otter_model_infer_shapes(g.typed, NULL);
+    if (s == OTTER_OK) s = ot_grad_expose_captures(g.m->graph);
     if (s != OTTER_OK) {
         otter_model_free(g.m);
         builder_free(&g);
@@ -546,13 +559,10 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     }
     g.gr = g.m->graph;
     build(&g, o, g.gr->n_nodes);
-    if (!ot_grad_failed(&g) && otter_model_opset(g.m, "com.microsoft") == 0) {
-        for (size_t i = 0; i < g.gr->n_nodes; i++)
-            if (ot_streq(g.gr->nodes[i]->domain, "com.microsoft")) {
-                if (otter_model_set_opset(g.m, "com.microsoft", 1) != OTTER_OK) nomem(&g);
-                break;
-            }
-    }
+    if (!ot_grad_failed(&g) && otter_model_opset(g.m, "com.microsoft") == 0 && uses_domain(g.gr, "com.microsoft") &&
+        otter_model_set_opset(g.m, "com.microsoft", 1) != OTTER_OK)
+        nomem(&g);
+    ot_grad_hide_captures(g.m->graph);
     s = g.status;
     if (s == OTTER_OK) {
         otter_model tmp = *m;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ops/registry.h"
+#include "otter/autodiff.h"
 #include "otter/ir.h"
 
 /* ---- what a rule reads --------------------------------------------------------------------- */
@@ -118,6 +119,13 @@ void ot_grad_cosh(ot_grad *g, otter_node *n);
 void ot_grad_asinh(ot_grad *g, otter_node *n);
 void ot_grad_acosh(ot_grad *g, otter_node *n);
 void ot_grad_atanh(ot_grad *g, otter_node *n);
+/* rules_control.c; the builder unrolls Loop and Scan on the gradient path before it starts
+ * (ot_grad_unroll_loops), and lets If rules see the outer tensors the branches read as extra inputs of
+ * the If node while it runs (ot_grad_expose_captures, then ot_grad_hide_captures). */
+otter_status ot_grad_unroll_loops(otter_model *m, const otter_grad_options *o);
+otter_status ot_grad_expose_captures(otter_graph *g);
+void ot_grad_hide_captures(otter_graph *g);
+void ot_grad_if(ot_grad *g, otter_node *n);
 /* rules_nn.c */
 void ot_grad_gemm(ot_grad *g, otter_node *n);
 void ot_grad_matmul(ot_grad *g, otter_node *n);

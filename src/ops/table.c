@@ -149,8 +149,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Hardmax", KERNELS({1, ot_kernel_hardmax, 0}, {13, ot_kernel_hardmax, 0}), .infer = ot_infer_like_input},
     {"", "Identity", KERNELS({1, ot_kernel_identity, OT_OP_INPLACE0}), .infer = ot_infer_identity,
      .grad = ot_grad_identity, .diff_inputs = 0x1},
-    {"", "If", KERNELS({1, ot_kernel_if, OT_OP_VALUES}),
-     .infer = ot_infer_if}, /* 1: branches may give sequences and optionals */
+    {"", "If", KERNELS({1, ot_kernel_if, OT_OP_VALUES}), .infer = ot_infer_if, .grad = ot_grad_if,
+     .diff_inputs = 0xfffffffeu}, /* 1: branches may give sequences and optionals; gradient inputs: what they read */
     {"", "ImageDecoder", KERNELS({20, ot_kernel_image_decoder, 0}), .infer = ot_infer_image_decoder},
     {"", "InstanceNormalization", KERNELS({1, ot_kernel_instancenorm, 0}), .infer = ot_infer_like_input},
     {"", "IsInf", KERNELS({10, ot_kernel_isinf, 0}), .infer = ot_infer_unary_bool},
