@@ -377,8 +377,9 @@ static void a_if(otter_node *n) {
     CHECK_OK(otter_node_set_attr_graph(n, "then_branch", t));
     CHECK_OK(otter_node_set_attr_graph(n, "else_branch", e));
 }
-/* Loop body: h = tanh(h @ W + 0.1 * i), carried and also scanned out; the condition passes through. */
-static void a_loop(otter_node *n) {
+/* Loop body: h = tanh(h @ W + 0.1 * i), carried and also scanned out; the condition passes through
+ * (or, as PyTorch exports it, an outer constant true does). */
+static void loop_body(otter_node *n, const char *cond_source) {
     otter_graph *b = subgraph("body");
     int64_t h_dims[2] = {1, 4};
     CHECK_OK(otter_graph_add_input(b, "i", OTTER_DTYPE_INT64, 0, NULL, NULL));
@@ -393,13 +394,15 @@ static void a_loop(otter_node *n) {
     node1(b, "MatMul", "h_in", "W", "mm");
     node1(b, "Add", "mm", "shift", "pre");
     node1(b, "Tanh", "pre", NULL, "h_out");
-    node1(b, "Identity", "cond_in", NULL, "cond_out");
+    node1(b, "Identity", cond_source, NULL, "cond_out");
     node1(b, "Identity", "h_out", NULL, "h_scan");
     CHECK_OK(otter_graph_add_output(b, "cond_out", OTTER_DTYPE_BOOL, 0, NULL, NULL));
     CHECK_OK(otter_graph_add_output(b, "h_out", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
     CHECK_OK(otter_graph_add_output(b, "h_scan", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
     CHECK_OK(otter_node_set_attr_graph(n, "body", b));
 }
+static void a_loop(otter_node *n) { loop_body(n, "cond_in"); }
+static void a_loop_outer_true(otter_node *n) { loop_body(n, "c"); }
 /* Scan body: h = tanh(h @ W + x_t), carried; y_t = h * x_t scanned out. */
 static void scan_body(otter_node *n) {
     otter_graph *b = subgraph("body");
@@ -601,6 +604,16 @@ static const grad_case CASES[] = {
      {{"M", INTS, 0, {0}, {2}}, {"c", BOOLS, 0, {0}, {1}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
      2,
      a_loop,
+     0,
+     3},
+    {"Loop outer true condition",
+     "Loop",
+     NULL,
+     0,
+     4,
+     {{"M", INTS, 0, {0}, {2}}, {"c", BOOLS, 0, {0}, {1}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop_outer_true,
      0,
      3},
     {"Scan",

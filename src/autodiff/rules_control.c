@@ -362,16 +362,21 @@ static otter_status stack(unroll *u, const char *prefix, char **parts, size_t co
 }
 
 /* Whether the Loop body's condition output is always true or the condition it got: then the loop
- * runs M times (or never, when its condition input is false). */
-static bool runs_trip_count(const otter_graph *body) {
+ * runs M times (or never, when its condition input is false). The constant may be the enclosing
+ * graph's (PyTorch passes an outer true through an Identity). */
+static bool runs_trip_count(const otter_graph *outer, const otter_graph *body) {
     const char *name = body->outputs[0].name;
     for (;;) {
         if (ot_streq(name, body->inputs[1].name)) return true;
         int64_t v;
         if (constant_int(constant(body, name), &v)) return v != 0;
         ptrdiff_t p = otter_graph_find_producer(body, name);
-        if (p < 0 || !is_op(body->nodes[p], "Identity")) return false;
-        name = body->nodes[p]->inputs[0];
+        if (p >= 0 && is_op(body->nodes[p], "Identity")) {
+            name = body->nodes[p]->inputs[0];
+            continue;
+        }
+        bool local = p >= 0 || otter_graph_find_input(body, name) >= 0;
+        return !local && constant_int(constant(outer, name), &v) && v != 0;
     }
 }
 
@@ -423,7 +428,7 @@ static otter_status unroll_loop(unroll *u, const otter_node *n) {
                         "node '%s' (Loop): its condition input is not a constant, so its trip count is only known "
                         "when it runs and it can't be unrolled to build gradients",
                         label(n));
-    if (!runs_trip_count(body))
+    if (!runs_trip_count(u->g, body))
         return ot_error(OTTER_ERR_UNSUPPORTED,
                         "node '%s' (Loop): its body computes whether to go on, so its trip count is only known when "
                         "it runs and it can't be unrolled to build gradients",
