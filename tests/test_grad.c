@@ -796,11 +796,54 @@ static void check_dynamic_loop_error(void) {
     otter_model_free(m);
 }
 
+/* Building the gradients of the control-flow cases with the Nth allocation failing, N = 1, 2, ...:
+ * every run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. */
+static void check_control_flow_allocation_failures(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const grad_case *c = &CASES[i];
+        if (strcmp(c->op, "If") != 0 && strcmp(c->op, "Loop") != 0 && strcmp(c->op, "Scan") != 0) continue;
+        otter_model *fwd = forward_model(c);
+        const char *wrt[6];
+        size_t n_wrt = 0;
+        for (int k = 0; k < c->n_in; k++)
+            if (is_wrt(&c->in[k])) wrt[n_wrt++] = c->in[k].name;
+        otter_grad_options go = {.loss = "loss", .n_wrt = n_wrt, .wrt = wrt};
+        long n;
+        int nomem = 0, other = 0, leaks = 0;
+        otter_set_allocator(&tu_counting_allocator);
+        for (n = 1;; n++) {
+            otter_model *m = NULL;
+            otter_status s = otter_model_clone(&m, fwd);
+            tu_alloc_fail_at(n);
+            tu_alloc_live = 0;
+            if (s == OTTER_OK) s = otter_model_add_gradients(m, &go);
+            tu_alloc_fail_at(0);
+            /* A failure leaves the model as it was: everything it allocated is freed. */
+            if (s != OTTER_OK && tu_alloc_live != 0) leaks++;
+            otter_model_free(m);
+            if (s == OTTER_OK) break;
+            if (s == OTTER_ERR_NOMEM) {
+                nomem++;
+            } else {
+                other++;
+                fprintf(stderr, "%s: failing allocation %ld gave %s: %s\n", c->label, n, otter_status_name(s),
+                        otter_last_error());
+            }
+        }
+        otter_set_allocator(NULL);
+        printf("%-28s %ld allocation points, %d clean NOMEM, %d other errors, %d leaking runs\n", c->label, n, nomem,
+               other, leaks);
+        CHECK(other == 0 && leaks == 0 && nomem == n - 1);
+        otter_model_free(fwd);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         if (!only || strstr(CASES[i].label, only)) run_case(&CASES[i]);
     if (!only) check_every_rule_has_a_case();
     if (!only) check_dynamic_loop_error();
+    if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");
 }

@@ -239,8 +239,12 @@ otter_node *ot_grad_emit(ot_grad *g, const char *op_type, const char *domain, si
         nomem(g);
         return NULL;
     }
-    if ((domain && domain[0] && otter_node_set_domain(n, domain) != OTTER_OK) ||
-        otter_graph_add_node(g->gr, n) != OTTER_OK) {
+    if (domain && domain[0] && otter_node_set_domain(n, domain) != OTTER_OK) {
+        otter_node_free(n);
+        nomem(g);
+        return NULL;
+    }
+    if (otter_graph_add_node(g->gr, n) != OTTER_OK) { /* frees n */
         nomem(g);
         return NULL;
     }

@@ -227,11 +227,13 @@ static otter_status flow_compute(flow *f, const otter_graph *g, const otter_grad
     return OTTER_OK;
 }
 
-static bool on_gradient_path(const flow *f, const otter_node *n) {
+static otter_status on_gradient_path(const flow *f, const otter_node *n, bool *on_path) {
     bool reaches = false;
     for (size_t j = 0; j < n->n_outputs; j++) reaches |= ot_strmap_has(&f->to_loss, n->outputs[j]);
     any_of dep = {&f->from_wrt, false};
-    return reaches && ot_node_reads(n, find_in, &dep) == OTTER_OK && dep.found;
+    if (reaches) OT_TRY(ot_node_reads(n, find_in, &dep));
+    *on_path = reaches && dep.found;
+    return OTTER_OK;
 }
 
 /* ---- unrolling ------------------------------------------------------------------------------ */
@@ -283,20 +285,11 @@ static otter_status add_scalar(otter_graph *g, const char *name, otter_dtype dty
     return otter_graph_add_initializer(g, t);
 }
 
-/* Whether graph `body` reads `name` (directly or in a nested subgraph). */
-static bool body_reads(const otter_graph *body, const char *name) {
-    for (size_t k = 0; k < body->n_nodes; k++) {
-        any_of hit = {NULL, false};
-        ot_strmap one = {0};
-        if (ot_strmap_put(&one, name, 1) != OTTER_OK) return true; /* keep it bound */
-        hit.set = &one;
-        otter_status s = ot_node_reads(body->nodes[k], find_in, &hit);
-        ot_strmap_free(&one);
-        if (s != OTTER_OK || hit.found) return true;
-    }
-    for (size_t i = 0; i < body->n_outputs; i++)
-        if (ot_streq(body->outputs[i].name, name)) return true;
-    return false;
+/* The names graph `body` reads (its nodes' inputs, what their subgraphs read, its outputs). */
+static otter_status body_reads(const otter_graph *body, ot_strmap *reads) {
+    for (size_t k = 0; k < body->n_nodes; k++) OT_TRY(ot_node_reads(body->nodes[k], mark, reads));
+    for (size_t i = 0; i < body->n_outputs; i++) OT_TRY(mark(body->outputs[i].name, reads));
+    return OTTER_OK;
 }
 
 /* Append one copy of `body` to u->g: body input i reads bound[i], every tensor the body defines is
@@ -447,7 +440,11 @@ static otter_status unroll_loop(unroll *u, const otter_node *n) {
         if (!(states[i] = ot_strdup(n->inputs[2 + i]))) s = OT_NOMEM();
     for (size_t q = 0; s == OTTER_OK && q < n_scans; q++)
         if (!(scans[q] = ot_calloc((size_t)trips, sizeof **scans))) s = OT_NOMEM();
-    bool reads_iter = body_reads(body, body->inputs[0].name), reads_cond = body_reads(body, body->inputs[1].name);
+    ot_strmap reads = {0};
+    if (s == OTTER_OK) s = body_reads(body, &reads);
+    bool reads_iter = ot_strmap_has(&reads, body->inputs[0].name),
+         reads_cond = ot_strmap_has(&reads, body->inputs[1].name);
+    ot_strmap_free(&reads);
     for (int64_t t = 0; s == OTTER_OK && t < trips; t++) {
         ot_free(prefix);
         if (!(prefix = ot_sprintf("%s/iteration_%lld/", label(n), (long long)t))) {
@@ -580,7 +577,7 @@ static otter_status unroll_scan(unroll *u, const otter_node *n) {
     free_names(states, ns);
     for (size_t q = 0; scans && q < nq; q++) free_names(scans[q], (size_t)(len > 0 ? len : 0));
     ot_free(scans);
-    free_names(outs, body ? body->n_outputs : 0);
+    free_names(outs, body->n_outputs);
     free_names(slices, (size_t)m);
     ot_free(bound);
     ot_free(prefix);
@@ -599,7 +596,7 @@ static otter_status unroll_pass(otter_model *m, const otter_grad_options *o, boo
     if (!todo) s = OT_NOMEM();
     for (size_t k = 0; s == OTTER_OK && k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
-        todo[k] = (is_op(n, "Loop") || is_op(n, "Scan")) && on_gradient_path(&f, n);
+        if (is_op(n, "Loop") || is_op(n, "Scan")) s = on_gradient_path(&f, n, &todo[k]);
         any |= todo[k];
         any_scan |= todo[k] && is_op(n, "Scan");
     }
@@ -698,10 +695,14 @@ static otter_status branch_model(ot_grad *g, const otter_node *n, const otter_gr
     /* dY_j is declared with Y_j's type as inferred in the branch (the If's may be less precise when the
      * branches differ), so the product's gradient knows it wasn't broadcast. */
     otter_model *typed = NULL;
-    if (s == OTTER_OK && otter_model_clone(&typed, sub) == OTTER_OK &&
-        otter_model_infer_shapes(typed, NULL) != OTTER_OK) {
-        otter_model_free(typed);
-        typed = NULL;
+    if (s == OTTER_OK) s = otter_model_clone(&typed, sub);
+    if (s == OTTER_OK) {
+        otter_status inferred = otter_model_infer_shapes(typed, NULL);
+        if (inferred == OTTER_ERR_NOMEM) s = inferred;
+        if (inferred != OTTER_OK) { /* otherwise the If's output types serve */
+            otter_model_free(typed);
+            typed = NULL;
+        }
     }
     const char **parts = ot_calloc(n->n_outputs + 1, sizeof *parts);
     size_t n_parts = 0;
