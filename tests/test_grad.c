@@ -796,6 +796,66 @@ static void check_dynamic_loop_error(void) {
     otter_model_free(m);
 }
 
+/* Inputs past the 31st get gradients too: a Sum of 33 inputs, and an If whose branch sums 33 outer tensors;
+ * loss = sum(y), so d(x32) must be ones. */
+static void check_input_33(void) {
+    for (int use_if = 0; use_if < 2; use_if++) {
+        otter_model *m;
+        CHECK_OK(otter_model_create(&m, "many_inputs", 17));
+        char names[33][8];
+        const char *ins[33];
+        int64_t two = 2;
+        for (int i = 0; i < 33; i++) {
+            snprintf(names[i], sizeof names[i], "x%d", i);
+            ins[i] = names[i];
+            CHECK_OK(otter_graph_add_input(m->graph, names[i], OTTER_DTYPE_FLOAT, 1, &two, NULL));
+        }
+        otter_node *n;
+        const char *y = "y", *sum_name = use_if ? "branch_sum" : "y";
+        otter_graph *body = use_if ? subgraph("then") : m->graph;
+        CHECK_OK(otter_node_create(&n, "Sum", sum_name, 33, ins, 1, &sum_name));
+        CHECK_OK(otter_graph_add_node(body, n));
+        if (use_if) {
+            CHECK_OK(otter_graph_add_output(body, sum_name, OTTER_DTYPE_FLOAT, 1, &two, NULL));
+            otter_graph *other = subgraph("else");
+            node1(other, "Identity", "x0", NULL, "else_out");
+            CHECK_OK(otter_graph_add_output(other, "else_out", OTTER_DTYPE_FLOAT, 1, &two, NULL));
+            otter_tensor *c;
+            uint8_t yes = 1;
+            CHECK_OK(otter_tensor_from_data(&c, "c", OTTER_DTYPE_BOOL, 0, NULL, &yes));
+            CHECK_OK(otter_graph_add_initializer(m->graph, c));
+            const char *cond = "c";
+            CHECK_OK(otter_node_create(&n, "If", "if", 1, &cond, 1, &y));
+            CHECK_OK(otter_node_set_attr_graph(n, "then_branch", body));
+            CHECK_OK(otter_node_set_attr_graph(n, "else_branch", other));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+        }
+        CHECK_OK(otter_node_set_attr_int(node1(m->graph, "ReduceSum", "y", NULL, "loss"), "keepdims", 0));
+        CHECK_OK(otter_graph_add_output(m->graph, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+        const char *wrt[] = {"x32"};
+        otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+        CHECK_OK(otter_model_add_gradients(m, &go));
+        CHECK_OK(otter_graph_add_output(m->graph, "x32_grad", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        otter_session *sess;
+        otter_session_options so = {.n_threads = 1};
+        CHECK_OK(otter_session_create(&sess, m, &so));
+        otter_tensor *vals[33], *grad = NULL;
+        for (int i = 0; i < 33; i++) {
+            CHECK_OK(otter_tensor_create(&vals[i], names[i], OTTER_DTYPE_FLOAT, 1, &two));
+            ((float *)vals[i]->data)[0] = ((float *)vals[i]->data)[1] = (float)i;
+        }
+        const char *out = "x32_grad";
+        CHECK_OK(otter_session_run(sess, 33, ins, (const otter_tensor *const *)vals, 1, &out, &grad));
+        const float *d = grad ? grad->data : NULL;
+        CHECK(d && d[0] == 1.0f && d[1] == 1.0f);
+        printf("%s of 33 inputs: d(x32) = [%g, %g]\n", use_if ? "If reading" : "Sum", d ? d[0] : NAN, d ? d[1] : NAN);
+        otter_tensor_free(grad);
+        for (int i = 0; i < 33; i++) otter_tensor_free(vals[i]);
+        otter_session_free(sess);
+        otter_model_free(m);
+    }
+}
+
 /* Building the gradients of the control-flow cases with the Nth allocation failing, N = 1, 2, ...:
  * every run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. */
 static void check_control_flow_allocation_failures(void) {
@@ -844,6 +904,7 @@ int main(int argc, char **argv) {
         if (!only || strstr(CASES[i].label, only)) run_case(&CASES[i]);
     if (!only) check_every_rule_has_a_case();
     if (!only) check_dynamic_loop_error();
+    if (!only) check_input_33();
     if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");
 }

@@ -123,7 +123,7 @@ static bool is_float(ot_grad *g, const char *name) {
 static bool active(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->active, name, NULL); }
 static bool reaches(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->reaches, name, NULL); }
 
-static bool diff_input(const ot_op_entry *r, size_t i) { return !r || (i < 32 && (r->diff_inputs >> i) & 1u); }
+static bool diff_input(const ot_op_entry *r, size_t i) { return !r || ot_op_diff_input(r, i); }
 
 bool ot_grad_needs(ot_grad *g, size_t i) {
     const otter_node *n = g->node;

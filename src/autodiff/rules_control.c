@@ -212,7 +212,7 @@ static otter_status flow_compute(flow *f, const otter_graph *g, const otter_grad
         } else {
             const ot_op_entry *r = ot_op_grad_rule(n->domain, n->op_type);
             for (size_t i = 0; i < n->n_inputs; i++)
-                if (!r || (i < 32 && (r->diff_inputs >> i) & 1u)) OT_TRY(find_in(n->inputs[i], &dep));
+                if (!r || ot_op_diff_input(r, i)) OT_TRY(find_in(n->inputs[i], &dep));
         }
         for (size_t j = 0; dep.found && j < n->n_outputs; j++)
             if (!ot_str_empty(n->outputs[j])) OT_TRY(ot_strmap_put(&f->from_wrt, n->outputs[j], 1));
