@@ -538,6 +538,8 @@ static const grad_case CASES[] = {
     {"Mish", "Mish", NULL, 18, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     {"Swish", "Swish", NULL, 24, 1, {{"x", WIDE, SHAPE(30)}}, 1},
     {"Swish alpha", "Swish", NULL, 24, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_15},
+    {"QuickGelu (com.microsoft)", "QuickGelu", "com.microsoft", 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"QuickGelu alpha (com.microsoft)", "QuickGelu", "com.microsoft", 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
     {"Sin", "Sin", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
     {"Cos", "Cos", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
     {"Tan", "Tan", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},

@@ -310,9 +310,11 @@ void ot_grad_mish(ot_grad *g, otter_node *n) {
     dy_times(g, op2(g, "Add", "dmish", t, op2(g, "Mul", "X_sigmoid_sech2", xs, sech2)));
 }
 
-/* Swish (opset 24), X * sigmoid(alpha * X): dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). */
+/* Swish (opset 24) and com.microsoft QuickGelu, X * sigmoid(alpha * X) (alpha 1 and 1.702 by default):
+ * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). */
 void ot_grad_swish(ot_grad *g, otter_node *n) {
-    const char *alpha_x = op2(g, "Mul", "alpha_X", IN(0), scalar(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f)));
+    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
+    const char *alpha_x = op2(g, "Mul", "alpha_X", IN(0), scalar(g, IN(0), alpha));
     const char *s = op1(g, "Sigmoid", "sigmoid", alpha_x);
     const char *one = scalar(g, IN(0), 1.0f);
     const char *inner =
