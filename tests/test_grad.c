@@ -798,6 +798,57 @@ static void check_dynamic_loop_error(void) {
     otter_model_free(m);
 }
 
+/* A Loop whose trip count comes from the shape of a tensor that depends on W (an integer path, no
+ * gradient through it) is not on the gradient path: loss = sum(x @ W) + sum(Loop(M = rows(x @ W),
+ * c = c + 1 from c0)) builds, leaving the Loop as it is. */
+static void check_shape_driven_loop(void) {
+    otter_model *m;
+    CHECK_OK(otter_model_create(&m, "shape_loop", 17));
+    otter_graph *g = m->graph;
+    int64_t xd[2] = {3, 2}, wd[2] = {2, 2}, one = 1;
+    CHECK_OK(otter_graph_add_input(g, "x", OTTER_DTYPE_FLOAT, 2, xd, NULL));
+    CHECK_OK(otter_graph_add_input(g, "W", OTTER_DTYPE_FLOAT, 2, wd, NULL));
+    CHECK_OK(otter_graph_add_input(g, "c0", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    otter_tensor *zero, *inc;
+    int64_t z = 0;
+    float f1 = 1.0f;
+    CHECK_OK(otter_tensor_from_data(&zero, "zero", OTTER_DTYPE_INT64, 0, NULL, &z));
+    CHECK_OK(otter_graph_add_initializer(g, zero));
+    node1(g, "MatMul", "x", "W", "h");
+    node1(g, "Shape", "h", NULL, "h_shape");
+    CHECK_OK(otter_node_set_attr_int(node1(g, "Gather", "h_shape", "zero", "M"), "axis", 0));
+    otter_graph *b = subgraph("body");
+    CHECK_OK(otter_graph_add_input(b, "i", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "cond_in", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "c_in", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    CHECK_OK(otter_tensor_from_data(&inc, "inc", OTTER_DTYPE_FLOAT, 0, NULL, &f1));
+    CHECK_OK(otter_graph_add_initializer(b, inc));
+    node1(b, "Identity", "cond_in", NULL, "cond_out");
+    node1(b, "Add", "c_in", "inc", "c_out");
+    CHECK_OK(otter_graph_add_output(b, "cond_out", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(b, "c_out", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    otter_node *loop;
+    const char *loop_in[] = {"M", "", "c0"}, *loop_out[] = {"c_final"};
+    CHECK_OK(otter_node_create(&loop, "Loop", "loop", 3, loop_in, 1, loop_out));
+    CHECK_OK(otter_node_set_attr_graph(loop, "body", b));
+    CHECK_OK(otter_graph_add_node(g, loop));
+    CHECK_OK(otter_node_set_attr_int(node1(g, "ReduceSum", "h", NULL, "sum_h"), "keepdims", 0));
+    CHECK_OK(otter_node_set_attr_int(node1(g, "ReduceSum", "c_final", NULL, "sum_c"), "keepdims", 0));
+    node1(g, "Add", "sum_h", "sum_c", "loss");
+    CHECK_OK(otter_graph_add_output(g, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+    const char *wrt[] = {"W"};
+    otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+    otter_status st = otter_model_add_gradients(m, &go);
+    CHECK(st == OTTER_OK);
+    if (st != OTTER_OK) fprintf(stderr, "shape-driven Loop: %s\n", otter_last_error());
+    bool still_a_loop = false;
+    for (size_t k = 0; k < g->n_nodes; k++) still_a_loop |= strcmp(m->graph->nodes[k]->op_type, "Loop") == 0;
+    CHECK(still_a_loop); /* left as it is: nothing to differentiate through it */
+    printf("shape-driven Loop off the gradient path: %s, Loop kept: %s\n", st == OTTER_OK ? "built" : "failed",
+           still_a_loop ? "yes" : "no");
+    otter_model_free(m);
+}
+
 /* Inputs past the 31st get gradients too: a Sum of 33 inputs, and an If whose branch sums 33 outer tensors;
  * loss = sum(y), so d(x32) must be ones. */
 static void check_input_33(void) {
@@ -907,6 +958,7 @@ int main(int argc, char **argv) {
     if (!only) check_every_rule_has_a_case();
     if (!only) check_dynamic_loop_error();
     if (!only) check_input_33();
+    if (!only) check_shape_driven_loop();
     if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");
 }

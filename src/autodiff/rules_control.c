@@ -196,13 +196,19 @@ static otter_status find_in(const char *name, void *user) {
 }
 
 /* Tensors that depend on a trainable one (as the builder propagates them: through the inputs a
- * gradient rule differentiates, every input of a node without one, everything control flow reads),
- * and tensors the loss depends on. */
+ * gradient rule differentiates, every input of a node without one, everything control flow reads,
+ * into outputs that may be float), and tensors the loss depends on. */
 typedef struct flow {
     ot_strmap from_wrt, to_loss;
 } flow;
 
-static otter_status flow_compute(flow *f, const otter_graph *g, const otter_grad_options *o) {
+/* Whether a tensor may be float (unknown types may: the builder decides the same way). */
+static bool maybe_float(const otter_graph *typed, const char *name) {
+    const otter_type *t = typed ? otter_graph_value_type(typed, name) : NULL;
+    return !t || t->kind != OTTER_TYPE_TENSOR || !t->has_elem_type || otter_dtype_is_float(t->elem_type);
+}
+
+static otter_status flow_compute(flow *f, const otter_graph *g, const otter_graph *typed, const otter_grad_options *o) {
     for (size_t i = 0; i < o->n_wrt; i++) OT_TRY(ot_strmap_put(&f->from_wrt, o->wrt[i], 1));
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
@@ -215,7 +221,8 @@ static otter_status flow_compute(flow *f, const otter_graph *g, const otter_grad
                 if (!r || ot_op_diff_input(r, i)) OT_TRY(find_in(n->inputs[i], &dep));
         }
         for (size_t j = 0; dep.found && j < n->n_outputs; j++)
-            if (!ot_str_empty(n->outputs[j])) OT_TRY(ot_strmap_put(&f->from_wrt, n->outputs[j], 1));
+            if (!ot_str_empty(n->outputs[j]) && maybe_float(typed, n->outputs[j]))
+                OT_TRY(ot_strmap_put(&f->from_wrt, n->outputs[j], 1));
     }
     OT_TRY(ot_strmap_put(&f->to_loss, o->loss, 1));
     for (size_t k = g->n_nodes; k-- > 0;) {
@@ -241,7 +248,7 @@ static otter_status on_gradient_path(const flow *f, const otter_node *n, bool *o
 typedef struct unroll {
     otter_graph *g; /* its node list is being rebuilt: nodes before the loop are in place */
     int64_t opset;
-    const otter_graph *typed; /* g with inferred shapes (for Scan lengths) */
+    const otter_graph *typed; /* g with inferred shapes (for Scan lengths); NULL when inference failed */
 } unroll;
 
 /* The value of a constant tensor of g (an initializer that isn't an input, or a Constant node). */
@@ -520,8 +527,8 @@ static otter_status unroll_scan(unroll *u, const otter_node *n) {
     if (s == OTTER_OK) s = scan_ints(n, "scan_output_directions", nq, out_dirs);
     /* The sequence length: the scanned axis of the first scan input, known statically. */
     int64_t len = -1;
-    const otter_type *t0 = s == OTTER_OK ? otter_graph_value_type(u->typed, n->inputs[ns]) : NULL;
-    ptrdiff_t init = t0 ? -1 : otter_graph_find_initializer(u->typed, n->inputs[ns]);
+    const otter_type *t0 = s == OTTER_OK && u->typed ? otter_graph_value_type(u->typed, n->inputs[ns]) : NULL;
+    ptrdiff_t init = t0 || !u->typed ? -1 : otter_graph_find_initializer(u->typed, n->inputs[ns]);
     int rank0 = t0 && t0->kind == OTTER_TYPE_TENSOR ? t0->rank : init >= 0 ? u->typed->initializers[init]->rank : -1;
     int64_t axis0 = in_axes[0] < 0 ? in_axes[0] + rank0 : in_axes[0];
     if (rank0 > 0 && axis0 >= 0 && axis0 < rank0)
@@ -588,23 +595,33 @@ static otter_status unroll_scan(unroll *u, const otter_node *n) {
 /* One pass: unroll the Loop and Scan nodes on the gradient path; *done when there were none. */
 static otter_status unroll_pass(otter_model *m, const otter_grad_options *o, bool *done) {
     otter_graph *g = m->graph;
-    flow f = {0};
+    bool loops = false;
+    for (size_t k = 0; k < g->n_nodes; k++) loops |= is_op(g->nodes[k], "Loop") || is_op(g->nodes[k], "Scan");
+    *done = !loops;
+    if (!loops) return OTTER_OK;
+    /* Types: which tensors are float (for the path), Scan lengths. A model inference can't type
+     * leaves them unknown. */
     otter_model *typed = NULL;
-    otter_status s = flow_compute(&f, g, o);
-    bool any = false, any_scan = false;
+    otter_status s = otter_model_clone(&typed, m);
+    if (s == OTTER_OK) {
+        otter_status inferred = otter_model_infer_shapes(typed, NULL);
+        if (inferred == OTTER_ERR_NOMEM) s = inferred;
+        if (inferred != OTTER_OK) {
+            otter_model_free(typed);
+            typed = NULL;
+        }
+    }
+    flow f = {0};
+    if (s == OTTER_OK) s = flow_compute(&f, g, typed ? typed->graph : NULL, o);
+    bool any = false;
     bool *todo = ot_calloc(g->n_nodes + 1, sizeof *todo);
     if (!todo) s = OT_NOMEM();
     for (size_t k = 0; s == OTTER_OK && k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
         if (is_op(n, "Loop") || is_op(n, "Scan")) s = on_gradient_path(&f, n, &todo[k]);
         any |= todo[k];
-        any_scan |= todo[k] && is_op(n, "Scan");
     }
     *done = !any;
-    if (s == OTTER_OK && any_scan) {
-        s = otter_model_clone(&typed, m);
-        if (s == OTTER_OK) s = otter_model_infer_shapes(typed, NULL);
-    }
     if (s == OTTER_OK && any) {
         /* Rebuild the node list, each loop replaced by its unrolled copies where it stood. */
         otter_node **old = g->nodes;
