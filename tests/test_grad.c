@@ -842,7 +842,7 @@ static void check_shape_driven_loop(void) {
     CHECK(st == OTTER_OK);
     if (st != OTTER_OK) fprintf(stderr, "shape-driven Loop: %s\n", otter_last_error());
     bool still_a_loop = false;
-    for (size_t k = 0; k < g->n_nodes; k++) still_a_loop |= strcmp(m->graph->nodes[k]->op_type, "Loop") == 0;
+    for (size_t k = 0; k < m->graph->n_nodes; k++) still_a_loop |= strcmp(m->graph->nodes[k]->op_type, "Loop") == 0;
     CHECK(still_a_loop); /* left as it is: nothing to differentiate through it */
     printf("shape-driven Loop off the gradient path: %s, Loop kept: %s\n", st == OTTER_OK ? "built" : "failed",
            still_a_loop ? "yes" : "no");
