@@ -11,7 +11,28 @@
 
 #include "testutil.h"
 
-enum { RAND, POS, INTS, BOOLS, FIXED, PROB, MINUS_HALF, HALF, POS_FIXED, RATIO, SPREAD, WIDE, TIES, ZEROED, FLOATS };
+enum {
+    RAND,
+    POS,
+    INTS,
+    BOOLS,
+    FIXED,
+    PROB,
+    MINUS_HALF,
+    HALF,
+    POS_FIXED,
+    RATIO,
+    SPREAD,
+    WIDE,
+    TIES,
+    ZEROED,
+    FLOATS,
+    UNIT,
+    ABOVE_ONE,
+    CYCLE3,
+    LO,
+    HI
+};
 
 typedef struct input_spec {
     const char *name;
@@ -35,6 +56,7 @@ typedef struct grad_case {
     double tol;      /* 0: the default */
     bool shifted;    /* loss = 0.5 * sum((y - 1)^2), so that dY = y - 1 is not 0 where y is (ReduceProd's zeros) */
     int unused_outs; /* outputs after the n_out ones that the loss leaves out (TopK's Indices) */
+    int node_inputs; /* inputs the node reads itself (0: all); the rest are read by its subgraphs */
 } grad_case;
 
 static uint64_t rng = 88172645463325252ull;
@@ -61,7 +83,8 @@ static int64_t numel(const input_spec *s) {
 
 static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
-           s->kind == ZEROED;
+           s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
+           s->kind == HI;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -93,7 +116,8 @@ static otter_model *forward_model(const grad_case *c) {
     }
     const char *outs[4] = {"y0", "y1", "y2", "y3"};
     otter_node *n;
-    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)c->n_in, names, (size_t)(c->n_out + c->unused_outs), outs));
+    CHECK_OK(otter_node_create(&n, c->op, "op", (size_t)(c->node_inputs ? c->node_inputs : c->n_in), names,
+                               (size_t)(c->n_out + c->unused_outs), outs));
     if (c->domain) CHECK_OK(otter_node_set_domain(n, c->domain));
     if (c->attrs) c->attrs(n);
     CHECK_OK(otter_graph_add_node(g, n));
@@ -192,9 +216,17 @@ static void run_case(const grad_case *c) {
              * or over a whole [R, 4] tensor, is held by exactly two elements: there central differences
              * see the even split (one side moves the extremum, the other doesn't).
              * ZEROED: exact zeros at multiples of 5 and 7 (rows of 4 with none, one and two zeros). */
+            /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
+             * CYCLE3: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
+            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
             d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
+                   : s->kind == UNIT       ? 0.8f * frand()
+                   : s->kind == ABOVE_ONE  ? 1.6f + 0.4f * frand()
+                   : s->kind == CYCLE3     ? (float)(e % 3 - 1) * 0.4f
+                   : s->kind == LO         ? -0.5f
+                   : s->kind == HI         ? 0.5f
                    : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
@@ -342,6 +374,87 @@ static void a_bn_train(otter_node *n) {
 static void a_dropout(otter_node *n) { otter_node_set_attr_int(n, "seed", 5); }
 static void a_sce(otter_node *n) { otter_node_set_attr_string(n, "reduction", "mean"); }
 static void a_gather(otter_node *n) { otter_node_set_attr_int(n, "axis", 1); }
+static void a_alpha_07(otter_node *n) { otter_node_set_attr_float(n, "alpha", 0.7f); }
+static void a_alpha_15(otter_node *n) { otter_node_set_attr_float(n, "alpha", 1.5f); }
+static void a_selu(otter_node *n) {
+    otter_node_set_attr_float(n, "alpha", 1.2f);
+    otter_node_set_attr_float(n, "gamma", 0.8f);
+}
+
+/* ---- subgraphs of control-flow cases ---- */
+static otter_node *node1(otter_graph *g, const char *op, const char *in0, const char *in1, const char *out) {
+    otter_node *n;
+    const char *ins[] = {in0, in1}, *outs[] = {out};
+    CHECK_OK(otter_node_create(&n, op, out, in1 ? 2 : 1, ins, 1, outs));
+    CHECK_OK(otter_graph_add_node(g, n));
+    return n;
+}
+static otter_graph *subgraph(const char *name) {
+    otter_graph *g;
+    CHECK_OK(otter_graph_create(&g, name));
+    return g;
+}
+/* then: a * b (broadcast); else: tanh(a), so b's gradient is zero there. */
+static void a_if(otter_node *n) {
+    otter_graph *t = subgraph("then"), *e = subgraph("else");
+    node1(t, "Mul", "a", "b", "then_out");
+    CHECK_OK(otter_graph_add_output(t, "then_out", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    node1(e, "Tanh", "a", NULL, "else_out");
+    CHECK_OK(otter_graph_add_output(e, "else_out", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "then_branch", t));
+    CHECK_OK(otter_node_set_attr_graph(n, "else_branch", e));
+}
+/* Loop body: h = tanh(h @ W + 0.1 * i), carried and also scanned out; the condition passes through
+ * (or, as PyTorch exports it, an outer constant true does). */
+static void loop_body(otter_node *n, const char *cond_source) {
+    otter_graph *b = subgraph("body");
+    int64_t h_dims[2] = {1, 4};
+    CHECK_OK(otter_graph_add_input(b, "i", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "cond_in", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "h_in", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    otter_tensor *tenth;
+    float v = 0.1f;
+    CHECK_OK(otter_tensor_from_data(&tenth, "tenth", OTTER_DTYPE_FLOAT, 0, NULL, &v));
+    CHECK_OK(otter_graph_add_initializer(b, tenth));
+    CHECK_OK(otter_node_set_attr_int(node1(b, "Cast", "i", NULL, "i_f"), "to", OTTER_DTYPE_FLOAT));
+    node1(b, "Mul", "i_f", "tenth", "shift");
+    node1(b, "MatMul", "h_in", "W", "mm");
+    node1(b, "Add", "mm", "shift", "pre");
+    node1(b, "Tanh", "pre", NULL, "h_out");
+    node1(b, "Identity", cond_source, NULL, "cond_out");
+    node1(b, "Identity", "h_out", NULL, "h_scan");
+    CHECK_OK(otter_graph_add_output(b, "cond_out", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(b, "h_out", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    CHECK_OK(otter_graph_add_output(b, "h_scan", OTTER_DTYPE_FLOAT, 2, h_dims, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "body", b));
+}
+static void a_loop(otter_node *n) { loop_body(n, "cond_in"); }
+static void a_loop_outer_true(otter_node *n) { loop_body(n, "c"); }
+/* Scan body: h = tanh(h @ W + x_t), carried; y_t = h * x_t scanned out. */
+static void scan_body(otter_node *n) {
+    otter_graph *b = subgraph("body");
+    int64_t dims[2] = {2, 4};
+    CHECK_OK(otter_graph_add_input(b, "h_in", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_graph_add_input(b, "x_t", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    node1(b, "MatMul", "h_in", "W", "mm");
+    node1(b, "Add", "mm", "x_t", "pre");
+    node1(b, "Tanh", "pre", NULL, "h_out");
+    node1(b, "Mul", "h_out", "x_t", "y_t");
+    CHECK_OK(otter_graph_add_output(b, "h_out", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_graph_add_output(b, "y_t", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+    CHECK_OK(otter_node_set_attr_graph(n, "body", b));
+    CHECK_OK(otter_node_set_attr_int(n, "num_scan_inputs", 1));
+}
+static void a_scan(otter_node *n) { scan_body(n); }
+/* Over axis 1, backwards, stacking outputs along axis 1 backwards too. */
+static void a_scan_axis1_reverse(otter_node *n) {
+    int64_t one = 1;
+    scan_body(n);
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_input_axes", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_input_directions", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_output_axes", 1, &one));
+    CHECK_OK(otter_node_set_attr_ints(n, "scan_output_directions", 1, &one));
+}
 
 static void a_axes_last_keep0(otter_node *n) {
     int64_t ax = -1;
@@ -1289,6 +1402,121 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 2, 3, 3)}, {"w", RAND, SHAPE(2, 2, 3, 3)}},
      1,
      a_convt_output_shape},
+    /* activations, trigonometric functions, Min / Max, Clip bounds, piecewise-constant ops */
+    {"Elu", "Elu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Elu alpha", "Elu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
+    {"Selu", "Selu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Selu alpha gamma", "Selu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_selu},
+    {"Celu", "Celu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Celu alpha", "Celu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_15},
+    {"ThresholdedRelu", "ThresholdedRelu", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"ThresholdedRelu alpha", "ThresholdedRelu", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_alpha_07},
+    {"PRelu per channel", "PRelu", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3, 2, 2)}, {"s", RAND, SHAPE(3, 1, 1)}}, 1},
+    {"PRelu shared slope", "PRelu", NULL, 0, 2, {{"x", RAND, SHAPE(2, 3)}, {"s", RAND, SHAPE(1)}}, 1},
+    {"Softplus", "Softplus", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Softsign", "Softsign", NULL, 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1},
+    {"Mish", "Mish", NULL, 18, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Swish", "Swish", NULL, 24, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Swish alpha", "Swish", NULL, 24, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_15},
+    {"QuickGelu (com.microsoft)", "QuickGelu", "com.microsoft", 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"QuickGelu alpha (com.microsoft)", "QuickGelu", "com.microsoft", 0, 1, {{"x", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
+    {"Sin", "Sin", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Cos", "Cos", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Tan", "Tan", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Asin", "Asin", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Acos", "Acos", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    {"Atan", "Atan", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Sinh", "Sinh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Cosh", "Cosh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Asinh", "Asinh", NULL, 0, 1, {{"x", RAND, SHAPE(6)}}, 1},
+    {"Acosh", "Acosh", NULL, 0, 1, {{"x", ABOVE_ONE, SHAPE(6)}}, 1},
+    {"Atanh", "Atanh", NULL, 0, 1, {{"x", UNIT, SHAPE(6)}}, 1},
+    /* a and b tie at 3 of 6 elements (each gets half, as the central difference at a kink); c never wins */
+    {"Max ties broadcast three",
+     "Max",
+     NULL,
+     0,
+     3,
+     {{"a", CYCLE3, SHAPE(2, 3)}, {"b", CYCLE3, SHAPE(2, 1)}, {"c", SPREAD, SHAPE(3)}},
+     1},
+    {"Min ties broadcast", "Min", NULL, 0, 2, {{"a", CYCLE3, SHAPE(2, 3)}, {"b", CYCLE3, SHAPE(2, 1)}}, 1},
+    {"Min three",
+     "Min",
+     NULL,
+     0,
+     3,
+     {{"a", WIDE, SHAPE(2, 3)}, {"b", SPREAD, SHAPE(3)}, {"c", CYCLE3, SHAPE(2, 1)}},
+     1},
+    {"Clip bounds", "Clip", NULL, 0, 3, {{"x", RAND, SHAPE(8)}, {"lo", LO, 0, {0}}, {"hi", HI, 0, {0}}}, 1},
+    {"Clip max bound only", "Clip", NULL, 0, 3, {{"x", RAND, SHAPE(2, 4)}, {"", FIXED, 0, {0}}, {"hi", HI, 0, {0}}}, 1},
+    {"Floor", "Floor", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Ceil", "Ceil", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Round", "Round", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Sign", "Sign", NULL, 0, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    /* control flow: If (both branches), Loop with a constant trip count, Scan over a sequence axis */
+    {"If then",
+     "If",
+     NULL,
+     0,
+     3,
+     {{"c", BOOLS, 0, {0}, {1}}, {"a", RAND, SHAPE(2, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_if,
+     .node_inputs = 1},
+    {"If else",
+     "If",
+     NULL,
+     0,
+     3,
+     {{"c", BOOLS, 0, {0}, {0}}, {"a", RAND, SHAPE(2, 3)}, {"b", RAND, SHAPE(3)}},
+     1,
+     a_if,
+     .node_inputs = 1},
+    {"Loop M=3 MatMul Tanh",
+     "Loop",
+     NULL,
+     0,
+     4,
+     {{"M", INTS, 0, {0}, {3}}, {"", FIXED, 0, {0}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop,
+     .node_inputs = 3},
+    {"Loop cond true opset 11",
+     "Loop",
+     NULL,
+     11,
+     4,
+     {{"M", INTS, 0, {0}, {2}}, {"c", BOOLS, 0, {0}, {1}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop,
+     .node_inputs = 3},
+    {"Loop outer true condition",
+     "Loop",
+     NULL,
+     0,
+     4,
+     {{"M", INTS, 0, {0}, {2}}, {"c", BOOLS, 0, {0}, {1}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_loop_outer_true,
+     .node_inputs = 3},
+    {"Scan",
+     "Scan",
+     NULL,
+     0,
+     3,
+     {{"h0", RAND, SHAPE(2, 4)}, {"xs", RAND, SHAPE(3, 2, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_scan,
+     .node_inputs = 2},
+    {"Scan axis 1 reverse",
+     "Scan",
+     NULL,
+     0,
+     3,
+     {{"h0", RAND, SHAPE(2, 4)}, {"xs", RAND, SHAPE(2, 3, 4)}, {"W", RAND, SHAPE(4, 4)}},
+     2,
+     a_scan_axis1_reverse,
+     .node_inputs = 2},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
@@ -1426,10 +1654,189 @@ static void check_every_rule_has_a_case(void) {
     printf("%zu gradient rules in the registry, %zu without a finite-difference case\n", rules, missing);
 }
 
+/* A Loop whose trip count is a graph input can't be unrolled: the error names the node. */
+static void check_dynamic_loop_error(void) {
+    grad_case c = {"Loop dynamic M",
+                   "Loop",
+                   NULL,
+                   0,
+                   4,
+                   {{"M", FIXED, 0, {0}}, {"", FIXED, 0, {0}}, {"h0", RAND, SHAPE(1, 4)}, {"W", RAND, SHAPE(4, 4)}},
+                   2,
+                   a_loop,
+                   .node_inputs = 3};
+    otter_model *m = forward_model(&c);
+    CHECK_OK(otter_graph_change_input(m->graph, "M", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    const char *wrt[] = {"W"};
+    otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+    otter_status st = otter_model_add_gradients(m, &go);
+    const char *msg = otter_last_error();
+    CHECK(st == OTTER_ERR_UNSUPPORTED && strstr(msg, "'op' (Loop)") && strstr(msg, "trip count"));
+    printf("dynamic Loop: %s\n", msg);
+    otter_model_free(m);
+}
+
+/* A Loop whose trip count comes from the shape of a tensor that depends on W (an integer path, no
+ * gradient through it) is not on the gradient path: loss = sum(x @ W) + sum(Loop(M = rows(x @ W),
+ * c = c + 1 from c0)) builds, leaving the Loop as it is. */
+static void check_shape_driven_loop(void) {
+    otter_model *m;
+    CHECK_OK(otter_model_create(&m, "shape_loop", 17));
+    otter_graph *g = m->graph;
+    int64_t xd[2] = {3, 2}, wd[2] = {2, 2}, one = 1;
+    CHECK_OK(otter_graph_add_input(g, "x", OTTER_DTYPE_FLOAT, 2, xd, NULL));
+    CHECK_OK(otter_graph_add_input(g, "W", OTTER_DTYPE_FLOAT, 2, wd, NULL));
+    CHECK_OK(otter_graph_add_input(g, "c0", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    otter_tensor *zero, *inc;
+    int64_t z = 0;
+    float f1 = 1.0f;
+    CHECK_OK(otter_tensor_from_data(&zero, "zero", OTTER_DTYPE_INT64, 0, NULL, &z));
+    CHECK_OK(otter_graph_add_initializer(g, zero));
+    node1(g, "MatMul", "x", "W", "h");
+    node1(g, "Shape", "h", NULL, "h_shape");
+    CHECK_OK(otter_node_set_attr_int(node1(g, "Gather", "h_shape", "zero", "M"), "axis", 0));
+    otter_graph *b = subgraph("body");
+    CHECK_OK(otter_graph_add_input(b, "i", OTTER_DTYPE_INT64, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "cond_in", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_input(b, "c_in", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    CHECK_OK(otter_tensor_from_data(&inc, "inc", OTTER_DTYPE_FLOAT, 0, NULL, &f1));
+    CHECK_OK(otter_graph_add_initializer(b, inc));
+    node1(b, "Identity", "cond_in", NULL, "cond_out");
+    node1(b, "Add", "c_in", "inc", "c_out");
+    CHECK_OK(otter_graph_add_output(b, "cond_out", OTTER_DTYPE_BOOL, 0, NULL, NULL));
+    CHECK_OK(otter_graph_add_output(b, "c_out", OTTER_DTYPE_FLOAT, 1, &one, NULL));
+    otter_node *loop;
+    const char *loop_in[] = {"M", "", "c0"}, *loop_out[] = {"c_final"};
+    CHECK_OK(otter_node_create(&loop, "Loop", "loop", 3, loop_in, 1, loop_out));
+    CHECK_OK(otter_node_set_attr_graph(loop, "body", b));
+    CHECK_OK(otter_graph_add_node(g, loop));
+    CHECK_OK(otter_node_set_attr_int(node1(g, "ReduceSum", "h", NULL, "sum_h"), "keepdims", 0));
+    CHECK_OK(otter_node_set_attr_int(node1(g, "ReduceSum", "c_final", NULL, "sum_c"), "keepdims", 0));
+    node1(g, "Add", "sum_h", "sum_c", "loss");
+    CHECK_OK(otter_graph_add_output(g, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+    const char *wrt[] = {"W"};
+    otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+    otter_status st = otter_model_add_gradients(m, &go);
+    CHECK(st == OTTER_OK);
+    if (st != OTTER_OK) fprintf(stderr, "shape-driven Loop: %s\n", otter_last_error());
+    bool still_a_loop = false;
+    for (size_t k = 0; k < m->graph->n_nodes; k++) still_a_loop |= strcmp(m->graph->nodes[k]->op_type, "Loop") == 0;
+    CHECK(still_a_loop); /* left as it is: nothing to differentiate through it */
+    printf("shape-driven Loop off the gradient path: %s, Loop kept: %s\n", st == OTTER_OK ? "built" : "failed",
+           still_a_loop ? "yes" : "no");
+    otter_model_free(m);
+}
+
+/* Inputs past the 31st get gradients too: a Sum of 33 inputs, and an If whose branch sums 33 outer tensors;
+ * loss = sum(y), so d(x32) must be ones. */
+static void check_input_33(void) {
+    for (int use_if = 0; use_if < 2; use_if++) {
+        otter_model *m;
+        CHECK_OK(otter_model_create(&m, "many_inputs", 17));
+        char names[33][8];
+        const char *ins[33];
+        int64_t two = 2;
+        for (int i = 0; i < 33; i++) {
+            snprintf(names[i], sizeof names[i], "x%d", i);
+            ins[i] = names[i];
+            CHECK_OK(otter_graph_add_input(m->graph, names[i], OTTER_DTYPE_FLOAT, 1, &two, NULL));
+        }
+        otter_node *n;
+        const char *y = "y", *sum_name = use_if ? "branch_sum" : "y";
+        otter_graph *body = use_if ? subgraph("then") : m->graph;
+        CHECK_OK(otter_node_create(&n, "Sum", sum_name, 33, ins, 1, &sum_name));
+        CHECK_OK(otter_graph_add_node(body, n));
+        if (use_if) {
+            CHECK_OK(otter_graph_add_output(body, sum_name, OTTER_DTYPE_FLOAT, 1, &two, NULL));
+            otter_graph *other = subgraph("else");
+            node1(other, "Identity", "x0", NULL, "else_out");
+            CHECK_OK(otter_graph_add_output(other, "else_out", OTTER_DTYPE_FLOAT, 1, &two, NULL));
+            otter_tensor *c;
+            uint8_t yes = 1;
+            CHECK_OK(otter_tensor_from_data(&c, "c", OTTER_DTYPE_BOOL, 0, NULL, &yes));
+            CHECK_OK(otter_graph_add_initializer(m->graph, c));
+            const char *cond = "c";
+            CHECK_OK(otter_node_create(&n, "If", "if", 1, &cond, 1, &y));
+            CHECK_OK(otter_node_set_attr_graph(n, "then_branch", body));
+            CHECK_OK(otter_node_set_attr_graph(n, "else_branch", other));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+        }
+        CHECK_OK(otter_node_set_attr_int(node1(m->graph, "ReduceSum", "y", NULL, "loss"), "keepdims", 0));
+        CHECK_OK(otter_graph_add_output(m->graph, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+        const char *wrt[] = {"x32"};
+        otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+        CHECK_OK(otter_model_add_gradients(m, &go));
+        CHECK_OK(otter_graph_add_output(m->graph, "x32_grad", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        otter_session *sess;
+        otter_session_options so = {.n_threads = 1};
+        CHECK_OK(otter_session_create(&sess, m, &so));
+        otter_tensor *vals[33], *grad = NULL;
+        for (int i = 0; i < 33; i++) {
+            CHECK_OK(otter_tensor_create(&vals[i], names[i], OTTER_DTYPE_FLOAT, 1, &two));
+            ((float *)vals[i]->data)[0] = ((float *)vals[i]->data)[1] = (float)i;
+        }
+        const char *out = "x32_grad";
+        CHECK_OK(otter_session_run(sess, 33, ins, (const otter_tensor *const *)vals, 1, &out, &grad));
+        const float *d = grad ? grad->data : NULL;
+        CHECK(d && d[0] == 1.0f && d[1] == 1.0f);
+        printf("%s of 33 inputs: d(x32) = [%g, %g]\n", use_if ? "If reading" : "Sum", d ? d[0] : NAN, d ? d[1] : NAN);
+        otter_tensor_free(grad);
+        for (int i = 0; i < 33; i++) otter_tensor_free(vals[i]);
+        otter_session_free(sess);
+        otter_model_free(m);
+    }
+}
+
+/* Building the gradients of the control-flow cases with the Nth allocation failing, N = 1, 2, ...:
+ * every run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. */
+static void check_control_flow_allocation_failures(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const grad_case *c = &CASES[i];
+        if (strcmp(c->op, "If") != 0 && strcmp(c->op, "Loop") != 0 && strcmp(c->op, "Scan") != 0) continue;
+        otter_model *fwd = forward_model(c);
+        const char *wrt[6];
+        size_t n_wrt = 0;
+        for (int k = 0; k < c->n_in; k++)
+            if (is_wrt(&c->in[k])) wrt[n_wrt++] = c->in[k].name;
+        otter_grad_options go = {.loss = "loss", .n_wrt = n_wrt, .wrt = wrt};
+        long n;
+        int nomem = 0, other = 0, leaks = 0;
+        otter_set_allocator(&tu_counting_allocator);
+        for (n = 1;; n++) {
+            otter_model *m = NULL;
+            otter_status s = otter_model_clone(&m, fwd);
+            tu_alloc_fail_at(n);
+            tu_alloc_live = 0;
+            if (s == OTTER_OK) s = otter_model_add_gradients(m, &go);
+            tu_alloc_fail_at(0);
+            /* A failure leaves the model as it was: everything it allocated is freed. */
+            if (s != OTTER_OK && tu_alloc_live != 0) leaks++;
+            otter_model_free(m);
+            if (s == OTTER_OK) break;
+            if (s == OTTER_ERR_NOMEM) {
+                nomem++;
+            } else {
+                other++;
+                fprintf(stderr, "%s: failing allocation %ld gave %s: %s\n", c->label, n, otter_status_name(s),
+                        otter_last_error());
+            }
+        }
+        otter_set_allocator(NULL);
+        printf("%-28s %ld allocation points, %d clean NOMEM, %d other errors, %d leaking runs\n", c->label, n, nomem,
+               other, leaks);
+        CHECK(other == 0 && leaks == 0 && nomem == n - 1);
+        otter_model_free(fwd);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         if (!only || strstr(CASES[i].label, only)) run_case(&CASES[i]);
     if (!only) check_every_rule_has_a_case();
+    if (!only) check_dynamic_loop_error();
+    if (!only) check_input_33();
+    if (!only) check_shape_driven_loop();
+    if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");
 }

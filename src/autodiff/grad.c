@@ -123,7 +123,7 @@ static bool is_float(ot_grad *g, const char *name) {
 static bool active(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->active, name, NULL); }
 static bool reaches(const ot_grad *g, const char *name) { return name && ot_strmap_get(&g->reaches, name, NULL); }
 
-static bool diff_input(const ot_op_entry *r, size_t i) { return !r || (i < 32 && (r->diff_inputs >> i) & 1u); }
+static bool diff_input(const ot_op_entry *r, size_t i) { return !r || ot_op_diff_input(r, i); }
 
 bool ot_grad_needs(ot_grad *g, size_t i) {
     const otter_node *n = g->node;
@@ -239,8 +239,12 @@ otter_node *ot_grad_emit(ot_grad *g, const char *op_type, const char *domain, si
         nomem(g);
         return NULL;
     }
-    if ((domain && domain[0] && otter_node_set_domain(n, domain) != OTTER_OK) ||
-        otter_graph_add_node(g->gr, n) != OTTER_OK) {
+    if (domain && domain[0] && otter_node_set_domain(n, domain) != OTTER_OK) {
+        otter_node_free(n);
+        nomem(g);
+        return NULL;
+    }
+    if (otter_graph_add_node(g->gr, n) != OTTER_OK) { /* frees n */
         nomem(g);
         return NULL;
     }
@@ -410,17 +414,18 @@ static void builder_free(ot_grad *g) {
 
 static const char *node_label(const otter_node *n) { return n->name && n->name[0] ? n->name : n->outputs[0]; }
 
-/* Zeros shaped like x, for a requested tensor the loss doesn't depend on. */
-static void zero_grad(ot_grad *g, const char *x, const char *out) {
-    const otter_type *t = ot_grad_type(g, x);
+const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of, const char *out) {
+    const otter_type *t = ot_grad_type(g, dtype_of ? dtype_of : like);
     otter_dtype dt = t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
-    const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
+    const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), like);
+    if (!out) out = ot_grad_tmp(g, "zeros");
     otter_node *n = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &out);
     otter_tensor *zero;
     int64_t one = 1;
     if (n && (otter_tensor_create(&zero, NULL, dt, 1, &one) != OTTER_OK ||
               otter_node_set_attr_tensor(n, "value", zero) != OTTER_OK))
         nomem(g);
+    return n ? out : NULL;
 }
 
 static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
@@ -528,9 +533,20 @@ static void build(ot_grad *g, const otter_grad_options *o, size_t n_forward) {
         const char *dx = finish(g, o->wrt[i]);
         if (!dx) {
             const char *name = grad_name(g, o->wrt[i]);
-            zero_grad(g, o->wrt[i], name);
+            ot_grad_zeros_like(g, o->wrt[i], NULL, name); /* the loss doesn't depend on it */
         }
     }
+}
+
+/* Whether a node of g, or of its subgraphs (an If's gradient branches), is in `domain`. */
+static bool uses_domain(const otter_graph *g, const char *domain) {
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const otter_node *n = g->nodes[i];
+        if (ot_streq(n->domain, domain)) return true;
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].g && uses_domain(n->attrs[a].g, domain)) return true;
+    }
+    return false;
 }
 
 otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *o) {
@@ -538,8 +554,10 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     ot_grad g = {.loss = o->loss};
     otter_status s = otter_model_clone(&g.m, m);
     if (s == OTTER_OK) s = otter_graph_topo_sort(g.m->graph);
+    if (s == OTTER_OK) s = ot_grad_unroll_loops(g.m, o);
     if (s == OTTER_OK) s = otter_model_clone(&g.typed, g.m);
     if (s == OTTER_OK) s = otter_model_infer_shapes(g.typed, NULL);
+    if (s == OTTER_OK) s = ot_grad_expose_captures(g.m->graph);
     if (s != OTTER_OK) {
         otter_model_free(g.m);
         builder_free(&g);
@@ -547,13 +565,13 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     }
     g.gr = g.m->graph;
     build(&g, o, g.gr->n_nodes);
-    /* the domains of the gradient operators (com.microsoft, com.otter), imported at version 1 */
-    for (size_t i = 0; i < g.gr->n_nodes && !ot_grad_failed(&g); i++) {
-        const char *d = g.gr->nodes[i]->domain;
-        if (!ot_str_empty(d) && !ot_streq(d, "ai.onnx") && otter_model_opset(g.m, d) == 0 &&
-            otter_model_set_opset(g.m, d, 1) != OTTER_OK)
+    /* the domains of the gradient operators, imported at version 1 (also when only a subgraph uses them) */
+    static const char *const rule_domains[] = {"com.microsoft", "com.otter"};
+    for (size_t d = 0; d < 2 && !ot_grad_failed(&g); d++)
+        if (otter_model_opset(g.m, rule_domains[d]) == 0 && uses_domain(g.gr, rule_domains[d]) &&
+            otter_model_set_opset(g.m, rule_domains[d], 1) != OTTER_OK)
             nomem(&g);
-    }
+    ot_grad_hide_captures(g.m->graph);
     s = g.status;
     if (s == OTTER_OK) {
         otter_model tmp = *m;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ops/registry.h"
+#include "otter/autodiff.h"
 #include "otter/ir.h"
 
 /* ---- what a rule reads --------------------------------------------------------------------- */
@@ -58,6 +59,9 @@ bool ot_grad_failed(const ot_grad *g);
 /* Write `grad` (shaped like `y`, the broadcast result) reduced to the shape of `x` into `out`:
  * ReduceSum over the broadcast axes (and Reshape when some kept axes were reduced), or Identity. */
 void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char *y, const char *out);
+/* Zeros with the shape of `like` and the element type of `dtype_of` (like's when NULL), written to
+ * `out` (a fresh name when NULL); returns the name, NULL on failure. */
+const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of, const char *out);
 /* Declare in value_info that `name` has the static type of `like` (for gradient kernels, such as
  * MaxPoolGrad, whose output shape their inputs don't determine). */
 void ot_grad_declare_like(ot_grad *g, const char *name, const char *like);
@@ -94,6 +98,35 @@ void ot_grad_where(ot_grad *g, otter_node *n);
 void ot_grad_sum(ot_grad *g, otter_node *n);
 void ot_grad_mean(ot_grad *g, otter_node *n);
 void ot_grad_cast(ot_grad *g, otter_node *n);
+void ot_grad_min_max(ot_grad *g, otter_node *n);
+void ot_grad_zero(ot_grad *g, otter_node *n);
+void ot_grad_elu(ot_grad *g, otter_node *n);
+void ot_grad_selu(ot_grad *g, otter_node *n);
+void ot_grad_celu(ot_grad *g, otter_node *n);
+void ot_grad_thresholded_relu(ot_grad *g, otter_node *n);
+void ot_grad_prelu(ot_grad *g, otter_node *n);
+void ot_grad_softplus(ot_grad *g, otter_node *n);
+void ot_grad_softsign(ot_grad *g, otter_node *n);
+void ot_grad_mish(ot_grad *g, otter_node *n);
+void ot_grad_swish(ot_grad *g, otter_node *n);
+void ot_grad_sin(ot_grad *g, otter_node *n);
+void ot_grad_cos(ot_grad *g, otter_node *n);
+void ot_grad_tan(ot_grad *g, otter_node *n);
+void ot_grad_asin(ot_grad *g, otter_node *n);
+void ot_grad_acos(ot_grad *g, otter_node *n);
+void ot_grad_atan(ot_grad *g, otter_node *n);
+void ot_grad_sinh(ot_grad *g, otter_node *n);
+void ot_grad_cosh(ot_grad *g, otter_node *n);
+void ot_grad_asinh(ot_grad *g, otter_node *n);
+void ot_grad_acosh(ot_grad *g, otter_node *n);
+void ot_grad_atanh(ot_grad *g, otter_node *n);
+/* rules_control.c; the builder unrolls Loop and Scan on the gradient path before it starts
+ * (ot_grad_unroll_loops), and lets If rules see the outer tensors the branches read as extra inputs of
+ * the If node while it runs (ot_grad_expose_captures, then ot_grad_hide_captures). */
+otter_status ot_grad_unroll_loops(otter_model *m, const otter_grad_options *o);
+otter_status ot_grad_expose_captures(otter_graph *g);
+void ot_grad_hide_captures(otter_graph *g);
+void ot_grad_if(ot_grad *g, otter_node *n);
 /* rules_nn.c */
 void ot_grad_gemm(ot_grad *g, otter_node *n);
 void ot_grad_matmul(ot_grad *g, otter_node *n);
@@ -112,8 +145,6 @@ void ot_grad_lstm(ot_grad *g, otter_node *n);
 void ot_grad_gru(ot_grad *g, otter_node *n);
 void ot_grad_rnn(ot_grad *g, otter_node *n);
 /* rules_shape.c */
-/* Zeros with the shape of `like` and the element type of `dtype_of`; returns the name. */
-const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of);
 void ot_grad_reshape_like(ot_grad *g, otter_node *n);
 void ot_grad_transpose(ot_grad *g, otter_node *n);
 void ot_grad_concat(ot_grad *g, otter_node *n);

@@ -18,6 +18,13 @@ static const char *scalar(ot_grad *g, const char *like, float v) {
     return ot_grad_const_f32(g, "const", v, elem_type(g, like));
 }
 
+/* Cast x to dtype `to`, written to `out`; returns out (NULL on failure). */
+static const char *cast(ot_grad *g, const char *x, otter_dtype to, const char *out) {
+    otter_node *c = ot_grad_emit(g, "Cast", "", 1, &x, 1, &out);
+    if (c && otter_node_set_attr_int(c, "to", to) != OTTER_OK) ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory");
+    return c && !ot_grad_failed(g) ? out : NULL;
+}
+
 /* d(input i) = unbroadcast(value) for a binary broadcasting op. */
 static void to_input(ot_grad *g, otter_node *n, size_t i, const char *value) {
     const char *dx = ot_grad_dx(g, i);
@@ -61,12 +68,7 @@ void ot_grad_pow(ot_grad *g, otter_node *n) {
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) {
         const char *b = IN(1);
-        if (!otter_dtype_is_float(elem_type(g, b))) {
-            otter_node *c = ot_grad_emit(g, "Cast", "", 1, &b, 1, (const char *[]){ot_grad_tmp(g, "B_cast")});
-            if (c && otter_node_set_attr_int(c, "to", elem_type(g, IN(0))) != OTTER_OK)
-                ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory");
-            b = c ? c->outputs[0] : NULL;
-        }
+        if (!otter_dtype_is_float(elem_type(g, b))) b = cast(g, b, elem_type(g, IN(0)), ot_grad_tmp(g, "B_cast"));
         const char *bm1 = OT_G1(g, "Sub", ot_grad_tmp(g, "Sub_I1"), b, scalar(g, IN(0), 1.0f));
         const char *pw = OT_G1(g, "Pow", ot_grad_tmp(g, "Pow_I0"), IN(0), bm1);
         const char *scaled = OT_G1(g, "Mul", ot_grad_tmp(g, "Mul_Pow_I0_I1"), pw, b);
@@ -159,10 +161,10 @@ void ot_grad_erf(ot_grad *g, otter_node *n) {
     OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), s);
 }
 
-/* Clip: dY passes where min <= X <= max (the subgradient 1 at the bounds, as PyTorch). */
+/* Clip: dY passes to X where min <= X <= max (the subgradient 1 at the bounds, as PyTorch), to the
+ * min input where X < min and to the max input where X > max (summed, as the bounds are scalars). */
 void ot_grad_clip(ot_grad *g, otter_node *n) {
-    const char *dy = ot_grad_dy(g, 0);
-    const char *mask = NULL;
+    const char *dy = ot_grad_dy(g, 0), *zero = scalar(g, IN(0), 0.0f);
     bool attr_form = ot_grad_opset(g) < 11;
     const char *lo = NULL, *hi = NULL;
     if (attr_form) {
@@ -172,17 +174,19 @@ void ot_grad_clip(ot_grad *g, otter_node *n) {
         lo = n->n_inputs > 1 && IN(1)[0] ? IN(1) : NULL;
         hi = n->n_inputs > 2 && IN(2)[0] ? IN(2) : NULL;
     }
-    if (lo) mask = OT_G1(g, "Not", ot_grad_tmp(g, "Masked_Min"), OT_G1(g, "Less", ot_grad_tmp(g, "below"), IN(0), lo));
-    if (hi) {
-        const char *m =
-            OT_G1(g, "Not", ot_grad_tmp(g, "Masked_Max"), OT_G1(g, "Greater", ot_grad_tmp(g, "above"), IN(0), hi));
-        mask = mask ? OT_G1(g, "And", ot_grad_tmp(g, "Masked_Min_Max"), mask, m) : m;
-    }
-    if (!mask) {
+    const char *below = lo ? OT_G1(g, "Less", ot_grad_tmp(g, "below"), IN(0), lo) : NULL;
+    const char *above = hi ? OT_G1(g, "Greater", ot_grad_tmp(g, "above"), IN(0), hi) : NULL;
+    if (below && ot_grad_needs(g, 1)) to_input(g, n, 1, OT_G1(g, "Where", ot_grad_tmp(g, "dY_below"), below, dy, zero));
+    if (above && ot_grad_needs(g, 2)) to_input(g, n, 2, OT_G1(g, "Where", ot_grad_tmp(g, "dY_above"), above, dy, zero));
+    if (!ot_grad_needs(g, 0)) return;
+    const char *outside = below && above ? OT_G1(g, "Or", ot_grad_tmp(g, "outside"), below, above)
+                          : below        ? below
+                                         : above;
+    if (!outside) {
         OT_G1(g, "Identity", ot_grad_dx(g, 0), dy);
         return;
     }
-    OT_G1(g, "Where", ot_grad_dx(g, 0), mask, dy, scalar(g, IN(0), 0.0f));
+    OT_G1(g, "Where", ot_grad_dx(g, 0), outside, zero, dy);
 }
 
 void ot_grad_where(ot_grad *g, otter_node *n) {
@@ -204,9 +208,153 @@ void ot_grad_mean(ot_grad *g, otter_node *n) {
         if (ot_grad_needs(g, i)) to_input(g, n, i, scaled);
 }
 
-void ot_grad_cast(ot_grad *g, otter_node *n) {
-    const char *dx = ot_grad_dx(g, 0), *dy = ot_grad_dy(g, 0);
-    otter_node *c = ot_grad_emit(g, "Cast", "", 1, &dy, 1, &dx);
-    if (c && otter_node_set_attr_int(c, "to", elem_type(g, IN(0))) != OTTER_OK)
-        ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory");
+void ot_grad_cast(ot_grad *g, otter_node *n) { cast(g, ot_grad_dy(g, 0), elem_type(g, IN(0)), ot_grad_dx(g, 0)); }
+
+/* Max / Min (variadic, broadcasting): dY goes to the inputs equal to Y, split evenly among tied ones.
+ * For two inputs a tie gives each half, as PyTorch's torch.maximum / torch.minimum backward does;
+ * for more, 1/k to each of k tied inputs keeps the parts summing to dY (as torch.amax). */
+void ot_grad_min_max(ot_grad *g, otter_node *n) {
+    const char **masks = ot_calloc(n->n_inputs ? n->n_inputs : 1, sizeof *masks);
+    if (!masks) OT_GRAD_NOMEM(g);
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        const char *eq = OT_G1(g, "Equal", ot_grad_tmp(g, "selected"), IN(i), OUT(0));
+        masks[i] = cast(g, eq, elem_type(g, OUT(0)), ot_grad_tmp(g, "selected_f"));
+    }
+    const char *ties = n->n_inputs > 1 ? ot_grad_op1(g, "Sum", ot_grad_tmp(g, "ties"), n->n_inputs, masks) : NULL;
+    const char *share = ties ? OT_G1(g, "Div", ot_grad_tmp(g, "dY_share"), ot_grad_dy(g, 0), ties) : ot_grad_dy(g, 0);
+    for (size_t i = 0; i < n->n_inputs; i++)
+        if (ot_grad_needs(g, i)) to_input(g, n, i, OT_G1(g, "Mul", ot_grad_tmp(g, "PreReduceGrad"), share, masks[i]));
+    ot_free(masks);
 }
+
+/* Floor, Ceil, Round, Sign: piecewise constant, so dX = 0 (as PyTorch), letting models that contain them
+ * train the parameters before and after. */
+void ot_grad_zero(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    if (dx) ot_grad_zeros_like(g, IN(0), NULL, dx);
+}
+
+/* ---- activations and trigonometric functions: dX = dY * f'(X), in ONNX operators ---- */
+
+static const char *op1(ot_grad *g, const char *op, const char *hint, const char *x) {
+    return OT_G1(g, op, ot_grad_tmp(g, hint), x);
+}
+static const char *op2(ot_grad *g, const char *op, const char *hint, const char *a, const char *b) {
+    return OT_G1(g, op, ot_grad_tmp(g, hint), a, b);
+}
+/* dX = dY * factor. */
+static void dy_times(ot_grad *g, const char *factor) { OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), factor); }
+/* dX = dY / divisor. */
+static void dy_over(ot_grad *g, const char *divisor) { OT_G1(g, "Div", ot_grad_dx(g, 0), ot_grad_dy(g, 0), divisor); }
+/* dX = dY where X > 0, negative_part elsewhere (the Elu family). */
+static void positive_or(ot_grad *g, otter_node *n, const char *negative_part) {
+    const char *pos = op2(g, "Greater", "positive", IN(0), scalar(g, IN(0), 0.0f));
+    OT_G1(g, "Where", ot_grad_dx(g, 0), pos, ot_grad_dy(g, 0), negative_part);
+}
+
+/* Elu, Y = alpha * (exp(X) - 1) for X < 0: there dX = dY * (Y + alpha). */
+void ot_grad_elu(ot_grad *g, otter_node *n) {
+    const char *alpha = scalar(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f));
+    positive_or(g, n, op2(g, "Mul", "dY_neg", ot_grad_dy(g, 0), op2(g, "Add", "Y_alpha", OUT(0), alpha)));
+}
+
+/* Selu, Y = gamma * X for X > 0, gamma * alpha * (exp(X) - 1) elsewhere: dX = gamma * dY, or
+ * dY * (Y + gamma * alpha). */
+void ot_grad_selu(ot_grad *g, otter_node *n) {
+    float alpha = otter_node_attr_float(n, "alpha", 1.67326319217681884765625f);
+    float gamma = otter_node_attr_float(n, "gamma", 1.05070102214813232421875f);
+    const char *dy = ot_grad_dy(g, 0);
+    const char *neg =
+        op2(g, "Mul", "dY_neg", dy, op2(g, "Add", "Y_gamma_alpha", OUT(0), scalar(g, IN(0), gamma * alpha)));
+    const char *pos = op2(g, "Mul", "gamma_dY", dy, scalar(g, IN(0), gamma));
+    OT_G1(g, "Where", ot_grad_dx(g, 0), op2(g, "Greater", "positive", IN(0), scalar(g, IN(0), 0.0f)), pos, neg);
+}
+
+/* Celu, Y = alpha * (exp(X / alpha) - 1) for X <= 0: there dX = dY * (Y / alpha + 1). */
+void ot_grad_celu(ot_grad *g, otter_node *n) {
+    const char *alpha = scalar(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f));
+    const char *e = op2(g, "Add", "exp_X_alpha", op2(g, "Div", "Y_alpha", OUT(0), alpha), scalar(g, IN(0), 1.0f));
+    positive_or(g, n, op2(g, "Mul", "dY_neg", ot_grad_dy(g, 0), e));
+}
+
+/* ThresholdedRelu: dX = dY where X > alpha, 0 elsewhere. */
+void ot_grad_thresholded_relu(ot_grad *g, otter_node *n) {
+    const char *above = op2(g, "Greater", "above", IN(0), scalar(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f)));
+    OT_G1(g, "Where", ot_grad_dx(g, 0), above, ot_grad_dy(g, 0), scalar(g, IN(0), 0.0f));
+}
+
+/* PRelu, Y = X * slope where X < 0 (slope broadcast to X, e.g. [C, 1, 1] per channel as PyTorch
+ * exports it): dX = dY * slope there, dY elsewhere; dSlope = dY * X there, summed over the broadcast. */
+void ot_grad_prelu(ot_grad *g, otter_node *n) {
+    if (ot_grad_opset(g) < 7 && ot_grad_rank(g, IN(1)) == 1 && ot_grad_rank(g, IN(0)) >= 2)
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "PRelu before opset 7 (a 1-D per-channel slope) has no gradient rule");
+    const char *dy = ot_grad_dy(g, 0), *zero = scalar(g, IN(0), 0.0f);
+    const char *neg = op2(g, "Less", "negative", IN(0), zero);
+    if (ot_grad_needs(g, 0)) OT_G1(g, "Where", ot_grad_dx(g, 0), neg, op2(g, "Mul", "dY_slope", dy, IN(1)), dy);
+    if (ot_grad_needs(g, 1))
+        to_input(g, n, 1,
+                 OT_G1(g, "Where", ot_grad_tmp(g, "PreReduceGrad1"), neg, op2(g, "Mul", "dY_X", dy, IN(0)), zero));
+}
+
+/* Softplus, log(1 + exp(X)): dX = dY * sigmoid(X). */
+void ot_grad_softplus(ot_grad *g, otter_node *n) { dy_times(g, op1(g, "Sigmoid", "sigmoid_X", IN(0))); }
+
+/* Softsign, X / (1 + |X|): dX = dY / (1 + |X|)^2. */
+void ot_grad_softsign(ot_grad *g, otter_node *n) {
+    const char *d = op2(g, "Add", "one_abs_X", op1(g, "Abs", "abs_X", IN(0)), scalar(g, IN(0), 1.0f));
+    dy_over(g, op2(g, "Mul", "squared", d, d));
+}
+
+/* Mish, X * tanh(softplus(X)): dX = dY * (t + X * sigmoid(X) * (1 - t^2)) with t = tanh(softplus(X)). */
+void ot_grad_mish(ot_grad *g, otter_node *n) {
+    const char *t = op1(g, "Tanh", "tanh_softplus", op1(g, "Softplus", "softplus_X", IN(0)));
+    const char *sech2 = op2(g, "Sub", "sech2", scalar(g, IN(0), 1.0f), op2(g, "Mul", "t2", t, t));
+    const char *xs = op2(g, "Mul", "X_sigmoid", IN(0), op1(g, "Sigmoid", "sigmoid_X", IN(0)));
+    dy_times(g, op2(g, "Add", "dmish", t, op2(g, "Mul", "X_sigmoid_sech2", xs, sech2)));
+}
+
+/* Swish (opset 24) and com.microsoft QuickGelu, X * sigmoid(alpha * X) (alpha 1 and 1.702 by default):
+ * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). */
+void ot_grad_swish(ot_grad *g, otter_node *n) {
+    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
+    const char *alpha_x = op2(g, "Mul", "alpha_X", IN(0), scalar(g, IN(0), alpha));
+    const char *s = op1(g, "Sigmoid", "sigmoid", alpha_x);
+    const char *one = scalar(g, IN(0), 1.0f);
+    const char *inner =
+        op2(g, "Add", "inner", one, op2(g, "Mul", "alpha_X_1_s", alpha_x, op2(g, "Sub", "1_s", one, s)));
+    dy_times(g, op2(g, "Mul", "dswish", s, inner));
+}
+
+static const char *x_squared(ot_grad *g, otter_node *n) { return op2(g, "Mul", "X2", IN(0), IN(0)); }
+static const char *one_minus_x2(ot_grad *g, otter_node *n) {
+    return op2(g, "Sub", "1_X2", scalar(g, IN(0), 1.0f), x_squared(g, n));
+}
+
+void ot_grad_sin(ot_grad *g, otter_node *n) { dy_times(g, op1(g, "Cos", "cos_X", IN(0))); }
+void ot_grad_cos(ot_grad *g, otter_node *n) {
+    OT_G1(g, "Neg", ot_grad_dx(g, 0), op2(g, "Mul", "dY_sin_X", ot_grad_dy(g, 0), op1(g, "Sin", "sin_X", IN(0))));
+}
+/* Tan: dX = dY * (1 + Y^2). */
+void ot_grad_tan(ot_grad *g, otter_node *n) {
+    dy_times(g, op2(g, "Add", "1_Y2", scalar(g, IN(0), 1.0f), op2(g, "Mul", "Y2", OUT(0), OUT(0))));
+}
+/* Asin: dX = dY / sqrt(1 - X^2); Acos: its negation. */
+void ot_grad_asin(ot_grad *g, otter_node *n) { dy_over(g, op1(g, "Sqrt", "sqrt_1_X2", one_minus_x2(g, n))); }
+void ot_grad_acos(ot_grad *g, otter_node *n) {
+    const char *d = op2(g, "Div", "dY_over", ot_grad_dy(g, 0), op1(g, "Sqrt", "sqrt_1_X2", one_minus_x2(g, n)));
+    OT_G1(g, "Neg", ot_grad_dx(g, 0), d);
+}
+/* Atan: dX = dY / (1 + X^2). */
+void ot_grad_atan(ot_grad *g, otter_node *n) {
+    dy_over(g, op2(g, "Add", "1_X2", scalar(g, IN(0), 1.0f), x_squared(g, n)));
+}
+void ot_grad_sinh(ot_grad *g, otter_node *n) { dy_times(g, op1(g, "Cosh", "cosh_X", IN(0))); }
+void ot_grad_cosh(ot_grad *g, otter_node *n) { dy_times(g, op1(g, "Sinh", "sinh_X", IN(0))); }
+/* Asinh: dX = dY / sqrt(X^2 + 1); Acosh: dY / sqrt(X^2 - 1); Atanh: dY / (1 - X^2). */
+void ot_grad_asinh(ot_grad *g, otter_node *n) {
+    dy_over(g, op1(g, "Sqrt", "sqrt_X2_1", op2(g, "Add", "X2_1", x_squared(g, n), scalar(g, IN(0), 1.0f))));
+}
+void ot_grad_acosh(ot_grad *g, otter_node *n) {
+    dy_over(g, op1(g, "Sqrt", "sqrt_X2_1", op2(g, "Sub", "X2_1", x_squared(g, n), scalar(g, IN(0), 1.0f))));
+}
+void ot_grad_atanh(ot_grad *g, otter_node *n) { dy_over(g, one_minus_x2(g, n)); }

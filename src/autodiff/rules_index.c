@@ -59,7 +59,7 @@ void ot_grad_scatter(ot_grad *g, otter_node *n) {
     bool elements = ot_streq(n->op_type, "ScatterElements");
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) {
-        const char *zeros = ot_grad_zeros_like(g, IN(2), IN(0));
+        const char *zeros = ot_grad_zeros_like(g, IN(2), IN(0), NULL);
         const char *dx = ot_grad_dx(g, 0);
         otter_node *m = ot_grad_emit(g, n->op_type, "", 3, (const char *[]){dy, IN(1), zeros}, 1, &dx);
         if (elements) set_int(g, m, "axis", otter_node_attr_int(n, "axis", 0));

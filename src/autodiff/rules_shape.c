@@ -57,27 +57,13 @@ void ot_grad_concat(ot_grad *g, otter_node *n) {
     ot_free(sizes);
 }
 
-const char *ot_grad_zeros_like(ot_grad *g, const char *like, const char *dtype_of) {
-    const char *shape = shape_of(g, like);
-    const char *zero = ot_grad_tmp(g, "zeros");
-    otter_node *c = ot_grad_emit(g, "ConstantOfShape", "", 1, &shape, 1, &zero);
-    const otter_type *t = ot_grad_type(g, dtype_of);
-    otter_tensor *v;
-    int64_t one = 1;
-    if (c &&
-        (otter_tensor_create(&v, NULL, t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT, 1, &one) != OTTER_OK ||
-         otter_node_set_attr_tensor(c, "value", v) != OTTER_OK))
-        nomem(g);
-    return c ? zero : NULL;
-}
-
 /* Split: Concat the output gradients (zeros for outputs the loss ignores). */
 void ot_grad_split(ot_grad *g, otter_node *n) {
     const char **parts = ot_calloc(n->n_outputs, sizeof *parts);
     if (!parts) OT_GRAD_NOMEM(g);
     for (size_t j = 0; j < n->n_outputs; j++) {
         parts[j] = ot_grad_dy(g, j);
-        if (!parts[j]) parts[j] = ot_grad_zeros_like(g, OUT(j), IN(0));
+        if (!parts[j]) parts[j] = ot_grad_zeros_like(g, OUT(j), IN(0), NULL);
     }
     const char *dx = ot_grad_dx(g, 0);
     otter_node *c = ot_grad_emit(g, "Concat", "", n->n_outputs, parts, 1, &dx);

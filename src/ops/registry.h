@@ -16,6 +16,7 @@
 #ifndef OTTER_OPS_REGISTRY_H
 #define OTTER_OPS_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +45,8 @@ typedef struct ot_op_entry {
     const ot_op_def *kernels; /* oldest first, ended by a {0} entry; NULL: no kernel */
     ot_infer_fn infer;        /* NULL: inference leaves the outputs unknown */
     ot_grad_rule_fn grad;     /* NULL: not differentiable by otter */
-    uint32_t diff_inputs;     /* bit i: input i can receive a gradient from `grad` */
+    uint32_t diff_inputs;     /* bit i: input i can receive a gradient from `grad`; bit 31 also every later
+                                 input (variadic operators, an If's outer-scope reads): ot_op_diff_input */
     /* Why the operator has a kernel but no shape rule, or a shape rule but no kernel (NULL when
      * it has both); tests/test_registry.c fails on any other mismatch and on a stale reason. */
     const char *gap;
@@ -57,6 +59,11 @@ typedef struct ot_op_entry {
 /* The table (src/ops/table.c), sorted by (domain, op_type) in strcmp order. */
 extern const ot_op_entry ot_op_table[];
 extern const size_t ot_op_table_count;
+
+/* Whether input i of the row's operator can receive a gradient (diff_inputs, bit 31 standing for the rest). */
+static inline bool ot_op_diff_input(const ot_op_entry *e, size_t i) {
+    return (e->diff_inputs >> (i < 31 ? i : 31)) & 1u;
+}
 
 /* The row for (domain, op_type) or NULL; NULL, "" and "ai.onnx" are the default domain. */
 const ot_op_entry *ot_op_find(const char *domain, const char *op_type);
