@@ -56,7 +56,9 @@ bool ot_grad_failed(const ot_grad *g);
 #define OT_GRAD_NOMEM(g) OT_GRAD_FAIL((g), OTTER_ERR_NOMEM, "out of memory building gradients")
 
 /* Write `grad` (shaped like `y`, the broadcast result) reduced to the shape of `x` into `out`:
- * ReduceSum over the broadcast axes (and Reshape when some kept axes were reduced), or Identity. */
+ * ReduceSum over the broadcast axes (and Reshape when some kept axes were reduced), or Identity.
+ * When static shapes don't decide the axes, com.microsoft BroadcastGradientArgs computes them at
+ * run time (opset >= 13). */
 void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char *y, const char *out);
 /* Declare in value_info that `name` has the static type of `like` (for gradient kernels, such as
  * MaxPoolGrad, whose output shape their inputs don't determine). */

@@ -346,6 +346,8 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input},
     {"com.microsoft", "BiasGelu", KERNELS({1, ot_kernel_biasgelu, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "BiasGeluGrad_dX", KERNELS({1, ot_kernel_bias_gelu_grad_dx, 0}), .infer = ot_infer_like_input},
+    {"com.microsoft", "BroadcastGradientArgs", KERNELS({1, ot_kernel_broadcast_gradient_args, 0}),
+     .infer = ot_infer_broadcast_gradient_args},
     {"com.microsoft", "ConcatTraining", KERNELS({1, ot_kernel_concat_training, 0}), .infer = ot_infer_concat_training},
     {"com.microsoft", "ConvGrad", KERNELS({1, ot_kernel_conv_grad, 0}), .infer = ot_infer_conv_grad,
      .attrs_of = "Conv"},
