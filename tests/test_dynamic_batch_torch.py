@@ -114,6 +114,9 @@ def main():
         r = tl.otter("train", art, "--data", data, "--batch-size", str(BATCH), "--epochs", "1", "--lr", str(LR),
                      "--no-shuffle", "--threads", "1", "--save", ckpt)
         tl.check(r.returncode == 0, f"opset {opset}: otter train")
+        tl.check("input 'input' <- the samples, float32 [6, 32]" in r.stdout and
+                 "input 'labels' <- the class labels (int64" in r.stdout,
+                 f"opset {opset}: the summary says which array feeds which input")
         compare(f"opset {opset}", otter_params(ckpt, ckpt + "_npy"), initial, full)
     return tl.finish("test_dynamic_batch_torch")
 
