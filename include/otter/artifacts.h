@@ -69,6 +69,11 @@ typedef struct otter_artifacts_options {
     bool adamw_set;
     float beta1, beta2, epsilon, weight_decay;
     int64_t correct_bias, adam_mode;
+    /* Training-mode BatchNormalization's running variance: false (ONNX Runtime's CPU kernel) mixes in the
+     * biased batch variance, sum (x - mean)^2 / n; true, PyTorch's, the unbiased one, / (n - 1), through the
+     * attribute otter_unbiased_running_var = 1 on the training model's BatchNormInternal nodes, which otter
+     * reads and ONNX Runtime, not knowing it, refuses. n: the values per channel in the batch. */
+    bool bn_unbiased_running_var;
     const char *prefix;      /* file name prefix (NULL: none) */
     bool nominal_checkpoint; /* also write nominal_checkpoint (shapes only) */
 } otter_artifacts_options;

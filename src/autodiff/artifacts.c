@@ -223,12 +223,16 @@ static otter_status add_ort_opsets(otter_model *m) {
 }
 
 static otter_status build_training(otter_artifacts *a, const otter_model *with_loss, const char *loss,
-                                   otter_tensor **params) {
+                                   otter_tensor **params, const otter_artifacts_options *o) {
     OT_TRY(otter_model_clone(&a->training, with_loss));
     otter_model *m = a->training;
     otter_grad_options go = {.loss = loss, .n_wrt = a->n_trainable, .wrt = (const char *const *)a->trainable};
     OT_TRY(otter_model_add_gradients(m, &go));
     otter_graph *g = m->graph;
+    /* The gradient builder made training-mode BatchNormalization nodes BatchNormInternal, as ORT does. */
+    for (size_t i = 0; i < g->n_nodes && o->bn_unbiased_running_var; i++)
+        if (ot_streq(g->nodes[i]->op_type, "BatchNormInternal") && ot_streq(g->nodes[i]->domain, "com.microsoft"))
+            OT_TRY(otter_node_set_attr_int(g->nodes[i], "otter_unbiased_running_var", 1));
     OT_TRY(params_to_inputs(g, a, params));
     /* Gradient accumulation: <p>_grad.accumulation.buffer inputs, InPlaceAccumulatorV2 per parameter. */
     for (size_t i = 0; i < a->n_trainable; i++) {
@@ -408,7 +412,7 @@ otter_status otter_artifacts_build(otter_artifacts *a, const otter_model *m, con
     if (s == OTTER_OK) s = otter_model_clone(&with_loss, m);
     if (s == OTTER_OK) s = otter_graph_topo_sort(with_loss->graph);
     if (s == OTTER_OK) s = add_loss(with_loss, &o, &loss);
-    if (s == OTTER_OK) s = build_training(a, with_loss, loss, params);
+    if (s == OTTER_OK) s = build_training(a, with_loss, loss, params, &o);
     if (s == OTTER_OK) s = build_eval(a, with_loss);
     if (s == OTTER_OK && o.optimizer != OTTER_OPTIM_NONE) s = build_optimizer(a, m, &o);
     if (s == OTTER_OK) s = build_checkpoints(a, params, a->n_trainable + a->n_frozen, o.nominal_checkpoint);

@@ -66,7 +66,7 @@ static bool parse_hparams(const char *text, otter_artifacts_options *o) {
 int cmd_artifacts(int argc, char **argv) {
     const char *out = NULL, *req = NULL, *frozen = NULL, *loss = NULL, *reduction = NULL, *optim = NULL;
     const char *hparams = NULL, *prefix = NULL, *additional = NULL, *loss_inputs = NULL, *ignore = NULL;
-    const char *ce_weight = NULL, *pos_weight = NULL;
+    const char *ce_weight = NULL, *pos_weight = NULL, *bn_var = NULL;
     bool nominal = false;
     const cli_opt opts[] = {
         {"--output", "-o", "DIR", "folder for the artifacts (required)", &out, NULL},
@@ -82,6 +82,10 @@ int cmd_artifacts(int argc, char **argv) {
         {"--optimizer", NULL, "OPT", "AdamW (default), SGD or none", &optim, NULL},
         {"--lr-hparams", NULL, "K=V,..", "AdamW: beta1, beta2, eps, weight_decay, correct_bias, adam_mode", &hparams,
          NULL},
+        {"--bn-running-var", NULL, "V",
+         "BatchNormalization's running variance from the batch's biased variance (default, ONNX Runtime's) or "
+         "unbiased one (PyTorch's; otter reads it, ONNX Runtime refuses it)",
+         &bn_var, NULL},
         {"--prefix", NULL, "P", "file name prefix", &prefix, NULL},
         {"--additional-output", NULL, "NAMES", "extra outputs after the loss (training and eval models)", &additional,
          NULL},
@@ -113,6 +117,9 @@ int cmd_artifacts(int argc, char **argv) {
     else if (optim && strcmp(optim, "AdamW"))
         return cli_usage_error(&spec, "unknown optimizer '%s'", optim);
     if (hparams && !parse_hparams(hparams, &o)) return cli_usage_error(&spec, "bad --lr-hparams '%s'", hparams);
+    if (bn_var && strcmp(bn_var, "biased") && strcmp(bn_var, "unbiased"))
+        return cli_usage_error(&spec, "--bn-running-var must be biased or unbiased, not '%s'", bn_var);
+    o.bn_unbiased_running_var = bn_var && !strcmp(bn_var, "unbiased");
     if (ignore) {
         char *end;
         o.ignore_index = strtoll(ignore, &end, 10);
@@ -163,6 +170,14 @@ int cmd_artifacts(int argc, char **argv) {
                                                  : "AdamW",
                out, prefix ? prefix : "", o.optimizer == OTTER_OPTIM_NONE ? "" : "optimizer_model.onnx, ",
                nominal ? ", nominal_checkpoint" : "");
+        size_t n_bn = 0;
+        for (size_t i = 0; i < a.training->graph->n_nodes; i++)
+            n_bn += strcmp(a.training->graph->nodes[i]->op_type, "BatchNormInternal") == 0;
+        if (n_bn)
+            printf("  BatchNormalization (%zu in training mode): running variance from the batch's %s\n", n_bn,
+                   o.bn_unbiased_running_var
+                       ? "unbiased variance, as PyTorch (otter's attribute; ONNX Runtime refuses these artifacts)"
+                       : "biased variance, as ONNX Runtime (PyTorch: --bn-running-var unbiased)");
         rc = CLI_EXIT_OK;
     }
     otter_artifacts_free(&a);
