@@ -11,6 +11,8 @@ initial weights. Checked:
     update (err = max|otter - torch| / max|torch - initial|);
   - int32 token ids are refused with an error naming the input, the file and both element types;
   - too few arrays are refused naming the count;
+  - `otter export` without --outputs keeps the forward model's output (logits, with its dynamic batch
+    axis), and the exported model's logits equal PyTorch's with the trained weights;
   - fixed batch: without --drop-last the run fails before training, saying to use --drop-last; with it,
     the 2 full batches equal PyTorch's 2 steps.
 """
@@ -20,6 +22,7 @@ import shutil
 import sys
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 
@@ -79,6 +82,27 @@ def compare(label, got, initial, want):
     tl.check(worst <= TOL, f"{label}: equal to PyTorch's SGD steps, worst {worst:.2e}")
 
 
+def check_export(art, ckpt, arrays):
+    """`otter export` without --outputs: the forward model's output (logits, [batch, 4]), computing what
+    PyTorch computes with the trained weights."""
+    path = os.path.join(WORK, "exported.onnx")
+    r = tl.otter("export", art, "--checkpoint", ckpt, "-o", path)
+    outs = [(o.name, [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim])
+            for o in onnx.load(path).graph.output] if r.returncode == 0 else []
+    tl.check(outs == [("logits", ["batch", CLASSES])], f"otter export keeps the forward output by default: {outs}")
+    if not outs:
+        return
+    model = TokenClassifier()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in otter_params(ckpt).items()})
+    want = model(torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1])).detach().numpy()
+    out_dir = os.path.join(WORK, "exported_out")
+    files = [os.path.join(WORK, n + ".npy") for n in ("tokens", "scale")]
+    r = tl.otter("run", path, "-q", "-o", out_dir, *files)
+    got = np.load(os.path.join(out_dir, "output_0.npy")) if r.returncode == 0 else np.zeros_like(want)
+    err = float(np.abs(got - want).max())
+    tl.check(err <= 1e-5, f"the exported model's logits equal PyTorch's with the trained weights, err {err:.2e}")
+
+
 def export(module, path, dynamic):
     axes = {"tokens": {0: "batch"}, "scale": {0: "batch"}, "logits": {0: "batch"}} if dynamic else None
     torch.onnx.export(copy_of(module).train(), (torch.zeros(BATCH, TOKENS, dtype=torch.int64), torch.ones(BATCH, 1)),
@@ -120,6 +144,8 @@ def main():
         tl.check(f"input '{name}' <- {f}, {what}" in r.stdout, f"the summary says {os.path.basename(f)} feeds '{name}'")
     compare("dynamic batch, batches 4, 4, 2", otter_params(os.path.join(WORK, "dynamic.ckpt")), initial,
             torch_sgd(module, arrays, [(0, 4), (4, 8), (8, 10)]))
+
+    check_export(art, os.path.join(WORK, "dynamic.ckpt"), arrays)
 
     r = train(art, "npy:" + ",".join([tokens32] + files[1:]), os.path.join(WORK, "int32.ckpt"))
     tl.check(r.returncode != 0 and "input 'tokens' takes int64" in r.stderr and
