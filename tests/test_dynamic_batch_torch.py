@@ -11,9 +11,10 @@ For each opset: `otter artifacts --optimizer SGD`, then `otter train` over 10 sa
 PyTorch runs the same three SGD steps in float64 from the same initial weights (the exported
 initializers). Checked: the training model holds BroadcastGradientArgs, and every parameter after
 the three steps within max|otter - torch| <= 1e-3 max|torch - initial| (what training moved it) +
-3 float32 roundings of max|w| (2^-23 each). At opset 17, ONNX Runtime's training runtime (onnxruntime-web 1.19.2 under Node, npm,
-which runs com.microsoft BroadcastGradientArgs) trains the same artifacts over the same batches at its
-fixed lr 0.001, and its parameters equal PyTorch's within the same bound.
+3 float32 roundings of max|w| (2^-23 each). At opset 17, ONNX Runtime's training runtime
+(onnxruntime-web 1.19.2 under Node, from npm; it runs com.microsoft BroadcastGradientArgs) trains the
+same artifacts over the same batches at its fixed lr 0.001, and its parameters equal PyTorch's within
+the same bound.
 """
 import json
 import os
