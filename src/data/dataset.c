@@ -320,11 +320,11 @@ otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor 
 typedef struct npy_columns {
     otter_tensor **t;
     char **files;
-    size_t n;
+    size_t n, cap; /* loaded; allocated (entries past n may hold the one that failed) */
 } npy_columns;
 
 static void npy_columns_free(npy_columns *c) {
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; i < c->cap; i++) {
         otter_tensor_free(c->t[i]);
         ot_free(c->files[i]);
     }
@@ -339,6 +339,7 @@ static otter_status load_npy_columns(npy_columns *c, const char *list) {
     c->t = ot_calloc(count, sizeof *c->t);
     c->files = ot_calloc(count, sizeof *c->files);
     if (!c->t || !c->files) return OT_NOMEM();
+    c->cap = count;
     for (const char *p = list; c->n < count; c->n++) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
