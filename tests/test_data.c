@@ -448,6 +448,10 @@ static void test_npy(void) {
     int64_t dims[OTTER_MAX_RANK];
     CHECK(otter_dataset_size(ds) == 5 && otter_dataset_num_classes(ds) == 5);
     CHECK(otter_dataset_input_shape(ds, dims) == 2 && dims[0] == 2 && dims[1] == 3);
+    /* the arrays as columns too (sharing the inputs' and labels' bytes) */
+    const otter_tensor *c0 = otter_dataset_column(ds, 0), *c1 = otter_dataset_column(ds, 1);
+    CHECK(c0 && c1 && c0->dtype == OTTER_DTYPE_FLOAT && c0->rank == 3 && c1->dtype == OTTER_DTYPE_INT64 &&
+          memcmp(c0->data, xv, sizeof xv) == 0 && memcmp(c1->data, yv, sizeof yv) == 0);
     int bad = 0;
     if (ds) {
         int64_t *lab;

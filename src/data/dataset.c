@@ -217,9 +217,40 @@ static int64_t elem_as_int(const otter_tensor *t, int64_t i) {
     }
 }
 
-/* Inputs and targets to raw. xname/yname name them in messages. The tensors are only read. */
+/* The inputs to raw, last: a float32 or uint8 X that `take` owns gives raw its buffer and keeps a view of
+ * it, no copy. */
+static otter_status raw_inputs(ot_data_raw *raw, const otter_tensor *X, otter_tensor *take) {
+    int64_t n = X->dims[0];
+    raw->n = n;
+    raw->rank = X->rank - 1;
+    for (int i = 1; i < X->rank; i++) raw->dims[i - 1] = X->dims[i];
+    int64_t total = n * prod(raw->dims, raw->rank);
+    raw->u8 = X->dtype == OTTER_DTYPE_UINT8;
+    if (take == X && X->owns_data && total && (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT)) {
+        raw->x = X->data;
+        take->owns_data = false;
+        return OTTER_OK;
+    }
+    size_t esz = raw->u8 ? 1 : sizeof(float);
+    raw->x = ot_malloc(total ? (size_t)total * esz : 1);
+    if (!raw->x) return OT_NOMEM();
+    if (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT) {
+        if (total) memcpy(raw->x, X->data, (size_t)total * esz);
+    } else {
+        float *f = raw->x;
+        for (int64_t i = 0; i < total; i++) {
+            double d = 0;
+            elem_as_double(X, i, &d);
+            f[i] = (float)d;
+        }
+    }
+    return OTTER_OK;
+}
+
+/* Inputs and targets to raw. xname/yname name them in messages. The tensors are only read, except that
+ * raw may take over take's buffer (take: X or NULL; see raw_inputs). */
 static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, const char *xname, const otter_tensor *Y,
-                                     const char *yname, const otter_dataset_options *opts) {
+                                     const char *yname, const otter_dataset_options *opts, otter_tensor *take) {
     if (X->rank < 1)
         return ot_error(OTTER_ERR_INVALID, "%s: inputs must have a sample dimension (rank 0 given)", xname);
     if (Y->rank < 1 || Y->rank > 2)
@@ -234,28 +265,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
     if (!elem_as_double(Y, 0, &probe) && Y->dtype != OTTER_DTYPE_FLOAT)
         return ot_error(OTTER_ERR_UNSUPPORTED, "%s: targets of dtype %s are not supported", yname,
                         otter_dtype_name(Y->dtype));
-    int64_t n = X->dims[0];
-    raw->n = n;
-    raw->rank = X->rank - 1;
-    for (int i = 1; i < X->rank; i++) raw->dims[i - 1] = X->dims[i];
-    int64_t numel = prod(raw->dims, raw->rank);
-    int64_t total = n * numel;
-    raw->u8 = X->dtype == OTTER_DTYPE_UINT8;
-    size_t esz = raw->u8 ? 1 : sizeof(float);
-    raw->x = ot_malloc(total ? (size_t)total * esz : 1);
-    if (!raw->x) return OT_NOMEM();
-    if (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT) {
-        if (total) memcpy(raw->x, X->data, (size_t)total * esz);
-    } else {
-        float *f = raw->x;
-        for (int64_t i = 0; i < total; i++) {
-            double d = 0;
-            elem_as_double(X, i, &d);
-            f[i] = (float)d;
-        }
-    }
-
-    int64_t k = Y->rank == 2 ? Y->dims[1] : 1;
+    int64_t n = X->dims[0], k = Y->rank == 2 ? Y->dims[1] : 1;
     bool want_float =
         opts->targets == OTTER_TARGETS_FLOAT || (opts->targets == OTTER_TARGETS_AUTO && !is_int_dtype(Y->dtype));
     if (want_float) {
@@ -267,7 +277,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
             elem_as_double(Y, i, &d);
             raw->targets[i] = (float)d;
         }
-        return OTTER_OK;
+        return raw_inputs(raw, X, take);
     }
     if (k != 1)
         return ot_error(OTTER_ERR_INVALID, "%s: class labels must be [N] or [N, 1] (got [N, %lld])", yname,
@@ -294,7 +304,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
         if (l > maxl) maxl = l;
     }
     raw->num_classes = opts->num_classes > 0 ? opts->num_classes : maxl + 1;
-    return OTTER_OK;
+    return raw_inputs(raw, X, take);
 }
 
 otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor *inputs, const otter_tensor *targets,
@@ -304,7 +314,7 @@ otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor 
     *out = NULL;
     if (!opts) opts = &defaults;
     ot_data_raw raw = {0};
-    otter_status s = raw_from_tensors(&raw, inputs, "inputs", targets, "targets", opts);
+    otter_status s = raw_from_tensors(&raw, inputs, "inputs", targets, "targets", opts, NULL);
     if (s == OTTER_OK) {
         raw.desc = ot_strdup("tensors");
         if (!raw.desc) s = OT_NOMEM();
@@ -356,6 +366,22 @@ static otter_status load_npy_columns(npy_columns *c, const char *list) {
     return OTTER_OK;
 }
 
+/* Let column t view buf, a copy of its bytes the dataset keeps anyway. */
+static void share_data(otter_tensor *t, void *buf) {
+    if (t->owns_data) ot_free(t->data);
+    t->data = buf;
+    t->owns_data = false;
+}
+
+/* Two columns that are also the inputs and targets hold the same bytes where no conversion took place
+ * (float32 or uint8 inputs, int64 labels, float32 targets): one copy, not two. */
+static void share_columns(otter_dataset *ds, otter_tensor **t) {
+    if (t[0]->owns_data && (t[0]->dtype == OTTER_DTYPE_FLOAT || t[0]->dtype == OTTER_DTYPE_UINT8))
+        share_data(t[0], ds->x);
+    if (ds->labels && t[1]->dtype == OTTER_DTYPE_INT64) share_data(t[1], ds->labels);
+    if (ds->targets && t[1]->dtype == OTTER_DTYPE_FLOAT) share_data(t[1], ds->targets);
+}
+
 /* npy:A.npy,B.npy,...: the columns, and with two of them that read as inputs and targets, those as well
  * (two that don't, such as token ids and per-token targets, stay columns only, unless the options ask for
  * targets or a class count). */
@@ -366,11 +392,13 @@ static otter_status open_npy(otter_dataset **out, const char *spec, const char *
     otter_dataset *ds = NULL;
     otter_status s = load_npy_columns(&c, list);
     if (s == OTTER_OK && c.n == 2) {
-        s = raw_from_tensors(&raw, c.t[0], c.files[0], c.t[1], c.files[1], opts);
+        s = raw_from_tensors(&raw, c.t[0], c.files[0], c.t[1], c.files[1], opts, c.t[0]);
         if (s == OTTER_OK && !(raw.desc = ot_strdup(spec))) s = OT_NOMEM();
         if (s == OTTER_OK) s = ot_dataset_finish(&ds, &raw, opts);
         bool asked = opts->targets != OTTER_TARGETS_AUTO || opts->num_classes > 0; /* inputs and targets */
-        if (!asked && (s == OTTER_ERR_INVALID || s == OTTER_ERR_UNSUPPORTED)) {
+        /* Once raw took column 0's buffer (its last step), a failure has freed it: no columns to fall back on. */
+        bool taken = !c.t[0]->owns_data && c.t[0]->data;
+        if (!asked && !taken && (s == OTTER_ERR_INVALID || s == OTTER_ERR_UNSUPPORTED)) {
             ot_data_raw_release(&raw);
             otter_clear_error();
             s = OTTER_OK;
@@ -388,6 +416,7 @@ static otter_status open_npy(otter_dataset **out, const char *spec, const char *
         npy_columns_free(&c);
         return s;
     }
+    if (ds->x) share_columns(ds, c.t);
     ds->columns = c.t, ds->column_files = c.files, ds->n_columns = c.n;
     *out = ds;
     return OTTER_OK;
