@@ -361,31 +361,35 @@ static bool single_element(ot_grad *g, const char *x) {
     return true;
 }
 
-/* ReduceSum of grad into out over `axes` (an int64 tensor name; NULL: every axis). */
-static otter_node *reduce_sum(ot_grad *g, const char *grad, const char *axes, const char *out, bool keepdims) {
-    otter_node *n = axes ? ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){grad, axes}, 1, &out)
-                         : ot_grad_emit(g, "ReduceSum", "", 1, &grad, 1, &out);
-    if (n && otter_node_set_attr_int(n, "keepdims", keepdims) != OTTER_OK) nomem(g);
+otter_node *ot_grad_reduce_sum(ot_grad *g, const char *in, size_t n_axes, const int64_t *axes, bool keepdims,
+                               const char *out) {
+    bool as_input = n_axes && ot_grad_opset(g) >= 13;
+    const char *ax = as_input ? ot_grad_const_i64(g, "ReduceAxes", n_axes, axes, false) : NULL;
+    otter_node *n = as_input ? ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){in, ax}, 1, &out)
+                             : ot_grad_emit(g, "ReduceSum", "", 1, &in, 1, &out);
+    if (n && (otter_node_set_attr_int(n, "keepdims", keepdims) != OTTER_OK ||
+              (n_axes && !as_input && otter_node_set_attr_ints(n, "axes", n_axes, axes) != OTTER_OK)))
+        nomem(g);
     return n;
 }
 
 /* The shapes decide the axes only at run time: ONNX Runtime's shape-independent graph,
  * BroadcastGradientArgs(Shape(x), Shape(grad)) -> x's axes, ReduceSum over them (keepdims; none
  * reduced when there are none), Reshape to Shape(x). Shape(grad) rather than Shape(y), so the
- * forward result needn't stay alive for it. */
-static void unbroadcast_at_run_time(ot_grad *g, const char *grad, const char *x, const char *y, const char *out) {
-    if (ot_grad_opset(g) < 13)
-        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED,
-                     "can't tell statically how '%s' was broadcast to '%s', and reducing over axes known only at "
-                     "run time needs ReduceSum from opset 13 (the model imports opset %lld)",
-                     x, y, (long long)ot_grad_opset(g));
+ * forward result needn't stay alive for it. Below opset 13, where ReduceSum's axes are an attribute,
+ * the sum is com.microsoft ReduceSumTraining, as ORT emits it. */
+static void unbroadcast_at_run_time(ot_grad *g, const char *grad, const char *x, const char *out) {
     const char *x_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x);
     const char *dy_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "dy_shape"), grad);
     const char *axes = ot_grad_tmp(g, "broadcast_axes");
     ot_grad_emit(g, "BroadcastGradientArgs", "com.microsoft", 2, (const char *[]){x_shape, dy_shape}, 1, &axes);
     const char *sum = ot_grad_tmp(g, "reduced");
-    otter_node *n = reduce_sum(g, grad, axes, sum, true);
-    if (n && otter_node_set_attr_int(n, "noop_with_empty_axes", 1) != OTTER_OK) nomem(g);
+    bool v13 = ot_grad_opset(g) >= 13;
+    otter_node *n = ot_grad_emit(g, v13 ? "ReduceSum" : "ReduceSumTraining", v13 ? "" : "com.microsoft", 2,
+                                 (const char *[]){grad, axes}, 1, &sum);
+    if (n && (otter_node_set_attr_int(n, "keepdims", 1) != OTTER_OK ||
+              otter_node_set_attr_int(n, "noop_with_empty_axes", 1) != OTTER_OK))
+        nomem(g);
     OT_G1(g, "Reshape", out, sum, x_shape);
 }
 
@@ -396,13 +400,13 @@ void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char
     bool leading;
     if (!broadcast_axes(g, x, y, axes, &n_axes, &leading)) {
         if (!single_element(g, x)) {
-            unbroadcast_at_run_time(g, grad, x, y, out);
+            unbroadcast_at_run_time(g, grad, x, out);
             return;
         }
         /* One element (a scalar divisor, a [1, 1] bias): the sum of everything, whatever y's shape. */
         bool scalar = ot_grad_rank(g, x) == 0;
         const char *sum = scalar ? out : ot_grad_tmp(g, "reduced");
-        reduce_sum(g, grad, NULL, sum, false);
+        ot_grad_reduce_sum(g, grad, 0, NULL, false, sum);
         if (!scalar) OT_G1(g, "Reshape", out, sum, OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x));
         return;
     }
@@ -412,13 +416,7 @@ void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char
     }
     bool reshape = !leading && ot_grad_rank(g, x) != ot_grad_rank(g, y);
     const char *sum = reshape ? ot_grad_tmp(g, "reduced") : out;
-    otter_node *n;
-    if (ot_grad_opset(g) >= 13) {
-        n = reduce_sum(g, grad, ot_grad_const_i64(g, "ReduceAxes", n_axes, axes, false), sum, !leading);
-    } else {
-        n = reduce_sum(g, grad, NULL, sum, !leading);
-        if (n && otter_node_set_attr_ints(n, "axes", n_axes, axes) != OTTER_OK) nomem(g);
-    }
+    ot_grad_reduce_sum(g, grad, n_axes, axes, !leading, sum);
     if (reshape) {
         const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
         OT_G1(g, "Reshape", out, sum, shape);

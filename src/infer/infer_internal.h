@@ -292,6 +292,7 @@ otter_status ot_infer_inplace_accumulator_v2(ot_inode *n);
 otter_status ot_infer_layer_norm_grad(ot_inode *n);
 otter_status ot_infer_pool_grad(ot_inode *n);
 otter_status ot_infer_reduce_all_l2(ot_inode *n);
+otter_status ot_infer_reduce_sum_training(ot_inode *n);
 otter_status ot_infer_sce_loss_grad(ot_inode *n);
 otter_status ot_infer_sce_loss_internal(ot_inode *n);
 otter_status ot_infer_sgd_optimizer_v2(ot_inode *n);

@@ -222,6 +222,7 @@ otter_status ot_kernel_det(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx);
 otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx);
+otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);
