@@ -40,9 +40,12 @@ typedef struct input_spec {
                  PROB: float in (0.1, 0.9), not differentiated */
     int rank;
     int64_t dims[4];
-    int64_t ints[8]; /* INTS values */
-    float floats[8]; /* FLOATS values: a float initializer (Resize's scales) */
+    int64_t ints[8];  /* INTS values */
+    float floats[8];  /* FLOATS values: a float initializer (Resize's scales) */
+    unsigned dynamic; /* bit i: dimension i is declared symbolic ("<name>_<i>"); DYN_RANK: no shape declared */
 } input_spec;
+
+#define DYN_RANK (1u << 31)
 
 typedef struct grad_case {
     const char *label;
@@ -111,7 +114,20 @@ static otter_model *forward_model(const grad_case *c) {
             for (int64_t e = 0; e < numel(s); e++) ((uint8_t *)t->data)[e] = s->ints[e] != 0;
             CHECK_OK(otter_graph_add_initializer(g, t));
         } else if (s->name[0]) {
-            CHECK_OK(otter_graph_add_input(g, s->name, OTTER_DTYPE_FLOAT, s->rank, s->dims, NULL));
+            /* The shapes the gradient builder sees; the values fed at run time have s->dims. */
+            static char params[6][4][16];
+            const char *declared[4] = {NULL, NULL, NULL, NULL};
+            int64_t dims[4];
+            for (int d = 0; d < s->rank; d++) {
+                dims[d] = s->dims[d];
+                if (s->dynamic & (1u << d)) {
+                    snprintf(params[i][d], sizeof params[i][d], "%s_%d", s->name, d);
+                    declared[d] = params[i][d];
+                    dims[d] = -1;
+                }
+            }
+            CHECK_OK(otter_graph_add_input(g, s->name, OTTER_DTYPE_FLOAT, s->dynamic & DYN_RANK ? -1 : s->rank, dims,
+                                           s->dynamic ? declared : NULL));
         }
     }
     const char *outs[4] = {"y0", "y1", "y2", "y3"};
@@ -190,6 +206,16 @@ static void run_case(const grad_case *c) {
         otter_model_free(fwd);
         otter_model_free(bwd);
         return;
+    }
+    /* Static shapes keep the static reduction: BroadcastGradientArgs only where some input is symbolic. */
+    bool symbolic = false;
+    for (int i = 0; i < c->n_in; i++) symbolic |= c->in[i].dynamic != 0;
+    size_t run_time_reductions = 0;
+    for (size_t i = 0; i < bwd->graph->n_nodes; i++)
+        run_time_reductions += strcmp(bwd->graph->nodes[i]->op_type, "BroadcastGradientArgs") == 0;
+    if (!symbolic && run_time_reductions) {
+        tu_failures++;
+        fprintf(stderr, "%s: static shapes, yet %zu BroadcastGradientArgs nodes\n", c->label, run_time_reductions);
     }
     char gnames[8][64];
     const char *out_names[8];
@@ -1517,6 +1543,67 @@ static const grad_case CASES[] = {
      2,
      a_scan_axis1_reverse,
      .node_inputs = 2},
+    /* Broadcast gradients decided at run time (symbolic dimensions, unknown ranks), and reductions over
+     * broadcast axes below opset 13 (ReduceSum's axes an attribute). */
+    {"Add dims symbolic",
+     "Add",
+     NULL,
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3), {0}, .dynamic = 1u}, {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 1u}},
+     1},
+    {"MatMul batch broadcast opset 12",
+     "MatMul",
+     NULL,
+     12,
+     2,
+     {{"a", RAND, SHAPE(2, 3, 4)}, {"b", RAND, SHAPE(1, 4, 2)}},
+     1},
+    {"MatMul 3-D x 2-D opset 12", "MatMul", NULL, 12, 2, {{"a", RAND, SHAPE(2, 3, 4)}, {"b", RAND, SHAPE(4, 2)}}, 1},
+    {"Add dims symbolic opset 12 (ReduceSumTraining)",
+     "Add",
+     NULL,
+     12,
+     2,
+     {{"a", RAND, SHAPE(2, 3), {0}, .dynamic = 1u}, {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 1u}},
+     1},
+    {"Mul rank unknown",
+     "Mul",
+     NULL,
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3), {0}, .dynamic = DYN_RANK}, {"b", RAND, SHAPE(3)}},
+     1},
+    {"Div rank unknown scalar divisor",
+     "Div",
+     NULL,
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3), {0}, .dynamic = DYN_RANK}, {"b", POS, 0, {0}}},
+     1},
+    {"Sub leading and inner symbolic",
+     "Sub",
+     NULL,
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 1, 3), {0}, .dynamic = 3u}, {"b", RAND, SHAPE(4, 3), {0}, .dynamic = 1u}},
+     1},
+    {"Pow exponent [1, 1] rank unknown",
+     "Pow",
+     NULL,
+     14,
+     2,
+     {{"a", POS, SHAPE(2, 3), {0}, .dynamic = DYN_RANK}, {"b", RAND, SHAPE(1, 1)}},
+     1},
+    {"Where dims symbolic",
+     "Where",
+     NULL,
+     0,
+     3,
+     {{"c", BOOLS, SHAPE(2, 3), {1, 0, 0, 1, 1, 0}},
+      {"a", RAND, SHAPE(2, 1), {0}, .dynamic = 1u},
+      {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
+     1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -4,7 +4,9 @@
   checkpoints (same trajectory: batch order, optimizer state, step, properties);
 - eval prints the same loss/accuracy as train's last epoch row; the task is learnable (accuracy > 80%);
 - export: inputs/outputs, initializers equal to the trained checkpoint (otter checkpoint dump), and onnx's
-  the exported graph evaluated in NumPy gives otter eval's accuracy;
+  the exported graph evaluated in NumPy gives otter eval's accuracy; without --outputs, artifacts made without
+  --additional-output export the forward model's output;
+- artifacts: the summary and --help print AdamW's hyperparameters (ONNX Runtime's defaults) and torch.optim.AdamW's;
 - params --shapes-json on the ORT fixture equals its shapes.json;
 - an explicit --normalize is saved in the checkpoint (otter.normalize): eval without --normalize and --resume
   without it feed the inputs the same way (uint8 data trained with --normalize none, not eval's default x / 255);
@@ -82,8 +84,31 @@ def main():
     data, edata = f"npy:{w('x.npy')},{w('y.npy')}", f"npy:{w('xe.npy')},{w('ye.npy')}"
 
     check(otter("models", "mnist-dnn", "-o", w("m.onnx"), "--seed", "1").returncode == 0, "models")
-    check(otter("artifacts", w("m.onnx"), "-o", w("art"), "--additional-output", "output").returncode == 0,
-          "artifacts CE + AdamW with 'output' as additional output")
+    art = otter("artifacts", w("m.onnx"), "-o", w("art"), "--additional-output", "output")
+    check(art.returncode == 0, "artifacts CE + AdamW with 'output' as additional output")
+    ort_hp = "beta1=0.9,beta2=0.999,eps=1e-06,weight_decay=0,correct_bias=1,adam_mode=1"
+    torch_hp = "beta1=0.9,beta2=0.999,eps=1e-8,weight_decay=0.01,correct_bias=1,adam_mode=0"
+    check(f"AdamW: {ort_hp} (ONNX Runtime's defaults; torch.optim.AdamW's: --lr-hparams {torch_hp})" in art.stdout,
+          "artifacts' summary: the AdamW hyperparameters, ONNX Runtime's defaults, and how to get PyTorch's")
+    hlp = otter("artifacts", "--help", echo=False)
+    check(ort_hp in hlp.stdout and f"torch.optim.AdamW's: {torch_hp}" in hlp.stdout,
+          "artifacts --help: AdamW's defaults and torch.optim.AdamW's")
+    tart = otter("artifacts", w("m.onnx"), "-o", w("art_torch"), "--lr-hparams", torch_hp)
+    attrs = {}
+    if tart.returncode == 0:
+        node = onnx.load(w("art_torch", "optimizer_model.onnx")).graph.node[0]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    check("AdamW: beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01,correct_bias=1,adam_mode=0\n" in tart.stdout and
+          attrs.get("adam_mode") == 0 and abs(attrs.get("epsilon", 0) - 1e-8) < 1e-12 and
+          abs(attrs.get("weight_decay", 0) - 0.01) < 1e-7,
+          f"artifacts --lr-hparams with torch's values: summary and optimizer attributes {attrs}")
+    art_plain = otter("artifacts", w("m.onnx"), "-o", w("art_plain"))
+    plain = otter("train", w("art_plain"), "--data", data, "--steps", "2", "--threads", "1", "--save",
+                  w("plain.ckpt"))
+    ex = otter("export", w("art_plain"), "--checkpoint", w("plain.ckpt"), "-o", w("plain.onnx"))
+    outs = [o.name for o in onnx.load(w("plain.onnx")).graph.output] if ex.returncode == 0 else []
+    check(art_plain.returncode == 0 and plain.returncode == 0 and outs == ["output"],
+          f"export of artifacts made without --additional-output keeps the forward output: {outs}")
     for d in ["full", "part"]:
         shutil.copytree(w("art"), w(d))
     common = ["--data", data, "--eval-data", edata, "--batch-size", "32", "--seed", "7", "--threads", "1"]

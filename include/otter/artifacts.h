@@ -65,13 +65,24 @@ typedef struct otter_artifacts_options {
     size_t n_additional_outputs;
     const char *const *additional_outputs;
     otter_optimizer_kind optimizer;
-    /* AdamW hyperparameters; all zero means the Python tool's values (0.9, 0.999, 1e-6, 0, correct_bias 1, mode 1). */
+    /* AdamW hyperparameters (ONNX Runtime's AdamWOptimizer attributes alpha = beta1, beta2, epsilon, weight_decay,
+     * correct_bias, adam_mode), used when adamw_set; otherwise otter_artifacts_adamw_defaults'. */
     bool adamw_set;
     float beta1, beta2, epsilon, weight_decay;
     int64_t correct_bias, adam_mode;
+    /* Training-mode BatchNormalization's running variance: false (ONNX Runtime's CPU kernel) mixes in the
+     * biased batch variance, sum (x - mean)^2 / n; true, PyTorch's, the unbiased one, / (n - 1), through the
+     * attribute otter_unbiased_running_var = 1 on the training model's BatchNormInternal nodes, which otter
+     * reads and ONNX Runtime, not knowing it, refuses. n: the values per channel in the batch. */
+    bool bn_unbiased_running_var;
     const char *prefix;      /* file name prefix (NULL: none) */
     bool nominal_checkpoint; /* also write nominal_checkpoint (shapes only) */
 } otter_artifacts_options;
+
+/* The eval model's metadata_props record the forward model's outputs, which the loss replaced as the
+ * graph's outputs: "otter.forward_output.0" = the first output's name, and so on (otter_training_export
+ * keeps them by default). */
+#define OTTER_FORWARD_OUTPUT_KEY "otter.forward_output."
 
 /* What was made (optional). Names point into storage that lives until otter_artifacts_free. */
 typedef struct otter_artifacts {
@@ -83,6 +94,12 @@ typedef struct otter_artifacts {
     char **frozen;
     size_t n_bn_frozen; /* how many frozen parameters came from BatchNormalization by default */
 } otter_artifacts;
+
+/* ONNX Runtime's Python tool's AdamW hyperparameters, the default: beta1 0.9, beta2 0.999, epsilon 1e-6,
+ * weight_decay 0, correct_bias 1, adam_mode 1 (weight decay applied after the update, as Hugging Face's
+ * AdamW). torch.optim.AdamW's defaults differ: epsilon 1e-8, weight_decay 0.01, adam_mode 0 (decay before
+ * the update, PyTorch's formula). Sets adamw_set and those six fields. */
+OTTER_API void otter_artifacts_adamw_defaults(otter_artifacts_options *o);
 
 /* Build the artifacts in memory. */
 OTTER_API otter_status otter_artifacts_build(otter_artifacts *out, const otter_model *m,

@@ -83,6 +83,8 @@ typedef struct otter_dataset_options {
  *   "cifar10:DIR"                      DIR holds data_batch_1..5[.bin] and test_batch[.bin]
  *   "cifar10:FILE"                     one CIFAR-10 binary batch file
  *   "npy:X.npy,Y.npy"                  inputs [N, ...] (any real dtype) and targets [N] or [N, k]
+ *   "npy:A.npy,B.npy,..."              any number of arrays [N, ...] of any dtype, kept as stored: see
+ *                                      otter_dataset_column (two arrays are also inputs and targets)
  *   "csv:FILE"                         one sample a line, comma-separated numbers
  * opts may be NULL (defaults). */
 OTTER_API otter_status otter_dataset_open(otter_dataset **out, const char *spec, const otter_dataset_options *opts);
@@ -105,6 +107,19 @@ OTTER_API int64_t otter_dataset_target_numel(const otter_dataset *ds);
 OTTER_API const int64_t *otter_dataset_labels(const otter_dataset *ds);
 /* What was opened ("mnist:/data/mnist (train)"), for messages. */
 OTTER_API const char *otter_dataset_description(const otter_dataset *ds);
+
+/* ---- Columns: the arrays of an npy dataset, dtypes kept (token ids stay int64) ---- */
+
+/* How many arrays the dataset was opened from ("npy:A.npy,B.npy,...": one per file); 0 for the other
+ * kinds, whose samples are inputs and targets only. */
+OTTER_API size_t otter_dataset_column_count(const otter_dataset *ds);
+/* Column i as loaded ([N, ...]), and the file it came from; NULL when i is out of range. */
+OTTER_API const otter_tensor *otter_dataset_column(const otter_dataset *ds, size_t i);
+OTTER_API const char *otter_dataset_column_file(const otter_dataset *ds, size_t i);
+/* Copy rows idx[0..n) of column i into rows 0..n-1 of out (the column's dtype and elements per sample, any
+ * per-sample shape, dims[0] >= n). No allocation. */
+OTTER_API otter_status otter_dataset_gather_column(const otter_dataset *ds, size_t i, const int64_t *idx, int64_t n,
+                                                   otter_tensor *out);
 
 /* Copy samples idx[0..n) into rows 0..n-1 of inputs (float, dims[0] >= n, same elements per sample as
  * the dataset, any per-sample shape) and targets (labels: int64 or int32 with dims[0] >= n; float
@@ -143,6 +158,9 @@ OTTER_API otter_status otter_batch_iter_next(otter_batch_iter *it, otter_tensor 
 /* Go to batch `batch` of epoch `epoch` (starts at epoch 0, batch 0). The order of an epoch depends only on
  * (seed, epoch), so resuming at (epoch, batch) reproduces an uninterrupted run. */
 OTTER_API otter_status otter_batch_iter_seek(otter_batch_iter *it, uint64_t epoch, int64_t batch);
+/* The sample indices of the next batch of the current epoch (*idx valid until the next call or seek; *count
+ * 0 when the epoch is over), for datasets fed column by column (otter_dataset_gather_column). */
+OTTER_API otter_status otter_batch_iter_next_indices(otter_batch_iter *it, const int64_t **idx, int64_t *count);
 /* Batches per epoch (counting a partial last batch unless drop_last). */
 OTTER_API int64_t otter_batch_iter_num_batches(const otter_batch_iter *it);
 /* Samples per epoch (after drop_last). */

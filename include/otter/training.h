@@ -290,6 +290,9 @@ typedef struct otter_train_options {
      * lazy gradient reset. */
     int64_t grad_accum;
     bool keep_order; /* false: a new batch order every epoch, from (seed, epoch) alone */
+    /* Leave out each epoch's partial last batch. false: it is fed, which a model whose first input has a
+     * fixed batch dimension refuses (the run fails before its first step, saying so). */
+    bool drop_last;
     uint64_t seed;
     /* Epoch e of this run takes the order of epoch epoch_offset + e (an FL client's round r of E local
      * epochs: (r - 1) * E, so a retried round trains the same). */
@@ -332,6 +335,12 @@ typedef struct otter_train_result {
     bool stopped;              /* the callback asked to stop */
     double seconds;
 } otter_train_result;
+
+/* Whether otter_training_run and otter_training_evaluate feed ds to the model's user inputs array by array,
+ * in order, dtypes kept and checked (npy datasets, "npy:A.npy,B.npy,...": int64 token ids stay int64), rather
+ * than as inputs and targets (the other kinds, and two npy arrays that read as such when the model's first
+ * input is float: converted to float, normalized, class labels one-hot for a float target). */
+OTTER_API bool otter_training_feeds_columns(const otter_training_session *s, const otter_dataset *ds);
 
 /* Train on ds following opts (NULL: defaults). The session needs an optimizer model (and an eval model
  * with eval_data). Dropout masks follow otter_training_set_seed. A resumed run that is already complete

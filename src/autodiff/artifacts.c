@@ -223,12 +223,16 @@ static otter_status add_ort_opsets(otter_model *m) {
 }
 
 static otter_status build_training(otter_artifacts *a, const otter_model *with_loss, const char *loss,
-                                   otter_tensor **params) {
+                                   otter_tensor **params, const otter_artifacts_options *o) {
     OT_TRY(otter_model_clone(&a->training, with_loss));
     otter_model *m = a->training;
     otter_grad_options go = {.loss = loss, .n_wrt = a->n_trainable, .wrt = (const char *const *)a->trainable};
     OT_TRY(otter_model_add_gradients(m, &go));
     otter_graph *g = m->graph;
+    /* The gradient builder made training-mode BatchNormalization nodes BatchNormInternal, as ORT does. */
+    for (size_t i = 0; i < g->n_nodes && o->bn_unbiased_running_var; i++)
+        if (ot_streq(g->nodes[i]->op_type, "BatchNormInternal") && ot_streq(g->nodes[i]->domain, "com.microsoft"))
+            OT_TRY(otter_node_set_attr_int(g->nodes[i], "otter_unbiased_running_var", 1));
     OT_TRY(params_to_inputs(g, a, params));
     /* Gradient accumulation: <p>_grad.accumulation.buffer inputs, InPlaceAccumulatorV2 per parameter. */
     for (size_t i = 0; i < a->n_trainable; i++) {
@@ -282,10 +286,21 @@ static otter_status build_training(otter_artifacts *a, const otter_model *with_l
 
 /* Eval: forward + loss with parameters as inputs in the training model's order; Dropout's
  * training_mode cleared, BatchNormalization in inference mode. */
-static otter_status build_eval(otter_artifacts *a, const otter_model *with_loss) {
+static otter_status build_eval(otter_artifacts *a, const otter_model *with_loss, const otter_model *forward) {
     OT_TRY(otter_model_clone(&a->eval, with_loss));
     otter_graph *g = a->eval->graph;
     OT_TRY(params_to_inputs(g, a, NULL));
+    /* The forward model's outputs, which the loss replaced: recorded (OTTER_FORWARD_OUTPUT_KEY<i>) with their
+     * types, so that an export keeps them by default. */
+    for (size_t i = 0; i < forward->graph->n_outputs; i++) {
+        const otter_value *v = &forward->graph->outputs[i];
+        char *key = ot_sprintf("%s%zu", OTTER_FORWARD_OUTPUT_KEY, i);
+        otter_status s = key ? otter_model_set_metadata(a->eval, key, v->name) : OT_NOMEM();
+        ot_free(key);
+        OT_TRY(s);
+        if (v->has_type && !otter_graph_value_type(g, v->name))
+            OT_TRY(otter_graph_add_value_info(g, v->name, &v->type));
+    }
     for (size_t i = 0; i < g->n_nodes; i++) {
         otter_node *n = g->nodes[i];
         if (ot_streq(n->op_type, "Dropout") && n->n_inputs > 2) {
@@ -298,6 +313,12 @@ static otter_status build_eval(otter_artifacts *a, const otter_model *with_loss)
     }
     /* Parameter inputs must follow the training model's order (ORT refuses otherwise). */
     return otter_graph_clean(g, NULL);
+}
+
+void otter_artifacts_adamw_defaults(otter_artifacts_options *o) {
+    o->adamw_set = true;
+    o->beta1 = 0.9f, o->beta2 = 0.999f, o->epsilon = 1e-6f, o->weight_decay = 0.0f;
+    o->correct_bias = 1, o->adam_mode = 1;
 }
 
 static otter_status build_optimizer(otter_artifacts *a, const otter_model *base, const otter_artifacts_options *o) {
@@ -331,14 +352,15 @@ static otter_status build_optimizer(otter_artifacts *a, const otter_model *base,
                                  (const char *[]){"learning_rate", "step", "params", "gradients", "first_order_moments",
                                                   "second_order_moments"},
                                  1, &out));
-        bool set = o->adamw_set;
+        otter_artifacts_options hp = *o;
+        if (!hp.adamw_set) otter_artifacts_adamw_defaults(&hp);
         otter_status s = otter_node_set_domain(n, "com.microsoft");
-        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "alpha", set ? o->beta1 : 0.9f);
-        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "beta", set ? o->beta2 : 0.999f);
-        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "epsilon", set ? o->epsilon : 1e-6f);
-        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "weight_decay", set ? o->weight_decay : 0.0f);
-        if (s == OTTER_OK) s = otter_node_set_attr_int(n, "correct_bias", set ? o->correct_bias : 1);
-        if (s == OTTER_OK) s = otter_node_set_attr_int(n, "adam_mode", set ? o->adam_mode : 1);
+        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "alpha", hp.beta1);
+        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "beta", hp.beta2);
+        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "epsilon", hp.epsilon);
+        if (s == OTTER_OK) s = otter_node_set_attr_float(n, "weight_decay", hp.weight_decay);
+        if (s == OTTER_OK) s = otter_node_set_attr_int(n, "correct_bias", hp.correct_bias);
+        if (s == OTTER_OK) s = otter_node_set_attr_int(n, "adam_mode", hp.adam_mode);
         if (s != OTTER_OK) {
             otter_node_free(n);
             return s;
@@ -408,8 +430,8 @@ otter_status otter_artifacts_build(otter_artifacts *a, const otter_model *m, con
     if (s == OTTER_OK) s = otter_model_clone(&with_loss, m);
     if (s == OTTER_OK) s = otter_graph_topo_sort(with_loss->graph);
     if (s == OTTER_OK) s = add_loss(with_loss, &o, &loss);
-    if (s == OTTER_OK) s = build_training(a, with_loss, loss, params);
-    if (s == OTTER_OK) s = build_eval(a, with_loss);
+    if (s == OTTER_OK) s = build_training(a, with_loss, loss, params, &o);
+    if (s == OTTER_OK) s = build_eval(a, with_loss, m);
     if (s == OTTER_OK && o.optimizer != OTTER_OPTIM_NONE) s = build_optimizer(a, m, &o);
     if (s == OTTER_OK) s = build_checkpoints(a, params, a->n_trainable + a->n_frozen, o.nominal_checkpoint);
     for (size_t i = 0; params && params[i]; i++) otter_tensor_free(params[i]);

@@ -356,14 +356,62 @@ static bool broadcast_axes(ot_grad *g, const char *x, const char *y, int64_t *ax
     return true;
 }
 
+/* Whether x is known to hold one element (rank 0, or every dimension 1). */
+static bool single_element(ot_grad *g, const char *x) {
+    const otter_type *t = ot_grad_type(g, x);
+    if (!t || t->kind != OTTER_TYPE_TENSOR || t->rank < 0) return false;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i].value != 1) return false;
+    return true;
+}
+
+otter_node *ot_grad_reduce_sum(ot_grad *g, const char *in, size_t n_axes, const int64_t *axes, bool keepdims,
+                               const char *out) {
+    bool as_input = n_axes && ot_grad_opset(g) >= 13;
+    const char *ax = as_input ? ot_grad_const_i64(g, "ReduceAxes", n_axes, axes, false) : NULL;
+    otter_node *n = as_input ? ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){in, ax}, 1, &out)
+                             : ot_grad_emit(g, "ReduceSum", "", 1, &in, 1, &out);
+    if (n && (otter_node_set_attr_int(n, "keepdims", keepdims) != OTTER_OK ||
+              (n_axes && !as_input && otter_node_set_attr_ints(n, "axes", n_axes, axes) != OTTER_OK)))
+        nomem(g);
+    return n;
+}
+
+/* The shapes decide the axes only at run time: ONNX Runtime's shape-independent graph,
+ * BroadcastGradientArgs(Shape(x), Shape(grad)) -> x's axes, ReduceSum over them (keepdims; none
+ * reduced when there are none), Reshape to Shape(x). Shape(grad) rather than Shape(y), so the
+ * forward result needn't stay alive for it. Below opset 13, where ReduceSum's axes are an attribute,
+ * the sum is com.microsoft ReduceSumTraining, as ORT emits it. */
+static void unbroadcast_at_run_time(ot_grad *g, const char *grad, const char *x, const char *out) {
+    const char *x_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x);
+    const char *dy_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "dy_shape"), grad);
+    const char *axes = ot_grad_tmp(g, "broadcast_axes");
+    ot_grad_emit(g, "BroadcastGradientArgs", "com.microsoft", 2, (const char *[]){x_shape, dy_shape}, 1, &axes);
+    const char *sum = ot_grad_tmp(g, "reduced");
+    bool v13 = ot_grad_opset(g) >= 13;
+    otter_node *n = ot_grad_emit(g, v13 ? "ReduceSum" : "ReduceSumTraining", v13 ? "" : "com.microsoft", 2,
+                                 (const char *[]){grad, axes}, 1, &sum);
+    if (n && (otter_node_set_attr_int(n, "keepdims", 1) != OTTER_OK ||
+              otter_node_set_attr_int(n, "noop_with_empty_axes", 1) != OTTER_OK))
+        nomem(g);
+    OT_G1(g, "Reshape", out, sum, x_shape);
+}
+
 void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char *y, const char *out) {
     if (!grad || !out) return;
     int64_t axes[OTTER_MAX_RANK];
     size_t n_axes;
     bool leading;
     if (!broadcast_axes(g, x, y, axes, &n_axes, &leading)) {
-        ot_grad_fail(g, OTTER_ERR_UNSUPPORTED,
-                     "can't tell statically how '%s' was broadcast to '%s' (shapes unknown or ambiguous)", x, y);
+        if (!single_element(g, x)) {
+            unbroadcast_at_run_time(g, grad, x, out);
+            return;
+        }
+        /* One element (a scalar divisor, a [1, 1] bias): the sum of everything, whatever y's shape. */
+        bool scalar = ot_grad_rank(g, x) == 0;
+        const char *sum = scalar ? out : ot_grad_tmp(g, "reduced");
+        ot_grad_reduce_sum(g, grad, 0, NULL, false, sum);
+        if (!scalar) OT_G1(g, "Reshape", out, sum, OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x));
         return;
     }
     if (n_axes == 0) {
@@ -372,15 +420,7 @@ void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char
     }
     bool reshape = !leading && ot_grad_rank(g, x) != ot_grad_rank(g, y);
     const char *sum = reshape ? ot_grad_tmp(g, "reduced") : out;
-    otter_node *n;
-    if (ot_grad_opset(g) >= 13) {
-        const char *ax = ot_grad_const_i64(g, "ReduceAxes", n_axes, axes, false);
-        n = ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){grad, ax}, 1, &sum);
-    } else {
-        n = ot_grad_emit(g, "ReduceSum", "", 1, &grad, 1, &sum);
-        if (n && otter_node_set_attr_ints(n, "axes", n_axes, axes) != OTTER_OK) nomem(g);
-    }
-    if (n && otter_node_set_attr_int(n, "keepdims", leading ? 0 : 1) != OTTER_OK) nomem(g);
+    ot_grad_reduce_sum(g, grad, n_axes, axes, !leading, sum);
     if (reshape) {
         const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x);
         OT_G1(g, "Reshape", out, sum, shape);

@@ -45,6 +45,10 @@ const char *ot_grad_op1(ot_grad *g, const char *op_type, const char *out, size_t
 /* Constant initializers; returns the name. */
 const char *ot_grad_const_i64(ot_grad *g, const char *hint, size_t count, const int64_t *v, bool scalar);
 const char *ot_grad_const_f32(ot_grad *g, const char *hint, float v, otter_dtype dtype);
+/* ReduceSum of `in` over constant axes (n_axes 0: every axis) into `out`, in the form the model's opset
+ * takes (axes as an input from opset 13, an attribute before); returns the node. */
+otter_node *ot_grad_reduce_sum(ot_grad *g, const char *in, size_t n_axes, const int64_t *axes, bool keepdims,
+                               const char *out);
 /* Sticky failure from a rule (message names the node). */
 void ot_grad_fail(ot_grad *g, otter_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool ot_grad_failed(const ot_grad *g);
@@ -57,7 +61,9 @@ bool ot_grad_failed(const ot_grad *g);
 #define OT_GRAD_NOMEM(g) OT_GRAD_FAIL((g), OTTER_ERR_NOMEM, "out of memory building gradients")
 
 /* Write `grad` (shaped like `y`, the broadcast result) reduced to the shape of `x` into `out`:
- * ReduceSum over the broadcast axes (and Reshape when some kept axes were reduced), or Identity. */
+ * ReduceSum over the broadcast axes (and Reshape when some kept axes were reduced), or Identity.
+ * When static shapes don't decide the axes, com.microsoft BroadcastGradientArgs computes them at
+ * run time (and com.microsoft ReduceSumTraining sums over them below opset 13). */
 void ot_grad_unbroadcast(ot_grad *g, const char *grad, const char *x, const char *y, const char *out);
 /* Zeros with the shape of `like` and the element type of `dtype_of` (like's when NULL), written to
  * `out` (a fresh name when NULL); returns the name, NULL on failure. */

@@ -93,9 +93,7 @@ static void reduce_batch(ot_grad *g, const char *p, const char *x, const char *y
         return;
     }
     const char *sum = keep && off ? ot_grad_tmp(g, "reduced") : out;
-    const char *ax = ot_grad_const_i64(g, "ReduceAxes", k, axes, false);
-    otter_node *r = ot_grad_emit(g, "ReduceSum", "", 2, (const char *[]){p, ax}, 1, &sum);
-    set_int(g, r, "keepdims", keep ? 1 : 0);
+    ot_grad_reduce_sum(g, p, k, axes, keep, sum);
     if (keep && off) OT_G1(g, "Reshape", out, sum, OT_G1(g, "Shape", ot_grad_tmp(g, "shape"), x));
 }
 

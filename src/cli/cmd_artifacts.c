@@ -30,9 +30,7 @@ static bool parse_hparams(const char *text, otter_artifacts_options *o) {
     size_t n;
     char **items = cli_split(text, &n);
     if (!items) return false;
-    o->adamw_set = true;
-    o->beta1 = 0.9f, o->beta2 = 0.999f, o->epsilon = 1e-6f, o->weight_decay = 0.0f;
-    o->correct_bias = 1, o->adam_mode = 1;
+    otter_artifacts_adamw_defaults(o); /* keys not given keep ONNX Runtime's values */
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         char *eq = strchr(items[i], '=');
@@ -63,11 +61,30 @@ static bool parse_hparams(const char *text, otter_artifacts_options *o) {
     return ok;
 }
 
+/* torch.optim.AdamW's defaults as --lr-hparams. */
+#define TORCH_ADAMW "beta1=0.9,beta2=0.999,eps=1e-8,weight_decay=0.01,correct_bias=1,adam_mode=0"
+
+/* AdamW's hyperparameters as --lr-hparams takes them. */
+static void format_hparams(char *buf, size_t cap, const otter_artifacts_options *o) {
+    snprintf(buf, cap, "beta1=%g,beta2=%g,eps=%g,weight_decay=%g,correct_bias=%lld,adam_mode=%lld", (double)o->beta1,
+             (double)o->beta2, (double)o->epsilon, (double)o->weight_decay, (long long)o->correct_bias,
+             (long long)o->adam_mode);
+}
+
 int cmd_artifacts(int argc, char **argv) {
     const char *out = NULL, *req = NULL, *frozen = NULL, *loss = NULL, *reduction = NULL, *optim = NULL;
     const char *hparams = NULL, *prefix = NULL, *additional = NULL, *loss_inputs = NULL, *ignore = NULL;
-    const char *ce_weight = NULL, *pos_weight = NULL;
+    const char *ce_weight = NULL, *pos_weight = NULL, *bn_var = NULL;
     bool nominal = false;
+    otter_artifacts_options defaults = {0};
+    otter_artifacts_adamw_defaults(&defaults);
+    char default_hp[160], hp_help[512];
+    format_hparams(default_hp, sizeof default_hp, &defaults);
+    snprintf(hp_help, sizeof hp_help,
+             "AdamW: beta1, beta2, eps, weight_decay, correct_bias, adam_mode; keys not given keep ONNX Runtime's "
+             "defaults, %s (adam_mode 1: weight decay after the update, as Hugging Face's AdamW). "
+             "torch.optim.AdamW's: %s",
+             default_hp, TORCH_ADAMW);
     const cli_opt opts[] = {
         {"--output", "-o", "DIR", "folder for the artifacts (required)", &out, NULL},
         {"--requires-grad", NULL, "NAMES", "initializers to train (default: every float initializer not frozen)", &req,
@@ -80,8 +97,11 @@ int cmd_artifacts(int argc, char **argv) {
         {"--ce-weight", NULL, "W,..", "CrossEntropyLoss: per-class weights", &ce_weight, NULL},
         {"--pos-weight", NULL, "W,..", "BCEWithLogitsLoss: per-class positive weights", &pos_weight, NULL},
         {"--optimizer", NULL, "OPT", "AdamW (default), SGD or none", &optim, NULL},
-        {"--lr-hparams", NULL, "K=V,..", "AdamW: beta1, beta2, eps, weight_decay, correct_bias, adam_mode", &hparams,
-         NULL},
+        {"--lr-hparams", NULL, "K=V,..", hp_help, &hparams, NULL},
+        {"--bn-running-var", NULL, "V",
+         "biased (default, ONNX Runtime's) or unbiased (PyTorch's; otter reads it, ONNX Runtime refuses it): the "
+         "batch variance BatchNormalization's running variance takes",
+         &bn_var, NULL},
         {"--prefix", NULL, "P", "file name prefix", &prefix, NULL},
         {"--additional-output", NULL, "NAMES", "extra outputs after the loss (training and eval models)", &additional,
          NULL},
@@ -113,6 +133,9 @@ int cmd_artifacts(int argc, char **argv) {
     else if (optim && strcmp(optim, "AdamW"))
         return cli_usage_error(&spec, "unknown optimizer '%s'", optim);
     if (hparams && !parse_hparams(hparams, &o)) return cli_usage_error(&spec, "bad --lr-hparams '%s'", hparams);
+    if (bn_var && strcmp(bn_var, "biased") && strcmp(bn_var, "unbiased"))
+        return cli_usage_error(&spec, "--bn-running-var must be biased or unbiased, not '%s'", bn_var);
+    o.bn_unbiased_running_var = bn_var && !strcmp(bn_var, "unbiased");
     if (ignore) {
         char *end;
         o.ignore_index = strtoll(ignore, &end, 10);
@@ -163,6 +186,24 @@ int cmd_artifacts(int argc, char **argv) {
                                                  : "AdamW",
                out, prefix ? prefix : "", o.optimizer == OTTER_OPTIM_NONE ? "" : "optimizer_model.onnx, ",
                nominal ? ", nominal_checkpoint" : "");
+        if (o.optimizer == OTTER_OPTIM_ADAMW) {
+            otter_artifacts_options hp = o;
+            if (!hp.adamw_set) otter_artifacts_adamw_defaults(&hp);
+            char used[160];
+            format_hparams(used, sizeof used, &hp);
+            printf("  AdamW: %s%s\n", used,
+                   strcmp(used, default_hp) == 0
+                       ? " (ONNX Runtime's defaults; torch.optim.AdamW's: --lr-hparams " TORCH_ADAMW ")"
+                       : "");
+        }
+        size_t n_bn = 0;
+        for (size_t i = 0; i < a.training->graph->n_nodes; i++)
+            n_bn += strcmp(a.training->graph->nodes[i]->op_type, "BatchNormInternal") == 0;
+        if (n_bn)
+            printf("  BatchNormalization (%zu in training mode): running variance from the batch's %s\n", n_bn,
+                   o.bn_unbiased_running_var
+                       ? "unbiased variance, as PyTorch (otter's attribute; ONNX Runtime refuses these artifacts)"
+                       : "biased variance, as ONNX Runtime (PyTorch: --bn-running-var unbiased)");
         rc = CLI_EXIT_OK;
     }
     otter_artifacts_free(&a);

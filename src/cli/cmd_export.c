@@ -9,7 +9,10 @@ int cmd_export(int argc, char **argv) {
     const cli_opt opts[] = {
         {"--output", "-o", "FILE.onnx", "where to write the inference model (required)", &out, NULL},
         {"--checkpoint", NULL, "CKPT", "weights to export (default: DIR/checkpoint)", &ckpt, NULL},
-        {"--outputs", NULL, "NAMES", "outputs to keep (default: every eval output but the loss)", &outputs, NULL},
+        {"--outputs", NULL, "NAMES",
+         "outputs to keep (default: the forward model's, as `otter artifacts` records them; for artifacts "
+         "without that record, every eval output but the loss)",
+         &outputs, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &prefix, NULL},
         {0}};
     const cli_spec spec = {"export",

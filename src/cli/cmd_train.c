@@ -81,9 +81,11 @@ typedef struct train_args {
 static int parse_args(int argc, char **argv, train_args *a) {
     const char *epochs_t = NULL, *steps_t = NULL, *batch_t = NULL, *lr_t = NULL, *sched_t = NULL, *accum_t = NULL,
                *seed_t = NULL, *threads_t = NULL;
-    bool no_shuffle = false;
+    bool no_shuffle = false, drop_last = false;
     const cli_opt opts[] = {
-        {"--data", NULL, "SPEC", "training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, npy:X.npy,Y.npy, csv:FILE",
+        {"--data", NULL, "SPEC",
+         "training data: mnist:DIR, fashion-mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, csv:FILE, or "
+         "npy:A.npy,B.npy,... (one array per model input, in order, dtypes kept)",
          &a->data, NULL},
         {"--eval-data", NULL, "SPEC", "evaluated after every epoch (test split of mnist/cifar10 folders)",
          &a->eval_data, NULL},
@@ -98,6 +100,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
         {"--grad-accum", NULL, "K", "sum the gradients of K batches per optimizer step (default 1)", &accum_t, NULL},
         {"--seed", NULL, "S", "shuffling and Dropout seed (default 0; on --resume, the checkpoint's)", &seed_t, NULL},
         {"--no-shuffle", NULL, NULL, "keep the data's order", NULL, &no_shuffle},
+        {"--drop-last", NULL, NULL,
+         "leave out each epoch's partial last batch (needed when the model's batch dimension is fixed)", NULL,
+         &drop_last},
         {"--threads", NULL, "N", "threads (default: all cores)", &threads_t, NULL},
         {"--save", NULL, "CKPT", "checkpoint written after every epoch (default: DIR/checkpoint)", &a->save, NULL},
         {"--resume", NULL, "CKPT", "continue from a checkpoint saved by otter train", &a->resume, NULL},
@@ -111,8 +116,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
     const cli_spec spec = {"train",
                            "DIR",
                            "Train ORT-format artifacts (training/eval/optimizer models + checkpoint, as made by\n"
-                           "`otter artifacts` or ORT's generate_artifacts) on a dataset. The model's two user inputs\n"
-                           "are fed the samples and the targets (class labels, one-hot when the target is float).",
+                           "`otter artifacts` or ORT's generate_artifacts) on a dataset. npy:A.npy,B.npy,... feeds\n"
+                           "the model's user inputs one array each, in order, with their element types (int64 token\n"
+                           "ids stay int64). The other kinds feed two inputs: the samples (as float) and the targets\n"
+                           "(class labels, one-hot when the target is float). The run's summary says which feeds\n"
+                           "which.",
                            1,
                            1,
                            opts};
@@ -138,6 +146,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     a->seed_given = seed_t != NULL;
     a->o.epochs = epochs, a->o.max_steps = steps > 0 ? steps : 0, a->o.batch_size = batch, a->o.grad_accum = accum;
     a->o.seed = (uint64_t)seed, a->o.keep_order = no_shuffle, a->o.set_lr = true, a->o.lr = (float)lr;
+    a->o.drop_last = drop_last;
     a->o.resume = a->resume != NULL;
     return CLI_CONTINUE;
 }
@@ -179,6 +188,7 @@ static bool resume_settings(train_args *a, otter_training_session *s) {
 /* What the progress callback prints and collects for the plot. */
 typedef struct train_view {
     const train_args *a;
+    otter_training_session *s;
     const otter_dataset *ds;
     bool tty;
     double run_loss, last_draw; /* running loss (exponential average) for the progress bar */
@@ -211,10 +221,50 @@ static void draw_bar(train_view *v, const otter_train_progress *p) {
             (long long)p->global_step, rate, v->run_loss, eta);
 }
 
+static void print_shape(const char *dtype, int rank, const int64_t *dims) {
+    printf("%s [", dtype);
+    for (int i = 0; i < rank; i++) printf(i ? ", %lld" : "%lld", (long long)dims[i]);
+    printf("]");
+}
+
+/* Which part of the data feeds which model input (per sample). */
+static void print_feeds(const train_view *v) {
+    const otter_dataset *ds = v->ds;
+    otter_training_session *s = v->s;
+    if (otter_training_feeds_columns(s, ds)) {
+        for (size_t i = 0; i < otter_dataset_column_count(ds); i++) {
+            const otter_tensor *c = otter_dataset_column(ds, i);
+            printf("  input '%s' <- %s, ", otter_training_input_name(s, OTTER_TRAINING_GRAPH, i),
+                   otter_dataset_column_file(ds, i));
+            print_shape(otter_dtype_name(c->dtype), c->rank - 1, c->dims + 1);
+            printf(" per sample\n");
+        }
+        return;
+    }
+    int64_t dims[OTTER_MAX_RANK];
+    int rank = otter_dataset_input_shape(ds, dims);
+    printf("  input '%s' <- the samples, ", otter_training_input_name(s, OTTER_TRAINING_GRAPH, 0));
+    print_shape("float32", rank, dims);
+    printf(" each, normalization %s\n", v->a->norm_name ? v->a->norm_name : "default");
+    const otter_type *t = otter_training_input_type(s, OTTER_TRAINING_GRAPH, 1);
+    const char *target = otter_training_input_name(s, OTTER_TRAINING_GRAPH, 1);
+    if (!otter_dataset_labels(ds))
+        printf("  input '%s' <- the float targets, %lld per sample\n", target,
+               (long long)otter_dataset_target_numel(ds));
+    else if (t && t->has_elem_type && otter_dtype_is_float(t->elem_type))
+        printf("  input '%s' <- the class labels, one-hot over %lld classes\n", target,
+               (long long)otter_dataset_num_classes(ds));
+    else
+        printf("  input '%s' <- the class labels (int64, %lld classes)\n", target,
+               (long long)otter_dataset_num_classes(ds));
+}
+
 static void print_begin(const train_view *v, const otter_train_progress *p) {
-    printf("training %s on %s: %lld samples, batch %lld, %lld batches/epoch, %lld batches in total\n", v->a->dir,
+    printf("training %s on %s: %lld samples, batch %lld, %lld batches/epoch%s, %lld batches in total\n", v->a->dir,
            otter_dataset_description(v->ds), (long long)otter_dataset_size(v->ds), (long long)v->a->o.batch_size,
-           (long long)p->batches_per_epoch, (long long)p->total_steps);
+           (long long)p->batches_per_epoch, v->a->o.drop_last ? " (partial batch dropped)" : "",
+           (long long)p->total_steps);
+    print_feeds(v);
     if (v->a->resume)
         printf("resumed from %s: epoch %lld, batch %lld, global batch %lld\n", v->a->resume, (long long)p->epoch + 1,
                (long long)p->batch, (long long)p->global_step);
@@ -266,7 +316,7 @@ static bool write_plot(const char *path, const train_view *v) {
 
 /* Sessions and data opened, settings resolved: run and report. */
 static int train(train_args *a, otter_training_session *s, const otter_dataset *ds, const otter_dataset *eds) {
-    train_view v = {.a = a, .ds = ds, .tty = isatty(2)};
+    train_view v = {.a = a, .s = s, .ds = ds, .tty = isatty(2)};
     a->o.eval_data = eds, a->o.checkpoint = a->save, a->o.on_progress = on_progress, a->o.user = &v;
     otter_train_result r;
     int rc = CLI_EXIT_OK;

@@ -136,6 +136,15 @@ const int64_t *otter_batch_iter_order(const otter_batch_iter *it, int64_t *n) {
     return it ? it->order : NULL;
 }
 
+otter_status otter_batch_iter_next_indices(otter_batch_iter *it, const int64_t **idx, int64_t *count) {
+    if (!it || !idx || !count) return ot_error(OTTER_ERR_ARGUMENT, "otter_batch_iter_next_indices: NULL argument");
+    int64_t end = otter_batch_iter_num_samples(it);
+    *idx = it->order + it->pos;
+    *count = it->pos >= end ? 0 : end - it->pos < it->batch_size ? end - it->pos : it->batch_size;
+    it->pos += *count;
+    return OTTER_OK;
+}
+
 otter_status otter_batch_iter_next(otter_batch_iter *it, otter_tensor *inputs, otter_tensor *targets, int64_t *count) {
     if (!it || !count) return ot_error(OTTER_ERR_ARGUMENT, "otter_batch_iter_next: NULL argument");
     *count = 0;

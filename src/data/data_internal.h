@@ -24,6 +24,11 @@ struct otter_dataset {
     int64_t num_classes;
     float *targets; /* [n, k] float targets, or NULL */
     int64_t k;
+    /* npy datasets: the arrays as loaded, [n, ...] each, dtypes kept, and the files they came from.
+     * Two arrays also make the inputs and targets above; any other count makes only these (x NULL). */
+    otter_tensor **columns;
+    char **column_files;
+    size_t n_columns;
 };
 
 /* What a loader hands to ot_dataset_finish (which takes ownership of the buffers, even on failure). */

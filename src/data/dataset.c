@@ -29,6 +29,12 @@ void otter_dataset_free(otter_dataset *ds) {
     ot_free(ds->stdv);
     ot_free(ds->labels);
     ot_free(ds->targets);
+    for (size_t i = 0; i < ds->n_columns; i++) {
+        otter_tensor_free(ds->columns[i]);
+        ot_free(ds->column_files[i]);
+    }
+    ot_free(ds->columns);
+    ot_free(ds->column_files);
     ot_free(ds);
 }
 
@@ -211,9 +217,40 @@ static int64_t elem_as_int(const otter_tensor *t, int64_t i) {
     }
 }
 
-/* Inputs and targets to raw. xname/yname name them in messages. The tensors are only read. */
+/* The inputs to raw, last: a float32 or uint8 X that `take` owns gives raw its buffer and keeps a view of
+ * it, no copy. */
+static otter_status raw_inputs(ot_data_raw *raw, const otter_tensor *X, otter_tensor *take) {
+    int64_t n = X->dims[0];
+    raw->n = n;
+    raw->rank = X->rank - 1;
+    for (int i = 1; i < X->rank; i++) raw->dims[i - 1] = X->dims[i];
+    int64_t total = n * prod(raw->dims, raw->rank);
+    raw->u8 = X->dtype == OTTER_DTYPE_UINT8;
+    if (take == X && X->owns_data && total && (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT)) {
+        raw->x = X->data;
+        take->owns_data = false;
+        return OTTER_OK;
+    }
+    size_t esz = raw->u8 ? 1 : sizeof(float);
+    raw->x = ot_malloc(total ? (size_t)total * esz : 1);
+    if (!raw->x) return OT_NOMEM();
+    if (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT) {
+        if (total) memcpy(raw->x, X->data, (size_t)total * esz);
+    } else {
+        float *f = raw->x;
+        for (int64_t i = 0; i < total; i++) {
+            double d = 0;
+            elem_as_double(X, i, &d);
+            f[i] = (float)d;
+        }
+    }
+    return OTTER_OK;
+}
+
+/* Inputs and targets to raw. xname/yname name them in messages. The tensors are only read, except that
+ * raw may take over take's buffer (take: X or NULL; see raw_inputs). */
 static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, const char *xname, const otter_tensor *Y,
-                                     const char *yname, const otter_dataset_options *opts) {
+                                     const char *yname, const otter_dataset_options *opts, otter_tensor *take) {
     if (X->rank < 1)
         return ot_error(OTTER_ERR_INVALID, "%s: inputs must have a sample dimension (rank 0 given)", xname);
     if (Y->rank < 1 || Y->rank > 2)
@@ -228,28 +265,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
     if (!elem_as_double(Y, 0, &probe) && Y->dtype != OTTER_DTYPE_FLOAT)
         return ot_error(OTTER_ERR_UNSUPPORTED, "%s: targets of dtype %s are not supported", yname,
                         otter_dtype_name(Y->dtype));
-    int64_t n = X->dims[0];
-    raw->n = n;
-    raw->rank = X->rank - 1;
-    for (int i = 1; i < X->rank; i++) raw->dims[i - 1] = X->dims[i];
-    int64_t numel = prod(raw->dims, raw->rank);
-    int64_t total = n * numel;
-    raw->u8 = X->dtype == OTTER_DTYPE_UINT8;
-    size_t esz = raw->u8 ? 1 : sizeof(float);
-    raw->x = ot_malloc(total ? (size_t)total * esz : 1);
-    if (!raw->x) return OT_NOMEM();
-    if (raw->u8 || X->dtype == OTTER_DTYPE_FLOAT) {
-        if (total) memcpy(raw->x, X->data, (size_t)total * esz);
-    } else {
-        float *f = raw->x;
-        for (int64_t i = 0; i < total; i++) {
-            double d = 0;
-            elem_as_double(X, i, &d);
-            f[i] = (float)d;
-        }
-    }
-
-    int64_t k = Y->rank == 2 ? Y->dims[1] : 1;
+    int64_t n = X->dims[0], k = Y->rank == 2 ? Y->dims[1] : 1;
     bool want_float =
         opts->targets == OTTER_TARGETS_FLOAT || (opts->targets == OTTER_TARGETS_AUTO && !is_int_dtype(Y->dtype));
     if (want_float) {
@@ -261,7 +277,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
             elem_as_double(Y, i, &d);
             raw->targets[i] = (float)d;
         }
-        return OTTER_OK;
+        return raw_inputs(raw, X, take);
     }
     if (k != 1)
         return ot_error(OTTER_ERR_INVALID, "%s: class labels must be [N] or [N, 1] (got [N, %lld])", yname,
@@ -288,7 +304,7 @@ static otter_status raw_from_tensors(ot_data_raw *raw, const otter_tensor *X, co
         if (l > maxl) maxl = l;
     }
     raw->num_classes = opts->num_classes > 0 ? opts->num_classes : maxl + 1;
-    return OTTER_OK;
+    return raw_inputs(raw, X, take);
 }
 
 otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor *inputs, const otter_tensor *targets,
@@ -298,7 +314,7 @@ otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor 
     *out = NULL;
     if (!opts) opts = &defaults;
     ot_data_raw raw = {0};
-    otter_status s = raw_from_tensors(&raw, inputs, "inputs", targets, "targets", opts);
+    otter_status s = raw_from_tensors(&raw, inputs, "inputs", targets, "targets", opts, NULL);
     if (s == OTTER_OK) {
         raw.desc = ot_strdup("tensors");
         if (!raw.desc) s = OT_NOMEM();
@@ -310,15 +326,100 @@ otter_status otter_dataset_from_tensors(otter_dataset **out, const otter_tensor 
     return ot_dataset_finish(out, &raw, opts);
 }
 
-static otter_status load_npy_pair(ot_data_raw *raw, const char *xpath, const char *ypath,
-                                  const otter_dataset_options *opts) {
-    otter_tensor *X = NULL, *Y = NULL;
-    otter_status s = otter_tensor_load_npy(&X, xpath);
-    if (s == OTTER_OK) s = otter_tensor_load_npy(&Y, ypath);
-    if (s == OTTER_OK) s = raw_from_tensors(raw, X, xpath, Y, ypath, opts);
-    otter_tensor_free(X);
-    otter_tensor_free(Y);
-    return s;
+/* The npy files of a comma-separated list, loaded as columns (same number of rows each). */
+typedef struct npy_columns {
+    otter_tensor **t;
+    char **files;
+    size_t n, cap; /* loaded; allocated (entries past n may hold the one that failed) */
+} npy_columns;
+
+static void npy_columns_free(npy_columns *c) {
+    for (size_t i = 0; i < c->cap; i++) {
+        otter_tensor_free(c->t[i]);
+        ot_free(c->files[i]);
+    }
+    ot_free(c->t);
+    ot_free(c->files);
+    memset(c, 0, sizeof *c);
+}
+
+static otter_status load_npy_columns(npy_columns *c, const char *list) {
+    size_t count = 1;
+    for (const char *p = list; *p; p++) count += *p == ',';
+    c->t = ot_calloc(count, sizeof *c->t);
+    c->files = ot_calloc(count, sizeof *c->files);
+    if (!c->t || !c->files) return OT_NOMEM();
+    c->cap = count;
+    for (const char *p = list; c->n < count; c->n++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0) return ot_error(OTTER_ERR_ARGUMENT, "npy:%s: file %zu of the list is empty", list, c->n + 1);
+        if (!(c->files[c->n] = ot_strndup(p, len))) return OT_NOMEM();
+        OT_TRY(otter_tensor_load_npy(&c->t[c->n], c->files[c->n]));
+        const otter_tensor *t = c->t[c->n];
+        if (t->rank < 1) return ot_error(OTTER_ERR_INVALID, "%s: a scalar has no sample dimension", c->files[c->n]);
+        if (t->dims[0] != c->t[0]->dims[0])
+            return ot_error(OTTER_ERR_INVALID, "%s has %lld samples but %s has %lld", c->files[0],
+                            (long long)c->t[0]->dims[0], c->files[c->n], (long long)t->dims[0]);
+        p = end ? end + 1 : p + len;
+    }
+    return OTTER_OK;
+}
+
+/* Let column t view buf, a copy of its bytes the dataset keeps anyway. */
+static void share_data(otter_tensor *t, void *buf) {
+    if (t->owns_data) ot_free(t->data);
+    t->data = buf;
+    t->owns_data = false;
+}
+
+/* Two columns that are also the inputs and targets hold the same bytes where no conversion took place
+ * (float32 or uint8 inputs, int64 labels, float32 targets): one copy, not two. */
+static void share_columns(otter_dataset *ds, otter_tensor **t) {
+    if (t[0]->owns_data && (t[0]->dtype == OTTER_DTYPE_FLOAT || t[0]->dtype == OTTER_DTYPE_UINT8))
+        share_data(t[0], ds->x);
+    if (ds->labels && t[1]->dtype == OTTER_DTYPE_INT64) share_data(t[1], ds->labels);
+    if (ds->targets && t[1]->dtype == OTTER_DTYPE_FLOAT) share_data(t[1], ds->targets);
+}
+
+/* npy:A.npy,B.npy,...: the columns, and with two of them that read as inputs and targets, those as well
+ * (two that don't, such as token ids and per-token targets, stay columns only, unless the options ask for
+ * targets or a class count). */
+static otter_status open_npy(otter_dataset **out, const char *spec, const char *list,
+                             const otter_dataset_options *opts) {
+    npy_columns c = {0};
+    ot_data_raw raw = {0};
+    otter_dataset *ds = NULL;
+    otter_status s = load_npy_columns(&c, list);
+    if (s == OTTER_OK && c.n == 2) {
+        s = raw_from_tensors(&raw, c.t[0], c.files[0], c.t[1], c.files[1], opts, c.t[0]);
+        if (s == OTTER_OK && !(raw.desc = ot_strdup(spec))) s = OT_NOMEM();
+        if (s == OTTER_OK) s = ot_dataset_finish(&ds, &raw, opts);
+        bool asked = opts->targets != OTTER_TARGETS_AUTO || opts->num_classes > 0; /* inputs and targets */
+        /* Once raw took column 0's buffer (its last step), a failure has freed it: no columns to fall back on. */
+        bool taken = !c.t[0]->owns_data && c.t[0]->data;
+        if (!asked && !taken && (s == OTTER_ERR_INVALID || s == OTTER_ERR_UNSUPPORTED)) {
+            ot_data_raw_release(&raw);
+            otter_clear_error();
+            s = OTTER_OK;
+        }
+    }
+    if (s == OTTER_OK && !ds) {
+        ds = ot_calloc(1, sizeof *ds);
+        if (!ds || !(ds->desc = ot_strdup(spec))) s = OT_NOMEM();
+        if (ds) ds->n = c.t[0]->dims[0];
+        if (s == OTTER_OK && ds->n <= 0) s = ot_error(OTTER_ERR_INVALID, "%s: holds no samples", spec);
+    }
+    if (s != OTTER_OK) {
+        ot_data_raw_release(&raw);
+        otter_dataset_free(ds);
+        npy_columns_free(&c);
+        return s;
+    }
+    if (ds->x) share_columns(ds, c.t);
+    ds->columns = c.t, ds->column_files = c.files, ds->n_columns = c.n;
+    *out = ds;
+    return OTTER_OK;
 }
 
 /* ---- open ---- */
@@ -406,7 +507,7 @@ otter_status otter_dataset_open(otter_dataset **out, const char *spec, const ott
     if (!colon)
         return ot_error(OTTER_ERR_ARGUMENT,
                         "data spec '%s': expected mnist:DIR, fashion-mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR, "
-                        "npy:X.npy,Y.npy or csv:FILE",
+                        "npy:X.npy,Y.npy[,...] or csv:FILE",
                         spec);
     size_t kl = (size_t)(colon - spec);
     const char *arg = colon + 1;
@@ -423,19 +524,17 @@ otter_status otter_dataset_open(otter_dataset **out, const char *spec, const ott
         raw.def_mean = fashion ? FASHION_MEAN : MNIST_MEAN;
         raw.def_std = fashion ? FASHION_STD : MNIST_STD;
         raw.desc = ot_sprintf("%s (%s)", spec, split_name);
-    } else if (KIND_IS("idx") || KIND_IS("npy")) {
+    } else if (KIND_IS("npy")) {
+        return open_npy(out, spec, arg, opts);
+    } else if (KIND_IS("idx")) {
         const char *comma = strchr(arg, ',');
         if (!comma || comma == arg || comma[1] == '\0')
             return ot_error(OTTER_ERR_ARGUMENT, "data spec '%s': expected two files separated by a comma", spec);
         char *first = ot_strndup(arg, (size_t)(comma - arg));
         if (!first) return OT_NOMEM();
-        if (KIND_IS("idx")) {
-            s = ot_idx_load_pair(&raw, first, comma + 1, ncls10);
-            raw.def_mean = MNIST_MEAN;
-            raw.def_std = MNIST_STD;
-        } else {
-            s = load_npy_pair(&raw, first, comma + 1, opts);
-        }
+        s = ot_idx_load_pair(&raw, first, comma + 1, ncls10);
+        raw.def_mean = MNIST_MEAN;
+        raw.def_std = MNIST_STD;
         ot_free(first);
         raw.desc = ot_strdup(spec);
     } else if (KIND_IS("cifar10")) {
@@ -473,6 +572,37 @@ int64_t otter_dataset_num_classes(const otter_dataset *ds) { return ds ? ds->num
 int64_t otter_dataset_target_numel(const otter_dataset *ds) { return ds ? ds->k : 0; }
 const int64_t *otter_dataset_labels(const otter_dataset *ds) { return ds ? ds->labels : NULL; }
 const char *otter_dataset_description(const otter_dataset *ds) { return ds ? ds->desc : ""; }
+size_t otter_dataset_column_count(const otter_dataset *ds) { return ds ? ds->n_columns : 0; }
+const otter_tensor *otter_dataset_column(const otter_dataset *ds, size_t i) {
+    return ds && i < ds->n_columns ? ds->columns[i] : NULL;
+}
+const char *otter_dataset_column_file(const otter_dataset *ds, size_t i) {
+    return ds && i < ds->n_columns ? ds->column_files[i] : NULL;
+}
+
+otter_status otter_dataset_gather_column(const otter_dataset *ds, size_t i, const int64_t *idx, int64_t n,
+                                         otter_tensor *out) {
+    if (!ds || !out || (n > 0 && !idx) || n < 0)
+        return ot_error(OTTER_ERR_ARGUMENT, "otter_dataset_gather_column: bad argument");
+    if (i >= ds->n_columns)
+        return ot_error(OTTER_ERR_ARGUMENT, "%s: no column %zu (%zu columns)", ds->desc, i, ds->n_columns);
+    const otter_tensor *c = ds->columns[i];
+    int64_t per = prod(c->dims + 1, c->rank - 1);
+    if (out->dtype != c->dtype || out->rank < 1 || prod(out->dims + 1, out->rank - 1) != per || out->dims[0] < n ||
+        (n > 0 && !out->data))
+        return ot_error(OTTER_ERR_ARGUMENT,
+                        "%s: a batch of column %zu (%s) must be %s with %lld elements per sample "
+                        "and room for %lld samples",
+                        ds->desc, i, ds->column_files[i], otter_dtype_name(c->dtype), (long long)per, (long long)n);
+    size_t row = (size_t)per * otter_dtype_size(c->dtype);
+    for (int64_t r = 0; r < n; r++) {
+        if (idx[r] < 0 || idx[r] >= ds->n)
+            return ot_error(OTTER_ERR_ARGUMENT, "%s: sample index %lld is out of range (%lld samples)", ds->desc,
+                            (long long)idx[r], (long long)ds->n);
+        memcpy((char *)out->data + (size_t)r * row, (const char *)c->data + (size_t)idx[r] * row, row);
+    }
+    return OTTER_OK;
+}
 
 /* ---- gather ---- */
 
@@ -502,6 +632,9 @@ static void convert_row(const otter_dataset *ds, int64_t i, float *dst) {
 /* Check a batch tensor: dtype, per-sample element count, room for cap rows. */
 otter_status ot_data_check_batch(const otter_dataset *ds, const otter_tensor *inputs, const otter_tensor *targets,
                                  int64_t cap) {
+    if (!ds->x && (inputs || targets))
+        return ot_error(OTTER_ERR_ARGUMENT, "%s: %zu arrays, not inputs and targets: gather them column by column",
+                        ds->desc, ds->n_columns);
     if (inputs) {
         if (inputs->dtype != OTTER_DTYPE_FLOAT || inputs->rank < 1)
             return ot_error(OTTER_ERR_ARGUMENT, "%s: batch inputs must be a float tensor [B, ...] (got %s of rank %d)",

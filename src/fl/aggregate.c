@@ -879,7 +879,7 @@ otter_status otter_fl_aggregator_load(otter_fl_aggregator **out, const char *pat
     OT_TRY(ot_read_file(path, &data, &size));
     otter_status st = otter_fl_aggregator_load_from_memory(out, data, size);
     ot_free(data);
-    if (st != OTTER_OK) return ot_error_context(st, "'%s'", path);
+    if (st != OTTER_OK) return ot_error_context(st, "'%s': ", path);
     return OTTER_OK;
 }
 

@@ -136,6 +136,18 @@ otter_status ot_infer_gather_nd_grad(ot_inode *n) { return out_shape_from_values
 otter_status ot_infer_slice_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
 otter_status ot_infer_pad_grad(ot_inode *n) { return out_shape_from_values(n, 0, 1, ot_in_dtype(n, 0)); }
 
+/* ReduceSumTraining: ReduceSum-13's shapes (axes as input 1) */
+otter_status ot_infer_reduce_sum_training(ot_inode *n) {
+    int pick[2] = {0, n->n_in > 1 ? 1 : -1};
+    return ot_infer_as_picked(n, ot_infer_reduce_sum, 13, 2, pick, false);
+}
+
+/* (a_shape, b_shape) -> (a_axes, b_axes): int64 vectors whose lengths depend on the shapes' values */
+otter_status ot_infer_broadcast_gradient_args(ot_inode *n) {
+    for (size_t i = 0; i < 2; i++) OT_TRY(out_vector(n, i, OTTER_DTYPE_INT64, OT_DIM_UNKNOWN));
+    return OTTER_OK;
+}
+
 /* Concat's result, and each input's length along axis: int64 [number of inputs] */
 otter_status ot_infer_concat_training(ot_inode *n) {
     int *pick = ot_inf_alloc(n->cx, sizeof(int) * (n->n_in + 1));

@@ -16,7 +16,8 @@ typedef struct loop {
     const otter_dataset *ds;
     otter_train_options o; /* defaults filled in */
     otter_batch_iter *it;
-    otter_tensor *x, *y, *loss;
+    otter_tensor *x, *y, *loss; /* x, y: inputs and targets, unless the dataset feeds columns */
+    bool columns;
     ot_training_feed feed;
     bool schedule;
     int64_t per_epoch, total;      /* batches per epoch, global step at which the run is complete */
@@ -121,12 +122,21 @@ static otter_status loop_plan(loop *l, const otter_train_options *opts) {
     otter_batch_options bo = {.batch_size = o->batch_size,
                               .shuffle = !o->keep_order,
                               .seed = o->seed,
+                              .drop_last = o->drop_last,
                               .indices = o->indices,
                               .num_indices = o->num_indices};
     OT_TRY(otter_batch_iter_create(&l->it, l->ds, &bo));
-    OT_TRY(otter_batch_iter_alloc(l->it, &l->x, &l->y));
+    l->columns = otter_training_feeds_columns(l->s, l->ds);
+    if (l->columns)
+        OT_TRY(ot_training_feed_columns_init(l->s, OTTER_TRAINING_GRAPH, l->ds, o->batch_size, &l->feed));
+    else
+        OT_TRY(otter_batch_iter_alloc(l->it, &l->x, &l->y));
     l->per_epoch = otter_batch_iter_num_batches(l->it);
-    if (l->per_epoch <= 0) return ot_error(OTTER_ERR_INVALID, "'%s' has no samples", otter_dataset_description(l->ds));
+    if (l->per_epoch <= 0)
+        return ot_error(OTTER_ERR_INVALID, "'%s' has no samples%s", otter_dataset_description(l->ds),
+                        o->drop_last ? " once the partial batch is dropped" : "");
+    OT_TRY(ot_training_check_batch_dim(l->s, OTTER_TRAINING_GRAPH, o->batch_size,
+                                       o->indices ? o->num_indices : otter_dataset_size(l->ds), o->drop_last));
     l->total = o->max_steps > 0 ? o->max_steps : o->epochs * l->per_epoch;
     if (l->batch >= l->per_epoch) l->epoch++, l->batch = 0;
     return OTTER_OK;
@@ -148,11 +158,23 @@ static otter_status seek_epoch(loop *l) {
     return otter_batch_iter_seek(l->it, l->o.epoch_offset + (uint64_t)l->epoch, l->batch);
 }
 
-/* Train step on the batch in l->x / l->y (cnt samples), then the optimizer step when one is due. */
+/* The next batch into the feed; *cnt 0 when the epoch is over. */
+static otter_status next_batch(loop *l, int64_t *cnt) {
+    if (!l->columns) {
+        OT_TRY(otter_batch_iter_next(l->it, l->x, l->y, cnt));
+        return *cnt ? ot_training_feed_batch(l->s, OTTER_TRAINING_GRAPH, l->x, l->y, &l->feed) : OTTER_OK;
+    }
+    const int64_t *idx;
+    OT_TRY(otter_batch_iter_next_indices(l->it, &idx, cnt));
+    return ot_training_feed_columns(l->ds, idx, *cnt, &l->feed);
+}
+
+/* Train step on the batch in the feed (cnt samples), then the optimizer step when one is due. */
 static otter_status train_batch(loop *l, int64_t cnt) {
-    OT_TRY(ot_training_feed_batch(l->s, OTTER_TRAINING_GRAPH, l->x, l->y, &l->feed));
-    const otter_tensor *in[2] = {&l->feed.xv, &l->feed.yv};
-    otter_status st = otter_training_train_step(l->s, 2, NULL, in, 1, &l->loss);
+    const otter_tensor *pair[2] = {&l->feed.xv, &l->feed.yv};
+    size_t n_in = l->columns ? l->feed.n_cols : 2;
+    const otter_tensor *const *in = l->columns ? (const otter_tensor *const *)l->feed.cols : pair;
+    otter_status st = otter_training_train_step(l->s, n_in, NULL, in, 1, &l->loss);
     if (st != OTTER_OK)
         return ot_error_context(st, "epoch %lld, batch %lld: ", (long long)l->epoch + 1, (long long)l->batch);
     float lv = ((const float *)l->loss->data)[0];
@@ -213,7 +235,7 @@ static otter_status stop_inside_epoch(loop *l) {
 static otter_status loop_run(loop *l) {
     while (l->global < l->total && !l->stop_requested) {
         int64_t cnt = 0;
-        OT_TRY(otter_batch_iter_next(l->it, l->x, l->y, &cnt));
+        OT_TRY(next_batch(l, &cnt));
         if (cnt > 0) OT_TRY(train_batch(l, cnt));
         bool epoch_end = cnt == 0 || l->batch == l->per_epoch;
         if (epoch_end) {

@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "otter/edit.h"
 #include "otter/io.h"
+#include "otter/artifacts.h"
 #include "training/training_internal.h"
 
 otter_status ot_training_require_all_set(const otter_training_session *s, const char *what) {
@@ -275,15 +276,27 @@ otter_status otter_training_export_model(const otter_training_session *s, size_t
     OT_TRY(ot_training_require_all_set(s, "export"));
     const otter_graph *eg = s->eval_m->graph;
     const char **names = NULL;
-    if (n_outputs == 0) { /* every eval output but the loss (the first) */
-        if (eg->n_outputs < 2)
-            return ot_error(OTTER_ERR_ARGUMENT,
-                            "export: the eval model has no output besides the loss '%s'; name the "
-                            "outputs to keep",
-                            eg->n_outputs ? eg->outputs[0].name : "");
-        names = ot_calloc(eg->n_outputs, sizeof *names);
+    if (n_outputs == 0) { /* the forward model's outputs, as `otter artifacts` recorded them */
+        names = ot_calloc(s->eval_m->n_metadata + eg->n_outputs + 1, sizeof *names);
         if (!names) return OT_NOMEM();
-        for (size_t i = 1; i < eg->n_outputs; i++) names[n_outputs++] = eg->outputs[i].name;
+        for (size_t k = 0;; k++) {
+            char *key = ot_sprintf("%s%zu", OTTER_FORWARD_OUTPUT_KEY, k);
+            const char *name = NULL;
+            for (size_t i = 0; key && i < s->eval_m->n_metadata; i++)
+                if (ot_streq(s->eval_m->metadata[i].key, key)) name = s->eval_m->metadata[i].value;
+            ot_free(key);
+            if (!name) break;
+            names[n_outputs++] = name;
+        }
+        /* Artifacts without the record (ONNX Runtime's tool): every eval output but the loss (the first). */
+        for (size_t i = 1; n_outputs == 0 && i < eg->n_outputs; i++) names[n_outputs++] = eg->outputs[i].name;
+        if (n_outputs == 0) {
+            ot_free(names);
+            return ot_error(OTTER_ERR_ARGUMENT,
+                            "export: the eval model records no forward outputs (%s* metadata, written by otter "
+                            "artifacts) and has no output besides the loss '%s'; name the outputs to keep",
+                            OTTER_FORWARD_OUTPUT_KEY, eg->n_outputs ? eg->outputs[0].name : "");
+        }
         output_names = names;
     }
     otter_model *m = NULL;

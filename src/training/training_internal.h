@@ -74,15 +74,28 @@ struct otter_training_session {
 ot_training_param *ot_training_find_param(const otter_training_session *s, const char *name);
 otter_status ot_training_require_all_set(const otter_training_session *s, const char *what);
 
-/* feed.c: a dataset batch fitted to the graph's two user inputs (inputs reshaped to the model's per-sample
- * dims, class labels turned one-hot when the model's target is float). xv and yv are headers over the
- * batch (or onehot) to pass to the step. */
+/* feed.c: a dataset's batches fitted to the graph's user inputs, one of two ways (otter_training_feeds_columns):
+ * - inputs and targets: the batch's inputs reshaped to the model's per-sample dims, class labels turned
+ *   one-hot when the model's target is float; xv and yv are headers over the batch (or onehot);
+ * - columns: the dataset's arrays one to one, dtypes checked against the inputs' and kept; cols holds one
+ *   batch buffer per input, shaped as the model's input where its per-sample dims are fixed. */
 typedef struct ot_training_feed {
     otter_tensor xv, yv;
     otter_tensor *onehot; /* owned, grown as needed */
+    otter_tensor **cols;  /* owned, n_cols */
+    size_t n_cols;
 } ot_training_feed;
 otter_status ot_training_feed_batch(const otter_training_session *s, otter_training_graph g, const otter_tensor *x,
                                     const otter_tensor *y, ot_training_feed *f);
+/* Columns: check the arrays against the graph's inputs (count, dtypes, values per sample) and allocate the
+ * batch buffers; then each batch gathers the rows idx[0..n) into them. */
+otter_status ot_training_feed_columns_init(const otter_training_session *s, otter_training_graph g,
+                                           const otter_dataset *ds, int64_t batch_size, ot_training_feed *f);
+otter_status ot_training_feed_columns(const otter_dataset *ds, const int64_t *idx, int64_t n, ot_training_feed *f);
+/* The graph's first input has a fixed batch dimension that a batch of n samples doesn't fill: the error
+ * (naming the input, and drop_last for a partial last batch). */
+otter_status ot_training_check_batch_dim(const otter_training_session *s, otter_training_graph g, int64_t batch_size,
+                                         int64_t samples, bool drop_last);
 void ot_training_feed_free(ot_training_feed *f);
 
 #endif

@@ -230,6 +230,7 @@ otter_status ot_kernel_det(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx);
 otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx);
 otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx);
+otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);
@@ -276,13 +277,15 @@ otter_status ot_kernel_avgpool_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce_loss_internal(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sce_loss_grad(ot_kernel_ctx *ctx);
 
-/* training_shape.c: GatherGrad, GatherElementsGrad, GatherNDGrad, SliceGrad, ConcatTraining, SplitTraining */
+/* training_shape.c: GatherGrad, GatherElementsGrad, GatherNDGrad, SliceGrad, ConcatTraining, SplitTraining,
+ * BroadcastGradientArgs */
 otter_status ot_kernel_gather_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gather_elements_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_split_training(ot_kernel_ctx *ctx);
+otter_status ot_kernel_broadcast_gradient_args(ot_kernel_ctx *ctx);
 
 /* gradient.c: ai.onnx.preview.training Gradient, through the public autodiff API */
 otter_status ot_kernel_gradient(ot_kernel_ctx *ctx);

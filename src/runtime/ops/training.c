@@ -185,6 +185,16 @@ otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx) {
     return copy_to_output(ctx, 0, buf);
 }
 
+/* ReduceSumTraining(data, axes; keepdims, noop_with_empty_axes): ONNX Runtime's ReduceSum with the axes as an
+ * input for graphs below opset 13 (its dynamic broadcast gradients), which is ReduceSum-13. */
+otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx) {
+    int64_t opset = ctx->opset;
+    ctx->opset = 13; /* the ReduceSum kernel reads the axes from input 1 from opset 13 on */
+    otter_status s = ot_kernel_reduce_sum(ctx);
+    ctx->opset = opset;
+    return s;
+}
+
 /* ---- activation gradients ----------------------------------------------------------------------- */
 
 enum { G_RELU, G_SIGMOID, G_TANH, G_GELU, G_FASTGELU };

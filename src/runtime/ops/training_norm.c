@@ -147,6 +147,9 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
 /* BatchNormInternal(X, scale, B, input_mean, input_var; epsilon, momentum, training_mode = 1)
  * -> Y, running_mean, running_var, saved_mean, saved_inv_std. Training: batch statistics (biased
  * variance), running = input * momentum + batch * (1 - momentum), saved_inv_std = 1/sqrt(var + eps).
+ * The running variance mixes in the biased batch variance as ORT's CPU kernel does, or with otter's
+ * attribute otter_unbiased_running_var = 1 the unbiased one (x n / (n - 1), n values per channel), as
+ * PyTorch does (otter_artifacts_options.bn_unbiased_running_var). Y always uses the biased one.
  * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat.
  * In training the running statistics are also written back into input_mean / input_var (float32),
  * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
@@ -159,6 +162,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     float eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f);          /* ONNX Runtime's operator: no ONNX schema */
     float mom = ot_ctx_attr_float_or(ctx, "momentum", 0.9f);          /* ONNX Runtime's operator: no ONNX schema */
     bool training = ot_ctx_attr_int_or(ctx, "training_mode", 1) != 0; /* ONNX Runtime's operator: no ONNX schema */
+    bool unbiased = ot_ctx_attr_int_or(ctx, "otter_unbiased_running_var", 0) != 0; /* otter's extension */
     const float *in[5];
     float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
     otter_tensor *o[5] = {0};
@@ -171,7 +175,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
         s = ot_train_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
     }
     for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
-        double mu = in[3][c], var = in[4][c];
+        double mu = in[3][c], var = in[4][c], running_var_batch = var;
         if (training) {
             double sum = 0, sq = 0, cnt = (double)(N * sp);
             for (int64_t n = 0; n < N; n++)
@@ -183,6 +187,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
                     sq += d * d;
                 }
             var = cnt > 0 ? sq / cnt : 0;
+            running_var_batch = unbiased && cnt > 1 ? sq / (cnt - 1) : var;
         }
         float inv = 1.0f / sqrtf((float)var + eps), k = in[1][c] * inv, sh = in[2][c] - (float)mu * k;
         for (int64_t n = 0; n < N; n++)
@@ -191,7 +196,7 @@ otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
                 out[0][j] = in[0][j] * k + sh;
             }
         float run_mean = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
-        float run_var = training ? in[4][c] * mom + (float)var * (1 - mom) : in[4][c];
+        float run_var = training ? in[4][c] * mom + (float)running_var_batch * (1 - mom) : in[4][c];
         if (out[1]) out[1][c] = run_mean;
         if (out[2]) out[2][c] = run_var;
         if (training && !tin[3] && !tin[4]) { /* channel c's statistics are not read again */

@@ -358,3 +358,40 @@ otter_status ot_kernel_split_training(ot_kernel_ctx *ctx) {
     ot_free(split);
     return s;
 }
+
+/* BroadcastGradientArgs(a_shape, b_shape) -> (a_axes, b_axes), as ONNX Runtime defines it: the axes of
+ * the broadcast result (numbered in it, last first) along which A, resp. B, was broadcast. An axis
+ * only one of the shapes has goes to the shorter's list; equal sizes go to neither. The gradient of
+ * each input is dY summed over its axes (keepdims) and reshaped to the input's shape, which a
+ * gradient graph computes this way when shapes are known only at run time. */
+otter_status ot_kernel_broadcast_gradient_args(ot_kernel_ctx *ctx) {
+    int64_t shape[2][OTTER_MAX_RANK], rank[2];
+    for (size_t k = 0; k < 2; k++) OT_TRY(ot_ctx_input_ints(ctx, k, shape[k], OTTER_MAX_RANK, &rank[k]));
+    int64_t out_rank = rank[0] > rank[1] ? rank[0] : rank[1];
+    int64_t axes[2][OTTER_MAX_RANK], n_axes[2] = {0, 0};
+    for (int64_t k = out_rank - 1; k >= 0; k--) {
+        int64_t i = k - (out_rank - rank[0]), j = k - (out_rank - rank[1]);
+        if (i < 0)
+            axes[0][n_axes[0]++] = k;
+        else if (j < 0)
+            axes[1][n_axes[1]++] = k;
+        else if (shape[0][i] == shape[1][j])
+            continue;
+        else if (shape[0][i] == 1)
+            axes[0][n_axes[0]++] = k;
+        else if (shape[1][j] == 1)
+            axes[1][n_axes[1]++] = k;
+        else
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "'%s' and '%s' hold shapes that don't broadcast: dimension %lld of one is %lld, of "
+                                "the other %lld",
+                                ot_ctx_input_name(ctx, 0), ot_ctx_input_name(ctx, 1), (long long)k,
+                                (long long)shape[0][i], (long long)shape[1][j]);
+    }
+    for (size_t k = 0; k < 2 && k < ctx->n_outputs; k++) {
+        otter_tensor *y = ot_ctx_output(ctx, k, OTTER_DTYPE_INT64, 1, &n_axes[k]);
+        if (!y) return ctx->output_status;
+        if (n_axes[k]) memcpy(y->data, axes[k], (size_t)n_axes[k] * sizeof(int64_t));
+    }
+    return OTTER_OK;
+}
