@@ -1,7 +1,7 @@
 /* Training artifacts: ORT's layout (input/output order and names, opsets, optimizer model,
  * checkpoint), the seeds' custom loss 0.4 * mse(out1, t1) + 0.6 * mse(out2, t2) built with blocks in
  * a few lines, and the training graph's accumulated gradients against finite differences of the
- * eval graph's loss. */
+ * eval graph's loss. An invalid model (an initializer that a node also writes) is refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +203,24 @@ done:
     otter_artifacts_free(&a);
 }
 
+/* The MNIST DNN with an initializer named like fc1's output: two definitions of one tensor. */
+static void check_invalid_model_refused(void) {
+    otter_model *m;
+    CHECK_OK(otter_model_mnist_dnn(&m, 7));
+    const char *fc1_out = m->graph->nodes[0]->outputs[0];
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_create(&t, fc1_out, OTTER_DTYPE_FLOAT, 1, (const int64_t[]){1}));
+    CHECK_OK(otter_graph_add_initializer(m->graph, t));
+    otter_artifacts a;
+    otter_status s = otter_artifacts_build(&a, m, &(otter_artifacts_options){.loss = OTTER_LOSS_CROSS_ENTROPY});
+    printf("initializer '%s' also a node output -> %s: %s\n", fc1_out, otter_status_name(s), otter_last_error());
+    CHECK(s == OTTER_ERR_INVALID && strstr(otter_last_error(), "the model is not valid") &&
+          strstr(otter_last_error(), "already defined"));
+    otter_model_free(m);
+}
+
 int main(void) {
+    check_invalid_model_refused();
     check_layout();
     check_custom_loss_gradients();
     return tu_finish("test_artifacts");

@@ -10,6 +10,7 @@
 #include "core/core.h"
 #include "core/strmap.h"
 #include "otter/autodiff.h"
+#include "otter/check.h"
 #include "otter/checkpoint.h"
 #include "otter/edit.h"
 #include "otter/io.h"
@@ -424,8 +425,12 @@ otter_status otter_artifacts_build(otter_artifacts *a, const otter_model *m, con
     otter_artifacts_options o = opts ? *opts : (otter_artifacts_options){0};
     otter_model *with_loss = NULL;
     char *loss = NULL;
+    /* An invalid model (a name defined twice, a dangling input, ...) would give artifacts that
+     * compute something else than the model; refuse it with the checker's first problem. */
+    otter_status s = otter_model_check(m, NULL);
+    if (s != OTTER_OK) return ot_error_context(s, "the model is not valid: ");
     otter_tensor **params = ot_calloc(m->graph->n_initializers + 1, sizeof *params);
-    otter_status s = params ? OTTER_OK : OT_NOMEM();
+    s = params ? OTTER_OK : OT_NOMEM();
     if (s == OTTER_OK) s = choose_params(a, m->graph, &o);
     if (s == OTTER_OK) s = otter_model_clone(&with_loss, m);
     if (s == OTTER_OK) s = otter_graph_topo_sort(with_loss->graph);
