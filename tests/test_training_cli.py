@@ -109,6 +109,20 @@ def main():
     outs = [o.name for o in onnx.load(w("plain.onnx")).graph.output] if ex.returncode == 0 else []
     check(art_plain.returncode == 0 and plain.returncode == 0 and outs == ["output"],
           f"export of artifacts made without --additional-output keeps the forward output: {outs}")
+    # A mixed set (issue 18, finding 8): art_plain's optimizer model beside art's other files, or a folder
+    # whose manifest records an interrupted write, is refused before training; the intact folders train.
+    shutil.copytree(w("art"), w("mixed_runs"))
+    shutil.copy(w("art_plain/optimizer_model.onnx"), w("mixed_runs/optimizer_model.onnx"))
+    mixed = otter("train", w("mixed_runs"), "--data", data, "--steps", "1", "--threads", "1")
+    check(mixed.returncode != 0 and "optimizer model comes from another `otter artifacts` run" in mixed.stderr,
+          "train refuses artifacts mixed from two runs")
+    shutil.copytree(w("art"), w("interrupted"))
+    manifest = open(w("interrupted/otter_artifacts.txt")).read()
+    check(manifest.startswith("otter artifacts ") and manifest.endswith(" complete\n"), f"manifest: {manifest!r}")
+    open(w("interrupted/otter_artifacts.txt"), "w").write(manifest.replace("complete", "writing"))
+    stopped = otter("train", w("interrupted"), "--data", data, "--steps", "1", "--threads", "1")
+    check(stopped.returncode != 0 and "write into this folder was interrupted" in stopped.stderr,
+          "train refuses a folder whose artifacts write was interrupted")
     for d in ["full", "part"]:
         shutil.copytree(w("art"), w(d))
     common = ["--data", data, "--eval-data", edata, "--batch-size", "32", "--seed", "7", "--threads", "1"]

@@ -92,8 +92,18 @@ typedef struct otter_artifacts {
     size_t n_trainable, n_frozen;
     char **trainable; /* parameter names in graph order */
     char **frozen;
-    size_t n_bn_frozen; /* how many frozen parameters came from BatchNormalization by default */
+    size_t n_bn_frozen;  /* how many frozen parameters came from BatchNormalization by default */
+    char generation[33]; /* this build's id, stamped into every artifact (OTTER_ARTIFACTS_GENERATION_KEY) */
 } otter_artifacts;
+
+/* One set of artifacts shares a generation: the models carry it in metadata_props and the checkpoints
+ * as a string property under this key (training keeps it in the checkpoints it saves). A folder also
+ * holds OTTER_ARTIFACTS_MANIFEST ("otter artifacts <generation> writing|complete"), written before the
+ * first file and after the last one. otter_training_session_create_from_dir refuses a folder whose
+ * manifest says "writing" (an interrupted write) and a set whose files carry different generations
+ * (files of two builds mixed); files without a generation (ONNX Runtime's) are taken as they are. */
+#define OTTER_ARTIFACTS_GENERATION_KEY "otter.artifacts"
+#define OTTER_ARTIFACTS_MANIFEST       "otter_artifacts.txt"
 
 /* ONNX Runtime's Python tool's AdamW hyperparameters, the default: beta1 0.9, beta2 0.999, epsilon 1e-6,
  * weight_decay 0, correct_bias 1, adam_mode 1 (weight decay applied after the update, as Hugging Face's

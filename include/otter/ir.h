@@ -182,6 +182,8 @@ OTTER_API int64_t otter_model_opset(const otter_model *m, const char *domain);
 /* Add or change the version imported for a domain. */
 OTTER_API otter_status otter_model_set_opset(otter_model *m, const char *domain, int64_t version);
 OTTER_API otter_status otter_model_set_metadata(otter_model *m, const char *key, const char *value);
+/* The metadata_props value under key, or NULL. */
+OTTER_API const char *otter_model_metadata(const otter_model *m, const char *key);
 
 OTTER_API otter_status otter_graph_create(otter_graph **out, const char *name);
 OTTER_API void otter_graph_free(otter_graph *g);

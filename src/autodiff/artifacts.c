@@ -420,6 +420,18 @@ void otter_artifacts_free(otter_artifacts *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* Every artifact of this build carries one id (see OTTER_ARTIFACTS_GENERATION_KEY). */
+static otter_status stamp_generation(otter_artifacts *a) {
+    ot_random_id(a->generation);
+    otter_model *models[] = {a->training, a->eval, a->optimizer};
+    for (size_t i = 0; i < 3; i++)
+        if (models[i]) OT_TRY(otter_model_set_metadata(models[i], OTTER_ARTIFACTS_GENERATION_KEY, a->generation));
+    OT_TRY(otter_checkpoint_set_property_string(a->checkpoint, OTTER_ARTIFACTS_GENERATION_KEY, a->generation));
+    if (a->nominal)
+        OT_TRY(otter_checkpoint_set_property_string(a->nominal, OTTER_ARTIFACTS_GENERATION_KEY, a->generation));
+    return OTTER_OK;
+}
+
 otter_status otter_artifacts_build(otter_artifacts *a, const otter_model *m, const otter_artifacts_options *opts) {
     memset(a, 0, sizeof *a);
     otter_artifacts_options o = opts ? *opts : (otter_artifacts_options){0};
@@ -439,6 +451,7 @@ otter_status otter_artifacts_build(otter_artifacts *a, const otter_model *m, con
     if (s == OTTER_OK) s = build_eval(a, with_loss, m);
     if (s == OTTER_OK && o.optimizer != OTTER_OPTIM_NONE) s = build_optimizer(a, m, &o);
     if (s == OTTER_OK) s = build_checkpoints(a, params, a->n_trainable + a->n_frozen, o.nominal_checkpoint);
+    if (s == OTTER_OK) s = stamp_generation(a);
     for (size_t i = 0; params && params[i]; i++) otter_tensor_free(params[i]);
     ot_free(params);
     ot_free(loss);
@@ -471,9 +484,20 @@ static otter_status make_dirs(const char *dir) {
     return s;
 }
 
+/* The folder's manifest: "writing" before the first file, "complete" after the last. */
+static otter_status write_manifest(const otter_artifacts *a, const char *dir, const char *prefix, const char *state) {
+    char *path = artifact_path(dir, prefix, OTTER_ARTIFACTS_MANIFEST);
+    char *text = ot_sprintf("otter artifacts %s %s\n", a->generation, state);
+    otter_status s = path && text ? ot_write_file_atomic(path, text, strlen(text)) : OT_NOMEM();
+    ot_free(text);
+    ot_free(path);
+    return s;
+}
+
 otter_status otter_artifacts_write(const otter_artifacts *a, const char *dir, const otter_artifacts_options *opts) {
     OT_TRY(make_dirs(dir));
     const char *prefix = opts ? opts->prefix : NULL;
+    OT_TRY(write_manifest(a, dir, prefix, "writing"));
     struct {
         const char *name;
         const otter_model *m;
@@ -497,5 +521,6 @@ otter_status otter_artifacts_write(const otter_artifacts *a, const char *dir, co
         s = path ? otter_checkpoint_save(a->nominal, path, &co) : OT_NOMEM();
         ot_free(path);
     }
+    if (s == OTTER_OK) s = write_manifest(a, dir, prefix, "complete");
     return s;
 }

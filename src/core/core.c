@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- allocator hook ---- */
@@ -173,6 +175,16 @@ bool ot_mul_size(size_t a, size_t b, size_t *out) {
     if (a != 0 && b > SIZE_MAX / a) return false;
     *out = a * b;
     return true;
+}
+
+void ot_random_id(char out[33]) {
+    uint8_t random[16];
+    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
+        /* no entropy source: time, pid and the stack address still tell two calls apart */
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
+        for (size_t i = 0; i < sizeof random; i++) random[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)(i * 37);
+    }
+    for (size_t i = 0; i < sizeof random; i++) snprintf(out + 2 * i, 3, "%02x", random[i]);
 }
 
 /* ---- files ---- */

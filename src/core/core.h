@@ -74,6 +74,8 @@ static inline uint64_t ot_hash_str(const char *s) {
 /* Checked size arithmetic: false on overflow. */
 bool ot_mul_size(size_t a, size_t b, size_t *out);
 
+/* 32 random hex digits and a NUL: an identifier two saves won't share. */
+void ot_random_id(char out[33]);
 /* Open a regular file for reading; FIFOs, devices and folders are refused without blocking. */
 otter_status ot_fopen_regular(const char *path, FILE **out, struct stat *st);
 /* Whole file into memory (ot_free it). Errors name the path. */

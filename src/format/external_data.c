@@ -3,10 +3,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -138,13 +136,7 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
         ot_external_sink_close(s, false);
         return st;
     }
-    uint8_t random[16];
-    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
-        /* no entropy source: time and pid still tell two saves apart */
-        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s;
-        for (size_t i = 0; i < sizeof random; i++) random[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)(i * 37);
-    }
-    for (size_t i = 0; i < sizeof random; i++) snprintf(s->generation + 2 * i, 3, "%02x", random[i]);
+    ot_random_id(s->generation);
     char header[OT_EXTERNAL_HEADER_SIZE] = {0};
     snprintf(header, sizeof header, "%s %s\n", HEADER_MAGIC, s->generation);
     if (fwrite(header, 1, sizeof header, s->f) != sizeof header) {

@@ -923,6 +923,12 @@ otter_status otter_model_set_opset(otter_model *m, const char *domain, int64_t v
     return OTTER_OK;
 }
 
+const char *otter_model_metadata(const otter_model *m, const char *key) {
+    for (size_t i = 0; m && key && i < m->n_metadata; i++)
+        if (ot_streq(m->metadata[i].key, key)) return m->metadata[i].value;
+    return NULL;
+}
+
 otter_status otter_model_set_metadata(otter_model *m, const char *key, const char *value) {
     for (size_t i = 0; i < m->n_metadata; i++)
         if (ot_streq(m->metadata[i].key, key)) return set_str(&m->metadata[i].value, value);

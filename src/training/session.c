@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "otter/artifacts.h"
 #include "otter/io.h"
 #include "training/training_internal.h"
 
@@ -532,15 +533,31 @@ static otter_status load_model_opt(otter_model **m, const char *path, const void
     return st;
 }
 
+/* Artifacts carrying a generation (OTTER_ARTIFACTS_GENERATION_KEY) must carry the same one; *want is
+ * the first seen (or the folder manifest's). */
+static otter_status same_generation(const char **want, const char *have, const char *what) {
+    if (!have) return OTTER_OK; /* made elsewhere (ONNX Runtime): nothing to compare */
+    if (!*want) *want = have;
+    if (strcmp(*want, have) == 0) return OTTER_OK;
+    return ot_error(OTTER_ERR_INVALID,
+                    "the %s comes from another `otter artifacts` run (generation %s, the rest %s): the files are a "
+                    "mix of two runs; make the artifacts again into one folder",
+                    what, have, *want);
+}
+
 static otter_status create_loaded(otter_training_session **out, otter_checkpoint *ckpt, const char *tp, const void *td,
                                   size_t ts, const char *ep, const void *ed, size_t es, const char *op, const void *od,
-                                  size_t os, const otter_training_options *opts) {
+                                  size_t os, const otter_training_options *opts, const char **generation) {
     if (!out || !ckpt || (!tp && !td))
         return ot_error(OTTER_ERR_ARGUMENT, "otter_training_session_create: NULL checkpoint or training model");
     otter_model *t = NULL, *e = NULL, *o = NULL;
     otter_status st = load_model_opt(&t, tp, td, ts, "training model");
     if (st == OTTER_OK) st = load_model_opt(&e, ep, ed, es, "eval model");
     if (st == OTTER_OK) st = load_model_opt(&o, op, od, os, "optimizer model");
+    const otter_model *models[] = {t, e, o};
+    static const char *const whats[] = {"training model", "eval model", "optimizer model"};
+    for (size_t i = 0; i < 3 && st == OTTER_OK && generation; i++)
+        st = same_generation(generation, otter_model_metadata(models[i], OTTER_ARTIFACTS_GENERATION_KEY), whats[i]);
     if (st == OTTER_OK) st = otter_training_session_create_from_models(out, ckpt, t, e, o, opts);
     if (st != OTTER_OK) {
         otter_model_free(t);
@@ -554,7 +571,7 @@ otter_status otter_training_session_create(otter_training_session **out, otter_c
                                            const char *training_model, const char *eval_model,
                                            const char *optimizer_model, const otter_training_options *opts) {
     if (!training_model) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_session_create: NULL training model path");
-    return create_loaded(out, ckpt, training_model, NULL, 0, eval_model, NULL, 0, optimizer_model, NULL, 0, opts);
+    return create_loaded(out, ckpt, training_model, NULL, 0, eval_model, NULL, 0, optimizer_model, NULL, 0, opts, NULL);
 }
 
 otter_status otter_training_session_create_from_memory(otter_training_session **out, otter_checkpoint *ckpt,
@@ -564,7 +581,7 @@ otter_status otter_training_session_create_from_memory(otter_training_session **
     if (!training)
         return ot_error(OTTER_ERR_ARGUMENT, "otter_training_session_create_from_memory: NULL training model");
     return create_loaded(out, ckpt, NULL, training, training_size, NULL, eval, eval_size, NULL, optimizer,
-                         optimizer_size, opts);
+                         optimizer_size, opts, NULL);
 }
 
 static bool file_exists(const char *path) {
@@ -574,13 +591,47 @@ static bool file_exists(const char *path) {
     return true;
 }
 
+/* The folder's manifest (OTTER_ARTIFACTS_MANIFEST): OK with *generation set (or NULL without one);
+ * an error when it records an interrupted write or can't be read. */
+static otter_status read_manifest(const char *dir, const char *prefix, char generation[33], bool *found) {
+    *found = false;
+    char *file = ot_sprintf("%s%s", prefix, OTTER_ARTIFACTS_MANIFEST);
+    char *path = file ? ot_path_join(dir, file) : NULL;
+    ot_free(file);
+    if (!path) return OT_NOMEM();
+    void *text = NULL;
+    size_t size = 0;
+    otter_status st = ot_read_file(path, &text, &size);
+    if (st == OTTER_ERR_NOT_FOUND) {
+        otter_clear_error();
+        ot_free(path);
+        return OTTER_OK;
+    }
+    char state[16] = "";
+    if (st == OTTER_OK &&
+        (sscanf(text, "otter artifacts %32[0-9a-f] %15s", generation, state) != 2 || strlen(generation) != 32))
+        st = ot_error(OTTER_ERR_INVALID, "'%s': not an otter artifacts manifest", path);
+    else if (st == OTTER_OK && strcmp(state, "complete") != 0)
+        st = ot_error(OTTER_ERR_INVALID,
+                      "'%s' says '%s': an `otter artifacts` write into this folder was interrupted, so its files may "
+                      "be a mix of two runs; make the artifacts again",
+                      path, state);
+    *found = st == OTTER_OK;
+    ot_free(text);
+    ot_free(path);
+    return st;
+}
+
 otter_status otter_training_session_create_from_dir(otter_training_session **out, const char *dir, const char *prefix,
                                                     const char *checkpoint, const otter_training_options *opts) {
     if (!out || !dir) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_session_create_from_dir: NULL argument");
     const char *pf = prefix ? prefix : "";
     static const char *const names[] = {"training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint"};
     char *paths[4] = {NULL, NULL, NULL, NULL};
-    otter_status st = OTTER_OK;
+    char manifest[33] = "";
+    bool has_manifest = false;
+    otter_status st = read_manifest(dir, pf, manifest, &has_manifest);
+    const char *generation = has_manifest ? manifest : NULL;
     for (int i = 0; i < 4 && st == OTTER_OK; i++) {
         char *file = ot_sprintf("%s%s", pf, names[i]);
         paths[i] = file ? ot_path_join(dir, file) : NULL;
@@ -592,8 +643,12 @@ otter_status otter_training_session_create_from_dir(otter_training_session **out
         st = ot_error(OTTER_ERR_NOT_FOUND, "'%s': no training model in the artifacts folder", paths[0]);
     if (st == OTTER_OK) st = otter_checkpoint_load(&ck, checkpoint ? checkpoint : paths[3]);
     if (st == OTTER_OK) {
-        st = otter_training_session_create(out, ck, paths[0], file_exists(paths[1]) ? paths[1] : NULL,
-                                           file_exists(paths[2]) ? paths[2] : NULL, opts);
+        const otter_property *p = NULL;
+        if (otter_checkpoint_get_property(ck, OTTER_ARTIFACTS_GENERATION_KEY, &p) != OTTER_OK) otter_clear_error();
+        st = same_generation(&generation, p && p->type == OTTER_PROPERTY_STRING ? p->s : NULL, "checkpoint");
+        if (st == OTTER_OK)
+            st = create_loaded(out, ck, paths[0], NULL, 0, file_exists(paths[1]) ? paths[1] : NULL, NULL, 0,
+                               file_exists(paths[2]) ? paths[2] : NULL, NULL, 0, opts, &generation);
         if (st != OTTER_OK) otter_checkpoint_free(ck);
     }
     for (int i = 0; i < 4; i++) ot_free(paths[i]);
