@@ -511,6 +511,7 @@ otter_status otter_training_session_create_from_models(otter_training_session **
         if (st != OTTER_OK) ot_error_context(st, "optimizer model: ");
     }
     if (st == OTTER_OK) st = load_optimizer_state(s);
+    if (st == OTTER_OK) st = ot_training_share_state(s);
     if (st != OTTER_OK) {
         s->ck = NULL; /* the caller keeps what it passed */
         s->train_m = s->eval_m = s->optim_m = NULL;
