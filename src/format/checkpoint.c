@@ -187,6 +187,28 @@ otter_status ot_ckpt_view_param(otter_checkpoint *c, const char *name, void *dat
     return OTTER_OK;
 }
 
+/* A copy of t's borrowed data, owned by t; out of memory, no data at all (never a dangling view). */
+static void own_data(otter_tensor *t, otter_status *st) {
+    if (!t->data || t->owns_data) return;
+    size_t n = otter_tensor_nbytes(t);
+    void *copy = ot_malloc(n ? n : 1);
+    if (copy) memcpy(copy, t->data, n);
+    if (!copy && *st == OTTER_OK) *st = OT_NOMEM();
+    t->data = copy;
+    t->owns_data = copy != NULL;
+}
+
+otter_status ot_ckpt_own_data(otter_checkpoint *c) {
+    otter_status st = OTTER_OK;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < c->params[k].n; i++) own_data(c->params[k].v[i], &st);
+    for (size_t g = 0; g < c->n_groups; g++)
+        for (size_t j = 0; j < c->groups[g].n_states; j++)
+            for (size_t m = 0; m < c->groups[g].states[j].n_momentums; m++)
+                own_data(c->groups[g].states[j].momentums[m], &st);
+    return st;
+}
+
 otter_status otter_checkpoint_remove_param(otter_checkpoint *c, const char *name) {
     if (!c || !name) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_remove_param: NULL argument");
     int k;

@@ -56,5 +56,8 @@ char *ot_ckpt_external_path(const char *path);
 otter_status ot_ckpt_view_param(otter_checkpoint *c, const char *name, void *data);
 /* Add or replace a momentum as a view of m's data (otter_checkpoint_add_optimizer_state without the copy). */
 otter_status ot_ckpt_view_momentum(otter_checkpoint *c, const char *group, const char *param, const otter_tensor *m);
+/* Every borrowed tensor gets its own copy again, before what it borrows from goes away (out of memory:
+ * OTTER_ERR_NOMEM, and the tensors not copied lose their data rather than dangle). */
+otter_status ot_ckpt_own_data(otter_checkpoint *c);
 
 #endif

@@ -307,8 +307,18 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
         OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
     } else if (dtype != OTTER_DTYPE_STRING) {
         OT_TRY(charge(r, raw_n, &t));
-        OT_TRY(otter_tensor_from_data(&ten, name, dtype, (int)rank, dims, r->b + raw_at));
-        release_pages(r, raw_at, raw_n);
+        OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
+        otter_status s = ot_tensor_alloc_data(ten);
+        if (s != OTTER_OK) {
+            otter_tensor_free(ten);
+            return s;
+        }
+        /* in slices, each released once copied: the file's pages and the copy never both hold a large tensor */
+        for (size_t done = 0, step = (size_t)16 << 20; done < raw_n; done += step) {
+            size_t k = raw_n - done < step ? raw_n - done : step;
+            memcpy((char *)ten->data + done, r->b + raw_at + done, k);
+            release_pages(r, raw_at + done, k);
+        }
     } else {
         OT_TRY(charge(r, 4 * str_n, &t));
         OT_TRY(otter_tensor_create(&ten, name, dtype, (int)rank, dims));
