@@ -773,7 +773,36 @@ static void write_corpus(const char *dir) {
     snprintf(path, sizeof path, "%s/nominal.ckpt", dir);
     CHECK_OK(otter_checkpoint_save(c, path, NULL));
     otter_checkpoint_free(c);
-    printf("wrote 4 seed checkpoints to %s\n", dir);
+    /* external data: little-endian u32 length, the flatbuffer, then the external data file */
+    CHECK_OK(otter_checkpoint_create(&c));
+    float w[32];
+    for (int i = 0; i < 32; i++) w[i] = (float)i - 3.5f;
+    int64_t d[1] = {32};
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_from_data(&t, "w", OTTER_DTYPE_FLOAT, 1, d, w));
+    CHECK_OK(otter_checkpoint_add_param(c, OTTER_PARAM_TRAINABLE, t));
+    otter_tensor_free(t);
+    otter_checkpoint_save_options ext = {.external_data_threshold = 1};
+    snprintf(path, sizeof path, "%s/external.tmp", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, &ext));
+    void *main_b = NULL, *ext_b = NULL;
+    size_t n_main = 0, n_ext = 0;
+    char data_path[1100];
+    snprintf(data_path, sizeof data_path, "%s.data", path);
+    CHECK(file_bytes(path, &main_b, &n_main) && file_bytes(data_path, &ext_b, &n_ext));
+    remove(path);
+    remove(data_path);
+    snprintf(path, sizeof path, "%s/external.ckpt", dir);
+    FILE *f = fopen(path, "wb");
+    unsigned char len[4] = {(unsigned char)n_main, (unsigned char)(n_main >> 8), (unsigned char)(n_main >> 16),
+                            (unsigned char)(n_main >> 24)};
+    CHECK(f && fwrite(len, 1, 4, f) == 4 && fwrite(main_b, 1, n_main, f) == n_main &&
+          fwrite(ext_b, 1, n_ext, f) == n_ext);
+    if (f) fclose(f);
+    free(main_b);
+    free(ext_b);
+    otter_checkpoint_free(c);
+    printf("wrote 5 seed checkpoints to %s\n", dir);
 }
 
 int main(void) {

@@ -50,6 +50,10 @@ otter_status ot_ckpt_list_push(ot_tensor_list *l, otter_tensor *t);
 /* "<path>.data": where the external data of the checkpoint at path lives (ORT's name for it). ot_free it. */
 char *ot_ckpt_external_path(const char *path);
 
+/* Load a checkpoint whose external data is in memory (ext_size bytes at ext) rather than in a file. */
+otter_status ot_ckpt_load_parts(otter_checkpoint **out, const void *data, size_t size, const void *ext,
+                                size_t ext_size);
+
 /* Borrowed data, for a training session whose slabs hold the live values: the checkpoint then writes them
  * straight from the slabs, with no copy. The caller keeps data alive, and shaped like the tensor, while c
  * uses it. Make parameter `name` a view of data (its own copy freed): */

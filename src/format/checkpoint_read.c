@@ -15,10 +15,11 @@
 typedef struct rd {
     const uint8_t *b;
     size_t n;
-    size_t data_bytes;    /* tensor bytes copied so far: at most n, else tables are shared (see read_tensor) */
-    bool mapped;          /* b maps the file: pages of raw_data go back to the kernel once copied */
-    const char *ext_path; /* the external data file (NULL: loading from memory, none to read) */
-    int ext_fd;           /* opened at the first tensor stored there; -1 until then */
+    size_t data_bytes;      /* tensor bytes copied so far: at most n, else tables are shared (see read_tensor) */
+    bool mapped;            /* b maps the file: pages of raw_data go back to the kernel once copied */
+    const char *ext_path;   /* the external data file (NULL: loading from memory, none to read) */
+    const uint8_t *ext_mem; /* or the external data in memory (ext_size bytes) */
+    int ext_fd;             /* opened at the first tensor stored there; -1 until then */
     uint64_t ext_size;
     uint64_t ext_bytes; /* external data read so far: at most ext_size (no amplification either) */
 } rd;
@@ -34,7 +35,7 @@ static void release_pages(const rd *r, size_t at, size_t n) {
 
 /* n bytes at offset of the external data file into dst. */
 static otter_status read_external(rd *r, uint64_t offset, void *dst, size_t n, const char *what) {
-    if (r->ext_fd < 0) {
+    if (r->ext_fd < 0 && !r->ext_mem) {
         if (!r->ext_path)
             return ot_error(OTTER_ERR_UNSUPPORTED,
                             "%s: data stored as external data at offset %llu; a checkpoint with external data loads "
@@ -56,6 +57,10 @@ static otter_status read_external(rd *r, uint64_t offset, void *dst, size_t n, c
                         "%s: external data adds up to more than the %llu bytes of '%s' (tensors sharing data?)", what,
                         (unsigned long long)r->ext_size, r->ext_path);
     r->ext_bytes += n;
+    if (r->ext_mem) {
+        memcpy(dst, r->ext_mem + offset, n);
+        return OTTER_OK;
+    }
     for (size_t done = 0; done < n;) {
         ssize_t k = pread(r->ext_fd, (char *)dst + done, n - done, (off_t)(offset + done));
         if (k <= 0)
@@ -503,14 +508,15 @@ static otter_status parse(rd *r, otter_checkpoint *c) {
     return ot_ckpt_validate(c, true);
 }
 
-/* Parse size bytes at data; ext_path: the external data file, if the checkpoint has one. */
-static otter_status load(otter_checkpoint **out, const void *data, size_t size, bool mapped, const char *ext_path) {
+/* Parse size bytes at data; ext_path: the external data file, if the checkpoint has one (or ext_mem). */
+static otter_status load(otter_checkpoint **out, const void *data, size_t size, bool mapped, const char *ext_path,
+                         const void *ext_mem, size_t ext_size) {
     *out = NULL;
     if (size > FB_MAX_SIZE)
         return ot_error(OTTER_ERR_INVALID, "%zu bytes exceed the 2 GiB a flatbuffer can address", size);
     otter_checkpoint *c;
     OT_TRY(otter_checkpoint_create(&c));
-    rd r = {data, size, 0, mapped, ext_path, -1, 0, 0};
+    rd r = {data, size, 0, mapped, ext_path, ext_mem, -1, ext_mem ? ext_size : 0, 0};
     otter_status s = parse(&r, c);
     if (r.ext_fd >= 0) close(r.ext_fd);
     if (s != OTTER_OK) {
@@ -524,7 +530,7 @@ static otter_status load(otter_checkpoint **out, const void *data, size_t size, 
 otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size) {
     if (!out || (!data && size))
         return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_load_from_memory: NULL argument");
-    return load(out, data, size, false, NULL);
+    return load(out, data, size, false, NULL, NULL, 0);
 }
 
 otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path) {
@@ -537,10 +543,18 @@ otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path) {
     if (!ext_path) return OT_NOMEM();
     otter_status s = ot_map_file(path, &data, &size, &mapped);
     if (s == OTTER_OK) {
-        s = load(out, data, size, mapped, ext_path);
+        s = load(out, data, size, mapped, ext_path, NULL, 0);
         ot_unmap_file(data, size, mapped);
     }
     ot_free(ext_path);
     if (s != OTTER_OK) ot_error_context(s, "checkpoint '%s': ", path);
     return s;
+}
+
+otter_status ot_ckpt_load_parts(otter_checkpoint **out, const void *data, size_t size, const void *ext,
+                                size_t ext_size) {
+    if (!out || (!data && size) || (!ext && ext_size))
+        return ot_error(OTTER_ERR_ARGUMENT, "ot_ckpt_load_parts: NULL argument");
+    static const uint8_t none[1];
+    return load(out, data, size, false, "external data in memory", ext ? ext : none, ext_size);
 }
