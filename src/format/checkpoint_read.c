@@ -33,8 +33,8 @@ static void release_pages(const rd *r, size_t at, size_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* n bytes at offset of the external data file into dst. */
-static otter_status read_external(rd *r, uint64_t offset, void *dst, size_t n, const char *what) {
+/* n bytes at offset of the external data file into t's data, allocated once the range is checked. */
+static otter_status read_external(rd *r, uint64_t offset, otter_tensor *t, size_t n, const char *what) {
     if (r->ext_fd < 0 && !r->ext_mem) {
         if (!r->ext_path)
             return ot_error(OTTER_ERR_UNSUPPORTED,
@@ -57,12 +57,15 @@ static otter_status read_external(rd *r, uint64_t offset, void *dst, size_t n, c
                         "%s: external data adds up to more than the %llu bytes of '%s' (tensors sharing data?)", what,
                         (unsigned long long)r->ext_size, r->ext_path);
     r->ext_bytes += n;
+    if (!n) return OTTER_OK; /* no elements: no data to read */
+    OT_TRY(ot_tensor_alloc_data(t));
+    char *dst = t->data;
     if (r->ext_mem) {
         memcpy(dst, r->ext_mem + offset, n);
         return OTTER_OK;
     }
     for (size_t done = 0; done < n;) {
-        ssize_t k = pread(r->ext_fd, (char *)dst + done, n - done, (off_t)(offset + done));
+        ssize_t k = pread(r->ext_fd, dst + done, n - done, (off_t)(offset + done));
         if (k <= 0)
             return ot_error(OTTER_ERR_IO, "%s: reading '%s' at offset %llu: %s", what, r->ext_path,
                             (unsigned long long)(offset + done), k < 0 ? strerror(errno) : "unexpected end of file");
@@ -279,12 +282,9 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
                        nominal ? "the state is nominal" : "string tensors keep their data inline");
         otter_tensor *ten = NULL;
         OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
-        otter_status s = ot_tensor_alloc_data(ten);
-        if (s == OTTER_OK) {
-            char w[480];
-            snprintf(w, sizeof w, "%s at byte %zu", full, pos);
-            s = read_external(r, (uint64_t)external, ten->data, (size_t)want, w);
-        }
+        char w[480];
+        snprintf(w, sizeof w, "%s at byte %zu", full, pos);
+        otter_status s = read_external(r, (uint64_t)external, ten, (size_t)want, w);
         if (s != OTTER_OK) {
             otter_tensor_free(ten);
             return s;
