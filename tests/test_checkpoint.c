@@ -652,6 +652,111 @@ static void test_malformed(void) {
     }
 }
 
+/* ---- streamed saves and external data (ORT 1.18+: "<path>.data", Tensor.external_data_offset) ---------- */
+
+static bool file_bytes(const char *path, void **data, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(*n ? *n : 1);
+    bool ok = *data && fread(*data, 1, *n, f) == *n;
+    fclose(f);
+    return ok;
+}
+
+/* The large-state path on a small state: a threshold of 1 byte sends every tensor of 64 bytes or more to
+ * the external data file, as ORT does past its 1800 MiB default. */
+static void test_external_data(void) {
+    otter_checkpoint *c = make_state(true, true);
+    float big[3000];
+    for (int i = 0; i < 3000; i++) big[i] = (float)i * 0.5f - 7.0f;
+    int64_t d[1] = {3000};
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_from_data(&t, "big.frozen", OTTER_DTYPE_FLOAT, 1, d, big));
+    CHECK_OK(otter_checkpoint_add_param(c, OTTER_PARAM_FROZEN, t));
+    otter_tensor_free(t);
+    char path[1024], data_path[1100];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("ckpt_external"));
+    snprintf(data_path, sizeof data_path, "%s.data", path);
+    remove(data_path);
+
+    /* inline, streamed from the tensors: the file equals the in-memory flatbuffer byte for byte */
+    void *mem = NULL, *file = NULL;
+    size_t n_mem = 0, n_file = 0;
+    CHECK_OK(otter_checkpoint_save_to_memory(c, NULL, &mem, &n_mem));
+    CHECK_OK(otter_checkpoint_save(c, path, NULL));
+    CHECK(file_bytes(path, &file, &n_file) && n_file == n_mem && memcmp(file, mem, n_mem) == 0);
+    FILE *probe = fopen(data_path, "rb");
+    CHECK(probe == NULL);
+    if (probe) fclose(probe);
+    printf("inline save to a file: %zu bytes, %s the in-memory save\n", n_file,
+           n_file == n_mem && memcmp(file, mem, n_mem) == 0 ? "identical to" : "DIFFERENT from");
+    free(file);
+    otter_free(mem);
+
+    /* external */
+    otter_checkpoint_save_options o = {.external_data_threshold = 1};
+    uint64_t plan_file = 0, plan_ext = 0;
+    CHECK_OK(otter_checkpoint_save_plan(c, &o, &plan_file, &plan_ext));
+    CHECK_OK(otter_checkpoint_save(c, path, &o));
+    void *ext = NULL;
+    size_t n_ext = 0;
+    CHECK(file_bytes(path, &file, &n_file) && n_file == plan_file);
+    CHECK(file_bytes(data_path, &ext, &n_ext) && n_ext == plan_ext && n_ext >= sizeof big);
+    /* the data sits at an offset the flatbuffer gives, not inline */
+    CHECK(find_bytes(ext, n_ext, big, sizeof big) != NULL && find_bytes(file, n_file, big, 64) == NULL);
+    otter_checkpoint *r = NULL;
+    CHECK(otter_checkpoint_load_from_memory(&r, file, n_file) == OTTER_ERR_UNSUPPORTED);
+    CHECK(strstr(otter_last_error(), "external data") != NULL);
+    CHECK_OK(otter_checkpoint_load(&r, path));
+    CHECK(r && state_same(c, r));
+    printf("external data: checkpoint %zu bytes (planned %llu) + %s %zu bytes (planned %llu), reloaded %s\n", n_file,
+           (unsigned long long)plan_file, "external data", n_ext, (unsigned long long)plan_ext,
+           r && state_same(c, r) ? "equal" : "DIFFERENT");
+    /* what loads saves again the same way */
+    if (r) {
+        void *again = NULL;
+        size_t n_again = 0;
+        CHECK_OK(otter_checkpoint_save(r, path, &o));
+        CHECK(file_bytes(path, &again, &n_again) && n_again == n_file && memcmp(again, file, n_file) == 0);
+        free(again);
+    }
+    otter_checkpoint_free(r);
+    r = NULL;
+
+    /* a truncated external data file is an error naming it, never a short read */
+    FILE *f = fopen(data_path, "wb");
+    CHECK(f && fwrite(ext, 1, n_ext / 2, f) == n_ext / 2);
+    if (f) fclose(f);
+    CHECK(otter_checkpoint_load(&r, path) == OTTER_ERR_INVALID);
+    CHECK(strstr(otter_last_error(), "runs past the end") && strstr(otter_last_error(), ".data"));
+    printf("external data file cut in half: %s\n", otter_last_error());
+    remove(data_path);
+    CHECK(otter_checkpoint_load(&r, path) == OTTER_ERR_NOT_FOUND);
+    printf("external data file missing: %s\n", otter_last_error());
+
+    /* saving inline again removes the stale external data file */
+    CHECK_OK(otter_checkpoint_save(c, path, &o));
+    CHECK_OK(otter_checkpoint_save(c, path, NULL));
+    probe = fopen(data_path, "rb");
+    CHECK(probe == NULL);
+    if (probe) fclose(probe);
+    CHECK_OK(otter_checkpoint_load(&r, path));
+    CHECK(r && state_same(c, r));
+    otter_checkpoint_free(r);
+
+    /* version 1 has no external data: a state past 2 GiB can't be written as 1 (checked, not attempted) */
+    otter_checkpoint_save_options v1 = {.version = 1, .external_data_threshold = 1};
+    CHECK_OK(otter_checkpoint_save_plan(c, &v1, &plan_file, &plan_ext));
+    CHECK(plan_ext == 0);
+    free(file);
+    free(ext);
+    remove(path);
+    otter_checkpoint_free(c);
+}
+
 /* OTTER_CKPT_CORPUS=DIR: write small seed checkpoints for fuzz/fuzz_checkpoint.c into DIR. */
 static void write_corpus(const char *dir) {
     otter_checkpoint *c = make_state(true, true);
@@ -668,7 +773,36 @@ static void write_corpus(const char *dir) {
     snprintf(path, sizeof path, "%s/nominal.ckpt", dir);
     CHECK_OK(otter_checkpoint_save(c, path, NULL));
     otter_checkpoint_free(c);
-    printf("wrote 4 seed checkpoints to %s\n", dir);
+    /* external data: little-endian u32 length, the flatbuffer, then the external data file */
+    CHECK_OK(otter_checkpoint_create(&c));
+    float w[32];
+    for (int i = 0; i < 32; i++) w[i] = (float)i - 3.5f;
+    int64_t d[1] = {32};
+    otter_tensor *t;
+    CHECK_OK(otter_tensor_from_data(&t, "w", OTTER_DTYPE_FLOAT, 1, d, w));
+    CHECK_OK(otter_checkpoint_add_param(c, OTTER_PARAM_TRAINABLE, t));
+    otter_tensor_free(t);
+    otter_checkpoint_save_options ext = {.external_data_threshold = 1};
+    snprintf(path, sizeof path, "%s/external.tmp", dir);
+    CHECK_OK(otter_checkpoint_save(c, path, &ext));
+    void *main_b = NULL, *ext_b = NULL;
+    size_t n_main = 0, n_ext = 0;
+    char data_path[1100];
+    snprintf(data_path, sizeof data_path, "%s.data", path);
+    CHECK(file_bytes(path, &main_b, &n_main) && file_bytes(data_path, &ext_b, &n_ext));
+    remove(path);
+    remove(data_path);
+    snprintf(path, sizeof path, "%s/external.ckpt", dir);
+    FILE *f = fopen(path, "wb");
+    unsigned char len[4] = {(unsigned char)n_main, (unsigned char)(n_main >> 8), (unsigned char)(n_main >> 16),
+                            (unsigned char)(n_main >> 24)};
+    CHECK(f && fwrite(len, 1, 4, f) == 4 && fwrite(main_b, 1, n_main, f) == n_main &&
+          fwrite(ext_b, 1, n_ext, f) == n_ext);
+    if (f) fclose(f);
+    free(main_b);
+    free(ext_b);
+    otter_checkpoint_free(c);
+    printf("wrote 5 seed checkpoints to %s\n", dir);
 }
 
 int main(void) {
@@ -677,6 +811,7 @@ int main(void) {
     test_round_trips();
     test_nominal();
     test_malformed();
+    test_external_data();
     test_corruption();
     return tu_finish("test_checkpoint");
 }

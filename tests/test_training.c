@@ -254,6 +254,39 @@ static void test_resume(void) {
     for (int i = 0; i < 6; i++) otter_tensor_free(xs[i]), otter_tensor_free(ys[i]);
 }
 
+/* The session's checkpoint borrows the slabs (no second copy of the state), and a run's checkpoint path is
+ * checked before training. */
+static void test_checkpoint_state(void) {
+    otter_training_session *s = open_fixture();
+    if (!s) return;
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 7);
+    train_loss(s, x, y);
+    CHECK_OK(otter_training_optimizer_step(s));
+    const otter_checkpoint *c = NULL;
+    CHECK_OK(otter_training_sync_checkpoint(s, &c));
+    train_loss(s, x, y);
+    CHECK_OK(otter_training_optimizer_step(s)); /* no sync: the checkpoint sees the slabs */
+    const char *name = otter_training_param_name(s, 0);
+    otter_tensor *live = NULL;
+    const otter_tensor *held = NULL, *m = NULL;
+    CHECK_OK(otter_training_get_param(s, name, &live));
+    CHECK_OK(otter_checkpoint_get_param(c, name, &held, NULL));
+    CHECK(live && held && otter_tensor_equal(live, held));
+    CHECK_OK(otter_checkpoint_get_optimizer_state(c, "group0", name, "momentum1", &m));
+    CHECK(m && m->data);
+    printf("checkpoint state: parameter '%s' after an unsynced step %s the session's\n", name,
+           live && held && otter_tensor_equal(live, held) ? "equals" : "DIFFERS FROM");
+    CHECK_OK(otter_training_check_checkpoint(s, tu_tmp_path("training_check.ckpt"), true));
+    CHECK_STATUS(otter_training_check_checkpoint(s, "/nonexistent-otter-folder/ckpt", true), OTTER_ERR_IO);
+    CHECK(strstr(otter_last_error(), "/nonexistent-otter-folder") != NULL);
+    printf("check before training: %s\n", otter_last_error());
+    otter_tensor_free(live);
+    otter_tensor_free(x);
+    otter_tensor_free(y);
+    otter_training_session_free(s);
+}
+
 /* A nominal checkpoint refuses to run until every parameter is set. */
 static void test_nominal(void) {
     otter_checkpoint *c = NULL, *ref = NULL;
@@ -452,6 +485,7 @@ int main(void) {
     test_adamw();
     test_schedules();
     test_resume();
+    test_checkpoint_state();
     test_nominal();
     test_mixed();
     test_dropout_seed();

@@ -9,7 +9,7 @@
  *
  * Reading accepts versions 1 (ORT 1.17) and 2 (ORT 1.18, 1.19); writing produces version 2 by default. Every
  * malformed structure is an OTTER_ERR_INVALID naming the object and the byte offset at fault; valid files
- * otter does not handle (external data, versions other than 1 and 2, element types otter lacks) are
+ * otter does not handle (versions other than 1 and 2, element types otter lacks, external data in memory) are
  * OTTER_ERR_UNSUPPORTED.
  *
  * A nominal state ("nominal_checkpoint") keeps dtype and dims but no values: its tensors' data is NULL even
@@ -41,9 +41,12 @@ typedef struct otter_checkpoint otter_checkpoint;
 OTTER_API otter_status otter_checkpoint_create(otter_checkpoint **out);
 OTTER_API void otter_checkpoint_free(otter_checkpoint *c);
 
-/* Load a checkpoint file (errors name the path). */
+/* Load a checkpoint file (errors name the path), and its external data file "<path>.data" when the checkpoint
+ * has one. The file is mapped and each tensor's pages released once copied, external data read straight
+ * into the tensors: loading needs about the state's size in memory, not twice it. */
 OTTER_API otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path);
-/* Load from memory; the buffer is copied from, not kept. */
+/* Load from memory; the buffer is copied from, not kept. A checkpoint with external data can't load from
+ * memory (OTTER_ERR_UNSUPPORTED): load it from its file. */
 OTTER_API otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size);
 
 typedef struct otter_checkpoint_save_options {
@@ -55,13 +58,27 @@ typedef struct otter_checkpoint_save_options {
     bool keep_order;
     /* Leave the optimizer groups out (ORT's SaveCheckpoint with include_optimizer_state = false). */
     bool skip_optimizer_state;
+    /* A file save whose tensors hold this many bytes or more keeps their data in an external data file, as
+     * ONNX Runtime 1.18+ does past 2 GiB: "<path>.data" beside the checkpoint, each tensor of 64 bytes or more
+     * at an aligned offset that the flatbuffer gives (Tensor.external_data_offset; ModuleState.has_external_data
+     * set). 0: OTTER_CHECKPOINT_EXTERNAL_THRESHOLD; UINT64_MAX: never (past 2 GiB the save fails). Version 2
+     * only; memory saves are always one flatbuffer. */
+    uint64_t external_data_threshold;
 } otter_checkpoint_save_options;
 
-/* Write atomically (temporary file, then rename). opts may be NULL (defaults). The state is checked first:
- * when optimizer groups are written, every trainable parameter has a state in every group and every momentum
- * has its parameter's dtype and dims. */
+/* ORT's default external data threshold (1800 MiB, under the 2 GiB limit with room for the tables). */
+#define OTTER_CHECKPOINT_EXTERNAL_THRESHOLD ((uint64_t)1800 << 20)
+
+/* Write atomically (temporary file, fsync, rename; with external data, "<path>.data" first, the same way).
+ * opts may be NULL (defaults). The state is checked first: when optimizer groups are written, every trainable
+ * parameter has a state in every group and every momentum has its parameter's dtype and dims. Tensor data is
+ * written straight from the tensors: a save needs memory for the tables only, not a copy of the state. */
 OTTER_API otter_status otter_checkpoint_save(const otter_checkpoint *c, const char *path,
                                              const otter_checkpoint_save_options *opts);
+/* What otter_checkpoint_save would write, without writing: the checkpoint file's size and the external data
+ * file's (0: none). Fails as the save would (an invalid state, a state past 2 GiB that can't go external). */
+OTTER_API otter_status otter_checkpoint_save_plan(const otter_checkpoint *c, const otter_checkpoint_save_options *opts,
+                                                  uint64_t *file_bytes, uint64_t *external_bytes);
 /* Serialize to a buffer allocated with the library's allocator (free with otter_free). */
 OTTER_API otter_status otter_checkpoint_save_to_memory(const otter_checkpoint *c,
                                                        const otter_checkpoint_save_options *opts, void **data,

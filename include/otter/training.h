@@ -218,6 +218,12 @@ OTTER_API otter_status otter_training_sync_checkpoint(otter_training_session *s,
  * leaves the optimizer groups out of the file. */
 OTTER_API otter_status otter_training_save_checkpoint(otter_training_session *s, const char *path,
                                                       bool include_optimizer_state);
+/* Before training: will a save to path work? Lays the checkpoint out as the save would (tensor data in
+ * "<path>.data" past OTTER_CHECKPOINT_EXTERNAL_THRESHOLD, counting the momentums the first optimizer step adds)
+ * and checks the folder is writable with room for the files. otter_training_run calls it before its first
+ * step for its checkpoint paths, so a run doesn't lose an epoch to a save that can't succeed. */
+OTTER_API otter_status otter_training_check_checkpoint(otter_training_session *s, const char *path,
+                                                       bool include_optimizer_state);
 
 /* ORT's ExportModelForInferencing: the eval model with only the named outputs (n_outputs 0: every eval
  * output but the loss), nodes they don't need pruned, parameter inputs turned back into initializers

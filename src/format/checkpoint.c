@@ -176,6 +176,39 @@ otter_status otter_checkpoint_set_param(otter_checkpoint *c, const char *name, c
     return OTTER_OK;
 }
 
+otter_status ot_ckpt_view_param(otter_checkpoint *c, const char *name, void *data) {
+    otter_tensor *p = find_param(c, name, NULL, NULL);
+    if (!p) return ot_error(OTTER_ERR_NOT_FOUND, "checkpoint has no parameter '%s'", name);
+    if (p->data == data) return OTTER_OK;
+    if (p->dtype == OTTER_DTYPE_STRING)
+        return ot_error(OTTER_ERR_ARGUMENT, "parameter '%s': string tensors can't borrow their data", name);
+    drop_data(p);
+    p->data = data;
+    return OTTER_OK;
+}
+
+/* A copy of t's borrowed data, owned by t; out of memory, no data at all (never a dangling view). */
+static void own_data(otter_tensor *t, otter_status *st) {
+    if (!t->data || t->owns_data) return;
+    size_t n = otter_tensor_nbytes(t);
+    void *copy = ot_malloc(n ? n : 1);
+    if (copy) memcpy(copy, t->data, n);
+    if (!copy && *st == OTTER_OK) *st = OT_NOMEM();
+    t->data = copy;
+    t->owns_data = copy != NULL;
+}
+
+otter_status ot_ckpt_own_data(otter_checkpoint *c) {
+    otter_status st = OTTER_OK;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < c->params[k].n; i++) own_data(c->params[k].v[i], &st);
+    for (size_t g = 0; g < c->n_groups; g++)
+        for (size_t j = 0; j < c->groups[g].n_states; j++)
+            for (size_t m = 0; m < c->groups[g].states[j].n_momentums; m++)
+                own_data(c->groups[g].states[j].momentums[m], &st);
+    return st;
+}
+
 otter_status otter_checkpoint_remove_param(otter_checkpoint *c, const char *name) {
     if (!c || !name) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_remove_param: NULL argument");
     int k;
@@ -274,8 +307,17 @@ otter_status otter_checkpoint_set_group(otter_checkpoint *c, const char *group, 
     return OTTER_OK;
 }
 
-otter_status otter_checkpoint_add_optimizer_state(otter_checkpoint *c, const char *group, const char *param,
-                                                  const otter_tensor *m) {
+/* A tensor shaped like src whose data is src's, borrowed (the caller keeps it alive while c uses it). */
+static otter_status view_tensor(otter_tensor **out, const otter_tensor *src) {
+    OT_TRY(ot_tensor_shell(out, src->name, src->dtype, src->rank, src->dims));
+    (*out)->data = src->data;
+    (*out)->owns_data = false;
+    return OTTER_OK;
+}
+
+/* otter_checkpoint_add_optimizer_state; view: borrow m's data instead of copying it. */
+static otter_status add_momentum(otter_checkpoint *c, const char *group, const char *param, const otter_tensor *m,
+                                 bool view) {
     if (!c || !param || !m) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_add_optimizer_state: NULL argument");
     if (!group) group = DEFAULT_GROUP;
     if (!group[0]) return ot_error(OTTER_ERR_ARGUMENT, "optimizer group names can't be empty");
@@ -294,7 +336,7 @@ otter_status otter_checkpoint_add_optimizer_state(otter_checkpoint *c, const cha
     if (!c->nominal && !has_values(m))
         return ot_error(OTTER_ERR_ARGUMENT, "momentum '%s' of '%s' has no data", m->name, param);
     otter_tensor *copy = NULL;
-    OT_TRY(copy_tensor(&copy, m, NULL, c->nominal));
+    OT_TRY(view && !c->nominal ? view_tensor(&copy, m) : copy_tensor(&copy, m, NULL, c->nominal));
     otter_status s = OTTER_OK;
     otter_optimizer_group *g = find_group(c, group);
     if (!g && (s = add_group(c, group, &g)) != OTTER_OK) goto fail;
@@ -326,6 +368,15 @@ nomem:
 fail:
     otter_tensor_free(copy);
     return s;
+}
+
+otter_status otter_checkpoint_add_optimizer_state(otter_checkpoint *c, const char *group, const char *param,
+                                                  const otter_tensor *m) {
+    return add_momentum(c, group, param, m, false);
+}
+
+otter_status ot_ckpt_view_momentum(otter_checkpoint *c, const char *group, const char *param, const otter_tensor *m) {
+    return add_momentum(c, group, param, m, true);
 }
 
 otter_status otter_checkpoint_get_optimizer_state(const otter_checkpoint *c, const char *group, const char *param,

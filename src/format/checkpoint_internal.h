@@ -47,4 +47,21 @@ otter_status ot_ckpt_validate(const otter_checkpoint *c, bool with_groups);
 const char *ot_ckpt_shape_str(const otter_tensor *t, char *buf, size_t cap);
 otter_status ot_ckpt_list_push(ot_tensor_list *l, otter_tensor *t);
 
+/* "<path>.data": where the external data of the checkpoint at path lives (ORT's name for it). ot_free it. */
+char *ot_ckpt_external_path(const char *path);
+
+/* Load a checkpoint whose external data is in memory (ext_size bytes at ext) rather than in a file. */
+otter_status ot_ckpt_load_parts(otter_checkpoint **out, const void *data, size_t size, const void *ext,
+                                size_t ext_size);
+
+/* Borrowed data, for a training session whose slabs hold the live values: the checkpoint then writes them
+ * straight from the slabs, with no copy. The caller keeps data alive, and shaped like the tensor, while c
+ * uses it. Make parameter `name` a view of data (its own copy freed): */
+otter_status ot_ckpt_view_param(otter_checkpoint *c, const char *name, void *data);
+/* Add or replace a momentum as a view of m's data (otter_checkpoint_add_optimizer_state without the copy). */
+otter_status ot_ckpt_view_momentum(otter_checkpoint *c, const char *group, const char *param, const otter_tensor *m);
+/* Every borrowed tensor gets its own copy again, before what it borrows from goes away (out of memory:
+ * OTTER_ERR_NOMEM, and the tensors not copied lose their data rather than dangle). */
+otter_status ot_ckpt_own_data(otter_checkpoint *c);
+
 #endif

@@ -1,8 +1,13 @@
 /* Reading ONNX Runtime's training checkpoint, a flatbuffer with file identifier "ODTC". No flatbuffers
  * library: every offset, length and alignment is checked against the buffer before a byte is touched, and
  * structural problems are reported with the byte offset; then ot_ckpt_validate checks the spec's rules. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "format/checkpoint_internal.h"
@@ -10,8 +15,64 @@
 typedef struct rd {
     const uint8_t *b;
     size_t n;
-    size_t data_bytes; /* tensor bytes copied so far: at most n, else tables are shared (see read_tensor) */
+    size_t data_bytes;      /* tensor bytes copied so far: at most n, else tables are shared (see read_tensor) */
+    bool mapped;            /* b maps the file: pages of raw_data go back to the kernel once copied */
+    const char *ext_path;   /* the external data file (NULL: loading from memory, none to read) */
+    const uint8_t *ext_mem; /* or the external data in memory (ext_size bytes) */
+    int ext_fd;             /* opened at the first tensor stored there; -1 until then */
+    uint64_t ext_size;
+    uint64_t ext_bytes; /* external data read so far: at most ext_size (no amplification either) */
 } rd;
+
+/* Copied tensor data is not read again: let the kernel drop its pages so a load holds the state once, not the
+ * file beside it (re-read from the file if a table shares them after all). */
+static void release_pages(const rd *r, size_t at, size_t n) {
+    if (!r->mapped) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)(r->b + at) + page - 1) / page * page, hi = (uintptr_t)(r->b + at + n) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* n bytes at offset of the external data file into t's data, allocated once the range is checked. */
+static otter_status read_external(rd *r, uint64_t offset, otter_tensor *t, size_t n, const char *what) {
+    if (r->ext_fd < 0 && !r->ext_mem) {
+        if (!r->ext_path)
+            return ot_error(OTTER_ERR_UNSUPPORTED,
+                            "%s: data stored as external data at offset %llu; a checkpoint with external data loads "
+                            "from its file, not from memory",
+                            what, (unsigned long long)offset);
+        r->ext_fd = open(r->ext_path, O_RDONLY);
+        struct stat st;
+        if (r->ext_fd < 0 || fstat(r->ext_fd, &st) != 0)
+            return ot_error(errno == ENOENT ? OTTER_ERR_NOT_FOUND : OTTER_ERR_IO,
+                            "%s: its data is in the external data file '%s': %s", what, r->ext_path, strerror(errno));
+        r->ext_size = (uint64_t)st.st_size;
+    }
+    if (offset > r->ext_size || n > r->ext_size - offset)
+        return ot_error(OTTER_ERR_INVALID,
+                        "%s: external data at offset %llu (%zu bytes) runs past the end of the %llu-byte file '%s'",
+                        what, (unsigned long long)offset, n, (unsigned long long)r->ext_size, r->ext_path);
+    if (n > r->ext_size - r->ext_bytes)
+        return ot_error(OTTER_ERR_INVALID,
+                        "%s: external data adds up to more than the %llu bytes of '%s' (tensors sharing data?)", what,
+                        (unsigned long long)r->ext_size, r->ext_path);
+    r->ext_bytes += n;
+    if (!n) return OTTER_OK; /* no elements: no data to read */
+    OT_TRY(ot_tensor_alloc_data(t));
+    char *dst = t->data;
+    if (r->ext_mem) {
+        memcpy(dst, r->ext_mem + offset, n);
+        return OTTER_OK;
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t k = pread(r->ext_fd, dst + done, n - done, (off_t)(offset + done));
+        if (k <= 0)
+            return ot_error(OTTER_ERR_IO, "%s: reading '%s' at offset %llu: %s", what, r->ext_path,
+                            (unsigned long long)(offset + done), k < 0 ? strerror(errno) : "unexpected end of file");
+        done += (size_t)k;
+    }
+    return OTTER_OK;
+}
 
 typedef struct tab {
     size_t pos, vt;
@@ -184,10 +245,7 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
     t.what = full;
     uint64_t v;
     OT_TRY(get_scalar(r, &t, T_EXTERNAL, 8, (uint64_t)-1, &v));
-    if ((int64_t)v >= 0)
-        return ot_error(OTTER_ERR_UNSUPPORTED,
-                        "%s at byte %zu: data stored as external data at offset %lld (otter reads inline data only)",
-                        full, pos, (long long)(int64_t)v);
+    int64_t external = (int64_t)v;
     OT_TRY(get_scalar(r, &t, T_DATA_TYPE, 4, 0, &v));
     int32_t dt = (int32_t)(uint32_t)v;
     if (dt >= OTTER_DTYPE_FLOAT8E4M3FN && dt < OTTER_DTYPE_COUNT_) /* see check_tensor in checkpoint.c */
@@ -217,6 +275,23 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
     OT_TRY(get_vector(r, &t, T_RAW, 1, 1, full, &raw_present, &raw_n, &raw_at));
     OT_TRY(get_vector(r, &t, T_STRINGS, 4, 4, full, &str_present, &str_n, &str_at));
     uint64_t want = dtype == OTTER_DTYPE_STRING ? 0 : numel * otter_dtype_size(dtype);
+    if (external >= 0) { /* ORT 1.18+: the bytes are in the external data file, at that offset (raw_data, if
+                          * any, ignored as ORT does) */
+        if (nominal || dtype == OTTER_DTYPE_STRING)
+            return bad(pos, full, "has an external data offset, but %s",
+                       nominal ? "the state is nominal" : "string tensors keep their data inline");
+        otter_tensor *ten = NULL;
+        OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
+        char w[480];
+        snprintf(w, sizeof w, "%s at byte %zu", full, pos);
+        otter_status s = read_external(r, (uint64_t)external, ten, (size_t)want, w);
+        if (s != OTTER_OK) {
+            otter_tensor_free(ten);
+            return s;
+        }
+        *out = ten;
+        return OTTER_OK;
+    }
     if (dtype != OTTER_DTYPE_STRING) {
         if (!raw_present) return bad(pos, full, "has no raw_data (and no external data offset)");
         if (nominal && raw_n != 0)
@@ -237,7 +312,18 @@ static otter_status read_tensor(rd *r, size_t pos, const char *what, bool nomina
         OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
     } else if (dtype != OTTER_DTYPE_STRING) {
         OT_TRY(charge(r, raw_n, &t));
-        OT_TRY(otter_tensor_from_data(&ten, name, dtype, (int)rank, dims, r->b + raw_at));
+        OT_TRY(ot_tensor_shell(&ten, name, dtype, (int)rank, dims));
+        otter_status s = ot_tensor_alloc_data(ten);
+        if (s != OTTER_OK) {
+            otter_tensor_free(ten);
+            return s;
+        }
+        /* in slices, each released once copied: the file's pages and the copy never both hold a large tensor */
+        for (size_t done = 0, step = (size_t)16 << 20; done < raw_n; done += step) {
+            size_t k = raw_n - done < step ? raw_n - done : step;
+            memcpy((char *)ten->data + done, r->b + raw_at + done, k);
+            release_pages(r, raw_at + done, k);
+        }
     } else {
         OT_TRY(charge(r, 4 * str_n, &t));
         OT_TRY(otter_tensor_create(&ten, name, dtype, (int)rank, dims));
@@ -292,12 +378,6 @@ static otter_status read_module_state(rd *r, size_t pos, otter_checkpoint *c) {
     uint64_t v;
     OT_TRY(get_scalar(r, &t, MS_IS_NOMINAL, 1, 0, &v));
     c->nominal = v != 0;
-    OT_TRY(get_scalar(r, &t, MS_HAS_EXTERNAL_DATA, 1, 0, &v));
-    if (v)
-        return ot_error(OTTER_ERR_UNSUPPORTED,
-                        "module_state at byte %zu: parameters are stored in an external data "
-                        "file (otter reads inline data only)",
-                        pos);
     OT_TRY(read_tensor_vector(r, &t, MS_REQUIRES_GRAD, "module_state.requires_grad_params", true, c->nominal,
                               &c->params[OTTER_PARAM_TRAINABLE]));
     return read_tensor_vector(r, &t, MS_FROZEN, "module_state.frozen_params", true, c->nominal,
@@ -428,16 +508,17 @@ static otter_status parse(rd *r, otter_checkpoint *c) {
     return ot_ckpt_validate(c, true);
 }
 
-otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size) {
-    if (!out || (!data && size))
-        return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_load_from_memory: NULL argument");
+/* Parse size bytes at data; ext_path: the external data file, if the checkpoint has one (or ext_mem). */
+static otter_status load(otter_checkpoint **out, const void *data, size_t size, bool mapped, const char *ext_path,
+                         const void *ext_mem, size_t ext_size) {
     *out = NULL;
     if (size > FB_MAX_SIZE)
         return ot_error(OTTER_ERR_INVALID, "%zu bytes exceed the 2 GiB a flatbuffer can address", size);
     otter_checkpoint *c;
     OT_TRY(otter_checkpoint_create(&c));
-    rd r = {data, size, 0};
+    rd r = {data, size, 0, mapped, ext_path, ext_mem, -1, ext_mem ? ext_size : 0, 0};
     otter_status s = parse(&r, c);
+    if (r.ext_fd >= 0) close(r.ext_fd);
     if (s != OTTER_OK) {
         otter_checkpoint_free(c);
         return s;
@@ -446,14 +527,34 @@ otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const voi
     return OTTER_OK;
 }
 
+otter_status otter_checkpoint_load_from_memory(otter_checkpoint **out, const void *data, size_t size) {
+    if (!out || (!data && size))
+        return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_load_from_memory: NULL argument");
+    return load(out, data, size, false, NULL, NULL, 0);
+}
+
 otter_status otter_checkpoint_load(otter_checkpoint **out, const char *path) {
     if (!out || !path) return ot_error(OTTER_ERR_ARGUMENT, "otter_checkpoint_load: NULL argument");
     *out = NULL;
-    void *data;
+    const void *data;
     size_t size;
-    OT_TRY(ot_read_file(path, &data, &size));
-    otter_status s = otter_checkpoint_load_from_memory(out, data, size);
-    ot_free(data);
+    bool mapped;
+    char *ext_path = ot_ckpt_external_path(path);
+    if (!ext_path) return OT_NOMEM();
+    otter_status s = ot_map_file(path, &data, &size, &mapped);
+    if (s == OTTER_OK) {
+        s = load(out, data, size, mapped, ext_path, NULL, 0);
+        ot_unmap_file(data, size, mapped);
+    }
+    ot_free(ext_path);
     if (s != OTTER_OK) ot_error_context(s, "checkpoint '%s': ", path);
     return s;
+}
+
+otter_status ot_ckpt_load_parts(otter_checkpoint **out, const void *data, size_t size, const void *ext,
+                                size_t ext_size) {
+    if (!out || (!data && size) || (!ext && ext_size))
+        return ot_error(OTTER_ERR_ARGUMENT, "ot_ckpt_load_parts: NULL argument");
+    static const uint8_t none[1];
+    return load(out, data, size, false, "external data in memory", ext ? ext : none, ext_size);
 }

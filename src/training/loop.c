@@ -111,6 +111,8 @@ static otter_status loop_plan(loop *l, const otter_train_options *opts) {
         return ot_error(OTTER_ERR_INVALID, "evaluation asked for but the session has no eval model");
     if (o->best_checkpoint && !o->eval_data)
         return ot_error(OTTER_ERR_ARGUMENT, "best_checkpoint needs eval_data (the best epoch is the lowest eval loss)");
+    if (o->checkpoint) OT_TRY(otter_training_check_checkpoint(l->s, o->checkpoint, true));
+    if (o->best_checkpoint) OT_TRY(otter_training_check_checkpoint(l->s, o->best_checkpoint, true));
     if (o->resume) {
         otter_train_position pos;
         OT_TRY(otter_training_get_position(l->s, &pos));

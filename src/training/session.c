@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "format/checkpoint_internal.h"
 #include "otter/artifacts.h"
 #include "otter/io.h"
 #include "training/training_internal.h"
@@ -247,6 +248,8 @@ static otter_status lay_out(otter_training_session *s) {
         p->value.owns_data = false;
         p->set = t->data != NULL || p->numel == 0;
         if (t->data && nb) memcpy(p->value.data, t->data, nb);
+        /* the checkpoint's copy goes at once: the state is held once while the slabs fill */
+        if (p->set && t->dtype != OTTER_DTYPE_STRING) OT_TRY(ot_ckpt_view_param(s->ck, p->name, p->value.data));
         if (p->trainable) {
             p->grad = p->value;
             p->grad.name = (char *)(uintptr_t)p->grad_input;
@@ -467,13 +470,18 @@ static otter_status load_optimizer_state(otter_training_session *s) {
             if (m->dtype != OTTER_DTYPE_FLOAT || (size_t)otter_tensor_numel(m) != p->numel)
                 st = ot_error(OTTER_ERR_INVALID, "checkpoint: %s of parameter '%s' does not match the parameter", mn,
                               p->name);
-            else
+            else {
                 memcpy(slab[j] + p->off_train, m->data, p->numel * sizeof(float));
+                otter_tensor v = *m;
+                v.data = slab[j] + p->off_train;
+                st = ot_ckpt_view_momentum(s->ck, "group0", p->name, &v);
+            }
         }
     }
     if (st == OTTER_OK && any && !all)
         st = ot_error(OTTER_ERR_INVALID, "checkpoint: group0 has no %s for parameter '%s'", missing_m, missing);
     if (st != OTTER_OK || !any) {
+        if (any && ot_ckpt_own_data(s->ck) != OTTER_OK) st = OT_NOMEM(); /* the views go before the slabs */
         ot_free(slab[0]);
         ot_free(slab[1]);
         return st;
@@ -512,7 +520,10 @@ otter_status otter_training_session_create_from_models(otter_training_session **
         if (st != OTTER_OK) ot_error_context(st, "optimizer model: ");
     }
     if (st == OTTER_OK) st = load_optimizer_state(s);
+    if (st == OTTER_OK) st = ot_training_share_state(s);
     if (st != OTTER_OK) {
+        otter_status own = ot_ckpt_own_data(s->ck); /* it borrowed the slabs about to go */
+        if (own != OTTER_OK) st = own;
         s->ck = NULL; /* the caller keeps what it passed */
         s->train_m = s->eval_m = s->optim_m = NULL;
         otter_training_session_free(s);

@@ -1,8 +1,12 @@
 /* Training session state: parameters one by one and as one contiguous buffer, properties, the checkpoint
  * brought up to date and saved, and the inference model export. */
+#include <errno.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "core/core.h"
+#include "format/checkpoint_internal.h"
 #include "otter/edit.h"
 #include "otter/io.h"
 #include "otter/artifacts.h"
@@ -159,31 +163,36 @@ otter_status otter_training_get_property(const otter_training_session *s, const 
 
 /* ---- checkpoint -------------------------------------------------------------------------------- */
 
-otter_status otter_training_sync_checkpoint(otter_training_session *s, const otter_checkpoint **out) {
-    if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_sync_checkpoint: NULL session");
-    bool all_set = true;
+/* The checkpoint's parameters and momentums become views of the session's slabs: the state lives once, and
+ * a save writes it straight from the slabs. */
+otter_status ot_training_share_state(otter_training_session *s) {
     for (size_t i = 0; i < s->n_params; i++) {
         ot_training_param *p = &s->params[i];
-        if (!p->set) {
-            all_set = false;
-            continue;
-        }
-        OT_TRY(otter_checkpoint_set_param(s->ck, p->name, &p->value));
+        if (p->set && p->value.dtype != OTTER_DTYPE_STRING) OT_TRY(ot_ckpt_view_param(s->ck, p->name, p->value.data));
     }
-    if (s->have_moments) {
-        for (size_t i = 0; i < s->n_params; i++) {
-            ot_training_param *p = &s->params[i];
-            if (!p->trainable) continue;
-            otter_tensor m = p->value;
-            m.name = "momentum0";
-            m.data = s->m1 + p->off_train;
-            OT_TRY(otter_checkpoint_add_optimizer_state(s->ck, "group0", p->name, &m));
-            if (s->m2) {
-                m.name = "momentum1";
-                m.data = s->m2 + p->off_train;
-                OT_TRY(otter_checkpoint_add_optimizer_state(s->ck, "group0", p->name, &m));
-            }
+    if (!s->have_moments) return OTTER_OK;
+    for (size_t i = 0; i < s->n_params; i++) {
+        ot_training_param *p = &s->params[i];
+        if (!p->trainable) continue;
+        otter_tensor m = p->value;
+        m.name = "momentum0";
+        m.data = s->m1 + p->off_train;
+        OT_TRY(ot_ckpt_view_momentum(s->ck, "group0", p->name, &m));
+        if (s->m2) {
+            m.name = "momentum1";
+            m.data = s->m2 + p->off_train;
+            OT_TRY(ot_ckpt_view_momentum(s->ck, "group0", p->name, &m));
         }
+    }
+    return OTTER_OK;
+}
+
+otter_status otter_training_sync_checkpoint(otter_training_session *s, const otter_checkpoint **out) {
+    if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_sync_checkpoint: NULL session");
+    OT_TRY(ot_training_share_state(s));
+    bool all_set = true;
+    for (size_t i = 0; i < s->n_params; i++) all_set = all_set && s->params[i].set;
+    if (s->have_moments) {
         float lr0 = s->have_sched ? s->sched.initial_lr : s->lr;
         OT_TRY(otter_checkpoint_set_group(s->ck, "group0", s->step, lr0));
     }
@@ -200,6 +209,42 @@ otter_status otter_training_save_checkpoint(otter_training_session *s, const cha
     OT_TRY(otter_training_sync_checkpoint(s, NULL));
     otter_checkpoint_save_options o = {.skip_optimizer_state = !include_optimizer_state};
     return otter_checkpoint_save(s->ck, path, &o);
+}
+
+otter_status otter_training_check_checkpoint(otter_training_session *s, const char *path,
+                                             bool include_optimizer_state) {
+    if (!s || !path) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_check_checkpoint: NULL argument");
+    OT_TRY(otter_training_sync_checkpoint(s, NULL));
+    /* the momentums the first optimizer step creates, not in the state yet */
+    uint64_t moments = 0;
+    if (include_optimizer_state && !s->have_moments && s->optim != TS_OPTIM_NONE)
+        moments = (s->optim == TS_OPTIM_ADAMW ? 2 : 1) * (uint64_t)s->n_train * sizeof(float);
+    otter_checkpoint_save_options o = {.skip_optimizer_state = !include_optimizer_state};
+    uint64_t file = 0, ext = 0;
+    otter_status st = otter_checkpoint_save_plan(s->ck, &o, &file, &ext);
+    if (st == OTTER_OK && moments && !ext && file + moments >= OTTER_CHECKPOINT_EXTERNAL_THRESHOLD) {
+        ext = file + moments; /* the momentums will move the whole state to external data */
+        file = 0;
+    } else if (st == OTTER_OK) {
+        *(ext ? &ext : &file) += moments;
+    }
+    char *dir = st == OTTER_OK ? ot_dirname(path) : NULL;
+    if (st == OTTER_OK && !dir) st = OT_NOMEM();
+    struct statvfs fs;
+    if (st == OTTER_OK && (access(dir, W_OK) != 0 || statvfs(dir, &fs) != 0))
+        st = ot_error(OTTER_ERR_IO, "folder '%s': %s", dir, strerror(errno));
+    if (st == OTTER_OK) {
+        uint64_t free_bytes = (uint64_t)fs.f_bavail * fs.f_frsize;
+        if (file + ext > free_bytes) /* the new files are written beside the old ones, then renamed */
+            st = ot_error(OTTER_ERR_IO,
+                          "saving needs %.1f MB (checkpoint %.1f MB, external data %.1f MB) and the file system of "
+                          "'%s' has %.1f MB free",
+                          (double)(file + ext) / 1e6, (double)file / 1e6, (double)ext / 1e6, dir,
+                          (double)free_bytes / 1e6);
+    }
+    ot_free(dir);
+    if (st != OTTER_OK) ot_error_context(st, "checkpoint '%s': ", path);
+    return st;
 }
 
 /* ---- export ------------------------------------------------------------------------------------ */

@@ -73,6 +73,8 @@ struct otter_training_session {
 /* state.c */
 ot_training_param *ot_training_find_param(const otter_training_session *s, const char *name);
 otter_status ot_training_require_all_set(const otter_training_session *s, const char *what);
+/* Make the checkpoint's parameters and momentums views of the slabs (no second copy of the state). */
+otter_status ot_training_share_state(otter_training_session *s);
 
 /* feed.c: a dataset's batches fitted to the graph's user inputs, one of two ways (otter_training_feeds_columns):
  * - inputs and targets: the batch's inputs reshaped to the model's per-sample dims, class labels turned
