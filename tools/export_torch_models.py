@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Exports the PyTorch models otter's gradient tests use (tests/test_torch_grads.py) to ONNX.
+"""Exports the PyTorch models otter's gradient and training tests use (tests/test_torch_grads.py,
+tests/test_real_models.py) to ONNX.
 
-    /usr/bin/python3 tools/export_torch_models.py OUTDIR [--model NAME ...] [--opset N]
+    /usr/bin/python3 tools/export_torch_models.py OUTDIR [--model NAME ...] [--opset N] [--real]
 
 Every model is exported with torch.onnx.export(..., export_params=True, do_constant_folding=False,
 training=TrainingMode.TRAINING) and a dynamic batch axis, as the seeds export them. Weights come
@@ -16,6 +17,16 @@ Models (build_model(name) returns the nn.Module, input_shape(name, batch) its in
                    on [batch, 6, 16] inputs, mean over tokens, Linear to 10 classes; GELU exports as the Erf
                    pattern. At opset < 17 LayerNorm is exported decomposed (ReduceMean, Sub, Pow, Sqrt, Div);
                    transformer_ln17 is exported at opset 17, where it is one LayerNormalization node.
+
+Real architectures (REAL_MODELS, --real; always opset 17, 10 classes, every Dropout set to p = 0 so a training
+step is deterministic and comparable with PyTorch's; real_input(name, batch, rng) makes an input batch):
+  resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0 (stochastic depth 0), shufflenet_v2_x0_5,
+  squeezenet1_0   torchvision's, on [batch, 3, 32, 32] images (--image-size)
+  gru, lstm        text classifiers: int64 tokens [batch, 32] (vocabulary 100) -> Embedding 16 -> one GRU / LSTM
+                   layer of 32 -> the last step's output -> Linear
+  transformer_encoder  nn.TransformerEncoder (2 layers, d_model 32, 4 heads, feed-forward 64, batch_first) on
+                   [batch, 32, 32] float inputs, mean over tokens, Linear
+  embedding_mlp    int64 tokens [batch, 32] -> Embedding 16 -> flatten -> Linear 512->64, ReLU, Linear
 """
 import argparse
 import math
@@ -168,17 +179,116 @@ def export(name, path, opset=DEFAULT_OPSET):
     return model
 
 
+class TextRNN(nn.Module):
+    """Embedding -> one batch_first GRU or LSTM layer -> its output at the last step -> Linear."""
+
+    def __init__(self, cell, vocab=100, dim=16, hidden=32, classes=10):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cell](dim, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, tokens):
+        out, _ = self.rnn(self.embed(tokens))
+        return self.head(out[:, -1])
+
+
+class EncoderStack(nn.Module):
+    """nn.TransformerEncoder (post-norm layers, ReLU feed-forward) -> mean over tokens -> Linear."""
+
+    def __init__(self, dim=32, heads=4, hidden=64, layers=2, classes=10):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(dim, heads, hidden, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(dim=1))
+
+
+class EmbeddingMLP(nn.Module):
+    def __init__(self, vocab=100, dim=16, tokens=32, hidden=64, classes=10):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.fc1 = nn.Linear(tokens * dim, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, tokens):
+        return self.fc2(F.relu(self.fc1(torch.flatten(self.embed(tokens), 1))))
+
+
+VISION_MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5",
+                 "squeezenet1_0"]
+REAL_MODELS = VISION_MODELS + ["gru", "lstm", "transformer_encoder", "embedding_mlp"]
+REAL_OPSET = 17
+REAL_CLASSES = 10
+IMAGE_SIZE = 32
+TOKENS, VOCAB = 32, 100
+
+
+def build_real_model(name):
+    """The module for a REAL_MODELS name, initialized from SEED, every Dropout at p = 0."""
+    torch.manual_seed(SEED)
+    if name in VISION_MODELS:
+        import torchvision
+        kwargs = {"stochastic_depth_prob": 0.0} if name == "efficientnet_b0" else {}
+        model = getattr(torchvision.models, name)(weights=None, num_classes=REAL_CLASSES, **kwargs)
+    elif name in ("gru", "lstm"):
+        model = TextRNN(name, VOCAB, classes=REAL_CLASSES)
+    elif name == "transformer_encoder":
+        model = EncoderStack(classes=REAL_CLASSES)
+    elif name == "embedding_mlp":
+        model = EmbeddingMLP(VOCAB, tokens=TOKENS, classes=REAL_CLASSES)
+    else:
+        raise KeyError(name)
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def real_input(name, batch, rng, image_size=IMAGE_SIZE):
+    """A random input batch for a REAL_MODELS name (numpy; rng a numpy Generator): float32 images or
+    sequences, int64 token ids."""
+    import numpy as np
+    if name in VISION_MODELS:
+        return rng.standard_normal((batch, 3, image_size, image_size)).astype(np.float32)
+    if name == "transformer_encoder":
+        return rng.standard_normal((batch, TOKENS, 32)).astype(np.float32)
+    return rng.integers(0, VOCAB, (batch, TOKENS)).astype(np.int64)
+
+
+def export_real(name, path, image_size=IMAGE_SIZE):
+    """Export REAL_MODELS' `name` to `path` in training mode (opset 17, dynamic batch axis); returns the module
+    (in train() mode)."""
+    import numpy as np
+    model = build_real_model(name)
+    model.train()
+    x = torch.from_numpy(real_input(name, 2, np.random.default_rng(0), image_size))
+    torch.onnx.export(model, (x,), path, export_params=True, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING, opset_version=REAL_OPSET,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    return model
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir")
-    ap.add_argument("--model", action="append", choices=MODELS, help="export only these (repeatable)")
-    ap.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="opset (14 or 15; default %(default)s)")
+    ap.add_argument("--model", action="append", choices=MODELS + REAL_MODELS, help="export only these (repeatable)")
+    ap.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                    help="opset of MODELS (14 or 15; default %(default)s); REAL_MODELS are always opset 17")
+    ap.add_argument("--real", action="store_true", help="without --model: export REAL_MODELS instead of MODELS")
+    ap.add_argument("--image-size", type=int, default=IMAGE_SIZE, help="REAL_MODELS' image side (default %(default)s)")
     args = ap.parse_args(argv)
     os.makedirs(args.outdir, exist_ok=True)
-    for name in args.model or MODELS:
+    for name in args.model or (REAL_MODELS if args.real else MODELS):
         path = os.path.join(args.outdir, name + ".onnx")
-        export(name, path, args.opset)
-        print(f"{path}: {os.path.getsize(path)} bytes, opset {model_opset(name, args.opset)}")
+        if name in REAL_MODELS:
+            export_real(name, path, args.image_size)
+        else:
+            export(name, path, args.opset)
+        print(f"{path}: {os.path.getsize(path)} bytes, opset {REAL_OPSET if name in REAL_MODELS else model_opset(name, args.opset)}")
     return 0
 
 
