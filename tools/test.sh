@@ -40,7 +40,7 @@ echo "== ASan + UBSan build"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DOTTER_SANITIZE=ON -DOTTER_WERROR=ON >/dev/null
 cmake --build build/asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan --output-on-failure -j"$JOBS"
+  ctest --test-dir build/asan --output-on-failure -j"$JOBS" -LE heavy
 
 echo "== portable build (no OpenBLAS)"
 cmake -S . -B build/portable -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOTTER_BLAS=OFF -DOTTER_WERROR=ON >/dev/null
