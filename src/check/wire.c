@@ -13,31 +13,12 @@
 static bool wire_find_field(const uint8_t *p, const uint8_t *end, uint64_t field, uint64_t *v_out, const uint8_t **out,
                             size_t *len) {
     bool found = false;
+    ot_wire_field f;
     while (p < end) {
-        uint64_t key, v;
-        if (!ot_wire_varint(&p, end, &key)) return false;
-        bool match = (key >> 3) == field;
-        switch (key & 7) {
-        case 0:
-            if (!ot_wire_varint(&p, end, &v)) return false;
-            if (match && v_out) *v_out = v, found = true;
-            break;
-        case 1:
-            if (end - p < 8) return false;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4) return false;
-            p += 4;
-            break;
-        case 2:
-            if (!ot_wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
-            if (match && out) *out = p, *len = (size_t)v, found = true;
-            p += v;
-            break;
-        default:
-            return false;
-        }
+        if (!ot_wire_next(&p, end, &f)) return false;
+        if (f.number != field) continue;
+        if (f.type == 0 && v_out) *v_out = f.value, found = true;
+        if (f.type == 2 && out) *out = f.bytes, *len = f.len, found = true;
     }
     return found;
 }

@@ -19,41 +19,49 @@ bool ot_wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 
 /* Whether a message of `d` in [p, end), itself at `depth`, holds one nested past the limit; *at is
  * the message type found there. Recursion is bounded by the limit itself. */
+bool ot_wire_next(const uint8_t **p, const uint8_t *end, ot_wire_field *f) {
+    uint64_t key;
+    if (!ot_wire_varint(p, end, &key)) return false;
+    f->number = key >> 3;
+    f->type = (int)(key & 7);
+    f->bytes = NULL;
+    f->len = 0;
+    switch (f->type) {
+    case 0:
+        return ot_wire_varint(p, end, &f->value);
+    case 1:
+    case 5: {
+        size_t n = f->type == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < n) return false;
+        *p += n;
+        return true;
+    }
+    case 2:
+        if (!ot_wire_varint(p, end, &f->value) || f->value > (uint64_t)(end - *p)) return false;
+        f->bytes = *p;
+        f->len = (size_t)f->value;
+        *p += f->len;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Whether a message of `d` in [p, end), itself at `depth`, holds one nested past the limit; *at is
+ * the message type found there. Recursion is bounded by the limit itself. Malformed bytes end the
+ * walk: protobuf-c refuses them. */
 static bool nested_too_deep(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth,
                             const ProtobufCMessageDescriptor **at) {
-    while (p < end) {
-        uint64_t key, v;
-        if (!ot_wire_varint(&p, end, &key)) return false;
-        switch (key & 7) {
-        case 0:
-            if (!ot_wire_varint(&p, end, &v)) return false;
-            break;
-        case 1:
-            if (end - p < 8) return false;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4) return false;
-            p += 4;
-            break;
-        case 2: {
-            if (!ot_wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
-            uint64_t field = key >> 3;
-            const ProtobufCFieldDescriptor *f =
-                field <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)field) : NULL;
-            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-                if (depth >= OT_PB_MAX_DEPTH) {
-                    *at = f->descriptor;
-                    return true;
-                }
-                if (nested_too_deep(f->descriptor, p, p + v, depth + 1, at)) return true;
-            }
-            p += v;
-            break;
+    ot_wire_field f;
+    while (p < end && ot_wire_next(&p, end, &f)) {
+        if (f.type != 2 || f.number > UINT32_MAX) continue;
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(d, (unsigned)f.number);
+        if (!fd || fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if (depth >= OT_PB_MAX_DEPTH) {
+            *at = fd->descriptor;
+            return true;
         }
-        default: /* groups and invalid wire types: protobuf-c refuses them */
-            return false;
-        }
+        if (nested_too_deep(fd->descriptor, f.bytes, f.bytes + f.len, depth + 1, at)) return true;
     }
     return false;
 }

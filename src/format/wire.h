@@ -17,6 +17,19 @@
 /* Read a varint at *p (advanced past it); false when truncated or longer than 64 bits. */
 bool ot_wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 
+/* One field of a message: its number and wire type; a varint's value, or a length-delimited field's
+ * bytes (fixed-width fields are skipped over). */
+typedef struct ot_wire_field {
+    uint64_t number;
+    int type; /* 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+    uint64_t value;
+    const uint8_t *bytes;
+    size_t len;
+} ot_wire_field;
+
+/* Read the field at *p (advanced past it); false when malformed, or a group or unknown wire type. */
+bool ot_wire_next(const uint8_t **p, const uint8_t *end, ot_wire_field *f);
+
 /* OTTER_ERR_INVALID, naming the message type where the limit is crossed, when `data` nests messages
  * of `d` deeper than OT_PB_MAX_DEPTH; OTTER_OK otherwise (malformed bytes are left to protobuf-c). */
 otter_status ot_pb_check_depth(const ProtobufCMessageDescriptor *d, const void *data, size_t size);
