@@ -65,13 +65,7 @@ ADAMW_FLAG = ",".join(f"{k}={v}" for k, v in ADAMW_HP.items()) + ",correct_bias=
 PARTIAL_LAST_BATCH = {"transformer_encoder"}  # dynamic batch axis: the third batch holds BATCH / 2 samples
 
 # model -> the CLI's error (a substring of its output) while a gradient rule or CLI feature it needs is missing.
-EXPECTED_FAILURES = {
-    "gru": "otter artifacts: gru.onnx: node '/rnn/GRU' (GRU) has no gradient rule",
-    "lstm": "otter artifacts: lstm.onnx: node '/rnn/LSTM' (LSTM) has no gradient rule",
-    "transformer_encoder": "gradient of node '/enc/layers.1/self_attn/Div_2' (Div): can't tell statically how "
-                           "'/enc/layers.1/self_attn/Transpose_2_output_0' was broadcast",
-    "embedding_mlp": "train step: input 'input': element type float32, expected int64",
-}
+EXPECTED_FAILURES = {}
 
 worst = {}  # kind -> (ratio, where)
 
