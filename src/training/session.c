@@ -511,6 +511,7 @@ otter_status otter_training_session_create_from_models(otter_training_session **
         if (st != OTTER_OK) ot_error_context(st, "optimizer model: ");
     }
     if (st == OTTER_OK) st = load_optimizer_state(s);
+    if (st == OTTER_OK) ot_training_share_with_checkpoint(s); /* last: on failure the caller keeps its checkpoint */
     if (st != OTTER_OK) {
         s->ck = NULL; /* the caller keeps what it passed */
         s->train_m = s->eval_m = s->optim_m = NULL;
@@ -728,17 +729,18 @@ otter_status otter_training_optimizer_step(otter_training_session *s) {
     if (s->optim == TS_OPTIM_NONE)
         return ot_error(OTTER_ERR_ARGUMENT, "optimizer step: the session has no optimizer model");
     OT_TRY(ot_training_require_all_set(s, "optimizer step"));
-    if (!s->have_moments && s->n_train) {
+    /* SGD reads no moment: its zero momentum0 is made when the checkpoint is synced */
+    if (!s->have_moments && s->n_train && s->optim == TS_OPTIM_ADAMW) {
         s->m1 = ot_calloc(s->n_train, sizeof(float));
-        if (s->optim == TS_OPTIM_ADAMW) s->m2 = ot_calloc(s->n_train, sizeof(float));
-        if (!s->m1 || (s->optim == TS_OPTIM_ADAMW && !s->m2)) {
+        s->m2 = ot_calloc(s->n_train, sizeof(float));
+        if (!s->m1 || !s->m2) {
             ot_free(s->m1);
             ot_free(s->m2);
             s->m1 = s->m2 = NULL;
             return OT_NOMEM();
         }
-        s->have_moments = true;
     }
+    if (s->n_train) s->have_moments = true;
     int64_t t = s->step + 1;
     if (s->clip && s->n_train) {
         otter_tensor g = {.name = "gradients", .dtype = OTTER_DTYPE_FLOAT, .rank = 1, .data = s->grad_slab};

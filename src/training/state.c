@@ -158,6 +158,40 @@ otter_status otter_training_get_property(const otter_training_session *s, const 
 
 /* ---- checkpoint -------------------------------------------------------------------------------- */
 
+/* The checkpoint's tensor gives up its own copy and reads `data`, a part of one of the session's slabs,
+ * so the weights and moments are held once. The session owns the checkpoint and frees it last. */
+static void lend(const otter_tensor *ck_tensor, void *data) {
+    otter_tensor *t = (otter_tensor *)(uintptr_t)ck_tensor;
+    if (t->data == data) return;
+    if (t->owns_data) ot_free(t->data);
+    t->data = data;
+    t->owns_data = false;
+}
+
+static const otter_tensor *ck_momentum(const otter_training_session *s, const ot_training_param *p,
+                                       const char *momentum) {
+    const otter_tensor *m = NULL;
+    if (otter_checkpoint_get_optimizer_state(s->ck, "group0", p->name, momentum, &m) == OTTER_OK) return m;
+    otter_clear_error();
+    return NULL;
+}
+
+static float *moment_slab(const otter_training_session *s, int j) { return j ? s->m2 : s->m1; }
+
+void ot_training_share_with_checkpoint(otter_training_session *s) {
+    static const char *const moments[2] = {"momentum0", "momentum1"};
+    for (size_t i = 0; i < s->n_params; i++) {
+        ot_training_param *p = &s->params[i];
+        const otter_tensor *t = NULL;
+        if (p->set && otter_checkpoint_get_param(s->ck, p->name, &t, NULL) == OTTER_OK && t->data)
+            lend(t, p->value.data);
+        for (int j = 0; j < 2 && p->trainable; j++) {
+            const otter_tensor *m = moment_slab(s, j) ? ck_momentum(s, p, moments[j]) : NULL;
+            if (m && m->data) lend(m, moment_slab(s, j) + p->off_train);
+        }
+    }
+}
+
 otter_status otter_training_sync_checkpoint(otter_training_session *s, const otter_checkpoint **out) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_sync_checkpoint: NULL session");
     bool all_set = true;
@@ -167,20 +201,27 @@ otter_status otter_training_sync_checkpoint(otter_training_session *s, const ott
             all_set = false;
             continue;
         }
+        const otter_tensor *t = NULL;
+        if (otter_checkpoint_get_param(s->ck, p->name, &t, NULL) == OTTER_OK && t->data == p->value.data)
+            continue; /* shared: up to date */
         OT_TRY(otter_checkpoint_set_param(s->ck, p->name, &p->value));
+    }
+    /* SGD's update reads no moment: its zero momentum0 (ORT's state for SGD) is made only to be saved */
+    if (s->have_moments && !s->m1 && s->n_train) {
+        s->m1 = ot_calloc(s->n_train, sizeof(float));
+        if (!s->m1) return OT_NOMEM();
     }
     if (s->have_moments) {
         for (size_t i = 0; i < s->n_params; i++) {
             ot_training_param *p = &s->params[i];
             if (!p->trainable) continue;
             otter_tensor m = p->value;
-            m.name = "momentum0";
-            m.data = s->m1 + p->off_train;
-            OT_TRY(otter_checkpoint_add_optimizer_state(s->ck, "group0", p->name, &m));
-            if (s->m2) {
-                m.name = "momentum1";
-                m.data = s->m2 + p->off_train;
-                OT_TRY(otter_checkpoint_add_optimizer_state(s->ck, "group0", p->name, &m));
+            for (int j = 0; j < 2 && moment_slab(s, j); j++) {
+                m.name = j ? "momentum1" : "momentum0";
+                m.data = moment_slab(s, j) + p->off_train;
+                const otter_tensor *held = ck_momentum(s, p, m.name);
+                if (!held || held->data != m.data)
+                    OT_TRY(otter_checkpoint_add_optimizer_state(s->ck, "group0", p->name, &m));
             }
         }
         float lr0 = s->have_sched ? s->sched.initial_lr : s->lr;
@@ -190,6 +231,7 @@ otter_status otter_training_sync_checkpoint(otter_training_session *s, const ott
         if (!s->have_moments) otter_checkpoint_clear_optimizer_state(s->ck);
         OT_TRY(otter_checkpoint_set_nominal(s->ck, false));
     }
+    ot_training_share_with_checkpoint(s);
     if (out) *out = s->ck;
     return OTTER_OK;
 }

@@ -73,6 +73,8 @@ struct otter_training_session {
 /* state.c */
 ot_training_param *ot_training_find_param(const otter_training_session *s, const char *name);
 otter_status ot_training_require_all_set(const otter_training_session *s, const char *what);
+/* The checkpoint's parameters and moments read the session's slabs instead of holding copies. */
+void ot_training_share_with_checkpoint(otter_training_session *s);
 
 /* feed.c: a dataset batch fitted to the graph's two user inputs (inputs reshaped to the model's per-sample
  * dims, class labels turned one-hot when the model's target is float). xv and yv are headers over the
