@@ -9,6 +9,8 @@
  * merged; the arena's size is the highest offset ever used (the planned peak). Sizes come from the
  * run that just finished (ot_slot.size, ot_exec_node.scratch_size). */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "runtime/session.h"
@@ -259,4 +261,17 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
     save_plan(s, key, naive, n_planned, n_inplace);
     s->have_plan = true;
     return OTTER_OK;
+}
+
+void ot_plan_release_pages(otter_session *s) {
+#ifdef MADV_DONTNEED
+    long page = sysconf(_SC_PAGESIZE);
+    if (!s->arena || page <= 0) return;
+    uintptr_t lo = ((uintptr_t)s->arena + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t hi = ((uintptr_t)s->arena + s->arena_cap) / (uintptr_t)page * (uintptr_t)page;
+    /* the pages read back as zeros when touched again; no value lives in the arena between runs */
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)s;
+#endif
 }

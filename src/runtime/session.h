@@ -160,6 +160,9 @@ size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const o
 bool ot_plan_activate(otter_session *s, const ot_shape_key *key);
 bool ot_shape_key_equal(const ot_shape_key *a, const ot_shape_key *b, size_t n);
 void ot_plans_free(otter_session *s);
+/* Between runs: give the arena's pages back to the system (plans and arena stay; the next run faults
+ * them in again), for a caller about to need the memory for something else. */
+void ot_plan_release_pages(otter_session *s);
 
 static inline ot_exec_node *ot_exec_node_of(const ot_kernel_ctx *ctx) { return (ot_exec_node *)(void *)(uintptr_t)ctx; }
 

@@ -7,9 +7,10 @@
 
 #include "core/core.h"
 #include "format/checkpoint_internal.h"
+#include "otter/artifacts.h"
 #include "otter/edit.h"
 #include "otter/io.h"
-#include "otter/artifacts.h"
+#include "runtime/session.h"
 #include "training/training_internal.h"
 
 otter_status ot_training_require_all_set(const otter_training_session *s, const char *what) {
@@ -208,6 +209,9 @@ otter_status otter_training_save_checkpoint(otter_training_session *s, const cha
     if (!s || !path) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_save_checkpoint: NULL argument");
     OT_TRY(otter_training_sync_checkpoint(s, NULL));
     otter_checkpoint_save_options o = {.skip_optimizer_state = !include_optimizer_state};
+    /* the save's buffers take the activations' pages instead of adding to them */
+    ot_plan_release_pages(s->train.sess);
+    if (s->eval.sess) ot_plan_release_pages(s->eval.sess);
     return otter_checkpoint_save(s->ck, path, &o);
 }
 
