@@ -124,7 +124,8 @@ static void check_public_api(void) {
             mismatches++;
         if (strcmp(op.domain, e->domain[0] ? e->domain : "ai.onnx") != 0 || strcmp(op.op_type, e->op_type) != 0 ||
             op.kernel != (e->kernels != NULL) || op.shape_inference != (e->infer != NULL) ||
-            op.gradient != (e->grad != NULL) || op.note != e->gap)
+            op.gradient != (e->grad != NULL || e->grad_by_unrolling) ||
+            (e->gap ? op.note != e->gap : (op.note != NULL) != e->grad_by_unrolling))
             mismatches++;
     }
     CHECK(mismatches == 0);

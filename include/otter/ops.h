@@ -34,7 +34,7 @@ typedef struct otter_op_info {
     bool kernel;          /* a session can run it */
     bool shape_inference; /* otter_infer_shapes derives its output types and shapes */
     bool gradient;        /* otter_model_add_gradients differentiates through it */
-    const char *note;     /* why it lacks a kernel or a shape rule; NULL when it has both */
+    const char *note;     /* why it lacks a kernel or a shape rule, or how it is differentiated; or NULL */
 } otter_op_info;
 
 /* Number of operators in the registry, sorted by (domain, op_type) with the default domain first. */

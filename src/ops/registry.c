@@ -62,8 +62,11 @@ otter_status otter_ops_get(size_t index, otter_op_info *out) {
                            .op_type = e->op_type,
                            .kernel = e->kernels != NULL,
                            .shape_inference = e->infer != NULL,
-                           .gradient = e->grad != NULL,
-                           .note = e->gap};
+                           .gradient = e->grad != NULL || e->grad_by_unrolling,
+                           .note = e->gap ? e->gap
+                                   : e->grad_by_unrolling
+                                       ? "gradient by unrolling: the trip count must be known when artifacts are made"
+                                       : NULL};
     /* The versions a user looks up: ONNX's since-versions of the operator from the oldest one a
      * kernel runs (all of them without a kernel), merged with the kernels' own (an op without a
      * schema has only those). Both lists are ascending. */

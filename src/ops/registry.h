@@ -47,6 +47,9 @@ typedef struct ot_op_entry {
     ot_grad_rule_fn grad;     /* NULL: not differentiable by otter */
     uint32_t diff_inputs;     /* bit i: input i can receive a gradient from `grad`; bit 31 also every later
                                  input (variadic operators, an If's outer-scope reads): ot_op_diff_input */
+    /* Differentiated by unrolling its body before the builder runs (autodiff/rules_control.c; the trip
+     * count must be known when artifacts are made), not by a rule. */
+    bool grad_by_unrolling;
     /* Why the operator has a kernel but no shape rule, or a shape rule but no kernel (NULL when
      * it has both); tests/test_registry.c fails on any other mismatch and on a stale reason. */
     const char *gap;

@@ -176,7 +176,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "LogSoftmax", KERNELS({1, ot_kernel_logsoftmax, 0}, {13, ot_kernel_logsoftmax, 0}),
      .infer = ot_infer_like_input, .grad = ot_grad_softmax, .diff_inputs = 0x1},
-    {"", "Loop", KERNELS({1, ot_kernel_loop, OT_OP_VALUES}), .infer = ot_infer_loop}, /* 1: loop-carried values too */
+    {"", "Loop", KERNELS({1, ot_kernel_loop, OT_OP_VALUES}), .infer = ot_infer_loop,
+     .grad_by_unrolling = true}, /* 1: loop-carried values too */
     {"", "LpNormalization", KERNELS({1, ot_kernel_lp_normalization, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_lp_normalization, .diff_inputs = 0x1},
     {"", "LpPool", KERNELS({1, ot_kernel_lppool, 0}), .infer = ot_infer_pool},
@@ -279,8 +280,8 @@ const ot_op_entry ot_op_table[] = {
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
      .diff_inputs = 0x1},
     {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft},
-    {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}),
-     .infer = ot_infer_scan}, /* 9: no batch axis; per-input axes and directions */
+    {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}), .infer = ot_infer_scan,
+     .grad_by_unrolling = true}, /* 9: no batch axis; per-input axes and directions */
     {"", "Scatter", KERNELS({9, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input},
     {"", "ScatterElements", KERNELS({11, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_scatter, .diff_inputs = 0x5},
