@@ -1,6 +1,7 @@
 /* Federated aggregation (include/otter/fl.h): parameter layouts matched by name, dtype and shape; FedAvg,
  * FedAvgM, FedAdam, FedYogi, coordinate-wise median and trimmed mean over flat float32 vectors, accumulated in
  * double; the state file a restarting server reads back. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -617,14 +618,20 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
                 nx = server_step(&a->st, a->global[j], a->acc[j] * inv, &mj, &vj);
             float f = (float)nx;
             if (pass == 0) {
-                if (!isfinite(f) || !isfinite(mj) || !isfinite(vj)) {
+                /* The velocity is in parameter units: beyond float range it would overflow every later
+                 * round, honest ones included, so it is refused like a non-finite value. */
+                if (!isfinite(f) || !(fabs(mj) <= FLT_MAX) || !isfinite(vj)) {
                     ot_free(col);
                     size_t e = 0;
                     while (e + 1 < a->layout->n && a->layout->off[e + 1] <= j) e++;
-                    return ot_error(OTTER_ERR_INVALID,
-                                    "round %lld: the aggregate of parameter '%s' element %zu is not finite (%g); the "
-                                    "model is unchanged",
-                                    (long long)a->round + 1, a->layout->p[e].name, j - a->layout->off[e], nx);
+                    otter_status err = ot_error(
+                        OTTER_ERR_INVALID,
+                        "round %lld: the aggregate of parameter '%s' element %zu is not finite (%s %g); the round's "
+                        "%zu updates are dropped, the model and the strategy state are unchanged",
+                        (long long)a->round + 1, a->layout->p[e].name, j - a->layout->off[e],
+                        isfinite(f) ? "momentum" : "value", isfinite(f) ? mj : nx, m);
+                    otter_fl_aggregator_abort_round(a);
+                    return err;
                 }
                 continue;
             }
@@ -841,6 +848,16 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
     for (uint64_t i = 0; i < np; i++) ot_free((char *)ps[i].name);
     ot_free(ps);
     if (status != OTTER_OK) return status;
+    /* Sizes before allocation: the global vector and the state vectors must be in the file. */
+    size_t numel = otter_fl_layout_numel(l), need;
+    if (status == OTTER_OK &&
+        (!ot_mul_size(numel, 4 + 8 * (otter_fl_strategy_check(&st) == OTTER_OK ? n_state(&st) : 0), &need) ||
+         need > r.n - r.at))
+        status = ot_error(OTTER_ERR_INVALID, "federated state: a layout of %zu values doesn't fit in the file", numel);
+    if (status != OTTER_OK) {
+        otter_fl_layout_free(l);
+        return status;
+    }
     otter_fl_aggregator *a = NULL;
     status = agg_alloc(&a, l, &st);
     if (status != OTTER_OK) {
@@ -858,7 +875,13 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
                           otter_fl_strategy_name(st.kind), n_state(&st));
     for (uint32_t s = 0; status == OTTER_OK && s < ns; s++) {
         double *vec = s == 0 ? a->m : a->v;
-        for (size_t j = 0; j < a->n; j++) vec[j] = get_f64(&r);
+        for (size_t j = 0; j < a->n && status == OTTER_OK; j++) {
+            vec[j] = get_f64(&r);
+            /* what finish_round lets through: a velocity within float range, a non-negative second moment */
+            if (!(s == 0 ? fabs(vec[j]) <= FLT_MAX : vec[j] >= 0 && isfinite(vec[j])))
+                status =
+                    ot_error(OTTER_ERR_INVALID, "federated state: strategy state %u element %zu is %g", s, j, vec[j]);
+        }
     }
     if (status == OTTER_OK && (r.short_read || r.at != r.n))
         status = ot_error(OTTER_ERR_INVALID, "federated state: %s", r.short_read ? "truncated" : "trailing bytes");
@@ -879,7 +902,7 @@ otter_status otter_fl_aggregator_load(otter_fl_aggregator **out, const char *pat
     OT_TRY(ot_read_file(path, &data, &size));
     otter_status st = otter_fl_aggregator_load_from_memory(out, data, size);
     ot_free(data);
-    if (st != OTTER_OK) return ot_error_context(st, "'%s'", path);
+    if (st != OTTER_OK) return ot_error_context(st, "'%s': ", path);
     return OTTER_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -118,10 +119,21 @@ static bool token_eq(const char *a, const char *b) {
     return d == 0;
 }
 
+/* The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 7235), the token one
+ * b64token (RFC 6750) with nothing after it. A value whose length isn't its string length (a NUL inside)
+ * is refused; libmicrohttpd 0.9.75 cuts header values at a NUL before they get here, newer ones keep it. */
 static const char *bearer(struct MHD_Connection *conn) {
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return NULL;
-    return h + 7;
+    const char *h = NULL;
+    size_t len = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", strlen("Authorization"), &h, &len) !=
+            MHD_YES ||
+        !h || strlen(h) != len || len < 7 || strncasecmp(h, "Bearer", 6) != 0 || h[6] != ' ')
+        return NULL;
+    const char *tok = h + 7;
+    while (*tok == ' ') tok++;
+    size_t n = strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+    while (tok[n] == '=') n++;
+    return n > 0 && tok[n] == '\0' ? tok : NULL;
 }
 
 /* The client an issued token names ("ID-HEX"), under the lock; NULL when unknown. */
@@ -496,8 +508,14 @@ static otter_status close_round(otter_fl_server *s) {
     pthread_mutex_unlock(&s->mu);
     otter_fl_round_summary sum;
     otter_status st = otter_fl_aggregator_finish_round(s->agg, &sum);
-    if (st == OTTER_OK) st = otter_fl_aggregator_save(s->agg, s->state_path);
-    if (st == OTTER_OK) {
+    bool aggregated = st == OTTER_OK;
+    if (!aggregated) { /* poisoned updates: finish_round dropped them; the round runs again */
+        slog(s, OTTER_LOG_WARN, "%s", otter_last_error());
+        otter_fl_aggregator_abort_round(s->agg);
+        st = OTTER_OK;
+    } else
+        st = otter_fl_aggregator_save(s->agg, s->state_path);
+    if (aggregated && st == OTTER_OK) {
         rep.num_examples = sum.num_examples;
         rep.has_loss = sum.has_loss;
         rep.train_loss = sum.mean_loss;
