@@ -7,6 +7,9 @@ A. FedAvgM poisoned with huge finite values and 2^62 examples: the overflowing r
 B. Authorization per RFC 7235/6750: the scheme in any case is accepted; a token with a tail after a space,
    other schemes and an empty token are refused (401). ("Bearer good\\0x" is cut at the NUL by libmicrohttpd
    0.9.75 before otter sees it, so it can't be told from "Bearer good" there; not tested.)
+C. FedAvg with --clip-norm 1 --max-examples 100: a client sending 1e30 and claiming 2^62 examples is weighted
+   as 100 (logged) and its change scaled to norm 1 (logged); the new global model is exactly the clipped,
+   capped weighted mean (computed here in float64).
 """
 import os
 import re
@@ -28,7 +31,7 @@ w, serve, finish, text, Proto, msg, N = ff.w, ff.serve, ff.finish, ff.text, ff.P
 def state_momentum(path):
     """The FedAvgM velocity saved in fl_state.bin (format of src/fl/aggregate.c, read independently)."""
     b = open(path, "rb").read()
-    at = 8 + 4 + 4 + 48 + 8
+    at = 8 + 4 + 4 + 56 + 8  # magic, version, kind, 7 hyperparameters, round
     (np_,) = struct.unpack_from("<Q", b, at)
     at += 8
     for _ in range(np_):
@@ -71,6 +74,37 @@ def test_poisoned_fedavgm():
     check(re.search(r"round 2/2: clients 1/1", text("a_srv")) is not None, "round 2 completes")
 
 
+def test_clip_and_cap():
+    print("== C: --clip-norm and --max-examples", flush=True)
+    srv, port = serve("c_srv", "c_state", "--clip-norm", "1", "--max-examples", "100", rounds=2, k=2, timeout=30)
+    cs = [Proto(port) for _ in range(2)]
+    for c in cs:
+        st, _ = c.register()
+        check(st == 200, f"registration: {st}")
+    check(all(c.wait_train(1) for c in cs), "both picked for round 1")
+    st, body = cs[0].req("GET", "/params")
+    g0 = ff.decode_params(body, 1).astype(np.float64)
+    honest = (g0 + 0.01).astype(np.float32)
+    huge = np.full(N, 1e30, np.float32)
+    st0, _ = cs[0].req("POST", "/update", msg(2, 1, 10, honest))
+    st1, _ = cs[1].req("POST", "/update", msg(2, 1, 1 << 62, huge))
+    check(st0 == 200 and st1 == 200, f"both updates accepted ({st0}, {st1})")
+    check(all(c.wait_train(2) for c in cs), "round 2 open")
+    st, body = cs[0].req("GET", "/params")
+    g1 = ff.decode_params(body, 2).astype(np.float64)
+    da, db = honest.astype(np.float64) - g0, huge.astype(np.float64) - g0
+    want = g0 + (10 * da * min(1, 1 / np.linalg.norm(da)) + 100 * db / np.linalg.norm(db)) / 110
+    diff = float(np.max(np.abs(g1 - want)))
+    check(diff < 1e-6, f"global == clipped mean weighted 10:100 (max diff {diff:.3g}, moved by "
+          f"{np.linalg.norm(g1 - g0):.4f})")
+    err = text("c_srv", "err")
+    check(re.search(r"claims 4611686018427387904 examples, weighted as 100 \(--max-examples\)", err) is not None,
+          "the capped claim is logged")
+    check("round 1: 1 of 2 updates clipped to norm 1" in err, "the clipping is logged")
+    srv.kill()
+    srv.wait()
+
+
 def raw_register(port, auth):
     """POST /register with the raw Authorization header bytes; the HTTP status (0: connection dropped)."""
     body = ff.layout_msg(ff.LAYOUT)
@@ -105,6 +139,7 @@ def main():
         ff.make_fixtures()
         test_poisoned_fedavgm()
         test_bearer()
+        test_clip_and_cap()
     finally:
         for p in ff.procs:
             if p.poll() is None:

@@ -40,6 +40,14 @@
  *               even count)                                               (Yin et al. 2018)
  *   TRIMMED_MEAN  per coordinate, drop the k = floor(trim_fraction |S|) smallest and k largest x_i and
  *               average the rest (unweighted)                             (Yin et al. 2018)
+ * Clipping (clip_norm > 0, FEDAVG and FEDAVGM): each x_i - x is scaled down to L2 norm clip_norm before it
+ * enters the sum, so one client moves the model by at most clip_norm whatever it sends (Sun et al. 2019,
+ * "Can you really backdoor federated learning?"). The weights n_i are the clients' claims: a server caps
+ * them (otter_fl_server_options.max_examples). Against clients that send arbitrary values, MEDIAN and
+ * TRIMMED_MEAN bound each coordinate by honest clients' values as long as fewer than half (MEDIAN) or
+ * fewer than trim_fraction of them (TRIMMED_MEAN) are hostile, and ignore n_i.
+ * A round whose new global value is not a finite float, or whose FEDAVGM velocity leaves float range, is
+ * refused by finish_round: its updates are dropped, the model and the strategy state are unchanged.
  * Sums, the deltas and the server optimizer's state are kept in double; the global vector is float32.
  * MEDIAN and TRIMMED_MEAN keep every update of the round (|S| x n floats); the others accumulate as they go.
  *
@@ -110,6 +118,7 @@ typedef struct otter_fl_strategy {
     double beta1, beta2;  /* FEDADAM / FEDYOGI, in [0, 1) (defaults 0.9, 0.99) */
     double tau;           /* FEDADAM / FEDYOGI adaptivity, > 0 (default 1e-3) */
     double trim_fraction; /* TRIMMED_MEAN, in [0, 0.5) (default 0.1) */
+    double clip_norm;     /* FEDAVG / FEDAVGM: bound on each update's ||x_i - x|| (default 0: no bound) */
 } otter_fl_strategy;
 
 OTTER_API otter_fl_strategy otter_fl_strategy_default(otter_fl_strategy_kind kind);
@@ -170,6 +179,7 @@ typedef struct otter_fl_round_summary {
     bool has_loss;        /* some update carried a loss */
     double mean_loss;     /* weighted by examples over the updates with a loss */
     double update_norm;   /* L2 norm of new global - old global */
+    size_t clipped;       /* updates scaled down to clip_norm */
 } otter_fl_round_summary;
 
 /* Aggregate the open round into the new global vector and close it. A round without updates is
@@ -308,6 +318,7 @@ typedef struct otter_fl_server_options {
     unsigned threads;         /* HTTP worker threads (0: 2) */
     unsigned max_connections; /* concurrent connections (0: 1000) */
     unsigned max_clients;     /* registrations (0: 10000) */
+    int64_t max_examples;     /* an update claiming more examples is weighted as this many, logged (0: 1e6) */
     int poll_ms;              /* client poll interval advertised (0: 200) */
     double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
                       it */

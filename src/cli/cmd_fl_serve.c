@@ -135,7 +135,7 @@ static int read_token_options(const char *token, const char *tokens_f, serve_arg
 static int parse_args(int argc, char **argv, serve_args *a) {
     const char *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL, *token = NULL,
                *tokens_f = NULL, *strategy_t = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL,
-               *join_t = NULL, *poll_t = NULL;
+               *join_t = NULL, *poll_t = NULL, *clip_t = NULL, *maxex_t = NULL;
     const cli_opt opts[] = {
         {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &a->artifacts,
          NULL},
@@ -154,6 +154,12 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          "fedavg (default), fedavgm[:lr=,momentum=], fedadam[:lr=,beta1=,beta2=,tau=], fedyogi[...], median, "
          "trimmed-mean[:fraction=]",
          &strategy_t, NULL},
+        {"--clip-norm", NULL, "C",
+         "fedavg/fedavgm: scale each update's change to L2 norm <= C (default: no bound); see also median, "
+         "trimmed-mean",
+         &clip_t, NULL},
+        {"--max-examples", NULL, "N",
+         "weigh an update claiming more than N examples as N, with a warning (default 1000000)", &maxex_t, NULL},
         {"--eval-data", NULL, "SPEC", "evaluate the global model after every round (test split)", &a->eval_data, NULL},
         {"--save", NULL, "CKPT", "write the final global model as a checkpoint (for otter eval / export)", &a->save,
          NULL},
@@ -186,7 +192,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (!rounds_t || !k_t) return cli_usage_error(&spec, "--rounds and --clients-per-round are required");
     if (!a->state) return cli_usage_error(&spec, "missing --state");
     if (!token == !tokens_f) return cli_usage_error(&spec, "give --token or --tokens (one of them)");
-    long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200;
+    long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200, maxex = 0;
     double timeout = 60, join = 0;
     if (!cli_parse_int(rounds_t, 1, &rounds)) return cli_usage_error(&spec, "bad --rounds '%s'", rounds_t);
     if (!cli_parse_int(k_t, 1, &k)) return cli_usage_error(&spec, "bad --clients-per-round '%s'", k_t);
@@ -203,15 +209,22 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return cli_usage_error(&spec, "bad --max-connections '%s'", maxconn_t);
     if (poll_t && (!cli_parse_int(poll_t, 1, &poll) || poll > 60000))
         return cli_usage_error(&spec, "bad --poll-ms '%s'", poll_t);
+    if (maxex_t && !cli_parse_int(maxex_t, 1, &maxex))
+        return cli_usage_error(&spec, "bad --max-examples '%s'", maxex_t);
     a->strategy = otter_fl_strategy_default(OTTER_FL_FEDAVG);
     if (strategy_t && otter_fl_strategy_parse(strategy_t, &a->strategy) != OTTER_OK)
         return cli_usage_error(&spec, "--strategy: %s", otter_last_error());
+    if (clip_t && (!cli_parse_double(clip_t, 0, &a->strategy.clip_norm) || !(a->strategy.clip_norm > 0)))
+        return cli_usage_error(&spec, "bad --clip-norm '%s'", clip_t);
+    if (otter_fl_strategy_check(&a->strategy) != OTTER_OK)
+        return cli_usage_error(&spec, "--clip-norm: %s", otter_last_error());
     snprintf(a->host, sizeof a->host, "127.0.0.1");
     a->so.port = 8080;
     if (listen && !parse_listen(listen, a)) return cli_usage_error(&spec, "bad --listen '%s' (HOST:PORT)", listen);
     a->so.host = a->host, a->so.rounds = rounds, a->so.clients_per_round = (size_t)k, a->so.min_clients = (size_t)m;
     a->so.round_timeout = timeout, a->so.join_wait = join, a->so.state_dir = a->state, a->so.seed = (uint64_t)seed;
     a->so.threads = (unsigned)threads, a->so.max_connections = (unsigned)maxconn, a->so.poll_ms = (int)poll;
+    a->so.max_examples = maxex;
     return read_token_options(token, tokens_f, a);
 }
 

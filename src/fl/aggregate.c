@@ -211,6 +211,11 @@ static bool in01(double v) { return v >= 0 && v < 1; }
 
 otter_status otter_fl_strategy_check(const otter_fl_strategy *s) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "strategy: NULL");
+    if (!(s->clip_norm >= 0) || !isfinite(s->clip_norm))
+        return ot_error(OTTER_ERR_ARGUMENT, "clip norm %g must be >= 0", s->clip_norm);
+    if (s->clip_norm > 0 && s->kind != OTTER_FL_FEDAVG && s->kind != OTTER_FL_FEDAVGM)
+        return ot_error(OTTER_ERR_ARGUMENT, "clip norm: for fedavg and fedavgm, not %s",
+                        otter_fl_strategy_name(s->kind));
     switch (s->kind) {
     case OTTER_FL_FEDAVG:
     case OTTER_FL_MEDIAN:
@@ -271,7 +276,11 @@ otter_status otter_fl_strategy_parse(const char *text, otter_fl_strategy *out) {
         double *field = NULL;
 #define KEY(str) (klen == strlen(str) && strncmp(p, str, klen) == 0)
         switch (s.kind) {
+        case OTTER_FL_FEDAVG:
+            if (KEY("clip_norm")) field = &s.clip_norm;
+            break;
         case OTTER_FL_FEDAVGM:
+            if (KEY("clip_norm")) field = &s.clip_norm;
             if (KEY("lr")) field = &s.server_lr;
             if (KEY("momentum")) field = &s.momentum;
             break;
@@ -318,6 +327,9 @@ void otter_fl_strategy_format(const otter_fl_strategy *s, char *buf, size_t cap)
         snprintf(buf, cap, "%s", n);
         break;
     }
+    size_t len = strlen(buf);
+    if (s->clip_norm > 0 && len < cap)
+        snprintf(buf + len, cap - len, "%sclip_norm=%.17g", strchr(buf, ':') ? "," : ":", s->clip_norm);
 }
 
 /* ---- aggregator ------------------------------------------------------------------------------------ */
@@ -333,7 +345,7 @@ struct otter_fl_aggregator {
     double *acc; /* [n] sum of n_i (x_i - x): the mean-based strategies */
     float *rows; /* [cap_rows][n] the round's updates: MEDIAN, TRIMMED_MEAN */
     size_t cap_rows;
-    size_t n_updates;
+    size_t n_updates, n_clipped;
     int64_t n_examples, loss_examples;
     double loss_sum;
 };
@@ -436,7 +448,7 @@ otter_status otter_fl_aggregator_set_global(otter_fl_aggregator *a, const float 
 }
 
 static void round_reset(otter_fl_aggregator *a) {
-    a->n_updates = 0;
+    a->n_updates = a->n_clipped = 0;
     a->n_examples = a->loss_examples = 0;
     a->loss_sum = 0;
     if (a->acc && a->n) memset(a->acc, 0, a->n * sizeof *a->acc);
@@ -512,6 +524,17 @@ otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_
     }
     if (st == OTTER_OK) {
         double w = (double)u->num_examples;
+        if (a->st.clip_norm > 0) { /* w becomes n_i * scale: the delta enters the sum scaled */
+            double norm2 = 0;
+            for (size_t i = 0; i < l->n; i++) {
+                const float *src = u->params + l->off[i], *x = a->global + g->off[map[i]];
+                for (size_t k = 0; k < l->off[i + 1] - l->off[i]; k++) {
+                    double d = (double)src[k] - (double)x[k];
+                    norm2 += d * d;
+                }
+            }
+            if (sqrt(norm2) > a->st.clip_norm) w *= a->st.clip_norm / sqrt(norm2), a->n_clipped++;
+        }
         for (size_t i = 0; i < l->n; i++) {
             size_t gi = map[i], len = l->off[i + 1] - l->off[i];
             const float *src = u->params + l->off[i];
@@ -525,7 +548,7 @@ otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_
         }
         a->n_updates++;
         a->n_examples += u->num_examples;
-        if (u->has_loss) a->loss_sum += w * u->loss, a->loss_examples += u->num_examples;
+        if (u->has_loss) a->loss_sum += (double)u->num_examples * u->loss, a->loss_examples += u->num_examples;
     }
     ot_free(map);
     return st;
@@ -651,7 +674,8 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
                                      .num_examples = a->n_examples,
                                      .has_loss = a->loss_examples > 0,
                                      .mean_loss = a->loss_examples > 0 ? a->loss_sum / (double)a->loss_examples : 0.0,
-                                     .update_norm = sqrt(norm2)};
+                                     .update_norm = sqrt(norm2),
+                                     .clipped = a->n_clipped};
     round_reset(a);
     a->in_round = false;
     return OTTER_OK;
@@ -660,7 +684,7 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
 /* ---- state file ------------------------------------------------------------------------------------ */
 
 #define STATE_MAGIC   "OTFLSTAT"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: clip_norm after the other hyperparameters; 1 is read too */
 
 typedef struct wbuf {
     unsigned char *p;
@@ -710,8 +734,9 @@ otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, vo
     put(&b, STATE_MAGIC, 8);
     put_u32(&b, STATE_VERSION);
     put_u32(&b, (uint32_t)a->st.kind);
-    const double hp[] = {a->st.server_lr, a->st.momentum, a->st.beta1, a->st.beta2, a->st.tau, a->st.trim_fraction};
-    for (size_t i = 0; i < 6; i++) put_f64(&b, hp[i]);
+    const double hp[] = {a->st.server_lr, a->st.momentum,      a->st.beta1,    a->st.beta2,
+                         a->st.tau,       a->st.trim_fraction, a->st.clip_norm};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) put_f64(&b, hp[i]);
     put_u64(&b, (uint64_t)a->round);
     put_u64(&b, (uint64_t)a->layout->n);
     for (size_t i = 0; i < a->layout->n; i++) {
@@ -807,12 +832,13 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
     if (sum != ot_fnv1a(OT_FNV1A_OFFSET, bytes, size - 8))
         return ot_error(OTTER_ERR_INVALID, "federated state: checksum mismatch (truncated or corrupted)");
     uint32_t version = get_u32(&r);
-    if (version != STATE_VERSION)
+    if (version != STATE_VERSION && version != 1)
         return ot_error(OTTER_ERR_UNSUPPORTED, "federated state version %u (this otter reads %u)", version,
                         STATE_VERSION);
     otter_fl_strategy st = {.kind = (otter_fl_strategy_kind)get_u32(&r)};
     st.server_lr = get_f64(&r), st.momentum = get_f64(&r), st.beta1 = get_f64(&r), st.beta2 = get_f64(&r);
     st.tau = get_f64(&r), st.trim_fraction = get_f64(&r);
+    if (version >= 2) st.clip_norm = get_f64(&r);
     int64_t round = (int64_t)get_u64(&r);
     uint64_t np = get_u64(&r);
     if (r.short_read || np > (r.n - r.at) / 12)

@@ -308,19 +308,17 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         why = "client not picked for this round";
     else if (c->uploaded)
         why = "client already sent its update for this round";
+    /* A client's claim is its weight in the mean: capped so that no one claim outweighs the rest. */
+    int64_t examples = h.num_examples > s->o.max_examples ? s->o.max_examples : h.num_examples;
     if (!why) {
-        otter_fl_update u = {.params = v,
-                             .n = s->n,
-                             .num_examples = h.num_examples,
-                             .has_loss = h.has_loss,
-                             .loss = h.loss,
-                             .client = who};
+        otter_fl_update u = {
+            .params = v, .n = s->n, .num_examples = examples, .has_loss = h.has_loss, .loss = h.loss, .client = who};
         st = otter_fl_aggregator_add_update(s->agg, &u);
         if (st == OTTER_OK) {
             c->uploaded = true;
             c->last_seen = ot_now_seconds();
             s->received++;
-            s->examples += h.num_examples;
+            s->examples += examples;
             s->recv_bytes += (double)q->len;
             pthread_cond_broadcast(&s->cv);
         }
@@ -337,8 +335,11 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         snprintf(q->msg, sizeof q->msg, "%s", otter_last_error());
         return refuse_update(s, conn, MHD_HTTP_BAD_REQUEST, who, q->msg);
     }
+    if (examples < h.num_examples)
+        slog(s, OTTER_LOG_WARN, "round %lld: %s claims %lld examples, weighted as %lld (--max-examples)", (long long)r,
+             who, (long long)h.num_examples, (long long)examples);
     slog(s, OTTER_LOG_DEBUG, "round %lld: update %zu/%zu from %s (%lld examples)", (long long)r, got, want_n, who,
-         (long long)h.num_examples);
+         (long long)examples);
     return reply(conn, MHD_HTTP_OK, "accepted\n");
 }
 
@@ -515,6 +516,9 @@ static otter_status close_round(otter_fl_server *s) {
         st = OTTER_OK;
     } else
         st = otter_fl_aggregator_save(s->agg, s->state_path);
+    if (aggregated && sum.clipped)
+        slog(s, OTTER_LOG_WARN, "round %lld: %zu of %zu updates clipped to norm %g", (long long)sum.round, sum.clipped,
+             sum.num_updates, otter_fl_aggregator_strategy(s->agg)->clip_norm);
     if (aggregated && st == OTTER_OK) {
         rep.num_examples = sum.num_examples;
         rep.has_loss = sum.has_loss;
@@ -661,6 +665,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     if (!s->o.threads) s->o.threads = 2;
     if (!s->o.max_connections) s->o.max_connections = 1000;
     if (!s->o.max_clients) s->o.max_clients = 10000;
+    if (s->o.max_examples <= 0) s->o.max_examples = 1000000;
     if (s->o.poll_ms <= 0) s->o.poll_ms = 200;
     if (!(s->o.linger > 0)) s->o.linger = 10;
     if (!(s->o.join_wait > 0)) s->o.join_wait = fmin(2.0, s->o.round_timeout);
