@@ -10,7 +10,11 @@ B. Authorization per RFC 7235/6750: the scheme in any case is accepted; a token 
 C. FedAvg with --clip-norm 1 --max-examples 100: a client sending 1e30 and claiming 2^62 examples is weighted
    as 100 (logged) and its change scaled to norm 1 (logged); the new global model is exactly the clipped,
    capped weighted mean (computed here in float64).
+D. Tokens: a --tokens line (here a # comment) longer than 1024 characters is refused naming the file and
+   the line (before, its tail became a token); a token with a space is refused at start; a server taking its
+   token from OTTER_FL_TOKEN and a real `otter fl client` reading it with --token-file complete a round.
 """
+import subprocess
 import os
 import re
 import socket
@@ -105,6 +109,36 @@ def test_clip_and_cap():
     srv.wait()
 
 
+def test_tokens():
+    print("== D: token files and OTTER_FL_TOKEN", flush=True)
+    with open(w("tokens.txt"), "w") as f:
+        f.write("good\n# " + "x" * 2000 + "\nother\n")
+    args = ["fl", "serve", "--artifacts", w("art"), "--rounds", "1", "--clients-per-round", "1", "--listen",
+            "127.0.0.1:0", "--state", w("d_state"), "--round-timeout", "30", "--poll-ms", "50"]
+    r = subprocess.run([tl.CLI, *args, "--tokens", w("tokens.txt")], capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "tokens.txt' line 2: longer than 1024 characters" in r.stderr,
+          f"a 2002-character line refused: exit {r.returncode}: {r.stderr.strip()[-200:]}")
+    r = subprocess.run([tl.CLI, *args, "--token", "two words"], capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "characters a Bearer token can't carry" in r.stderr,
+          f"a token with a space refused: {r.stderr.strip()[-160:]}")
+    env = dict(os.environ, OTTER_FL_TOKEN="from-env.42")
+    out, err = open(w("d_srv.out"), "w"), open(w("d_srv.err"), "w")
+    srv = subprocess.Popen([tl.CLI, *args], stdout=out, stderr=err, env=env)
+    ff.procs.append(srv)
+    mt = ff.wait_for("d_srv", r"listening on http://127\.0\.0\.1:(\d+)", 20, proc=srv)
+    check(mt is not None, "server with its token from OTTER_FL_TOKEN listening")
+    if not mt:
+        return
+    with open(w("client.token"), "w") as f:
+        f.write("# the token\nfrom-env.42\n")
+    cl = ff.spawn(["fl", "client", "--server", f"http://127.0.0.1:{mt.group(1)}", "--token-file", w("client.token"),
+                   "--artifacts", w("art"), "--data", f"npy:{w('x.npy')},{w('y.npy')}", "--threads", "1",
+                   "--give-up", "30"], "d_cl")
+    rc_c, rc_s = finish(cl, 60), finish(srv, 60)
+    check(rc_c == 0 and rc_s == 0 and "round 1/1: clients 1/1" in text("d_srv"),
+          f"a round with file and environment tokens: client {rc_c}, server {rc_s}")
+
+
 def raw_register(port, auth):
     """POST /register with the raw Authorization header bytes; the HTTP status (0: connection dropped)."""
     body = ff.layout_msg(ff.LAYOUT)
@@ -140,6 +174,7 @@ def main():
         test_poisoned_fedavgm()
         test_bearer()
         test_clip_and_cap()
+        test_tokens()
     finally:
         for p in ff.procs:
             if p.poll() is None:

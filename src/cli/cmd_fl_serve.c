@@ -63,38 +63,11 @@ static void on_round(const otter_fl_round_report *r, void *user) {
     cli_curve_add(&c->acc, (double)r->round, er.has_accuracy ? er.accuracy : NAN);
 }
 
-/* Tokens, one a line; blank lines and lines starting with # are skipped. */
-static char **read_tokens(const char *path, size_t *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char **list = NULL, line[512];
-    size_t k = 0;
-    while (fgets(line, sizeof line, f)) {
-        size_t len = strcspn(line, "\r\n");
-        line[len] = '\0';
-        char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        len = strlen(p);
-        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
-        if (!*p || *p == '#') continue;
-        char **nl = realloc(list, (k + 2) * sizeof *nl);
-        if (!nl) break;
-        list = nl;
-        if (!(list[k] = strdup(p))) break;
-        list[++k] = NULL;
-    }
-    fclose(f);
-    *n = k;
-    if (!list) list = calloc(1, sizeof *list);
-    return list;
-}
-
 /* The verb's arguments, parsed into the server's options. */
 typedef struct serve_args {
     const char *artifacts, *eval_data, *save, *plot, *prefix, *state;
     char host[256];
-    char **tokens; /* --tokens (owned), or NULL */
-    const char *one_token[1];
+    char **tokens; /* the accepted tokens (owned) */
     bool verbose;
     otter_fl_strategy strategy;
     otter_fl_server_options so;
@@ -114,20 +87,10 @@ static bool parse_listen(const char *listen, serve_args *a) {
     return true;
 }
 
-/* --token or --tokens into a->so.tokens; errors are printed. */
+/* --token, --tokens or $OTTER_FL_TOKEN into a->so.tokens; errors are printed. */
 static int read_token_options(const char *token, const char *tokens_f, serve_args *a) {
-    a->one_token[0] = token;
-    a->so.tokens = a->one_token, a->so.n_tokens = 1;
-    if (!tokens_f) return CLI_CONTINUE;
     size_t n = 0;
-    if (!(a->tokens = read_tokens(tokens_f, &n))) {
-        fprintf(stderr, "otter %s: can't read --tokens '%s'\n", VERB, tokens_f);
-        return CLI_EXIT_INVALID;
-    }
-    if (!n) {
-        fprintf(stderr, "otter %s: '%s' holds no token\n", VERB, tokens_f);
-        return CLI_EXIT_INVALID;
-    }
+    if (!(a->tokens = cli_fl_token_option(VERB, token, tokens_f, &n))) return CLI_EXIT_INVALID;
     a->so.tokens = (const char *const *)a->tokens, a->so.n_tokens = n;
     return CLI_CONTINUE;
 }
@@ -148,8 +111,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          NULL},
         {"--state", NULL, "DIR", "global model, round and strategy state saved after every round; resumed from",
          &a->state, NULL},
-        {"--token", NULL, "T", "the token clients register with", &token, NULL},
-        {"--tokens", NULL, "FILE", "accepted registration tokens, one a line", &tokens_f, NULL},
+        {"--token", NULL, "T", "the token clients register with (default: $OTTER_FL_TOKEN)", &token, NULL},
+        {"--tokens", NULL, "FILE", "accepted registration tokens, one a line (# comments)", &tokens_f, NULL},
         {"--strategy", NULL, "S",
          "fedavg (default), fedavgm[:lr=,momentum=], fedadam[:lr=,beta1=,beta2=,tau=], fedyogi[...], median, "
          "trimmed-mean[:fraction=]",
@@ -191,7 +154,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (!a->artifacts) return cli_usage_error(&spec, "missing --artifacts");
     if (!rounds_t || !k_t) return cli_usage_error(&spec, "--rounds and --clients-per-round are required");
     if (!a->state) return cli_usage_error(&spec, "missing --state");
-    if (!token == !tokens_f) return cli_usage_error(&spec, "give --token or --tokens (one of them)");
+    if (token && tokens_f) return cli_usage_error(&spec, "give --token or --tokens, not both");
     long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200, maxex = 0;
     double timeout = 60, join = 0;
     if (!cli_parse_int(rounds_t, 1, &rounds)) return cli_usage_error(&spec, "bad --rounds '%s'", rounds_t);

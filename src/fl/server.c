@@ -119,6 +119,13 @@ static bool token_eq(const char *a, const char *b) {
     return d == 0;
 }
 
+/* RFC 6750's b64token: what a Bearer token may hold. */
+static bool b64token(const char *t) {
+    size_t n = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+    while (t[n] == '=') n++;
+    return n > 0 && t[n] == '\0';
+}
+
 /* The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 7235), the token one
  * b64token (RFC 6750) with nothing after it. A value whose length isn't its string length (a NUL inside)
  * is refused; libmicrohttpd 0.9.75 cuts header values at a NUL before they get here, newer ones keep it. */
@@ -131,9 +138,7 @@ static const char *bearer(struct MHD_Connection *conn) {
         return NULL;
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
-    size_t n = strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
-    while (tok[n] == '=') n++;
-    return n > 0 && tok[n] == '\0' ? tok : NULL;
+    return b64token(tok) ? tok : NULL;
 }
 
 /* The client an issued token names ("ID-HEX"), under the lock; NULL when unknown. */
@@ -655,8 +660,14 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
                                             "round_timeout > 0, a state folder and at least one token are needed");
     if (n != otter_fl_layout_numel(layout))
         return ot_error(OTTER_ERR_ARGUMENT, "%zu initial values for a layout of %zu", n, otter_fl_layout_numel(layout));
-    for (size_t i = 0; i < o->n_tokens; i++)
+    for (size_t i = 0; i < o->n_tokens; i++) {
         if (!o->tokens[i] || !o->tokens[i][0]) return ot_error(OTTER_ERR_ARGUMENT, "empty token %zu", i);
+        if (!b64token(o->tokens[i]))
+            return ot_error(OTTER_ERR_ARGUMENT,
+                            "token %zu has characters a Bearer token can't carry (letters, digits, -._~+/ and "
+                            "trailing =)",
+                            i + 1);
+    }
     otter_fl_server *s = ot_calloc(1, sizeof *s);
     if (!s) return OT_NOMEM();
     s->urandom = -1;
