@@ -13,7 +13,16 @@ C. FedAvg with --clip-norm 1 --max-examples 100: a client sending 1e30 and claim
 D. Tokens: a --tokens line (here a # comment) longer than 1024 characters is refused naming the file and
    the line (before, its tail became a token); a token with a space is refused at start; a server taking its
    token from OTTER_FL_TOKEN and a real `otter fl client` reading it with --token-file complete a round.
+E. Connections: 300 idle connections from 127.0.0.2 (--max-connections 300, --max-connections-per-ip 50)
+   don't lock out a real client on 127.0.0.1, which completes a round; --idle-timeout closes the idle ones;
+   a body trickled one byte at a time is cut off at --request-timeout (libmicrohttpd's own timeout restarts
+   with every byte); a client's --give-up 2 is honoured against a server that accepts and never answers.
+F. Registration slots: --max-clients-per-token 3 refuses a 4th registration with one token (503) but not
+   with another; --slot-ttl 1.5 expires silent registrations, so the token registers again, and the expired
+   client's token no longer works (401).
 """
+import threading
+import time
 import subprocess
 import os
 import re
@@ -139,6 +148,115 @@ def test_tokens():
           f"a round with file and environment tokens: client {rc_c}, server {rc_s}")
 
 
+def client_args(port):
+    return ["fl", "client", "--server", f"http://127.0.0.1:{port}", "--token", "good", "--artifacts", w("art"),
+            "--data", f"npy:{w('x.npy')},{w('y.npy')}", "--threads", "1"]
+
+
+def test_connections():
+    print("== E: idle connections, trickled bodies, --give-up", flush=True)
+    srv, port = serve("e_srv", "e_state", "--max-connections", "300", "--max-connections-per-ip", "50",
+                      "--idle-timeout", "4", "--request-timeout", "2", rounds=1, k=1, timeout=30)
+    idle = []
+    for _ in range(300):
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        try:
+            s.connect(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        idle.append(s)
+    t0 = time.time()
+    cl = ff.spawn([*client_args(port), "--give-up", "30"], "e_cl")
+    rc = finish(cl, 60)
+    check(rc == 0 and "round 1/1: clients 1/1" in text("e_srv"),
+          f"a real client completes a round past {len(idle)} idle connections: exit {rc} in {time.time() - t0:.1f}s")
+    # the idle ones are closed: the 250 over the per-address cap at once, the rest after --idle-timeout
+    closed = 0
+    for s in idle:
+        s.settimeout(8)
+        try:
+            closed += s.recv(1) == b""
+        except ConnectionResetError:
+            closed += 1
+        except socket.timeout:
+            pass
+        s.close()
+    check(closed == len(idle), f"idle connections closed: {closed} of {len(idle)}")
+    finish(srv, 30)
+
+    srv, port = serve("e2_srv", "e2_state", "--request-timeout", "2", rounds=1, k=1, timeout=30)
+    s = socket.create_connection(("127.0.0.1", port), timeout=15)
+    s.sendall(b"POST /register HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Length: 1000\r\n\r\n")
+    t0, cut = time.time(), None
+    try:
+        while time.time() - t0 < 15:
+            s.sendall(b"x")
+            time.sleep(0.25)
+    except OSError:
+        cut = time.time() - t0
+    s.close()
+    check(cut is not None and cut < 6, f"a trickled body cut off after {cut if cut is None else round(cut, 1)}s (--request-timeout 2)")
+    check("body not in after 2s" in text("e2_srv", "err"), "and logged")
+    srv.kill()
+    srv.wait()
+
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept_all():
+        mute.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(mute.accept()[0])
+            except socket.timeout:
+                pass
+    th = threading.Thread(target=accept_all)
+    th.start()
+    t0 = time.time()
+    cl = ff.spawn([*client_args(mute.getsockname()[1]), "--give-up", "2"], "e3_cl")
+    rc = finish(cl, 30)
+    took = time.time() - t0
+    stop.set()
+    th.join()
+    for c in held:
+        c.close()
+    mute.close()
+    check(rc not in (0, None) and took < 10, f"--give-up 2 against a mute server: exit {rc} after {took:.1f}s")
+
+
+def test_slots():
+    print("== F: registration slots per token, expiring", flush=True)
+    with open(w("two_tokens.txt"), "w") as f:
+        f.write("good\nother\n")
+    srv = ff.spawn(["fl", "serve", "--artifacts", w("art"), "--rounds", "1", "--clients-per-round", "50", "--listen",
+                    "127.0.0.1:0", "--state", w("f_state"), "--tokens", w("two_tokens.txt"), "--poll-ms", "50",
+                    "--max-clients-per-token", "3", "--slot-ttl", "1.5"], "f_srv")
+    mt = ff.wait_for("f_srv", r"listening on http://127\.0\.0\.1:(\d+)", 20, proc=srv)
+    check(mt is not None, "server with --max-clients-per-token 3 --slot-ttl 1.5 listening")
+    if not mt:
+        return
+    port = int(mt.group(1))
+    first = [Proto(port) for _ in range(3)]
+    check([c.register()[0] for c in first] == [200] * 3, "3 registrations with one token")
+    st, body = Proto(port).register()
+    check(st == 503, f"a 4th with the same token: {st} {body.strip().decode()}")
+    st, _ = Proto(port).register(token="other")
+    check(st == 200, f"one with another token: {st}")
+    time.sleep(2.5)
+    st, _ = Proto(port).register()
+    check(st == 200, f"after --slot-ttl, the token registers again: {st}")
+    st, _ = first[0].req("GET", "/round")
+    check(st == 401, f"an expired registration's token is refused: {st}")
+    check("holds 3 registrations" in text("f_srv", "err"), "the refusal is logged")
+    srv.kill()
+    srv.wait()
+
+
 def raw_register(port, auth):
     """POST /register with the raw Authorization header bytes; the HTTP status (0: connection dropped)."""
     body = ff.layout_msg(ff.LAYOUT)
@@ -175,6 +293,8 @@ def main():
         test_bearer()
         test_clip_and_cap()
         test_tokens()
+        test_connections()
+        test_slots()
     finally:
         for p in ff.procs:
             if p.poll() is None:

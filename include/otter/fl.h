@@ -317,9 +317,14 @@ typedef struct otter_fl_server_options {
     uint64_t seed;            /* client selection */
     unsigned threads;         /* HTTP worker threads (0: 2) */
     unsigned max_connections; /* concurrent connections (0: 1000) */
+    unsigned max_per_ip;      /* concurrent connections from one address (0: max_connections / 4) */
+    unsigned idle_timeout;    /* seconds a connection may stay silent before it is closed (0: 30) */
+    double request_timeout;   /* seconds from a request's headers to its last body byte (0: 120) */
     unsigned max_clients;     /* registrations (0: 10000) */
-    int64_t max_examples;     /* an update claiming more examples is weighted as this many, logged (0: 1e6) */
-    int poll_ms;              /* client poll interval advertised (0: 200) */
+    unsigned max_per_token;   /* registrations per registration token (0: max_clients) */
+    double slot_ttl; /* seconds after which a registration not heard from (nor picked) expires (0: max(60, timeout)) */
+    int64_t max_examples; /* an update claiming more examples is weighted as this many, logged (0: 1e6) */
+    int poll_ms;          /* client poll interval advertised (0: 200) */
     double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
                       it */
     otter_fl_server_log_fn log;

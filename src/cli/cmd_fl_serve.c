@@ -98,7 +98,8 @@ static int read_token_options(const char *token, const char *tokens_f, serve_arg
 static int parse_args(int argc, char **argv, serve_args *a) {
     const char *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL, *token = NULL,
                *tokens_f = NULL, *strategy_t = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL,
-               *join_t = NULL, *poll_t = NULL, *clip_t = NULL, *maxex_t = NULL;
+               *join_t = NULL, *poll_t = NULL, *clip_t = NULL, *maxex_t = NULL, *perip_t = NULL, *idle_t = NULL,
+               *reqto_t = NULL, *pertok_t = NULL, *ttl_t = NULL;
     const cli_opt opts[] = {
         {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &a->artifacts,
          NULL},
@@ -130,6 +131,15 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         {"--seed", NULL, "S", "client selection seed (default 0)", &seed_t, NULL},
         {"--threads", NULL, "N", "HTTP worker threads (default 2)", &threads_t, NULL},
         {"--max-connections", NULL, "N", "concurrent connections (default 1000)", &maxconn_t, NULL},
+        {"--max-connections-per-ip", NULL, "N", "concurrent connections from one address (default N/4 of the above)",
+         &perip_t, NULL},
+        {"--idle-timeout", NULL, "S", "close a connection silent this long (default 30)", &idle_t, NULL},
+        {"--request-timeout", NULL, "S",
+         "close a request whose body isn't in this long after its headers (default 120)", &reqto_t, NULL},
+        {"--max-clients-per-token", NULL, "N", "registrations one registration token may hold (default: all)",
+         &pertok_t, NULL},
+        {"--slot-ttl", NULL, "S", "a registration not heard from this long expires (default max(60, timeout))", &ttl_t,
+         NULL},
         {"--join-wait", NULL, "S",
          "once M clients are there, seconds to wait for K before a round opens (default "
          "min(2, timeout))",
@@ -172,6 +182,20 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return cli_usage_error(&spec, "bad --max-connections '%s'", maxconn_t);
     if (poll_t && (!cli_parse_int(poll_t, 1, &poll) || poll > 60000))
         return cli_usage_error(&spec, "bad --poll-ms '%s'", poll_t);
+    long long perip = 0, idle = 0;
+    double reqto = 0;
+    if (perip_t && (!cli_parse_int(perip_t, 1, &perip) || perip > 100000))
+        return cli_usage_error(&spec, "bad --max-connections-per-ip '%s'", perip_t);
+    if (idle_t && (!cli_parse_int(idle_t, 1, &idle) || idle > 86400))
+        return cli_usage_error(&spec, "bad --idle-timeout '%s'", idle_t);
+    if (reqto_t && (!cli_parse_double(reqto_t, 0, &reqto) || !(reqto > 0)))
+        return cli_usage_error(&spec, "bad --request-timeout '%s'", reqto_t);
+    long long pertok = 0;
+    double ttl = 0;
+    if (pertok_t && (!cli_parse_int(pertok_t, 1, &pertok) || pertok > 10000000))
+        return cli_usage_error(&spec, "bad --max-clients-per-token '%s'", pertok_t);
+    if (ttl_t && (!cli_parse_double(ttl_t, 0, &ttl) || !(ttl > 0)))
+        return cli_usage_error(&spec, "bad --slot-ttl '%s'", ttl_t);
     if (maxex_t && !cli_parse_int(maxex_t, 1, &maxex))
         return cli_usage_error(&spec, "bad --max-examples '%s'", maxex_t);
     a->strategy = otter_fl_strategy_default(OTTER_FL_FEDAVG);
@@ -187,7 +211,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     a->so.host = a->host, a->so.rounds = rounds, a->so.clients_per_round = (size_t)k, a->so.min_clients = (size_t)m;
     a->so.round_timeout = timeout, a->so.join_wait = join, a->so.state_dir = a->state, a->so.seed = (uint64_t)seed;
     a->so.threads = (unsigned)threads, a->so.max_connections = (unsigned)maxconn, a->so.poll_ms = (int)poll;
-    a->so.max_examples = maxex;
+    a->so.max_examples = maxex, a->so.max_per_ip = (unsigned)perip, a->so.idle_timeout = (unsigned)idle;
+    a->so.request_timeout = reqto, a->so.max_per_token = (unsigned)pertok, a->so.slot_ttl = ttl;
     return read_token_options(token, tokens_f, a);
 }
 

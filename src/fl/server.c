@@ -28,7 +28,8 @@
 
 typedef struct fl_client {
     uint64_t id;
-    char token[48];
+    char token[48];   /* "" once the slot expired */
+    size_t reg_token; /* the registration token it came with (index into tokens) */
     double last_seen;
     bool picked, uploaded, told_done;
 } fl_client;
@@ -82,6 +83,7 @@ typedef struct req {
     uint8_t *buf;
     size_t len, limit;
     bool overflow;
+    double t_headers; /* when the headers were in: the body must follow within request_timeout */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -174,7 +176,9 @@ static double live_window(const otter_fl_server *s) { return fmax(3.0, 10.0 * s-
 static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *conn, req *q, const char *peer) {
     const char *tok = bearer(conn);
     bool ok = false;
-    for (size_t i = 0; tok && i < s->o.n_tokens; i++) ok |= token_eq(s->tokens[i], tok);
+    size_t reg_token = 0;
+    for (size_t i = 0; tok && i < s->o.n_tokens; i++)
+        if (token_eq(s->tokens[i], tok)) ok = true, reg_token = i;
     if (!ok) {
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %s token (401)", peer, tok ? "wrong" : "missing");
         return reply(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized: wrong or missing registration token\n");
@@ -196,12 +200,29 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         return reply(conn, MHD_HTTP_BAD_REQUEST, m);
     }
     pthread_mutex_lock(&s->mu);
-    if (s->n_clients >= s->o.max_clients) {
+    /* Slots not heard from for slot_ttl (and not in the open round) expire and are reused, and one
+     * registration token holds at most max_per_token of them: a flood of registrations can't keep others
+     * out for good. */
+    double now = ot_now_seconds();
+    size_t slot = s->n_clients, same_token = 0;
+    for (size_t i = 0; i < s->n_clients; i++) {
+        fl_client *o = &s->clients[i];
+        if (o->token[0] && !o->picked && now - o->last_seen > s->o.slot_ttl) o->token[0] = '\0';
+        if (!o->token[0] && slot == s->n_clients) slot = i;
+        if (o->token[0] && o->reg_token == reg_token) same_token++;
+    }
+    if (same_token >= s->o.max_per_token) {
+        pthread_mutex_unlock(&s->mu);
+        slog(s, OTTER_LOG_WARN, "refused registration from %s: token %zu holds %zu registrations (the most per token)",
+             peer, reg_token + 1, same_token);
+        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many clients with this token\n");
+    }
+    if (slot == s->n_clients && s->n_clients >= s->o.max_clients) {
         pthread_mutex_unlock(&s->mu);
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %u clients registered already", peer, s->o.max_clients);
         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many clients\n");
     }
-    if (s->n_clients == s->cap_clients) {
+    if (slot == s->n_clients && s->n_clients == s->cap_clients) {
         void *arr = s->clients;
         if (ot_grow(&arr, &s->cap_clients, s->n_clients + 1, sizeof *s->clients) != OTTER_OK) {
             pthread_mutex_unlock(&s->mu);
@@ -209,16 +230,18 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         }
         s->clients = arr;
     }
-    fl_client *c = &s->clients[s->n_clients];
+    fl_client *c = &s->clients[slot];
     memset(c, 0, sizeof *c);
-    c->id = s->n_clients + 1;
+    c->id = slot + 1;
+    c->reg_token = reg_token;
     int k = snprintf(c->token, sizeof c->token, "%llu-", (unsigned long long)c->id);
     if (!random_hex(s, c->token + k, 16)) {
+        c->token[0] = '\0';
         pthread_mutex_unlock(&s->mu);
         return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "no randomness for a token\n");
     }
-    c->last_seen = ot_now_seconds();
-    s->n_clients++;
+    c->last_seen = now;
+    if (slot == s->n_clients) s->n_clients++;
     char text[128];
     snprintf(text, sizeof text, "client %llu\ntoken %s\npoll_ms %d\n", (unsigned long long)c->id, c->token,
              s->o.poll_ms);
@@ -357,6 +380,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q = ot_calloc(1, sizeof *q);
         if (!q) return MHD_NO;
         *con_cls = q;
+        q->t_headers = ot_now_seconds();
         bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
         if (post && strcmp(url, "/register") == 0)
             q->r = R_REGISTER, q->limit = 64 + 2 * otter_fl_layout_count(s->layout) * (4 + 8 * OTTER_MAX_RANK) + 65536;
@@ -389,6 +413,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (*upload_data_size) { /* body: kept when it will be used, else counted and dropped */
+        /* libmicrohttpd's timeout restarts with every byte: a body trickled in is cut off here */
+        if (ot_now_seconds() - q->t_headers > s->o.request_timeout) {
+            char peer[80];
+            peer_name(conn, peer, sizeof peer);
+            slog(s, OTTER_LOG_WARN, "closed %s %s from %s: body not in after %gs (%zu bytes)", method, url, peer,
+                 s->o.request_timeout, q->len);
+            return MHD_NO;
+        }
         size_t k = *upload_data_size;
         *upload_data_size = 0;
         if (q->overflow || k > q->limit - q->len) {
@@ -675,7 +707,12 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     s->o.tokens = NULL;
     if (!s->o.threads) s->o.threads = 2;
     if (!s->o.max_connections) s->o.max_connections = 1000;
+    if (!s->o.max_per_ip) s->o.max_per_ip = s->o.max_connections / 4 ? s->o.max_connections / 4 : 1;
+    if (!s->o.idle_timeout) s->o.idle_timeout = 30;
+    if (!(s->o.request_timeout > 0)) s->o.request_timeout = 120;
     if (!s->o.max_clients) s->o.max_clients = 10000;
+    if (!s->o.max_per_token) s->o.max_per_token = s->o.max_clients;
+    if (!(s->o.slot_ttl > 0)) s->o.slot_ttl = fmax(60.0, s->o.round_timeout);
     if (s->o.max_examples <= 0) s->o.max_examples = 1000000;
     if (s->o.poll_ms <= 0) s->o.poll_ms = 200;
     if (!(s->o.linger > 0)) s->o.linger = 10;
@@ -741,9 +778,9 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
         s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                 MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, MHD_OPTION_CONNECTION_LIMIT,
-                                s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                                (unsigned)1, MHD_OPTION_END);
+                                s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout,
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_NOTIFY_COMPLETED,
+                                completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->d) {
             st = ot_error(OTTER_ERR_IO, "can't listen on %s:%d (in use, or not an address of this host)", s->host,
