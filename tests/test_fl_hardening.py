@@ -20,7 +20,10 @@ E. Connections: 300 idle connections from 127.0.0.2 (--max-connections 300, --ma
 F. Registration slots: --max-clients-per-token 3 refuses a 4th registration with one token (503) but not
    with another; --slot-ttl 1.5 expires silent registrations, so the token registers again, and the expired
    client's token no longer works (401).
+G. TLS: with a self-signed certificate for 127.0.0.1 made here (openssl), `fl serve --tls-cert --tls-key`
+   and `fl client --ca` complete a round over https; a client without --ca refuses the certificate.
 """
+import shutil
 import threading
 import time
 import subprocess
@@ -257,6 +260,35 @@ def test_slots():
     srv.wait()
 
 
+def test_tls():
+    print("== G: TLS on loopback", flush=True)
+    if not shutil.which("openssl"):
+        check(False, "openssl (tools/setup.sh installs it) to make the test certificate")
+        return
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", w("key.pem"), "-out",
+                        w("cert.pem")], capture_output=True, text=True)
+    check(r.returncode == 0, "self-signed certificate" + ("" if r.returncode == 0 else ": " + r.stderr[-200:]))
+    srv = ff.spawn(["fl", "serve", "--artifacts", w("art"), "--rounds", "1", "--clients-per-round", "1", "--listen",
+                    "127.0.0.1:0", "--state", w("g_state"), "--token", "good", "--poll-ms", "50", "--tls-cert",
+                    w("cert.pem"), "--tls-key", w("key.pem")], "g_srv")
+    mt = ff.wait_for("g_srv", r"listening on https://127\.0\.0\.1:(\d+)", 20, proc=srv)
+    check(mt is not None, "server listening on https: " + text("g_srv", "err")[-200:])
+    if not mt:
+        return
+    url = f"https://127.0.0.1:{mt.group(1)}"
+    base = ["fl", "client", "--server", url, "--token", "good", "--artifacts", w("art"), "--data",
+            f"npy:{w('x.npy')},{w('y.npy')}", "--threads", "1"]
+    bad = ff.spawn([*base, "--give-up", "2"], "g_bad")
+    rc_bad = finish(bad, 30)
+    check(rc_bad not in (0, None) and re.search(r"certificate|SSL", text("g_bad", "err")) is not None,
+          f"a client without --ca refuses the self-signed certificate: exit {rc_bad}")
+    cl = ff.spawn([*base, "--ca", w("cert.pem"), "--give-up", "30"], "g_cl")
+    rc_c, rc_s = finish(cl, 60), finish(srv, 60)
+    check(rc_c == 0 and rc_s == 0 and "round 1/1: clients 1/1" in text("g_srv"),
+          f"a round over TLS: client {rc_c}, server {rc_s}")
+
+
 def raw_register(port, auth):
     """POST /register with the raw Authorization header bytes; the HTTP status (0: connection dropped)."""
     body = ff.layout_msg(ff.LAYOUT)
@@ -295,6 +327,7 @@ def main():
         test_tokens()
         test_connections()
         test_slots()
+        test_tls()
     finally:
         for p in ff.procs:
             if p.poll() is None:

@@ -314,14 +314,15 @@ typedef struct otter_fl_server_options {
     const char *state_dir;     /* fl_state.bin is saved there after every round and resumed from */
     const char *const *tokens; /* accepted registration tokens (n_tokens > 0) */
     size_t n_tokens;
-    uint64_t seed;            /* client selection */
-    unsigned threads;         /* HTTP worker threads (0: 2) */
-    unsigned max_connections; /* concurrent connections (0: 1000) */
-    unsigned max_per_ip;      /* concurrent connections from one address (0: max_connections / 4) */
-    unsigned idle_timeout;    /* seconds a connection may stay silent before it is closed (0: 30) */
-    double request_timeout;   /* seconds from a request's headers to its last body byte (0: 120) */
-    unsigned max_clients;     /* registrations (0: 10000) */
-    unsigned max_per_token;   /* registrations per registration token (0: max_clients) */
+    uint64_t seed;                  /* client selection */
+    unsigned threads;               /* HTTP worker threads (0: 2) */
+    unsigned max_connections;       /* concurrent connections (0: 1000) */
+    unsigned max_per_ip;            /* concurrent connections from one address (0: max_connections / 4) */
+    unsigned idle_timeout;          /* seconds a connection may stay silent before it is closed (0: 30) */
+    double request_timeout;         /* seconds from a request's headers to its last body byte (0: 120) */
+    const char *tls_cert, *tls_key; /* PEM files: serve HTTPS (both or neither; NULL: plain HTTP) */
+    unsigned max_clients;           /* registrations (0: 10000) */
+    unsigned max_per_token;         /* registrations per registration token (0: max_clients) */
     double slot_ttl; /* seconds after which a registration not heard from (nor picked) expires (0: max(60, timeout)) */
     int64_t max_examples; /* an update claiming more examples is weighted as this many, logged (0: 1e6) */
     int poll_ms;          /* client poll interval advertised (0: 200) */
@@ -365,6 +366,8 @@ typedef struct otter_fl_client_options {
     double backoff_initial, backoff_max; /* seconds (defaults 0.1 and 5) */
     double give_up;                      /* seconds without reaching the server before run fails (default 0: 300) */
     double http_timeout;                 /* seconds per request (default 0: 120) */
+    const char *ca; /* PEM file of the CA (or the self-signed certificate) an https server must chain to
+                       (NULL: the system's) */
     otter_fl_server_log_fn log;
     void *user;
     volatile sig_atomic_t *stop;

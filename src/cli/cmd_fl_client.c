@@ -70,7 +70,7 @@ static otter_status train_round(int64_t round, const float *global, size_t n, fl
 
 /* The verb's arguments besides the training context. */
 typedef struct client_args {
-    const char *server, *token, *data;
+    const char *server, *token, *data, *ca;
     char **tokens; /* the token read (owned); token points at it */
     double give_up;
     bool partitioned;
@@ -93,6 +93,7 @@ static int parse_args(int argc, char **argv, client_args *a, client_ctx *c) {
     const cli_opt opts[] = {
         {"--server", NULL, "URL", "the server, e.g. http://127.0.0.1:8080 (required)", &a->server, NULL},
         {"--token", NULL, "T", "registration token the server was given (default: $OTTER_FL_TOKEN)", &a->token, NULL},
+        {"--ca", NULL, "PEM", "CA certificate an https:// server must chain to (default: the system's)", &a->ca, NULL},
         {"--token-file", NULL, "FILE", "read the token from FILE's first line (not on the command line)", &token_f,
          NULL},
         {"--artifacts", NULL, "DIR", "the same training artifacts as the server's (required)", &c->artifacts, NULL},
@@ -153,8 +154,13 @@ static int parse_args(int argc, char **argv, client_args *a, client_ctx *c) {
 /* Join the server and train until it says training is over. */
 static int run_client(const client_args *a, client_ctx *c, const otter_fl_layout *lay, int64_t samples) {
     otter_fl_client *cl = NULL;
-    otter_fl_client_options co = {
-        .server = a->server, .token = a->token, .give_up = a->give_up, .log = on_log, .user = c, .stop = &g_stop};
+    otter_fl_client_options co = {.server = a->server,
+                                  .token = a->token,
+                                  .give_up = a->give_up,
+                                  .ca = a->ca,
+                                  .log = on_log,
+                                  .user = c,
+                                  .stop = &g_stop};
     if (otter_fl_client_create(&cl, lay, &co) != OTTER_OK) return cli_fail(VERB, a->server);
     printf("%sclient of %s: %lld samples of %s, %lld local epochs of batches of %lld\n", c->label, a->server,
            (long long)samples, otter_dataset_description(c->ds), (long long)c->local.epochs,

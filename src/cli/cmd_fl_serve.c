@@ -140,6 +140,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          &pertok_t, NULL},
         {"--slot-ttl", NULL, "S", "a registration not heard from this long expires (default max(60, timeout))", &ttl_t,
          NULL},
+        {"--tls-cert", NULL, "PEM", "serve HTTPS with this certificate (with --tls-key)", &a->so.tls_cert, NULL},
+        {"--tls-key", NULL, "PEM", "the certificate's private key", &a->so.tls_key, NULL},
         {"--join-wait", NULL, "S",
          "once M clients are there, seconds to wait for K before a round opens (default "
          "min(2, timeout))",
@@ -164,6 +166,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (!a->artifacts) return cli_usage_error(&spec, "missing --artifacts");
     if (!rounds_t || !k_t) return cli_usage_error(&spec, "--rounds and --clients-per-round are required");
     if (!a->state) return cli_usage_error(&spec, "missing --state");
+    if (!a->so.tls_cert != !a->so.tls_key) return cli_usage_error(&spec, "--tls-cert and --tls-key go together");
     if (token && tokens_f) return cli_usage_error(&spec, "give --token or --tokens, not both");
     long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200, maxex = 0;
     double timeout = 60, join = 0;
@@ -247,10 +250,11 @@ static int serve(serve_args *a, serve_ctx *ctx, const otter_fl_layout *lay) {
     char sdesc[256];
     otter_fl_strategy_format(&a->strategy, sdesc, sizeof sdesc);
     bool v6 = strchr(a->host, ':') != NULL;
-    printf("listening on http://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %zu clients, "
+    printf("listening on http%s://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %zu clients, "
            "min %zu, timeout %gs, state %s)\n",
-           v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n, otter_fl_layout_count(lay),
-           (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients, a->so.round_timeout, a->state);
+           a->so.tls_cert ? "s" : "", v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n,
+           otter_fl_layout_count(lay), (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients,
+           a->so.round_timeout, a->state);
     if (otter_fl_server_round(srv) > 0)
         printf("resumed at round %lld of %lld from %s\n", (long long)otter_fl_server_round(srv),
                (long long)a->so.rounds, a->state);

@@ -356,6 +356,7 @@ otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->err);
     curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->o.ca) curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->o.ca);
     *out = c;
     return OTTER_OK;
 fail:

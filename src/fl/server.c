@@ -39,6 +39,7 @@ typedef enum phase { PH_WAITING, PH_OPEN, PH_CLOSING, PH_DONE } phase;
 struct otter_fl_server {
     otter_fl_server_options o;
     char *host, *state_dir, *state_path;
+    char *tls_cert, *tls_key; /* PEM text */
     char **tokens;
     otter_fl_aggregator *agg;
     otter_fl_layout *layout;
@@ -681,6 +682,31 @@ static otter_status resume_or_create(otter_fl_server *s, const float *initial, s
     return OTTER_OK;
 }
 
+/* The PEM certificate and key into NUL-terminated strings (libmicrohttpd reads them from memory). */
+static otter_status read_tls(otter_fl_server *s) {
+    if (!s->o.tls_cert != !s->o.tls_key) return ot_error(OTTER_ERR_ARGUMENT, "TLS needs both a certificate and a key");
+    if (!s->o.tls_cert) return OTTER_OK;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return ot_error(OTTER_ERR_UNSUPPORTED, "this libmicrohttpd has no TLS support");
+    const char *paths[2] = {s->o.tls_cert, s->o.tls_key};
+    char **out[2] = {&s->tls_cert, &s->tls_key};
+    for (int i = 0; i < 2; i++) {
+        void *data = NULL;
+        size_t size = 0;
+        OT_TRY(ot_read_file(paths[i], &data, &size));
+        char *text = ot_malloc(size + 1);
+        if (!text) {
+            ot_free(data);
+            return OT_NOMEM();
+        }
+        memcpy(text, data, size);
+        text[size] = '\0';
+        ot_free(data);
+        *out[i] = text;
+    }
+    return OTTER_OK;
+}
+
 otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout *layout, const float *initial,
                                     size_t n, const otter_fl_strategy *strategy, const otter_fl_server_options *opts) {
     *out = NULL;
@@ -764,6 +790,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         st = ot_error(OTTER_ERR_IO, "/dev/urandom: %s", strerror(errno));
         goto fail;
     }
+    if ((st = read_tls(s)) != OTTER_OK) goto fail;
     {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
         struct addrinfo *ai = NULL;
@@ -776,11 +803,18 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         }
         unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD;
         if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+        if (s->tls_cert) flags |= MHD_USE_TLS;
+        /* TLS options only with MHD_USE_TLS: libmicrohttpd refuses them on a plain daemon */
+        struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+                                       {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+                                       {MHD_OPTION_END, 0, NULL}};
+        if (!s->tls_cert) tls[0].option = MHD_OPTION_END;
         s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                 MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, MHD_OPTION_CONNECTION_LIMIT,
                                 s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout,
-                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_NOTIFY_COMPLETED,
-                                completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_ARRAY, tls,
+                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+                                (unsigned)1, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->d) {
             st = ot_error(OTTER_ERR_IO, "can't listen on %s:%d (in use, or not an address of this host)", s->host,
@@ -813,6 +847,7 @@ void otter_fl_server_free(otter_fl_server *s) {
     for (size_t i = 0; s->tokens && i < s->o.n_tokens; i++) ot_free(s->tokens[i]);
     ot_free(s->tokens);
     ot_free(s->host), ot_free(s->state_dir), ot_free(s->state_path);
+    ot_free(s->tls_cert), ot_free(s->tls_key);
     ot_free(s->clients);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
