@@ -341,23 +341,31 @@ static void test_refusals(const otter_fl_layout *l) {
     CHECK_STATUS(otter_fl_layout_create(&il, 2, dup), OTTER_ERR_INVALID);
     CHECK(msg_has("'w' appears twice"));
 
-    /* A round whose result overflows float: FedAvgM lr 1 momentum 0.9 from -3e38 towards 3e38, then again
-     * with delta 0: x + 0.9 * 6e38 > FLT_MAX. Refused, model and state unchanged. */
+    /* A round whose velocity leaves float range: FedAvgM lr 1 momentum 0.9 from -3e38 towards 3e38 gives
+     * m = 6e38 (x itself lands on 3e38); kept, it would overflow every later round, honest ones included.
+     * Refused, the round's updates dropped, model and state unchanged, and an honest round still passes. */
     otter_fl_param p1 = {"x", OTTER_DTYPE_FLOAT, 1, {1}};
     otter_fl_layout *l1 = NULL;
     CHECK_OK(otter_fl_layout_create(&l1, 1, &p1));
     st = otter_fl_strategy_default(OTTER_FL_FEDAVGM);
-    float lo = -3e38f, hi = 3e38f;
+    float lo = -3e38f, hi = 3e38f, honest = -2.9e38f;
     CHECK_OK(otter_fl_aggregator_create(&a, l1, &lo, 1, &st));
     CHECK_OK(otter_fl_aggregator_begin_round(a));
     CHECK_OK(otter_fl_aggregator_add_update(a, &(otter_fl_update){.params = &hi, .n = 1, .num_examples = 1}));
-    CHECK_OK(otter_fl_aggregator_finish_round(a, NULL));
-    CHECK(otter_fl_aggregator_global(a, NULL)[0] == hi);
-    CHECK_OK(otter_fl_aggregator_begin_round(a));
-    CHECK_OK(otter_fl_aggregator_add_update(a, &(otter_fl_update){.params = &hi, .n = 1, .num_examples = 1}));
     CHECK_STATUS(otter_fl_aggregator_finish_round(a, NULL), OTTER_ERR_INVALID);
-    CHECK(msg_has("'x' element 0 is not finite") && otter_fl_aggregator_global(a, NULL)[0] == hi);
-    CHECK(otter_fl_aggregator_round(a) == 1);
+    CHECK(msg_has("'x' element 0 is not finite (momentum 6e+38)") && msg_has("1 updates are dropped"));
+    CHECK(otter_fl_aggregator_global(a, NULL)[0] == lo && !otter_fl_aggregator_in_round(a));
+    CHECK(otter_fl_aggregator_round(a) == 0);
+    CHECK_OK(otter_fl_aggregator_begin_round(a));
+    CHECK_OK(otter_fl_aggregator_add_update(a, &(otter_fl_update){.params = &honest, .n = 1, .num_examples = 1}));
+    CHECK_OK(otter_fl_aggregator_finish_round(a, NULL));
+    CHECK(otter_fl_aggregator_global(a, NULL)[0] == honest && otter_fl_aggregator_round(a) == 1);
+    /* huge finite values with 2^62 examples: the value overflows; refused the same way */
+    CHECK_OK(otter_fl_aggregator_begin_round(a));
+    CHECK_OK(otter_fl_aggregator_add_update(
+        a, &(otter_fl_update){.params = &hi, .n = 1, .num_examples = (int64_t)1 << 62, .client = "mallory"}));
+    CHECK_STATUS(otter_fl_aggregator_finish_round(a, NULL), OTTER_ERR_INVALID);
+    CHECK(otter_fl_aggregator_global(a, NULL)[0] == honest && otter_fl_aggregator_round(a) == 1);
     printf("  refused overflow: %s\n", otter_last_error());
     otter_fl_aggregator_free(a);
     otter_fl_layout_free(l1);
@@ -419,6 +427,104 @@ static void test_state(const otter_fl_layout *l) {
     otter_fl_aggregator_free(b);
 }
 
+/* The allocator hook records the largest request: a state file must not ask for more than it holds. */
+static size_t largest_request;
+static void *rec_malloc(size_t n, void *user) {
+    (void)user;
+    if (n > largest_request) largest_request = n;
+    return malloc(n);
+}
+static void *rec_realloc(void *p, size_t n, void *user) {
+    (void)user;
+    if (n > largest_request) largest_request = n;
+    return realloc(p, n);
+}
+static void rec_free(void *p, void *user) {
+    (void)user;
+    free(p);
+}
+
+/* A small state file whose layout claims 2^34 elements (64 GiB of float32, 128 GiB of momentum): refused
+ * before anything that size is allocated. */
+static void test_state_sizes(void) {
+    otter_fl_param p1 = {"x", OTTER_DTYPE_FLOAT, 1, {1}};
+    otter_fl_layout *l1 = NULL;
+    CHECK_OK(otter_fl_layout_create(&l1, 1, &p1));
+    otter_fl_strategy st = otter_fl_strategy_default(OTTER_FL_FEDAVGM);
+    float x = 0.5f;
+    otter_fl_aggregator *a = NULL, *b = NULL;
+    CHECK_OK(otter_fl_aggregator_create(&a, l1, &x, 1, &st));
+    void *data = NULL;
+    size_t size = 0;
+    CHECK_OK(otter_fl_aggregator_save_to_memory(a, &data, &size));
+    /* magic 8, version 4, kind 4, 7 hyperparameters 8, round 8, count 8 | name length 4, "x", dtype 4, rank 4 */
+    unsigned char *bytes = data;
+    size_t dim_at = 8 + 4 + 4 + 56 + 8 + 8 + 4 + 1 + 4 + 4;
+    CHECK(size > dim_at + 8 && bytes[dim_at] == 1);
+    uint64_t huge = (uint64_t)1 << 34, sum = 1469598103934665603ull; /* core.h OT_FNV1A_OFFSET */
+    for (int i = 0; i < 8; i++) bytes[dim_at + (size_t)i] = (unsigned char)(huge >> (8 * i));
+    for (size_t i = 0; i + 8 < size; i++) sum = (sum ^ bytes[i]) * 1099511628211ull;
+    for (int i = 0; i < 8; i++) bytes[size - 8 + (size_t)i] = (unsigned char)(sum >> (8 * i));
+    largest_request = 0;
+    otter_set_allocator(&(otter_allocator){rec_malloc, rec_realloc, rec_free, NULL});
+    otter_status rc = otter_fl_aggregator_load_from_memory(&b, data, size);
+    otter_set_allocator(NULL);
+    CHECK_STATUS(rc, OTTER_ERR_INVALID);
+    CHECK(msg_has("doesn't fit in the file"));
+    printf("  %zu-byte state claiming 2^34 values: largest allocation %zu bytes: %s\n", size, largest_request,
+           otter_last_error());
+    CHECK(largest_request < 4096);
+    otter_fl_aggregator_free(b);
+    otter_free(data);
+    otter_fl_aggregator_free(a);
+    otter_fl_layout_free(l1);
+}
+
+/* --clip-norm: each update's change scaled to norm <= C before the weighted mean; a client sending 1e30
+ * with 2^62 examples moves the model by at most C. */
+static void test_clip(const otter_fl_layout *l) {
+    otter_fl_strategy st;
+    CHECK_OK(otter_fl_strategy_parse("fedavg:clip_norm=1", &st));
+    CHECK(st.kind == OTTER_FL_FEDAVG && st.clip_norm == 1);
+    otter_fl_aggregator *a = make_agg(l, &st);
+    otter_fl_round_summary sum;
+    round_ab(a, &sum);
+    double na = 0, nb = 0, want[6];
+    for (int i = 0; i < 6; i++) na += (XA[i] - X0[i]) * (XA[i] - X0[i]), nb += (XB[i] - X0[i]) * (XB[i] - X0[i]);
+    for (int i = 0; i < 6; i++) want[i] = X0[i] + (1 * (XA[i] - X0[i]) / sqrt(na) + 3 * (XB[i] - X0[i]) / sqrt(nb)) / 4;
+    check_vec("fedavg clip_norm 1: (1*A/|A| + 3*B/|B|)/4", otter_fl_aggregator_global(a, NULL), want, 6, 1e-6);
+    CHECK(sum.clipped == 2 && sum.update_norm <= 1 + 1e-6);
+    float huge[6] = {1e30f, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f}, before[6];
+    memcpy(before, otter_fl_aggregator_global(a, NULL), sizeof before);
+    CHECK_OK(otter_fl_aggregator_begin_round(a));
+    CHECK_OK(otter_fl_aggregator_add_update(a, &(otter_fl_update){.params = huge, .n = 6, .num_examples = 1}));
+    CHECK_OK(otter_fl_aggregator_add_update(a, &(otter_fl_update){.params = before, .n = 6, .num_examples = 1}));
+    CHECK_OK(otter_fl_aggregator_finish_round(a, &sum));
+    printf("  clip_norm 1, one client of two sends 1e30: the model moves by %.6g\n", sum.update_norm);
+    CHECK(sum.clipped == 1 && fabs(sum.update_norm - 0.5) < 1e-6);
+    /* the bound survives a restart and reads back from its text form */
+    void *data = NULL;
+    size_t size = 0;
+    otter_fl_aggregator *b = NULL;
+    CHECK_OK(otter_fl_aggregator_save_to_memory(a, &data, &size));
+    CHECK_OK(otter_fl_aggregator_load_from_memory(&b, data, size));
+    CHECK(b && otter_fl_aggregator_strategy(b)->clip_norm == 1);
+    char text[256];
+    otter_fl_strategy back;
+    CHECK_OK(otter_fl_strategy_parse("fedavgm:lr=0.5,clip_norm=2.5", &st));
+    otter_fl_strategy_format(&st, text, sizeof text);
+    CHECK_OK(otter_fl_strategy_parse(text, &back));
+    CHECK(back.clip_norm == 2.5 && back.server_lr == 0.5 && strstr(text, "clip_norm=2.5"));
+    CHECK_STATUS(otter_fl_strategy_parse("median:clip_norm=1", &back), OTTER_ERR_ARGUMENT);
+    st = otter_fl_strategy_default(OTTER_FL_TRIMMED_MEAN);
+    st.clip_norm = 1;
+    CHECK_STATUS(otter_fl_strategy_check(&st), OTTER_ERR_ARGUMENT);
+    CHECK(msg_has("for fedavg and fedavgm"));
+    otter_free(data);
+    otter_fl_aggregator_free(b);
+    otter_fl_aggregator_free(a);
+}
+
 static void test_parse_and_sample(void) {
     otter_fl_strategy st;
     CHECK_OK(otter_fl_strategy_parse("fedadam:lr=0.03,tau=1e-4", &st));
@@ -427,7 +533,10 @@ static void test_parse_and_sample(void) {
     otter_fl_strategy back;
     otter_fl_strategy_format(&st, buf, sizeof buf);
     CHECK_OK(otter_fl_strategy_parse(buf, &back));
-    CHECK(memcmp(&st, &back, sizeof st) == 0);
+    /* field by field: the padding after kind is indeterminate */
+    CHECK(st.kind == back.kind && st.server_lr == back.server_lr && st.momentum == back.momentum &&
+          st.beta1 == back.beta1 && st.beta2 == back.beta2 && st.tau == back.tau &&
+          st.trim_fraction == back.trim_fraction && st.clip_norm == back.clip_norm);
     const char *bad[] = {"fedprox",
                          "fedavg:lr=1",
                          "median:x=1",
@@ -473,6 +582,8 @@ int main(void) {
     test_robust();
     test_refusals(l);
     test_state(l);
+    test_state_sizes();
+    test_clip(l);
     test_parse_and_sample();
     otter_fl_layout_free(l);
     printf("worst value error %.3g\n", worst);

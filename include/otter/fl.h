@@ -40,6 +40,14 @@
  *               even count)                                               (Yin et al. 2018)
  *   TRIMMED_MEAN  per coordinate, drop the k = floor(trim_fraction |S|) smallest and k largest x_i and
  *               average the rest (unweighted)                             (Yin et al. 2018)
+ * Clipping (clip_norm > 0, FEDAVG and FEDAVGM): each x_i - x is scaled down to L2 norm clip_norm before it
+ * enters the sum, so one client moves the model by at most clip_norm whatever it sends (Sun et al. 2019,
+ * "Can you really backdoor federated learning?"). The weights n_i are the clients' claims: a server caps
+ * them (otter_fl_server_options.max_examples). Against clients that send arbitrary values, MEDIAN and
+ * TRIMMED_MEAN bound each coordinate by honest clients' values as long as fewer than half (MEDIAN) or
+ * fewer than trim_fraction of them (TRIMMED_MEAN) are hostile, and ignore n_i.
+ * A round whose new global value is not a finite float, or whose FEDAVGM velocity leaves float range, is
+ * refused by finish_round: its updates are dropped, the model and the strategy state are unchanged.
  * Sums, the deltas and the server optimizer's state are kept in double; the global vector is float32.
  * MEDIAN and TRIMMED_MEAN keep every update of the round (|S| x n floats); the others accumulate as they go.
  *
@@ -110,6 +118,7 @@ typedef struct otter_fl_strategy {
     double beta1, beta2;  /* FEDADAM / FEDYOGI, in [0, 1) (defaults 0.9, 0.99) */
     double tau;           /* FEDADAM / FEDYOGI adaptivity, > 0 (default 1e-3) */
     double trim_fraction; /* TRIMMED_MEAN, in [0, 0.5) (default 0.1) */
+    double clip_norm;     /* FEDAVG / FEDAVGM: bound on each update's ||x_i - x|| (default 0: no bound) */
 } otter_fl_strategy;
 
 OTTER_API otter_fl_strategy otter_fl_strategy_default(otter_fl_strategy_kind kind);
@@ -170,6 +179,7 @@ typedef struct otter_fl_round_summary {
     bool has_loss;        /* some update carried a loss */
     double mean_loss;     /* weighted by examples over the updates with a loss */
     double update_norm;   /* L2 norm of new global - old global */
+    size_t clipped;       /* updates scaled down to clip_norm */
 } otter_fl_round_summary;
 
 /* Aggregate the open round into the new global vector and close it. A round without updates is
@@ -304,11 +314,18 @@ typedef struct otter_fl_server_options {
     const char *state_dir;     /* fl_state.bin is saved there after every round and resumed from */
     const char *const *tokens; /* accepted registration tokens (n_tokens > 0) */
     size_t n_tokens;
-    uint64_t seed;            /* client selection */
-    unsigned threads;         /* HTTP worker threads (0: 2) */
-    unsigned max_connections; /* concurrent connections (0: 1000) */
-    unsigned max_clients;     /* registrations (0: 10000) */
-    int poll_ms;              /* client poll interval advertised (0: 200) */
+    uint64_t seed;                  /* client selection */
+    unsigned threads;               /* HTTP worker threads (0: 2) */
+    unsigned max_connections;       /* concurrent connections (0: 1000) */
+    unsigned max_per_ip;            /* concurrent connections from one address (0: max_connections / 4) */
+    unsigned idle_timeout;          /* seconds a connection may stay silent before it is closed (0: 30) */
+    double request_timeout;         /* seconds from a request's headers to its last body byte (0: 120) */
+    const char *tls_cert, *tls_key; /* PEM files: serve HTTPS (both or neither; NULL: plain HTTP) */
+    unsigned max_clients;           /* registrations (0: 10000) */
+    unsigned max_per_token;         /* registrations per registration token (0: max_clients) */
+    double slot_ttl; /* seconds after which a registration not heard from (nor picked) expires (0: max(60, timeout)) */
+    int64_t max_examples; /* an update claiming more examples is weighted as this many, logged (0: 1e6) */
+    int poll_ms;          /* client poll interval advertised (0: 200) */
     double linger; /* at most this long (default 0: 10 s), keep answering "done" until the final round's clients heard
                       it */
     otter_fl_server_log_fn log;
@@ -349,6 +366,8 @@ typedef struct otter_fl_client_options {
     double backoff_initial, backoff_max; /* seconds (defaults 0.1 and 5) */
     double give_up;                      /* seconds without reaching the server before run fails (default 0: 300) */
     double http_timeout;                 /* seconds per request (default 0: 120) */
+    const char *ca; /* PEM file of the CA (or the self-signed certificate) an https server must chain to
+                       (NULL: the system's) */
     otter_fl_server_log_fn log;
     void *user;
     volatile sig_atomic_t *stop;

@@ -94,5 +94,13 @@ void cli_curve_free(cli_curve *c);
 /* The federated round plot of `fl simulate` and `fl serve` (src/cli/cmd_fl.c): train loss and eval
  * accuracy (right axis) per round; prints "plot: PATH", or the error naming the verb. */
 bool cli_fl_plot(const char *verb, const char *path, const cli_curve *loss, const cli_curve *acc);
+/* FL tokens from a file, one a line (blank lines and # comments skipped): a NULL-terminated list (free with
+ * cli_list_free), or NULL after printing why (unreadable, no token, a line longer than CLI_FL_TOKEN_MAX
+ * characters named by file and line). */
+#define CLI_FL_TOKEN_MAX 1024
+char **cli_fl_read_tokens(const char *verb, const char *path, size_t *n);
+/* The tokens of --token T / a token FILE (read as above) / $OTTER_FL_TOKEN, first given first: a token
+ * need not sit on the command line, where ps shows it. NULL after printing why. */
+char **cli_fl_token_option(const char *verb, const char *token, const char *token_file, size_t *n);
 
 #endif

@@ -23,6 +23,66 @@ bool cli_fl_plot(const char *verb, const char *path, const cli_curve *loss, cons
     return true;
 }
 
+char **cli_fl_read_tokens(const char *verb, const char *path, size_t *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "otter %s: can't read tokens from '%s'\n", verb, path);
+        return NULL;
+    }
+    char **list = calloc(1, sizeof *list), line[CLI_FL_TOKEN_MAX + 2];
+    size_t k = 0, lineno = 0;
+    bool ok = list != NULL;
+    while (ok && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strcspn(line, "\r\n");
+        /* a line that fills the buffer without its newline would go on as another "token" */
+        if (!line[len] && !feof(f)) {
+            fprintf(stderr, "otter %s: '%s' line %zu: longer than %d characters\n", verb, path, lineno,
+                    CLI_FL_TOKEN_MAX);
+            ok = false;
+            break;
+        }
+        line[len] = '\0';
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        len = strlen(p);
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
+        if (!*p || *p == '#') continue;
+        char **nl = realloc(list, (k + 2) * sizeof *nl);
+        if (nl) list = nl;
+        if (!nl || !(list[k] = strdup(p))) {
+            fprintf(stderr, "otter %s: '%s': out of memory\n", verb, path);
+            ok = false;
+            break;
+        }
+        list[++k] = NULL;
+    }
+    if (ok && ferror(f)) fprintf(stderr, "otter %s: can't read tokens from '%s'\n", verb, path), ok = false;
+    fclose(f);
+    if (ok && k == 0) fprintf(stderr, "otter %s: '%s' holds no token\n", verb, path), ok = false;
+    if (!ok) {
+        cli_list_free(list);
+        return NULL;
+    }
+    *n = k;
+    return list;
+}
+
+char **cli_fl_token_option(const char *verb, const char *token, const char *token_file, size_t *n) {
+    if (token_file) return cli_fl_read_tokens(verb, token_file, n);
+    const char *env = getenv("OTTER_FL_TOKEN");
+    const char *t = token ? token : env && *env ? env : NULL;
+    if (!t) {
+        fprintf(stderr, "otter %s: no token: give --token, a token file or OTTER_FL_TOKEN\n", verb);
+        return NULL;
+    }
+    char **list = calloc(2, sizeof *list);
+    if (list && !(list[0] = strdup(t))) free(list), list = NULL;
+    if (!list) fprintf(stderr, "otter %s: out of memory\n", verb);
+    *n = list ? 1 : 0;
+    return list;
+}
+
 /* "iid", "shards:S", "dirichlet:ALPHA" */
 static bool parse_partition(const char *text, otter_partition_options *po) {
     if (strcmp(text, "iid") == 0) {

@@ -70,7 +70,8 @@ static otter_status train_round(int64_t round, const float *global, size_t n, fl
 
 /* The verb's arguments besides the training context. */
 typedef struct client_args {
-    const char *server, *token, *data;
+    const char *server, *token, *data, *ca;
+    char **tokens; /* the token read (owned); token points at it */
     double give_up;
     bool partitioned;
     long long part_i, part_n; /* --partition I/N */
@@ -88,10 +89,13 @@ static bool parse_part(const char *text, long long *i, long long *n) {
 
 static int parse_args(int argc, char **argv, client_args *a, client_ctx *c) {
     const char *epochs_t = NULL, *batch_t = NULL, *lr_t = NULL, *part_t = NULL, *seed_t = NULL, *threads_t = NULL,
-               *give_t = NULL;
+               *give_t = NULL, *token_f = NULL;
     const cli_opt opts[] = {
         {"--server", NULL, "URL", "the server, e.g. http://127.0.0.1:8080 (required)", &a->server, NULL},
-        {"--token", NULL, "T", "registration token the server was given (required)", &a->token, NULL},
+        {"--token", NULL, "T", "registration token the server was given (default: $OTTER_FL_TOKEN)", &a->token, NULL},
+        {"--ca", NULL, "PEM", "CA certificate an https:// server must chain to (default: the system's)", &a->ca, NULL},
+        {"--token-file", NULL, "FILE", "read the token from FILE's first line (not on the command line)", &token_f,
+         NULL},
         {"--artifacts", NULL, "DIR", "the same training artifacts as the server's (required)", &c->artifacts, NULL},
         {"--data", NULL, "SPEC", "local training data: mnist:DIR, cifar10:DIR, npy:X.npy,Y.npy, csv:FILE (required)",
          &a->data, NULL},
@@ -119,8 +123,9 @@ static int parse_args(int argc, char **argv, client_args *a, client_ctx *c) {
     size_t n_pos;
     int rc = cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
-    if (!a->server || !a->token || !c->artifacts || !a->data)
-        return cli_usage_error(&spec, "--server, --token, --artifacts and --data are required");
+    if (!a->server || !c->artifacts || !a->data)
+        return cli_usage_error(&spec, "--server, --artifacts and --data are required");
+    if (a->token && token_f) return cli_usage_error(&spec, "give --token or --token-file, not both");
     long long epochs = 1, batch = 10, seed = 0;
     double lr = 0;
     a->give_up = 300;
@@ -140,14 +145,22 @@ static int parse_args(int argc, char **argv, client_args *a, client_ctx *c) {
     if (part_t) snprintf(c->label, sizeof c->label, "part %lld/%lld: ", a->part_i, a->part_n);
     c->local = (otter_train_options){
         .epochs = epochs, .batch_size = batch, .seed = (uint64_t)seed, .set_lr = lr_t != NULL, .lr = (float)lr};
+    size_t n_tokens = 0;
+    if (!(a->tokens = cli_fl_token_option(VERB, a->token, token_f, &n_tokens))) return CLI_EXIT_INVALID;
+    a->token = a->tokens[0];
     return CLI_CONTINUE;
 }
 
 /* Join the server and train until it says training is over. */
 static int run_client(const client_args *a, client_ctx *c, const otter_fl_layout *lay, int64_t samples) {
     otter_fl_client *cl = NULL;
-    otter_fl_client_options co = {
-        .server = a->server, .token = a->token, .give_up = a->give_up, .log = on_log, .user = c, .stop = &g_stop};
+    otter_fl_client_options co = {.server = a->server,
+                                  .token = a->token,
+                                  .give_up = a->give_up,
+                                  .ca = a->ca,
+                                  .log = on_log,
+                                  .user = c,
+                                  .stop = &g_stop};
     if (otter_fl_client_create(&cl, lay, &co) != OTTER_OK) return cli_fail(VERB, a->server);
     printf("%sclient of %s: %lld samples of %s, %lld local epochs of batches of %lld\n", c->label, a->server,
            (long long)samples, otter_dataset_description(c->ds), (long long)c->local.epochs,
@@ -225,5 +238,6 @@ done:
     otter_fl_layout_free(lay);
     otter_partition_free(part);
     otter_dataset_free(ds);
+    cli_list_free(a.tokens);
     return rc;
 }

@@ -63,38 +63,11 @@ static void on_round(const otter_fl_round_report *r, void *user) {
     cli_curve_add(&c->acc, (double)r->round, er.has_accuracy ? er.accuracy : NAN);
 }
 
-/* Tokens, one a line; blank lines and lines starting with # are skipped. */
-static char **read_tokens(const char *path, size_t *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char **list = NULL, line[512];
-    size_t k = 0;
-    while (fgets(line, sizeof line, f)) {
-        size_t len = strcspn(line, "\r\n");
-        line[len] = '\0';
-        char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        len = strlen(p);
-        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
-        if (!*p || *p == '#') continue;
-        char **nl = realloc(list, (k + 2) * sizeof *nl);
-        if (!nl) break;
-        list = nl;
-        if (!(list[k] = strdup(p))) break;
-        list[++k] = NULL;
-    }
-    fclose(f);
-    *n = k;
-    if (!list) list = calloc(1, sizeof *list);
-    return list;
-}
-
 /* The verb's arguments, parsed into the server's options. */
 typedef struct serve_args {
     const char *artifacts, *eval_data, *save, *plot, *prefix, *state;
     char host[256];
-    char **tokens; /* --tokens (owned), or NULL */
-    const char *one_token[1];
+    char **tokens; /* the accepted tokens (owned) */
     bool verbose;
     otter_fl_strategy strategy;
     otter_fl_server_options so;
@@ -114,20 +87,10 @@ static bool parse_listen(const char *listen, serve_args *a) {
     return true;
 }
 
-/* --token or --tokens into a->so.tokens; errors are printed. */
+/* --token, --tokens or $OTTER_FL_TOKEN into a->so.tokens; errors are printed. */
 static int read_token_options(const char *token, const char *tokens_f, serve_args *a) {
-    a->one_token[0] = token;
-    a->so.tokens = a->one_token, a->so.n_tokens = 1;
-    if (!tokens_f) return CLI_CONTINUE;
     size_t n = 0;
-    if (!(a->tokens = read_tokens(tokens_f, &n))) {
-        fprintf(stderr, "otter %s: can't read --tokens '%s'\n", VERB, tokens_f);
-        return CLI_EXIT_INVALID;
-    }
-    if (!n) {
-        fprintf(stderr, "otter %s: '%s' holds no token\n", VERB, tokens_f);
-        return CLI_EXIT_INVALID;
-    }
+    if (!(a->tokens = cli_fl_token_option(VERB, token, tokens_f, &n))) return CLI_EXIT_INVALID;
     a->so.tokens = (const char *const *)a->tokens, a->so.n_tokens = n;
     return CLI_CONTINUE;
 }
@@ -135,7 +98,8 @@ static int read_token_options(const char *token, const char *tokens_f, serve_arg
 static int parse_args(int argc, char **argv, serve_args *a) {
     const char *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL, *token = NULL,
                *tokens_f = NULL, *strategy_t = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL,
-               *join_t = NULL, *poll_t = NULL;
+               *join_t = NULL, *poll_t = NULL, *clip_t = NULL, *maxex_t = NULL, *perip_t = NULL, *idle_t = NULL,
+               *reqto_t = NULL, *pertok_t = NULL, *ttl_t = NULL;
     const cli_opt opts[] = {
         {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &a->artifacts,
          NULL},
@@ -148,12 +112,18 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          NULL},
         {"--state", NULL, "DIR", "global model, round and strategy state saved after every round; resumed from",
          &a->state, NULL},
-        {"--token", NULL, "T", "the token clients register with", &token, NULL},
-        {"--tokens", NULL, "FILE", "accepted registration tokens, one a line", &tokens_f, NULL},
+        {"--token", NULL, "T", "the token clients register with (default: $OTTER_FL_TOKEN)", &token, NULL},
+        {"--tokens", NULL, "FILE", "accepted registration tokens, one a line (# comments)", &tokens_f, NULL},
         {"--strategy", NULL, "S",
          "fedavg (default), fedavgm[:lr=,momentum=], fedadam[:lr=,beta1=,beta2=,tau=], fedyogi[...], median, "
          "trimmed-mean[:fraction=]",
          &strategy_t, NULL},
+        {"--clip-norm", NULL, "C",
+         "fedavg/fedavgm: scale each update's change to L2 norm <= C (default: no bound); see also median, "
+         "trimmed-mean",
+         &clip_t, NULL},
+        {"--max-examples", NULL, "N",
+         "weigh an update claiming more than N examples as N, with a warning (default 1000000)", &maxex_t, NULL},
         {"--eval-data", NULL, "SPEC", "evaluate the global model after every round (test split)", &a->eval_data, NULL},
         {"--save", NULL, "CKPT", "write the final global model as a checkpoint (for otter eval / export)", &a->save,
          NULL},
@@ -161,6 +131,17 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         {"--seed", NULL, "S", "client selection seed (default 0)", &seed_t, NULL},
         {"--threads", NULL, "N", "HTTP worker threads (default 2)", &threads_t, NULL},
         {"--max-connections", NULL, "N", "concurrent connections (default 1000)", &maxconn_t, NULL},
+        {"--max-connections-per-ip", NULL, "N", "concurrent connections from one address (default N/4 of the above)",
+         &perip_t, NULL},
+        {"--idle-timeout", NULL, "S", "close a connection silent this long (default 30)", &idle_t, NULL},
+        {"--request-timeout", NULL, "S",
+         "close a request whose body isn't in this long after its headers (default 120)", &reqto_t, NULL},
+        {"--max-clients-per-token", NULL, "N", "registrations one registration token may hold (default: all)",
+         &pertok_t, NULL},
+        {"--slot-ttl", NULL, "S", "a registration not heard from this long expires (default max(60, timeout))", &ttl_t,
+         NULL},
+        {"--tls-cert", NULL, "PEM", "serve HTTPS with this certificate (with --tls-key)", &a->so.tls_cert, NULL},
+        {"--tls-key", NULL, "PEM", "the certificate's private key", &a->so.tls_key, NULL},
         {"--join-wait", NULL, "S",
          "once M clients are there, seconds to wait for K before a round opens (default "
          "min(2, timeout))",
@@ -185,8 +166,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (!a->artifacts) return cli_usage_error(&spec, "missing --artifacts");
     if (!rounds_t || !k_t) return cli_usage_error(&spec, "--rounds and --clients-per-round are required");
     if (!a->state) return cli_usage_error(&spec, "missing --state");
-    if (!token == !tokens_f) return cli_usage_error(&spec, "give --token or --tokens (one of them)");
-    long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200;
+    if (!a->so.tls_cert != !a->so.tls_key) return cli_usage_error(&spec, "--tls-cert and --tls-key go together");
+    if (token && tokens_f) return cli_usage_error(&spec, "give --token or --tokens, not both");
+    long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200, maxex = 0;
     double timeout = 60, join = 0;
     if (!cli_parse_int(rounds_t, 1, &rounds)) return cli_usage_error(&spec, "bad --rounds '%s'", rounds_t);
     if (!cli_parse_int(k_t, 1, &k)) return cli_usage_error(&spec, "bad --clients-per-round '%s'", k_t);
@@ -203,15 +185,37 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return cli_usage_error(&spec, "bad --max-connections '%s'", maxconn_t);
     if (poll_t && (!cli_parse_int(poll_t, 1, &poll) || poll > 60000))
         return cli_usage_error(&spec, "bad --poll-ms '%s'", poll_t);
+    long long perip = 0, idle = 0;
+    double reqto = 0;
+    if (perip_t && (!cli_parse_int(perip_t, 1, &perip) || perip > 100000))
+        return cli_usage_error(&spec, "bad --max-connections-per-ip '%s'", perip_t);
+    if (idle_t && (!cli_parse_int(idle_t, 1, &idle) || idle > 86400))
+        return cli_usage_error(&spec, "bad --idle-timeout '%s'", idle_t);
+    if (reqto_t && (!cli_parse_double(reqto_t, 0, &reqto) || !(reqto > 0)))
+        return cli_usage_error(&spec, "bad --request-timeout '%s'", reqto_t);
+    long long pertok = 0;
+    double ttl = 0;
+    if (pertok_t && (!cli_parse_int(pertok_t, 1, &pertok) || pertok > 10000000))
+        return cli_usage_error(&spec, "bad --max-clients-per-token '%s'", pertok_t);
+    if (ttl_t && (!cli_parse_double(ttl_t, 0, &ttl) || !(ttl > 0)))
+        return cli_usage_error(&spec, "bad --slot-ttl '%s'", ttl_t);
+    if (maxex_t && !cli_parse_int(maxex_t, 1, &maxex))
+        return cli_usage_error(&spec, "bad --max-examples '%s'", maxex_t);
     a->strategy = otter_fl_strategy_default(OTTER_FL_FEDAVG);
     if (strategy_t && otter_fl_strategy_parse(strategy_t, &a->strategy) != OTTER_OK)
         return cli_usage_error(&spec, "--strategy: %s", otter_last_error());
+    if (clip_t && (!cli_parse_double(clip_t, 0, &a->strategy.clip_norm) || !(a->strategy.clip_norm > 0)))
+        return cli_usage_error(&spec, "bad --clip-norm '%s'", clip_t);
+    if (otter_fl_strategy_check(&a->strategy) != OTTER_OK)
+        return cli_usage_error(&spec, "--clip-norm: %s", otter_last_error());
     snprintf(a->host, sizeof a->host, "127.0.0.1");
     a->so.port = 8080;
     if (listen && !parse_listen(listen, a)) return cli_usage_error(&spec, "bad --listen '%s' (HOST:PORT)", listen);
     a->so.host = a->host, a->so.rounds = rounds, a->so.clients_per_round = (size_t)k, a->so.min_clients = (size_t)m;
     a->so.round_timeout = timeout, a->so.join_wait = join, a->so.state_dir = a->state, a->so.seed = (uint64_t)seed;
     a->so.threads = (unsigned)threads, a->so.max_connections = (unsigned)maxconn, a->so.poll_ms = (int)poll;
+    a->so.max_examples = maxex, a->so.max_per_ip = (unsigned)perip, a->so.idle_timeout = (unsigned)idle;
+    a->so.request_timeout = reqto, a->so.max_per_token = (unsigned)pertok, a->so.slot_ttl = ttl;
     return read_token_options(token, tokens_f, a);
 }
 
@@ -246,10 +250,11 @@ static int serve(serve_args *a, serve_ctx *ctx, const otter_fl_layout *lay) {
     char sdesc[256];
     otter_fl_strategy_format(&a->strategy, sdesc, sizeof sdesc);
     bool v6 = strchr(a->host, ':') != NULL;
-    printf("listening on http://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %zu clients, "
+    printf("listening on http%s://%s%s%s:%d (%s, %zu parameters in %zu tensors, %lld rounds of %zu clients, "
            "min %zu, timeout %gs, state %s)\n",
-           v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n, otter_fl_layout_count(lay),
-           (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients, a->so.round_timeout, a->state);
+           a->so.tls_cert ? "s" : "", v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n,
+           otter_fl_layout_count(lay), (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients,
+           a->so.round_timeout, a->state);
     if (otter_fl_server_round(srv) > 0)
         printf("resumed at round %lld of %lld from %s\n", (long long)otter_fl_server_round(srv),
                (long long)a->so.rounds, a->state);

@@ -1,6 +1,7 @@
 /* Federated aggregation (include/otter/fl.h): parameter layouts matched by name, dtype and shape; FedAvg,
  * FedAvgM, FedAdam, FedYogi, coordinate-wise median and trimmed mean over flat float32 vectors, accumulated in
  * double; the state file a restarting server reads back. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,11 @@ static bool in01(double v) { return v >= 0 && v < 1; }
 
 otter_status otter_fl_strategy_check(const otter_fl_strategy *s) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "strategy: NULL");
+    if (!(s->clip_norm >= 0) || !isfinite(s->clip_norm))
+        return ot_error(OTTER_ERR_ARGUMENT, "clip norm %g must be >= 0", s->clip_norm);
+    if (s->clip_norm > 0 && s->kind != OTTER_FL_FEDAVG && s->kind != OTTER_FL_FEDAVGM)
+        return ot_error(OTTER_ERR_ARGUMENT, "clip norm: for fedavg and fedavgm, not %s",
+                        otter_fl_strategy_name(s->kind));
     switch (s->kind) {
     case OTTER_FL_FEDAVG:
     case OTTER_FL_MEDIAN:
@@ -270,7 +276,11 @@ otter_status otter_fl_strategy_parse(const char *text, otter_fl_strategy *out) {
         double *field = NULL;
 #define KEY(str) (klen == strlen(str) && strncmp(p, str, klen) == 0)
         switch (s.kind) {
+        case OTTER_FL_FEDAVG:
+            if (KEY("clip_norm")) field = &s.clip_norm;
+            break;
         case OTTER_FL_FEDAVGM:
+            if (KEY("clip_norm")) field = &s.clip_norm;
             if (KEY("lr")) field = &s.server_lr;
             if (KEY("momentum")) field = &s.momentum;
             break;
@@ -317,6 +327,9 @@ void otter_fl_strategy_format(const otter_fl_strategy *s, char *buf, size_t cap)
         snprintf(buf, cap, "%s", n);
         break;
     }
+    size_t len = strlen(buf);
+    if (s->clip_norm > 0 && len < cap)
+        snprintf(buf + len, cap - len, "%sclip_norm=%.17g", strchr(buf, ':') ? "," : ":", s->clip_norm);
 }
 
 /* ---- aggregator ------------------------------------------------------------------------------------ */
@@ -332,7 +345,7 @@ struct otter_fl_aggregator {
     double *acc; /* [n] sum of n_i (x_i - x): the mean-based strategies */
     float *rows; /* [cap_rows][n] the round's updates: MEDIAN, TRIMMED_MEAN */
     size_t cap_rows;
-    size_t n_updates;
+    size_t n_updates, n_clipped;
     int64_t n_examples, loss_examples;
     double loss_sum;
 };
@@ -435,7 +448,7 @@ otter_status otter_fl_aggregator_set_global(otter_fl_aggregator *a, const float 
 }
 
 static void round_reset(otter_fl_aggregator *a) {
-    a->n_updates = 0;
+    a->n_updates = a->n_clipped = 0;
     a->n_examples = a->loss_examples = 0;
     a->loss_sum = 0;
     if (a->acc && a->n) memset(a->acc, 0, a->n * sizeof *a->acc);
@@ -511,6 +524,17 @@ otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_
     }
     if (st == OTTER_OK) {
         double w = (double)u->num_examples;
+        if (a->st.clip_norm > 0) { /* w becomes n_i * scale: the delta enters the sum scaled */
+            double norm2 = 0;
+            for (size_t i = 0; i < l->n; i++) {
+                const float *src = u->params + l->off[i], *x = a->global + g->off[map[i]];
+                for (size_t k = 0; k < l->off[i + 1] - l->off[i]; k++) {
+                    double d = (double)src[k] - (double)x[k];
+                    norm2 += d * d;
+                }
+            }
+            if (sqrt(norm2) > a->st.clip_norm) w *= a->st.clip_norm / sqrt(norm2), a->n_clipped++;
+        }
         for (size_t i = 0; i < l->n; i++) {
             size_t gi = map[i], len = l->off[i + 1] - l->off[i];
             const float *src = u->params + l->off[i];
@@ -524,7 +548,7 @@ otter_status otter_fl_aggregator_add_update(otter_fl_aggregator *a, const otter_
         }
         a->n_updates++;
         a->n_examples += u->num_examples;
-        if (u->has_loss) a->loss_sum += w * u->loss, a->loss_examples += u->num_examples;
+        if (u->has_loss) a->loss_sum += (double)u->num_examples * u->loss, a->loss_examples += u->num_examples;
     }
     ot_free(map);
     return st;
@@ -617,14 +641,20 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
                 nx = server_step(&a->st, a->global[j], a->acc[j] * inv, &mj, &vj);
             float f = (float)nx;
             if (pass == 0) {
-                if (!isfinite(f) || !isfinite(mj) || !isfinite(vj)) {
+                /* The velocity is in parameter units: beyond float range it would overflow every later
+                 * round, honest ones included, so it is refused like a non-finite value. */
+                if (!isfinite(f) || !(fabs(mj) <= FLT_MAX) || !isfinite(vj)) {
                     ot_free(col);
                     size_t e = 0;
                     while (e + 1 < a->layout->n && a->layout->off[e + 1] <= j) e++;
-                    return ot_error(OTTER_ERR_INVALID,
-                                    "round %lld: the aggregate of parameter '%s' element %zu is not finite (%g); the "
-                                    "model is unchanged",
-                                    (long long)a->round + 1, a->layout->p[e].name, j - a->layout->off[e], nx);
+                    otter_status err = ot_error(
+                        OTTER_ERR_INVALID,
+                        "round %lld: the aggregate of parameter '%s' element %zu is not finite (%s %g); the round's "
+                        "%zu updates are dropped, the model and the strategy state are unchanged",
+                        (long long)a->round + 1, a->layout->p[e].name, j - a->layout->off[e],
+                        isfinite(f) ? "momentum" : "value", isfinite(f) ? mj : nx, m);
+                    otter_fl_aggregator_abort_round(a);
+                    return err;
                 }
                 continue;
             }
@@ -644,7 +674,8 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
                                      .num_examples = a->n_examples,
                                      .has_loss = a->loss_examples > 0,
                                      .mean_loss = a->loss_examples > 0 ? a->loss_sum / (double)a->loss_examples : 0.0,
-                                     .update_norm = sqrt(norm2)};
+                                     .update_norm = sqrt(norm2),
+                                     .clipped = a->n_clipped};
     round_reset(a);
     a->in_round = false;
     return OTTER_OK;
@@ -653,7 +684,7 @@ otter_status otter_fl_aggregator_finish_round(otter_fl_aggregator *a, otter_fl_r
 /* ---- state file ------------------------------------------------------------------------------------ */
 
 #define STATE_MAGIC   "OTFLSTAT"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: clip_norm after the other hyperparameters; 1 is read too */
 
 typedef struct wbuf {
     unsigned char *p;
@@ -703,8 +734,9 @@ otter_status otter_fl_aggregator_save_to_memory(const otter_fl_aggregator *a, vo
     put(&b, STATE_MAGIC, 8);
     put_u32(&b, STATE_VERSION);
     put_u32(&b, (uint32_t)a->st.kind);
-    const double hp[] = {a->st.server_lr, a->st.momentum, a->st.beta1, a->st.beta2, a->st.tau, a->st.trim_fraction};
-    for (size_t i = 0; i < 6; i++) put_f64(&b, hp[i]);
+    const double hp[] = {a->st.server_lr, a->st.momentum,      a->st.beta1,    a->st.beta2,
+                         a->st.tau,       a->st.trim_fraction, a->st.clip_norm};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) put_f64(&b, hp[i]);
     put_u64(&b, (uint64_t)a->round);
     put_u64(&b, (uint64_t)a->layout->n);
     for (size_t i = 0; i < a->layout->n; i++) {
@@ -800,12 +832,13 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
     if (sum != ot_fnv1a(OT_FNV1A_OFFSET, bytes, size - 8))
         return ot_error(OTTER_ERR_INVALID, "federated state: checksum mismatch (truncated or corrupted)");
     uint32_t version = get_u32(&r);
-    if (version != STATE_VERSION)
+    if (version != STATE_VERSION && version != 1)
         return ot_error(OTTER_ERR_UNSUPPORTED, "federated state version %u (this otter reads %u)", version,
                         STATE_VERSION);
     otter_fl_strategy st = {.kind = (otter_fl_strategy_kind)get_u32(&r)};
     st.server_lr = get_f64(&r), st.momentum = get_f64(&r), st.beta1 = get_f64(&r), st.beta2 = get_f64(&r);
     st.tau = get_f64(&r), st.trim_fraction = get_f64(&r);
+    if (version >= 2) st.clip_norm = get_f64(&r);
     int64_t round = (int64_t)get_u64(&r);
     uint64_t np = get_u64(&r);
     if (r.short_read || np > (r.n - r.at) / 12)
@@ -841,6 +874,16 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
     for (uint64_t i = 0; i < np; i++) ot_free((char *)ps[i].name);
     ot_free(ps);
     if (status != OTTER_OK) return status;
+    /* Sizes before allocation: the global vector and the state vectors must be in the file. */
+    size_t numel = otter_fl_layout_numel(l), need;
+    if (status == OTTER_OK &&
+        (!ot_mul_size(numel, 4 + 8 * (otter_fl_strategy_check(&st) == OTTER_OK ? n_state(&st) : 0), &need) ||
+         need > r.n - r.at))
+        status = ot_error(OTTER_ERR_INVALID, "federated state: a layout of %zu values doesn't fit in the file", numel);
+    if (status != OTTER_OK) {
+        otter_fl_layout_free(l);
+        return status;
+    }
     otter_fl_aggregator *a = NULL;
     status = agg_alloc(&a, l, &st);
     if (status != OTTER_OK) {
@@ -858,7 +901,13 @@ otter_status otter_fl_aggregator_load_from_memory(otter_fl_aggregator **out, con
                           otter_fl_strategy_name(st.kind), n_state(&st));
     for (uint32_t s = 0; status == OTTER_OK && s < ns; s++) {
         double *vec = s == 0 ? a->m : a->v;
-        for (size_t j = 0; j < a->n; j++) vec[j] = get_f64(&r);
+        for (size_t j = 0; j < a->n && status == OTTER_OK; j++) {
+            vec[j] = get_f64(&r);
+            /* what finish_round lets through: a velocity within float range, a non-negative second moment */
+            if (!(s == 0 ? fabs(vec[j]) <= FLT_MAX : vec[j] >= 0 && isfinite(vec[j])))
+                status =
+                    ot_error(OTTER_ERR_INVALID, "federated state: strategy state %u element %zu is %g", s, j, vec[j]);
+        }
     }
     if (status == OTTER_OK && (r.short_read || r.at != r.n))
         status = ot_error(OTTER_ERR_INVALID, "federated state: %s", r.short_read ? "truncated" : "trailing bytes");

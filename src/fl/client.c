@@ -30,6 +30,7 @@ struct otter_fl_client {
     size_t body_len, body_cap, body_limit;
     bool body_overflow;
     unsigned rng;
+    double away_since; /* first failure of the current streak (0: the server answered last time) */
     char err[CURL_ERROR_SIZE];
 };
 
@@ -77,6 +78,12 @@ static bool request(otter_fl_client *c, const char *method, const char *path, co
     if ((h2 = curl_slist_append(hdr, "Expect:"))) hdr = h2; /* no 100-continue round trip */
     if (data && (h2 = curl_slist_append(hdr, "Content-Type: application/octet-stream"))) hdr = h2;
     CURL *e = c->curl;
+    /* give_up bounds a hung request too: no request outlives the streak's give-up deadline (a server that
+     * accepts and never answers would otherwise hold the client for http_timeout per attempt). */
+    double left = c->o.give_up - (c->away_since > 0 ? ot_now_seconds() - c->away_since : 0);
+    double timeout = fmax(0.5, fmin(c->o.http_timeout, left));
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(fmin(10.0, timeout) * 1000));
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdr);
     if (strcmp(method, "POST") == 0) {
@@ -131,7 +138,7 @@ typedef struct backoff {
 
 static bool backoff_wait(otter_fl_client *c, backoff *b, otter_fl_client_stats *st, const char *what) {
     double now = ot_now_seconds();
-    if (b->since == 0) b->since = now;
+    if (b->since == 0) b->since = c->away_since = now;
     if (now - b->since > c->o.give_up) return false;
     double d = fmin(c->o.backoff_initial * pow(2.0, b->k), c->o.backoff_max);
     d *= 0.75 + 0.5 * (double)(rand_r(&c->rng) % 1000) / 1000.0;
@@ -142,7 +149,7 @@ static bool backoff_wait(otter_fl_client *c, backoff *b, otter_fl_client_stats *
     return true;
 }
 
-static void backoff_reset(backoff *b) { b->k = 0, b->since = 0; }
+static void backoff_reset(otter_fl_client *c, backoff *b) { b->k = 0, b->since = c->away_since = 0; }
 
 typedef enum reg_result { REG_OK, REG_AWAY, REG_FATAL } reg_result;
 
@@ -203,7 +210,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
                 if (!backoff_wait(c, &b, st, "registering")) goto away;
                 continue;
             }
-            backoff_reset(&b);
+            backoff_reset(c, &b);
             registered = true;
         }
         long code = 0;
@@ -224,7 +231,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             if (!backoff_wait(c, &b, st, "polling")) goto away;
             continue;
         }
-        backoff_reset(&b);
+        backoff_reset(c, &b);
         if (poll > 0) c->poll_ms = poll;
         if (strcmp(what, "done") == 0) {
             st->last_round = round;
@@ -275,7 +282,7 @@ otter_status otter_fl_client_run(otter_fl_client *c, otter_fl_train_fn train, vo
             if (!backoff_wait(c, &b, st, "uploading")) goto away;
             if (c->o.stop && *c->o.stop) goto done;
         }
-        backoff_reset(&b);
+        backoff_reset(c, &b);
         if (code == 200) {
             st->updates_accepted++;
             clog_(c, OTTER_LOG_INFO, "round %lld: trained on %lld examples in %.2fs, loss %.4f; update accepted", round,
@@ -348,9 +355,8 @@ otter_status otter_fl_client_create(otter_fl_client **out, const otter_fl_layout
     curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->err);
     curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)(c->o.http_timeout * 1000));
     curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->o.ca) curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->o.ca);
     *out = c;
     return OTTER_OK;
 fail:

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -27,7 +28,8 @@
 
 typedef struct fl_client {
     uint64_t id;
-    char token[48];
+    char token[48];   /* "" once the slot expired */
+    size_t reg_token; /* the registration token it came with (index into tokens) */
     double last_seen;
     bool picked, uploaded, told_done;
 } fl_client;
@@ -37,6 +39,7 @@ typedef enum phase { PH_WAITING, PH_OPEN, PH_CLOSING, PH_DONE } phase;
 struct otter_fl_server {
     otter_fl_server_options o;
     char *host, *state_dir, *state_path;
+    char *tls_cert, *tls_key; /* PEM text */
     char **tokens;
     otter_fl_aggregator *agg;
     otter_fl_layout *layout;
@@ -81,6 +84,7 @@ typedef struct req {
     uint8_t *buf;
     size_t len, limit;
     bool overflow;
+    double t_headers; /* when the headers were in: the body must follow within request_timeout */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -118,10 +122,26 @@ static bool token_eq(const char *a, const char *b) {
     return d == 0;
 }
 
+/* RFC 6750's b64token: what a Bearer token may hold. */
+static bool b64token(const char *t) {
+    size_t n = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+    while (t[n] == '=') n++;
+    return n > 0 && t[n] == '\0';
+}
+
+/* The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 7235), the token one
+ * b64token (RFC 6750) with nothing after it. A value whose length isn't its string length (a NUL inside)
+ * is refused; libmicrohttpd 0.9.75 cuts header values at a NUL before they get here, newer ones keep it. */
 static const char *bearer(struct MHD_Connection *conn) {
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return NULL;
-    return h + 7;
+    const char *h = NULL;
+    size_t len = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", strlen("Authorization"), &h, &len) !=
+            MHD_YES ||
+        !h || strlen(h) != len || len < 7 || strncasecmp(h, "Bearer", 6) != 0 || h[6] != ' ')
+        return NULL;
+    const char *tok = h + 7;
+    while (*tok == ' ') tok++;
+    return b64token(tok) ? tok : NULL;
 }
 
 /* The client an issued token names ("ID-HEX"), under the lock; NULL when unknown. */
@@ -157,7 +177,9 @@ static double live_window(const otter_fl_server *s) { return fmax(3.0, 10.0 * s-
 static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *conn, req *q, const char *peer) {
     const char *tok = bearer(conn);
     bool ok = false;
-    for (size_t i = 0; tok && i < s->o.n_tokens; i++) ok |= token_eq(s->tokens[i], tok);
+    size_t reg_token = 0;
+    for (size_t i = 0; tok && i < s->o.n_tokens; i++)
+        if (token_eq(s->tokens[i], tok)) ok = true, reg_token = i;
     if (!ok) {
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %s token (401)", peer, tok ? "wrong" : "missing");
         return reply(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized: wrong or missing registration token\n");
@@ -179,12 +201,29 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         return reply(conn, MHD_HTTP_BAD_REQUEST, m);
     }
     pthread_mutex_lock(&s->mu);
-    if (s->n_clients >= s->o.max_clients) {
+    /* Slots not heard from for slot_ttl (and not in the open round) expire and are reused, and one
+     * registration token holds at most max_per_token of them: a flood of registrations can't keep others
+     * out for good. */
+    double now = ot_now_seconds();
+    size_t slot = s->n_clients, same_token = 0;
+    for (size_t i = 0; i < s->n_clients; i++) {
+        fl_client *o = &s->clients[i];
+        if (o->token[0] && !o->picked && now - o->last_seen > s->o.slot_ttl) o->token[0] = '\0';
+        if (!o->token[0] && slot == s->n_clients) slot = i;
+        if (o->token[0] && o->reg_token == reg_token) same_token++;
+    }
+    if (same_token >= s->o.max_per_token) {
+        pthread_mutex_unlock(&s->mu);
+        slog(s, OTTER_LOG_WARN, "refused registration from %s: token %zu holds %zu registrations (the most per token)",
+             peer, reg_token + 1, same_token);
+        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many clients with this token\n");
+    }
+    if (slot == s->n_clients && s->n_clients >= s->o.max_clients) {
         pthread_mutex_unlock(&s->mu);
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %u clients registered already", peer, s->o.max_clients);
         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many clients\n");
     }
-    if (s->n_clients == s->cap_clients) {
+    if (slot == s->n_clients && s->n_clients == s->cap_clients) {
         void *arr = s->clients;
         if (ot_grow(&arr, &s->cap_clients, s->n_clients + 1, sizeof *s->clients) != OTTER_OK) {
             pthread_mutex_unlock(&s->mu);
@@ -192,16 +231,18 @@ static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *co
         }
         s->clients = arr;
     }
-    fl_client *c = &s->clients[s->n_clients];
+    fl_client *c = &s->clients[slot];
     memset(c, 0, sizeof *c);
-    c->id = s->n_clients + 1;
+    c->id = slot + 1;
+    c->reg_token = reg_token;
     int k = snprintf(c->token, sizeof c->token, "%llu-", (unsigned long long)c->id);
     if (!random_hex(s, c->token + k, 16)) {
+        c->token[0] = '\0';
         pthread_mutex_unlock(&s->mu);
         return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "no randomness for a token\n");
     }
-    c->last_seen = ot_now_seconds();
-    s->n_clients++;
+    c->last_seen = now;
+    if (slot == s->n_clients) s->n_clients++;
     char text[128];
     snprintf(text, sizeof text, "client %llu\ntoken %s\npoll_ms %d\n", (unsigned long long)c->id, c->token,
              s->o.poll_ms);
@@ -296,19 +337,17 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         why = "client not picked for this round";
     else if (c->uploaded)
         why = "client already sent its update for this round";
+    /* A client's claim is its weight in the mean: capped so that no one claim outweighs the rest. */
+    int64_t examples = h.num_examples > s->o.max_examples ? s->o.max_examples : h.num_examples;
     if (!why) {
-        otter_fl_update u = {.params = v,
-                             .n = s->n,
-                             .num_examples = h.num_examples,
-                             .has_loss = h.has_loss,
-                             .loss = h.loss,
-                             .client = who};
+        otter_fl_update u = {
+            .params = v, .n = s->n, .num_examples = examples, .has_loss = h.has_loss, .loss = h.loss, .client = who};
         st = otter_fl_aggregator_add_update(s->agg, &u);
         if (st == OTTER_OK) {
             c->uploaded = true;
             c->last_seen = ot_now_seconds();
             s->received++;
-            s->examples += h.num_examples;
+            s->examples += examples;
             s->recv_bytes += (double)q->len;
             pthread_cond_broadcast(&s->cv);
         }
@@ -325,8 +364,11 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
         snprintf(q->msg, sizeof q->msg, "%s", otter_last_error());
         return refuse_update(s, conn, MHD_HTTP_BAD_REQUEST, who, q->msg);
     }
+    if (examples < h.num_examples)
+        slog(s, OTTER_LOG_WARN, "round %lld: %s claims %lld examples, weighted as %lld (--max-examples)", (long long)r,
+             who, (long long)h.num_examples, (long long)examples);
     slog(s, OTTER_LOG_DEBUG, "round %lld: update %zu/%zu from %s (%lld examples)", (long long)r, got, want_n, who,
-         (long long)h.num_examples);
+         (long long)examples);
     return reply(conn, MHD_HTTP_OK, "accepted\n");
 }
 
@@ -339,6 +381,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q = ot_calloc(1, sizeof *q);
         if (!q) return MHD_NO;
         *con_cls = q;
+        q->t_headers = ot_now_seconds();
         bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
         if (post && strcmp(url, "/register") == 0)
             q->r = R_REGISTER, q->limit = 64 + 2 * otter_fl_layout_count(s->layout) * (4 + 8 * OTTER_MAX_RANK) + 65536;
@@ -371,6 +414,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (*upload_data_size) { /* body: kept when it will be used, else counted and dropped */
+        /* libmicrohttpd's timeout restarts with every byte: a body trickled in is cut off here */
+        if (ot_now_seconds() - q->t_headers > s->o.request_timeout) {
+            char peer[80];
+            peer_name(conn, peer, sizeof peer);
+            slog(s, OTTER_LOG_WARN, "closed %s %s from %s: body not in after %gs (%zu bytes)", method, url, peer,
+                 s->o.request_timeout, q->len);
+            return MHD_NO;
+        }
         size_t k = *upload_data_size;
         *upload_data_size = 0;
         if (q->overflow || k > q->limit - q->len) {
@@ -496,8 +547,17 @@ static otter_status close_round(otter_fl_server *s) {
     pthread_mutex_unlock(&s->mu);
     otter_fl_round_summary sum;
     otter_status st = otter_fl_aggregator_finish_round(s->agg, &sum);
-    if (st == OTTER_OK) st = otter_fl_aggregator_save(s->agg, s->state_path);
-    if (st == OTTER_OK) {
+    bool aggregated = st == OTTER_OK;
+    if (!aggregated) { /* poisoned updates: finish_round dropped them; the round runs again */
+        slog(s, OTTER_LOG_WARN, "%s", otter_last_error());
+        otter_fl_aggregator_abort_round(s->agg);
+        st = OTTER_OK;
+    } else
+        st = otter_fl_aggregator_save(s->agg, s->state_path);
+    if (aggregated && sum.clipped)
+        slog(s, OTTER_LOG_WARN, "round %lld: %zu of %zu updates clipped to norm %g", (long long)sum.round, sum.clipped,
+             sum.num_updates, otter_fl_aggregator_strategy(s->agg)->clip_norm);
+    if (aggregated && st == OTTER_OK) {
         rep.num_examples = sum.num_examples;
         rep.has_loss = sum.has_loss;
         rep.train_loss = sum.mean_loss;
@@ -622,6 +682,31 @@ static otter_status resume_or_create(otter_fl_server *s, const float *initial, s
     return OTTER_OK;
 }
 
+/* The PEM certificate and key into NUL-terminated strings (libmicrohttpd reads them from memory). */
+static otter_status read_tls(otter_fl_server *s) {
+    if (!s->o.tls_cert != !s->o.tls_key) return ot_error(OTTER_ERR_ARGUMENT, "TLS needs both a certificate and a key");
+    if (!s->o.tls_cert) return OTTER_OK;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return ot_error(OTTER_ERR_UNSUPPORTED, "this libmicrohttpd has no TLS support");
+    const char *paths[2] = {s->o.tls_cert, s->o.tls_key};
+    char **out[2] = {&s->tls_cert, &s->tls_key};
+    for (int i = 0; i < 2; i++) {
+        void *data = NULL;
+        size_t size = 0;
+        OT_TRY(ot_read_file(paths[i], &data, &size));
+        char *text = ot_malloc(size + 1);
+        if (!text) {
+            ot_free(data);
+            return OT_NOMEM();
+        }
+        memcpy(text, data, size);
+        text[size] = '\0';
+        ot_free(data);
+        *out[i] = text;
+    }
+    return OTTER_OK;
+}
+
 otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout *layout, const float *initial,
                                     size_t n, const otter_fl_strategy *strategy, const otter_fl_server_options *opts) {
     *out = NULL;
@@ -633,8 +718,14 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
                                             "round_timeout > 0, a state folder and at least one token are needed");
     if (n != otter_fl_layout_numel(layout))
         return ot_error(OTTER_ERR_ARGUMENT, "%zu initial values for a layout of %zu", n, otter_fl_layout_numel(layout));
-    for (size_t i = 0; i < o->n_tokens; i++)
+    for (size_t i = 0; i < o->n_tokens; i++) {
         if (!o->tokens[i] || !o->tokens[i][0]) return ot_error(OTTER_ERR_ARGUMENT, "empty token %zu", i);
+        if (!b64token(o->tokens[i]))
+            return ot_error(OTTER_ERR_ARGUMENT,
+                            "token %zu has characters a Bearer token can't carry (letters, digits, -._~+/ and "
+                            "trailing =)",
+                            i + 1);
+    }
     otter_fl_server *s = ot_calloc(1, sizeof *s);
     if (!s) return OT_NOMEM();
     s->urandom = -1;
@@ -642,7 +733,13 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     s->o.tokens = NULL;
     if (!s->o.threads) s->o.threads = 2;
     if (!s->o.max_connections) s->o.max_connections = 1000;
+    if (!s->o.max_per_ip) s->o.max_per_ip = s->o.max_connections / 4 ? s->o.max_connections / 4 : 1;
+    if (!s->o.idle_timeout) s->o.idle_timeout = 30;
+    if (!(s->o.request_timeout > 0)) s->o.request_timeout = 120;
     if (!s->o.max_clients) s->o.max_clients = 10000;
+    if (!s->o.max_per_token) s->o.max_per_token = s->o.max_clients;
+    if (!(s->o.slot_ttl > 0)) s->o.slot_ttl = fmax(60.0, s->o.round_timeout);
+    if (s->o.max_examples <= 0) s->o.max_examples = 1000000;
     if (s->o.poll_ms <= 0) s->o.poll_ms = 200;
     if (!(s->o.linger > 0)) s->o.linger = 10;
     if (!(s->o.join_wait > 0)) s->o.join_wait = fmin(2.0, s->o.round_timeout);
@@ -693,6 +790,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         st = ot_error(OTTER_ERR_IO, "/dev/urandom: %s", strerror(errno));
         goto fail;
     }
+    if ((st = read_tls(s)) != OTTER_OK) goto fail;
     {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
         struct addrinfo *ai = NULL;
@@ -705,9 +803,16 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
         }
         unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD;
         if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+        if (s->tls_cert) flags |= MHD_USE_TLS;
+        /* TLS options only with MHD_USE_TLS: libmicrohttpd refuses them on a plain daemon */
+        struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+                                       {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+                                       {MHD_OPTION_END, 0, NULL}};
+        if (!s->tls_cert) tls[0].option = MHD_OPTION_END;
         s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                 MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, MHD_OPTION_CONNECTION_LIMIT,
-                                s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                                s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout,
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_ARRAY, tls,
                                 MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
                                 (unsigned)1, MHD_OPTION_END);
         freeaddrinfo(ai);
@@ -742,6 +847,7 @@ void otter_fl_server_free(otter_fl_server *s) {
     for (size_t i = 0; s->tokens && i < s->o.n_tokens; i++) ot_free(s->tokens[i]);
     ot_free(s->tokens);
     ot_free(s->host), ot_free(s->state_dir), ot_free(s->state_path);
+    ot_free(s->tls_cert), ot_free(s->tls_key);
     ot_free(s->clients);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
