@@ -203,7 +203,7 @@ static otter_status open_regular(const char *path, int *fd_out, struct stat *st)
 }
 
 otter_status ot_fopen_regular(const char *path, FILE **out, struct stat *st) {
-    int fd;
+    int fd = -1;
     OT_TRY(open_regular(path, &fd, st));
     if (!(*out = fdopen(fd, "rb"))) {
         close(fd);
@@ -239,7 +239,7 @@ otter_status ot_read_file(const char *path, void **data, size_t *size) {
 
 otter_status ot_map_file(const char *path, const void **data, size_t *size, bool *mapped) {
     *mapped = false;
-    int fd;
+    int fd = -1;
     struct stat st;
     OT_TRY(open_regular(path, &fd, &st));
     void *p = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
