@@ -123,6 +123,10 @@ def main():
     stopped = otter("train", w("interrupted"), "--data", data, "--steps", "1", "--threads", "1")
     check(stopped.returncode != 0 and "write into this folder was interrupted" in stopped.stderr,
           "train refuses a folder whose artifacts write was interrupted")
+    tight = otter("train", w("art"), "--data", data, "--steps", "1", "--threads", "1", "--max-memory", "64K",
+                  "--save", w("tight.ckpt"))
+    check(tight.returncode != 0 and "past the session's memory budget of 65.5 kB" in tight.stderr and
+          not os.path.exists(w("tight.ckpt")), "train --max-memory 64K: a clean error naming the budget")
     for d in ["full", "part"]:
         shutil.copytree(w("art"), w(d))
     common = ["--data", data, "--eval-data", edata, "--batch-size", "32", "--seed", "7", "--threads", "1"]

@@ -64,6 +64,9 @@ typedef struct otter_training_options {
      * same masks. Without it Dropout draws from an unseeded stream. */
     bool seed_set;
     uint64_t seed;
+    /* Memory budget of each of the session's runtimes (train, eval, optimizer), as
+     * otter_session_options.max_memory_bytes; 0: the machine's physical memory. */
+    size_t max_memory_bytes;
 } otter_training_options;
 
 /* ---- create ------------------------------------------------------------------------------------ */

@@ -73,6 +73,7 @@ static bool parse_schedule(const char *text, otter_lr_schedule *sc, char *err, s
 typedef struct train_args {
     const char *dir, *data, *eval_data, *save, *resume, *plot, *prefix, *norm_name;
     long long threads;
+    size_t max_memory;
     bool seed_given;
     otter_data_norm norm;
     otter_train_options o;
@@ -80,7 +81,7 @@ typedef struct train_args {
 
 static int parse_args(int argc, char **argv, train_args *a) {
     const char *epochs_t = NULL, *steps_t = NULL, *batch_t = NULL, *lr_t = NULL, *sched_t = NULL, *accum_t = NULL,
-               *seed_t = NULL, *threads_t = NULL;
+               *seed_t = NULL, *threads_t = NULL, *max_memory_t = NULL;
     bool no_shuffle = false, drop_last = false;
     const cli_opt opts[] = {
         {"--data", NULL, "SPEC",
@@ -104,6 +105,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
          "leave out each epoch's partial last batch (needed when the model's batch dimension is fixed)", NULL,
          &drop_last},
         {"--threads", NULL, "N", "threads (default: all cores)", &threads_t, NULL},
+        {"--max-memory", NULL, "BYTES",
+         "fail cleanly, naming the node, when a step's values would need more than BYTES per model (K/M/G; "
+         "default: the machine's physical memory)",
+         &max_memory_t, NULL},
         {"--save", NULL, "CKPT", "checkpoint written after every epoch (default: DIR/checkpoint)", &a->save, NULL},
         {"--resume", NULL, "CKPT", "continue from a checkpoint saved by otter train", &a->resume, NULL},
         {"--plot", NULL, "FILE.svg", "write loss and accuracy curves as SVG", &a->plot, NULL},
@@ -139,6 +144,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     if (accum_t && !cli_parse_int(accum_t, 1, &accum)) return cli_usage_error(&spec, "bad --grad-accum '%s'", accum_t);
     if (threads_t && !cli_parse_int(threads_t, 0, &a->threads))
         return cli_usage_error(&spec, "bad --threads '%s'", threads_t);
+    if (max_memory_t && (!cli_parse_size(max_memory_t, &a->max_memory) || a->max_memory == 0))
+        return cli_usage_error(&spec, "--max-memory needs a size such as 512M or 2G, not '%s'", max_memory_t);
     if (seed_t && !cli_parse_int(seed_t, 0, &seed)) return cli_usage_error(&spec, "bad --seed '%s'", seed_t);
     if (lr_t && !cli_parse_double(lr_t, 0, &lr)) return cli_usage_error(&spec, "bad --lr '%s'", lr_t);
     char err[256];
@@ -352,8 +359,9 @@ int cmd_train(int argc, char **argv) {
     otter_training_session *s = NULL;
     otter_dataset *ds = NULL, *eds = NULL;
     rc = CLI_EXIT_INVALID;
-    if (otter_training_session_create_from_dir(&s, a.dir, a.prefix, a.resume,
-                                               &(otter_training_options){.n_threads = (int)a.threads}) != OTTER_OK) {
+    if (otter_training_session_create_from_dir(
+            &s, a.dir, a.prefix, a.resume,
+            &(otter_training_options){.n_threads = (int)a.threads, .max_memory_bytes = a.max_memory}) != OTTER_OK) {
         cli_fail("train", a.resume ? a.resume : a.dir);
     } else if (!otter_training_has_optimizer(s)) {
         fprintf(stderr, "otter train: '%s' has no optimizer model\n", a.dir);

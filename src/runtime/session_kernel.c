@@ -57,7 +57,10 @@ void ot_slot_release(ot_slot *sl) {
 }
 
 static const char *megabytes(size_t n, char *buf, size_t cap) {
-    snprintf(buf, cap, n >= 100000000 ? "%.0f MB" : "%.1f MB", (double)n / 1e6);
+    if (n < 1000000)
+        snprintf(buf, cap, "%.1f kB", (double)n / 1e3);
+    else
+        snprintf(buf, cap, n >= 100000000 ? "%.0f MB" : "%.1f MB", (double)n / 1e6);
     return buf;
 }
 

@@ -510,7 +510,10 @@ otter_status otter_training_session_create_from_models(otter_training_session **
     s->accumulate = false;
     if (opts && opts->seed_set) s->seed_set = true, s->seed = opts->seed;
     /* opt level 2: fusions (runtime/fuse.c), among them the one for MaxPool's standard-op gradient */
-    otter_session_options so = {.n_threads = opts ? opts->n_threads : 0, .opt_level = 2, .opt_level_set = true};
+    otter_session_options so = {.n_threads = opts ? opts->n_threads : 0,
+                                .opt_level = 2,
+                                .opt_level_set = true,
+                                .max_memory_bytes = opts ? opts->max_memory_bytes : 0};
     otter_status st = classify_training(s);
     if (st == OTTER_OK) st = lay_out(s);
     if (st == OTTER_OK) st = bind_training(s, &so);
