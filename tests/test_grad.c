@@ -646,6 +646,9 @@ static void a_convt_1d(otter_node *n) {
     (void)k;
 }
 
+/* gradmore: attributes of the cases in the gradmore block. */
+static void a_gelu_tanh(otter_node *n) { otter_node_set_attr_string(n, "approximate", "tanh"); }
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -1604,6 +1607,29 @@ static const grad_case CASES[] = {
       {"a", RAND, SHAPE(2, 1), {0}, .dynamic = 1u},
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
+    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization */
+    /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
+     * gradient operator the rule chose. */
+    {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
+    {"Gelu opset 20 tanh", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_gelu_tanh, .tol = 3e-4},
+    {"GlobalMaxPool", "GlobalMaxPool", NULL, 0, 1, {{"x", SPREAD, SHAPE(2, 3, 4, 4)}}, 1},
+    {"GlobalMaxPool ties", "GlobalMaxPool", NULL, 0, 1, {{"x", TIES, SHAPE(2, 3, 1, 4)}}, 1},
+    {"GlobalMaxPool opset 11 ties", "GlobalMaxPool", NULL, 11, 1, {{"x", TIES, SHAPE(1, 2, 1, 4)}}, 1},
+    {"SimplifiedLayerNormalization",
+     "SimplifiedLayerNormalization",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 5)}, {"s", RAND, SHAPE(5)}},
+     1},
+    {"SimplifiedLayerNormalization axis 1 (com.microsoft)",
+     "SimplifiedLayerNormalization",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"s", RAND, SHAPE(3, 4)}},
+     1,
+     a_axis1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

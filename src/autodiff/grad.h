@@ -165,6 +165,7 @@ void ot_grad_convtranspose(ot_grad *g, otter_node *n);
 /* rules_reduce.c */
 void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
+void ot_grad_global_maxpool(ot_grad *g, otter_node *n);
 void ot_grad_reduce_prod(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum_exp(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum(ot_grad *g, otter_node *n);
@@ -184,6 +185,7 @@ void ot_grad_space_to_depth(ot_grad *g, otter_node *n);
 void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);
 void ot_grad_rms_norm(ot_grad *g, otter_node *n);
+void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n);
 void ot_grad_resize(ot_grad *g, otter_node *n);
 void ot_grad_attention(ot_grad *g, otter_node *n);
 

@@ -110,10 +110,13 @@ void ot_grad_relu(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "ReluGr
 void ot_grad_sigmoid(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "SigmoidGrad"); }
 void ot_grad_tanh(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "TanhGrad"); }
 
-/* com.microsoft Gelu / FastGelu: from the input. */
+/* com.microsoft Gelu / FastGelu and ai.onnx Gelu (opset 20): from the input. FastGelu is the tanh
+ * approximation ai.onnx Gelu computes with approximate = "tanh", so both take FastGeluGrad. */
 void ot_grad_gelu(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0);
-    ot_grad_emit(g, ot_streq(n->op_type, "Gelu") ? "GeluGrad" : "FastGeluGrad", "com.microsoft", 2,
+    bool tanh_form =
+        ot_streq(n->op_type, "FastGelu") || ot_streq(otter_node_attr_string(n, "approximate", "none"), "tanh");
+    ot_grad_emit(g, tanh_form ? "FastGeluGrad" : "GeluGrad", "com.microsoft", 2,
                  (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1, &dx);
 }
 

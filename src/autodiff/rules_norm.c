@@ -166,3 +166,17 @@ void ot_grad_attention(ot_grad *g, otter_node *n) {
     otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", n_in + 1, ins, n_in, outs);
     ot_grad_copy_attrs(g, x, n);
 }
+
+/* SimplifiedLayerNormalization (RMSNorm as ONNX Runtime writes it, in either domain): ORT's
+ * SimplifiedLayerNormalizationGrad, from the inverse RMS the forward node saves as output 1. */
+void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n) {
+    const char *inv = ot_grad_forward_output(g, n, 1, "saved_inv_std_var");
+    const char *outs[2];
+    for (size_t i = 0; i < 2; i++) {
+        outs[i] = ot_grad_dx(g, i);
+        if (!outs[i]) outs[i] = ot_grad_tmp(g, "unused_grad");
+    }
+    otter_node *x = ot_grad_emit(g, "SimplifiedLayerNormalizationGrad", "com.microsoft", 4,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), inv}, 2, outs);
+    ot_grad_copy_attrs(g, x, n);
+}

@@ -104,16 +104,28 @@ void ot_grad_reduce(ot_grad *g, otter_node *n) {
 
 /* ReduceMax / ReduceMin: dY goes to the elements equal to the result, split equally among ties
  * (as PyTorch's amax / amin): dX = dY * mask / count(mask). */
+static void extremum_grad(ot_grad *g, otter_node *n, const axes_ref *a, const char *dy_kept, const char *y_kept) {
+    const char *hit = OT_G1(g, "Equal", ot_grad_tmp(g, "is_extremum"), IN(0), y_kept);
+    const char *mask = cast_to(g, hit, elem_type(g, IN(0)), "mask");
+    const char *count = with_axes(g, "ReduceSum", mask, a, ot_grad_tmp(g, "ties"));
+    const char *share = OT_G1(g, "Div", ot_grad_tmp(g, "share"), dy_kept, count);
+    OT_G1(g, "Mul", ot_grad_dx(g, 0), mask, share);
+}
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n) {
     axes_ref a;
     const char *dy;
     if (!reduce_start(g, n, &a, &dy)) return;
-    const char *y = kept(g, n, &a, OUT(0), "Y_kept");
-    const char *hit = OT_G1(g, "Equal", ot_grad_tmp(g, "is_extremum"), IN(0), y);
-    const char *mask = cast_to(g, hit, elem_type(g, IN(0)), "mask");
-    const char *count = with_axes(g, "ReduceSum", mask, &a, ot_grad_tmp(g, "ties"));
-    const char *share = OT_G1(g, "Div", ot_grad_tmp(g, "share"), dy, count);
-    OT_G1(g, "Mul", ot_grad_dx(g, 0), mask, share);
+    extremum_grad(g, n, &a, dy, kept(g, n, &a, OUT(0), "Y_kept"));
+}
+
+/* GlobalMaxPool: ReduceMax over the spatial axes, keeping them, so the same split among ties. */
+void ot_grad_global_maxpool(ot_grad *g, otter_node *n) {
+    int rank = ot_grad_rank(g, IN(0));
+    if (rank < 3) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "GlobalMaxPool gradient needs the rank of '%s'", IN(0));
+    int64_t spatial[OTTER_MAX_RANK];
+    for (int i = 2; i < rank; i++) spatial[i - 2] = i;
+    axes_ref a = axes_from_ints(g, (size_t)(rank - 2), spatial);
+    extremum_grad(g, n, &a, ot_grad_dy(g, 0), OUT(0));
 }
 
 /* ReduceProd: dX_i = dY * (product of the other elements), as PyTorch computes it: P / x_i on
