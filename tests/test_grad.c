@@ -648,6 +648,16 @@ static void a_convt_1d(otter_node *n) {
 
 /* gradmore: attributes of the cases in the gradmore block. */
 static void a_gelu_tanh(otter_node *n) { otter_node_set_attr_string(n, "approximate", "tanh"); }
+static void a_alpha_half(otter_node *n) { otter_node_set_attr_float(n, "alpha", 0.5f); }
+static void a_transB_alpha_half(otter_node *n) {
+    a_transB(n);
+    a_alpha_half(n);
+}
+static void a_transAB_alpha_half(otter_node *n) {
+    a_transAB(n);
+    a_alpha_half(n);
+}
+static void a_scale_down(otter_node *n) { otter_node_set_attr_int(n, "scale_down", 1); }
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -1607,7 +1617,7 @@ static const grad_case CASES[] = {
       {"a", RAND, SHAPE(2, 1), {0}, .dynamic = 1u},
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
-    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization */
+    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale */
     /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
      * gradient operator the rule chose. */
     {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
@@ -1630,6 +1640,67 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(2, 3, 4)}, {"s", RAND, SHAPE(3, 4)}},
      1,
      a_axis1},
+    {"FusedMatMul alpha (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(3, 4)}, {"b", RAND, SHAPE(4, 5)}},
+     1,
+     a_alpha_half},
+    {"FusedMatMul transA batch-broadcast A (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(4, 3)}, {"b", RAND, SHAPE(2, 4, 5)}},
+     1,
+     a_transA},
+    {"FusedMatMul transB alpha batch 1 B (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3, 4)}, {"b", RAND, SHAPE(1, 5, 4)}},
+     1,
+     a_transB_alpha_half},
+    {"FusedMatMul transA transB alpha (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 4, 3)}, {"b", RAND, SHAPE(5, 4)}},
+     1,
+     a_transAB_alpha_half},
+    {"BiasGelu (com.microsoft)",
+     "BiasGelu",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3, 5)}, {"b", RAND, SHAPE(5)}},
+     1},
+    {"FastGelu bias (com.microsoft)",
+     "FastGelu",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 5)}, {"b", RAND, SHAPE(5)}},
+     1},
+    {"Scale (com.microsoft)",
+     "Scale",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3)}, {"s", POS_FIXED, SHAPE(1)}},
+     1},
+    {"Scale scale_down (com.microsoft)",
+     "Scale",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3)}, {"s", POS_FIXED, SHAPE(1)}},
+     1,
+     a_scale_down},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

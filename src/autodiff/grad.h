@@ -94,7 +94,8 @@ void ot_grad_abs(ot_grad *g, otter_node *n);
 void ot_grad_relu(ot_grad *g, otter_node *n);
 void ot_grad_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_tanh(ot_grad *g, otter_node *n);
-void ot_grad_gelu(ot_grad *g, otter_node *n);
+void ot_grad_gelu(ot_grad *g, otter_node *n); /* Gelu, FastGelu, BiasGelu */
+void ot_grad_ms_scale(ot_grad *g, otter_node *n);
 void ot_grad_leaky_relu(ot_grad *g, otter_node *n);
 void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_hard_swish(ot_grad *g, otter_node *n);
@@ -136,6 +137,7 @@ void ot_grad_if(ot_grad *g, otter_node *n);
 /* rules_nn.c */
 void ot_grad_gemm(ot_grad *g, otter_node *n);
 void ot_grad_matmul(ot_grad *g, otter_node *n);
+void ot_grad_fused_matmul(ot_grad *g, otter_node *n);
 void ot_grad_conv(ot_grad *g, otter_node *n);
 void ot_grad_maxpool(ot_grad *g, otter_node *n);
 void ot_grad_avgpool(ot_grad *g, otter_node *n);

@@ -110,14 +110,28 @@ void ot_grad_relu(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "ReluGr
 void ot_grad_sigmoid(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "SigmoidGrad"); }
 void ot_grad_tanh(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "TanhGrad"); }
 
-/* com.microsoft Gelu / FastGelu and ai.onnx Gelu (opset 20): from the input. FastGelu is the tanh
- * approximation ai.onnx Gelu computes with approximate = "tanh", so both take FastGeluGrad. */
+/* The Gelu family, from the input: com.microsoft Gelu, FastGelu(X, bias?), BiasGelu(A, B) and
+ * ai.onnx Gelu (opset 20). FastGelu is the tanh approximation ai.onnx Gelu computes with
+ * approximate = "tanh", so both take FastGeluGrad. With a bias (added over the last axis before
+ * the activation), ORT's Bias*GeluGrad_dX gives d(A + B), and dB sums it over the other axes. */
 void ot_grad_gelu(ot_grad *g, otter_node *n) {
-    const char *dx = ot_grad_dx(g, 0);
     bool tanh_form =
         ot_streq(n->op_type, "FastGelu") || ot_streq(otter_node_attr_string(n, "approximate", "none"), "tanh");
-    ot_grad_emit(g, tanh_form ? "FastGeluGrad" : "GeluGrad", "com.microsoft", 2,
-                 (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1, &dx);
+    bool biased = n->n_inputs > 1 && IN(1)[0];
+    const char *op =
+        !biased ? (tanh_form ? "FastGeluGrad" : "GeluGrad") : (tanh_form ? "BiasFastGeluGrad_dX" : "BiasGeluGrad_dX");
+    const char *da = ot_grad_dx(g, 0), *db = biased ? ot_grad_dx(g, 1) : NULL;
+    const char *d_sum = da ? da : ot_grad_tmp(g, "dA_plus_B");
+    ot_grad_emit(g, op, "com.microsoft", biased ? 3 : 2, (const char *[]){ot_grad_dy(g, 0), IN(0), biased ? IN(1) : ""},
+                 1, &d_sum);
+    if (db) ot_grad_unbroadcast(g, d_sum, IN(1), OUT(0), db);
+}
+
+/* com.microsoft Scale(X, scale; scale_down): linear in X, so dX = Scale(dY, scale) alike. */
+void ot_grad_ms_scale(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *x = ot_grad_emit(g, "Scale", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), IN(1)}, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
 }
 
 /* LeakyRelu: dX = dY where X > 0, alpha * dY elsewhere. */

@@ -115,6 +115,36 @@ void ot_grad_matmul(ot_grad *g, otter_node *n) {
     }
 }
 
+/* com.microsoft FusedMatMul: Y = alpha * op(A) op(B), op transposing the last two axes where
+ * transA / transB say. The gradients are FusedMatMuls too (alpha and the transposes folded in),
+ * summed over the batch axes the operand was broadcast along. */
+static const char *fused_product(ot_grad *g, otter_node *n, const char *hint, const char *a, const char *b, bool ta,
+                                 bool tb) {
+    const char *out = ot_grad_tmp(g, hint);
+    otter_node *x = ot_grad_emit(g, "FusedMatMul", "com.microsoft", 2, (const char *[]){a, b}, 1, &out);
+    set_int(g, x, "transA", ta);
+    set_int(g, x, "transB", tb);
+    set_float(g, x, "alpha", otter_node_attr_float(n, "alpha", 1.0f));
+    return x ? out : NULL;
+}
+
+void ot_grad_fused_matmul(ot_grad *g, otter_node *n) {
+    if (otter_node_attr_int(n, "transBatchA", 0) || otter_node_attr_int(n, "transBatchB", 0))
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "FusedMatMul gradient does not support transBatchA / transBatchB");
+    bool ta = otter_node_attr_int(n, "transA", 0) != 0, tb = otter_node_attr_int(n, "transB", 0) != 0;
+    const char *dy = ot_grad_dy(g, 0), *a = IN(0), *b = IN(1);
+    if (ot_grad_needs(g, 0)) { /* d op(A) = alpha dY op(B)^T, transposed back when transA */
+        const char *p =
+            ta ? fused_product(g, n, "dA_full", b, dy, tb, true) : fused_product(g, n, "dA_full", dy, b, false, !tb);
+        reduce_batch(g, p, a, OUT(0), ot_grad_dx(g, 0));
+    }
+    if (ot_grad_needs(g, 1)) { /* d op(B) = alpha op(A)^T dY, transposed back when transB */
+        const char *p =
+            tb ? fused_product(g, n, "dB_full", dy, a, true, ta) : fused_product(g, n, "dB_full", a, dy, !ta, false);
+        reduce_batch(g, p, b, OUT(0), ot_grad_dx(g, 1));
+    }
+}
+
 /* ---- convolution and pooling ------------------------------------------------------------- */
 
 void ot_grad_conv(ot_grad *g, otter_node *n) {
