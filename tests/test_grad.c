@@ -658,6 +658,12 @@ static void a_transAB_alpha_half(otter_node *n) {
     a_alpha_half(n);
 }
 static void a_scale_down(otter_node *n) { otter_node_set_attr_int(n, "scale_down", 1); }
+static void a_trilu_lower(otter_node *n) { otter_node_set_attr_int(n, "upper", 0); }
+static void a_shrink(otter_node *n) {
+    otter_node_set_attr_float(n, "lambd", 0.3f);
+    otter_node_set_attr_float(n, "bias", 0.2f);
+}
+static void a_mvn_axes_last(otter_node *n) { otter_node_set_attr_ints(n, "axes", 1, (const int64_t[]){-1}); }
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -1617,7 +1623,8 @@ static const grad_case CASES[] = {
       {"a", RAND, SHAPE(2, 1), {0}, .dynamic = 1u},
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
-    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale */
+    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale,
+     * Trilu, Shrink, Hardmax, MeanVarianceNormalization */
     /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
      * gradient operator the rule chose. */
     {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
@@ -1701,6 +1708,27 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(2, 3)}, {"s", POS_FIXED, SHAPE(1)}},
      1,
      a_scale_down},
+    {"Trilu", "Trilu", NULL, 14, 1, {{"x", RAND, SHAPE(2, 3, 4)}}, 1},
+    {"Trilu lower k -1",
+     "Trilu",
+     NULL,
+     14,
+     2,
+     {{"x", RAND, SHAPE(4, 3)}, {"k", INTS, SHAPE(1), {-1}}},
+     1,
+     a_trilu_lower},
+    {"Shrink", "Shrink", NULL, 9, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Shrink lambd bias", "Shrink", NULL, 9, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_shrink},
+    {"Hardmax", "Hardmax", NULL, 13, 1, {{"x", SPREAD, SHAPE(3, 4)}}, 1},
+    {"MeanVarianceNormalization", "MeanVarianceNormalization", NULL, 13, 1, {{"x", RAND, SHAPE(2, 3, 2, 2)}}, 1},
+    {"MeanVarianceNormalization axes -1 opset 9",
+     "MeanVarianceNormalization",
+     NULL,
+     9,
+     1,
+     {{"x", RAND, SHAPE(3, 5)}},
+     1,
+     a_mvn_axes_last},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

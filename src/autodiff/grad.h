@@ -107,6 +107,8 @@ void ot_grad_mean(ot_grad *g, otter_node *n);
 void ot_grad_cast(ot_grad *g, otter_node *n);
 void ot_grad_min_max(ot_grad *g, otter_node *n);
 void ot_grad_zero(ot_grad *g, otter_node *n);
+void ot_grad_shrink(ot_grad *g, otter_node *n);
+void ot_grad_trilu(ot_grad *g, otter_node *n);
 void ot_grad_elu(ot_grad *g, otter_node *n);
 void ot_grad_selu(ot_grad *g, otter_node *n);
 void ot_grad_celu(ot_grad *g, otter_node *n);
@@ -168,6 +170,7 @@ void ot_grad_convtranspose(ot_grad *g, otter_node *n);
 void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
 void ot_grad_global_maxpool(ot_grad *g, otter_node *n);
+void ot_grad_mvn(ot_grad *g, otter_node *n);
 void ot_grad_reduce_prod(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum_exp(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum(ot_grad *g, otter_node *n);

@@ -251,6 +251,23 @@ void ot_grad_zero(ot_grad *g, otter_node *n) {
     if (dx) ot_grad_zeros_like(g, IN(0), NULL, dx);
 }
 
+/* Shrink: X -/+ bias outside [-lambd, lambd], 0 inside, so dX = dY where |X| > lambd, else 0. */
+void ot_grad_shrink(ot_grad *g, otter_node *n) {
+    const char *x = IN(0);
+    const char *outside = OT_G1(g, "Greater", ot_grad_tmp(g, "outside"), OT_G1(g, "Abs", ot_grad_tmp(g, "abs_X"), x),
+                                scalar(g, x, otter_node_attr_float(n, "lambd", 0.5f)));
+    OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), cast(g, outside, elem_type(g, x), ot_grad_tmp(g, "mask")));
+}
+
+/* Trilu keeps a triangle of X: dX = the same triangle of dY. */
+void ot_grad_trilu(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    bool has_k = n->n_inputs > 1 && IN(1)[0];
+    otter_node *t =
+        ot_grad_emit(g, "Trilu", "", has_k ? 2 : 1, (const char *[]){ot_grad_dy(g, 0), has_k ? IN(1) : ""}, 1, &dx);
+    ot_grad_copy_attrs(g, t, n);
+}
+
 /* ---- activations and trigonometric functions: dX = dY * f'(X), in ONNX operators ---- */
 
 static const char *op1(ot_grad *g, const char *op, const char *hint, const char *x) {

@@ -222,3 +222,25 @@ void ot_grad_lp_normalization(ot_grad *g, otter_node *n) {
     const char *tangent = OT_G1(g, "Sub", ot_grad_tmp(g, "tangent"), dy, radial);
     OT_G1(g, "Mul", ot_grad_dx(g, 0), tangent, safe_reciprocal(g, norm, x));
 }
+
+/* MeanVarianceNormalization: Y = (X - mean) / (std + 1e-9) over `axes`, a LayerNormalization
+ * without scale: dX = (dY - mean(dY) - Y * mean(dY * Y)) / (std + 1e-9). */
+void ot_grad_mvn(ot_grad *g, otter_node *n) {
+    static const int64_t default_axes[] = {0, 2, 3};
+    const otter_attr *at = otter_node_attr(n, "axes");
+    axes_ref a = at ? axes_from_ints(g, at->n_ints, at->ints) : axes_from_ints(g, 3, default_axes);
+    const char *x = IN(0), *y = OUT(0), *dy = ot_grad_dy(g, 0);
+    const char *centered =
+        OT_G1(g, "Sub", ot_grad_tmp(g, "centered"), x, with_axes(g, "ReduceMean", x, &a, ot_grad_tmp(g, "mean")));
+    const char *var = with_axes(g, "ReduceMean", OT_G1(g, "Mul", ot_grad_tmp(g, "square"), centered, centered), &a,
+                                ot_grad_tmp(g, "variance"));
+    const char *denom =
+        OT_G1(g, "Add", ot_grad_tmp(g, "std_eps"), OT_G1(g, "Sqrt", ot_grad_tmp(g, "std"), var), scalar(g, x, 1e-9f));
+    const char *mean_dy = with_axes(g, "ReduceMean", dy, &a, ot_grad_tmp(g, "mean_dY"));
+    const char *mean_dy_y =
+        with_axes(g, "ReduceMean", OT_G1(g, "Mul", ot_grad_tmp(g, "dY_Y"), dy, y), &a, ot_grad_tmp(g, "mean_dY_Y"));
+    const char *num =
+        OT_G1(g, "Sub", ot_grad_tmp(g, "numerator"), OT_G1(g, "Sub", ot_grad_tmp(g, "dY_centered"), dy, mean_dy),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "Y_mean_dY_Y"), y, mean_dy_y));
+    OT_G1(g, "Div", ot_grad_dx(g, 0), num, denom);
+}
