@@ -664,6 +664,18 @@ static void a_shrink(otter_node *n) {
     otter_node_set_attr_float(n, "bias", 0.2f);
 }
 static void a_mvn_axes_last(otter_node *n) { otter_node_set_attr_ints(n, "axes", 1, (const int64_t[]){-1}); }
+static void a_lrn3(otter_node *n) {
+    otter_node_set_attr_int(n, "size", 3);
+    otter_node_set_attr_float(n, "alpha", 0.6f);
+    otter_node_set_attr_float(n, "beta", 0.75f);
+    otter_node_set_attr_float(n, "bias", 1.5f);
+}
+static void a_lrn2(otter_node *n) {
+    otter_node_set_attr_int(n, "size", 2);
+    otter_node_set_attr_float(n, "alpha", 0.8f);
+    otter_node_set_attr_float(n, "beta", 0.5f);
+    otter_node_set_attr_float(n, "bias", 1.0f);
+}
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -1624,7 +1636,7 @@ static const grad_case CASES[] = {
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
     /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale,
-     * Trilu, Shrink, Hardmax, MeanVarianceNormalization */
+     * Trilu, Shrink, Hardmax, MeanVarianceNormalization, LRN */
     /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
      * gradient operator the rule chose. */
     {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
@@ -1729,6 +1741,8 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(3, 5)}},
      1,
      a_mvn_axes_last},
+    {"LRN size 3", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(2, 5, 2, 2)}}, 1, a_lrn3},
+    {"LRN size 2 (uneven window)", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(1, 4, 3)}}, 1, a_lrn2},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

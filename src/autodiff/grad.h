@@ -144,6 +144,7 @@ void ot_grad_conv(ot_grad *g, otter_node *n);
 void ot_grad_maxpool(ot_grad *g, otter_node *n);
 void ot_grad_avgpool(ot_grad *g, otter_node *n);
 void ot_grad_global_avgpool(ot_grad *g, otter_node *n);
+void ot_grad_lrn(ot_grad *g, otter_node *n);
 void ot_grad_layernorm(ot_grad *g, otter_node *n);
 void ot_grad_batchnorm(ot_grad *g, otter_node *n);
 void ot_grad_dropout(ot_grad *g, otter_node *n);

@@ -308,6 +308,51 @@ void ot_grad_global_avgpool(ot_grad *g, otter_node *n) {
     OT_G1(g, "Expand", ot_grad_dx(g, 0), scaled, OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0)));
 }
 
+/* LRN: Y = X / D^beta, D = bias + alpha/size * (sum of X^2 over a window of channels [c - lo, c + hi]).
+ * dX = dY D^-beta - 2 alpha beta X * (average over the mirrored window [c - hi, c + lo] of dY Y / D).
+ * The channel windows are AveragePools (padding counted, so average = sum / size) over X viewed as
+ * [N, 1, C, rest]; that view needs a static channel count. */
+static const char *channel_window_mean(ot_grad *g, const char *t, int64_t C, int64_t size, int64_t before,
+                                       int64_t after, const char *x_shape) {
+    const int64_t view_dims[] = {0, 1, C, -1};
+    const char *view = OT_G1(g, "Reshape", ot_grad_tmp(g, "channel_view"), t,
+                             ot_grad_const_i64(g, "channel_view_shape", 4, view_dims, false));
+    const char *pooled = ot_grad_tmp(g, "window_mean");
+    otter_node *p = ot_grad_emit(g, "AveragePool", "", 1, &view, 1, &pooled);
+    set_int(g, p, "count_include_pad", 1);
+    const int64_t kernel[] = {size, 1}, pads[] = {before, 0, after, 0};
+    if (p && (otter_node_set_attr_ints(p, "kernel_shape", 2, kernel) != OTTER_OK ||
+              otter_node_set_attr_ints(p, "pads", 4, pads) != OTTER_OK))
+        nomem(g);
+    return OT_G1(g, "Reshape", ot_grad_tmp(g, "window_mean_x"), p ? pooled : NULL, x_shape);
+}
+
+void ot_grad_lrn(ot_grad *g, otter_node *n) {
+    const otter_type *t = ot_grad_type(g, IN(0));
+    if (!t || t->rank < 3 || t->dims[1].value <= 0)
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "LRN gradient needs the channel count of '%s'", IN(0));
+    int64_t size = otter_node_attr_int(n, "size", 1), lo = (size - 1) / 2, hi = size - 1 - lo, C = t->dims[1].value;
+    float alpha = otter_node_attr_float(n, "alpha", 1e-4f), beta = otter_node_attr_float(n, "beta", 0.75f);
+    otter_dtype dt = elem_type(g, IN(0));
+    const char *x = IN(0), *dy = ot_grad_dy(g, 0);
+    const char *x_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x);
+    const char *sq = OT_G1(g, "Mul", ot_grad_tmp(g, "square"), x, x);
+    const char *d =
+        OT_G1(g, "Add", ot_grad_tmp(g, "D"), ot_grad_const_f32(g, "bias", otter_node_attr_float(n, "bias", 1.0f), dt),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "alpha_mean"), ot_grad_const_f32(g, "alpha", alpha, dt),
+                    channel_window_mean(g, sq, C, size, lo, hi, x_shape)));
+    const char *direct =
+        OT_G1(g, "Mul", ot_grad_tmp(g, "direct"), dy,
+              OT_G1(g, "Pow", ot_grad_tmp(g, "D_pow"), d, ot_grad_const_f32(g, "minus_beta", -beta, dt)));
+    const char *ratio =
+        OT_G1(g, "Div", ot_grad_tmp(g, "dY_Y_over_D"), OT_G1(g, "Mul", ot_grad_tmp(g, "dY_Y"), dy, OUT(0)), d);
+    const char *back = channel_window_mean(g, ratio, C, size, hi, lo, x_shape);
+    const char *cross = OT_G1(g, "Mul", ot_grad_tmp(g, "cross"), back,
+                              OT_G1(g, "Mul", ot_grad_tmp(g, "scaled_X"), x,
+                                    ot_grad_const_f32(g, "two_alpha_beta", 2.0f * alpha * beta, dt)));
+    OT_G1(g, "Sub", ot_grad_dx(g, 0), direct, cross);
+}
+
 /* ---- normalization, dropout, softmax ------------------------------------------------------ */
 
 void ot_grad_layernorm(ot_grad *g, otter_node *n) {

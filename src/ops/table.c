@@ -164,7 +164,7 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_instancenorm, .diff_inputs = 0x7},
     {"", "IsInf", KERNELS({10, ot_kernel_isinf, 0}), .infer = ot_infer_unary_bool},
     {"", "IsNaN", KERNELS({9, ot_kernel_isnan, 0}), .infer = ot_infer_unary_bool},
-    {"", "LRN", KERNELS({1, ot_kernel_lrn, 0}), .infer = ot_infer_like_input},
+    {"", "LRN", KERNELS({1, ot_kernel_lrn, 0}), .infer = ot_infer_like_input, .grad = ot_grad_lrn, .diff_inputs = 0x1},
     {"", "LSTM", KERNELS({1, ot_kernel_lstm, 0}, {7, ot_kernel_lstm, 0}, {14, ot_kernel_lstm, 0}),
      .infer = ot_infer_recurrent, .grad = ot_grad_lstm,
      .diff_inputs = 0xef}, /* 1: output_sequence ignored; 7: same semantics; 14: layout */
