@@ -670,6 +670,15 @@ static void a_lrn3(otter_node *n) {
     otter_node_set_attr_float(n, "beta", 0.75f);
     otter_node_set_attr_float(n, "bias", 1.5f);
 }
+static void a_rope_3d_interleaved(otter_node *n) {
+    otter_node_set_attr_int(n, "num_heads", 2);
+    otter_node_set_attr_int(n, "interleaved", 1);
+}
+static void a_rope_partial(otter_node *n) { otter_node_set_attr_int(n, "rotary_embedding_dim", 2); }
+static void a_time_axis1_batch0(otter_node *n) {
+    otter_node_set_attr_int(n, "time_axis", 1);
+    otter_node_set_attr_int(n, "batch_axis", 0);
+}
 static void a_lrn2(otter_node *n) {
     otter_node_set_attr_int(n, "size", 2);
     otter_node_set_attr_float(n, "alpha", 0.8f);
@@ -1636,7 +1645,8 @@ static const grad_case CASES[] = {
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
     /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale,
-     * Trilu, Shrink, Hardmax, MeanVarianceNormalization, LRN */
+     * Trilu, Shrink, Hardmax, MeanVarianceNormalization, LRN,
+     * ReverseSequence, RotaryEmbedding */
     /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
      * gradient operator the rule chose. */
     {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
@@ -1743,6 +1753,47 @@ static const grad_case CASES[] = {
      a_mvn_axes_last},
     {"LRN size 3", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(2, 5, 2, 2)}}, 1, a_lrn3},
     {"LRN size 2 (uneven window)", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(1, 4, 3)}}, 1, a_lrn2},
+    {"ReverseSequence",
+     "ReverseSequence",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(4, 2, 3)}, {"l", INTS, SHAPE(2), {4, 2}}},
+     1},
+    {"ReverseSequence time_axis 1",
+     "ReverseSequence",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"l", INTS, SHAPE(3), {1, 3, 4}}},
+     1,
+     a_time_axis1_batch0},
+    {"RotaryEmbedding",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 2)}, {"sin", FIXED, SHAPE(1, 3, 2)}},
+     1},
+    {"RotaryEmbedding 3D interleaved position_ids",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     4,
+     {{"x", RAND, SHAPE(1, 3, 8)},
+      {"cos", FIXED, SHAPE(4, 2)},
+      {"sin", FIXED, SHAPE(4, 2)},
+      {"pos", INTS, SHAPE(1, 3), {2, 0, 3}}},
+     1,
+     a_rope_3d_interleaved},
+    {"RotaryEmbedding partial",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 1)}, {"sin", FIXED, SHAPE(1, 3, 1)}},
+     1,
+     a_rope_partial},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

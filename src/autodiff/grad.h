@@ -167,6 +167,7 @@ void ot_grad_tile(ot_grad *g, otter_node *n);
 void ot_grad_pad(ot_grad *g, otter_node *n);
 void ot_grad_einsum(ot_grad *g, otter_node *n);
 void ot_grad_convtranspose(ot_grad *g, otter_node *n);
+void ot_grad_reverse_sequence(ot_grad *g, otter_node *n);
 /* rules_reduce.c */
 void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
@@ -192,6 +193,7 @@ void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);
 void ot_grad_rms_norm(ot_grad *g, otter_node *n);
 void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n);
+void ot_grad_rotary_embedding(ot_grad *g, otter_node *n);
 void ot_grad_resize(ot_grad *g, otter_node *n);
 void ot_grad_attention(ot_grad *g, otter_node *n);
 

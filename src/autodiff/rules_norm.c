@@ -180,3 +180,15 @@ void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n) {
                                  (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), inv}, 2, outs);
     ot_grad_copy_attrs(g, x, n);
 }
+
+/* RotaryEmbedding rotates pairs of X's elements by angles whose cos and sin the caches hold:
+ * (x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos), linear in X. Its transpose is the rotation by
+ * the opposite angle: dX = RotaryEmbedding(dY, cos, -sin, position_ids) with the same attributes. */
+void ot_grad_rotary_embedding(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    const char *neg_sin = OT_G1(g, "Neg", ot_grad_tmp(g, "neg_sin_cache"), IN(2));
+    bool has_pos = n->n_inputs > 3 && IN(3)[0];
+    otter_node *r = ot_grad_emit(g, "RotaryEmbedding", "", has_pos ? 4 : 3,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(1), neg_sin, has_pos ? IN(3) : ""}, 1, &dx);
+    ot_grad_copy_attrs(g, r, n);
+}
