@@ -1646,7 +1646,7 @@ static const grad_case CASES[] = {
      1},
     /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale,
      * Trilu, Shrink, Hardmax, MeanVarianceNormalization, LRN,
-     * ReverseSequence, RotaryEmbedding */
+     * ReverseSequence, RotaryEmbedding, SwiGLU */
     /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
      * gradient operator the rule chose. */
     {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
@@ -1786,6 +1786,8 @@ static const grad_case CASES[] = {
       {"pos", INTS, SHAPE(1, 3), {2, 0, 3}}},
      1,
      a_rope_3d_interleaved},
+    {"SwiGLU", "SwiGLU", NULL, 28, 2, {{"a", WIDE, SHAPE(30)}, {"b", RAND, SHAPE(30)}}, 1},
+    {"SwiGLU alpha", "SwiGLU", NULL, 28, 2, {{"a", RAND, SHAPE(2, 4)}, {"b", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
     {"RotaryEmbedding partial",
      "RotaryEmbedding",
      NULL,

@@ -96,6 +96,7 @@ void ot_grad_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_tanh(ot_grad *g, otter_node *n);
 void ot_grad_gelu(ot_grad *g, otter_node *n); /* Gelu, FastGelu, BiasGelu */
 void ot_grad_ms_scale(ot_grad *g, otter_node *n);
+void ot_grad_swiglu(ot_grad *g, otter_node *n);
 void ot_grad_leaky_relu(ot_grad *g, otter_node *n);
 void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_hard_swish(ot_grad *g, otter_node *n);

@@ -348,15 +348,28 @@ void ot_grad_mish(ot_grad *g, otter_node *n) {
 }
 
 /* Swish (opset 24) and com.microsoft QuickGelu, X * sigmoid(alpha * X) (alpha 1 and 1.702 by default):
- * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). */
-void ot_grad_swish(ot_grad *g, otter_node *n) {
-    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
-    const char *alpha_x = op2(g, "Mul", "alpha_X", IN(0), scalar(g, IN(0), alpha));
+ * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). Returns that derivative, and s. */
+static const char *swish_derivative(ot_grad *g, const char *x, float alpha, const char **sigmoid) {
+    const char *alpha_x = op2(g, "Mul", "alpha_X", x, scalar(g, x, alpha));
     const char *s = op1(g, "Sigmoid", "sigmoid", alpha_x);
-    const char *one = scalar(g, IN(0), 1.0f);
+    const char *one = scalar(g, x, 1.0f);
     const char *inner =
         op2(g, "Add", "inner", one, op2(g, "Mul", "alpha_X_1_s", alpha_x, op2(g, "Sub", "1_s", one, s)));
-    dy_times(g, op2(g, "Mul", "dswish", s, inner));
+    *sigmoid = s;
+    return op2(g, "Mul", "dswish", s, inner);
+}
+void ot_grad_swish(ot_grad *g, otter_node *n) {
+    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
+    const char *s;
+    dy_times(g, swish_derivative(g, IN(0), alpha, &s));
+}
+
+/* SwiGLU (opset 28), Swish(A) * B: dA = dY * B * Swish'(A), dB = dY * Swish(A) = dY * A * s. */
+void ot_grad_swiglu(ot_grad *g, otter_node *n) {
+    const char *s, *dy = ot_grad_dy(g, 0);
+    const char *dswish = swish_derivative(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f), &s);
+    if (ot_grad_needs(g, 0)) OT_G1(g, "Mul", ot_grad_dx(g, 0), op2(g, "Mul", "dY_B", dy, IN(1)), dswish);
+    if (ot_grad_needs(g, 1)) OT_G1(g, "Mul", ot_grad_dx(g, 1), dy, op2(g, "Mul", "swish_A", IN(0), s));
 }
 
 static const char *x_squared(ot_grad *g, otter_node *n) { return op2(g, "Mul", "X2", IN(0), IN(0)); }
