@@ -646,6 +646,46 @@ static void a_convt_1d(otter_node *n) {
     (void)k;
 }
 
+/* gradmore: attributes of the cases in the gradmore block. */
+static void a_gelu_tanh(otter_node *n) { otter_node_set_attr_string(n, "approximate", "tanh"); }
+static void a_alpha_half(otter_node *n) { otter_node_set_attr_float(n, "alpha", 0.5f); }
+static void a_transB_alpha_half(otter_node *n) {
+    a_transB(n);
+    a_alpha_half(n);
+}
+static void a_transAB_alpha_half(otter_node *n) {
+    a_transAB(n);
+    a_alpha_half(n);
+}
+static void a_scale_down(otter_node *n) { otter_node_set_attr_int(n, "scale_down", 1); }
+static void a_trilu_lower(otter_node *n) { otter_node_set_attr_int(n, "upper", 0); }
+static void a_shrink(otter_node *n) {
+    otter_node_set_attr_float(n, "lambd", 0.3f);
+    otter_node_set_attr_float(n, "bias", 0.2f);
+}
+static void a_mvn_axes_last(otter_node *n) { otter_node_set_attr_ints(n, "axes", 1, (const int64_t[]){-1}); }
+static void a_lrn3(otter_node *n) {
+    otter_node_set_attr_int(n, "size", 3);
+    otter_node_set_attr_float(n, "alpha", 0.6f);
+    otter_node_set_attr_float(n, "beta", 0.75f);
+    otter_node_set_attr_float(n, "bias", 1.5f);
+}
+static void a_rope_3d_interleaved(otter_node *n) {
+    otter_node_set_attr_int(n, "num_heads", 2);
+    otter_node_set_attr_int(n, "interleaved", 1);
+}
+static void a_rope_partial(otter_node *n) { otter_node_set_attr_int(n, "rotary_embedding_dim", 2); }
+static void a_time_axis1_batch0(otter_node *n) {
+    otter_node_set_attr_int(n, "time_axis", 1);
+    otter_node_set_attr_int(n, "batch_axis", 0);
+}
+static void a_lrn2(otter_node *n) {
+    otter_node_set_attr_int(n, "size", 2);
+    otter_node_set_attr_float(n, "alpha", 0.8f);
+    otter_node_set_attr_float(n, "beta", 0.5f);
+    otter_node_set_attr_float(n, "bias", 1.0f);
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -1604,6 +1644,158 @@ static const grad_case CASES[] = {
       {"a", RAND, SHAPE(2, 1), {0}, .dynamic = 1u},
       {"b", RAND, SHAPE(1, 3), {0}, .dynamic = 2u}},
      1},
+    /* gradmore: ai.onnx Gelu, GlobalMaxPool, SimplifiedLayerNormalization, FusedMatMul, BiasGelu, Scale,
+     * Trilu, Shrink, Hardmax, MeanVarianceNormalization, LRN,
+     * ReverseSequence, RotaryEmbedding, SwiGLU */
+    /* The erf and tanh forms' derivatives differ by ~5e-4 at most: a tolerance below that tells which
+     * gradient operator the rule chose. */
+    {"Gelu opset 20", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, .tol = 3e-4},
+    {"Gelu opset 20 tanh", "Gelu", NULL, 20, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_gelu_tanh, .tol = 3e-4},
+    {"GlobalMaxPool", "GlobalMaxPool", NULL, 0, 1, {{"x", SPREAD, SHAPE(2, 3, 4, 4)}}, 1},
+    {"GlobalMaxPool ties", "GlobalMaxPool", NULL, 0, 1, {{"x", TIES, SHAPE(2, 3, 1, 4)}}, 1},
+    {"GlobalMaxPool opset 11 ties", "GlobalMaxPool", NULL, 11, 1, {{"x", TIES, SHAPE(1, 2, 1, 4)}}, 1},
+    {"SimplifiedLayerNormalization",
+     "SimplifiedLayerNormalization",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 5)}, {"s", RAND, SHAPE(5)}},
+     1},
+    {"SimplifiedLayerNormalization axis 1 (com.microsoft)",
+     "SimplifiedLayerNormalization",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3, 4)}, {"s", RAND, SHAPE(3, 4)}},
+     1,
+     a_axis1},
+    {"FusedMatMul alpha (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(3, 4)}, {"b", RAND, SHAPE(4, 5)}},
+     1,
+     a_alpha_half},
+    {"FusedMatMul transA batch-broadcast A (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(4, 3)}, {"b", RAND, SHAPE(2, 4, 5)}},
+     1,
+     a_transA},
+    {"FusedMatMul transB alpha batch 1 B (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3, 4)}, {"b", RAND, SHAPE(1, 5, 4)}},
+     1,
+     a_transB_alpha_half},
+    {"FusedMatMul transA transB alpha (com.microsoft)",
+     "FusedMatMul",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 4, 3)}, {"b", RAND, SHAPE(5, 4)}},
+     1,
+     a_transAB_alpha_half},
+    {"BiasGelu (com.microsoft)",
+     "BiasGelu",
+     "com.microsoft",
+     0,
+     2,
+     {{"a", RAND, SHAPE(2, 3, 5)}, {"b", RAND, SHAPE(5)}},
+     1},
+    {"FastGelu bias (com.microsoft)",
+     "FastGelu",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 5)}, {"b", RAND, SHAPE(5)}},
+     1},
+    {"Scale (com.microsoft)",
+     "Scale",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3)}, {"s", POS_FIXED, SHAPE(1)}},
+     1},
+    {"Scale scale_down (com.microsoft)",
+     "Scale",
+     "com.microsoft",
+     0,
+     2,
+     {{"x", RAND, SHAPE(2, 3)}, {"s", POS_FIXED, SHAPE(1)}},
+     1,
+     a_scale_down},
+    {"Trilu", "Trilu", NULL, 14, 1, {{"x", RAND, SHAPE(2, 3, 4)}}, 1},
+    {"Trilu lower k -1",
+     "Trilu",
+     NULL,
+     14,
+     2,
+     {{"x", RAND, SHAPE(4, 3)}, {"k", INTS, SHAPE(1), {-1}}},
+     1,
+     a_trilu_lower},
+    {"Shrink", "Shrink", NULL, 9, 1, {{"x", WIDE, SHAPE(30)}}, 1},
+    {"Shrink lambd bias", "Shrink", NULL, 9, 1, {{"x", WIDE, SHAPE(30)}}, 1, a_shrink},
+    {"Hardmax", "Hardmax", NULL, 13, 1, {{"x", SPREAD, SHAPE(3, 4)}}, 1},
+    {"MeanVarianceNormalization", "MeanVarianceNormalization", NULL, 13, 1, {{"x", RAND, SHAPE(2, 3, 2, 2)}}, 1},
+    {"MeanVarianceNormalization axes -1 opset 9",
+     "MeanVarianceNormalization",
+     NULL,
+     9,
+     1,
+     {{"x", RAND, SHAPE(3, 5)}},
+     1,
+     a_mvn_axes_last},
+    {"LRN size 3", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(2, 5, 2, 2)}}, 1, a_lrn3},
+    {"LRN size 2 (uneven window)", "LRN", NULL, 13, 1, {{"x", RAND, SHAPE(1, 4, 3)}}, 1, a_lrn2},
+    {"ReverseSequence",
+     "ReverseSequence",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(4, 2, 3)}, {"l", INTS, SHAPE(2), {4, 2}}},
+     1},
+    {"ReverseSequence time_axis 1",
+     "ReverseSequence",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"l", INTS, SHAPE(3), {1, 3, 4}}},
+     1,
+     a_time_axis1_batch0},
+    {"RotaryEmbedding",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 2)}, {"sin", FIXED, SHAPE(1, 3, 2)}},
+     1},
+    {"RotaryEmbedding 3D interleaved position_ids",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     4,
+     {{"x", RAND, SHAPE(1, 3, 8)},
+      {"cos", FIXED, SHAPE(4, 2)},
+      {"sin", FIXED, SHAPE(4, 2)},
+      {"pos", INTS, SHAPE(1, 3), {2, 0, 3}}},
+     1,
+     a_rope_3d_interleaved},
+    {"SwiGLU", "SwiGLU", NULL, 28, 2, {{"a", WIDE, SHAPE(30)}, {"b", RAND, SHAPE(30)}}, 1},
+    {"SwiGLU alpha", "SwiGLU", NULL, 28, 2, {{"a", RAND, SHAPE(2, 4)}, {"b", RAND, SHAPE(2, 4)}}, 1, a_alpha_07},
+    {"RotaryEmbedding partial",
+     "RotaryEmbedding",
+     NULL,
+     23,
+     3,
+     {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 1)}, {"sin", FIXED, SHAPE(1, 3, 1)}},
+     1,
+     a_rope_partial},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -94,7 +94,9 @@ void ot_grad_abs(ot_grad *g, otter_node *n);
 void ot_grad_relu(ot_grad *g, otter_node *n);
 void ot_grad_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_tanh(ot_grad *g, otter_node *n);
-void ot_grad_gelu(ot_grad *g, otter_node *n);
+void ot_grad_gelu(ot_grad *g, otter_node *n); /* Gelu, FastGelu, BiasGelu */
+void ot_grad_ms_scale(ot_grad *g, otter_node *n);
+void ot_grad_swiglu(ot_grad *g, otter_node *n);
 void ot_grad_leaky_relu(ot_grad *g, otter_node *n);
 void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n);
 void ot_grad_hard_swish(ot_grad *g, otter_node *n);
@@ -106,6 +108,8 @@ void ot_grad_mean(ot_grad *g, otter_node *n);
 void ot_grad_cast(ot_grad *g, otter_node *n);
 void ot_grad_min_max(ot_grad *g, otter_node *n);
 void ot_grad_zero(ot_grad *g, otter_node *n);
+void ot_grad_shrink(ot_grad *g, otter_node *n);
+void ot_grad_trilu(ot_grad *g, otter_node *n);
 void ot_grad_elu(ot_grad *g, otter_node *n);
 void ot_grad_selu(ot_grad *g, otter_node *n);
 void ot_grad_celu(ot_grad *g, otter_node *n);
@@ -136,10 +140,12 @@ void ot_grad_if(ot_grad *g, otter_node *n);
 /* rules_nn.c */
 void ot_grad_gemm(ot_grad *g, otter_node *n);
 void ot_grad_matmul(ot_grad *g, otter_node *n);
+void ot_grad_fused_matmul(ot_grad *g, otter_node *n);
 void ot_grad_conv(ot_grad *g, otter_node *n);
 void ot_grad_maxpool(ot_grad *g, otter_node *n);
 void ot_grad_avgpool(ot_grad *g, otter_node *n);
 void ot_grad_global_avgpool(ot_grad *g, otter_node *n);
+void ot_grad_lrn(ot_grad *g, otter_node *n);
 void ot_grad_layernorm(ot_grad *g, otter_node *n);
 void ot_grad_batchnorm(ot_grad *g, otter_node *n);
 void ot_grad_dropout(ot_grad *g, otter_node *n);
@@ -162,9 +168,12 @@ void ot_grad_tile(ot_grad *g, otter_node *n);
 void ot_grad_pad(ot_grad *g, otter_node *n);
 void ot_grad_einsum(ot_grad *g, otter_node *n);
 void ot_grad_convtranspose(ot_grad *g, otter_node *n);
+void ot_grad_reverse_sequence(ot_grad *g, otter_node *n);
 /* rules_reduce.c */
 void ot_grad_reduce(ot_grad *g, otter_node *n);          /* ReduceSum, ReduceMean */
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n); /* ReduceMax, ReduceMin */
+void ot_grad_global_maxpool(ot_grad *g, otter_node *n);
+void ot_grad_mvn(ot_grad *g, otter_node *n);
 void ot_grad_reduce_prod(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum_exp(ot_grad *g, otter_node *n);
 void ot_grad_reduce_log_sum(ot_grad *g, otter_node *n);
@@ -184,6 +193,8 @@ void ot_grad_space_to_depth(ot_grad *g, otter_node *n);
 void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);
 void ot_grad_rms_norm(ot_grad *g, otter_node *n);
+void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n);
+void ot_grad_rotary_embedding(ot_grad *g, otter_node *n);
 void ot_grad_resize(ot_grad *g, otter_node *n);
 void ot_grad_attention(ot_grad *g, otter_node *n);
 

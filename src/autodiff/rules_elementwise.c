@@ -110,11 +110,28 @@ void ot_grad_relu(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "ReluGr
 void ot_grad_sigmoid(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "SigmoidGrad"); }
 void ot_grad_tanh(ot_grad *g, otter_node *n) { ms_grad_from_output(g, n, "TanhGrad"); }
 
-/* com.microsoft Gelu / FastGelu: from the input. */
+/* The Gelu family, from the input: com.microsoft Gelu, FastGelu(X, bias?), BiasGelu(A, B) and
+ * ai.onnx Gelu (opset 20). FastGelu is the tanh approximation ai.onnx Gelu computes with
+ * approximate = "tanh", so both take FastGeluGrad. With a bias (added over the last axis before
+ * the activation), ORT's Bias*GeluGrad_dX gives d(A + B), and dB sums it over the other axes. */
 void ot_grad_gelu(ot_grad *g, otter_node *n) {
+    bool tanh_form =
+        ot_streq(n->op_type, "FastGelu") || ot_streq(otter_node_attr_string(n, "approximate", "none"), "tanh");
+    bool biased = n->n_inputs > 1 && IN(1)[0];
+    const char *op =
+        !biased ? (tanh_form ? "FastGeluGrad" : "GeluGrad") : (tanh_form ? "BiasFastGeluGrad_dX" : "BiasGeluGrad_dX");
+    const char *da = ot_grad_dx(g, 0), *db = biased ? ot_grad_dx(g, 1) : NULL;
+    const char *d_sum = da ? da : ot_grad_tmp(g, "dA_plus_B");
+    ot_grad_emit(g, op, "com.microsoft", biased ? 3 : 2, (const char *[]){ot_grad_dy(g, 0), IN(0), biased ? IN(1) : ""},
+                 1, &d_sum);
+    if (db) ot_grad_unbroadcast(g, d_sum, IN(1), OUT(0), db);
+}
+
+/* com.microsoft Scale(X, scale; scale_down): linear in X, so dX = Scale(dY, scale) alike. */
+void ot_grad_ms_scale(ot_grad *g, otter_node *n) {
     const char *dx = ot_grad_dx(g, 0);
-    ot_grad_emit(g, ot_streq(n->op_type, "Gelu") ? "GeluGrad" : "FastGeluGrad", "com.microsoft", 2,
-                 (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1, &dx);
+    otter_node *x = ot_grad_emit(g, "Scale", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), IN(1)}, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
 }
 
 /* LeakyRelu: dX = dY where X > 0, alpha * dY elsewhere. */
@@ -234,6 +251,23 @@ void ot_grad_zero(ot_grad *g, otter_node *n) {
     if (dx) ot_grad_zeros_like(g, IN(0), NULL, dx);
 }
 
+/* Shrink: X -/+ bias outside [-lambd, lambd], 0 inside, so dX = dY where |X| > lambd, else 0. */
+void ot_grad_shrink(ot_grad *g, otter_node *n) {
+    const char *x = IN(0);
+    const char *outside = OT_G1(g, "Greater", ot_grad_tmp(g, "outside"), OT_G1(g, "Abs", ot_grad_tmp(g, "abs_X"), x),
+                                scalar(g, x, otter_node_attr_float(n, "lambd", 0.5f)));
+    OT_G1(g, "Mul", ot_grad_dx(g, 0), ot_grad_dy(g, 0), cast(g, outside, elem_type(g, x), ot_grad_tmp(g, "mask")));
+}
+
+/* Trilu keeps a triangle of X: dX = the same triangle of dY. */
+void ot_grad_trilu(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    bool has_k = n->n_inputs > 1 && IN(1)[0];
+    otter_node *t =
+        ot_grad_emit(g, "Trilu", "", has_k ? 2 : 1, (const char *[]){ot_grad_dy(g, 0), has_k ? IN(1) : ""}, 1, &dx);
+    ot_grad_copy_attrs(g, t, n);
+}
+
 /* ---- activations and trigonometric functions: dX = dY * f'(X), in ONNX operators ---- */
 
 static const char *op1(ot_grad *g, const char *op, const char *hint, const char *x) {
@@ -314,15 +348,28 @@ void ot_grad_mish(ot_grad *g, otter_node *n) {
 }
 
 /* Swish (opset 24) and com.microsoft QuickGelu, X * sigmoid(alpha * X) (alpha 1 and 1.702 by default):
- * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). */
-void ot_grad_swish(ot_grad *g, otter_node *n) {
-    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
-    const char *alpha_x = op2(g, "Mul", "alpha_X", IN(0), scalar(g, IN(0), alpha));
+ * dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X). Returns that derivative, and s. */
+static const char *swish_derivative(ot_grad *g, const char *x, float alpha, const char **sigmoid) {
+    const char *alpha_x = op2(g, "Mul", "alpha_X", x, scalar(g, x, alpha));
     const char *s = op1(g, "Sigmoid", "sigmoid", alpha_x);
-    const char *one = scalar(g, IN(0), 1.0f);
+    const char *one = scalar(g, x, 1.0f);
     const char *inner =
         op2(g, "Add", "inner", one, op2(g, "Mul", "alpha_X_1_s", alpha_x, op2(g, "Sub", "1_s", one, s)));
-    dy_times(g, op2(g, "Mul", "dswish", s, inner));
+    *sigmoid = s;
+    return op2(g, "Mul", "dswish", s, inner);
+}
+void ot_grad_swish(ot_grad *g, otter_node *n) {
+    float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
+    const char *s;
+    dy_times(g, swish_derivative(g, IN(0), alpha, &s));
+}
+
+/* SwiGLU (opset 28), Swish(A) * B: dA = dY * B * Swish'(A), dB = dY * Swish(A) = dY * A * s. */
+void ot_grad_swiglu(ot_grad *g, otter_node *n) {
+    const char *s, *dy = ot_grad_dy(g, 0);
+    const char *dswish = swish_derivative(g, IN(0), otter_node_attr_float(n, "alpha", 1.0f), &s);
+    if (ot_grad_needs(g, 0)) OT_G1(g, "Mul", ot_grad_dx(g, 0), op2(g, "Mul", "dY_B", dy, IN(1)), dswish);
+    if (ot_grad_needs(g, 1)) OT_G1(g, "Mul", ot_grad_dx(g, 1), dy, op2(g, "Mul", "swish_A", IN(0), s));
 }
 
 static const char *x_squared(ot_grad *g, otter_node *n) { return op2(g, "Mul", "X2", IN(0), IN(0)); }

@@ -115,6 +115,36 @@ void ot_grad_matmul(ot_grad *g, otter_node *n) {
     }
 }
 
+/* com.microsoft FusedMatMul: Y = alpha * op(A) op(B), op transposing the last two axes where
+ * transA / transB say. The gradients are FusedMatMuls too (alpha and the transposes folded in),
+ * summed over the batch axes the operand was broadcast along. */
+static const char *fused_product(ot_grad *g, otter_node *n, const char *hint, const char *a, const char *b, bool ta,
+                                 bool tb) {
+    const char *out = ot_grad_tmp(g, hint);
+    otter_node *x = ot_grad_emit(g, "FusedMatMul", "com.microsoft", 2, (const char *[]){a, b}, 1, &out);
+    set_int(g, x, "transA", ta);
+    set_int(g, x, "transB", tb);
+    set_float(g, x, "alpha", otter_node_attr_float(n, "alpha", 1.0f));
+    return x ? out : NULL;
+}
+
+void ot_grad_fused_matmul(ot_grad *g, otter_node *n) {
+    if (otter_node_attr_int(n, "transBatchA", 0) || otter_node_attr_int(n, "transBatchB", 0))
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "FusedMatMul gradient does not support transBatchA / transBatchB");
+    bool ta = otter_node_attr_int(n, "transA", 0) != 0, tb = otter_node_attr_int(n, "transB", 0) != 0;
+    const char *dy = ot_grad_dy(g, 0), *a = IN(0), *b = IN(1);
+    if (ot_grad_needs(g, 0)) { /* d op(A) = alpha dY op(B)^T, transposed back when transA */
+        const char *p =
+            ta ? fused_product(g, n, "dA_full", b, dy, tb, true) : fused_product(g, n, "dA_full", dy, b, false, !tb);
+        reduce_batch(g, p, a, OUT(0), ot_grad_dx(g, 0));
+    }
+    if (ot_grad_needs(g, 1)) { /* d op(B) = alpha op(A)^T dY, transposed back when transB */
+        const char *p =
+            tb ? fused_product(g, n, "dB_full", dy, a, true, ta) : fused_product(g, n, "dB_full", a, dy, !ta, false);
+        reduce_batch(g, p, b, OUT(0), ot_grad_dx(g, 1));
+    }
+}
+
 /* ---- convolution and pooling ------------------------------------------------------------- */
 
 void ot_grad_conv(ot_grad *g, otter_node *n) {
@@ -276,6 +306,51 @@ void ot_grad_global_avgpool(ot_grad *g, otter_node *n) {
     }
     const char *scaled = OT_G1(g, "Div", ot_grad_tmp(g, "scaled_dY"), ot_grad_dy(g, 0), scale);
     OT_G1(g, "Expand", ot_grad_dx(g, 0), scaled, OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0)));
+}
+
+/* LRN: Y = X / D^beta, D = bias + alpha/size * (sum of X^2 over a window of channels [c - lo, c + hi]).
+ * dX = dY D^-beta - 2 alpha beta X * (average over the mirrored window [c - hi, c + lo] of dY Y / D).
+ * The channel windows are AveragePools (padding counted, so average = sum / size) over X viewed as
+ * [N, 1, C, rest]; that view needs a static channel count. */
+static const char *channel_window_mean(ot_grad *g, const char *t, int64_t C, int64_t size, int64_t before,
+                                       int64_t after, const char *x_shape) {
+    const int64_t view_dims[] = {0, 1, C, -1};
+    const char *view = OT_G1(g, "Reshape", ot_grad_tmp(g, "channel_view"), t,
+                             ot_grad_const_i64(g, "channel_view_shape", 4, view_dims, false));
+    const char *pooled = ot_grad_tmp(g, "window_mean");
+    otter_node *p = ot_grad_emit(g, "AveragePool", "", 1, &view, 1, &pooled);
+    set_int(g, p, "count_include_pad", 1);
+    const int64_t kernel[] = {size, 1}, pads[] = {before, 0, after, 0};
+    if (p && (otter_node_set_attr_ints(p, "kernel_shape", 2, kernel) != OTTER_OK ||
+              otter_node_set_attr_ints(p, "pads", 4, pads) != OTTER_OK))
+        nomem(g);
+    return OT_G1(g, "Reshape", ot_grad_tmp(g, "window_mean_x"), p ? pooled : NULL, x_shape);
+}
+
+void ot_grad_lrn(ot_grad *g, otter_node *n) {
+    const otter_type *t = ot_grad_type(g, IN(0));
+    if (!t || t->rank < 3 || t->dims[1].value <= 0)
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "LRN gradient needs the channel count of '%s'", IN(0));
+    int64_t size = otter_node_attr_int(n, "size", 1), lo = (size - 1) / 2, hi = size - 1 - lo, C = t->dims[1].value;
+    float alpha = otter_node_attr_float(n, "alpha", 1e-4f), beta = otter_node_attr_float(n, "beta", 0.75f);
+    otter_dtype dt = elem_type(g, IN(0));
+    const char *x = IN(0), *dy = ot_grad_dy(g, 0);
+    const char *x_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x);
+    const char *sq = OT_G1(g, "Mul", ot_grad_tmp(g, "square"), x, x);
+    const char *d =
+        OT_G1(g, "Add", ot_grad_tmp(g, "D"), ot_grad_const_f32(g, "bias", otter_node_attr_float(n, "bias", 1.0f), dt),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "alpha_mean"), ot_grad_const_f32(g, "alpha", alpha, dt),
+                    channel_window_mean(g, sq, C, size, lo, hi, x_shape)));
+    const char *direct =
+        OT_G1(g, "Mul", ot_grad_tmp(g, "direct"), dy,
+              OT_G1(g, "Pow", ot_grad_tmp(g, "D_pow"), d, ot_grad_const_f32(g, "minus_beta", -beta, dt)));
+    const char *ratio =
+        OT_G1(g, "Div", ot_grad_tmp(g, "dY_Y_over_D"), OT_G1(g, "Mul", ot_grad_tmp(g, "dY_Y"), dy, OUT(0)), d);
+    const char *back = channel_window_mean(g, ratio, C, size, hi, lo, x_shape);
+    const char *cross = OT_G1(g, "Mul", ot_grad_tmp(g, "cross"), back,
+                              OT_G1(g, "Mul", ot_grad_tmp(g, "scaled_X"), x,
+                                    ot_grad_const_f32(g, "two_alpha_beta", 2.0f * alpha * beta, dt)));
+    OT_G1(g, "Sub", ot_grad_dx(g, 0), direct, cross);
 }
 
 /* ---- normalization, dropout, softmax ------------------------------------------------------ */

@@ -166,3 +166,29 @@ void ot_grad_attention(ot_grad *g, otter_node *n) {
     otter_node *x = ot_grad_emit(g, "AttentionGrad", "com.otter", n_in + 1, ins, n_in, outs);
     ot_grad_copy_attrs(g, x, n);
 }
+
+/* SimplifiedLayerNormalization (RMSNorm as ONNX Runtime writes it, in either domain): ORT's
+ * SimplifiedLayerNormalizationGrad, from the inverse RMS the forward node saves as output 1. */
+void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n) {
+    const char *inv = ot_grad_forward_output(g, n, 1, "saved_inv_std_var");
+    const char *outs[2];
+    for (size_t i = 0; i < 2; i++) {
+        outs[i] = ot_grad_dx(g, i);
+        if (!outs[i]) outs[i] = ot_grad_tmp(g, "unused_grad");
+    }
+    otter_node *x = ot_grad_emit(g, "SimplifiedLayerNormalizationGrad", "com.microsoft", 4,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), inv}, 2, outs);
+    ot_grad_copy_attrs(g, x, n);
+}
+
+/* RotaryEmbedding rotates pairs of X's elements by angles whose cos and sin the caches hold:
+ * (x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos), linear in X. Its transpose is the rotation by
+ * the opposite angle: dX = RotaryEmbedding(dY, cos, -sin, position_ids) with the same attributes. */
+void ot_grad_rotary_embedding(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    const char *neg_sin = OT_G1(g, "Neg", ot_grad_tmp(g, "neg_sin_cache"), IN(2));
+    bool has_pos = n->n_inputs > 3 && IN(3)[0];
+    otter_node *r = ot_grad_emit(g, "RotaryEmbedding", "", has_pos ? 4 : 3,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(1), neg_sin, has_pos ? IN(3) : ""}, 1, &dx);
+    ot_grad_copy_attrs(g, r, n);
+}

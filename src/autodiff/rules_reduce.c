@@ -104,16 +104,28 @@ void ot_grad_reduce(ot_grad *g, otter_node *n) {
 
 /* ReduceMax / ReduceMin: dY goes to the elements equal to the result, split equally among ties
  * (as PyTorch's amax / amin): dX = dY * mask / count(mask). */
+static void extremum_grad(ot_grad *g, otter_node *n, const axes_ref *a, const char *dy_kept, const char *y_kept) {
+    const char *hit = OT_G1(g, "Equal", ot_grad_tmp(g, "is_extremum"), IN(0), y_kept);
+    const char *mask = cast_to(g, hit, elem_type(g, IN(0)), "mask");
+    const char *count = with_axes(g, "ReduceSum", mask, a, ot_grad_tmp(g, "ties"));
+    const char *share = OT_G1(g, "Div", ot_grad_tmp(g, "share"), dy_kept, count);
+    OT_G1(g, "Mul", ot_grad_dx(g, 0), mask, share);
+}
 void ot_grad_reduce_extremum(ot_grad *g, otter_node *n) {
     axes_ref a;
     const char *dy;
     if (!reduce_start(g, n, &a, &dy)) return;
-    const char *y = kept(g, n, &a, OUT(0), "Y_kept");
-    const char *hit = OT_G1(g, "Equal", ot_grad_tmp(g, "is_extremum"), IN(0), y);
-    const char *mask = cast_to(g, hit, elem_type(g, IN(0)), "mask");
-    const char *count = with_axes(g, "ReduceSum", mask, &a, ot_grad_tmp(g, "ties"));
-    const char *share = OT_G1(g, "Div", ot_grad_tmp(g, "share"), dy, count);
-    OT_G1(g, "Mul", ot_grad_dx(g, 0), mask, share);
+    extremum_grad(g, n, &a, dy, kept(g, n, &a, OUT(0), "Y_kept"));
+}
+
+/* GlobalMaxPool: ReduceMax over the spatial axes, keeping them, so the same split among ties. */
+void ot_grad_global_maxpool(ot_grad *g, otter_node *n) {
+    int rank = ot_grad_rank(g, IN(0));
+    if (rank < 3) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "GlobalMaxPool gradient needs the rank of '%s'", IN(0));
+    int64_t spatial[OTTER_MAX_RANK];
+    for (int i = 2; i < rank; i++) spatial[i - 2] = i;
+    axes_ref a = axes_from_ints(g, (size_t)(rank - 2), spatial);
+    extremum_grad(g, n, &a, ot_grad_dy(g, 0), OUT(0));
 }
 
 /* ReduceProd: dX_i = dY * (product of the other elements), as PyTorch computes it: P / x_i on
@@ -209,4 +221,26 @@ void ot_grad_lp_normalization(ot_grad *g, otter_node *n) {
     const char *radial = OT_G1(g, "Mul", ot_grad_tmp(g, "radial"), dot, dnorm);
     const char *tangent = OT_G1(g, "Sub", ot_grad_tmp(g, "tangent"), dy, radial);
     OT_G1(g, "Mul", ot_grad_dx(g, 0), tangent, safe_reciprocal(g, norm, x));
+}
+
+/* MeanVarianceNormalization: Y = (X - mean) / (std + 1e-9) over `axes`, a LayerNormalization
+ * without scale: dX = (dY - mean(dY) - Y * mean(dY * Y)) / (std + 1e-9). */
+void ot_grad_mvn(ot_grad *g, otter_node *n) {
+    static const int64_t default_axes[] = {0, 2, 3};
+    const otter_attr *at = otter_node_attr(n, "axes");
+    axes_ref a = at ? axes_from_ints(g, at->n_ints, at->ints) : axes_from_ints(g, 3, default_axes);
+    const char *x = IN(0), *y = OUT(0), *dy = ot_grad_dy(g, 0);
+    const char *centered =
+        OT_G1(g, "Sub", ot_grad_tmp(g, "centered"), x, with_axes(g, "ReduceMean", x, &a, ot_grad_tmp(g, "mean")));
+    const char *var = with_axes(g, "ReduceMean", OT_G1(g, "Mul", ot_grad_tmp(g, "square"), centered, centered), &a,
+                                ot_grad_tmp(g, "variance"));
+    const char *denom =
+        OT_G1(g, "Add", ot_grad_tmp(g, "std_eps"), OT_G1(g, "Sqrt", ot_grad_tmp(g, "std"), var), scalar(g, x, 1e-9f));
+    const char *mean_dy = with_axes(g, "ReduceMean", dy, &a, ot_grad_tmp(g, "mean_dY"));
+    const char *mean_dy_y =
+        with_axes(g, "ReduceMean", OT_G1(g, "Mul", ot_grad_tmp(g, "dY_Y"), dy, y), &a, ot_grad_tmp(g, "mean_dY_Y"));
+    const char *num =
+        OT_G1(g, "Sub", ot_grad_tmp(g, "numerator"), OT_G1(g, "Sub", ot_grad_tmp(g, "dY_centered"), dy, mean_dy),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "Y_mean_dY_Y"), y, mean_dy_y));
+    OT_G1(g, "Div", ot_grad_dx(g, 0), num, denom);
 }

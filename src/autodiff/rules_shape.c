@@ -223,3 +223,11 @@ void ot_grad_convtranspose(ot_grad *g, otter_node *n) {
                                  (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, n->n_inputs > 2 ? 3 : 2, outs);
     ot_grad_copy_attrs(g, x, n);
 }
+
+/* ReverseSequence permutes each sequence's first sequence_lens[b] steps; the permutation is its
+ * own inverse, so dX = ReverseSequence(dY) alike. */
+void ot_grad_reverse_sequence(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *r = ot_grad_emit(g, "ReverseSequence", "", 2, (const char *[]){ot_grad_dy(g, 0), n->inputs[1]}, 1, &dx);
+    ot_grad_copy_attrs(g, r, n);
+}
