@@ -491,7 +491,8 @@ static otter_status model_to_proto(writer *w, Onnx__ModelProto **out, const otte
     size_t n_meta = w->sink ? 1 : 0;
     if ((p->metadata_props = arena_array(&w->a, m->n_metadata + n_meta + 1, sizeof *p->metadata_props))) {
         for (size_t i = 0; i < m->n_metadata; i++)
-            if (strncmp(m->metadata[i].key, OT_EXTERNAL_GENERATION_KEY, strlen(OT_EXTERNAL_GENERATION_KEY)) != 0)
+            if (!m->metadata[i].key ||
+                strncmp(m->metadata[i].key, OT_EXTERNAL_GENERATION_KEY, strlen(OT_EXTERNAL_GENERATION_KEY)) != 0)
                 p->metadata_props[p->n_metadata_props++] = kv_proto(w, m->metadata[i].key, m->metadata[i].value);
         if (w->sink) {
             size_t n = strlen(OT_EXTERNAL_GENERATION_KEY) + strlen(w->sink->location) + 1;
