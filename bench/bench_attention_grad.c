@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "otter/otter.h"
 #include "bench_util.h"
@@ -115,10 +114,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++) otter_tensor_free(g[i]);
     }
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("{\"variant\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"peak_rss_kb\": %ld}\n", argv[1],
-           ms[steps / 2], ms[0], ru.ru_maxrss);
+           ms[steps / 2], ms[0], bench_peak_rss_kb());
     free(ms);
     for (int i = 0; i < 3; i++) otter_tensor_free(in[i]);
     otter_session_free(s);

@@ -2,11 +2,13 @@
  * the same file, batch and thread count, and prints the ratio).
  *
  *   bench_runtime --make DIR                      write the benchmark models into DIR
- *   bench_runtime MODEL BATCH THREADS [RUNS]      one JSON line: median/min/p90 ms, arena bytes, peak RSS */
+ *   bench_runtime MODEL BATCH THREADS [RUNS]      one JSON line: median/min/p90 ms, arena bytes, peak RSS
+ *
+ * The input's shape is the model's, with its symbolic dimensions set to BATCH; a float input holds values in
+ * [0, 1), an int64 input token ids in [0, BENCH_VOCAB) (bench_util.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "otter/otter.h"
@@ -88,9 +90,8 @@ int main(int argc, char **argv) {
     int64_t dims[OTTER_MAX_RANK];
     for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i].value < 0 ? batch : t->dims[i].value;
     otter_tensor *x, *y = NULL;
-    if (otter_tensor_create(&x, "input", OTTER_DTYPE_FLOAT, t->rank, dims) != OTTER_OK) return fail("input");
-    float *d = x->data;
-    for (int64_t i = 0; i < otter_tensor_numel(x); i++) d[i] = (float)((i * 7919) % 1000) / 1000.0f;
+    if (otter_tensor_create(&x, "input", t->elem_type, t->rank, dims) != OTTER_OK) return fail("input");
+    if (bench_fill_input(x) != 0) return fail("input: only float32 and int64 inputs are benchmarked");
     const otter_tensor *in[1] = {x};
     for (int i = 0; i < 5; i++)
         if (otter_session_run(s, 1, NULL, in, 1, NULL, &y) != OTTER_OK) return fail("run");
@@ -103,10 +104,8 @@ int main(int argc, char **argv) {
     qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
     otter_memory_stats st;
     otter_session_memory_stats(s, &st);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("{\"median_ms\": %.4f, \"min_ms\": %.4f, \"p90_ms\": %.4f, \"arena_bytes\": %zu, \"peak_rss_kb\": %ld}\n",
-           ms[runs / 2], ms[0], ms[runs * 9 / 10], st.arena_bytes, ru.ru_maxrss);
+           ms[runs / 2], ms[0], ms[runs * 9 / 10], st.arena_bytes, bench_peak_rss_kb());
     free(ms);
     otter_tensor_free(x);
     otter_tensor_free(y);

@@ -5,13 +5,13 @@
  *
  * DIR holds training/eval/optimizer models and checkpoint (`otter artifacts`); the input of one sample has
  * dims D0 D1 ...; labels are int64 class indices in [0, 10). Synthetic data: 4 batches of uniform [0, 1)
- * inputs and random labels, cycled. Each step is a train step (forward + backward), an optimizer step and a
- * lazy gradient reset, as `otter train` does. 3 warm-up steps, then STEPS timed steps.
- * Prints one JSON line: samples/s from the median step, median/min/mean ms per step, final loss, peak RSS. */
+ * inputs (token ids in [0, BENCH_VOCAB) when the model's input is int64) and random labels, cycled. Each step is a
+ * train step (forward + backward), an optimizer step and a lazy gradient reset, as `otter train` does. 3 warm-up steps,
+ * then STEPS timed steps. Prints one JSON line: samples/s from the median step, median/min/mean ms per step, final
+ * loss, peak RSS. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "otter/otter.h"
@@ -51,13 +51,19 @@ int main(int argc, char **argv) {
         OTTER_OK)
         return fail(dir);
 
+    const otter_type *input_type = otter_training_input_type(s, OTTER_TRAINING_GRAPH, 0);
+    bool tokens = input_type && input_type->elem_type == OTTER_DTYPE_INT64;
     otter_tensor *x[NBATCH] = {0}, *y[NBATCH] = {0};
     for (int k = 0; k < NBATCH; k++) {
-        if (otter_tensor_create(&x[k], NULL, OTTER_DTYPE_FLOAT, rank, dims) != OTTER_OK ||
+        if (otter_tensor_create(&x[k], NULL, tokens ? OTTER_DTYPE_INT64 : OTTER_DTYPE_FLOAT, rank, dims) != OTTER_OK ||
             otter_tensor_create(&y[k], NULL, OTTER_DTYPE_INT64, 1, dims) != OTTER_OK)
             return fail("tensor");
-        float *xv = x[k]->data;
-        for (int64_t i = 0; i < otter_tensor_numel(x[k]); i++) xv[i] = (float)(rng_next() >> 40) / (float)(1 << 24);
+        for (int64_t i = 0; i < otter_tensor_numel(x[k]); i++) {
+            if (tokens)
+                ((int64_t *)x[k]->data)[i] = (int64_t)(rng_next() >> 33) % BENCH_VOCAB;
+            else
+                ((float *)x[k]->data)[i] = (float)(rng_next() >> 40) / (float)(1 << 24);
+        }
         int64_t *yv = y[k]->data;
         for (int64_t i = 0; i < batch; i++) yv[i] = (int64_t)(rng_next() >> 33) % 10;
     }
@@ -78,12 +84,10 @@ int main(int argc, char **argv) {
     for (int k = 0; k < steps; k++) sum += ms[k];
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
     double med = ms[steps / 2];
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("{\"samples_per_s\": %.2f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"loss\": %.6f, "
            "\"params\": %zu, \"peak_rss_kb\": %ld}\n",
            1e3 * (double)batch / med, med, ms[0], sum / steps, ((float *)loss->data)[0],
-           otter_training_params_size(s, true), ru.ru_maxrss);
+           otter_training_params_size(s, true), bench_peak_rss_kb());
     otter_tensor_free(loss);
     for (int k = 0; k < NBATCH; k++) otter_tensor_free(x[k]), otter_tensor_free(y[k]);
     free(ms);

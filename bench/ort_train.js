@@ -5,6 +5,15 @@
 // each step runTrainStep, runOptimizerStep, lazyResetGrad. 3 warm-up steps, then STEPS timed steps.
 // Prints one JSON line: samples/s from the median step, median/min/mean ms, final loss, peak RSS.
 const path = require('path'), fs = require('fs');
+// Peak resident set in KiB: /proc/self/status's VmHWM starts afresh at exec, where resourceUsage().maxRSS keeps the
+// high-water mark of the process that forked this one.
+function peakRssKb() {
+  try {
+    const m = /VmHWM:\s*(\d+)/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'));
+    if (m) return +m[1];
+  } catch (e) { /* not Linux */ }
+  return process.resourceUsage().maxRSS;
+}
 const [npm, dir, stepsArg, batchArg, ...dimArgs] = process.argv.slice(2);
 const ort = require(path.resolve(npm, 'node_modules/onnxruntime-web/dist/ort.training.wasm.min.js'));
 ort.env.wasm.numThreads = 1;
@@ -40,6 +49,6 @@ const rd = (f) => new Uint8Array(fs.readFileSync(path.join(dir, f)));
   ms.sort((a, b) => a - b);
   const med = ms[Math.floor(ms.length / 2)];
   console.log(JSON.stringify({samples_per_s: 1e3 * batch / med, median_ms: med, min_ms: ms[0], mean_ms: mean, loss,
-    peak_rss_kb: process.resourceUsage().maxRSS}));
+    peak_rss_kb: peakRssKb()}));
   await sess.release();
 })().catch(e => { console.error(e); process.exit(1); });

@@ -3,6 +3,15 @@
 // declares it (static shapes). Prints one JSON line like bench_runtime's.
 //   node ort_transformer.js NPM_PREFIX MODEL THREADS [RUNS]
 const path = require('path');
+// Peak resident set in KiB: /proc/self/status's VmHWM starts afresh at exec, where resourceUsage().maxRSS keeps the
+// high-water mark of the process that forked this one.
+function peakRssKb() {
+  try {
+    const m = /VmHWM:\s*(\d+)/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'));
+    if (m) return +m[1];
+  } catch (e) { /* not Linux */ }
+  return process.resourceUsage().maxRSS;
+}
 const [npm, model, threadsS, runsS] = process.argv.slice(2);
 const ort = require(path.resolve(npm, 'node_modules/onnxruntime-node'));
 (async () => {
@@ -22,5 +31,5 @@ const ort = require(path.resolve(npm, 'node_modules/onnxruntime-node'));
   }
   ms.sort((a, b) => a - b);
   console.log(JSON.stringify({median_ms: ms[runs >> 1], min_ms: ms[0], p90_ms: ms[Math.floor(runs * 0.9)],
-                              peak_rss_kb: process.resourceUsage().maxRSS}));
+                              peak_rss_kb: peakRssKb()}));
 })().catch(e => { console.error(e); process.exit(1); });

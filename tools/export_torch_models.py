@@ -27,6 +27,12 @@ step is deterministic and comparable with PyTorch's; real_input(name, batch, rng
   transformer_encoder  nn.TransformerEncoder (2 layers, d_model 32, 4 heads, feed-forward 64, batch_first) on
                    [batch, 32, 32] float inputs, mean over tokens, Linear
   embedding_mlp    int64 tokens [batch, 32] -> Embedding 16 -> flatten -> Linear 512->64, ReLU, Linear
+
+Benchmark-only (BENCH_MODELS, bench/real_models.sh; not in the tests):
+  encoder_d256     nn.TransformerEncoder of 4 layers, d_model 256, 4 heads, feed-forward 1024, on [batch, 128, 256]
+
+--eval exports in inference form instead (TrainingMode.EVAL, constants folded, Dropout and BatchNorm in eval mode),
+as a user exports for deployment.
 """
 import argparse
 import math
@@ -220,6 +226,9 @@ class EmbeddingMLP(nn.Module):
 VISION_MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5",
                  "squeezenet1_0"]
 REAL_MODELS = VISION_MODELS + ["gru", "lstm", "transformer_encoder", "embedding_mlp"]
+BENCH_MODELS = ["encoder_d256"]
+BENCH_ENCODER = dict(dim=256, heads=4, hidden=1024, layers=4)
+BENCH_TOKENS = 128
 REAL_OPSET = 17
 REAL_CLASSES = 10
 IMAGE_SIZE = 32
@@ -237,6 +246,8 @@ def build_real_model(name):
         model = TextRNN(name, VOCAB, classes=REAL_CLASSES)
     elif name == "transformer_encoder":
         model = EncoderStack(classes=REAL_CLASSES)
+    elif name == "encoder_d256":
+        model = EncoderStack(classes=REAL_CLASSES, **BENCH_ENCODER)
     elif name == "embedding_mlp":
         model = EmbeddingMLP(VOCAB, tokens=TOKENS, classes=REAL_CLASSES)
     else:
@@ -255,18 +266,21 @@ def real_input(name, batch, rng, image_size=IMAGE_SIZE):
         return rng.standard_normal((batch, 3, image_size, image_size)).astype(np.float32)
     if name == "transformer_encoder":
         return rng.standard_normal((batch, TOKENS, 32)).astype(np.float32)
+    if name == "encoder_d256":
+        return rng.standard_normal((batch, BENCH_TOKENS, BENCH_ENCODER["dim"])).astype(np.float32)
     return rng.integers(0, VOCAB, (batch, TOKENS)).astype(np.int64)
 
 
-def export_real(name, path, image_size=IMAGE_SIZE):
-    """Export REAL_MODELS' `name` to `path` in training mode (opset 17, dynamic batch axis); returns the module
-    (in train() mode)."""
+def export_real(name, path, image_size=IMAGE_SIZE, inference=False):
+    """Export REAL_MODELS' (or BENCH_MODELS') `name` to `path` in training mode (opset 17, dynamic batch axis), or in
+    inference form with `inference`; returns the module (in train() or eval() mode)."""
     import numpy as np
     model = build_real_model(name)
-    model.train()
+    model.train(not inference)
     x = torch.from_numpy(real_input(name, 2, np.random.default_rng(0), image_size))
-    torch.onnx.export(model, (x,), path, export_params=True, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING, opset_version=REAL_OPSET,
+    mode = torch.onnx.TrainingMode.EVAL if inference else torch.onnx.TrainingMode.TRAINING
+    torch.onnx.export(model, (x,), path, export_params=True, do_constant_folding=inference,
+                      training=mode, opset_version=REAL_OPSET,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     return model
@@ -275,20 +289,23 @@ def export_real(name, path, image_size=IMAGE_SIZE):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir")
-    ap.add_argument("--model", action="append", choices=MODELS + REAL_MODELS, help="export only these (repeatable)")
+    ap.add_argument("--model", action="append", choices=MODELS + REAL_MODELS + BENCH_MODELS,
+                    help="export only these (repeatable)")
     ap.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                     help="opset of MODELS (14 or 15; default %(default)s); REAL_MODELS are always opset 17")
     ap.add_argument("--real", action="store_true", help="without --model: export REAL_MODELS instead of MODELS")
     ap.add_argument("--image-size", type=int, default=IMAGE_SIZE, help="REAL_MODELS' image side (default %(default)s)")
+    ap.add_argument("--eval", action="store_true", help="REAL_MODELS and BENCH_MODELS in inference form")
     args = ap.parse_args(argv)
     os.makedirs(args.outdir, exist_ok=True)
     for name in args.model or (REAL_MODELS if args.real else MODELS):
         path = os.path.join(args.outdir, name + ".onnx")
-        if name in REAL_MODELS:
-            export_real(name, path, args.image_size)
+        real = name in REAL_MODELS + BENCH_MODELS
+        if real:
+            export_real(name, path, args.image_size, args.eval)
         else:
             export(name, path, args.opset)
-        print(f"{path}: {os.path.getsize(path)} bytes, opset {REAL_OPSET if name in REAL_MODELS else model_opset(name, args.opset)}")
+        print(f"{path}: {os.path.getsize(path)} bytes, opset {REAL_OPSET if real else model_opset(name, args.opset)}")
     return 0
 
 
