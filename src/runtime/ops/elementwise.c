@@ -12,6 +12,7 @@
 
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
+#include "runtime/ops/vec_math.h"
 
 /* Type lists with a wide unsigned type for wrapping arithmetic: X(enum, type, suffix, wide unsigned). */
 #define FLTS(X) X(OTTER_DTYPE_FLOAT, float, f32, float) X(OTTER_DTYPE_DOUBLE, double, f64, double)
@@ -100,10 +101,20 @@ UNARY_FLOAT_OP(asinh, asinh(x))
 UNARY_FLOAT_OP(acosh, acosh(x))
 UNARY_FLOAT_OP(atanh, atanh(x))
 UNARY_FLOAT_OP(erf, erf(x))
-UNARY_FLOAT_OP(tanh, tanh(x))
-UNARY_FLOAT_OP(sigmoid, x >= 0 ? (ti)1 / ((ti)1 + exp(-x)) : exp(x) / ((ti)1 + exp(x)))
+/* Float-only ops whose float32 rows run vec_math's vectorized activation (AVX2 where the CPU has it; relative
+ * error a few ulp, see vec_math.c); double keeps libm through EXPR. */
+#define VEC_FLOAT_OP(NAME, ACT, EXPR)                                                                                  \
+    static void NAME##_u_f32(const void *xv, void *yv, int64_t n, const uparams *p) {                                  \
+        (void)p;                                                                                                       \
+        ot_vec_activation(ACT, 0, xv, NULL, yv, n);                                                                    \
+    }                                                                                                                  \
+    UNARY_KERNEL(NAME, f64, double, EXPR)                                                                              \
+    static const unary_fn NAME##_tbl[OTTER_DTYPE_COUNT_] = {                                                           \
+        [OTTER_DTYPE_FLOAT] = NAME##_u_f32, [OTTER_DTYPE_DOUBLE] = NAME##_u_f64};
+VEC_FLOAT_OP(tanh, OT_VEC_TANH, tanh(x))
+VEC_FLOAT_OP(sigmoid, OT_VEC_SIGMOID, x >= 0 ? (ti)1 / ((ti)1 + exp(-x)) : exp(x) / ((ti)1 + exp(x)))
 UNARY_FLOAT_OP(hardsigmoid, fmax((ti)0, fmin((ti)1, alpha *x + beta)))
-UNARY_FLOAT_OP(hardswish, x *fmax((ti)0, fmin((ti)1, x / (ti)6 + (ti)0.5)))
+VEC_FLOAT_OP(hardswish, OT_VEC_HARDSWISH, x *fmax((ti)0, fmin((ti)1, x / (ti)6 + (ti)0.5)))
 UNARY_FLOAT_OP(leakyrelu, x < 0 ? alpha * x : x)
 UNARY_FLOAT_OP(elu, x < 0 ? alpha * (exp(x) - (ti)1) : x)
 UNARY_FLOAT_OP(selu, x <= 0 ? gamma * (alpha * exp(x) - alpha) : gamma * x)

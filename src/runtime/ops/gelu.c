@@ -18,6 +18,12 @@ static double act_f64(ot_vec_act act, double alpha, double x) {
         return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case OT_VEC_SWISH:
         return x / (1.0 + exp(-alpha * x));
+    case OT_VEC_SIGMOID:
+        return 1.0 / (1.0 + exp(-x));
+    case OT_VEC_TANH:
+        return tanh(x);
+    case OT_VEC_HARDSWISH:
+        return x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5));
     }
     return x;
 }

@@ -14,6 +14,7 @@
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/rnn_internal.h"
+#include "runtime/ops/vec_math.h"
 
 /* ---- activations ------------------------------------------------------------------------ */
 
@@ -326,7 +327,24 @@ typedef struct rnn_work {
     double *gate; /* [N, G*H] */
     double *hr;   /* [N, H] (GRU: r * H_prev) */
     double *hrh;  /* [N, H] (GRU: (r * H_prev) R_h^T, or H_prev R_h^T) */
+    double *pre;  /* [H]: a row before its activation (GRU's candidate, LSTM's cell) */
+    float *act;   /* [2 H]: act_row's float copy */
 } rnn_work;
+
+/* x[0, n) = a(x[0, n)). Sigmoid and Tanh, every cell's default gates, run vec_math's vectorized float kernels
+ * (float accuracy, as ONNX Runtime's and PyTorch's float RNNs have): libm's double exp per element was most of the
+ * time of a GRU or LSTM step. The other activations stay in double, and so does every activation under `clip`:
+ * the gradient kernels (rnn_train.c) spot a clipped gate by its recorded value being exactly act(+-clip) in double.
+ * buf holds n floats. */
+static void act_row(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n, float *buf) {
+    if (!c->has_clip && (a->kind == OT_ACT_SIGMOID || a->kind == OT_ACT_TANH)) {
+        for (int64_t k = 0; k < n; k++) buf[k] = (float)x[k];
+        ot_vec_activation(a->kind == OT_ACT_SIGMOID ? OT_VEC_SIGMOID : OT_VEC_TANH, 0, buf, NULL, buf, n);
+        for (int64_t k = 0; k < n; k++) x[k] = buf[k];
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) x[k] = ot_rnn_act_apply(a, x[k]);
+}
 
 /* What the training forward pass records, [T][D][N][K] each (NULL: nothing). */
 typedef struct rnn_record {
@@ -362,7 +380,8 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const ot_rnn_cfg *c,
                 int64_t t = ot_rnn_time(c, d, lens, b, s);
                 double *gt = wk->gate + b * GH;
                 const double *xt = wk->xw + (t * N + b) * GH;
-                for (int64_t k = 0; k < 2 * H; k++) gt[k] = ot_rnn_act_apply(f, clipv(c, gt[k] + xt[k]));
+                for (int64_t k = 0; k < 2 * H; k++) gt[k] = clipv(c, gt[k] + xt[k]);
+                act_row(c, f, gt, 2 * H, wk->act);
                 for (int64_t k = 0; k < H; k++) wk->hr[b * H + k] = gt[H + k] * h_state[b * H + k];
             }
             if (!c->linear_before_reset)
@@ -378,37 +397,47 @@ static otter_status run_direction(const ot_kernel_ctx *ctx, const ot_rnn_cfg *c,
         for (int64_t b = 0; b < N; b++) {
             if (s >= lens[b]) continue;
             int64_t t = ot_rnn_time(c, d, lens, b, s);
-            double *gt = wk->gate + b * GH, *hs = h_state + b * H;
+            double *gt = wk->gate + b * GH, *hs = h_state + b * H, *pre = wk->pre;
             double *rg = rec && rec->gates ? rec->gates + ((t * c->D + d) * N + b) * GH : NULL;
             if (c->cell == OT_CELL_RNN) {
-                for (int64_t k = 0; k < H; k++) hs[k] = ot_rnn_act_apply(f, clipv(c, gt[k]));
+                for (int64_t k = 0; k < H; k++) hs[k] = clipv(c, gt[k]);
+                act_row(c, f, hs, H, wk->act);
             } else if (c->cell == OT_CELL_GRU) {
                 const double *xt = wk->xw + (t * N + b) * GH + 2 * H;
+                for (int64_t k = 0; k < H; k++)
+                    pre[k] =
+                        clipv(c, c->linear_before_reset ? xt[k] + gt[H + k] * (gt[2 * H + k] + (rb ? rb[2 * H + k] : 0))
+                                                        : xt[k] + wk->hrh[b * H + k]);
+                act_row(c, g, pre, H, wk->act);
                 for (int64_t k = 0; k < H; k++) {
-                    double pre;
-                    if (c->linear_before_reset)
-                        pre = xt[k] + gt[H + k] * (gt[2 * H + k] + (rb ? rb[2 * H + k] : 0));
-                    else
-                        pre = xt[k] + wk->hrh[b * H + k];
-                    double ht = ot_rnn_act_apply(g, clipv(c, pre)), z = gt[k];
+                    double ht = pre[k], z = gt[k];
                     hs[k] = (1 - z) * ht + z * hs[k];
                     if (rg) rg[k] = z, rg[H + k] = gt[H + k], rg[2 * H + k] = ht;
                 }
             } else {
-                double *cs = c_state + b * H;
+                /* gates in place in gt (i, o, f, c), a phase per activation so each runs over a whole row */
+                double *cs = c_state + b * H, *gi = gt, *go = gt + H, *gf = gt + 2 * H, *gc = gt + 3 * H;
                 const double *pi = peep, *po = peep ? peep + H : NULL, *pf = peep ? peep + 2 * H : NULL;
                 for (int64_t k = 0; k < H; k++) {
-                    double cp = cs[k];
-                    double i = ot_rnn_act_apply(f, clipv(c, gt[k] + (pi ? pi[k] * cp : 0)));
-                    double fg =
-                        c->input_forget ? 1 - i : ot_rnn_act_apply(f, clipv(c, gt[2 * H + k] + (pf ? pf[k] * cp : 0)));
-                    double ct = ot_rnn_act_apply(g, clipv(c, gt[3 * H + k]));
-                    double cn = fg * cp + i * ct;
-                    double o = ot_rnn_act_apply(f, clipv(c, gt[H + k] + (po ? po[k] * cn : 0)));
-                    cs[k] = cn;
-                    hs[k] = o * ot_rnn_act_apply(hh, cn);
-                    if (rg) rg[k] = i, rg[H + k] = o, rg[2 * H + k] = fg, rg[3 * H + k] = ct;
+                    gi[k] = clipv(c, gi[k] + (pi ? pi[k] * cs[k] : 0));
+                    gf[k] = clipv(c, gf[k] + (pf ? pf[k] * cs[k] : 0));
+                    gc[k] = clipv(c, gc[k]);
                 }
+                act_row(c, f, gi, H, wk->act);
+                if (c->input_forget)
+                    for (int64_t k = 0; k < H; k++) gf[k] = 1 - gi[k];
+                else
+                    act_row(c, f, gf, H, wk->act);
+                act_row(c, g, gc, H, wk->act);
+                for (int64_t k = 0; k < H; k++) {
+                    cs[k] = gf[k] * cs[k] + gi[k] * gc[k];
+                    go[k] = clipv(c, go[k] + (po ? po[k] * cs[k] : 0));
+                    pre[k] = cs[k];
+                }
+                act_row(c, f, go, H, wk->act);
+                act_row(c, hh, pre, H, wk->act);
+                for (int64_t k = 0; k < H; k++) hs[k] = go[k] * pre[k];
+                if (rg) memcpy(rg, gt, (size_t)GH * sizeof *rg);
                 if (rec && rec->cells) memcpy(rec->cells + ((t * c->D + d) * N + b) * H, cs, (size_t)H * sizeof *cs);
             }
             if (y) memcpy(y + ((t * c->D + d) * N + b) * H, hs, (size_t)H * sizeof *hs);
@@ -428,7 +457,8 @@ otter_status ot_rnn_forward(ot_kernel_ctx *ctx, ot_rnn_cell cell, bool record) {
     double *y = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * dsz);
     rnn_work wk;
     wk.xw = ot_ctx_scratch(ctx, (size_t)(T * N * GH + 1) * dsz);
-    wk.gate = ot_ctx_scratch(ctx, (size_t)(N * GH + 2 * N * H + 1) * dsz);
+    wk.gate = ot_ctx_scratch(ctx, (size_t)(N * GH + 2 * N * H + H + 1) * dsz);
+    wk.act = ot_ctx_scratch(ctx, (size_t)(2 * H + 1) * sizeof(float));
     rnn_record rec = {NULL, NULL};
     if (record) {
         /* rows past their sequence length record zeros, as Y holds */
@@ -441,9 +471,10 @@ otter_status ot_rnn_forward(ot_kernel_ctx *ctx, ot_rnn_cell cell, bool record) {
             memset(rec.cells, 0, (size_t)(T * D * N * H) * dsz);
         }
     }
-    if (!hs || !y || !wk.xw || !wk.gate) return OTTER_ERR_NOMEM;
+    if (!hs || !y || !wk.xw || !wk.gate || !wk.act) return OTTER_ERR_NOMEM;
     wk.hr = wk.gate + N * GH;
     wk.hrh = wk.hr + N * H;
+    wk.pre = wk.hrh + N * H;
     memcpy(hs, in.h0, (size_t)(2 * D * N * H) * dsz); /* h0 then c0 */
     memset(y, 0, (size_t)(T * D * N * H) * dsz);
 

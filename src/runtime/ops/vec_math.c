@@ -1,4 +1,4 @@
-/* In-place row softmax for the attention kernels (see softmax_row.h).
+/* Row softmax and activations (see vec_math.h).
  *
  * exp is Cephes' expf scheme: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial,
  * 2^n put in the exponent bits; inputs below -87.3 (softmax's masked -inf among them) give 0. The
@@ -28,6 +28,7 @@
 #define P5     5.0000001201E-1f
 
 static inline float exp_poly(float x) {
+    if (x != x) return x;
     if (x < EXP_LO) return 0.0f;
     if (x > EXP_HI) x = EXP_HI;
     float n = floorf(x * LOG2E + 0.5f);
@@ -45,9 +46,20 @@ static inline float exp_poly(float x) {
  * accuracy where 1 + erf(x) would cancel. */
 static const float erfc_coef[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
                                     0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
-#define SQRT1_2 0.70710678118654752f
-#define GELU_K  1.5957691216057308f /* 2 sqrt(2 / pi) */
-#define GELU_C  0.044715f
+/* Cephes' tanhf below |x| = 0.625: x + x^3 T(x^2), relative error ~2e-7 there. */
+static const float tanh_coef[5] = {-5.70498872745E-3f, 2.06390887954E-2f, -5.37397155531E-2f, 1.33314422036E-1f,
+                                   -3.33332819422E-1f};
+#define TANH_SMALL 0.625f
+#define SQRT1_2    0.70710678118654752f
+#define GELU_K     1.5957691216057308f /* 2 sqrt(2 / pi) */
+#define GELU_C     0.044715f
+
+/* 1 / (1 + e^-x) as e^x / (1 + e^x) below 0, so it keeps its relative accuracy (and underflows to 0, not to
+ * 1 / (1 + e^88)) on the negative side. */
+static inline float sigmoid_scalar(float x) {
+    float e = exp_poly(-fabsf(x)), s = 1.0f / (1.0f + e);
+    return x >= 0 ? s : e * s;
+}
 
 static inline float act_scalar(ot_vec_act act, float alpha, float x) {
     switch (act) {
@@ -58,14 +70,29 @@ static inline float act_scalar(ot_vec_act act, float alpha, float x) {
         return 0.5f * x * (x < 0 ? erfc : 2.0f - erfc);
     }
     case OT_VEC_GELU_TANH:
-        return x / (1.0f + exp_poly(-GELU_K * (x + GELU_C * x * x * x)));
+        return x * sigmoid_scalar(GELU_K * (x + GELU_C * x * x * x));
     case OT_VEC_SWISH:
-        return x / (1.0f + exp_poly(-alpha * x));
+        return x * sigmoid_scalar(alpha * x);
+    case OT_VEC_SIGMOID:
+        return sigmoid_scalar(x);
+    case OT_VEC_TANH: {
+        float a = fabsf(x);
+        if (a < TANH_SMALL) {
+            float z = x * x, p = tanh_coef[0];
+            for (int k = 1; k < 5; k++) p = p * z + tanh_coef[k];
+            return p * z * x + x;
+        }
+        return copysignf(1.0f - 2.0f / (exp_poly(2.0f * a) + 1.0f), x);
+    }
+    case OT_VEC_HARDSWISH: {
+        float h = (x + 3.0f) * (1.0f / 6.0f); /* not x / 6 + 1/2: that cancels near x = -3 */
+        return x != x ? x : x * (h < 0 ? 0 : h > 1 ? 1 : h);
+    }
     }
     return x;
 }
 
-static void act_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
+void ot_vec_activation_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = act_scalar(act, alpha, x[i]) * (gate ? gate[i] : 1.0f);
 }
 
@@ -101,6 +128,12 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x) {
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(e, _mm256_castsi256_ps(bits)));
 }
 
+__attribute__((target("avx2,fma"))) static inline __m256 sigmoid_avx2(__m256 x) {
+    __m256 e = exp_avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^-|x| */
+    __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    return _mm256_blendv_ps(s, _mm256_mul_ps(e, s), x); /* x's sign bit picks e s */
+}
+
 __attribute__((target("avx2,fma"))) static inline __m256 act_avx2(ot_vec_act act, __m256 alpha, __m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
     switch (act) {
@@ -116,12 +149,28 @@ __attribute__((target("avx2,fma"))) static inline __m256 act_avx2(ot_vec_act act
     }
     case OT_VEC_GELU_TANH: {
         __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        __m256 u = _mm256_mul_ps(_mm256_set1_ps(-GELU_K), _mm256_fmadd_ps(_mm256_set1_ps(GELU_C), x3, x));
-        return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(u)));
+        return _mm256_mul_ps(
+            x, sigmoid_avx2(_mm256_mul_ps(_mm256_set1_ps(GELU_K), _mm256_fmadd_ps(_mm256_set1_ps(GELU_C), x3, x))));
     }
     case OT_VEC_SWISH:
-        return _mm256_div_ps(x,
-                             _mm256_add_ps(one, exp_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), alpha), x))));
+        return _mm256_mul_ps(x, sigmoid_avx2(_mm256_mul_ps(alpha, x)));
+    case OT_VEC_SIGMOID:
+        return sigmoid_avx2(x);
+    case OT_VEC_TANH: {
+        __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f)), a = _mm256_xor_ps(x, sign);
+        __m256 z = _mm256_mul_ps(x, x), p = _mm256_set1_ps(tanh_coef[0]);
+        for (int k = 1; k < 5; k++) p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(tanh_coef[k]));
+        __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+        __m256 e = exp_avx2(_mm256_add_ps(a, a));
+        __m256 large = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+        __m256 is_small = _mm256_cmp_ps(a, _mm256_set1_ps(TANH_SMALL), _CMP_LT_OQ);
+        return _mm256_blendv_ps(_mm256_or_ps(large, sign), small, is_small);
+    }
+    case OT_VEC_HARDSWISH: {
+        __m256 h = _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(3.0f)), _mm256_set1_ps(1.0f / 6.0f));
+        h = _mm256_min_ps(_mm256_max_ps(h, _mm256_setzero_ps()), one);
+        return _mm256_mul_ps(x, h);
+    }
     }
     return x;
 }
@@ -131,11 +180,13 @@ __attribute__((target("avx2,fma"))) static void act_avx2_run(ot_vec_act act, flo
     __m256 va = _mm256_set1_ps(alpha);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 v = act_avx2(act, va, _mm256_loadu_ps(x + i));
+        __m256 xv = _mm256_loadu_ps(x + i);
+        /* NaN in, NaN out: the clamps inside exp_avx2 would turn it into a number */
+        __m256 v = _mm256_blendv_ps(act_avx2(act, va, xv), xv, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
         if (gate) v = _mm256_mul_ps(v, _mm256_loadu_ps(gate + i));
         _mm256_storeu_ps(y + i, v);
     }
-    act_portable(act, alpha, x + i, gate ? gate + i : NULL, y + i, n - i);
+    ot_vec_activation_portable(act, alpha, x + i, gate ? gate + i : NULL, y + i, n - i);
 }
 
 __attribute__((target("avx2,fma"))) static float hmax_avx2(__m256 v) {
@@ -209,5 +260,5 @@ void ot_vec_activation(ot_vec_act act, float alpha, const float *x, const float 
         return;
     }
 #endif
-    act_portable(act, alpha, x, gate, y, n);
+    ot_vec_activation_portable(act, alpha, x, gate, y, n);
 }

@@ -1,4 +1,4 @@
-/* Float row math for the fused transformer kernels: softmax and the sigmoid-gated activations,
+/* Float row math: softmax and the transcendental activations (Sigmoid, Tanh, HardSwish, the Gelu family),
  * with an AVX2/FMA path chosen at run time on x86-64 and a portable one elsewhere. Both run the
  * same steps (a Cephes-style polynomial exp within 2 ulp of expf; erfc as Numerical Recipes' erfcc on
  * it, relative error ~1e-6 in float), so they differ only by FMA rounding. */
@@ -15,9 +15,14 @@ typedef enum ot_vec_act {
     OT_VEC_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
     OT_VEC_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) = x sigmoid(2 * that) */
     OT_VEC_SWISH,     /* x sigmoid(alpha x) (Swish, QuickGelu, SiLU) */
+    OT_VEC_SIGMOID,   /* 1 / (1 + e^-x), as e^x / (1 + e^x) below 0 to keep its relative accuracy */
+    OT_VEC_TANH,      /* Cephes' tanhf: an odd polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1) above */
+    OT_VEC_HARDSWISH, /* x min(1, max(0, (x + 3) / 6)) */
 } ot_vec_act;
 
-/* y[i] = act(x[i]) (times gate[i] when gate is not NULL: SwiGLU); y may be x. */
+/* y[i] = act(x[i]) (times gate[i] when gate is not NULL: SwiGLU); y may be x. NaN stays NaN. */
 void ot_vec_activation(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n);
+/* The same without AVX2, as CPUs without it run (tests compare the two). */
+void ot_vec_activation_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n);
 
 #endif
