@@ -11,7 +11,6 @@ Registered by tests/CMakeLists.txt when web/dist/otter.cjs exists (tools/test.sh
 """
 import ctypes
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -31,6 +30,19 @@ def node(*args):
     r = tl.run(["node", *args], echo="fail")
     tl.check(r.returncode == 0, "node " + os.path.basename(args[0]) + " ran")
     return r.returncode == 0
+
+
+def load_training_lib():
+    """libotter.so with the signatures native_losses calls."""
+    lib = tl.load_lib()
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.otter_training_session_create_from_dir.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p, ctypes.c_char_p,
+                                                           ctypes.c_char_p, ctypes.POINTER(tl.TrainingOptions)]
+    lib.otter_training_train_step.argtypes = [vp, sz, vp, ctypes.POINTER(tl.TP), sz, ctypes.POINTER(tl.TP)]
+    for f in ("otter_training_optimizer_step", "otter_training_lazy_reset_grad"):
+        getattr(lib, f).argtypes = [vp]
+    lib.otter_training_session_free.argtypes, lib.otter_training_session_free.restype = [vp], None
+    return lib
 
 
 def native_losses(lib, artifacts, x, y, batch, steps):
@@ -75,14 +87,7 @@ def main():
     work = tl.work_dir("test_web_training")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    lib = tl.load_lib()
-    vp, sz = ctypes.c_void_p, ctypes.c_size_t
-    lib.otter_training_session_create_from_dir.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p, ctypes.c_char_p,
-                                                           ctypes.c_char_p, ctypes.POINTER(tl.TrainingOptions)]
-    lib.otter_training_train_step.argtypes = [vp, sz, vp, ctypes.POINTER(tl.TP), sz, ctypes.POINTER(tl.TP)]
-    for f in ("otter_training_optimizer_step", "otter_training_lazy_reset_grad"):
-        getattr(lib, f).argtypes = [vp]
-    lib.otter_training_session_free.argtypes, lib.otter_training_session_free.restype = [vp], None
+    lib = load_training_lib()
 
     rng = np.random.default_rng(0)
     x = rng.random((STEPS * BATCH, 784), dtype=np.float32)
