@@ -41,6 +41,7 @@
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
 
+#if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs). */
 static inline void add_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr) {
     for (int i = 0; i < mr; i++)
@@ -60,6 +61,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
     }
     add_tile_corner(c, ldc, acc, mr, nr);
 }
+#endif
 
 #ifdef OT_GEMM_X86
 /* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
