@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build libotter for WebAssembly with Debian's emscripten: web/dist/otter.wasm and its loader otter.js
-# (MODULARIZE: createOtterModule), then web/dist/otter.cjs and otter.mjs, the package's two entries.
+# (MODULARIZE: createOtterModule), then web/dist/otter.cjs and otter.mjs, the package's two entries
+# (web/build-entries.js wraps web/src/api.js).
 # Needs: emscripten node-acorn binaryen protobuf-c-compiler cmake (tools/setup.sh installs them).
 # protobuf-c has no wasm build in Debian: its source tarball (Debian's own, sha256 pinned) is downloaded
 # once into build/web-deps/ and compiled with emcc.
@@ -36,4 +37,5 @@ PBC_SRC=$DEPS/protobuf-c-$PBC_VERSION
 emcmake cmake -S "$ROOT/cmake/web" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOTTER_WERROR=ON $LAUNCHER \
     -DPROTOBUF_C_SRC="$PBC_SRC" -DOTTER_WEB_OUT="$ROOT/web/dist" >/dev/null
 nice -n 19 cmake --build "$BUILD" -j"${OTTER_WEB_JOBS:-2}"
+node "$ROOT/web/build-entries.js" "$ROOT/web"
 echo "web/dist/otter.wasm: $(wc -c <"$ROOT/web/dist/otter.wasm") bytes"

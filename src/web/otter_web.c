@@ -34,7 +34,11 @@ otter_training_session *otter_web_training_create(const void *checkpoint, size_t
                                                   size_t training_size, const void *eval, size_t eval_size,
                                                   const void *optimizer, size_t optimizer_size) {
     otter_checkpoint *ck = NULL;
-    if (otter_checkpoint_load_from_memory(&ck, checkpoint, checkpoint_size) != OTTER_OK) return NULL;
+    otter_status st = otter_checkpoint_load_from_memory(&ck, checkpoint, checkpoint_size);
+    if (st != OTTER_OK) {
+        ot_error_context(st, "checkpoint state (%zu bytes): ", checkpoint_size);
+        return NULL;
+    }
     otter_training_options opts = {.n_threads = 1}; /* the module is single-threaded */
     otter_training_session *s = NULL;
     if (otter_training_session_create_from_memory(&s, ck, training, training_size, eval, eval_size, optimizer,
@@ -132,18 +136,16 @@ otter_artifacts *otter_web_artifacts_build(const void *model, size_t size, size_
     return a;
 }
 
-/* One artifact's bytes (free with otter_free): 0 training, 1 eval, 2 optimizer model (NULL with size 0 when
- * built without an optimizer), 3 checkpoint. */
+/* One artifact's bytes (free with otter_free): 0 training, 1 eval, 2 optimizer model, 3 checkpoint. */
 void *otter_web_artifacts_bytes(const otter_artifacts *a, int which, size_t *size) {
-    const otter_model *m = which == 0 ? a->training : which == 1 ? a->eval : which == 2 ? a->optimizer : NULL;
     void *data = NULL;
-    *size = 0;
-    if (which == 3) {
-        if (otter_checkpoint_save_to_memory(a->checkpoint, NULL, &data, size) != OTTER_OK) return NULL;
-    } else if (m && otter_model_save_to_memory(m, &data, size) != OTTER_OK) {
+    if (which == 3) return otter_checkpoint_save_to_memory(a->checkpoint, NULL, &data, size) == OTTER_OK ? data : NULL;
+    const otter_model *m = which == 0 ? a->training : which == 1 ? a->eval : a->optimizer;
+    if (!m) {
+        ot_error(OTTER_ERR_NOT_FOUND, "the artifacts have no optimizer model (built with optimizer 'none')");
         return NULL;
     }
-    return data;
+    return otter_model_save_to_memory(m, &data, size) == OTTER_OK ? data : NULL;
 }
 
 void otter_web_artifacts_free(otter_artifacts *a) {
