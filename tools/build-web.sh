@@ -35,7 +35,7 @@ PBC_SRC=$DEPS/protobuf-c-$PBC_VERSION
 [ -f "$PBC_SRC/protobuf-c/protobuf-c.c" ] || tar -xzf "$DEPS/$PBC_TARBALL" -C "$DEPS"
 
 emcmake cmake -S "$ROOT/cmake/web" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOTTER_WERROR=ON $LAUNCHER \
-    -DPROTOBUF_C_SRC="$PBC_SRC" -DOTTER_WEB_OUT="$ROOT/web/dist" >/dev/null
+    -DPROTOBUF_C_SRC="$PBC_SRC" -DOTTER_WEB_OUT="$ROOT/web/dist" -DCMAKE_C_FLAGS="-msimd128 -fno-unroll-loops" >/dev/null
 nice -n 19 cmake --build "$BUILD" -j"${OTTER_WEB_JOBS:-2}"
 node "$ROOT/web/build-entries.js" "$ROOT/web"
 echo "web/dist/otter.wasm: $(wc -c <"$ROOT/web/dist/otter.wasm") bytes"

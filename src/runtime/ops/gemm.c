@@ -25,6 +25,10 @@
 #define OT_GEMM_X86 1
 #endif
 
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
+
 #define MR   OT_SGEMM_MR
 #define NR   OT_SGEMM_NR
 #define KC   256
@@ -37,6 +41,7 @@
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
 
+#if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs). */
 static inline void add_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr) {
     for (int i = 0; i < mr; i++)
@@ -56,6 +61,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
     }
     add_tile_corner(c, ldc, acc, mr, nr);
 }
+#endif
 
 #ifdef OT_GEMM_X86
 /* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
@@ -201,6 +207,64 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
 }
 #endif
 
+#if defined(__wasm_simd128__)
+/* WebAssembly SIMD128: the 32-column slab as four 8-column strips, each 6 rows x two f32x4
+ * accumulators (12 registers + 2 B vectors + 1 broadcast fit the 16 xmm registers V8 maps them to
+ * on x86-64). The A slab is re-read per strip from L1. SIMD128 has no FMA: every element of C is
+ * one mul-then-add chain over k, the same operations in the same order as ukr_generic, so the two
+ * agree bit for bit. Strips wholly beyond nr are skipped. */
+#define WS_STRIP 8
+static void ukr_wasm_strip(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
+                           int mr, int nr) {
+    v128_t c0a = wasm_f32x4_splat(0), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a;
+    v128_t c3a = c0a, c3b = c0a, c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a;
+    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+        v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4), av;
+#define OT_ROW(i, ca, cb)                                                                                              \
+    av = wasm_v128_load32_splat(a + i);                                                                                \
+    ca = wasm_f32x4_add(ca, wasm_f32x4_mul(av, b0));                                                                   \
+    cb = wasm_f32x4_add(cb, wasm_f32x4_mul(av, b1));
+        OT_ROW(0, c0a, c0b)
+        OT_ROW(1, c1a, c1b)
+        OT_ROW(2, c2a, c2b)
+        OT_ROW(3, c3a, c3b)
+        OT_ROW(4, c4a, c4b)
+        OT_ROW(5, c5a, c5b)
+#undef OT_ROW
+    }
+    if (mr == MR && nr >= WS_STRIP) {
+#define OT_STORE(i, ca, cb)                                                                                            \
+    wasm_v128_store(c + i * ldc, wasm_f32x4_add(wasm_v128_load(c + i * ldc), ca));                                     \
+    wasm_v128_store(c + i * ldc + 4, wasm_f32x4_add(wasm_v128_load(c + i * ldc + 4), cb));
+        OT_STORE(0, c0a, c0b)
+        OT_STORE(1, c1a, c1b)
+        OT_STORE(2, c2a, c2b)
+        OT_STORE(3, c3a, c3b)
+        OT_STORE(4, c4a, c4b)
+        OT_STORE(5, c5a, c5b)
+#undef OT_STORE
+        return;
+    }
+    float t[MR][WS_STRIP];
+    wasm_v128_store(t[0], c0a), wasm_v128_store(t[0] + 4, c0b);
+    wasm_v128_store(t[1], c1a), wasm_v128_store(t[1] + 4, c1b);
+    wasm_v128_store(t[2], c2a), wasm_v128_store(t[2] + 4, c2b);
+    wasm_v128_store(t[3], c3a), wasm_v128_store(t[3] + 4, c3b);
+    wasm_v128_store(t[4], c4a), wasm_v128_store(t[4] + 4, c4b);
+    wasm_v128_store(t[5], c5a), wasm_v128_store(t[5] + 4, c5b);
+    int cols = nr < WS_STRIP ? nr : WS_STRIP;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < cols; j++) c[i * ldc + j] += t[i][j];
+}
+
+_Static_assert(NR % WS_STRIP == 0, "the SIMD128 kernel covers the slab in 8-column strips");
+static void ukr_wasm(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
+                     int mr, int nr) {
+    for (int j = 0; j < nr; j += WS_STRIP) ukr_wasm_strip(kc, a, b + j, c + j, ldc, mr, nr - j);
+}
+#undef WS_STRIP
+#endif
+
 static ukr_fn pick_ukr(void) {
 #ifdef OT_GEMM_X86
     static atomic_int choice = 0; /* 0 unknown, 1 generic, 2 avx2, 3 avx512 */
@@ -212,6 +276,8 @@ static ukr_fn pick_ukr(void) {
         atomic_store(&choice, ch);
     }
     return ch == 3 ? ukr_avx512 : ch == 2 ? ukr_avx2 : ukr_generic;
+#elif defined(__wasm_simd128__)
+    return ukr_wasm;
 #else
     return ukr_generic;
 #endif
@@ -229,7 +295,11 @@ const char *ot_gemm_backend(void) {
     if (pick_ukr() == ukr_avx512) return "portable-avx512";
     if (pick_ukr() == ukr_avx2) return "portable-avx2";
 #endif
+#if defined(__wasm_simd128__)
+    return "portable-simd128";
+#else
     return "portable";
+#endif
 }
 
 /* ---- threading helpers ---------------------------------------------------------------------- */
