@@ -179,7 +179,7 @@ bool ot_mul_size(size_t a, size_t b, size_t *out) {
 
 void ot_random_id(char out[33]) {
     uint8_t random[16];
-    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
+    if (getentropy(random, sizeof random) != 0) { /* glibc and emscripten have it */
         /* no entropy source: time, pid and the stack address still tell two calls apart */
         uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
         for (size_t i = 0; i < sizeof random; i++) random[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)(i * 37);

@@ -100,7 +100,7 @@ static otter_status check_shape(otter_dtype dtype, int rank, const int64_t *dims
     size_t n = dtype == OTTER_DTYPE_STRING ? sizeof(otter_bytes) : otter_dtype_size(dtype);
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 0) return ot_error(OTTER_ERR_INVALID, "negative dimension %lld", (long long)dims[i]);
-        if (!ot_mul_size(n, (size_t)dims[i], &n) || n > ((size_t)1 << 46))
+        if (!ot_mul_size(n, (size_t)dims[i], &n) || (uint64_t)n > ((uint64_t)1 << 46))
             return ot_error(OTTER_ERR_INVALID, "tensor dimensions overflow");
     }
     *nbytes = n;

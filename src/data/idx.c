@@ -5,12 +5,21 @@
  * Every header field is checked against the file's size before anything is allocated from it. Offsets in
  * messages count bytes of the (decompressed) IDX stream. */
 #include <string.h>
+#ifndef OTTER_NO_ZLIB
 #include <zlib.h>
+#endif
 
 #include "data/data_internal.h"
 
 /* ---- gzip ---- */
 
+#ifdef OTTER_NO_ZLIB
+/* The WebAssembly build has no zlib (tools/build-web.sh). */
+static otter_status gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, size_t *out_size) {
+    return ot_error(OTTER_ERR_UNSUPPORTED, "%s: gzip'd files are not readable in the WebAssembly build (no zlib)",
+                    path);
+}
+#else
 static otter_status gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, size_t *out_size) {
     /* The trailer's ISIZE (size mod 2^32 of the last member) is a hint; deflate expands at most ~1032x. */
     size_t cap = 1 << 16;
@@ -84,6 +93,7 @@ static otter_status gunzip(const char *path, const uint8_t *in, size_t n, uint8_
     *out_size = len;
     return OTTER_OK;
 }
+#endif /* OTTER_NO_ZLIB */
 
 otter_status ot_read_maybe_gzip(const char *path, uint8_t **data, size_t *size, bool *gz) {
     void *raw = NULL;

@@ -104,7 +104,7 @@ otter_tensor *ot_ctx_output(ot_kernel_ctx *ctx, size_t i, otter_dtype dtype, int
             return output_failed(ctx, ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: negative dimension %lld", i,
                                                    (long long)dims[d]));
         }
-        if (!ot_mul_size(nbytes, (size_t)dims[d], &nbytes) || nbytes > ((size_t)1 << 46)) {
+        if (!ot_mul_size(nbytes, (size_t)dims[d], &nbytes) || (uint64_t)nbytes > ((uint64_t)1 << 46)) {
             return output_failed(ctx, ot_ctx_error(ctx, OTTER_ERR_INVALID, "output %zu: size overflows", i));
         }
     }

@@ -365,6 +365,8 @@ otter_status ot_session_run_graph(otter_session *s, size_t n_in, const char *con
         /* Unplanned run (intermediates on the heap): glibc keeps large freed blocks once its mmap
          * threshold has grown past them, so hand their pages back as they die. */
         if (freed >= OT_TRIM_BYTES) malloc_trim(0);
+#else
+        (void)freed;
 #endif
     }
     for (size_t i = 0; i < n_out && st == OTTER_OK; i++) {

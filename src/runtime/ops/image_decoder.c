@@ -11,6 +11,14 @@
  * against OT_IMAGE_MAX_PIXELS before any pixel buffer is allocated, and a stream that cannot be
  * decoded is an error naming the node and the reason. (The spec allows an empty output instead;
  * an error tells the user why.) */
+#ifdef OTTER_NO_IMAGE_CODECS
+#include "runtime/ops/kernels.h"
+
+/* The WebAssembly build has no image libraries (tools/build-web.sh). */
+otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx) {
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "ImageDecoder is not in the WebAssembly build (no image decoders)");
+}
+#else
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -596,3 +604,4 @@ otter_status ot_kernel_image_decoder(ot_kernel_ctx *ctx) {
     image_release(&im);
     return OTTER_OK;
 }
+#endif /* OTTER_NO_IMAGE_CODECS */

@@ -7,7 +7,9 @@
  * character under the node's locale, as ONNX Runtime does. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <locale.h>
+#ifndef OTTER_NO_PCRE2
 #include <pcre2.h>
+#endif
 #include <wctype.h>
 
 #include "runtime/ops/broadcast.h"
@@ -292,6 +294,13 @@ otter_status ot_kernel_string_split(ot_kernel_ctx *ctx) {
 
 /* ---- RegexFullMatch ----------------------------------------------------------------------- */
 
+#ifdef OTTER_NO_PCRE2
+/* The WebAssembly build has no PCRE2 (tools/build-web.sh). */
+otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx) {
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "RegexFullMatch is not in the WebAssembly build (no PCRE2)");
+}
+#else
+
 /* PCRE2 allocates through otter's allocator hook. */
 static void *pcre_alloc(PCRE2_SIZE n, void *unused) { return ot_malloc(n); }
 static void pcre_free(void *p, void *unused) { ot_free(p); }
@@ -380,3 +389,4 @@ otter_status ot_kernel_regex_full_match(ot_kernel_ctx *ctx) {
     pcre2_match_data_free(md);
     return st;
 }
+#endif /* OTTER_NO_PCRE2 */

@@ -177,8 +177,8 @@ __attribute__((target("avx2,fma"))) static void softmax_avx2(float *row, int64_t
 }
 #endif
 
-static bool use_avx2(void) {
 #ifdef OT_VEC_X86
+static bool use_avx2(void) {
     static atomic_int choice = 0; /* 0 unknown, 1 portable, 2 avx2 */
     int ch = atomic_load(&choice);
     if (ch == 0) {
@@ -187,10 +187,8 @@ static bool use_avx2(void) {
         atomic_store(&choice, ch);
     }
     return ch == 2;
-#else
-    return false;
-#endif
 }
+#endif
 
 void ot_softmax_row(float *row, int64_t n) {
 #ifdef OT_VEC_X86
