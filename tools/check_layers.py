@@ -33,6 +33,7 @@ LAYERS = {
     "training": 4,
     "fl": 5,
     "cli": 6,
+    "web": 6,  # the WebAssembly module's glue over the public API (built by tools/build-web.sh only)
 }
 # Files that sit in another layer than their folder's.
 FILE_LAYERS = {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: clang-format over the sources, a release build (its numeric tests again under each OpenBLAS
 # kernel the CPU can run), a Release (-O3) build, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
-# the same tests in the portable build (otter's own matrix kernels, no OpenBLAS), and the fuzzers for a bounded time.
+# the same tests in the portable build (otter's own matrix kernels, no OpenBLAS), the WebAssembly build and its
+# Node tests, and the fuzzers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -46,6 +47,12 @@ echo "== portable build (no OpenBLAS)"
 cmake -S . -B build/portable -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOTTER_BLAS=OFF -DOTTER_WERROR=ON >/dev/null
 cmake --build build/portable -j"$JOBS"
 ctest --test-dir build/portable --output-on-failure -j"$JOBS"
+
+echo "== WebAssembly build and tests"
+tools/build-web.sh
+# Configuring again registers the web tests, now that web/dist/ exists.
+cmake -S . -B build/release >/dev/null
+ctest --test-dir build/release --output-on-failure -R '^test_web_'
 
 echo "== fuzzers (bounded)"
 CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DOTTER_FUZZ=ON -DOTTER_BLAS=OFF -DOTTER_BUILD_TESTS=OFF >/dev/null

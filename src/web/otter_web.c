@@ -34,7 +34,11 @@ otter_training_session *otter_web_training_create(const void *checkpoint, size_t
                                                   size_t training_size, const void *eval, size_t eval_size,
                                                   const void *optimizer, size_t optimizer_size) {
     otter_checkpoint *ck = NULL;
-    if (otter_checkpoint_load_from_memory(&ck, checkpoint, checkpoint_size) != OTTER_OK) return NULL;
+    otter_status st = otter_checkpoint_load_from_memory(&ck, checkpoint, checkpoint_size);
+    if (st != OTTER_OK) {
+        ot_error_context(st, "checkpoint state (%zu bytes): ", checkpoint_size);
+        return NULL;
+    }
     otter_training_options opts = {.n_threads = 1}; /* the module is single-threaded */
     otter_training_session *s = NULL;
     if (otter_training_session_create_from_memory(&s, ck, training, training_size, eval, eval_size, optimizer,

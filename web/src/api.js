@@ -163,6 +163,23 @@ function createOtterApi(platform) {
     }
   }
 
+  // The C tensors in the array at ptr (one per name, NULL where none) as {name: Tensor}; every one is freed.
+  function takeOutputs(M, ptr, outputNames) {
+    const tensors = Array.from(M.HEAPU32.subarray(ptr >> 2, (ptr >> 2) + outputNames.length));
+    const result = {};
+    let error = null;
+    tensors.forEach((t, i) => {
+      if (!t) return;
+      try {
+        result[outputNames[i]] = takeTensor(M, t);
+      } catch (e) {
+        error = error || e;
+      }
+    });
+    if (error) throw error;
+    return result;
+  }
+
   // Bytes the C library allocated (size at sizePtr), copied out and freed; a NULL result is the error.
   function takeBytes(M, ptr, sizePtr) {
     if (!ptr) throw new Error(lastError(M));
@@ -224,14 +241,11 @@ function createOtterApi(platform) {
       const k = Math.max(...fetched.map((n) => outputNames.indexOf(n))) + 1;
       const outs = sc.pointers(new Array(k).fill(0));
       const st = stepFn(handle, inNames.length, sc.strings(inNames), sc.pointers(inputs), k, outs);
-      const got = Array.from(M.HEAPU32.subarray(outs >> 2, (outs >> 2) + k));
-      const result = {};
-      got.forEach((t, i) => {
-        if (!t) return;
-        const tensor = takeTensor(M, t);
-        if (fetched.indexOf(outputNames[i]) !== -1) result[outputNames[i]] = tensor;
-      });
+      const result = takeOutputs(M, outs, outputNames.slice(0, k));
       if (st !== 0) throw new Error(lastError(M));
+      for (const name of outputNames) {
+        if (fetched.indexOf(name) === -1) delete result[name];
+      }
       return result;
     });
   }
@@ -420,11 +434,7 @@ function createOtterApi(platform) {
         const outs = sc.pointers(new Array(wanted.length).fill(0));
         const st = M._otter_session_run(this._h, inNames.length, sc.strings(inNames), sc.pointers(inputs),
           wanted.length, sc.strings(wanted), outs);
-        const got = Array.from(M.HEAPU32.subarray(outs >> 2, (outs >> 2) + wanted.length));
-        const result = {};
-        got.forEach((t, i) => {
-          if (t) result[wanted[i]] = takeTensor(M, t);
-        });
+        const result = takeOutputs(M, outs, wanted);
         if (st !== 0) throw new Error(lastError(M));
         return result;
       });
