@@ -14,3 +14,5 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommen
   emscripten node-acorn binaryen ccache  # tools/build-web.sh: the WebAssembly build
 # Node.js runs ONNX Runtime's web training build and onnxruntime-node, the peers in tests and benchmarks.
 command -v node >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q nodejs npm
+# Headless Chromium runs the browser clients of tests/test_fl_browser.py (otter fl serve --web).
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends chromium

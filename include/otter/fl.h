@@ -302,6 +302,14 @@ typedef struct otter_fl_round_report {
 typedef void (*otter_fl_server_log_fn)(otter_log_level level, const char *msg, void *user);
 typedef void (*otter_fl_server_round_fn)(const otter_fl_round_report *r, void *user);
 
+/* A directory served as static files (GET) under a URL prefix by the server's own listener: the browser
+ * client page and package (`otter fl serve --web`), the artifacts and data a browser client trains on. */
+typedef struct otter_fl_web_mount {
+    const char *prefix; /* URL prefix starting and ending with '/', e.g. "/web/" (the longest match wins) */
+    const char *dir;
+    bool need_token; /* requests must carry "Authorization: Bearer T" with a registration or issued token */
+} otter_fl_web_mount;
+
 typedef struct otter_fl_server_options {
     const char *host;          /* listen address (numeric or name); NULL: 127.0.0.1 */
     int port;                  /* 0: any free port (see otter_fl_server_port) */
@@ -331,7 +339,14 @@ typedef struct otter_fl_server_options {
     otter_fl_server_log_fn log;
     otter_fl_server_round_fn on_round;
     void *user;
-    volatile sig_atomic_t *stop; /* when set non-zero, run returns (state of finished rounds is saved) */
+    volatile sig_atomic_t *stop;   /* when set non-zero, run returns (state of finished rounds is saved) */
+    const otter_fl_web_mount *web; /* static files (n_web mounts); with any, GET / redirects to web_home, and
+                                      GET /layout (registration token) answers the layout encoding a browser
+                                      client registers with */
+    size_t n_web;
+    size_t web_max_file;    /* bytes: larger files are refused with 413 (0: 256 MiB) */
+    const char *web_home;   /* where GET / redirects (NULL: the first mount's prefix) */
+    const char *web_config; /* JSON text answered at GET /web-config (NULL: 404): the page's settings */
 } otter_fl_server_options;
 
 /* The aggregator is created from layout + initial global + strategy, or loaded from state_dir/fl_state.bin

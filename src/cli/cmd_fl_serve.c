@@ -71,7 +71,41 @@ typedef struct serve_args {
     bool verbose;
     otter_fl_strategy strategy;
     otter_fl_server_options so;
+    const char *web, *web_data; /* --web DIR, --web-data mnist:DIR */
+    long long web_shards;
+    otter_fl_web_mount mounts[3];
+    char *web_config; /* owned */
 } serve_args;
+
+#define WEB_CONFIG                                                                                                     \
+    "{\"artifacts\": {\"trainModel\": \"/artifacts/%straining_model.onnx\", \"evalModel\": "                           \
+    "\"/artifacts/%seval_model.onnx\", \"optimizerModel\": \"/artifacts/%soptimizer_model.onnx\", "                    \
+    "\"checkpointState\": \"/artifacts/%scheckpoint\"}, \"data\": %s}\n"
+
+/* --web: the page and package under /web/, the artifacts under /artifacts/ and the MNIST IDX files under
+ * /data/ (both behind a token), and /web-config telling the page where they are and how many shards the
+ * training split is cut into (a browser client trains on shard (client ID - 1) mod shards). */
+static bool web_options(serve_args *a) {
+    const char *pre = a->prefix ? a->prefix : "";
+    size_t n = 0;
+    a->mounts[n++] = (otter_fl_web_mount){.prefix = "/web/", .dir = a->web};
+    a->mounts[n++] = (otter_fl_web_mount){.prefix = "/artifacts/", .dir = a->artifacts, .need_token = true};
+    if (a->web_data)
+        a->mounts[n++] = (otter_fl_web_mount){.prefix = "/data/", .dir = a->web_data + 6, .need_token = true};
+    char data[512] = "null";
+    if (a->web_data)
+        snprintf(data, sizeof data,
+                 "{\"format\": \"mnist\", \"train_images\": \"/data/train-images-idx3-ubyte\", "
+                 "\"train_labels\": \"/data/train-labels-idx1-ubyte\", \"test_images\": "
+                 "\"/data/t10k-images-idx3-ubyte\", \"test_labels\": \"/data/t10k-labels-idx1-ubyte\", "
+                 "\"shards\": %lld}",
+                 a->web_shards);
+    int len = snprintf(NULL, 0, WEB_CONFIG, pre, pre, pre, pre, data);
+    if (!(a->web_config = malloc((size_t)len + 1))) return false;
+    snprintf(a->web_config, (size_t)len + 1, WEB_CONFIG, pre, pre, pre, pre, data);
+    a->so.web = a->mounts, a->so.n_web = n, a->so.web_home = "/web/client/", a->so.web_config = a->web_config;
+    return true;
+}
 
 /* --listen HOST:PORT ([::1]:8080 for IPv6) into a->host and a->so.port. */
 static bool parse_listen(const char *listen, serve_args *a) {
@@ -99,7 +133,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     const char *rounds_t = NULL, *k_t = NULL, *m_t = NULL, *timeout_t = NULL, *listen = NULL, *token = NULL,
                *tokens_f = NULL, *strategy_t = NULL, *seed_t = NULL, *threads_t = NULL, *maxconn_t = NULL,
                *join_t = NULL, *poll_t = NULL, *clip_t = NULL, *maxex_t = NULL, *perip_t = NULL, *idle_t = NULL,
-               *reqto_t = NULL, *pertok_t = NULL, *ttl_t = NULL;
+               *reqto_t = NULL, *pertok_t = NULL, *ttl_t = NULL, *shards_t = NULL;
     const cli_opt opts[] = {
         {"--artifacts", NULL, "DIR", "training artifacts (otter artifacts); the initial global model", &a->artifacts,
          NULL},
@@ -148,6 +182,14 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          &join_t, NULL},
         {"--poll-ms", NULL, "MS", "how often idle clients ask for a round (default 200)", &poll_t, NULL},
         {"--prefix", NULL, "P", "artifact file name prefix", &a->prefix, NULL},
+        {"--web", NULL, "DIR",
+         "also serve browser clients: the page and package in DIR (the repository's web/) at /web/client/, the "
+         "artifacts to token holders",
+         &a->web, NULL},
+        {"--web-data", NULL, "mnist:DIR",
+         "with --web: hand MNIST (IDX files in DIR) to browser clients, one shard each", &a->web_data, NULL},
+        {"--web-shards", NULL, "N", "with --web-data: shards the training split is cut into (default K)", &shards_t,
+         NULL},
         {"--verbose", "-v", NULL, "log every accepted update", NULL, &a->verbose},
         {0}};
     const cli_spec spec = {VERB,
@@ -168,6 +210,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (!a->state) return cli_usage_error(&spec, "missing --state");
     if (!a->so.tls_cert != !a->so.tls_key) return cli_usage_error(&spec, "--tls-cert and --tls-key go together");
     if (token && tokens_f) return cli_usage_error(&spec, "give --token or --tokens, not both");
+    if ((a->web_data || shards_t) && !a->web) return cli_usage_error(&spec, "--web-data and --web-shards need --web");
+    if (a->web_data && strncmp(a->web_data, "mnist:", 6) != 0)
+        return cli_usage_error(&spec, "bad --web-data '%s' (mnist:DIR)", a->web_data);
     long long rounds, k, m, seed = 0, threads = 2, maxconn = 1000, poll = 200, maxex = 0;
     double timeout = 60, join = 0;
     if (!cli_parse_int(rounds_t, 1, &rounds)) return cli_usage_error(&spec, "bad --rounds '%s'", rounds_t);
@@ -201,6 +246,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return cli_usage_error(&spec, "bad --slot-ttl '%s'", ttl_t);
     if (maxex_t && !cli_parse_int(maxex_t, 1, &maxex))
         return cli_usage_error(&spec, "bad --max-examples '%s'", maxex_t);
+    a->web_shards = k;
+    if (shards_t && (!cli_parse_int(shards_t, 1, &a->web_shards) || a->web_shards > 60000))
+        return cli_usage_error(&spec, "bad --web-shards '%s' (1..60000)", shards_t);
     a->strategy = otter_fl_strategy_default(OTTER_FL_FEDAVG);
     if (strategy_t && otter_fl_strategy_parse(strategy_t, &a->strategy) != OTTER_OK)
         return cli_usage_error(&spec, "--strategy: %s", otter_last_error());
@@ -216,6 +264,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     a->so.threads = (unsigned)threads, a->so.max_connections = (unsigned)maxconn, a->so.poll_ms = (int)poll;
     a->so.max_examples = maxex, a->so.max_per_ip = (unsigned)perip, a->so.idle_timeout = (unsigned)idle;
     a->so.request_timeout = reqto, a->so.max_per_token = (unsigned)pertok, a->so.slot_ttl = ttl;
+    if (a->web && !web_options(a)) {
+        fprintf(stderr, "otter %s: out of memory\n", VERB);
+        return CLI_EXIT_INVALID;
+    }
     return read_token_options(token, tokens_f, a);
 }
 
@@ -255,6 +307,9 @@ static int serve(serve_args *a, serve_ctx *ctx, const otter_fl_layout *lay) {
            a->so.tls_cert ? "s" : "", v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv), sdesc, n,
            otter_fl_layout_count(lay), (long long)a->so.rounds, a->so.clients_per_round, a->so.min_clients,
            a->so.round_timeout, a->state);
+    if (a->web)
+        printf("browser clients: open http%s://%s%s%s:%d/web/client/ and enter the token (or append #token=T)\n",
+               a->so.tls_cert ? "s" : "", v6 ? "[" : "", a->host, v6 ? "]" : "", otter_fl_server_port(srv));
     if (otter_fl_server_round(srv) > 0)
         printf("resumed at round %lld of %lld from %s\n", (long long)otter_fl_server_round(srv),
                (long long)a->so.rounds, a->state);
@@ -293,6 +348,7 @@ done:
     otter_dataset_free(ctx.eds);
     otter_training_session_free(ctx.s);
     cli_list_free(a.tokens);
+    free(a.web_config);
     cli_curve_free(&ctx.loss), cli_curve_free(&ctx.acc);
     return rc;
 }

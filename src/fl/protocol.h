@@ -32,6 +32,11 @@
  *     GET  /params                      -> 200 params message for the open round (409 when not picked)
  *     POST /update     body: update     -> 200 "accepted\n"; 400 malformed / wrong shape / NaN / wrong round,
  *                                          409 not picked, already sent or the round closed; 401
+ * With static-file mounts (otter_fl_server_options.web, `otter fl serve --web`), for browser clients:
+ *     GET  /                            -> 302 to the client page
+ *     GET  /layout                      -> 200 the layout encoding to register with (registration token)
+ *     GET  /web-config                  -> 200 the page's settings (JSON: artifact and data URLs, shards)
+ *     GET  <mount prefix>FILE           -> 200 the file (src/fl/web.c); a mount may require a token
  * Refusals carry a one-line reason in the body and are reported to the server's log callback. */
 #ifndef OTTER_FL_PROTOCOL_H
 #define OTTER_FL_PROTOCOL_H

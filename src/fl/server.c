@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/core.h"
 #include "fl/protocol.h"
+#include "fl/web.h"
 
 typedef struct fl_client {
     uint64_t id;
@@ -58,6 +59,10 @@ struct otter_fl_server {
     double recv_bytes, t_open, deadline, avail_since, t_done;
     struct MHD_Response *params; /* the open round's params message, shared by every picked client */
     int urandom;
+    ot_fl_web *web;              /* static files (NULL: none) */
+    char *web_home, *web_config; /* owned copies of the options */
+    void *layout_msg;            /* the layout encoding, answered at GET /layout when web is on */
+    size_t layout_msg_size;
 };
 
 static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -73,7 +78,7 @@ static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) {
 
 /* ---- requests ---------------------------------------------------------------------------------------- */
 
-typedef enum route { R_OTHER, R_REGISTER, R_ROUND, R_PARAMS, R_UPDATE } route;
+typedef enum route { R_OTHER, R_REGISTER, R_ROUND, R_PARAMS, R_UPDATE, R_HOME, R_LAYOUT, R_WEB_CONFIG, R_WEB } route;
 
 typedef struct req {
     route r;
@@ -84,7 +89,8 @@ typedef struct req {
     uint8_t *buf;
     size_t len, limit;
     bool overflow;
-    double t_headers; /* when the headers were in: the body must follow within request_timeout */
+    const otter_fl_web_mount *mount; /* R_WEB */
+    double t_headers;                /* when the headers were in: the body must follow within request_timeout */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -174,13 +180,18 @@ static size_t live_clients(otter_fl_server *s, double now, size_t *idx);
 
 static double live_window(const otter_fl_server *s) { return fmax(3.0, 10.0 * s->o.poll_ms / 1000.0); }
 
+/* Whether tok is one of the configured registration tokens (its index in *which). */
+static bool registration_token(const otter_fl_server *s, const char *tok, size_t *which) {
+    bool ok = false;
+    for (size_t i = 0; tok && i < s->o.n_tokens; i++)
+        if (token_eq(s->tokens[i], tok)) ok = true, *which = i;
+    return ok;
+}
+
 static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *conn, req *q, const char *peer) {
     const char *tok = bearer(conn);
-    bool ok = false;
     size_t reg_token = 0;
-    for (size_t i = 0; tok && i < s->o.n_tokens; i++)
-        if (token_eq(s->tokens[i], tok)) ok = true, reg_token = i;
-    if (!ok) {
+    if (!registration_token(s, tok, &reg_token)) {
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %s token (401)", peer, tok ? "wrong" : "missing");
         return reply(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized: wrong or missing registration token\n");
     }
@@ -372,6 +383,38 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
     return reply(conn, MHD_HTTP_OK, "accepted\n");
 }
 
+/* GET / (a redirect to the page), /layout, /web-config and the static mounts. */
+static enum MHD_Result do_web(otter_fl_server *s, struct MHD_Connection *conn, const req *q, const char *url,
+                              const char *peer) {
+    struct MHD_Response *r = NULL;
+    unsigned status = MHD_HTTP_OK;
+    const char *type = NULL;
+    if (q->r == R_HOME)
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT), status = MHD_HTTP_FOUND;
+    else if (q->r == R_LAYOUT)
+        r = MHD_create_response_from_buffer(s->layout_msg_size, s->layout_msg, MHD_RESPMEM_PERSISTENT),
+        type = "application/octet-stream";
+    else if (q->r == R_WEB_CONFIG)
+        r = MHD_create_response_from_buffer(strlen(s->web_config), s->web_config, MHD_RESPMEM_PERSISTENT),
+        type = "application/json";
+    else {
+        const char *why = NULL;
+        r = ot_fl_web_open(s->web, q->mount, url, &status, &why);
+        if (!r) {
+            slog(s, status == MHD_HTTP_NOT_FOUND ? OTTER_LOG_DEBUG : OTTER_LOG_WARN, "refused GET %s from %s (%u): %s",
+                 url, peer, status, why);
+            return reply(conn, status, status == MHD_HTTP_NOT_FOUND ? "not found\n" : "refused\n");
+        }
+    }
+    if (!r) return MHD_NO;
+    if (q->r == R_HOME) MHD_add_response_header(r, "Location", s->web_home);
+    if (type) MHD_add_response_header(r, "Content-Type", type);
+    if (q->r != R_WEB) MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
     otter_fl_server *s = cls;
@@ -391,6 +434,27 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             q->r = R_PARAMS;
         else if (post && strcmp(url, "/update") == 0)
             q->r = R_UPDATE, q->limit = ot_fl_msg_size(s->n);
+        else if (get && s->web && strcmp(url, "/") == 0)
+            q->r = R_HOME;
+        else if (get && s->web && strcmp(url, "/layout") == 0)
+            q->r = R_LAYOUT;
+        else if (get && s->web_config && strcmp(url, "/web-config") == 0)
+            q->r = R_WEB_CONFIG;
+        else if (get && (q->mount = ot_fl_web_match(s->web, url)))
+            q->r = R_WEB;
+        if (q->r == R_LAYOUT || (q->r == R_WEB && q->mount->need_token)) {
+            size_t which;
+            const char *tok = bearer(conn);
+            bool ok = registration_token(s, tok, &which);
+            if (!ok) {
+                pthread_mutex_lock(&s->mu);
+                ok = find_client(s, tok) != NULL;
+                pthread_mutex_unlock(&s->mu);
+            }
+            if (!ok)
+                q->status = MHD_HTTP_UNAUTHORIZED,
+                snprintf(q->msg, sizeof q->msg, "%s token", tok ? "wrong" : "missing");
+        }
         if (q->r == R_ROUND || q->r == R_PARAMS || q->r == R_UPDATE) {
             pthread_mutex_lock(&s->mu);
             fl_client *c = find_client(s, bearer(conn));
@@ -449,6 +513,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             return reply(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized: wrong or missing token\n");
         }
         return q->r == R_ROUND ? do_round(s, conn, q->cid) : do_params(s, conn, q->cid);
+    case R_HOME:
+    case R_LAYOUT:
+    case R_WEB_CONFIG:
+    case R_WEB:
+        if (q->status) {
+            slog(s, OTTER_LOG_WARN, "refused %s %s from %s (401): %s", method, url, peer, q->msg);
+            return reply(conn, MHD_HTTP_UNAUTHORIZED, "unauthorized: wrong or missing token\n");
+        }
+        return do_web(s, conn, q, url, peer);
     default:
         return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     }
@@ -780,6 +853,17 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     }
     s->hash = ot_fl_layout_hash(s->layout);
     s->n = n;
+    s->o.web = NULL, s->o.n_web = 0, s->o.web_home = NULL, s->o.web_config = NULL; /* copies below */
+    if (o->n_web) {
+        if ((st = ot_fl_web_create(&s->web, o->web, o->n_web, o->web_max_file)) != OTTER_OK ||
+            (st = ot_fl_layout_encode(s->layout, &s->layout_msg, &s->layout_msg_size)) != OTTER_OK)
+            goto fail;
+        s->web_home = ot_strdup(o->web_home ? o->web_home : o->web[0].prefix);
+        if (!s->web_home || (o->web_config && !(s->web_config = ot_strdup(o->web_config)))) {
+            st = OT_NOMEM();
+            goto fail;
+        }
+    }
     if ((st = resume_or_create(s, initial, n, strategy)) != OTTER_OK) goto fail;
     if (otter_fl_aggregator_round(s->agg) > 0)
         slog(s, OTTER_LOG_INFO, "resumed from %s: %lld rounds completed", s->state_path,
@@ -849,6 +933,8 @@ void otter_fl_server_free(otter_fl_server *s) {
     ot_free(s->host), ot_free(s->state_dir), ot_free(s->state_path);
     ot_free(s->tls_cert), ot_free(s->tls_key);
     ot_free(s->clients);
+    ot_fl_web_free(s->web);
+    ot_free(s->web_home), ot_free(s->web_config), ot_free(s->layout_msg);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     ot_free(s);
