@@ -1,0 +1,1 @@
+"""otter-onnx: ONNX Runtime's training Python API and sclblonnx over libotter."""
