@@ -5,6 +5,7 @@ trains it (losses equal numpy's at the parameters it holds). Also the other loss
 TrainingBlock/ForwardBlock/empty_base. Skips (77) only when onnx or numpy is missing."""
 import ctypes
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -167,50 +168,57 @@ for fname, args, res in [
         ("otter_training_get_param", [P, ctypes.c_char_p, ctypes.POINTER(tl.TP)], ctypes.c_int)]:
     fn = getattr(lib, fname)
     fn.argtypes, fn.restype = args, res
-session = P()
-if lib.otter_training_session_create_from_dir(ctypes.byref(session), artifacts_dir.encode(), None, None,
-                                              ctypes.byref(tl.TrainingOptions(1, False, 0))) != 0:
-    raise RuntimeError(tl.last_error(lib))
-if lib.otter_training_set_lr(session, 0.02) != 0:
-    raise RuntimeError(tl.last_error(lib))
 
 
-def session_params():
-    result = {}
-    for name in params:
-        t = tl.TP()
-        if lib.otter_training_get_param(session, name.encode(), ctypes.byref(t)) != 0:
-            raise RuntimeError(tl.last_error(lib))
-        result[name] = tl.tensor_to_array(t)
-        lib.otter_tensor_free(t)
-    return result
+def train(directory, steps=20):
+    """steps AdamW steps at lr 0.02 in otter's training session on the artifacts in directory: the losses,
+    the worst relative error of a loss against numpy's at the session's parameters, the final parameters."""
+    session = P()
+    if lib.otter_training_session_create_from_dir(ctypes.byref(session), directory.encode(), None, None,
+                                                  ctypes.byref(tl.TrainingOptions(1, False, 0))) != 0:
+        raise RuntimeError(tl.last_error(lib))
 
-
-def train_step():
-    inputs = [tl.tensor_from_array(lib, a) for a in feeds.values()]
-    names = (ctypes.c_char_p * 3)(*[n.encode() for n in feeds])
-    out = (tl.TP * 1)()
-    try:
-        if lib.otter_training_train_step(session, 3, names, (tl.TP * 3)(*inputs), 1, out) != 0:
-            raise RuntimeError(tl.last_error(lib))
-        return float(tl.tensor_to_array(out[0]))
-    finally:
-        for t in inputs:
-            lib.otter_tensor_free(t)
-        lib.otter_tensor_free(out[0])
-
-
-losses, worst = [], 0.0
-for step in range(20):
-    held = session_params()
-    losses.append(train_step())
-    expected, _ = reference(held)
-    worst = tl.worse(worst, abs(losses[-1] - expected) / max(abs(expected), 1e-12))
-    for status in (lib.otter_training_optimizer_step(session), lib.otter_training_lazy_reset_grad(session)):
+    def ok(status):
         if status != 0:
             raise RuntimeError(tl.last_error(lib))
-final = session_params()
-lib.otter_training_session_free(session)
+
+    def session_params():
+        result = {}
+        for name in params:
+            t = tl.TP()
+            ok(lib.otter_training_get_param(session, name.encode(), ctypes.byref(t)))
+            result[name] = tl.tensor_to_array(t)
+            lib.otter_tensor_free(t)
+        return result
+
+    def train_step():
+        inputs = [tl.tensor_from_array(lib, a) for a in feeds.values()]
+        names = (ctypes.c_char_p * 3)(*[n.encode() for n in feeds])
+        out = (tl.TP * 1)()
+        try:
+            ok(lib.otter_training_train_step(session, 3, names, (tl.TP * 3)(*inputs), 1, out))
+            return float(tl.tensor_to_array(out[0]))
+        finally:
+            for t in inputs:
+                lib.otter_tensor_free(t)
+            lib.otter_tensor_free(out[0])
+
+    try:
+        ok(lib.otter_training_set_lr(session, 0.02))
+        losses, worst = [], 0.0
+        for _ in range(steps):
+            held = session_params()
+            losses.append(train_step())
+            expected, _ = reference(held)
+            worst = tl.worse(worst, abs(losses[-1] - expected) / max(abs(expected), 1e-12))
+            ok(lib.otter_training_optimizer_step(session))
+            ok(lib.otter_training_lazy_reset_grad(session))
+        return losses, worst, session_params()
+    finally:
+        lib.otter_training_session_free(session)
+
+
+losses, worst, final = train(artifacts_dir)
 print(f"losses: {losses[0]:.6f} -> {losses[-1]:.6f}")
 tl.check(worst < 1e-5, f"every training step's loss = numpy's at the session's parameters (rel. error {worst:.2e})")
 tl.check(losses[-1] < 0.9 * losses[0], f"20 AdamW steps (lr 0.02) lower the loss ({losses[0]:.4f} -> {losses[-1]:.4f})")
@@ -218,10 +226,32 @@ tl.check(all(np.array_equal(final[k], params[k]) for k in frozen_params)
          and not any(np.array_equal(final[k], params[k]) for k in requires_grad),
          "frozen parameters stay, trained ones move")
 
+# ---- optim.AdamW / SGD: optimizer models the training session runs --------------------------------------
+with onnxblock.empty_base() as accessor:
+    onnxblock.optim.AdamW()(block.parameters())
+    adamw_model = accessor.model
+own_dir = os.path.join(work, "own_optimizer")
+shutil.rmtree(own_dir, ignore_errors=True)
+shutil.copytree(artifacts_dir, own_dir)
+onnx.save(adamw_model, os.path.join(own_dir, "optimizer_model.onnx"))
+own_losses, _, own_final = train(own_dir)
+tl.check(own_losses == losses and all(np.array_equal(own_final[k], final[k]) for k in params),
+         "optim.AdamW's model trains exactly as the artifacts' optimizer model")
+with onnxblock.empty_base() as accessor:
+    onnxblock.optim.SGD()(block.parameters())
+    sgd_model = accessor.model
+onnx.save(sgd_model, os.path.join(own_dir, "optimizer_model.onnx"))
+sgd_losses, _, sgd_final = train(own_dir, steps=1)
+first_grads = reference(params)[1]
+worst = 0.0
+for name in requires_grad:
+    worst = tl.worse(worst, float(np.max(np.abs(sgd_final[name] - (params[name] - 0.02 * first_grads[name])))))
+tl.check(worst < 1e-6, f"optim.SGD's model: one step is w - 0.02 * numpy's gradient (max error {worst:.2e})")
+
 # ---- the other losses and blocks against numpy, built on an empty base ---------------------------------
 pred = rng.standard_normal((6, 4)).astype(np.float32)
 target = rng.random((6, 4)).astype(np.float32)
-labels = rng.integers(0, 4, 6).astype(np.int32)
+labels = rng.integers(0, 4, 6).astype(np.int64)
 
 
 def on_empty_base(build, inputs):

@@ -50,7 +50,7 @@ class L1Loss(blocks.Block):
 
 
 class CrossEntropyLoss(blocks.Block):
-    """SoftmaxCrossEntropyLoss of scores [N, C] against int32 labels [N] (a new input when missing), with
+    """SoftmaxCrossEntropyLoss of scores [N, C] against int64 labels [N] (a new input when missing), with
     optional class weights and ignore_index."""
 
     def __init__(self, weight=None, reduction="mean", ignore_index=None):
@@ -66,7 +66,7 @@ class CrossEntropyLoss(blocks.Block):
                 raise RuntimeError(f"CrossEntropyLoss: the type of '{scores_input_name}' is unknown")
             labels = onnx.ValueInfoProto.FromString(scores.SerializeToString())
             labels.name = labels_name
-            labels.type.tensor_type.elem_type = onnx.TensorProto.INT32
+            labels.type.tensor_type.elem_type = onnx.TensorProto.INT64
             del labels.type.tensor_type.shape.dim[1:]  # [N, C] scores, [N] labels
             model.graph.input.append(labels)
         inputs = [scores_input_name, labels_name]
