@@ -248,6 +248,18 @@ for name in requires_grad:
     worst = tl.worse(worst, float(np.max(np.abs(sgd_final[name] - (params[name] - 0.02 * first_grads[name])))))
 tl.check(worst < 1e-6, f"optim.SGD's model: one step is w - 0.02 * numpy's gradient (max error {worst:.2e})")
 
+with onnxblock.empty_base() as accessor:
+    onnxblock.optim.SGD(clip_grad=onnxblock.optim.ClipGradNorm(0.05))(block.parameters())
+    onnx.save(accessor.model, os.path.join(own_dir, "optimizer_model.onnx"))
+_, _, clipped = train(own_dir, steps=1)
+norm = np.sqrt(sum(np.sum(first_grads[k] ** 2) for k in requires_grad))
+scale = min(1.0, 0.05 / (norm + 1e-6))
+worst = 0.0
+for name in requires_grad:
+    worst = tl.worse(worst, float(np.max(np.abs(clipped[name] - (params[name] - 0.02 * scale * first_grads[name])))))
+tl.check(norm > 0.05 and worst < 1e-6,
+         f"ClipGradNorm(0.05) scales the gradients by 0.05 / {norm:.3f} before SGD (max error {worst:.2e})")
+
 # ---- the other losses and blocks against numpy, built on an empty base ---------------------------------
 pred = rng.standard_normal((6, 4)).astype(np.float32)
 target = rng.random((6, 4)).astype(np.float32)
