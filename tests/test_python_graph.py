@@ -93,6 +93,10 @@ tl.check(cat is not False and so.check(cat) and np.allclose(so.run(cat, feeds, [
 side = so.concat(g1, g2, complete=False)
 tl.check([i.name for i in side.input] == ["x1", "x2", "in"] and len(side.node) == 4,
          "concat() without matches puts the graphs side by side")
+edged = so.concat(g1, g2, edge_match=[("sum", "in")])
+out = so.run(edged, dict(feeds, **{"in": np.array([100.0], np.float32)}), ["out"])
+tl.check([i.name for i in edged.input] == ["x1", "x2", "in"] and out is not False and np.allclose(out[0], [7.4]),
+         "concat() with edge_match rewires g2's readers to sum and keeps its declared inputs")
 
 g3 = so.empty_graph("g3")
 g3 = so.add_node(g3, so.node("Sub", inputs=["a", "b"], outputs=["diff"]))

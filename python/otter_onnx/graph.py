@@ -154,6 +154,14 @@ def _find(values, name):
     return next((i for i, v in enumerate(values) if v.name == name), None)
 
 
+def _rewire(g, old_name, new_name):
+    """Node inputs of g reading old_name read new_name instead."""
+    for n in g.node:
+        for k, name in enumerate(n.input):
+            if name == old_name:
+                n.input[k] = new_name
+
+
 def list_inputs(graph):
     """Prints the graph's inputs with their types; True."""
     for v in graph.input:
@@ -239,10 +247,7 @@ def rename_input(graph, current_name, new_name, **kwargs):
         _print(f"Unable to find the input '{current_name}'.")
         return False
     graph.input[i].name = new_name
-    for n in graph.node:
-        for k, name in enumerate(n.input):
-            if name == current_name:
-                n.input[k] = new_name
+    _rewire(graph, current_name, new_name)
     return graph
 
 
@@ -321,7 +326,7 @@ def display(graph, _tmpfile=".tmp.svg", **kwargs):
 
 def run(graph, inputs, outputs, _tmpfile=None, **kwargs):
     """Runs the graph with otter on inputs ({name: numpy array}); returns the list of the named outputs, or
-    False (with otter's message printed) when it fails."""
+    False (with otter's message printed) when it fails. _tmpfile is sclblonnx's; otter runs from memory."""
     try:
         return _graphlib.run(_to_model(graph, opset=kwargs.get("opset")).SerializeToString(), inputs,
                              list(outputs))
@@ -403,20 +408,17 @@ def concat(sg1, sg2, complete=False, rename_nodes=True, io_match=None, rename_io
     if rename_nodes:
         postfix_names(a, "_sg1", "node")
         postfix_names(b, "_sg2", "node")
-    for out_name, in_name in list(io_match or []) + list(edge_match or []):
-        i = _find(a.output, out_name)
-        if i is not None and (out_name, in_name) in (io_match or []):
-            del a.output[i]
-        j = _find(b.input, in_name)
-        if j is not None:
-            del b.input[j]
-        for n in b.node:
-            for k, name in enumerate(n.input):
-                if name == in_name:
-                    n.input[k] = out_name
+    for out_name, in_name in io_match or []:
+        for values, name in ((a.output, out_name), (b.input, in_name)):
+            i = _find(values, name)
+            if i is not None:
+                del values[i]
+        _rewire(b, in_name, out_name)
     if rename_io:
         postfix_names(a, "_sg1", "io")
         postfix_names(b, "_sg2", "io")
+    for out_name, in_name in edge_match or []:
+        _rewire(b, in_name, out_name)
     if rename_edges:
         postfix_names(a, "_sg1", "edge")
         postfix_names(b, "_sg2", "edge")
