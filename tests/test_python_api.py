@@ -171,6 +171,24 @@ def main():
         check(False, "unknown requires_grad refused")
     except otter_onnx.OtterError as e:
         check("no_such_weight" in str(e), f"unknown requires_grad: {type(e).__name__}: {e}")
+    # ---- a loss given as an onnxblock Block trains as the same LossType: the block's constants stay constants
+    from otter_onnx.training import onnxblock
+    target = np.zeros((BATCH, 10), np.float32)
+    runs = {}
+    for what, loss in [("LossType.MSELoss", artifacts.LossType.MSELoss), ("onnxblock.loss.MSELoss()",
+                                                                          onnxblock.loss.MSELoss())]:
+        d = os.path.join(work, "mse-" + what[:4])
+        artifacts.generate_artifacts(fwd, loss=loss, optimizer=artifacts.OptimType.SGD, artifact_directory=d)
+        st = api.CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
+        m = api.Module(os.path.join(d, "training_model.onnx"), st, os.path.join(d, "eval_model.onnx"))
+        opt = api.Optimizer(os.path.join(d, "optimizer_model.onnx"), m)
+        runs[what] = (sorted(st.parameters), [])
+        for _ in range(3):
+            runs[what][1].append(float(m(x[:BATCH], target)))
+            opt.step()
+            m.lazy_reset_grad()
+    (p1, l1), (p2, l2) = runs.values()
+    check(p1 == p2 and l1 == l2 and l1[2] < l1[0], f"Block loss trains as LossType: parameters {p2}, losses {l2}")
     return tl.finish("test_python_api")
 
 

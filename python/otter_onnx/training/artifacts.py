@@ -67,6 +67,20 @@ def _set_names(opts, count_field, field, names, keep):
         setattr(opts, field, ctypes.cast(arr, _NAMES))
 
 
+_FLOAT_TYPES = (1, 10, 11, 16)  # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def _default_parameters(model, frozen_params):
+    """(requires_grad, frozen_params) as otter_artifacts_build chooses them when requires_grad is not given: every
+    float initializer not frozen is trained, BatchNormalization running statistics are frozen."""
+    frozen = list(frozen_params or [])
+    running = [n.input[i] for n in model.graph.node if n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx")
+               for i in (3, 4) if i < len(n.input) and n.input[i]]
+    frozen += [name for name in running if name not in frozen]
+    trained = [t.name for t in model.graph.initializer if t.data_type in _FLOAT_TYPES and t.name not in frozen]
+    return trained, frozen
+
+
 def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None, optimizer=None,
                        artifact_directory=None, prefix="", ort_format=False, custom_op_library=None,
                        additional_output_names=None, nominal_checkpoint=False, loss_input_names=None):
@@ -74,8 +88,9 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
     into artifact_directory (default: the current folder), names after prefix, as ONNX Runtime 1.19's tool does.
 
     model: an onnx.ModelProto, model bytes or a path. loss: a LossType, an onnxblock Block (stacked on the model's
-    outputs by onnxblock.loss_model), or None (the model's first output is the loss). requires_grad None: every
-    float initializer not in frozen_params (ONNX Runtime would train none)."""
+    outputs by onnxblock.loss_model), or None (the model's first output is the loss). requires_grad None: every float
+    initializer of the forward model not in frozen_params, BatchNormalization running statistics frozen (ONNX
+    Runtime would train none)."""
     if ort_format:
         raise L.NotSupportedError("generate_artifacts: ort_format=True is not supported: otter reads and writes "
                                   "ONNX models only (leave ort_format False)")
@@ -92,6 +107,8 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
         if isinstance(model, (str, os.PathLike)):
             import onnx
             model = onnx.load(model)
+        if requires_grad is None:  # the forward model's weights, not the constants the loss block adds
+            requires_grad, frozen_params = _default_parameters(model, frozen_params)
         model = loss_model(model, loss, loss_input_names)
         loss, loss_input_names = None, None
     _signatures()
