@@ -22,7 +22,7 @@ except ImportError as e:
 sys.path.insert(0, os.path.join(tl.SRC, "python"))
 os.environ.setdefault("OTTER_LIB", tl.LIB)
 import otter_onnx.training.onnxblock as onnxblock  # noqa: E402  (the guide's onnxruntime.training.onnxblock)
-from otter_onnx import _graphlib  # noqa: E402
+from otter_onnx import _graphlib, _lib  # noqa: E402
 from otter_onnx.training.onnxblock import _graph_utils  # noqa: E402
 
 work = tl.work_dir("test_python_onnxblock")
@@ -129,7 +129,7 @@ tl.check([t.name for t in trainable] == requires_grad and [t.name for t in froze
          "parameters() gives the trainable and frozen initializers")
 tl.check(in_context.graph.output[0].name == loss_name and len(in_context.graph.output) == 5,
          "the base context holds the training model (loss + 4 gradient outputs)")
-train_feeds = dict(feeds, **params, lazy_reset_grad=np.array(True))
+train_feeds = dict(feeds, **params, lazy_reset_grad=np.array([True]))
 for name in requires_grad:
     train_feeds[name + "_grad.accumulation.buffer"] = np.zeros_like(params[name])
 # The accumulators update their buffers in place (their outputs are flags): read the gradients they add.
@@ -271,7 +271,7 @@ def on_empty_base(build, inputs):
     with onnxblock.empty_base(opset_version=17) as accessor:
         for name, value in inputs.items():
             accessor.model.graph.input.append(helper.make_tensor_value_info(
-                name, _graphlib.DTYPE_OF_NUMPY[value.dtype], value.shape))
+                name, _lib.otter_dtype(value.dtype), value.shape))
         out = build()
         _graph_utils.register_graph_outputs(accessor.model, out)
         model = accessor.model
