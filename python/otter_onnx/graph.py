@@ -3,7 +3,8 @@ so`. Graphs are onnx.GraphProto objects as in sclblonnx (so they pass to onnx's 
 and deletions are protobuf edits, while checking, cleaning, merging, drawing and running are libotter's.
 
 As in sclblonnx, functions report a failure by printing it and returning False, and editing functions return
-the changed graph."""
+the changed graph. Functions that hand the graph to libotter (or store it) wrap it in a model importing the
+default domain at onnx's current opset, or at opset=N when given as a keyword argument."""
 import base64
 import copy
 import json
@@ -314,7 +315,8 @@ def display(graph, _tmpfile=".tmp.svg", **kwargs):
         _print("display() needs graphviz's `dot` on the PATH.")
         return False
     try:
-        text = _graphlib.to_dot(_to_model(graph).SerializeToString(), kwargs.get("rankdir"))
+        model = _to_model(graph, opset=kwargs.get("opset"))
+        text = _graphlib.to_dot(model.SerializeToString(), kwargs.get("rankdir"))
     except OtterError as e:
         _print("Unable to draw the graph: " + str(e))
         return False
