@@ -1,1 +1,1 @@
-"""ONNX Runtime's onnxruntime.training API over libotter."""
+"""ONNX Runtime's onnxruntime.training API over libotter: artifacts, api, onnxblock."""
