@@ -1,8 +1,9 @@
 """otter_onnx.training.onnxblock, ONNX Runtime's onnxblock over libotter: the guide's WeightedAverageLoss
 (0.4 * MSE(output1, target1) + 0.6 * MSE(output2, target2)) with only the import changed, stacked on a
-two-headed model; its training model's loss and gradients equal numpy's, and otter's training session
-trains it (losses equal numpy's at the parameters it holds). Also the other losses against numpy, and
-TrainingBlock/ForwardBlock/empty_base. Skips (77) only when onnx or numpy is missing."""
+two-headed model through generate_artifacts as the guide calls it. The training model's loss and gradients
+equal numpy's, and otter's training session trains it (each loss equal to numpy's at the parameters the
+session holds). Also TrainingBlock, ForwardBlock, optim, and the other losses and blocks against numpy on an
+empty base. Skips (77) only when onnx or numpy is missing."""
 import ctypes
 import os
 import shutil
@@ -23,6 +24,7 @@ sys.path.insert(0, os.path.join(tl.SRC, "python"))
 os.environ.setdefault("OTTER_LIB", tl.LIB)
 import otter_onnx.training.onnxblock as onnxblock  # noqa: E402  (the guide's onnxruntime.training.onnxblock)
 from otter_onnx import _graphlib, _lib  # noqa: E402
+from otter_onnx.training import artifacts  # noqa: E402  (the guide's onnxruntime.training.artifacts)
 from otter_onnx.training.onnxblock import _graph_utils  # noqa: E402
 
 work = tl.work_dir("test_python_onnxblock")
@@ -146,8 +148,14 @@ tl.check(worst < 1e-5, f"the training model's gradients = numpy's (max error {wo
 tl.check(close(eval_loss, loss_np), "the eval model's loss = numpy's")
 
 # ---- artifacts from the custom loss, trained by otter's training session -------------------------------
+# The guide's generate_artifacts call, verbatim, in a folder of its own (it writes into the current one).
 artifacts_dir = os.path.join(work, "artifacts")
-_graphlib.training_models(with_loss.SerializeToString(), requires_grad, frozen_params, "AdamW", artifacts_dir)
+shutil.rmtree(artifacts_dir, ignore_errors=True)
+os.makedirs(artifacts_dir)
+os.chdir(artifacts_dir)
+artifacts.generate_artifacts(base_model, requires_grad = requires_grad, frozen_params = frozen_params,
+                             loss = my_custom_loss, optimizer = artifacts.OptimType.AdamW)
+os.chdir(work)
 tl.check(all(os.path.exists(os.path.join(artifacts_dir, f)) for f in
              ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")),
          "the four artifacts are written")

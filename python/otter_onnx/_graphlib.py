@@ -1,8 +1,7 @@
-"""libotter's editing, checking, printing, merging and artifact-building functions for otter_onnx.graph and
+"""libotter's editing, checking, printing, merging and running functions for otter_onnx.graph and
 otter_onnx.training.onnxblock, over _lib (which loads libotter and converts tensors and models). Models cross
 as serialized ONNX bytes: each call loads them into an otter_model, lets libotter do the work and serializes
-the result back. The structs mirrored here are those of include/otter/edit.h, check.h, print.h, ops.h and
-artifacts.h."""
+the result back. The structs mirrored here are those of include/otter/edit.h, check.h, print.h and ops.h."""
 import ctypes
 
 from . import _lib
@@ -45,26 +44,6 @@ class _OpInfo(ctypes.Structure):  # include/otter/ops.h
                 ("note", _S)]
 
 
-class _ArtifactsOptions(ctypes.Structure):  # include/otter/artifacts.h: otter_artifacts_options
-    _fields_ = [("n_requires_grad", _SZ), ("requires_grad", ctypes.POINTER(_S)),
-                ("n_frozen", _SZ), ("frozen", ctypes.POINTER(_S)), ("loss", _I), ("reduction", _I),
-                ("ce_weight", _P), ("n_ce_weight", _SZ), ("has_ignore_index", ctypes.c_bool),
-                ("ignore_index", ctypes.c_int64), ("pos_weight", _P), ("n_pos_weight", _SZ),
-                ("custom_loss", _P), ("custom_loss_user", _P), ("n_loss_inputs", _SZ),
-                ("loss_inputs", ctypes.POINTER(_S)), ("n_additional_outputs", _SZ),
-                ("additional_outputs", ctypes.POINTER(_S)), ("optimizer", _I), ("adamw_set", ctypes.c_bool),
-                ("beta1", ctypes.c_float), ("beta2", ctypes.c_float), ("epsilon", ctypes.c_float),
-                ("weight_decay", ctypes.c_float), ("correct_bias", ctypes.c_int64), ("adam_mode", ctypes.c_int64),
-                ("bn_unbiased_running_var", ctypes.c_bool), ("prefix", _S), ("nominal_checkpoint", ctypes.c_bool)]
-
-
-class _Artifacts(ctypes.Structure):  # include/otter/artifacts.h: otter_artifacts
-    _fields_ = [("training", _P), ("eval", _P), ("optimizer", _P), ("checkpoint", _P), ("nominal", _P),
-                ("n_trainable", _SZ), ("n_frozen", _SZ), ("trainable", ctypes.POINTER(_S)),
-                ("frozen", ctypes.POINTER(_S)), ("n_bn_frozen", _SZ), ("generation", ctypes.c_char * 33)]
-
-
-OPTIMIZERS = {"AdamW": 0, "SGD": 1, None: 2}  # otter_optimizer_kind
 _SIGNATURES = {
     "otter_graph_clean": (_I, [_P, ctypes.POINTER(_CleanStats)]),
     "otter_check_report_create": (_I, [ctypes.POINTER(_P)]),
@@ -78,9 +57,6 @@ _SIGNATURES = {
     "otter_dtype_list": (ctypes.POINTER(_I), [ctypes.POINTER(_SZ)]),
     "otter_ops_count": (_SZ, []),
     "otter_ops_get": (_I, [_SZ, ctypes.POINTER(_OpInfo)]),
-    "otter_artifacts_build": (_I, [ctypes.POINTER(_Artifacts), _P, ctypes.POINTER(_ArtifactsOptions)]),
-    "otter_artifacts_write": (_I, [ctypes.POINTER(_Artifacts), _S, ctypes.POINTER(_ArtifactsOptions)]),
-    "otter_artifacts_free": (None, [ctypes.POINTER(_Artifacts)]),
 }
 _declared = False
 
@@ -204,23 +180,3 @@ def run(data, feeds, output_names=None):
     finally:
         _c().otter_session_free(session)
 
-
-def training_models(data, requires_grad, frozen, optimizer=None, directory=None, prefix=""):
-    """otter_artifacts_build on a model whose first output is the loss (loss kind none): returns the
-    training and eval models as bytes and, with directory, writes the four artifacts there."""
-    requires_grad, frozen = list(requires_grad), list(frozen)
-    names = (_lib.names_array(requires_grad), _lib.names_array(frozen))  # alive until the calls return
-    opts = _ArtifactsOptions(n_requires_grad=len(requires_grad), requires_grad=names[0], n_frozen=len(frozen),
-                             frozen=names[1], loss=0, optimizer=OPTIMIZERS[optimizer],
-                             prefix=prefix.encode() if prefix else None)
-    made = _Artifacts()
-    with _Model(data) as m:
-        _lib.check(_c().otter_artifacts_build(ctypes.byref(made), m.handle, ctypes.byref(opts)),
-                   "building the training model")
-    try:
-        if directory is not None:
-            _lib.check(_c().otter_artifacts_write(ctypes.byref(made), directory.encode(), ctypes.byref(opts)),
-                       f"writing the artifacts to {directory}")
-        return _lib.save_model_to_bytes(made.training), _lib.save_model_to_bytes(made.eval)
-    finally:
-        _c().otter_artifacts_free(ctypes.byref(made))
