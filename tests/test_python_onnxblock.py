@@ -245,6 +245,17 @@ onnx.save(adamw_model, os.path.join(own_dir, "optimizer_model.onnx"))
 own_losses, _, own_final = train(own_dir)
 tl.check(own_losses == losses and all(np.array_equal(own_final[k], final[k]) for k in params),
          "optim.AdamW's model trains exactly as the artifacts' optimizer model")
+# The whole set from onnxblock alone: the TrainingBlock's models, optim.AdamW's, save_checkpoint's file.
+block_dir = os.path.join(work, "from_blocks")
+shutil.rmtree(block_dir, ignore_errors=True)
+os.makedirs(block_dir)
+onnx.save(training_model, os.path.join(block_dir, "training_model.onnx"))
+onnx.save(eval_model, os.path.join(block_dir, "eval_model.onnx"))
+onnx.save(adamw_model, os.path.join(block_dir, "optimizer_model.onnx"))
+onnxblock.save_checkpoint(block.parameters(), os.path.join(block_dir, "checkpoint"))
+block_losses, _, block_final = train(block_dir)
+tl.check(block_losses == losses and all(np.array_equal(block_final[k], final[k]) for k in params),
+         "TrainingBlock + optim.AdamW + save_checkpoint train exactly as generate_artifacts' files")
 with onnxblock.empty_base() as accessor:
     onnxblock.optim.SGD()(block.parameters())
     sgd_model = accessor.model
