@@ -253,6 +253,21 @@ onnx.save(training_model, os.path.join(block_dir, "training_model.onnx"))
 onnx.save(eval_model, os.path.join(block_dir, "eval_model.onnx"))
 onnx.save(adamw_model, os.path.join(block_dir, "optimizer_model.onnx"))
 onnxblock.save_checkpoint(block.parameters(), os.path.join(block_dir, "checkpoint"))
+onnxblock.save_checkpoint(block.parameters(), os.path.join(block_dir, "nominal"), nominal_checkpoint=True)
+for fname, args, res in [("otter_checkpoint_load", [ctypes.POINTER(P), ctypes.c_char_p], ctypes.c_int),
+                         ("otter_checkpoint_is_nominal", [P], ctypes.c_bool),
+                         ("otter_checkpoint_param_count", [P, ctypes.c_int], ctypes.c_size_t),
+                         ("otter_checkpoint_free", [P], None)]:
+    fn = getattr(lib, fname)
+    fn.argtypes, fn.restype = args, res
+for fname, nominal in (("checkpoint", False), ("nominal", True)):
+    state = P()
+    if lib.otter_checkpoint_load(ctypes.byref(state), os.path.join(block_dir, fname).encode()) != 0:
+        raise RuntimeError(tl.last_error(lib))
+    counts = (lib.otter_checkpoint_param_count(state, 0), lib.otter_checkpoint_param_count(state, 1))
+    tl.check(lib.otter_checkpoint_is_nominal(state) == nominal and counts == (4, 2),
+             f"save_checkpoint(nominal_checkpoint={nominal}): 4 trainable, 2 frozen, nominal {nominal}")
+    lib.otter_checkpoint_free(state)
 block_losses, _, block_final = train(block_dir)
 tl.check(block_losses == losses and all(np.array_equal(block_final[k], final[k]) for k in params),
          "TrainingBlock + optim.AdamW + save_checkpoint train exactly as generate_artifacts' files")
