@@ -33,7 +33,33 @@ def ort_linear_lr(step, warmup, total, initial):
     return initial * max(0.0, (total - step) / max(1, total - warmup))
 
 
+def check_conversions():
+    """numpy -> otter_tensor -> numpy keeps dtype, shape and values for every numpy type otter has, strings,
+    0-d and empty arrays; bfloat16 travels as its uint16 bits."""
+    from otter_onnx import _lib as L
+    arrays = [np.arange(6).astype(t).reshape(2, 3) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32,
+                                                               np.int64, np.uint32, np.uint64, np.float16,
+                                                               np.float32, np.float64, np.bool_, np.complex64,
+                                                               np.complex128)]
+    arrays += [np.array(3.5), np.zeros((0, 4), np.float32), np.arange(12.0).reshape(3, 4)[:, ::2],
+               np.array([b"ab", b"c\x00d", b""], dtype=object)]
+    bad = []
+    for a in arrays:
+        t = L.tensor_from_array(a)
+        b = L.array_from_tensor(t)
+        L.lib().otter_tensor_free(t)
+        if b.dtype != a.dtype or b.shape != a.shape or not np.array_equal(a, b):
+            bad.append(f"{a.dtype}{a.shape}")
+    t = L.tensor_from_array(np.array([0x3F80], np.uint16), dtype=16)
+    name = L.lib().otter_dtype_name(t.contents.dtype).decode()
+    bits = L.array_from_tensor(t)
+    L.lib().otter_tensor_free(t)
+    check(not bad and name == "bfloat16" and bits.tolist() == [0x3F80],
+          f"{len(arrays) + 1} numpy <-> otter_tensor round trips" + (f"; wrong: {bad}" if bad else ""))
+
+
 def main():
+    check_conversions()
     work = tl.work_dir("test_python_api")
     shutil.rmtree(work, ignore_errors=True)
     art = os.path.join(work, "art")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 
 SRC = os.environ.get("OTTER_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -107,25 +108,14 @@ def load_exporter():
     return mod
 
 
-# ---- libotter.so through ctypes: the one mirror of include/otter/tensor.h's otter_tensor ------------
+# ---- libotter.so through ctypes: the struct mirrors are otter_onnx._lib's (python/), the package's one copy -------
 
-MAX_RANK = 16  # OTTER_MAX_RANK
+sys.path.insert(0, os.path.join(SRC, "python"))
+from otter_onnx._lib import MAX_RANK, TP, Tensor, TrainingOptions  # noqa: E402,F401
+
 DT_FLOAT, DT_INT64, DT_BOOL = 1, 7, 9  # otter_dtype (ONNX's TensorProto.DataType numbers)
 NP_OF = {DT_FLOAT: "float32", DT_INT64: "int64", DT_BOOL: "bool"}  # otter_dtype -> numpy dtype name
 DT_OF = {name: dt for dt, name in NP_OF.items()}
-
-
-class Tensor(ctypes.Structure):  # include/otter/tensor.h: otter_tensor
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dims", ctypes.c_int64 * MAX_RANK), ("data", ctypes.c_void_p), ("owns_data", ctypes.c_bool),
-                ("extra", ctypes.c_void_p)]
-
-
-TP = ctypes.POINTER(Tensor)
-
-
-class TrainingOptions(ctypes.Structure):  # include/otter/training.h: otter_training_options
-    _fields_ = [("n_threads", ctypes.c_int), ("seed_set", ctypes.c_bool), ("seed", ctypes.c_uint64)]
 
 
 def load_lib(path=LIB):

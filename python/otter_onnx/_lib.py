@@ -241,9 +241,11 @@ try:
 except ImportError:
     pass
 
-# numpy -> otter_dtype for arrays handed in: the plain numpy types, and ml_dtypes' when present.
-_DTYPE_OF_NUMPY = {np.dtype(t): dt for dt, t in _NUMPY_OF_DTYPE.items()
-                   if dt in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15) or dt in _ML_DTYPES}
+# numpy -> otter_dtype for arrays handed in: the plain numpy types, then ml_dtypes' where installed (without it
+# bfloat16 and the narrow types are bits in uint16/uint8, which must keep meaning uint16/uint8).
+_DTYPE_OF_NUMPY = {np.dtype(_NUMPY_OF_DTYPE[dt]): dt for dt in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15)}
+for _dt in _ML_DTYPES:
+    _DTYPE_OF_NUMPY.setdefault(np.dtype(_NUMPY_OF_DTYPE[_dt]), _dt)
 
 
 def numpy_dtype(dtype):
