@@ -198,6 +198,12 @@ printed = io.StringIO()
 with contextlib.redirect_stdout(printed):
     failed_run = so.run(bad, {"x1": feeds["x1"]}, ["sum"])
 tl.check(failed_run is False and "ghost" in printed.getvalue(), "run() of a broken graph is False with the reason")
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    failed_run = so.run(so.graph_from_file("onnx/add-scalars.onnx"),
+                        {"x1": np.array([1], np.int64), "x2": feeds["x2"]}, ["sum"])
+tl.check(failed_run is False and "x1" in printed.getvalue(),
+         f"run() with an int64 feed for a float input is False naming x1 ({printed.getvalue().strip()})")
 
 # ---- listings and Scailable inputs ---------------------------------------------------------------------
 printed = io.StringIO()

@@ -1,8 +1,9 @@
 """otter_onnx.training.onnxblock, ONNX Runtime's onnxblock over libotter: the guide's WeightedAverageLoss
 (0.4 * MSE(output1, target1) + 0.6 * MSE(output2, target2)) with only the import changed, stacked on a
-two-headed model; its training model's loss and gradients equal numpy's, and otter's training session
-trains it (losses equal numpy's at the parameters it holds). Also the other losses against numpy, and
-TrainingBlock/ForwardBlock/empty_base. Skips (77) only when onnx or numpy is missing."""
+two-headed model through generate_artifacts as the guide calls it. The training model's loss and gradients
+equal numpy's, and otter's training session trains it (each loss equal to numpy's at the parameters the
+session holds). Also TrainingBlock, ForwardBlock, optim, and the other losses and blocks against numpy on an
+empty base. Skips (77) only when onnx or numpy is missing."""
 import ctypes
 import os
 import shutil
@@ -22,7 +23,8 @@ except ImportError as e:
 sys.path.insert(0, os.path.join(tl.SRC, "python"))
 os.environ.setdefault("OTTER_LIB", tl.LIB)
 import otter_onnx.training.onnxblock as onnxblock  # noqa: E402  (the guide's onnxruntime.training.onnxblock)
-from otter_onnx import _graphlib  # noqa: E402
+from otter_onnx import _graphlib, _lib  # noqa: E402
+from otter_onnx.training import artifacts  # noqa: E402  (the guide's onnxruntime.training.artifacts)
 from otter_onnx.training.onnxblock import _graph_utils  # noqa: E402
 
 work = tl.work_dir("test_python_onnxblock")
@@ -129,7 +131,7 @@ tl.check([t.name for t in trainable] == requires_grad and [t.name for t in froze
          "parameters() gives the trainable and frozen initializers")
 tl.check(in_context.graph.output[0].name == loss_name and len(in_context.graph.output) == 5,
          "the base context holds the training model (loss + 4 gradient outputs)")
-train_feeds = dict(feeds, **params, lazy_reset_grad=np.array(True))
+train_feeds = dict(feeds, **params, lazy_reset_grad=np.array([True]))
 for name in requires_grad:
     train_feeds[name + "_grad.accumulation.buffer"] = np.zeros_like(params[name])
 # The accumulators update their buffers in place (their outputs are flags): read the gradients they add.
@@ -146,8 +148,14 @@ tl.check(worst < 1e-5, f"the training model's gradients = numpy's (max error {wo
 tl.check(close(eval_loss, loss_np), "the eval model's loss = numpy's")
 
 # ---- artifacts from the custom loss, trained by otter's training session -------------------------------
+# The guide's generate_artifacts call, verbatim, in a folder of its own (it writes into the current one).
 artifacts_dir = os.path.join(work, "artifacts")
-_graphlib.training_models(with_loss.SerializeToString(), requires_grad, frozen_params, "AdamW", artifacts_dir)
+shutil.rmtree(artifacts_dir, ignore_errors=True)
+os.makedirs(artifacts_dir)
+os.chdir(artifacts_dir)
+artifacts.generate_artifacts(base_model, requires_grad = requires_grad, frozen_params = frozen_params,
+                             loss = my_custom_loss, optimizer = artifacts.OptimType.AdamW)
+os.chdir(work)
 tl.check(all(os.path.exists(os.path.join(artifacts_dir, f)) for f in
              ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")),
          "the four artifacts are written")
@@ -237,6 +245,32 @@ onnx.save(adamw_model, os.path.join(own_dir, "optimizer_model.onnx"))
 own_losses, _, own_final = train(own_dir)
 tl.check(own_losses == losses and all(np.array_equal(own_final[k], final[k]) for k in params),
          "optim.AdamW's model trains exactly as the artifacts' optimizer model")
+# The whole set from onnxblock alone: the TrainingBlock's models, optim.AdamW's, save_checkpoint's file.
+block_dir = os.path.join(work, "from_blocks")
+shutil.rmtree(block_dir, ignore_errors=True)
+os.makedirs(block_dir)
+onnx.save(training_model, os.path.join(block_dir, "training_model.onnx"))
+onnx.save(eval_model, os.path.join(block_dir, "eval_model.onnx"))
+onnx.save(adamw_model, os.path.join(block_dir, "optimizer_model.onnx"))
+onnxblock.save_checkpoint(block.parameters(), os.path.join(block_dir, "checkpoint"))
+onnxblock.save_checkpoint(block.parameters(), os.path.join(block_dir, "nominal"), nominal_checkpoint=True)
+for fname, args, res in [("otter_checkpoint_load", [ctypes.POINTER(P), ctypes.c_char_p], ctypes.c_int),
+                         ("otter_checkpoint_is_nominal", [P], ctypes.c_bool),
+                         ("otter_checkpoint_param_count", [P, ctypes.c_int], ctypes.c_size_t),
+                         ("otter_checkpoint_free", [P], None)]:
+    fn = getattr(lib, fname)
+    fn.argtypes, fn.restype = args, res
+for fname, nominal in (("checkpoint", False), ("nominal", True)):
+    state = P()
+    if lib.otter_checkpoint_load(ctypes.byref(state), os.path.join(block_dir, fname).encode()) != 0:
+        raise RuntimeError(tl.last_error(lib))
+    counts = (lib.otter_checkpoint_param_count(state, 0), lib.otter_checkpoint_param_count(state, 1))
+    tl.check(lib.otter_checkpoint_is_nominal(state) == nominal and counts == (4, 2),
+             f"save_checkpoint(nominal_checkpoint={nominal}): 4 trainable, 2 frozen, nominal {nominal}")
+    lib.otter_checkpoint_free(state)
+block_losses, _, block_final = train(block_dir)
+tl.check(block_losses == losses and all(np.array_equal(block_final[k], final[k]) for k in params),
+         "TrainingBlock + optim.AdamW + save_checkpoint train exactly as generate_artifacts' files")
 with onnxblock.empty_base() as accessor:
     onnxblock.optim.SGD()(block.parameters())
     sgd_model = accessor.model
@@ -271,7 +305,7 @@ def on_empty_base(build, inputs):
     with onnxblock.empty_base(opset_version=17) as accessor:
         for name, value in inputs.items():
             accessor.model.graph.input.append(helper.make_tensor_value_info(
-                name, _graphlib.DTYPE_OF_NUMPY[value.dtype], value.shape))
+                name, _lib.otter_dtype(value.dtype), value.shape))
         out = build()
         _graph_utils.register_graph_outputs(accessor.model, out)
         model = accessor.model

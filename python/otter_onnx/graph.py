@@ -3,7 +3,8 @@ so`. Graphs are onnx.GraphProto objects as in sclblonnx (so they pass to onnx's 
 and deletions are protobuf edits, while checking, cleaning, merging, drawing and running are libotter's.
 
 As in sclblonnx, functions report a failure by printing it and returning False, and editing functions return
-the changed graph."""
+the changed graph. Functions that hand the graph to libotter (or store it) wrap it in a model importing the
+default domain at onnx's current opset, or at opset=N when given as a keyword argument."""
 import base64
 import copy
 import json
@@ -15,7 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from . import _graphlib
+from . import _graphlib, _lib
+from ._lib import OtterError
 
 _node_count = 0
 
@@ -130,7 +132,7 @@ def constant(name, value, data_type, **kwargs):
     """A Constant node producing `name` with the numpy value, converted to data_type ("FLOAT", ...)."""
     try:
         elem = _elem_type(data_type)
-        array = np.asarray(value, dtype=_graphlib.NUMPY_OF_DTYPE[elem])
+        array = np.asarray(value, dtype=_lib.numpy_dtype(elem))
         return node("Constant", inputs=[], outputs=[name], name=name + "-constant",
                     value=numpy_helper.from_array(array, name=name))
     except Exception as e:
@@ -283,7 +285,7 @@ def check(graph, _producer="sclblonnx", _onnx_check=True, _sclbl_check=True, _ve
     if _onnx_check:
         try:
             problems += _graphlib.check(_to_model(graph, _producer, kwargs.get("opset")).SerializeToString())
-        except _graphlib.OtterError as e:
+        except OtterError as e:
             problems.append(str(e))
     if problems and _verbose:
         for p in problems:
@@ -297,7 +299,7 @@ def clean(graph, _optimize=True, _simplify=True, _remove_initializer=True, _prod
     stale value_info removed, nodes sorted topologically), or False when the graph cannot be cleaned."""
     try:
         data, stats = _graphlib.clean(_to_model(graph, _producer, kwargs.get("opset")).SerializeToString())
-    except _graphlib.OtterError as e:
+    except OtterError as e:
         _print("Unable to clean the graph: " + str(e))
         return False
     if _verbose and any(stats.values()):
@@ -313,8 +315,9 @@ def display(graph, _tmpfile=".tmp.svg", **kwargs):
         _print("display() needs graphviz's `dot` on the PATH.")
         return False
     try:
-        text = _graphlib.to_dot(_to_model(graph).SerializeToString(), kwargs.get("rankdir"))
-    except _graphlib.OtterError as e:
+        model = _to_model(graph, opset=kwargs.get("opset"))
+        text = _graphlib.to_dot(model.SerializeToString(), kwargs.get("rankdir"))
+    except OtterError as e:
         _print("Unable to draw the graph: " + str(e))
         return False
     r = subprocess.run([dot, "-Tsvg", "-o", _tmpfile], input=text, capture_output=True, text=True)
@@ -330,7 +333,7 @@ def run(graph, inputs, outputs, _tmpfile=None, **kwargs):
     try:
         return _graphlib.run(_to_model(graph, opset=kwargs.get("opset")).SerializeToString(), inputs,
                              list(outputs))
-    except (_graphlib.OtterError, TypeError, ValueError) as e:
+    except OtterError as e:
         _print("Failed to run the model: " + str(e))
         return False
 
@@ -385,7 +388,7 @@ def merge(sg1, sg2, outputs=None, inputs=None, io_match=None, complete=True, _ve
         data = _graphlib.merge(_to_model(a, opset=opset).SerializeToString(),
                                _to_model(b, opset=opset).SerializeToString(), io_match, keep_a_outputs=True,
                                graph_name=sg1.name)
-    except _graphlib.OtterError as e:
+    except OtterError as e:
         _print("Graph merge failed: " + str(e))
         return False
     g = _graph_of(data)

@@ -1,13 +1,38 @@
 """ForwardBlock and TrainingBlock, as ONNX Runtime's: blocks whose call also turns the base model into a
 forward model, or into training and eval models (the gradient graph is libotter's)."""
+import ctypes
+
 import onnx
 
-from ... import _graphlib
+from ... import _lib
+from .. import artifacts
 from . import _graph_utils, blocks, model_accessor
 
 
 def _model_bytes(model):
     return model.SerializeToString()
+
+
+def _training_and_eval(model, requires_grad, frozen):
+    """otter_artifacts_build on a model whose only output is the loss (loss kind none, no optimizer): the
+    training and eval models as bytes."""
+    artifacts._signatures()
+    c = _lib.lib()
+    opts, keep = artifacts._Options(), []
+    artifacts._set_names(opts, "n_requires_grad", "requires_grad", requires_grad, keep)
+    artifacts._set_names(opts, "n_frozen", "frozen", frozen, keep)
+    opts.loss, opts.optimizer = artifacts._LOSS_KIND[None], artifacts._OPTIM_KIND[None]
+    handle = _lib.load_model(model)
+    made = artifacts._Artifacts()
+    try:
+        _lib.check(c.otter_artifacts_build(ctypes.byref(made), handle, ctypes.byref(opts)),
+                   "building the training model")
+        try:
+            return _lib.save_model_to_bytes(made.training), _lib.save_model_to_bytes(made.eval)
+        finally:
+            c.otter_artifacts_free(ctypes.byref(made))
+    finally:
+        c.otter_model_free(handle)
 
 
 class ForwardBlock(blocks.Block):
@@ -68,8 +93,7 @@ class TrainingBlock(blocks.Block):
         if missing:
             raise RuntimeError(f"requires_grad: the model has no initializer named {', '.join(missing)}")
         self._parameters = ([by_name[n] for n in self._requires_grad], [by_name[n] for n in self._frozen_params])
-        training, evaluation = _graphlib.training_models(_model_bytes(model), self._requires_grad,
-                                                         self._frozen_params)
+        training, evaluation = _training_and_eval(_model_bytes(model), self._requires_grad, self._frozen_params)
         self._training_model = onnx.ModelProto.FromString(training)
         self._eval_model = onnx.ModelProto.FromString(evaluation)
         model.CopyFrom(self._training_model)
