@@ -31,7 +31,8 @@ enum {
     ABOVE_ONE,
     CYCLE3,
     LO,
-    HI
+    HI,
+    DUP_ROW
 };
 
 typedef struct input_spec {
@@ -87,7 +88,7 @@ static int64_t numel(const input_spec *s) {
 static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
            s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
-           s->kind == HI;
+           s->kind == HI || s->kind == DUP_ROW;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -245,7 +246,10 @@ static void run_case(const grad_case *c) {
             /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
              * CYCLE3: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
             /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
-            d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
+            /* DUP_ROW: random [M, M] matrices whose last row repeats the first (singular, rank M-1). */
+            d[e] = s->kind == DUP_ROW && (e / s->dims[s->rank - 1]) % s->dims[s->rank - 1] == s->dims[s->rank - 1] - 1
+                       ? d[e - (s->dims[s->rank - 1] - 1) * s->dims[s->rank - 1]]
+                   : s->kind == TIES       ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
                    : s->kind == UNIT       ? 0.8f * frand()
@@ -684,6 +688,28 @@ static void a_lrn2(otter_node *n) {
     otter_node_set_attr_float(n, "alpha", 0.8f);
     otter_node_set_attr_float(n, "beta", 0.5f);
     otter_node_set_attr_float(n, "bias", 1.0f);
+}
+
+/* math ops */
+static void a_p1(otter_node *n) { otter_node_set_attr_int(n, "p", 1); }
+static void a_p3(otter_node *n) { otter_node_set_attr_int(n, "p", 3); }
+static void a_lppool_pad_p1(otter_node *n) {
+    a_avgpool_pad(n);
+    a_p1(n);
+}
+static void a_lppool_dilated_p3(otter_node *n) {
+    int64_t k[2] = {2, 2}, d[2] = {2, 1}, st[2] = {1, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "dilations", 2, d);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    a_p3(n);
+}
+static void a_lppool_ceil(otter_node *n) {
+    int64_t k[2] = {3, 3}, st[2] = {2, 2}, p[4] = {1, 0, 0, 1};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+    otter_node_set_attr_int(n, "ceil_mode", 1);
 }
 
 #define SHAPE(...)                                                                                                     \
@@ -1796,6 +1822,58 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 1)}, {"sin", FIXED, SHAPE(1, 3, 1)}},
      1,
      a_rope_partial},
+    /* math ops */
+    {"CumProd zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, 0, {0}, {-1}}},
+     1,
+     NULL,
+     0,
+     true},
+    {"CumProd axis 0", "CumProd", NULL, 26, 2, {{"x", RAND, SHAPE(4, 3)}, {"ax", INTS, 0, {0}, {0}}}, 1, NULL, 0, true},
+    {"CumProd exclusive zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, 0, {0}, {1}}},
+     1,
+     a_exclusive,
+     0,
+     true},
+    {"CumProd reverse zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, SHAPE(1), {1}}},
+     1,
+     a_reverse,
+     0,
+     true},
+    {"CumProd exclusive reverse",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(4, 5)}, {"ax", INTS, 0, {0}, {0}}},
+     1,
+     a_exclusive_reverse,
+     0,
+     true},
+    {"LpPool p 2 strided", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(2, 2, 4, 4)}}, 1, a_pool},
+    {"LpPool p 1 padded", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 4, 4)}}, 1, a_lppool_pad_p1},
+    {"LpPool p 3 dilated", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 5, 5)}}, 1, a_lppool_dilated_p3},
+    {"LpPool ceil_mode", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 5, 5)}}, 1, a_lppool_ceil},
+    {"GlobalLpPool p 2", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 3, 3)}}, 1},
+    {"GlobalLpPool p 1", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 4)}}, 1, a_p1},
+    {"GlobalLpPool p 3", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 3, 3)}}, 1, a_p3},
+    {"Det", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(3, 3)}}, 1},
+    {"Det batched", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(2, 2, 4, 4)}}, 1},
+    {"Det singular (rank M-1)", "Det", NULL, 0, 1, {{"x", DUP_ROW, SHAPE(2, 3, 3)}}, 1, NULL, 0, true},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

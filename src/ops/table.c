@@ -82,7 +82,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Cosh", KERNELS({9, ot_kernel_cosh, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_cosh,
      .diff_inputs = 0x1},
-    {"", "CumProd", KERNELS({26, ot_kernel_cumprod, 0}), .infer = ot_infer_like_input},
+    {"", "CumProd", KERNELS({26, ot_kernel_cumprod, 0}), .infer = ot_infer_like_input, .grad = ot_grad_cumprod,
+     .diff_inputs = 1},
     {"", "CumSum", KERNELS({11, ot_kernel_cumsum, 0}), .infer = ot_infer_like_input, .grad = ot_grad_cumsum,
      .diff_inputs = 0x1},
     {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}),
@@ -95,7 +96,7 @@ const ot_op_entry ot_op_table[] = {
      KERNELS({10, ot_kernel_dequantize, 0}, {13, ot_kernel_dequantize, 0}, {19, ot_kernel_dequantize, 0},
              {21, ot_kernel_dequantize, 0}),
      .infer = ot_infer_dequantize}, /* 19: output type follows the scale */
-    {"", "Det", KERNELS({11, ot_kernel_det, 0}), .infer = ot_infer_det},
+    {"", "Det", KERNELS({11, ot_kernel_det, 0}), .infer = ot_infer_det, .grad = ot_grad_det, .diff_inputs = 1},
     {"", "Div", KERNELS({1, ot_kernel_div, OT_OP_INPLACE0}), .infer = ot_infer_div, .grad = ot_grad_div,
      .diff_inputs = 0x3},
     {"", "Dropout",
@@ -139,7 +140,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "GlobalAveragePool", KERNELS({1, ot_kernel_globalaveragepool, 0}), .infer = ot_infer_global_pool,
      .grad = ot_grad_global_avgpool, .diff_inputs = 0x1},
     {"", "GlobalLpPool", KERNELS({1, ot_kernel_global_lp_pool, 0}, {2, ot_kernel_global_lp_pool, 0}),
-     .infer = ot_infer_global_pool},
+     .infer = ot_infer_global_pool, .grad = ot_grad_global_lppool, .diff_inputs = 1},
     {"", "GlobalMaxPool", KERNELS({1, ot_kernel_globalmaxpool, 0}), .infer = ot_infer_global_pool,
      .grad = ot_grad_global_maxpool, .diff_inputs = 0x1},
     {"", "Greater", KERNELS({1, ot_kernel_greater, 0}), .infer = ot_infer_greater},
@@ -183,7 +184,7 @@ const ot_op_entry ot_op_table[] = {
      .grad_by_unrolling = true}, /* 1: loop-carried values too */
     {"", "LpNormalization", KERNELS({1, ot_kernel_lp_normalization, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_lp_normalization, .diff_inputs = 0x1},
-    {"", "LpPool", KERNELS({1, ot_kernel_lppool, 0}), .infer = ot_infer_pool},
+    {"", "LpPool", KERNELS({1, ot_kernel_lppool, 0}), .infer = ot_infer_pool, .grad = ot_grad_lppool, .diff_inputs = 1},
     {"", "MatMul", KERNELS({1, ot_kernel_matmul, 0}), .infer = ot_infer_matmul, .grad = ot_grad_matmul,
      .diff_inputs = 0x3},
     {"", "MatMulInteger", KERNELS({10, ot_kernel_matmulinteger, 0}), .infer = ot_infer_matmul_integer},
@@ -467,6 +468,10 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
+    {"com.otter", "CumProdGrad", KERNELS({1, ot_kernel_cumprod_grad, 0}),
+     .infer = ot_infer_like_input}, /* 1: (dY, X, axis; exclusive, reverse) -> dX, exact at zeros */
+    {"com.otter", "DetGrad", KERNELS({1, ot_kernel_det_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X) -> dY * cofactor(X) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
      .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,

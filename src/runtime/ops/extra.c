@@ -817,49 +817,116 @@ otter_status ot_kernel_mvn(ot_kernel_ctx *ctx) {
 
 /* ---- Det ------------------------------------------------------------------------------------- */
 
-/* LU decomposition with partial pivoting in double, one matrix at a time. */
+/* a (M x M, row-major) := its LU factors with partial pivoting (unit L below the diagonal, U on and
+ * above it; row r of the factors is row perm[r] of the input) and returns det(a); stops at the first zero
+ * pivot and returns 0, leaving the factors incomplete. */
+static double lu_factor(double *a, int64_t M, int64_t *perm) {
+    for (int64_t r = 0; r < M; r++) perm[r] = r;
+    double det = 1;
+    for (int64_t c = 0; c < M; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < M; r++)
+            if (fabs(a[r * M + c]) > fabs(a[p * M + c])) p = r;
+        if (a[p * M + c] == 0) return 0;
+        if (p != c) {
+            for (int64_t k = 0; k < M; k++) {
+                double t = a[c * M + k];
+                a[c * M + k] = a[p * M + k];
+                a[p * M + k] = t;
+            }
+            int64_t t = perm[c];
+            perm[c] = perm[p];
+            perm[p] = t;
+            det = -det;
+        }
+        double piv = a[c * M + c];
+        det *= piv;
+        for (int64_t r = c + 1; r < M; r++) {
+            double f = a[r * M + c] / piv;
+            a[r * M + c] = f;
+            for (int64_t k = c + 1; k < M; k++) a[r * M + k] -= f * a[c * M + k];
+        }
+    }
+    return det;
+}
+
+static otter_status check_square(const ot_kernel_ctx *ctx, size_t i, const otter_tensor *x) {
+    if (x->rank >= 2 && x->dims[x->rank - 1] == x->dims[x->rank - 2]) return OTTER_OK;
+    char a[96];
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has shape %s, expected [..., M, M]", i,
+                        ot_ctx_input_name(ctx, i), ot_shape_str(a, sizeof a, x->rank, x->dims));
+}
+
 otter_status ot_kernel_det(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2]) {
-        char a[96];
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [..., M, M]",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
-    }
+    OT_TRY(check_square(ctx, 0, x));
     int64_t M = x->dims[x->rank - 1], mats = 1;
     for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank - 2, x->dims);
     double *a = ot_ctx_scratch(ctx, (size_t)(M * M + 1) * sizeof *a);
+    int64_t *perm = ot_ctx_scratch(ctx, (size_t)(M + 1) * sizeof *perm);
     if (!y) return ctx->output_status;
-    if (!a) return OTTER_ERR_NOMEM;
+    if (!a || !perm) return OTTER_ERR_NOMEM;
     for (int64_t m = 0; m < mats; m++) {
         for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, m * M * M + i);
-        double det = 1;
-        for (int64_t c = 0; c < M && det != 0; c++) {
-            int64_t p = c;
-            for (int64_t r = c + 1; r < M; r++)
-                if (fabs(a[r * M + c]) > fabs(a[p * M + c])) p = r;
-            if (a[p * M + c] == 0) {
-                det = 0;
-                break;
-            }
-            if (p != c) {
-                for (int64_t k = 0; k < M; k++) {
-                    double t = a[c * M + k];
-                    a[c * M + k] = a[p * M + k];
-                    a[p * M + k] = t;
+        ot_set_f64(y->data, y->dtype, m, lu_factor(a, M, perm));
+    }
+    return OTTER_OK;
+}
+
+/* com.otter DetGrad(dY, X) -> dX = dY * cofactor(X), the derivative of det(X) = sum_j X_ij C_ij. An
+ * invertible X has cofactor det(X) inv(X)^T (columns of the inverse solved from X's LU factors, O(M^3));
+ * a singular X, where that product is 0 * inf, gets its cofactors as signed minors ((M-1)-sized
+ * determinants, O(M^5)), which is the same continuous function PyTorch's det backward computes. */
+otter_status ot_kernel_det_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_float_input(ctx, 1, &x));
+    OT_TRY(check_square(ctx, 1, x));
+    int64_t M = x->dims[x->rank - 1], mats = 1;
+    for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
+    if (otter_tensor_numel(dy) != mats)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' has %lld elements, X '%s' holds %lld matrices",
+                            ot_ctx_input_name(ctx, 0), (long long)otter_tensor_numel(dy), ot_ctx_input_name(ctx, 1),
+                            (long long)mats);
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    double *a = ot_ctx_scratch(ctx, (size_t)(2 * M * M + 2 * M + 1) * sizeof *a);
+    int64_t *perm = ot_ctx_scratch(ctx, (size_t)(M + 1) * sizeof *perm);
+    if (!dx) return ctx->output_status;
+    if (!a || !perm) return OTTER_ERR_NOMEM;
+    double *minor = a + M * M, *col = minor + M * M;
+    for (int64_t m = 0; m < mats; m++) {
+        const int64_t base = m * M * M;
+        double g = ot_get_f64(dy->data, dy->dtype, m);
+        for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, base + i);
+        double det = lu_factor(a, M, perm);
+        if (det != 0) {
+            for (int64_t j = 0; j < M; j++) { /* column j of inv(X) is row j of the cofactor matrix / det */
+                for (int64_t r = 0; r < M; r++) {
+                    double v = perm[r] == j;
+                    for (int64_t k = 0; k < r; k++) v -= a[r * M + k] * col[k];
+                    col[r] = v;
                 }
-                det = -det;
+                for (int64_t r = M - 1; r >= 0; r--) {
+                    double v = col[r];
+                    for (int64_t k = r + 1; k < M; k++) v -= a[r * M + k] * col[k];
+                    col[r] = v / a[r * M + r];
+                }
+                for (int64_t i = 0; i < M; i++) ot_set_f64(dx->data, dx->dtype, base + j * M + i, g * det * col[i]);
             }
-            double piv = a[c * M + c];
-            det *= piv;
-            for (int64_t r = c + 1; r < M; r++) {
-                double f = a[r * M + c] / piv;
-                for (int64_t k = c; k < M; k++) a[r * M + k] -= f * a[c * M + k];
-            }
+            continue;
         }
-        ot_set_f64(y->data, y->dtype, m, det);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < M; j++) {
+                int64_t e = 0;
+                for (int64_t r = 0; r < M; r++)
+                    for (int64_t c = 0; c < M; c++)
+                        if (r != i && c != j) minor[e++] = ot_get_f64(x->data, x->dtype, base + r * M + c);
+                double cof = lu_factor(minor, M - 1, perm) * ((i + j) % 2 ? -1 : 1);
+                ot_set_f64(dx->data, dx->dtype, base + i * M + j, g * cof);
+            }
     }
     return OTTER_OK;
 }

@@ -1,0 +1,130 @@
+/* Gradient rules for products and norms whose derivative divides by the input or the output where a
+ * quotient would be exact only away from zero: CumProd and Det through com.otter kernels that never
+ * divide by X (CumProdGrad, DetGrad), LpPool and GlobalLpPool as ONNX compositions. */
+#include <math.h>
+
+#include "autodiff/grad.h"
+#include "core/core.h"
+
+#define IN(i)  (n->inputs[i])
+#define OUT(i) (n->outputs[i])
+
+static otter_dtype elem_type(ot_grad *g, const char *name) {
+    const otter_type *t = ot_grad_type(g, name);
+    return t && t->has_elem_type ? t->elem_type : OTTER_DTYPE_FLOAT;
+}
+
+static const char *scalar(ot_grad *g, const char *like, float v) {
+    return ot_grad_const_f32(g, "const", v, elem_type(g, like));
+}
+
+static void copy_int(ot_grad *g, otter_node *dst, const otter_node *src, const char *name) {
+    const otter_attr *a = otter_node_attr(src, name);
+    if (dst && a && otter_node_set_attr_int(dst, name, a->i) != OTTER_OK)
+        ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+}
+
+/* CumProd: com.otter CumProdGrad (runtime/ops/reduce.c) runs the product scan backwards, exact where
+ * the line holds zeros. */
+void ot_grad_cumprod(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *m =
+        ot_grad_emit(g, "CumProdGrad", "com.otter", 3, (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, 1, &dx);
+    copy_int(g, m, n, "exclusive");
+    copy_int(g, m, n, "reverse");
+}
+
+/* Det: dX = dY * cofactor(X), from com.otter DetGrad (runtime/ops/extra.c), which takes the adjugate
+ * when X is singular. */
+void ot_grad_det(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    ot_grad_emit(g, "DetGrad", "com.otter", 2, (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1, &dx);
+}
+
+/* The pool's order p: a float attribute in opset 1, an int from opset 2; 2 when unset. */
+static double lp_order(const otter_node *n) {
+    const otter_attr *a = otter_node_attr(n, "p");
+    if (!a) return 2;
+    return a->type == OTTER_ATTR_FLOAT ? a->f : (double)a->i;
+}
+
+/* Y = (sum over a window of |X|^p)^(1/p), so dY reaches each X in the window as
+ * dY Y^(1-p) |X|^(p-1) sign(X). Returns dY Y^(1-p), 0 where Y is 0 (an all-zero window, where the
+ * derivative is undefined for p > 1 and PyTorch's is NaN). */
+static const char *lp_scaled_dy(ot_grad *g, otter_node *n, double p) {
+    const char *dy = ot_grad_dy(g, 0), *y = OUT(0);
+    if (p == 1) return dy;
+    const char *y_pow = OT_G1(g, "Pow", ot_grad_tmp(g, "Y_pow"), y, scalar(g, y, (float)(p - 1)));
+    const char *ratio = OT_G1(g, "Div", ot_grad_tmp(g, "dY_over_Y_pow"), dy, y_pow);
+    const char *empty = OT_G1(g, "Equal", ot_grad_tmp(g, "zero_norm"), y, scalar(g, y, 0.0f));
+    return OT_G1(g, "Where", ot_grad_tmp(g, "scaled_dY"), empty, scalar(g, y, 0.0f), ratio);
+}
+
+/* d|X|^p / dX / p = |X|^(p-1) sign(X) times `t` (broadcast to X), written to `out`. */
+static void times_lp_slope(ot_grad *g, const char *x, double p, const char *t, const char *out) {
+    const char *slope;
+    if (p == 1)
+        slope = OT_G1(g, "Sign", ot_grad_tmp(g, "sign"), x);
+    else if (p == 2)
+        slope = x;
+    else
+        slope = OT_G1(g, "Mul", ot_grad_tmp(g, "slope"), OT_G1(g, "Sign", ot_grad_tmp(g, "sign"), x),
+                      OT_G1(g, "Pow", ot_grad_tmp(g, "abs_pow"), OT_G1(g, "Abs", ot_grad_tmp(g, "abs"), x),
+                            scalar(g, x, (float)(p - 1))));
+    OT_G1(g, "Mul", out, t, slope);
+}
+
+/* The window attributes a pool shares with AveragePool (LpPool's p stays behind). */
+static void copy_pool_geometry(ot_grad *g, otter_node *dst, const otter_node *src) {
+    static const char *const lists[] = {"kernel_shape", "strides", "pads", "dilations"};
+    if (!dst) return;
+    otter_status s = OTTER_OK;
+    for (size_t i = 0; i < sizeof lists / sizeof *lists && s == OTTER_OK; i++) {
+        const otter_attr *a = otter_node_attr(src, lists[i]);
+        if (a) s = otter_node_set_attr_ints(dst, lists[i], a->n_ints, a->ints);
+    }
+    if (s == OTTER_OK && otter_node_attr(src, "auto_pad"))
+        s = otter_node_set_attr_string(dst, "auto_pad", otter_node_attr_string(src, "auto_pad", "NOTSET"));
+    copy_int(g, dst, src, "ceil_mode");
+    if (s != OTTER_OK) ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+}
+
+/* LpPool: the scaled dY is summed back over each window by AveragePoolGrad on dY times the count
+ * the average divides by: the kernel volume (count_include_pad 1) when every window lies inside
+ * the padded input, else (ceil_mode, whose last windows may stop short) the windows' own counts of
+ * X elements, an LpPool with p = 1 of ones (count_include_pad 0 then divides by the same counts). */
+void ot_grad_lppool(ot_grad *g, otter_node *n) {
+    double p = lp_order(n);
+    const char *x = IN(0), *t = lp_scaled_dy(g, n, p);
+    const otter_attr *k = otter_node_attr(n, "kernel_shape");
+    if (!k) OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "LpPool gradient: attribute 'kernel_shape' is missing");
+    bool clipped = otter_node_attr_int(n, "ceil_mode", 0) != 0;
+    const char *count;
+    if (!clipped) {
+        int64_t kvol = 1;
+        for (size_t i = 0; i < k->n_ints; i++) kvol *= k->ints[i];
+        count = scalar(g, x, (float)kvol);
+    } else {
+        const char *ones = OT_G1(g, "Expand", ot_grad_tmp(g, "ones"), scalar(g, x, 1.0f),
+                                 OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x));
+        count = ot_grad_tmp(g, "window_count");
+        otter_node *c = ot_grad_emit(g, "LpPool", "", 1, &ones, 1, &count);
+        copy_pool_geometry(g, c, n);
+        if (c && otter_node_set_attr_int(c, "p", 1) != OTTER_OK)
+            ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+    }
+    const char *summed = OT_G1(g, "Mul", ot_grad_tmp(g, "scaled_dY_count"), t, count);
+    const char *spread = ot_grad_tmp(g, "window_sum");
+    otter_node *m = ot_grad_emit(g, "AveragePoolGrad", "", 1, &summed, 1, &spread);
+    copy_pool_geometry(g, m, n);
+    if (m && otter_node_set_attr_int(m, "count_include_pad", !clipped) != OTTER_OK)
+        ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+    ot_grad_declare_like(g, spread, x);
+    times_lp_slope(g, x, p, spread, ot_grad_dx(g, 0));
+}
+
+/* GlobalLpPool: one window per plane, so the scaled dY ([N, C, 1, ...]) broadcasts over it. */
+void ot_grad_global_lppool(ot_grad *g, otter_node *n) {
+    double p = lp_order(n);
+    times_lp_slope(g, IN(0), p, lp_scaled_dy(g, n, p), ot_grad_dx(g, 0));
+}
