@@ -712,6 +712,19 @@ static void a_lppool_ceil(otter_node *n) {
     otter_node_set_attr_int(n, "ceil_mode", 1);
 }
 
+static void a_fmod(otter_node *n) { otter_node_set_attr_int(n, "fmod", 1); }
+static void a_axes_1_2(otter_node *n) {
+    int64_t axes[2] = {1, 2};
+    otter_node_set_attr_ints(n, "axes", 2, axes);
+}
+static void a_axis0(otter_node *n) { otter_node_set_attr_int(n, "axis", 0); }
+static void a_axis_minus1(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
+static void a_unpool2(otter_node *n) {
+    int64_t k[2] = {2, 2}, st[2] = {2, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -1874,6 +1887,68 @@ static const grad_case CASES[] = {
     {"Det", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(3, 3)}}, 1},
     {"Det batched", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(2, 2, 4, 4)}}, 1},
     {"Det singular (rank M-1)", "Det", NULL, 0, 1, {{"x", DUP_ROW, SHAPE(2, 3, 3)}}, 1, NULL, 0, true},
+    {"CastLike", "CastLike", NULL, 15, 2, {{"x", RAND, SHAPE(2, 3)}, {"like", FIXED, SHAPE(1)}}, 1},
+    {"Mod fmod broadcast", "Mod", NULL, 13, 2, {{"a", RAND, SHAPE(2, 3)}, {"b", POS, SHAPE(3)}}, 1, a_fmod},
+    {"MaxUnpool",
+     "MaxUnpool",
+     NULL,
+     11,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 2, 2)}, {"i", INTS, SHAPE(1, 2, 2, 2), {1, 6, 8, 15, 16, 19, 26, 31}}},
+     1,
+     a_unpool2},
+    {"MaxUnpool output_shape",
+     "MaxUnpool",
+     NULL,
+     11,
+     3,
+     {{"x", RAND, SHAPE(1, 1, 2, 2)},
+      {"i", INTS, SHAPE(1, 1, 2, 2), {0, 3, 9, 14}},
+      {"s", INTS, SHAPE(4), {1, 1, 5, 5}}},
+     1,
+     a_unpool2},
+    {"CenterCropPad", "CenterCropPad", NULL, 18, 2, {{"x", RAND, SHAPE(3, 5)}, {"s", INTS, SHAPE(2), {4, 2}}}, 1},
+    {"CenterCropPad axes",
+     "CenterCropPad",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 5, 3)}, {"s", INTS, SHAPE(2), {2, 6}}},
+     1,
+     a_axes_1_2},
+    /* Compress: its output shape depends on the condition's values, so the loss sees it only at run time
+     * (declared here by a symbolic batch axis). */
+    {"Compress axis 0",
+     "Compress",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(3), {1, 0, 1}}},
+     1,
+     a_axis0},
+    {"Compress axis -1 opset 10",
+     "Compress",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(2, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(3), {1, 1, 0}}},
+     1,
+     a_axis_minus1},
+    {"Compress flattened",
+     "Compress",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(5), {0, 1, 1, 0, 1}}},
+     1},
+    {"Scatter opset 10 (data)",
+     "Scatter",
+     NULL,
+     10,
+     3,
+     {{"x", RAND, SHAPE(3, 3)}, {"i", INTS, SHAPE(2, 2), {1, 0, 2, 1}}, {"u", FIXED, SHAPE(2, 2)}},
+     1,
+     a_axis_minus1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -128,3 +128,109 @@ void ot_grad_global_lppool(ot_grad *g, otter_node *n) {
     double p = lp_order(n);
     times_lp_slope(g, IN(0), p, lp_scaled_dy(g, n, p), ot_grad_dx(g, 0));
 }
+
+/* Mod with fmod = 1 (the float form: Y = A - B trunc(A / B)): dA = dY, dB = -dY trunc(A / B), as
+ * PyTorch's fmod backward; each reduced to its input's shape. Integer Mod has no gradient. */
+void ot_grad_mod(ot_grad *g, otter_node *n) {
+    if (!otter_node_attr_int(n, "fmod", 0))
+        OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Mod gradient needs fmod = 1 (float inputs)");
+    const char *dy = ot_grad_dy(g, 0), *out;
+    if ((out = ot_grad_dx(g, 0))) ot_grad_unbroadcast(g, dy, IN(0), OUT(0), out);
+    if (!(out = ot_grad_dx(g, 1))) return;
+    const char *q = OT_G1(g, "Div", ot_grad_tmp(g, "A_over_B"), IN(0), IN(1));
+    const char *trunc =
+        OT_G1(g, "Mul", ot_grad_tmp(g, "trunc"), OT_G1(g, "Sign", ot_grad_tmp(g, "sign"), q),
+              OT_G1(g, "Floor", ot_grad_tmp(g, "floor_abs"), OT_G1(g, "Abs", ot_grad_tmp(g, "abs"), q)));
+    const char *db =
+        OT_G1(g, "Neg", ot_grad_tmp(g, "PreReduceGrad1"), OT_G1(g, "Mul", ot_grad_tmp(g, "dY_trunc"), dy, trunc));
+    ot_grad_unbroadcast(g, db, IN(1), OUT(0), out);
+}
+
+static const char *flat(ot_grad *g, const char *t) {
+    static const int64_t minus_one = -1;
+    return OT_G1(g, "Reshape", ot_grad_tmp(g, "flat"), t, ot_grad_const_i64(g, "flat_shape", 1, &minus_one, false));
+}
+
+/* MaxUnpool: X's elements went to the flat positions Indices names in Y's default shape ([N, C, (in - 1)
+ * stride + kernel - pads]), which a larger output_shape holds at its start; dX reads them back. */
+void ot_grad_maxunpool(ot_grad *g, otter_node *n) {
+    const char *dy = ot_grad_dy(g, 0);
+    if (n->n_inputs > 2 && IN(2)[0]) {
+        if (ot_grad_opset(g) < 10)
+            OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "MaxUnpool gradient with output_shape needs opset 10 (Slice)");
+        const otter_attr *k = otter_node_attr(n, "kernel_shape"), *st = otter_node_attr(n, "strides"),
+                         *pads = otter_node_attr(n, "pads");
+        if (!k) OT_GRAD_FAIL(g, OTTER_ERR_INVALID, "MaxUnpool gradient: attribute 'kernel_shape' is missing");
+        size_t sp = k->n_ints;
+        int64_t strides[OTTER_MAX_RANK], extra[OTTER_MAX_RANK], two = 2, end = INT64_MAX;
+        for (size_t i = 0; i < sp; i++) {
+            strides[i] = st && i < st->n_ints ? st->ints[i] : 1;
+            extra[i] = k->ints[i] - strides[i] - (pads ? pads->ints[i] + pads->ints[sp + i] : 0);
+        }
+        const char *x_shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0));
+        const char *spatial =
+            OT_G1(g, "Slice", ot_grad_tmp(g, "x_spatial"), x_shape, ot_grad_const_i64(g, "2", 1, &two, false),
+                  ot_grad_const_i64(g, "end", 1, &end, false));
+        const char *unpooled = OT_G1(
+            g, "Add", ot_grad_tmp(g, "default_spatial"),
+            OT_G1(g, "Mul", ot_grad_tmp(g, "strided"), spatial, ot_grad_const_i64(g, "strides", sp, strides, false)),
+            ot_grad_const_i64(g, "k_minus_s_pads", sp, extra, false));
+        const char *ends = ot_grad_tmp(g, "default_shape");
+        otter_node *c = ot_grad_emit(g, "Concat", "", 2,
+                                     (const char *[]){OT_G1(g, "Slice", ot_grad_tmp(g, "x_nc"), x_shape,
+                                                            ot_grad_const_i64(g, "0", 1, (const int64_t[]){0}, false),
+                                                            ot_grad_const_i64(g, "2", 1, &two, false)),
+                                                      unpooled},
+                                     1, &ends);
+        if (c && otter_node_set_attr_int(c, "axis", 0) != OTTER_OK)
+            ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+        const char *starts = OT_G1(g, "Sub", ot_grad_tmp(g, "zeros"), ends, ends);
+        dy = OT_G1(g, "Slice", ot_grad_tmp(g, "dY_default"), dy, starts, ends);
+    }
+    OT_G1(g, "Gather", ot_grad_dx(g, 0), flat(g, dy), IN(1));
+}
+
+/* CenterCropPad: cropping and zero padding centred the same way are each other's adjoint, so dX is dY
+ * centre-cropped / padded back to X's extent on the same axes. */
+void ot_grad_center_crop_pad(ot_grad *g, otter_node *n) {
+    const char *shape = OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0));
+    const otter_attr *axes = otter_node_attr(n, "axes");
+    if (axes)
+        shape = OT_G1(g, "Gather", ot_grad_tmp(g, "x_extent"), shape,
+                      ot_grad_const_i64(g, "axes", axes->n_ints, axes->ints, false));
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *m = ot_grad_emit(g, "CenterCropPad", "", 2, (const char *[]){ot_grad_dy(g, 0), shape}, 1, &dx);
+    if (m && axes && otter_node_set_attr_ints(m, "axes", axes->n_ints, axes->ints) != OTTER_OK)
+        ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+}
+
+/* Compress: dY goes back to the positions the condition kept, zeros elsewhere: a ScatterElements
+ * (Scatter before opset 11) into zeros shaped like X, along `axis`, or over X flattened without one. */
+void ot_grad_compress(ot_grad *g, otter_node *n) {
+    const char *scatter = ot_grad_opset(g) >= 11 ? "ScatterElements" : "Scatter";
+    const otter_attr *axis = otter_node_attr(n, "axis");
+    const char *dy = ot_grad_dy(g, 0), *dx = ot_grad_dx(g, 0), *x = IN(0);
+    const char *kept = flat(g, OT_G1(g, "NonZero", ot_grad_tmp(g, "kept"), IN(1)));
+    if (!axis) {
+        const char *zeros = ot_grad_zeros_like(g, flat(g, x), x, NULL);
+        const char *spread = ot_grad_tmp(g, "dX_flat");
+        ot_grad_emit(g, scatter, "", 3, (const char *[]){zeros, kept, dy}, 1, &spread);
+        OT_G1(g, "Reshape", dx, spread, OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), x));
+        return;
+    }
+    int rank = ot_grad_rank(g, x);
+    int64_t ax = axis->i;
+    if (rank < 0) OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "Compress gradient needs the rank of '%s'", x);
+    if (ax < 0) ax += rank;
+    /* The kept positions as [1, .., K, .., 1] (K on `axis`), expanded to dY's shape. */
+    int64_t view[OTTER_MAX_RANK];
+    for (int i = 0; i < rank; i++) view[i] = i == ax ? -1 : 1;
+    const char *idx = OT_G1(g, "Expand", ot_grad_tmp(g, "kept_idx"),
+                            OT_G1(g, "Reshape", ot_grad_tmp(g, "kept_view"), kept,
+                                  ot_grad_const_i64(g, "kept_view_shape", (size_t)rank, view, false)),
+                            OT_G1(g, "Shape", ot_grad_tmp(g, "dy_shape"), dy));
+    otter_node *m =
+        ot_grad_emit(g, scatter, "", 3, (const char *[]){ot_grad_zeros_like(g, x, NULL, NULL), idx, dy}, 1, &dx);
+    if (m && otter_node_set_attr_int(m, "axis", ax) != OTTER_OK)
+        ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
+}
