@@ -725,6 +725,13 @@ static void a_unpool2(otter_node *n) {
     otter_node_set_attr_ints(n, "strides", 2, st);
 }
 
+static void a_inverse(otter_node *n) { otter_node_set_attr_int(n, "inverse", 1); }
+static void a_onesided(otter_node *n) { otter_node_set_attr_int(n, "onesided", 1); }
+static void a_irfft(otter_node *n) {
+    a_inverse(n);
+    a_onesided(n);
+}
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -1949,6 +1956,34 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(3, 3)}, {"i", INTS, SHAPE(2, 2), {1, 0, 2, 1}}, {"u", FIXED, SHAPE(2, 2)}},
      1,
      a_axis_minus1},
+    {"DFT real", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(2, 5, 1)}}, 1},
+    {"DFT complex inverse", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(2, 4, 2)}}, 1, a_inverse},
+    {"DFT onesided", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(1, 6, 1)}}, 1, a_onesided},
+    {"DFT dft_length 7 (pads)", "DFT", NULL, 17, 2, {{"x", RAND, SHAPE(2, 4, 2)}, {"n", INTS, 0, {0}, {7}}}, 1},
+    {"DFT dft_length 3 (cuts)",
+     "DFT",
+     NULL,
+     17,
+     2,
+     {{"x", RAND, SHAPE(1, 5, 1)}, {"n", INTS, 0, {0}, {3}}},
+     1,
+     a_onesided},
+    {"DFT-20 axis 0",
+     "DFT",
+     NULL,
+     20,
+     3,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"n", INTS, 0, {0}, {3}}, {"a", INTS, 0, {0}, {0}}},
+     1},
+    {"DFT-20 irfft", "DFT", NULL, 20, 1, {{"x", RAND, SHAPE(2, 4, 2)}}, 1, a_irfft},
+    {"DFT-20 irfft odd length",
+     "DFT",
+     NULL,
+     20,
+     3,
+     {{"x", RAND, SHAPE(1, 3, 3, 2)}, {"n", INTS, 0, {0}, {5}}, {"a", INTS, 0, {0}, {-3}}},
+     1,
+     a_irfft},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

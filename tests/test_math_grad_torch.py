@@ -1,4 +1,4 @@
-"""otter's gradients of CumProd, Det, LpPool and GlobalLpPool against torch.autograd.
+"""otter's gradients of CumProd, Det, LpPool, GlobalLpPool and DFT against torch.autograd.
 
 Each case is one ONNX node reading h = x + w, where w is the trained initializer holding the test
 values and x a zero input (so dLoss/dw is the node's input gradient), followed by MSELoss against a
@@ -8,7 +8,8 @@ random target:
    through ctypes) runs training_model.onnx once with a zeroed gradient buffer, which then holds w's
    gradient.
 2. torch.autograd, in float64, differentiates the same function written with torch's own operators:
-   torch.cumprod (flipped for reverse, shifted for exclusive), torch.linalg.det, F.lp_pool2d (p = 2,
+   torch.cumprod (flipped for reverse, shifted for exclusive), torch.linalg.det, torch.fft's fft, ifft,
+   rfft and irfft (DFT with inverse, onesided, dft_length and axis), F.lp_pool2d (p = 2,
    where its x.pow(p) is ONNX's |x|^p), and for the windows F.lp_pool2d can't express (pads,
    dilations, ceil_mode, p = 1 and 3 over signed inputs) the ONNX definition (sum of |x|^p over each
    window of the zero-padded input, unfolded, to the power 1/p).
@@ -80,6 +81,16 @@ def global_lp_ref(p):
     return lambda w: w.abs().pow(p).flatten(2).sum(2).pow(1.0 / p).view(*w.shape[:2], *([1] * (w.dim() - 2)))
 
 
+def fft_ref(fn, axis, n=None, complex_in=False, real_out=False):
+    """torch.fft.<fn> along axis of ONNX's signal layout ([..., 1] real or [..., 2] complex); the output
+    back in that layout."""
+    def f(w):
+        x = torch.view_as_complex(w) if complex_in else w[..., 0]
+        y = getattr(torch.fft, fn)(x, n=n, dim=axis)
+        return y.unsqueeze(-1) if real_out else torch.view_as_real(y)
+    return f
+
+
 def with_zeros(shape, rng):
     a = rng.uniform(0.3, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
     a.flat[::5] = 0.0  # zeros at every 5th element: lines with none, one and two
@@ -98,6 +109,7 @@ def case(label, op, opset, values, ref, attrs=None, extra_inputs=()):
 
 
 def cases(rng):
+    randn = lambda shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
     ax = lambda a: (("axis", np.array(a, np.int64)),)  # noqa: E731
     return [
         case("cumprod zeros", "CumProd", 26, with_zeros((5, 4), rng), cumprod_ref(1), {}, ax(1)),
@@ -120,6 +132,17 @@ def cases(rng):
         case("lp_pool p 2 ceil_mode", "LpPool", 18, rng.standard_normal((2, 2, 5, 6)).astype(np.float32),
              lp_pool_ref(2, (3, 2), strides=(2, 2), pads=(1, 0, 0, 1), ceil_mode=True),
              {"p": 2, "kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 0, 1], "ceil_mode": 1}),
+        case("fft real", "DFT", 17, randn((2, 6, 1)), fft_ref("fft", 1)),
+        case("ifft complex n 7", "DFT", 17, randn((2, 5, 2)), fft_ref("ifft", 1, 7, complex_in=True),
+             {"inverse": 1}, (("n", np.array(7, np.int64)),)),
+        case("rfft n 4 (cuts)", "DFT", 17, randn((3, 6, 1)), fft_ref("rfft", 1, 4), {"onesided": 1},
+             (("n", np.array(4, np.int64)),)),
+        case("fft axis 0 (DFT-20)", "DFT", 20, randn((4, 3, 2)), fft_ref("fft", 0, complex_in=True), {},
+             (("n", np.array(4, np.int64)), ("axis", np.array(0, np.int64)))),
+        case("irfft n 7 (DFT-20)", "DFT", 20, randn((2, 4, 2)), fft_ref("irfft", 1, 7, True, True),
+             {"inverse": 1, "onesided": 1}, (("n", np.array(7, np.int64)), ("axis", np.array(1, np.int64)))),
+        case("irfft default length", "DFT", 20, randn((2, 5, 2)), fft_ref("irfft", 1, None, True, True),
+             {"inverse": 1, "onesided": 1}),
         case("global_lp_pool p 1", "GlobalLpPool", 17, rng.standard_normal((2, 3, 4, 4)).astype(np.float32),
              global_lp_ref(1), {"p": 1}),
         case("global_lp_pool p 2", "GlobalLpPool", 17, rng.standard_normal((2, 3, 5)).astype(np.float32),

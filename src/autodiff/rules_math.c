@@ -234,3 +234,17 @@ void ot_grad_compress(ot_grad *g, otter_node *n) {
     if (m && otter_node_set_attr_int(m, "axis", ax) != OTTER_OK)
         ot_grad_fail(g, OTTER_ERR_NOMEM, "out of memory building gradients");
 }
+
+/* DFT: linear in X, so dX is the adjoint transform of dY: com.otter DFTGrad (runtime/ops/extra.c) with
+ * DFT's inputs and attributes. DFT-20's axis goes in as input 3 (-2 when the node leaves it out). */
+void ot_grad_dft(ot_grad *g, otter_node *n) {
+    const char *length = n->n_inputs > 1 ? IN(1) : "", *axis = "";
+    if (ot_grad_opset(g) >= 20) {
+        static const int64_t last_signal_axis = -2;
+        axis = n->n_inputs > 2 && IN(2)[0] ? IN(2) : ot_grad_const_i64(g, "axis", 1, &last_signal_axis, true);
+    }
+    const char *dx = ot_grad_dx(g, 0);
+    otter_node *m = ot_grad_emit(g, "DFTGrad", "com.otter", axis[0] ? 4 : 2 + (length[0] != 0),
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), length, axis}, 1, &dx);
+    ot_grad_copy_attrs(g, m, n);
+}

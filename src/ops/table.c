@@ -89,8 +89,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 1},
     {"", "CumSum", KERNELS({11, ot_kernel_cumsum, 0}), .infer = ot_infer_like_input, .grad = ot_grad_cumsum,
      .diff_inputs = 0x1},
-    {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}),
-     .infer = ot_infer_dft}, /* 20: axis as input 2 */
+    {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}), .infer = ot_infer_dft, .grad = ot_grad_dft,
+     .diff_inputs = 0x1}, /* 20: axis as input 2 */
     {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv,
      .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
     {"", "DepthToSpace", KERNELS({1, ot_kernel_depthtospace, 0}), .infer = ot_infer_depth_to_space,
@@ -476,6 +476,8 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
     {"com.otter", "CumProdGrad", KERNELS({1, ot_kernel_cumprod_grad, 0}),
      .infer = ot_infer_like_input}, /* 1: (dY, X, axis; exclusive, reverse) -> dX, exact at zeros */
+    {"com.otter", "DFTGrad", KERNELS({1, ot_kernel_dft_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X, dft_length?, axis?; DFT's attributes) -> dX */
     {"com.otter", "DetGrad", KERNELS({1, ot_kernel_det_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X) -> dY * cofactor(X) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,

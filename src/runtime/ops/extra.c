@@ -474,72 +474,133 @@ static double *twiddles(ot_kernel_ctx *ctx, int64_t L) {
     return tw;
 }
 
+/* What one DFT node does along its axis: lines of n_in values (real or complex) in, n_out bins out, a
+ * transform of length L; irfft: inverse and onesided, a one-sided spectrum in and the real signal of
+ * dft_length out (by default 2 * (bins - 1)), the missing half of the spectrum the conjugate of the given
+ * one. The node's inputs: X, dft_length (input axis_input - 1) and, when axis_is_input, the axis (input
+ * axis_input, by default -2, as DFT-20), else the attribute (DFT-17's, by default 1). */
+typedef struct dft_plan {
+    int64_t axis, n_in, L, n_out, outer, inner;
+    bool inverse, onesided, cplx, irfft;
+} dft_plan;
+
+static otter_status dft_plan_of(ot_kernel_ctx *ctx, const otter_tensor *x, size_t axis_input, bool axis_is_input,
+                                dft_plan *p) {
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2 and a last dimension of 1 or 2",
+                            ot_ctx_input_name(ctx, axis_input - 2));
+    if (axis_is_input)
+        OT_TRY(scalar_i64(ctx, axis_input, -2, &p->axis));
+    else
+        p->axis = ot_ctx_attr_int_or(ctx, "axis", 1);
+    int64_t given = p->axis;
+    if (!ot_norm_axis(&p->axis, x->rank) || p->axis == x->rank - 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
+    p->inverse = ot_ctx_attr_int_or(ctx, "inverse", 0) != 0;
+    p->onesided = ot_ctx_attr_int_or(ctx, "onesided", 0) != 0;
+    p->cplx = x->dims[x->rank - 1] == 2;
+    p->irfft = p->inverse && p->onesided;
+    p->n_in = x->dims[p->axis];
+    OT_TRY(scalar_i64(ctx, axis_input - 1, p->irfft ? 2 * (p->n_in - 1) : p->n_in, &p->L));
+    if (p->L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)p->L);
+    if (p->onesided && p->cplx != p->irfft)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided %s needs a %s input (last dimension %d)",
+                            p->irfft ? "inverse" : "output", p->irfft ? "complex" : "real", p->irfft ? 2 : 1);
+    p->n_out = p->onesided && !p->irfft ? p->L / 2 + 1 : p->L;
+    p->outer = p->inner = 1;
+    for (int k = 0; k < x->rank - 1; k++) {
+        if (k < p->axis) p->outer *= x->dims[k];
+        if (k > p->axis) p->inner *= x->dims[k];
+    }
+    return OTTER_OK;
+}
+
 otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2 and a last dimension of 1 or 2",
-                            ot_ctx_input_name(ctx, 0));
-    int64_t axis;
-    if (ctx->opset >= 20)
-        OT_TRY(scalar_i64(ctx, 2, -2, &axis));
-    else
-        OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
-    int64_t given = axis;
-    if (!ot_norm_axis(&axis, x->rank) || axis == x->rank - 1)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
-    int64_t inverse, onesided;
-    OT_TRY(ot_ctx_attr_int(ctx, "inverse", &inverse));
-    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
-    bool cplx = x->dims[x->rank - 1] == 2;
-    /* IRFFT (inverse and onesided): a one-sided spectrum in, the real signal of dft_length out (by
-     * default 2 * (bins - 1)); the missing half of the spectrum is the conjugate of the given one */
-    bool irfft = inverse && onesided;
-    int64_t n_in = x->dims[axis], L;
-    OT_TRY(scalar_i64(ctx, 1, irfft ? 2 * (n_in - 1) : n_in, &L));
-    if (L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
-    if (onesided && cplx != irfft)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided %s needs a %s input (last dimension %d)",
-                            irfft ? "inverse" : "output", irfft ? "complex" : "real", irfft ? 2 : 1);
-    int64_t n_out = onesided && !irfft ? L / 2 + 1 : L;
-    int64_t outer = 1, inner = 1;
-    for (int k = 0; k < x->rank - 1; k++) {
-        if (k < axis) outer *= x->dims[k];
-        if (k > axis) inner *= x->dims[k];
-    }
+    dft_plan p;
+    OT_TRY(dft_plan_of(ctx, x, 2, ctx->opset >= 20, &p));
     int64_t dims[OTTER_MAX_RANK];
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
-    dims[axis] = n_out;
-    dims[x->rank - 1] = irfft ? 1 : 2;
+    dims[p.axis] = p.n_out;
+    dims[x->rank - 1] = p.irfft ? 1 : 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, dims);
     if (!y) return ctx->output_status;
     /* the line read: n_in values, or for IRFFT the whole Hermitian spectrum of L */
-    int64_t n_line = irfft ? L : n_in;
+    int64_t n_line = p.irfft ? p.L : p.n_in, L = p.L, n_in = p.n_in, n_out = p.n_out;
     double *tw = twiddles(ctx, L);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_line + 2 * n_out + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
     double *ire = buf, *iim = ire + n_line, *ore = iim + n_line + 1, *oim = ore + n_out + 1;
-    int64_t c_in = cplx ? 2 : 1;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
+    int64_t c_in = p.cplx ? 2 : 1;
+    for (int64_t o = 0; o < p.outer; o++)
+        for (int64_t i = 0; i < p.inner; i++) {
             for (int64_t n = 0; n < n_line; n++) {
                 /* IRFFT: bins above L / 2 mirror the ones below, conjugated; bins past the input are 0 */
-                int64_t src = irfft && n > L / 2 ? L - n : n;
-                double sign = irfft && n > L / 2 ? -1 : 1;
+                int64_t src = p.irfft && n > L / 2 ? L - n : n;
+                double sign = p.irfft && n > L / 2 ? -1 : 1;
                 if (src >= n_in) {
                     ire[n] = iim[n] = 0;
                     continue;
                 }
-                int64_t e = ((o * n_in + src) * inner + i) * c_in;
+                int64_t e = ((o * n_in + src) * p.inner + i) * c_in;
                 ire[n] = ot_get_f64(x->data, x->dtype, e);
-                iim[n] = cplx ? sign * ot_get_f64(x->data, x->dtype, e + 1) : 0;
+                iim[n] = p.cplx ? sign * ot_get_f64(x->data, x->dtype, e + 1) : 0;
             }
-            dft_line(ire, iim, n_line, L, n_out, tw, inverse ? 1 : -1, inverse ? 1.0 / (double)L : 1.0, ore, oim);
+            dft_line(ire, iim, n_line, L, n_out, tw, p.inverse ? 1 : -1, p.inverse ? 1.0 / (double)L : 1.0, ore, oim);
             for (int64_t k = 0; k < n_out; k++) {
-                int64_t e = ((o * n_out + k) * inner + i) * (irfft ? 1 : 2);
+                int64_t e = ((o * n_out + k) * p.inner + i) * (p.irfft ? 1 : 2);
                 ot_set_f64(y->data, y->dtype, e, ore[k]);
-                if (!irfft) ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+                if (!p.irfft) ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+            }
+        }
+    return OTTER_OK;
+}
+
+/* com.otter DFTGrad(dY, X, dft_length?, axis?; DFT's attributes) -> dX: the adjoint of DFT's real-linear
+ * map. Per line, dY's bins go through the conjugate transform (the opposite sign, the same scale) back to
+ * the first min(n_in, L) positions (the rest of X was cut off: 0), whose real part alone reaches a real
+ * X; IRFFT's real output takes dY as a real spectrum, and its Hermitian extension folds back onto the
+ * bins it copied (conjugated ones with the imaginary part negated). */
+otter_status ot_kernel_dft_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    dft_plan p;
+    OT_TRY(dft_plan_of(ctx, x, 3, ot_ctx_input(ctx, 3) != NULL, &p)); /* the rule passes DFT-20's axis */
+    int64_t L = p.L, n_in = p.n_in, n_out = p.n_out, c_out = p.irfft ? 1 : 2, c_in = p.cplx ? 2 : 1;
+    if (dy->rank != x->rank || dy->dims[p.axis] != n_out || dy->dims[x->rank - 1] != c_out ||
+        otter_tensor_numel(dy) != p.outer * p.inner * n_out * c_out)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' is not shaped like DFT's output of X '%s'",
+                            ot_ctx_input_name(ctx, 0), ot_ctx_input_name(ctx, 1));
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!dx) return ctx->output_status;
+    int64_t n_back = p.irfft ? L : (n_in < L ? n_in : L); /* positions the transform read */
+    double *tw = twiddles(ctx, L);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_out + 2 * n_back + 2 * n_in + 6) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *gre = buf, *gim = gre + n_out + 1, *bre = gim + n_out + 1, *bim = bre + n_back + 1, *dre = bim + n_back + 1,
+           *dim = dre + n_in + 1;
+    for (int64_t o = 0; o < p.outer; o++)
+        for (int64_t i = 0; i < p.inner; i++) {
+            for (int64_t k = 0; k < n_out; k++) {
+                int64_t e = ((o * n_out + k) * p.inner + i) * c_out;
+                gre[k] = ot_get_f64(dy->data, dy->dtype, e);
+                gim[k] = p.irfft ? 0 : ot_get_f64(dy->data, dy->dtype, e + 1);
+            }
+            dft_line(gre, gim, n_out, L, n_back, tw, p.inverse ? -1 : 1, p.inverse ? 1.0 / (double)L : 1.0, bre, bim);
+            for (int64_t n = 0; n < n_in; n++) dre[n] = dim[n] = 0;
+            for (int64_t n = 0; n < n_back; n++) {
+                int64_t src = p.irfft && n > L / 2 ? L - n : n;
+                if (src >= n_in) continue;
+                dre[src] += bre[n];
+                dim[src] += p.irfft && n > L / 2 ? -bim[n] : bim[n];
+            }
+            for (int64_t n = 0; n < n_in; n++) {
+                int64_t e = ((o * n_in + n) * p.inner + i) * c_in;
+                ot_set_f64(dx->data, dx->dtype, e, dre[n]);
+                if (p.cplx) ot_set_f64(dx->data, dx->dtype, e + 1, dim[n]);
             }
         }
     return OTTER_OK;
