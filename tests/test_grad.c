@@ -727,6 +727,7 @@ static void a_unpool2(otter_node *n) {
 
 static void a_inverse(otter_node *n) { otter_node_set_attr_int(n, "inverse", 1); }
 static void a_onesided(otter_node *n) { otter_node_set_attr_int(n, "onesided", 1); }
+static void a_twosided(otter_node *n) { otter_node_set_attr_int(n, "onesided", 0); }
 static void a_irfft(otter_node *n) {
     a_inverse(n);
     a_onesided(n);
@@ -1984,6 +1985,21 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 3, 3, 2)}, {"n", INTS, 0, {0}, {5}}, {"a", INTS, 0, {0}, {-3}}},
      1,
      a_irfft},
+    {"STFT window (signal, window)",
+     "STFT",
+     NULL,
+     17,
+     3,
+     {{"x", RAND, SHAPE(2, 10, 1)}, {"step", INTS, 0, {0}, {3}}, {"w", RAND, SHAPE(4)}},
+     1},
+    {"STFT complex frame_length",
+     "STFT",
+     NULL,
+     17,
+     4,
+     {{"x", RAND, SHAPE(1, 9, 2)}, {"step", INTS, 0, {0}, {2}}, {"", FIXED, 0}, {"len", INTS, 0, {0}, {5}}},
+     1,
+     a_twosided},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -1,15 +1,16 @@
-"""otter's gradients of CumProd, Det, LpPool, GlobalLpPool and DFT against torch.autograd.
+"""otter's gradients of CumProd, Det, LpPool, GlobalLpPool, DFT and STFT against torch.autograd.
 
 Each case is one ONNX node reading h = x + w, where w is the trained initializer holding the test
 values and x a zero input (so dLoss/dw is the node's input gradient), followed by MSELoss against a
-random target:
+random target; float inputs after it (STFT's window) are trained initializers as well:
 
 1. `otter artifacts MODEL -o DIR --loss MSELoss` makes the artifacts; otter's runtime (libotter.so
-   through ctypes) runs training_model.onnx once with a zeroed gradient buffer, which then holds w's
-   gradient.
+   through ctypes) runs training_model.onnx once with zeroed gradient buffers, which then hold the
+   gradients.
 2. torch.autograd, in float64, differentiates the same function written with torch's own operators:
    torch.cumprod (flipped for reverse, shifted for exclusive), torch.linalg.det, torch.fft's fft, ifft,
-   rfft and irfft (DFT with inverse, onesided, dft_length and axis), F.lp_pool2d (p = 2,
+   rfft and irfft (DFT with inverse, onesided, dft_length and axis), torch.stft (uncentred, windowed,
+   one- and two-sided), F.lp_pool2d (p = 2,
    where its x.pow(p) is ONNX's |x|^p), and for the windows F.lp_pool2d can't express (pads,
    dilations, ceil_mode, p = 1 and 3 over signed inputs) the ONNX definition (sum of |x|^p over each
    window of the zero-padded input, unfolded, to the power 1/p).
@@ -91,6 +92,15 @@ def fft_ref(fn, axis, n=None, complex_in=False, real_out=False):
     return f
 
 
+def stft_ref(step, onesided=True):
+    """torch.stft without centring, as ONNX's STFT: [B, frames, bins, 2]; the window is trained too."""
+    def f(w, win):
+        y = torch.stft(w[..., 0], len(win), hop_length=step, window=win, center=False, onesided=onesided,
+                       return_complex=True)
+        return torch.view_as_real(y.transpose(1, 2))
+    return f
+
+
 def with_zeros(shape, rng):
     a = rng.uniform(0.3, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
     a.flat[::5] = 0.0  # zeros at every 5th element: lines with none, one and two
@@ -104,12 +114,13 @@ def singular(shape, rng):
 
 
 def case(label, op, opset, values, ref, attrs=None, extra_inputs=()):
-    """extra_inputs: (name, int64 array) constant inputs after X."""
+    """extra_inputs: (name, array) constant inputs after X."""
     return dict(label=label, op=op, opset=opset, values=values, ref=ref, attrs=attrs or {}, extra=extra_inputs)
 
 
 def cases(rng):
     randn = lambda shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    hann = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(6) / 6)).astype(np.float32)
     ax = lambda a: (("axis", np.array(a, np.int64)),)  # noqa: E731
     return [
         case("cumprod zeros", "CumProd", 26, with_zeros((5, 4), rng), cumprod_ref(1), {}, ax(1)),
@@ -143,6 +154,10 @@ def cases(rng):
              {"inverse": 1, "onesided": 1}, (("n", np.array(7, np.int64)), ("axis", np.array(1, np.int64)))),
         case("irfft default length", "DFT", 20, randn((2, 5, 2)), fft_ref("irfft", 1, None, True, True),
              {"inverse": 1, "onesided": 1}),
+        case("stft hann window", "STFT", 17, randn((2, 12, 1)), stft_ref(3), {},
+             (("step", np.array(3, np.int64)), ("window", hann))),
+        case("stft two-sided", "STFT", 17, randn((1, 11, 1)), stft_ref(2, False), {"onesided": 0},
+             (("step", np.array(2, np.int64)), ("window", hann[:5] + 0.5))),
         case("global_lp_pool p 1", "GlobalLpPool", 17, rng.standard_normal((2, 3, 4, 4)).astype(np.float32),
              global_lp_ref(1), {"p": 1}),
         case("global_lp_pool p 2", "GlobalLpPool", 17, rng.standard_normal((2, 3, 5)).astype(np.float32),
@@ -163,13 +178,14 @@ def build_model(c, out_shape):
 
 
 def run_case(otter, c, rng):
+    """Trains w and every float extra input (STFT's window); checks each one's gradient."""
     label = c["label"]
-    w64 = torch.from_numpy(c["values"].astype(np.float64)).requires_grad_(True)
-    y = c["ref"](w64)
+    params = {"w": c["values"], **{n: v for n, v in c["extra"] if v.dtype == np.float32}}
+    leaves = {n: torch.from_numpy(v.astype(np.float64)).requires_grad_(True) for n, v in params.items()}
+    y = c["ref"](*leaves.values())
     target = rng.standard_normal(tuple(y.shape)).astype(np.float32)
     value = F.mse_loss(y, torch.from_numpy(target).double())
     value.backward()
-    ref = w64.grad.numpy()
 
     d = os.path.join(WORK, label.replace(" ", "_"))
     os.makedirs(d, exist_ok=True)
@@ -182,23 +198,27 @@ def run_case(otter, c, rng):
     sess = Session(otter, os.path.join(d, "training_model.onnx"))
     feeds = {}
     try:
-        feeds = {"x": otter.tensor(np.zeros_like(c["values"])), "w": otter.tensor(c["values"]),
-                 "target": otter.tensor(target), "lazy_reset_grad": otter.tensor(np.array([True])),
-                 "w_grad.accumulation.buffer": otter.tensor(np.zeros_like(c["values"]))}
+        feeds = {"x": otter.tensor(np.zeros_like(c["values"])), "target": otter.tensor(target),
+                 "lazy_reset_grad": otter.tensor(np.array([True]))}
+        for n, v in params.items():
+            feeds[n] = otter.tensor(v)
+            feeds[n + "_grad.accumulation.buffer"] = otter.tensor(np.zeros_like(v))
         loss = float(sess.run({k: v for k, v in feeds.items() if k in sess.inputs}, [sess.outputs[0]])[0])
-        grad = Otter.to_numpy(feeds["w_grad.accumulation.buffer"]).astype(np.float64)
+        grads = {n: Otter.to_numpy(feeds[n + "_grad.accumulation.buffer"]).astype(np.float64) for n in params}
     finally:
         for t in feeds.values():
             otter.lib.otter_tensor_free(t)
         sess.free()
     lerr = abs(loss - float(value)) / abs(float(value))
     check(lerr <= 1e-5, f"{label}: loss otter {loss:.8g} torch {float(value):.8g} rel err {lerr:.2e}")
-    err = float(np.abs(grad - ref).max()) / max(float(np.abs(ref).max()), 1e-30)
-    if not err <= worst[0]:
-        worst[:] = [err, label]
-    check(np.isfinite(err) and err <= GRAD_TOL and float(np.abs(ref).max()) > 0,
-          f"{label}: dX {list(ref.shape)} vs torch.autograd, max|torch| {float(np.abs(ref).max()):.3g}, "
-          f"rel err {err:.2e}")
+    for n, grad in grads.items():
+        ref = leaves[n].grad.numpy()
+        err = float(np.abs(grad - ref).max()) / max(float(np.abs(ref).max()), 1e-30)
+        if not err <= worst[0]:
+            worst[:] = [err, f"{label} d{n}"]
+        check(np.isfinite(err) and err <= GRAD_TOL and float(np.abs(ref).max()) > 0,
+              f"{label}: d{n} {list(ref.shape)} vs torch.autograd, max|torch| {float(np.abs(ref).max()):.3g}, "
+              f"rel err {err:.2e}")
 
 
 def main():

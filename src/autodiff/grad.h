@@ -199,6 +199,7 @@ void ot_grad_maxunpool(ot_grad *g, otter_node *n);
 void ot_grad_center_crop_pad(ot_grad *g, otter_node *n);
 void ot_grad_compress(ot_grad *g, otter_node *n);
 void ot_grad_dft(ot_grad *g, otter_node *n);
+void ot_grad_stft(ot_grad *g, otter_node *n);
 /* rules_norm.c */
 void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);

@@ -248,3 +248,14 @@ void ot_grad_dft(ot_grad *g, otter_node *n) {
                                  (const char *[]){ot_grad_dy(g, 0), IN(0), length, axis}, 1, &dx);
     ot_grad_copy_attrs(g, m, n);
 }
+
+/* STFT: linear in the signal and in the window; com.otter STFTGrad (runtime/ops/extra.c) gives both. */
+void ot_grad_stft(ot_grad *g, otter_node *n) {
+    const char *window = n->n_inputs > 2 ? IN(2) : "", *length = n->n_inputs > 3 ? IN(3) : "";
+    const char *outs[2] = {ot_grad_dx(g, 0), window[0] ? ot_grad_dx(g, 2) : NULL};
+    if (!outs[0]) outs[0] = ot_grad_tmp(g, "unused_grad");
+    otter_node *m =
+        ot_grad_emit(g, "STFTGrad", "com.otter", length[0] ? 5 : 4,
+                     (const char *[]){ot_grad_dy(g, 0), IN(0), window, IN(1), length}, outs[1] ? 2 : 1, outs);
+    ot_grad_copy_attrs(g, m, n);
+}

@@ -290,7 +290,7 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_rotary_embedding, .diff_inputs = 0x1},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
      .diff_inputs = 0x1},
-    {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft},
+    {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft, .grad = ot_grad_stft, .diff_inputs = 0x5},
     {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}), .infer = ot_infer_scan,
      .grad_by_unrolling = true}, /* 9: no batch axis; per-input axes and directions */
     {"", "Scatter", KERNELS({9, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input, .grad = ot_grad_scatter,
@@ -496,5 +496,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
     {"com.otter", "RNNGrad", KERNELS({1, ot_kernel_rnn_grad, 0}), .infer = ot_infer_gru_grad,
      .attrs_of = "RNN"}, /* 1: GRUGrad's signature with RNN's Y for HAll and no gates */
+    {"com.otter", "STFTGrad", KERNELS({1, ot_kernel_stft_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, signal, window?, frame_step, frame_length?) -> dsignal, dwindow */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

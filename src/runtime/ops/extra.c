@@ -606,48 +606,69 @@ otter_status ot_kernel_dft_grad(ot_kernel_ctx *ctx) {
     return OTTER_OK;
 }
 
-otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
-    const otter_tensor *x, *win = ot_ctx_input(ctx, 2);
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+/* What one STFT node does: frames of flen samples every `step` of a [B, S, 1 or 2] signal, each windowed
+ * and transformed to `bins` bins. The inputs' positions: signal, frame_step, window, frame_length (the
+ * forward node's 0..3; STFTGrad's 1, 3, 2, 4). */
+typedef struct stft_plan {
+    const otter_tensor *x, *win;
+    int64_t B, S, step, flen, frames, bins;
+    bool cplx;
+} stft_plan;
+
+static otter_status stft_plan_of(ot_kernel_ctx *ctx, size_t in_x, size_t in_step, size_t in_win, size_t in_len,
+                                 stft_plan *p) {
+    const otter_tensor *x, *win = ot_ctx_input(ctx, in_win);
+    OT_TRY(ot_ctx_need_input(ctx, in_x, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, in_x, x->dtype);
     if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must be [batch, signal_length, 1 or 2]",
-                            ot_ctx_input_name(ctx, 0));
-    if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (frame_step) is missing");
-    int64_t step, flen;
-    OT_TRY(scalar_i64(ctx, 1, 0, &step));
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be [batch, signal_length, 1 or 2]", in_x,
+                            ot_ctx_input_name(ctx, in_x));
+    if (!ot_ctx_input(ctx, in_step))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu (frame_step) is missing", in_step);
+    OT_TRY(scalar_i64(ctx, in_step, 0, &p->step));
     if (win && win->rank != 1)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (window) must have rank 1",
-                            ot_ctx_input_name(ctx, 2));
-    OT_TRY(scalar_i64(ctx, 3, win ? win->dims[0] : 0, &flen));
-    if (win && win->dims[0] != flen)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' (window) must have rank 1", in_win,
+                            ot_ctx_input_name(ctx, in_win));
+    OT_TRY(scalar_i64(ctx, in_len, win ? win->dims[0] : 0, &p->flen));
+    if (win && win->dims[0] != p->flen)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "window length %lld differs from frame_length %lld",
-                            (long long)win->dims[0], (long long)flen);
-    const int64_t B = x->dims[0], S = x->dims[1];
-    if (step < 1 || flen < 1 || flen > S)
+                            (long long)win->dims[0], (long long)p->flen);
+    p->x = x;
+    p->win = win;
+    p->B = x->dims[0];
+    p->S = x->dims[1];
+    if (p->step < 1 || p->flen < 1 || p->flen > p->S)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "frame_step %lld and frame_length %lld must be positive, the frame at most %lld long",
-                            (long long)step, (long long)flen, (long long)S);
-    int64_t onesided;
-    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
-    bool cplx = x->dims[2] == 2;
-    if (onesided && cplx)
+                            (long long)p->step, (long long)p->flen, (long long)p->S);
+    bool onesided = ot_ctx_attr_int_or(ctx, "onesided", 1) != 0; /* STFT-17's default */
+    p->cplx = x->dims[2] == 2;
+    if (onesided && p->cplx)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real signal (last dimension 1)");
-    int64_t frames = (S - flen) / step + 1, bins = onesided ? flen / 2 + 1 : flen;
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){B, frames, bins, 2});
+    p->frames = (p->S - p->flen) / p->step + 1;
+    p->bins = onesided ? p->flen / 2 + 1 : p->flen;
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
+    stft_plan p;
+    OT_TRY(stft_plan_of(ctx, 0, 1, 2, 3, &p));
+    const otter_tensor *x = p.x, *win = p.win;
+    const int64_t S = p.S, flen = p.flen, bins = p.bins, frames = p.frames;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){p.B, frames, bins, 2});
     if (!y) return ctx->output_status;
     double *tw = twiddles(ctx, flen);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * flen + 2 * bins + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
     double *ire = buf, *iim = ire + flen, *ore = iim + flen + 1, *oim = ore + bins + 1;
-    int64_t c_in = cplx ? 2 : 1;
-    for (int64_t b = 0; b < B; b++)
+    int64_t c_in = p.cplx ? 2 : 1;
+    for (int64_t b = 0; b < p.B; b++)
         for (int64_t f = 0; f < frames; f++) {
             for (int64_t n = 0; n < flen; n++) {
-                int64_t e = (b * S + f * step + n) * c_in;
+                int64_t e = (b * S + f * p.step + n) * c_in;
                 double w = win ? ot_get_f64(win->data, win->dtype, n) : 1.0;
                 ire[n] = ot_get_f64(x->data, x->dtype, e) * w;
-                iim[n] = cplx ? ot_get_f64(x->data, x->dtype, e + 1) * w : 0;
+                iim[n] = p.cplx ? ot_get_f64(x->data, x->dtype, e + 1) * w : 0;
             }
             dft_line(ire, iim, flen, flen, bins, tw, -1, 1.0, ore, oim);
             for (int64_t k = 0; k < bins; k++) {
@@ -656,6 +677,58 @@ otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
                 ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
             }
         }
+    return OTTER_OK;
+}
+
+/* com.otter STFTGrad(dY, signal, window?, frame_step, frame_length?; onesided) -> dSignal, dWindow?: each
+ * frame's bins go through the adjoint transform (sign +1, unscaled) back to its flen windowed samples;
+ * the signal's gradient is their overlap-add times the window (a real signal keeps the real part), the
+ * window's the sum over frames and batches of their inner product with the samples. */
+otter_status ot_kernel_stft_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    stft_plan p;
+    OT_TRY(stft_plan_of(ctx, 1, 3, 2, 4, &p));
+    const otter_tensor *x = p.x, *win = p.win;
+    const int64_t S = p.S, flen = p.flen, bins = p.bins, frames = p.frames, c_in = p.cplx ? 2 : 1;
+    if (dy->rank != 4 || dy->dims[0] != p.B || dy->dims[1] != frames || dy->dims[2] != bins || dy->dims[3] != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' is not shaped [%lld, %lld, %lld, 2] like STFT's output",
+                            ot_ctx_input_name(ctx, 0), (long long)p.B, (long long)frames, (long long)bins);
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims), *dw = NULL;
+    if (!dx) return ctx->output_status;
+    if (win && ctx->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
+        dw = ot_ctx_output(ctx, 1, win->dtype, 1, win->dims);
+        if (!dw) return ctx->output_status;
+    }
+    double *tw = twiddles(ctx, flen);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * bins + 2 * flen + flen + 2 * S * c_in + 6) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *gre = buf, *gim = gre + bins + 1, *bre = gim + bins + 1, *bim = bre + flen + 1, *wsum = bim + flen + 1,
+           *acc = wsum + flen + 1;
+    for (int64_t n = 0; n < flen; n++) wsum[n] = 0;
+    for (int64_t b = 0; b < p.B; b++) {
+        for (int64_t e = 0; e < S * c_in; e++) acc[e] = 0;
+        for (int64_t f = 0; f < frames; f++) {
+            for (int64_t k = 0; k < bins; k++) {
+                int64_t e = ((b * frames + f) * bins + k) * 2;
+                gre[k] = ot_get_f64(dy->data, dy->dtype, e);
+                gim[k] = ot_get_f64(dy->data, dy->dtype, e + 1);
+            }
+            dft_line(gre, gim, bins, flen, flen, tw, 1, 1.0, bre, bim);
+            for (int64_t n = 0; n < flen; n++) {
+                int64_t at = (f * p.step + n) * c_in, e = b * S * c_in + at;
+                double w = win ? ot_get_f64(win->data, win->dtype, n) : 1.0;
+                acc[at] += bre[n] * w;
+                wsum[n] += bre[n] * ot_get_f64(x->data, x->dtype, e);
+                if (p.cplx) {
+                    acc[at + 1] += bim[n] * w;
+                    wsum[n] += bim[n] * ot_get_f64(x->data, x->dtype, e + 1);
+                }
+            }
+        }
+        for (int64_t e = 0; e < S * c_in; e++) ot_set_f64(dx->data, dx->dtype, b * S * c_in + e, acc[e]);
+    }
+    for (int64_t n = 0; dw && n < flen; n++) ot_set_f64(dw->data, dw->dtype, n, wsum[n]);
     return OTTER_OK;
 }
 
