@@ -1,10 +1,9 @@
-/* Gradient rules for products and norms whose derivative divides by the input or the output where a
- * quotient would be exact only away from zero: CumProd and Det through com.otter kernels that never
- * divide by X (CumProdGrad, DetGrad), LpPool and GlobalLpPool as ONNX compositions. */
-#include <math.h>
-
+/* Gradient rules for math and signal operators exporters emit beyond the common families.
+ * Products whose derivative would divide by X (CumProd, Det) and the linear transforms (DFT, STFT) go
+ * through com.otter gradient kernels (CumProdGrad, DetGrad, DFTGrad, STFTGrad: ONNX Runtime has none);
+ * LpPool, GlobalLpPool, CastLike, Mod (fmod), MaxUnpool, CenterCropPad and Compress are ONNX
+ * compositions. */
 #include "autodiff/grad.h"
-#include "core/core.h"
 
 #define IN(i)  (n->inputs[i])
 #define OUT(i) (n->outputs[i])
