@@ -31,7 +31,8 @@ enum {
     ABOVE_ONE,
     CYCLE3,
     LO,
-    HI
+    HI,
+    DUP_ROW
 };
 
 typedef struct input_spec {
@@ -87,7 +88,7 @@ static int64_t numel(const input_spec *s) {
 static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
            s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
-           s->kind == HI;
+           s->kind == HI || s->kind == DUP_ROW;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -245,7 +246,10 @@ static void run_case(const grad_case *c) {
             /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
              * CYCLE3: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
             /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
-            d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
+            /* DUP_ROW: random [M, M] matrices whose last row repeats the first (singular, rank M-1). */
+            d[e] = s->kind == DUP_ROW && (e / s->dims[s->rank - 1]) % s->dims[s->rank - 1] == s->dims[s->rank - 1] - 1
+                       ? d[e - (s->dims[s->rank - 1] - 1) * s->dims[s->rank - 1]]
+                   : s->kind == TIES       ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
                    : s->kind == UNIT       ? 0.8f * frand()
@@ -684,6 +688,49 @@ static void a_lrn2(otter_node *n) {
     otter_node_set_attr_float(n, "alpha", 0.8f);
     otter_node_set_attr_float(n, "beta", 0.5f);
     otter_node_set_attr_float(n, "bias", 1.0f);
+}
+
+/* math ops */
+static void a_p1(otter_node *n) { otter_node_set_attr_int(n, "p", 1); }
+static void a_p3(otter_node *n) { otter_node_set_attr_int(n, "p", 3); }
+static void a_lppool_pad_p1(otter_node *n) {
+    a_avgpool_pad(n);
+    a_p1(n);
+}
+static void a_lppool_dilated_p3(otter_node *n) {
+    int64_t k[2] = {2, 2}, d[2] = {2, 1}, st[2] = {1, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "dilations", 2, d);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    a_p3(n);
+}
+static void a_lppool_ceil(otter_node *n) {
+    int64_t k[2] = {3, 3}, st[2] = {2, 2}, p[4] = {1, 0, 0, 1};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+    otter_node_set_attr_int(n, "ceil_mode", 1);
+}
+
+static void a_fmod(otter_node *n) { otter_node_set_attr_int(n, "fmod", 1); }
+static void a_axes_1_2(otter_node *n) {
+    int64_t axes[2] = {1, 2};
+    otter_node_set_attr_ints(n, "axes", 2, axes);
+}
+static void a_axis0(otter_node *n) { otter_node_set_attr_int(n, "axis", 0); }
+static void a_axis_minus1(otter_node *n) { otter_node_set_attr_int(n, "axis", -1); }
+static void a_unpool2(otter_node *n) {
+    int64_t k[2] = {2, 2}, st[2] = {2, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+}
+
+static void a_inverse(otter_node *n) { otter_node_set_attr_int(n, "inverse", 1); }
+static void a_onesided(otter_node *n) { otter_node_set_attr_int(n, "onesided", 1); }
+static void a_twosided(otter_node *n) { otter_node_set_attr_int(n, "onesided", 0); }
+static void a_irfft(otter_node *n) {
+    a_inverse(n);
+    a_onesided(n);
 }
 
 #define SHAPE(...)                                                                                                     \
@@ -1796,6 +1843,163 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 1)}, {"sin", FIXED, SHAPE(1, 3, 1)}},
      1,
      a_rope_partial},
+    /* math ops */
+    {"CumProd zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, 0, {0}, {-1}}},
+     1,
+     NULL,
+     0,
+     true},
+    {"CumProd axis 0", "CumProd", NULL, 26, 2, {{"x", RAND, SHAPE(4, 3)}, {"ax", INTS, 0, {0}, {0}}}, 1, NULL, 0, true},
+    {"CumProd exclusive zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, 0, {0}, {1}}},
+     1,
+     a_exclusive,
+     0,
+     true},
+    {"CumProd reverse zeros",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(5, 4)}, {"ax", INTS, SHAPE(1), {1}}},
+     1,
+     a_reverse,
+     0,
+     true},
+    {"CumProd exclusive reverse",
+     "CumProd",
+     NULL,
+     26,
+     2,
+     {{"x", ZEROED, SHAPE(4, 5)}, {"ax", INTS, 0, {0}, {0}}},
+     1,
+     a_exclusive_reverse,
+     0,
+     true},
+    {"LpPool p 2 strided", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(2, 2, 4, 4)}}, 1, a_pool},
+    {"LpPool p 1 padded", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 4, 4)}}, 1, a_lppool_pad_p1},
+    {"LpPool p 3 dilated", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 5, 5)}}, 1, a_lppool_dilated_p3},
+    {"LpPool ceil_mode", "LpPool", NULL, 18, 1, {{"x", RAND, SHAPE(1, 2, 5, 5)}}, 1, a_lppool_ceil},
+    {"GlobalLpPool p 2", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 3, 3)}}, 1},
+    {"GlobalLpPool p 1", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(2, 3, 4)}}, 1, a_p1},
+    {"GlobalLpPool p 3", "GlobalLpPool", NULL, 0, 1, {{"x", RAND, SHAPE(1, 2, 3, 3)}}, 1, a_p3},
+    {"Det", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(3, 3)}}, 1},
+    {"Det batched", "Det", NULL, 0, 1, {{"x", RAND, SHAPE(2, 2, 4, 4)}}, 1},
+    {"Det singular (rank M-1)", "Det", NULL, 0, 1, {{"x", DUP_ROW, SHAPE(2, 3, 3)}}, 1, NULL, 0, true},
+    {"CastLike", "CastLike", NULL, 15, 2, {{"x", RAND, SHAPE(2, 3)}, {"like", FIXED, SHAPE(1)}}, 1},
+    {"Mod fmod broadcast", "Mod", NULL, 13, 2, {{"a", RAND, SHAPE(2, 3)}, {"b", POS, SHAPE(3)}}, 1, a_fmod},
+    {"MaxUnpool",
+     "MaxUnpool",
+     NULL,
+     11,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 2, 2)}, {"i", INTS, SHAPE(1, 2, 2, 2), {1, 6, 8, 15, 16, 19, 26, 31}}},
+     1,
+     a_unpool2},
+    {"MaxUnpool output_shape",
+     "MaxUnpool",
+     NULL,
+     11,
+     3,
+     {{"x", RAND, SHAPE(1, 1, 2, 2)},
+      {"i", INTS, SHAPE(1, 1, 2, 2), {0, 3, 9, 14}},
+      {"s", INTS, SHAPE(4), {1, 1, 5, 5}}},
+     1,
+     a_unpool2},
+    {"CenterCropPad", "CenterCropPad", NULL, 18, 2, {{"x", RAND, SHAPE(3, 5)}, {"s", INTS, SHAPE(2), {4, 2}}}, 1},
+    {"CenterCropPad axes",
+     "CenterCropPad",
+     NULL,
+     18,
+     2,
+     {{"x", RAND, SHAPE(2, 5, 3)}, {"s", INTS, SHAPE(2), {2, 6}}},
+     1,
+     a_axes_1_2},
+    /* Compress: its output shape depends on the condition's values, so the loss sees it only at run time
+     * (declared here by a symbolic batch axis). */
+    {"Compress axis 0",
+     "Compress",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(3), {1, 0, 1}}},
+     1,
+     a_axis0},
+    {"Compress axis -1 opset 10",
+     "Compress",
+     NULL,
+     10,
+     2,
+     {{"x", RAND, SHAPE(2, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(3), {1, 1, 0}}},
+     1,
+     a_axis_minus1},
+    {"Compress flattened",
+     "Compress",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(3, 4), {0}, {0}, 1}, {"c", BOOLS, SHAPE(5), {0, 1, 1, 0, 1}}},
+     1},
+    {"Scatter opset 10 (data)",
+     "Scatter",
+     NULL,
+     10,
+     3,
+     {{"x", RAND, SHAPE(3, 3)}, {"i", INTS, SHAPE(2, 2), {1, 0, 2, 1}}, {"u", FIXED, SHAPE(2, 2)}},
+     1,
+     a_axis_minus1},
+    {"DFT real", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(2, 5, 1)}}, 1},
+    {"DFT complex inverse", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(2, 4, 2)}}, 1, a_inverse},
+    {"DFT onesided", "DFT", NULL, 17, 1, {{"x", RAND, SHAPE(1, 6, 1)}}, 1, a_onesided},
+    {"DFT dft_length 7 (pads)", "DFT", NULL, 17, 2, {{"x", RAND, SHAPE(2, 4, 2)}, {"n", INTS, 0, {0}, {7}}}, 1},
+    {"DFT dft_length 3 (cuts)",
+     "DFT",
+     NULL,
+     17,
+     2,
+     {{"x", RAND, SHAPE(1, 5, 1)}, {"n", INTS, 0, {0}, {3}}},
+     1,
+     a_onesided},
+    {"DFT-20 axis 0",
+     "DFT",
+     NULL,
+     20,
+     3,
+     {{"x", RAND, SHAPE(3, 4, 2)}, {"n", INTS, 0, {0}, {3}}, {"a", INTS, 0, {0}, {0}}},
+     1},
+    {"DFT-20 irfft", "DFT", NULL, 20, 1, {{"x", RAND, SHAPE(2, 4, 2)}}, 1, a_irfft},
+    {"DFT-20 irfft odd length",
+     "DFT",
+     NULL,
+     20,
+     3,
+     {{"x", RAND, SHAPE(1, 3, 3, 2)}, {"n", INTS, 0, {0}, {5}}, {"a", INTS, 0, {0}, {-3}}},
+     1,
+     a_irfft},
+    {"STFT window (signal, window)",
+     "STFT",
+     NULL,
+     17,
+     3,
+     {{"x", RAND, SHAPE(2, 10, 1)}, {"step", INTS, 0, {0}, {3}}, {"w", RAND, SHAPE(4)}},
+     1},
+    {"STFT complex frame_length",
+     "STFT",
+     NULL,
+     17,
+     4,
+     {{"x", RAND, SHAPE(1, 9, 2)}, {"step", INTS, 0, {0}, {2}}, {"", FIXED, 0}, {"len", INTS, 0, {0}, {5}}},
+     1,
+     a_twosided},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

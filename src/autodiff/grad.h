@@ -189,6 +189,17 @@ void ot_grad_gather_nd(ot_grad *g, otter_node *n);
 void ot_grad_scatter(ot_grad *g, otter_node *n); /* ScatterElements, ScatterND */
 void ot_grad_depth_to_space(ot_grad *g, otter_node *n);
 void ot_grad_space_to_depth(ot_grad *g, otter_node *n);
+/* rules_math.c */
+void ot_grad_cumprod(ot_grad *g, otter_node *n);
+void ot_grad_det(ot_grad *g, otter_node *n);
+void ot_grad_lppool(ot_grad *g, otter_node *n);
+void ot_grad_global_lppool(ot_grad *g, otter_node *n);
+void ot_grad_mod(ot_grad *g, otter_node *n);
+void ot_grad_maxunpool(ot_grad *g, otter_node *n);
+void ot_grad_center_crop_pad(ot_grad *g, otter_node *n);
+void ot_grad_compress(ot_grad *g, otter_node *n);
+void ot_grad_dft(ot_grad *g, otter_node *n);
+void ot_grad_stft(ot_grad *g, otter_node *n);
 /* rules_norm.c */
 void ot_grad_instancenorm(ot_grad *g, otter_node *n);
 void ot_grad_groupnorm(ot_grad *g, otter_node *n);

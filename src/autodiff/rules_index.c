@@ -49,14 +49,14 @@ void ot_grad_gather_nd(ot_grad *g, otter_node *n) {
     set_int(g, m, "batch_dims", otter_node_attr_int(n, "batch_dims", 0));
 }
 
-/* ScatterElements / ScatterND (reduction none): data's gradient is dY with the overwritten
+/* ScatterElements (Scatter before opset 11) / ScatterND (reduction none): data's gradient is dY with the overwritten
  * positions zeroed (the same scatter of zeros), the updates' is dY read back at those positions. */
 void ot_grad_scatter(ot_grad *g, otter_node *n) {
     const char *reduction = otter_node_attr_string(n, "reduction", "none");
     if (strcmp(reduction, "none") != 0)
         OT_GRAD_FAIL(g, OTTER_ERR_UNSUPPORTED, "%s gradient supports reduction 'none' only, not '%s'", n->op_type,
                      reduction);
-    bool elements = ot_streq(n->op_type, "ScatterElements");
+    bool elements = !ot_streq(n->op_type, "ScatterND"); /* ScatterElements or its opset 9 name Scatter */
     const char *dy = ot_grad_dy(g, 0);
     if (ot_grad_needs(g, 0)) {
         const char *zeros = ot_grad_zeros_like(g, IN(2), IN(0), NULL);

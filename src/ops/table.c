@@ -53,19 +53,22 @@ const ot_op_entry ot_op_table[] = {
     {"", "BitwiseXor", KERNELS({18, ot_kernel_bitwise_xor, OT_OP_INPLACE0}), .infer = ot_infer_binary_plain},
     {"", "BlackmanWindow", KERNELS({17, ot_kernel_blackman, 0}), .infer = ot_infer_window},
     {"", "Cast", KERNELS({1, ot_kernel_cast, 0}), .infer = ot_infer_cast, .grad = ot_grad_cast, .diff_inputs = 0x1},
-    {"", "CastLike", KERNELS({15, ot_kernel_castlike, 0}), .infer = ot_infer_cast_like},
+    {"", "CastLike", KERNELS({15, ot_kernel_castlike, 0}), .infer = ot_infer_cast_like, .grad = ot_grad_cast,
+     .diff_inputs = 0x1},
     {"", "CausalConvWithState", KERNELS({27, ot_kernel_causal_conv_with_state, 0}),
      .infer = ot_infer_causal_conv_with_state},
     {"", "Ceil", KERNELS({1, ot_kernel_ceil, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
      .diff_inputs = 0x1},
     {"", "Celu", KERNELS({12, ot_kernel_celu, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_celu,
      .diff_inputs = 0x1},
-    {"", "CenterCropPad", KERNELS({18, ot_kernel_center_crop_pad, 0}), .infer = ot_infer_center_crop_pad},
+    {"", "CenterCropPad", KERNELS({18, ot_kernel_center_crop_pad, 0}), .infer = ot_infer_center_crop_pad,
+     .grad = ot_grad_center_crop_pad, .diff_inputs = 0x1},
     {"", "Clip", KERNELS({6, ot_kernel_clip, OT_OP_INPLACE0}, {11, ot_kernel_clip, OT_OP_INPLACE0}),
      .infer = ot_infer_clip, .grad = ot_grad_clip, .diff_inputs = 0x7},
     {"", "Col2Im", KERNELS({18, ot_kernel_col2im, 0}), .infer = ot_infer_col2im,
      .attrs_of = "Conv"}, /* its strides, dilations and pads are Conv's */
-    {"", "Compress", KERNELS({9, ot_kernel_compress, 0}), .infer = ot_infer_compress},
+    {"", "Compress", KERNELS({9, ot_kernel_compress, 0}), .infer = ot_infer_compress, .grad = ot_grad_compress,
+     .diff_inputs = 0x1},
     {"", "Concat", KERNELS({1, ot_kernel_concat, 0}), .infer = ot_infer_concat, .grad = ot_grad_concat,
      .diff_inputs = 0xffffffffu},
     {"", "ConcatFromSequence", KERNELS({11, ot_kernel_concat_from_sequence, OT_OP_VALUES}),
@@ -82,11 +85,12 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Cosh", KERNELS({9, ot_kernel_cosh, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_cosh,
      .diff_inputs = 0x1},
-    {"", "CumProd", KERNELS({26, ot_kernel_cumprod, 0}), .infer = ot_infer_like_input},
+    {"", "CumProd", KERNELS({26, ot_kernel_cumprod, 0}), .infer = ot_infer_like_input, .grad = ot_grad_cumprod,
+     .diff_inputs = 1},
     {"", "CumSum", KERNELS({11, ot_kernel_cumsum, 0}), .infer = ot_infer_like_input, .grad = ot_grad_cumsum,
      .diff_inputs = 0x1},
-    {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}),
-     .infer = ot_infer_dft}, /* 20: axis as input 2 */
+    {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}), .infer = ot_infer_dft, .grad = ot_grad_dft,
+     .diff_inputs = 0x1}, /* 20: axis as input 2 */
     {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv,
      .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
     {"", "DepthToSpace", KERNELS({1, ot_kernel_depthtospace, 0}), .infer = ot_infer_depth_to_space,
@@ -95,7 +99,7 @@ const ot_op_entry ot_op_table[] = {
      KERNELS({10, ot_kernel_dequantize, 0}, {13, ot_kernel_dequantize, 0}, {19, ot_kernel_dequantize, 0},
              {21, ot_kernel_dequantize, 0}),
      .infer = ot_infer_dequantize}, /* 19: output type follows the scale */
-    {"", "Det", KERNELS({11, ot_kernel_det, 0}), .infer = ot_infer_det},
+    {"", "Det", KERNELS({11, ot_kernel_det, 0}), .infer = ot_infer_det, .grad = ot_grad_det, .diff_inputs = 1},
     {"", "Div", KERNELS({1, ot_kernel_div, OT_OP_INPLACE0}), .infer = ot_infer_div, .grad = ot_grad_div,
      .diff_inputs = 0x3},
     {"", "Dropout",
@@ -139,7 +143,7 @@ const ot_op_entry ot_op_table[] = {
     {"", "GlobalAveragePool", KERNELS({1, ot_kernel_globalaveragepool, 0}), .infer = ot_infer_global_pool,
      .grad = ot_grad_global_avgpool, .diff_inputs = 0x1},
     {"", "GlobalLpPool", KERNELS({1, ot_kernel_global_lp_pool, 0}, {2, ot_kernel_global_lp_pool, 0}),
-     .infer = ot_infer_global_pool},
+     .infer = ot_infer_global_pool, .grad = ot_grad_global_lppool, .diff_inputs = 1},
     {"", "GlobalMaxPool", KERNELS({1, ot_kernel_globalmaxpool, 0}), .infer = ot_infer_global_pool,
      .grad = ot_grad_global_maxpool, .diff_inputs = 0x1},
     {"", "Greater", KERNELS({1, ot_kernel_greater, 0}), .infer = ot_infer_greater},
@@ -183,7 +187,7 @@ const ot_op_entry ot_op_table[] = {
      .grad_by_unrolling = true}, /* 1: loop-carried values too */
     {"", "LpNormalization", KERNELS({1, ot_kernel_lp_normalization, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_lp_normalization, .diff_inputs = 0x1},
-    {"", "LpPool", KERNELS({1, ot_kernel_lppool, 0}), .infer = ot_infer_pool},
+    {"", "LpPool", KERNELS({1, ot_kernel_lppool, 0}), .infer = ot_infer_pool, .grad = ot_grad_lppool, .diff_inputs = 1},
     {"", "MatMul", KERNELS({1, ot_kernel_matmul, 0}), .infer = ot_infer_matmul, .grad = ot_grad_matmul,
      .diff_inputs = 0x3},
     {"", "MatMulInteger", KERNELS({10, ot_kernel_matmulinteger, 0}), .infer = ot_infer_matmul_integer},
@@ -193,7 +197,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "MaxPoolGrad", KERNELS({9, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,
      .attrs_of = "MaxPool"}, /* older ONNX Runtime graphs put it in the default domain */
-    {"", "MaxUnpool", KERNELS({9, ot_kernel_maxunpool, 0}), .infer = ot_infer_maxunpool},
+    {"", "MaxUnpool", KERNELS({9, ot_kernel_maxunpool, 0}), .infer = ot_infer_maxunpool, .grad = ot_grad_maxunpool,
+     .diff_inputs = 0x1},
     {"", "Mean", KERNELS({6, ot_kernel_mean, 0}), .infer = ot_infer_mean, .grad = ot_grad_mean,
      .diff_inputs = 0xffffffffu},
     {"", "MeanVarianceNormalization", KERNELS({9, ot_kernel_mvn, 0}, {13, ot_kernel_mvn, 0}),
@@ -203,7 +208,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0xffffffffu},
     {"", "Mish", KERNELS({18, ot_kernel_mish, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_mish,
      .diff_inputs = 0x1},
-    {"", "Mod", KERNELS({10, ot_kernel_mod, OT_OP_INPLACE0}), .infer = ot_infer_mod},
+    {"", "Mod", KERNELS({10, ot_kernel_mod, OT_OP_INPLACE0}), .infer = ot_infer_mod, .grad = ot_grad_mod,
+     .diff_inputs = 0x3},
     {"", "Mul", KERNELS({1, ot_kernel_mul, OT_OP_INPLACE0}), .infer = ot_infer_mul, .grad = ot_grad_mul,
      .diff_inputs = 0x3},
     {"", "Multinomial", KERNELS({7, ot_kernel_multinomial, OT_OP_NOFOLD}), .infer = ot_infer_multinomial},
@@ -284,10 +290,11 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_rotary_embedding, .diff_inputs = 0x1},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
      .diff_inputs = 0x1},
-    {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft},
+    {"", "STFT", KERNELS({17, ot_kernel_stft, 0}), .infer = ot_infer_stft, .grad = ot_grad_stft, .diff_inputs = 0x5},
     {"", "Scan", KERNELS({8, ot_kernel_scan, 0}, {9, ot_kernel_scan, 0}), .infer = ot_infer_scan,
      .grad_by_unrolling = true}, /* 9: no batch axis; per-input axes and directions */
-    {"", "Scatter", KERNELS({9, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input},
+    {"", "Scatter", KERNELS({9, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input, .grad = ot_grad_scatter,
+     .diff_inputs = 0x1}, /* updates' gradient needs GatherElements (opset 11) */
     {"", "ScatterElements", KERNELS({11, ot_kernel_scatter_elements, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_scatter, .diff_inputs = 0x5},
     {"", "ScatterND", KERNELS({11, ot_kernel_scatternd, 0}), .infer = ot_infer_like_input, .grad = ot_grad_scatter,
@@ -467,6 +474,12 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
+    {"com.otter", "CumProdGrad", KERNELS({1, ot_kernel_cumprod_grad, 0}),
+     .infer = ot_infer_like_input}, /* 1: (dY, X, axis; exclusive, reverse) -> dX, exact at zeros */
+    {"com.otter", "DFTGrad", KERNELS({1, ot_kernel_dft_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X, dft_length?, axis?; DFT's attributes) -> dX */
+    {"com.otter", "DetGrad", KERNELS({1, ot_kernel_det_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X) -> dY * cofactor(X) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
      .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,
@@ -483,5 +496,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
     {"com.otter", "RNNGrad", KERNELS({1, ot_kernel_rnn_grad, 0}), .infer = ot_infer_gru_grad,
      .attrs_of = "RNN"}, /* 1: GRUGrad's signature with RNN's Y for HAll and no gates */
+    {"com.otter", "STFTGrad", KERNELS({1, ot_kernel_stft_grad, 0}),
+     .infer = ot_infer_grad_like_inputs}, /* 1: (dY, signal, window?, frame_step, frame_length?) -> dsignal, dwindow */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

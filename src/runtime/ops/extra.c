@@ -474,119 +474,201 @@ static double *twiddles(ot_kernel_ctx *ctx, int64_t L) {
     return tw;
 }
 
+/* What one DFT node does along its axis: lines of n_in values (real or complex) in, n_out bins out, a
+ * transform of length L; irfft: inverse and onesided, a one-sided spectrum in and the real signal of
+ * dft_length out (by default 2 * (bins - 1)), the missing half of the spectrum the conjugate of the given
+ * one. The node's inputs: X, dft_length (input axis_input - 1) and, when axis_is_input, the axis (input
+ * axis_input, by default -2, as DFT-20), else the attribute (DFT-17's, by default 1). */
+typedef struct dft_plan {
+    int64_t axis, n_in, L, n_out, outer, inner;
+    bool inverse, onesided, cplx, irfft;
+} dft_plan;
+
+static otter_status dft_plan_of(ot_kernel_ctx *ctx, const otter_tensor *x, size_t axis_input, bool axis_is_input,
+                                dft_plan *p) {
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+    if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2 and a last dimension of 1 or 2",
+                            ot_ctx_input_name(ctx, axis_input - 2));
+    if (axis_is_input)
+        OT_TRY(scalar_i64(ctx, axis_input, -2, &p->axis));
+    else
+        p->axis = ot_ctx_attr_int_or(ctx, "axis", 1);
+    int64_t given = p->axis;
+    if (!ot_norm_axis(&p->axis, x->rank) || p->axis == x->rank - 1)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
+    p->inverse = ot_ctx_attr_int_or(ctx, "inverse", 0) != 0;
+    p->onesided = ot_ctx_attr_int_or(ctx, "onesided", 0) != 0;
+    p->cplx = x->dims[x->rank - 1] == 2;
+    p->irfft = p->inverse && p->onesided;
+    p->n_in = x->dims[p->axis];
+    OT_TRY(scalar_i64(ctx, axis_input - 1, p->irfft ? 2 * (p->n_in - 1) : p->n_in, &p->L));
+    if (p->L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)p->L);
+    if (p->onesided && p->cplx != p->irfft)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided %s needs a %s input (last dimension %d)",
+                            p->irfft ? "inverse" : "output", p->irfft ? "complex" : "real", p->irfft ? 2 : 1);
+    p->n_out = p->onesided && !p->irfft ? p->L / 2 + 1 : p->L;
+    p->outer = p->inner = 1;
+    for (int k = 0; k < x->rank - 1; k++) {
+        if (k < p->axis) p->outer *= x->dims[k];
+        if (k > p->axis) p->inner *= x->dims[k];
+    }
+    return OTTER_OK;
+}
+
 otter_status ot_kernel_dft(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (x->rank < 2 || (x->dims[x->rank - 1] != 1 && x->dims[x->rank - 1] != 2))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must have rank >= 2 and a last dimension of 1 or 2",
-                            ot_ctx_input_name(ctx, 0));
-    int64_t axis;
-    if (ctx->opset >= 20)
-        OT_TRY(scalar_i64(ctx, 2, -2, &axis));
-    else
-        OT_TRY(ot_ctx_attr_int(ctx, "axis", &axis));
-    int64_t given = axis;
-    if (!ot_norm_axis(&axis, x->rank) || axis == x->rank - 1)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)given, x->rank);
-    int64_t inverse, onesided;
-    OT_TRY(ot_ctx_attr_int(ctx, "inverse", &inverse));
-    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
-    bool cplx = x->dims[x->rank - 1] == 2;
-    /* IRFFT (inverse and onesided): a one-sided spectrum in, the real signal of dft_length out (by
-     * default 2 * (bins - 1)); the missing half of the spectrum is the conjugate of the given one */
-    bool irfft = inverse && onesided;
-    int64_t n_in = x->dims[axis], L;
-    OT_TRY(scalar_i64(ctx, 1, irfft ? 2 * (n_in - 1) : n_in, &L));
-    if (L < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dft_length %lld must be positive", (long long)L);
-    if (onesided && cplx != irfft)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided %s needs a %s input (last dimension %d)",
-                            irfft ? "inverse" : "output", irfft ? "complex" : "real", irfft ? 2 : 1);
-    int64_t n_out = onesided && !irfft ? L / 2 + 1 : L;
-    int64_t outer = 1, inner = 1;
-    for (int k = 0; k < x->rank - 1; k++) {
-        if (k < axis) outer *= x->dims[k];
-        if (k > axis) inner *= x->dims[k];
-    }
+    dft_plan p;
+    OT_TRY(dft_plan_of(ctx, x, 2, ctx->opset >= 20, &p));
     int64_t dims[OTTER_MAX_RANK];
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
-    dims[axis] = n_out;
-    dims[x->rank - 1] = irfft ? 1 : 2;
+    dims[p.axis] = p.n_out;
+    dims[x->rank - 1] = p.irfft ? 1 : 2;
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank, dims);
     if (!y) return ctx->output_status;
     /* the line read: n_in values, or for IRFFT the whole Hermitian spectrum of L */
-    int64_t n_line = irfft ? L : n_in;
+    int64_t n_line = p.irfft ? p.L : p.n_in, L = p.L, n_in = p.n_in, n_out = p.n_out;
     double *tw = twiddles(ctx, L);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_line + 2 * n_out + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
     double *ire = buf, *iim = ire + n_line, *ore = iim + n_line + 1, *oim = ore + n_out + 1;
-    int64_t c_in = cplx ? 2 : 1;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
+    int64_t c_in = p.cplx ? 2 : 1;
+    for (int64_t o = 0; o < p.outer; o++)
+        for (int64_t i = 0; i < p.inner; i++) {
             for (int64_t n = 0; n < n_line; n++) {
                 /* IRFFT: bins above L / 2 mirror the ones below, conjugated; bins past the input are 0 */
-                int64_t src = irfft && n > L / 2 ? L - n : n;
-                double sign = irfft && n > L / 2 ? -1 : 1;
+                int64_t src = p.irfft && n > L / 2 ? L - n : n;
+                double sign = p.irfft && n > L / 2 ? -1 : 1;
                 if (src >= n_in) {
                     ire[n] = iim[n] = 0;
                     continue;
                 }
-                int64_t e = ((o * n_in + src) * inner + i) * c_in;
+                int64_t e = ((o * n_in + src) * p.inner + i) * c_in;
                 ire[n] = ot_get_f64(x->data, x->dtype, e);
-                iim[n] = cplx ? sign * ot_get_f64(x->data, x->dtype, e + 1) : 0;
+                iim[n] = p.cplx ? sign * ot_get_f64(x->data, x->dtype, e + 1) : 0;
             }
-            dft_line(ire, iim, n_line, L, n_out, tw, inverse ? 1 : -1, inverse ? 1.0 / (double)L : 1.0, ore, oim);
+            dft_line(ire, iim, n_line, L, n_out, tw, p.inverse ? 1 : -1, p.inverse ? 1.0 / (double)L : 1.0, ore, oim);
             for (int64_t k = 0; k < n_out; k++) {
-                int64_t e = ((o * n_out + k) * inner + i) * (irfft ? 1 : 2);
+                int64_t e = ((o * n_out + k) * p.inner + i) * (p.irfft ? 1 : 2);
                 ot_set_f64(y->data, y->dtype, e, ore[k]);
-                if (!irfft) ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
+                if (!p.irfft) ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
             }
         }
     return OTTER_OK;
 }
 
-otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
-    const otter_tensor *x, *win = ot_ctx_input(ctx, 2);
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
+/* com.otter DFTGrad(dY, X, dft_length?, axis?; DFT's attributes) -> dX: the adjoint of DFT's real-linear
+ * map. Per line, dY's bins go through the conjugate transform (the opposite sign, the same scale) back to
+ * the first min(n_in, L) positions (the rest of X was cut off: 0), whose real part alone reaches a real
+ * X; IRFFT's real output takes dY as a real spectrum, and its Hermitian extension folds back onto the
+ * bins it copied (conjugated ones with the imaginary part negated). */
+otter_status ot_kernel_dft_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    dft_plan p;
+    OT_TRY(dft_plan_of(ctx, x, 3, ot_ctx_input(ctx, 3) != NULL, &p)); /* the rule passes DFT-20's axis */
+    int64_t L = p.L, n_in = p.n_in, n_out = p.n_out, c_out = p.irfft ? 1 : 2, c_in = p.cplx ? 2 : 1;
+    if (dy->rank != x->rank || dy->dims[p.axis] != n_out || dy->dims[x->rank - 1] != c_out ||
+        otter_tensor_numel(dy) != p.outer * p.inner * n_out * c_out)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' is not shaped like DFT's output of X '%s'",
+                            ot_ctx_input_name(ctx, 0), ot_ctx_input_name(ctx, 1));
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!dx) return ctx->output_status;
+    int64_t n_back = p.irfft ? L : (n_in < L ? n_in : L); /* positions the transform read */
+    double *tw = twiddles(ctx, L);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * n_out + 2 * n_back + 2 * n_in + 6) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *gre = buf, *gim = gre + n_out + 1, *bre = gim + n_out + 1, *bim = bre + n_back + 1, *dre = bim + n_back + 1,
+           *dim = dre + n_in + 1;
+    for (int64_t o = 0; o < p.outer; o++)
+        for (int64_t i = 0; i < p.inner; i++) {
+            for (int64_t k = 0; k < n_out; k++) {
+                int64_t e = ((o * n_out + k) * p.inner + i) * c_out;
+                gre[k] = ot_get_f64(dy->data, dy->dtype, e);
+                gim[k] = p.irfft ? 0 : ot_get_f64(dy->data, dy->dtype, e + 1);
+            }
+            dft_line(gre, gim, n_out, L, n_back, tw, p.inverse ? -1 : 1, p.inverse ? 1.0 / (double)L : 1.0, bre, bim);
+            for (int64_t n = 0; n < n_in; n++) dre[n] = dim[n] = 0;
+            for (int64_t n = 0; n < n_back; n++) {
+                int64_t src = p.irfft && n > L / 2 ? L - n : n;
+                if (src >= n_in) continue;
+                dre[src] += bre[n];
+                dim[src] += p.irfft && n > L / 2 ? -bim[n] : bim[n];
+            }
+            for (int64_t n = 0; n < n_in; n++) {
+                int64_t e = ((o * n_in + n) * p.inner + i) * c_in;
+                ot_set_f64(dx->data, dx->dtype, e, dre[n]);
+                if (p.cplx) ot_set_f64(dx->data, dx->dtype, e + 1, dim[n]);
+            }
+        }
+    return OTTER_OK;
+}
+
+/* What one STFT node does: frames of flen samples every `step` of a [B, S, 1 or 2] signal, each windowed
+ * and transformed to `bins` bins. The inputs' positions: signal, frame_step, window, frame_length (the
+ * forward node's 0..3; STFTGrad's 1, 3, 2, 4). */
+typedef struct stft_plan {
+    const otter_tensor *x, *win;
+    int64_t B, S, step, flen, frames, bins;
+    bool cplx;
+} stft_plan;
+
+static otter_status stft_plan_of(ot_kernel_ctx *ctx, size_t in_x, size_t in_step, size_t in_win, size_t in_len,
+                                 stft_plan *p) {
+    const otter_tensor *x, *win = ot_ctx_input(ctx, in_win);
+    OT_TRY(ot_ctx_need_input(ctx, in_x, &x));
+    if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, in_x, x->dtype);
     if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' must be [batch, signal_length, 1 or 2]",
-                            ot_ctx_input_name(ctx, 0));
-    if (!ot_ctx_input(ctx, 1)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 1 (frame_step) is missing");
-    int64_t step, flen;
-    OT_TRY(scalar_i64(ctx, 1, 0, &step));
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' must be [batch, signal_length, 1 or 2]", in_x,
+                            ot_ctx_input_name(ctx, in_x));
+    if (!ot_ctx_input(ctx, in_step))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu (frame_step) is missing", in_step);
+    OT_TRY(scalar_i64(ctx, in_step, 0, &p->step));
     if (win && win->rank != 1)
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (window) must have rank 1",
-                            ot_ctx_input_name(ctx, 2));
-    OT_TRY(scalar_i64(ctx, 3, win ? win->dims[0] : 0, &flen));
-    if (win && win->dims[0] != flen)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' (window) must have rank 1", in_win,
+                            ot_ctx_input_name(ctx, in_win));
+    OT_TRY(scalar_i64(ctx, in_len, win ? win->dims[0] : 0, &p->flen));
+    if (win && win->dims[0] != p->flen)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "window length %lld differs from frame_length %lld",
-                            (long long)win->dims[0], (long long)flen);
-    const int64_t B = x->dims[0], S = x->dims[1];
-    if (step < 1 || flen < 1 || flen > S)
+                            (long long)win->dims[0], (long long)p->flen);
+    p->x = x;
+    p->win = win;
+    p->B = x->dims[0];
+    p->S = x->dims[1];
+    if (p->step < 1 || p->flen < 1 || p->flen > p->S)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
                             "frame_step %lld and frame_length %lld must be positive, the frame at most %lld long",
-                            (long long)step, (long long)flen, (long long)S);
-    int64_t onesided;
-    OT_TRY(ot_ctx_attr_int(ctx, "onesided", &onesided));
-    bool cplx = x->dims[2] == 2;
-    if (onesided && cplx)
+                            (long long)p->step, (long long)p->flen, (long long)p->S);
+    bool onesided = ot_ctx_attr_int_or(ctx, "onesided", 1) != 0; /* STFT-17's default */
+    p->cplx = x->dims[2] == 2;
+    if (onesided && p->cplx)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "onesided output needs a real signal (last dimension 1)");
-    int64_t frames = (S - flen) / step + 1, bins = onesided ? flen / 2 + 1 : flen;
-    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){B, frames, bins, 2});
+    p->frames = (p->S - p->flen) / p->step + 1;
+    p->bins = onesided ? p->flen / 2 + 1 : p->flen;
+    return OTTER_OK;
+}
+
+otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
+    stft_plan p;
+    OT_TRY(stft_plan_of(ctx, 0, 1, 2, 3, &p));
+    const otter_tensor *x = p.x, *win = p.win;
+    const int64_t S = p.S, flen = p.flen, bins = p.bins, frames = p.frames;
+    otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, 4, (int64_t[]){p.B, frames, bins, 2});
     if (!y) return ctx->output_status;
     double *tw = twiddles(ctx, flen);
     double *buf = ot_ctx_scratch(ctx, (size_t)(2 * flen + 2 * bins + 4) * sizeof *buf);
     if (!tw || !buf) return OTTER_ERR_NOMEM;
     double *ire = buf, *iim = ire + flen, *ore = iim + flen + 1, *oim = ore + bins + 1;
-    int64_t c_in = cplx ? 2 : 1;
-    for (int64_t b = 0; b < B; b++)
+    int64_t c_in = p.cplx ? 2 : 1;
+    for (int64_t b = 0; b < p.B; b++)
         for (int64_t f = 0; f < frames; f++) {
             for (int64_t n = 0; n < flen; n++) {
-                int64_t e = (b * S + f * step + n) * c_in;
+                int64_t e = (b * S + f * p.step + n) * c_in;
                 double w = win ? ot_get_f64(win->data, win->dtype, n) : 1.0;
                 ire[n] = ot_get_f64(x->data, x->dtype, e) * w;
-                iim[n] = cplx ? ot_get_f64(x->data, x->dtype, e + 1) * w : 0;
+                iim[n] = p.cplx ? ot_get_f64(x->data, x->dtype, e + 1) * w : 0;
             }
             dft_line(ire, iim, flen, flen, bins, tw, -1, 1.0, ore, oim);
             for (int64_t k = 0; k < bins; k++) {
@@ -595,6 +677,58 @@ otter_status ot_kernel_stft(ot_kernel_ctx *ctx) {
                 ot_set_f64(y->data, y->dtype, e + 1, oim[k]);
             }
         }
+    return OTTER_OK;
+}
+
+/* com.otter STFTGrad(dY, signal, window?, frame_step, frame_length?; onesided) -> dSignal, dWindow?: each
+ * frame's bins go through the adjoint transform (sign +1, unscaled) back to its flen windowed samples;
+ * the signal's gradient is their overlap-add times the window (a real signal keeps the real part), the
+ * window's the sum over frames and batches of their inner product with the samples. */
+otter_status ot_kernel_stft_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    stft_plan p;
+    OT_TRY(stft_plan_of(ctx, 1, 3, 2, 4, &p));
+    const otter_tensor *x = p.x, *win = p.win;
+    const int64_t S = p.S, flen = p.flen, bins = p.bins, frames = p.frames, c_in = p.cplx ? 2 : 1;
+    if (dy->rank != 4 || dy->dims[0] != p.B || dy->dims[1] != frames || dy->dims[2] != bins || dy->dims[3] != 2)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' is not shaped [%lld, %lld, %lld, 2] like STFT's output",
+                            ot_ctx_input_name(ctx, 0), (long long)p.B, (long long)frames, (long long)bins);
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims), *dw = NULL;
+    if (!dx) return ctx->output_status;
+    if (win && ctx->n_outputs > 1 && !ot_str_empty(ctx->node->outputs[1])) {
+        dw = ot_ctx_output(ctx, 1, win->dtype, 1, win->dims);
+        if (!dw) return ctx->output_status;
+    }
+    double *tw = twiddles(ctx, flen);
+    double *buf = ot_ctx_scratch(ctx, (size_t)(2 * bins + 2 * flen + flen + 2 * S * c_in + 6) * sizeof *buf);
+    if (!tw || !buf) return OTTER_ERR_NOMEM;
+    double *gre = buf, *gim = gre + bins + 1, *bre = gim + bins + 1, *bim = bre + flen + 1, *wsum = bim + flen + 1,
+           *acc = wsum + flen + 1;
+    for (int64_t n = 0; n < flen; n++) wsum[n] = 0;
+    for (int64_t b = 0; b < p.B; b++) {
+        for (int64_t e = 0; e < S * c_in; e++) acc[e] = 0;
+        for (int64_t f = 0; f < frames; f++) {
+            for (int64_t k = 0; k < bins; k++) {
+                int64_t e = ((b * frames + f) * bins + k) * 2;
+                gre[k] = ot_get_f64(dy->data, dy->dtype, e);
+                gim[k] = ot_get_f64(dy->data, dy->dtype, e + 1);
+            }
+            dft_line(gre, gim, bins, flen, flen, tw, 1, 1.0, bre, bim);
+            for (int64_t n = 0; n < flen; n++) {
+                int64_t at = (f * p.step + n) * c_in, e = b * S * c_in + at;
+                double w = win ? ot_get_f64(win->data, win->dtype, n) : 1.0;
+                acc[at] += bre[n] * w;
+                wsum[n] += bre[n] * ot_get_f64(x->data, x->dtype, e);
+                if (p.cplx) {
+                    acc[at + 1] += bim[n] * w;
+                    wsum[n] += bim[n] * ot_get_f64(x->data, x->dtype, e + 1);
+                }
+            }
+        }
+        for (int64_t e = 0; e < S * c_in; e++) ot_set_f64(dx->data, dx->dtype, b * S * c_in + e, acc[e]);
+    }
+    for (int64_t n = 0; dw && n < flen; n++) ot_set_f64(dw->data, dw->dtype, n, wsum[n]);
     return OTTER_OK;
 }
 
@@ -817,49 +951,116 @@ otter_status ot_kernel_mvn(ot_kernel_ctx *ctx) {
 
 /* ---- Det ------------------------------------------------------------------------------------- */
 
-/* LU decomposition with partial pivoting in double, one matrix at a time. */
+/* a (M x M, row-major) := its LU factors with partial pivoting (unit L below the diagonal, U on and
+ * above it; row r of the factors is row perm[r] of the input) and returns det(a); stops at the first zero
+ * pivot and returns 0, leaving the factors incomplete. */
+static double lu_factor(double *a, int64_t M, int64_t *perm) {
+    for (int64_t r = 0; r < M; r++) perm[r] = r;
+    double det = 1;
+    for (int64_t c = 0; c < M; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < M; r++)
+            if (fabs(a[r * M + c]) > fabs(a[p * M + c])) p = r;
+        if (a[p * M + c] == 0) return 0;
+        if (p != c) {
+            for (int64_t k = 0; k < M; k++) {
+                double t = a[c * M + k];
+                a[c * M + k] = a[p * M + k];
+                a[p * M + k] = t;
+            }
+            int64_t t = perm[c];
+            perm[c] = perm[p];
+            perm[p] = t;
+            det = -det;
+        }
+        double piv = a[c * M + c];
+        det *= piv;
+        for (int64_t r = c + 1; r < M; r++) {
+            double f = a[r * M + c] / piv;
+            a[r * M + c] = f;
+            for (int64_t k = c + 1; k < M; k++) a[r * M + k] -= f * a[c * M + k];
+        }
+    }
+    return det;
+}
+
+static otter_status check_square(const ot_kernel_ctx *ctx, size_t i, const otter_tensor *x) {
+    if (x->rank >= 2 && x->dims[x->rank - 1] == x->dims[x->rank - 2]) return OTTER_OK;
+    char a[96];
+    return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input %zu '%s' has shape %s, expected [..., M, M]", i,
+                        ot_ctx_input_name(ctx, i), ot_shape_str(a, sizeof a, x->rank, x->dims));
+}
+
 otter_status ot_kernel_det(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
     if (!is_real(x->dtype)) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2]) {
-        char a[96];
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 0 '%s' has shape %s, expected [..., M, M]",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(a, sizeof a, x->rank, x->dims));
-    }
+    OT_TRY(check_square(ctx, 0, x));
     int64_t M = x->dims[x->rank - 1], mats = 1;
     for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
     otter_tensor *y = ot_ctx_output(ctx, 0, x->dtype, x->rank - 2, x->dims);
     double *a = ot_ctx_scratch(ctx, (size_t)(M * M + 1) * sizeof *a);
+    int64_t *perm = ot_ctx_scratch(ctx, (size_t)(M + 1) * sizeof *perm);
     if (!y) return ctx->output_status;
-    if (!a) return OTTER_ERR_NOMEM;
+    if (!a || !perm) return OTTER_ERR_NOMEM;
     for (int64_t m = 0; m < mats; m++) {
         for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, m * M * M + i);
-        double det = 1;
-        for (int64_t c = 0; c < M && det != 0; c++) {
-            int64_t p = c;
-            for (int64_t r = c + 1; r < M; r++)
-                if (fabs(a[r * M + c]) > fabs(a[p * M + c])) p = r;
-            if (a[p * M + c] == 0) {
-                det = 0;
-                break;
-            }
-            if (p != c) {
-                for (int64_t k = 0; k < M; k++) {
-                    double t = a[c * M + k];
-                    a[c * M + k] = a[p * M + k];
-                    a[p * M + k] = t;
+        ot_set_f64(y->data, y->dtype, m, lu_factor(a, M, perm));
+    }
+    return OTTER_OK;
+}
+
+/* com.otter DetGrad(dY, X) -> dX = dY * cofactor(X), the derivative of det(X) = sum_j X_ij C_ij. An
+ * invertible X has cofactor det(X) inv(X)^T (columns of the inverse solved from X's LU factors, O(M^3));
+ * a singular X, where that product is 0 * inf, gets its cofactors as signed minors ((M-1)-sized
+ * determinants, O(M^5)), which is the same continuous function PyTorch's det backward computes. */
+otter_status ot_kernel_det_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_float_input(ctx, 1, &x));
+    OT_TRY(check_square(ctx, 1, x));
+    int64_t M = x->dims[x->rank - 1], mats = 1;
+    for (int k = 0; k < x->rank - 2; k++) mats *= x->dims[k];
+    if (otter_tensor_numel(dy) != mats)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' has %lld elements, X '%s' holds %lld matrices",
+                            ot_ctx_input_name(ctx, 0), (long long)otter_tensor_numel(dy), ot_ctx_input_name(ctx, 1),
+                            (long long)mats);
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    double *a = ot_ctx_scratch(ctx, (size_t)(2 * M * M + 2 * M + 1) * sizeof *a);
+    int64_t *perm = ot_ctx_scratch(ctx, (size_t)(M + 1) * sizeof *perm);
+    if (!dx) return ctx->output_status;
+    if (!a || !perm) return OTTER_ERR_NOMEM;
+    double *minor = a + M * M, *col = minor + M * M;
+    for (int64_t m = 0; m < mats; m++) {
+        const int64_t base = m * M * M;
+        double g = ot_get_f64(dy->data, dy->dtype, m);
+        for (int64_t i = 0; i < M * M; i++) a[i] = ot_get_f64(x->data, x->dtype, base + i);
+        double det = lu_factor(a, M, perm);
+        if (det != 0) {
+            for (int64_t j = 0; j < M; j++) { /* column j of inv(X) is row j of the cofactor matrix / det */
+                for (int64_t r = 0; r < M; r++) {
+                    double v = perm[r] == j;
+                    for (int64_t k = 0; k < r; k++) v -= a[r * M + k] * col[k];
+                    col[r] = v;
                 }
-                det = -det;
+                for (int64_t r = M - 1; r >= 0; r--) {
+                    double v = col[r];
+                    for (int64_t k = r + 1; k < M; k++) v -= a[r * M + k] * col[k];
+                    col[r] = v / a[r * M + r];
+                }
+                for (int64_t i = 0; i < M; i++) ot_set_f64(dx->data, dx->dtype, base + j * M + i, g * det * col[i]);
             }
-            double piv = a[c * M + c];
-            det *= piv;
-            for (int64_t r = c + 1; r < M; r++) {
-                double f = a[r * M + c] / piv;
-                for (int64_t k = c; k < M; k++) a[r * M + k] -= f * a[c * M + k];
-            }
+            continue;
         }
-        ot_set_f64(y->data, y->dtype, m, det);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < M; j++) {
+                int64_t e = 0;
+                for (int64_t r = 0; r < M; r++)
+                    for (int64_t c = 0; c < M; c++)
+                        if (r != i && c != j) minor[e++] = ot_get_f64(x->data, x->dtype, base + r * M + c);
+                double cof = lu_factor(minor, M - 1, perm) * ((i + j) % 2 ? -1 : 1);
+                ot_set_f64(dx->data, dx->dtype, base + i * M + j, g * cof);
+            }
     }
     return OTTER_OK;
 }

@@ -85,6 +85,7 @@ otter_status ot_kernel_softmax(ot_kernel_ctx *ctx);
 otter_status ot_kernel_logsoftmax(ot_kernel_ctx *ctx);
 otter_status ot_kernel_hardmax(ot_kernel_ctx *ctx);
 otter_status ot_kernel_cumprod(ot_kernel_ctx *ctx);
+otter_status ot_kernel_cumprod_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_topk(ot_kernel_ctx *ctx);
 
@@ -220,11 +221,14 @@ otter_status ot_kernel_hann(ot_kernel_ctx *ctx);
 otter_status ot_kernel_hamming(ot_kernel_ctx *ctx);
 otter_status ot_kernel_blackman(ot_kernel_ctx *ctx);
 otter_status ot_kernel_dft(ot_kernel_ctx *ctx);
+otter_status ot_kernel_dft_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_stft(ot_kernel_ctx *ctx);
+otter_status ot_kernel_stft_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_mel(ot_kernel_ctx *ctx);
 otter_status ot_kernel_roialign(ot_kernel_ctx *ctx);
 otter_status ot_kernel_mvn(ot_kernel_ctx *ctx);
 otter_status ot_kernel_det(ot_kernel_ctx *ctx);
+otter_status ot_kernel_det_grad(ot_kernel_ctx *ctx); /* com.otter */
 
 /* training.c: com.microsoft training ops, ai.onnx.preview.training optimizers */
 otter_status ot_kernel_inplace_accumulator_v2(ot_kernel_ctx *ctx);

@@ -7,6 +7,7 @@
  * double, and int64 for integer inputs (double where the op needs exp/log/sqrt). */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "ops/shape_math.h"
 #include "runtime/ops/kernels.h"
@@ -690,6 +691,61 @@ static otter_status cumulative(ot_kernel_ctx *ctx, bool prod) {
 }
 otter_status ot_kernel_cumsum(ot_kernel_ctx *ctx) { return cumulative(ctx, false); }
 otter_status ot_kernel_cumprod(ot_kernel_ctx *ctx) { return cumulative(ctx, true); }
+
+/* com.otter CumProdGrad(dY, X, axis; exclusive, reverse) -> dX, CumProd's gradient without dividing by X,
+ * so lines holding zeros get their exact gradient (as PyTorch's cumprod backward). In scan order t (reversed
+ * when `reverse`), inclusive outputs give dX_k = P_k * S_k with P_k = prod_{i<k} x_i and S_k = dY_k +
+ * x_{k+1} S_{k+1}; exclusive outputs give the same with dY shifted by one (S_k = dY_{k+1} + x_{k+1} S_{k+1}). */
+otter_status ot_kernel_cumprod_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(ot_ctx_float_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_float_input(ctx, 1, &x));
+    if (dy->rank != x->rank || memcmp(dy->dims, x->dims, sizeof(int64_t) * (size_t)x->rank) != 0)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' and X '%s' differ in shape", ot_ctx_input_name(ctx, 0),
+                            ot_ctx_input_name(ctx, 1));
+    int64_t axv[1], na = 0;
+    if (!ot_ctx_input(ctx, 2)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 (axis) is missing");
+    OT_TRY(ot_ctx_input_ints(ctx, 2, axv, 1, &na));
+    int64_t axis = axv[0];
+    if (na != 1 || !ot_norm_axis(&axis, x->rank))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input 2 '%s' (axis) must hold one axis of X's %d",
+                            ot_ctx_input_name(ctx, 2), x->rank);
+    bool excl = ot_ctx_attr_int_or(ctx, "exclusive", 0) != 0, rev = ot_ctx_attr_int_or(ctx, "reverse", 0) != 0;
+    otter_tensor *dx = ot_ctx_output(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!dx) return ctx->output_status;
+    if (otter_tensor_numel(x) == 0) return OTTER_OK;
+    const float *g, *xv;
+    float *g_tmp = NULL, *x_tmp = NULL, *out, *out_tmp = NULL;
+    otter_status s = ot_ctx_input_f32(ctx, 0, dy, &g, &g_tmp);
+    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, x, &xv, &x_tmp);
+    if (s == OTTER_OK) s = ot_output_f32(dx, &out, &out_tmp);
+    if (s == OTTER_OK) {
+        int64_t outer, r, inner;
+        split_at(x, (int)axis, &outer, &r, &inner);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t base = o * r * inner + i;
+#define AT(t) (base + (rev ? r - 1 - (t) : (t)) * inner) /* element at scan position t */
+                double acc = 0;
+                for (int64_t t = r - 1; t >= 0; t--) {
+                    double x_next = t + 1 < r ? xv[AT(t + 1)] : 0;
+                    double dy_at = excl ? (t + 1 < r ? g[AT(t + 1)] : 0) : g[AT(t)];
+                    acc = dy_at + x_next * acc;
+                    out[AT(t)] = (float)acc;
+                }
+                double prefix = 1;
+                for (int64_t t = 0; t < r; t++) {
+                    out[AT(t)] = (float)(prefix * out[AT(t)]);
+                    prefix *= xv[AT(t)];
+                }
+#undef AT
+            }
+        ot_output_f32_done(dx, out_tmp);
+    }
+    ot_free(g_tmp);
+    ot_free(x_tmp);
+    return s;
+}
 
 /* ======================================================================================== */
 /* TopK                                                                                      */
