@@ -31,7 +31,8 @@ enum {
     ABOVE_ONE,
     CYCLE3,
     LO,
-    HI
+    HI,
+    GRID
 };
 
 typedef struct input_spec {
@@ -39,7 +40,7 @@ typedef struct input_spec {
     int kind; /* RAND / POS: float input differentiated; INTS: int64 initializer; FIXED: float, not differentiated;
                  PROB: float in (0.1, 0.9), not differentiated */
     int rank;
-    int64_t dims[4];
+    int64_t dims[5];
     int64_t ints[8];  /* INTS values */
     float floats[8];  /* FLOATS values: a float initializer (Resize's scales) */
     unsigned dynamic; /* bit i: dimension i is declared symbolic ("<name>_<i>"); DYN_RANK: no shape declared */
@@ -87,7 +88,7 @@ static int64_t numel(const input_spec *s) {
 static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
            s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
-           s->kind == HI;
+           s->kind == HI || s->kind == GRID;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -115,9 +116,9 @@ static otter_model *forward_model(const grad_case *c) {
             CHECK_OK(otter_graph_add_initializer(g, t));
         } else if (s->name[0]) {
             /* The shapes the gradient builder sees; the values fed at run time have s->dims. */
-            static char params[6][4][16];
-            const char *declared[4] = {NULL, NULL, NULL, NULL};
-            int64_t dims[4];
+            static char params[6][5][16];
+            const char *declared[5] = {NULL};
+            int64_t dims[5];
             for (int d = 0; d < s->rank; d++) {
                 dims[d] = s->dims[d];
                 if (s->dynamic & (1u << d)) {
@@ -244,7 +245,11 @@ static void run_case(const grad_case *c) {
              * ZEROED: exact zeros at multiples of 5 and 7 (rows of 4 with none, one and two zeros). */
             /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
              * CYCLE3: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
-            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
+            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated.
+             * GRID: GridSample coordinates -1.375 + 0.5 m (m = 0..6, some outside [-1, 1]) +- 0.05: on axes
+             * of 5 with align_corners (x = 2 g + 2) or 4 without (x = 2 g + 1.5), the pixel coordinate's
+             * fraction stays within 0.1 of 0.25 or 0.75, away from the kinks of interpolation, rounding and
+             * padding. */
             d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
@@ -253,6 +258,7 @@ static void run_case(const grad_case *c) {
                    : s->kind == CYCLE3     ? (float)(e % 3 - 1) * 0.4f
                    : s->kind == LO         ? -0.5f
                    : s->kind == HI         ? 0.5f
+                   : s->kind == GRID       ? -1.375f + 0.5f * (float)((e * 3) % 7) + 0.05f * frand()
                    : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
@@ -685,6 +691,25 @@ static void a_lrn2(otter_node *n) {
     otter_node_set_attr_float(n, "beta", 0.5f);
     otter_node_set_attr_float(n, "bias", 1.0f);
 }
+
+/* GridSample: mode, padding_mode, align_corners */
+static void gs_attrs(otter_node *n, const char *mode, const char *pad, int64_t align) {
+    otter_node_set_attr_string(n, "mode", mode);
+    otter_node_set_attr_string(n, "padding_mode", pad);
+    otter_node_set_attr_int(n, "align_corners", align);
+}
+static void a_gs_bilinear_border_ac(otter_node *n) { gs_attrs(n, "bilinear", "border", 1); }
+static void a_gs_bilinear_reflection(otter_node *n) { gs_attrs(n, "bilinear", "reflection", 0); }
+static void a_gs_bilinear_reflection_ac(otter_node *n) { gs_attrs(n, "bilinear", "reflection", 1); }
+static void a_gs_nearest_zeros_ac(otter_node *n) { gs_attrs(n, "nearest", "zeros", 1); }
+static void a_gs_nearest_border(otter_node *n) { gs_attrs(n, "nearest", "border", 0); }
+static void a_gs_nearest_reflection_ac(otter_node *n) { gs_attrs(n, "nearest", "reflection", 1); }
+static void a_gs_bicubic_zeros(otter_node *n) { gs_attrs(n, "bicubic", "zeros", 0); }
+static void a_gs_bicubic_border_ac(otter_node *n) { gs_attrs(n, "bicubic", "border", 1); }
+static void a_gs_bicubic_reflection(otter_node *n) { gs_attrs(n, "bicubic", "reflection", 0); }
+static void a_gs_linear_zeros_ac(otter_node *n) { gs_attrs(n, "linear", "zeros", 1); }
+static void a_gs_linear_reflection(otter_node *n) { gs_attrs(n, "linear", "reflection", 0); }
+static void a_gs_linear_border_ac(otter_node *n) { gs_attrs(n, "linear", "border", 1); }
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -1796,6 +1821,110 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 2, 3, 4)}, {"cos", FIXED, SHAPE(1, 3, 1)}, {"sin", FIXED, SHAPE(1, 3, 1)}},
      1,
      a_rope_partial},
+    /* geometric ops */
+    {"GridSample bilinear zeros",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1},
+    {"GridSample bilinear border align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_border_ac},
+    {"GridSample bilinear reflection",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_reflection},
+    {"GridSample bilinear reflection align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_reflection_ac},
+    {"GridSample nearest zeros align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_zeros_ac},
+    {"GridSample nearest border",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_border},
+    {"GridSample nearest reflection align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_reflection_ac},
+    {"GridSample bicubic zeros",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_zeros},
+    {"GridSample bicubic border align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_border_ac},
+    {"GridSample bicubic reflection",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_reflection},
+    {"GridSample 5-D linear zeros align_corners",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 2, 1, 3)}},
+     1,
+     a_gs_linear_zeros_ac},
+    {"GridSample 5-D linear reflection",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(1, 1, 4, 4, 4)}, {"grid", GRID, SHAPE(1, 1, 2, 2, 3)}},
+     1,
+     a_gs_linear_reflection},
+    {"GridSample 3-D linear border align_corners",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(2, 2, 5)}, {"grid", GRID, SHAPE(2, 4, 1)}},
+     1,
+     a_gs_linear_border_ac},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -144,7 +144,8 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_global_maxpool, .diff_inputs = 0x1},
     {"", "Greater", KERNELS({1, ot_kernel_greater, 0}), .infer = ot_infer_greater},
     {"", "GreaterOrEqual", KERNELS({12, ot_kernel_greater_equal, 0}), .infer = ot_infer_greater_eq},
-    {"", "GridSample", KERNELS({16, ot_kernel_gridsample, 0}), .infer = ot_infer_gridsample},
+    {"", "GridSample", KERNELS({16, ot_kernel_gridsample, 0}), .infer = ot_infer_gridsample,
+     .grad = ot_grad_gridsample, .diff_inputs = 0x3},
     {"", "GroupNormalization", KERNELS({18, ot_kernel_group_normalization, 0}, {21, ot_kernel_group_normalization, 0}),
      .infer = ot_infer_like_input, .grad = ot_grad_groupnorm, .diff_inputs = 0x7},
     {"", "HammingWindow", KERNELS({17, ot_kernel_hamming, 0}), .infer = ot_infer_window},
@@ -473,6 +474,8 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
+    {"com.otter", "GridSampleGrad", KERNELS({1, ot_kernel_gridsample_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "GridSample"}, /* 1: (dY, X, grid) -> dX, dgrid (ONNX Runtime has none) */
     {"com.otter", "GroupNormalizationGrad", KERNELS({1, ot_kernel_group_normalization_grad, 0}),
      .infer = ot_infer_layer_norm_grad}, /* 1: (dY, X, scale) -> dX, dscale, dbias */
     {"com.otter", "InstanceNormalizationGrad", KERNELS({1, ot_kernel_instancenorm_grad, 0}),

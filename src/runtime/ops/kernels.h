@@ -109,8 +109,9 @@ otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
 
-/* nn_sample.c: GridSample */
+/* nn_sample.c: GridSample, GridSampleGrad */
 otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gridsample_grad(ot_kernel_ctx *ctx); /* com.otter */
 
 /* image.c: CenterCropPad, Col2Im, AffineGrid */
 otter_status ot_kernel_center_crop_pad(ot_kernel_ctx *ctx);
