@@ -249,7 +249,7 @@ static void run_case(const grad_case *c) {
              * GRID: GridSample coordinates -1.375 + 0.5 m (m = 0..6, some outside [-1, 1]) +- 0.05: on axes
              * of 5 with align_corners (x = 2 g + 2) or 4 without (x = 2 g + 1.5), the pixel coordinate's
              * fraction stays within 0.1 of 0.25 or 0.75, away from the kinks of interpolation, rounding and
-             * padding. */
+             * padding. As DeformConv offsets, the sampling points' fractions stay within 0.05 of 0.125 or 0.625. */
             d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
@@ -717,6 +717,13 @@ static void a_col2im_strided(otter_node *n) {
     otter_node_set_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
 }
 static void a_col2im_dilated(otter_node *n) { otter_node_set_attr_ints(n, "dilations", 2, (int64_t[]){2, 1}); }
+
+static void a_deform_grouped(otter_node *n) {
+    otter_node_set_attr_int(n, "group", 2);
+    otter_node_set_attr_int(n, "offset_group", 2);
+    otter_node_set_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
+}
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -1991,6 +1998,39 @@ static const grad_case CASES[] = {
      18,
      3,
      {{"x", RAND, SHAPE(1, 8, 8)}, {"image", INTS, SHAPE(3), {3, 3, 3}}, {"block", INTS, SHAPE(3), {2, 2, 2}}},
+     1},
+    {"DeformConv mask bias",
+     "DeformConv",
+     NULL,
+     19,
+     5,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)},
+      {"w", RAND, SHAPE(2, 2, 2, 2)},
+      {"offset", GRID, SHAPE(1, 8, 3, 3)},
+      {"b", RAND, SHAPE(2)},
+      {"mask", RAND, SHAPE(1, 4, 3, 3)}},
+     1},
+    {"DeformConv groups strides pads",
+     "DeformConv",
+     NULL,
+     19,
+     4,
+     {{"x", RAND, SHAPE(1, 4, 4, 4)},
+      {"w", RAND, SHAPE(2, 2, 3, 3)},
+      {"offset", GRID, SHAPE(1, 36, 2, 2)},
+      {"b", RAND, SHAPE(2)}},
+     1,
+     a_deform_grouped},
+    {"DeformConv 1-D mask",
+     "DeformConv",
+     NULL,
+     19,
+     5,
+     {{"x", RAND, SHAPE(2, 2, 5)},
+      {"w", RAND, SHAPE(3, 2, 2)},
+      {"offset", GRID, SHAPE(2, 2, 4)},
+      {"", FIXED, 0, {0}},
+      {"mask", RAND, SHAPE(2, 2, 4)}},
      1},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -1,7 +1,8 @@
-/* Gradient rules for the geometric operators: GridSample, AffineGrid, Col2Im. ONNX Runtime's
- * training runtime has no gradient for them. GridSample's emits a com.otter gradient operator
- * (runtime/ops/nn_sample.c) that follows PyTorch's backward; AffineGrid and Col2Im, linear in the
- * input, are undone with standard operators. The forward nodes stay the standard operators. */
+/* Gradient rules for the geometric operators: GridSample, AffineGrid, Col2Im, DeformConv. ONNX
+ * Runtime's training runtime has no gradient for them. GridSample and DeformConv emit com.otter
+ * gradient operators (runtime/ops/nn_sample.c, deform_conv.c) that follow PyTorch's / torchvision's
+ * backward; AffineGrid and Col2Im, linear in the input, are undone with standard operators. The
+ * forward nodes stay the standard operators. */
 #include "autodiff/grad.h"
 #include "core/core.h"
 
@@ -104,4 +105,18 @@ void ot_grad_col2im(ot_grad *g, otter_node *n) {
     otter_node *conv = ot_grad_emit(g, "Conv", "", 2, (const char *[]){channels, weights}, 1, &cols);
     ot_grad_copy_attrs(g, conv, n);
     OT_G1(g, "Reshape", ot_grad_dx(g, 0), cols, OT_G1(g, "Shape", ot_grad_tmp(g, "x_shape"), IN(0)));
+}
+
+/* DeformConv(X, W, offset[, B[, mask]]) -> Y: com.otter DeformConvGrad(dY, X, W, offset, B, mask) ->
+ * dX, dW, doffset, dB, dmask with DeformConv's attributes ("" for the gradients not needed). */
+void ot_grad_deform_conv(ot_grad *g, otter_node *n) {
+    const char *ins[6] = {ot_grad_dy(g, 0), "", "", "", "", ""}, *outs[5];
+    for (size_t i = 0; i < 5; i++) {
+        bool present = i < n->n_inputs && IN(i)[0];
+        if (present) ins[1 + i] = IN(i);
+        outs[i] = present ? ot_grad_dx(g, i) : NULL;
+        if (!outs[i]) outs[i] = "";
+    }
+    otter_node *x = ot_grad_emit(g, "DeformConvGrad", "com.otter", 6, ins, 5, outs);
+    ot_grad_copy_attrs(g, x, n);
 }

@@ -88,8 +88,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}),
      .infer = ot_infer_dft}, /* 20: axis as input 2 */
-    {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv,
-     .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
+    {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv, .grad = ot_grad_deform_conv,
+     .diff_inputs = 0x1f, .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
     {"", "DepthToSpace", KERNELS({1, ot_kernel_depthtospace, 0}), .infer = ot_infer_depth_to_space,
      .grad = ot_grad_depth_to_space, .diff_inputs = 0x1},
     {"", "DequantizeLinear",
@@ -469,6 +469,8 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
+    {"com.otter", "DeformConvGrad", KERNELS({1, ot_kernel_deform_conv_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "Conv"}, /* 1: (dY, X, W, offset, B, mask) -> their gradients (ONNX Runtime has none) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
      .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,

@@ -118,8 +118,9 @@ otter_status ot_kernel_center_crop_pad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_col2im(ot_kernel_ctx *ctx);
 otter_status ot_kernel_affine_grid(ot_kernel_ctx *ctx);
 
-/* deform_conv.c: DeformConv */
+/* deform_conv.c: DeformConv, DeformConvGrad */
 otter_status ot_kernel_deform_conv(ot_kernel_ctx *ctx);
+otter_status ot_kernel_deform_conv_grad(ot_kernel_ctx *ctx); /* com.otter */
 
 /* nn_norm.c: BatchNormalization, InstanceNormalization, LayerNormalization, LRN */
 otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx);
