@@ -4,12 +4,13 @@ Each case is a one-operator ONNX model whose float operands are trainable initia
 (X and grid; every mode, padding mode and align_corners on 4-D inputs, linear and nearest on 5-D;
 points up to 1.2 outside [-1, 1], except bicubic with border padding, where ONNX and torch sample
 outside the image differently),
-AffineGrid (theta; 2-D and 3-D, both align_corners) and Col2Im (torch's F.fold; strides, pads,
-dilations). The operator's output is multiplied by the graph input "input" (ones) so the model
+AffineGrid (theta; 2-D and 3-D, both align_corners), Col2Im (torch's F.fold; strides, pads,
+dilations) and DeformConv (torchvision.ops.deform_conv2d, with and without mask and bias, groups,
+offset groups, strides, pads, dilations). The operator's output is multiplied by the graph input "input" (ones) so the model
 has an input to feed.
 
 1. onnx.helper writes the model (opset 16 for GridSample, 20 for the 5-D one and AffineGrid, 18 for
-   Col2Im).
+   Col2Im, 19 for DeformConv).
 2. `otter artifacts MODEL -o DIR --loss MSELoss` makes the artifacts; otter's runtime (libotter.so
    through ctypes) runs training_model.onnx once with zeroed gradient buffers, which then hold
    the gradients.
@@ -27,6 +28,11 @@ try:
 except ImportError:
     print("SKIP: python3-torch is not installed")
     sys.exit(77)
+
+try:  # DeformConv's reference; its cases say so and are left out without it
+    from torchvision.ops import deform_conv2d
+except ImportError:
+    deform_conv2d = None
 
 import numpy as np
 import onnx
@@ -78,6 +84,31 @@ def col2im_case(label, n, c, image, block, stride=1, pad=0, dilation=1):
             [("image", np.array(image, np.int64)), ("block", np.array(block, np.int64))], torch_fn)
 
 
+def deform_conv_case(label, x_shape, w_shape, bias=True, mask=True, group=1, offset_group=1, stride=1, pad=0,
+                     dilation=1):
+    n, _, h, w = x_shape
+    kh, kw = w_shape[2:]
+    oh = (h + 2 * pad - dilation * (kh - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (kw - 1) - 1) // stride + 1
+    params = [("x", x_shape, 1.0), ("w", w_shape, 1.0), ("offset", (n, 2 * offset_group * kh * kw, oh, ow), 1.5)]
+    params += [("b", (w_shape[0],), 1.0) if bias else ("", None, 0)]  # "": an omitted input
+    params += [("mask", (n, offset_group * kh * kw, oh, ow), 1.0)] if mask else []
+    attrs = dict(group=group, offset_group=offset_group, strides=[stride] * 2, pads=[pad] * 4,
+                 dilations=[dilation] * 2)
+
+    def torch_fn(p):
+        return deform_conv2d(p["x"], p["offset"], p["w"], p.get("b"), stride=stride, padding=pad, dilation=dilation,
+                             mask=p.get("mask"))
+    return (label, "DeformConv", 19, attrs, params, [], torch_fn)
+
+
+DEFORM_CASES = [
+    deform_conv_case("deformconv_mask_bias", (2, 2, 5, 4), (3, 2, 2, 2)),
+    deform_conv_case("deformconv_groups_strides_pads", (1, 4, 5, 5), (4, 2, 3, 3), mask=False, group=2,
+                     offset_group=2, stride=2, pad=1),
+    deform_conv_case("deformconv_dilations_no_bias", (1, 2, 6, 6), (2, 2, 2, 2), bias=False, dilation=2),
+]
+
 CASES = (
     [grid_sample_case(m, p, a, (2, 3, 4, 5), (2, 3, 2, 2)) for m in ("bilinear", "nearest", "bicubic")
      for p in ("zeros", "border", "reflection") for a in (0, 1)]
@@ -90,10 +121,10 @@ CASES = (
 )
 
 
-def build_model(op, opset, attrs, values, consts, out_shape):
+def build_model(op, opset, attrs, names, values, consts, out_shape):
     inits = [numpy_helper.from_array(v, n) for n, v in values.items()]
     inits += [numpy_helper.from_array(v, n) for n, v in consts]
-    node = helper.make_node(op, list(values) + [n for n, _ in consts], ["y"], **attrs)
+    node = helper.make_node(op, names + [n for n, _ in consts], ["y"], **attrs)
     scale = helper.make_node("Mul", ["y", "input"], ["output"])
     graph = helper.make_graph([node, scale], op, [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape)], inits)
@@ -105,14 +136,14 @@ def build_model(op, opset, attrs, values, consts, out_shape):
 def run_case(otter, case, seed):
     label, op, opset, attrs, params, consts, torch_fn = case
     rng = np.random.default_rng(seed)
-    values = {name: (scale * rng.uniform(-1, 1, shape)).astype(np.float32) for name, shape, scale in params}
+    values = {name: (scale * rng.uniform(-1, 1, shape)).astype(np.float32) for name, shape, scale in params if name}
     ref_params = {n: torch.tensor(v, dtype=torch.float64, requires_grad=True) for n, v in values.items()}
     y_ref = torch_fn(ref_params)
     target = rng.standard_normal(tuple(y_ref.shape)).astype(np.float32)
     value = F.mse_loss(y_ref, torch.from_numpy(target).double())
     value.backward()
     ref = {n: p.grad.numpy() for n, p in ref_params.items()}
-    model = build_model(op, opset, attrs, values, consts, list(y_ref.shape))
+    model = build_model(op, opset, attrs, [n for n, _, _ in params], values, consts, list(y_ref.shape))
 
     d = os.path.join(WORK, label)
     os.makedirs(d, exist_ok=True)
@@ -170,7 +201,10 @@ def main():
     otter = Otter(LIB)
     os.makedirs(WORK, exist_ok=True)
     torch.set_num_threads(1)
-    for seed, case in enumerate(CASES, 1):
+    cases = CASES + (DEFORM_CASES if deform_conv2d else [])
+    if not deform_conv2d:
+        print("note: torchvision is not installed, the DeformConv cases are left out")
+    for seed, case in enumerate(cases, 1):
         try:
             run_case(otter, case, seed)
         except Exception as e:  # one case's crash must not hide the others
