@@ -6,11 +6,12 @@ points up to 1.2 outside [-1, 1], except bicubic with border padding, where ONNX
 outside the image differently),
 AffineGrid (theta; 2-D and 3-D, both align_corners), Col2Im (torch's F.fold; strides, pads,
 dilations) and DeformConv (torchvision.ops.deform_conv2d, with and without mask and bias, groups,
-offset groups, strides, pads, dilations). The operator's output is multiplied by the graph input "input" (ones) so the model
+offset groups, strides, pads, dilations) and RoiAlign w.r.t. X (torchvision.ops.roi_align, avg
+mode; aligned = half_pixel). The operator's output is multiplied by the graph input "input" (ones) so the model
 has an input to feed.
 
 1. onnx.helper writes the model (opset 16 for GridSample, 20 for the 5-D one and AffineGrid, 18 for
-   Col2Im, 19 for DeformConv).
+   Col2Im, 19 for DeformConv, 16 for RoiAlign).
 2. `otter artifacts MODEL -o DIR --loss MSELoss` makes the artifacts; otter's runtime (libotter.so
    through ctypes) runs training_model.onnx once with zeroed gradient buffers, which then hold
    the gradients.
@@ -29,10 +30,10 @@ except ImportError:
     print("SKIP: python3-torch is not installed")
     sys.exit(77)
 
-try:  # DeformConv's reference; its cases say so and are left out without it
-    from torchvision.ops import deform_conv2d
+try:  # DeformConv's and RoiAlign's reference; their cases say so and are left out without it
+    from torchvision.ops import deform_conv2d, roi_align
 except ImportError:
-    deform_conv2d = None
+    deform_conv2d = roi_align = None
 
 import numpy as np
 import onnx
@@ -102,11 +103,29 @@ def deform_conv_case(label, x_shape, w_shape, bias=True, mask=True, group=1, off
     return (label, "DeformConv", 19, attrs, params, [], torch_fn)
 
 
-DEFORM_CASES = [
+ROIS = np.array([[0.6, 1.2, 6.4, 7.8], [2.2, 0.8, 9.6, 5.4], [1.0, 1.0, 3.0, 2.5]], np.float32)
+BATCH_INDICES = np.array([1, 0, 1], np.int64)
+
+
+def roi_align_case(label, ctm, sampling_ratio):
+    attrs = dict(mode="avg", output_height=2, output_width=3, sampling_ratio=sampling_ratio, spatial_scale=0.5,
+                 coordinate_transformation_mode=ctm)
+
+    def torch_fn(p):
+        boxes = torch.cat([torch.from_numpy(BATCH_INDICES).double()[:, None], torch.from_numpy(ROIS).double()], 1)
+        return roi_align(p["x"], boxes, (2, 3), spatial_scale=0.5, sampling_ratio=sampling_ratio,
+                         aligned=ctm == "half_pixel")
+    return (label, "RoiAlign", 16, attrs, [("x", (2, 3, 6, 7), 1.0)],
+            [("rois", ROIS), ("batch_indices", BATCH_INDICES)], torch_fn)
+
+
+TORCHVISION_CASES = [
     deform_conv_case("deformconv_mask_bias", (2, 2, 5, 4), (3, 2, 2, 2)),
     deform_conv_case("deformconv_groups_strides_pads", (1, 4, 5, 5), (4, 2, 3, 3), mask=False, group=2,
                      offset_group=2, stride=2, pad=1),
     deform_conv_case("deformconv_dilations_no_bias", (1, 2, 6, 6), (2, 2, 2, 2), bias=False, dilation=2),
+    roi_align_case("roialign_half_pixel", "half_pixel", 2),
+    roi_align_case("roialign_output_half_pixel_adaptive", "output_half_pixel", 0),
 ]
 
 CASES = (
@@ -149,7 +168,9 @@ def run_case(otter, case, seed):
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
     onnx.save(model, path)
-    rc, out = run_cli("artifacts", path, "-o", d, "--loss", "MSELoss")
+    frozen = [n for n, v in consts if v.dtype == np.float32]  # RoiAlign's rois: not differentiated
+    extra = ["--frozen", ",".join(frozen)] if frozen else []
+    rc, out = run_cli("artifacts", path, "-o", d, "--loss", "MSELoss", *extra)
     check(rc == 0, f"{label}: otter artifacts -> exit {rc}" + ("" if rc == 0 else f": {out[-600:]}"))
     if rc != 0:
         return
@@ -160,9 +181,10 @@ def run_case(otter, case, seed):
                    if n.endswith("_grad.accumulation.buffer")}
         feeds = {"input": otter.tensor(np.ones(1, np.float32)), "target": otter.tensor(target),
                  "lazy_reset_grad": otter.tensor(np.array([True]))}
+        given = {**values, **dict(consts)}  # frozen initializers are inputs of the training model
         for n in sess.inputs:
-            if n in values:
-                feeds[n] = otter.tensor(values[n])
+            if n in given:
+                feeds[n] = otter.tensor(given[n])
         for b, p in buffers.items():
             feeds[b] = otter.tensor(np.zeros_like(values[p]))
         loss_otter = float(sess.run(feeds, [sess.outputs[0]])[0])
@@ -201,9 +223,9 @@ def main():
     otter = Otter(LIB)
     os.makedirs(WORK, exist_ok=True)
     torch.set_num_threads(1)
-    cases = CASES + (DEFORM_CASES if deform_conv2d else [])
+    cases = CASES + (TORCHVISION_CASES if deform_conv2d else [])
     if not deform_conv2d:
-        print("note: torchvision is not installed, the DeformConv cases are left out")
+        print("note: torchvision is not installed, the DeformConv and RoiAlign cases are left out")
     for seed, case in enumerate(cases, 1):
         try:
             run_case(otter, case, seed)

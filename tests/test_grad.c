@@ -725,6 +725,16 @@ static void a_deform_grouped(otter_node *n) {
     otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
 }
 
+static void a_roi(otter_node *n, const char *mode) {
+    otter_node_set_attr_string(n, "mode", mode);
+    otter_node_set_attr_int(n, "output_height", 2);
+    otter_node_set_attr_int(n, "output_width", 3);
+    otter_node_set_attr_int(n, "sampling_ratio", 2);
+    otter_node_set_attr_float(n, "spatial_scale", 0.5f);
+}
+static void a_roi_avg(otter_node *n) { a_roi(n, "avg"); }
+static void a_roi_max(otter_node *n) { a_roi(n, "max"); }
+
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
 
@@ -2032,6 +2042,26 @@ static const grad_case CASES[] = {
       {"", FIXED, 0, {0}},
       {"mask", RAND, SHAPE(2, 2, 4)}},
      1},
+    {"RoiAlign avg",
+     "RoiAlign",
+     NULL,
+     16,
+     3,
+     {{"x", RAND, SHAPE(2, 2, 5, 6)},
+      {"rois", FLOATS, SHAPE(2, 4), {0}, {0.6f, 1.2f, 6.4f, 7.8f, 2.2f, 0.8f, 9.6f, 5.4f}},
+      {"bi", INTS, SHAPE(2), {1, 0}}},
+     1,
+     a_roi_avg},
+    {"RoiAlign max opset 10",
+     "RoiAlign",
+     NULL,
+     10,
+     3,
+     {{"x", RAND, SHAPE(2, 2, 5, 6)},
+      {"rois", FLOATS, SHAPE(2, 4), {0}, {0.6f, 1.2f, 6.4f, 7.8f, 2.2f, 0.8f, 9.6f, 5.4f}},
+      {"bi", INTS, SHAPE(2), {0, 0}}},
+     1,
+     a_roi_max},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -202,5 +202,6 @@ void ot_grad_gridsample(ot_grad *g, otter_node *n);
 void ot_grad_affine_grid(ot_grad *g, otter_node *n);
 void ot_grad_col2im(ot_grad *g, otter_node *n);
 void ot_grad_deform_conv(ot_grad *g, otter_node *n);
+void ot_grad_roialign(ot_grad *g, otter_node *n);
 
 #endif

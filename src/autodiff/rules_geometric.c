@@ -1,8 +1,8 @@
-/* Gradient rules for the geometric operators: GridSample, AffineGrid, Col2Im, DeformConv. ONNX
- * Runtime's training runtime has no gradient for them. GridSample and DeformConv emit com.otter
- * gradient operators (runtime/ops/nn_sample.c, deform_conv.c) that follow PyTorch's / torchvision's
- * backward; AffineGrid and Col2Im, linear in the input, are undone with standard operators. The
- * forward nodes stay the standard operators. */
+/* Gradient rules for the geometric operators: GridSample, AffineGrid, Col2Im, DeformConv, RoiAlign.
+ * ONNX Runtime's training runtime has no gradient for them. GridSample, DeformConv and RoiAlign emit
+ * com.otter gradient operators (runtime/ops/nn_sample.c, deform_conv.c, extra.c) that follow
+ * PyTorch's / torchvision's backward; AffineGrid and Col2Im, linear in the input, are undone with standard operators.
+ * The forward nodes stay the standard operators. */
 #include "autodiff/grad.h"
 #include "core/core.h"
 
@@ -119,4 +119,18 @@ void ot_grad_deform_conv(ot_grad *g, otter_node *n) {
     }
     otter_node *x = ot_grad_emit(g, "DeformConvGrad", "com.otter", 6, ins, 5, outs);
     ot_grad_copy_attrs(g, x, n);
+}
+
+/* RoiAlign(X, rois, batch_indices) -> Y: com.otter RoiAlignGrad(dY, X, rois, batch_indices) -> dX
+ * with RoiAlign's attributes (the rois are not differentiated, as in torchvision), and the
+ * coordinate_transformation_mode in effect written out: its default depends on the ai.onnx opset
+ * (half_pixel from 16, output_half_pixel before), which a com.otter node doesn't see. */
+void ot_grad_roialign(ot_grad *g, otter_node *n) {
+    const char *dx = ot_grad_dx(g, 0);
+    const char *ctm = otter_node_attr_string(n, "coordinate_transformation_mode",
+                                             ot_grad_opset(g) >= 16 ? "half_pixel" : "output_half_pixel");
+    otter_node *x = ot_grad_emit(g, "RoiAlignGrad", "com.otter", 4,
+                                 (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), IN(2)}, 1, &dx);
+    ot_grad_copy_attrs(g, x, n);
+    if (x && otter_node_set_attr_string(x, "coordinate_transformation_mode", ctm) != OTTER_OK) OT_GRAD_NOMEM(g);
 }

@@ -280,8 +280,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "ReverseSequence", KERNELS({10, ot_kernel_reversesequence, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_reverse_sequence, .diff_inputs = 0x1},
-    {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}),
-     .infer = ot_infer_roialign}, /* 16: coordinate_transformation_mode */
+    {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}), .infer = ot_infer_roialign,
+     .grad = ot_grad_roialign, .diff_inputs = 0x1}, /* 16: coordinate_transformation_mode */
     {"", "RotaryEmbedding", KERNELS({23, ot_kernel_rotary_embedding, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_rotary_embedding, .diff_inputs = 0x1},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
@@ -489,5 +489,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
     {"com.otter", "RNNGrad", KERNELS({1, ot_kernel_rnn_grad, 0}), .infer = ot_infer_gru_grad,
      .attrs_of = "RNN"}, /* 1: GRUGrad's signature with RNN's Y for HAll and no gates */
+    {"com.otter", "RoiAlignGrad", KERNELS({1, ot_kernel_roialign_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "RoiAlign"}, /* 1: (dY, X, rois, batch_indices) -> dX (ONNX Runtime has none) */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

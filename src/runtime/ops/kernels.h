@@ -225,6 +225,7 @@ otter_status ot_kernel_dft(ot_kernel_ctx *ctx);
 otter_status ot_kernel_stft(ot_kernel_ctx *ctx);
 otter_status ot_kernel_mel(ot_kernel_ctx *ctx);
 otter_status ot_kernel_roialign(ot_kernel_ctx *ctx);
+otter_status ot_kernel_roialign_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_mvn(ot_kernel_ctx *ctx);
 otter_status ot_kernel_det(ot_kernel_ctx *ctx);
 
