@@ -23,13 +23,12 @@ static const char *concat_shapes(ot_grad *g, const char *hint, size_t count, con
 }
 
 /* GridSample(X, grid) -> Y: com.otter GridSampleGrad(dY, X, grid) -> dX, dgrid with GridSample's
- * attributes; both outputs always exist (the kernel computes them together), an unneeded one under
- * a scratch name. */
+ * attributes ("" for a gradient not needed; the kernel computes both together). */
 void ot_grad_gridsample(ot_grad *g, otter_node *n) {
     const char *outs[2];
     for (size_t i = 0; i < 2; i++) {
         outs[i] = ot_grad_dx(g, i);
-        if (!outs[i]) outs[i] = ot_grad_tmp(g, i == 0 ? "unused_dX" : "unused_dgrid");
+        if (!outs[i]) outs[i] = "";
     }
     otter_node *x =
         ot_grad_emit(g, "GridSampleGrad", "com.otter", 3, (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1)}, 2, outs);

@@ -183,7 +183,8 @@ static void gs_grad_items(void *arg, int64_t n0, int64_t n1) {
     }
 }
 
-/* Checks X and grid and reads the attributes into a (with the shape of Y in yd). */
+/* Checks X and grid (inputs x_index and x_index + 1) and reads the attributes into a (with the shape
+ * of Y in yd). Only the forward node (x_index 0) is bound to its ai.onnx opset's rank limit. */
 static otter_status gs_setup(ot_kernel_ctx *ctx, const otter_tensor *x, const otter_tensor *grid, size_t x_index,
                              gs_args *a, int64_t *yd) {
     char s1[128], s2[128];
