@@ -33,6 +33,7 @@ enum {
     LO,
     HI,
     DUP_ROW
+    GRID
 };
 
 typedef struct input_spec {
@@ -40,7 +41,7 @@ typedef struct input_spec {
     int kind; /* RAND / POS: float input differentiated; INTS: int64 initializer; FIXED: float, not differentiated;
                  PROB: float in (0.1, 0.9), not differentiated */
     int rank;
-    int64_t dims[4];
+    int64_t dims[5];
     int64_t ints[8];  /* INTS values */
     float floats[8];  /* FLOATS values: a float initializer (Resize's scales) */
     unsigned dynamic; /* bit i: dimension i is declared symbolic ("<name>_<i>"); DYN_RANK: no shape declared */
@@ -89,6 +90,7 @@ static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
            s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
            s->kind == HI || s->kind == DUP_ROW;
+           s->kind == HI || s->kind == GRID;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -116,9 +118,9 @@ static otter_model *forward_model(const grad_case *c) {
             CHECK_OK(otter_graph_add_initializer(g, t));
         } else if (s->name[0]) {
             /* The shapes the gradient builder sees; the values fed at run time have s->dims. */
-            static char params[6][4][16];
-            const char *declared[4] = {NULL, NULL, NULL, NULL};
-            int64_t dims[4];
+            static char params[6][5][16];
+            const char *declared[5] = {NULL};
+            int64_t dims[5];
             for (int d = 0; d < s->rank; d++) {
                 dims[d] = s->dims[d];
                 if (s->dynamic & (1u << d)) {
@@ -250,6 +252,12 @@ static void run_case(const grad_case *c) {
             d[e] = s->kind == DUP_ROW && (e / s->dims[s->rank - 1]) % s->dims[s->rank - 1] == s->dims[s->rank - 1] - 1
                        ? d[e - (s->dims[s->rank - 1] - 1) * s->dims[s->rank - 1]]
                    : s->kind == TIES       ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
+            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated.
+             * GRID: GridSample coordinates -1.375 + 0.5 m (m = 0..6, some outside [-1, 1]) +- 0.05: on axes
+             * of 5 with align_corners (x = 2 g + 2) or 4 without (x = 2 g + 1.5), the pixel coordinate's
+             * fraction stays within 0.1 of 0.25 or 0.75, away from the kinks of interpolation, rounding and
+             * padding. As DeformConv offsets, the sampling points' fractions stay within 0.05 of 0.125 or 0.625. */
+            d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
                    : s->kind == UNIT       ? 0.8f * frand()
@@ -257,6 +265,7 @@ static void run_case(const grad_case *c) {
                    : s->kind == CYCLE3     ? (float)(e % 3 - 1) * 0.4f
                    : s->kind == LO         ? -0.5f
                    : s->kind == HI         ? 0.5f
+                   : s->kind == GRID       ? -1.375f + 0.5f * (float)((e * 3) % 7) + 0.05f * frand()
                    : s->kind == WIDE       ? (float)((e * 37) % numel(s)) * 0.3f - 4.45f
                    : s->kind == RATIO      ? 0.3f
                    : s->kind == POS_FIXED  ? 0.5f + 0.5f * fabsf(frand())
@@ -732,6 +741,48 @@ static void a_irfft(otter_node *n) {
     a_inverse(n);
     a_onesided(n);
 }
+/* GridSample: mode, padding_mode, align_corners */
+static void gs_attrs(otter_node *n, const char *mode, const char *pad, int64_t align) {
+    otter_node_set_attr_string(n, "mode", mode);
+    otter_node_set_attr_string(n, "padding_mode", pad);
+    otter_node_set_attr_int(n, "align_corners", align);
+}
+static void a_gs_bilinear_border_ac(otter_node *n) { gs_attrs(n, "bilinear", "border", 1); }
+static void a_gs_bilinear_reflection(otter_node *n) { gs_attrs(n, "bilinear", "reflection", 0); }
+static void a_gs_bilinear_reflection_ac(otter_node *n) { gs_attrs(n, "bilinear", "reflection", 1); }
+static void a_gs_nearest_zeros_ac(otter_node *n) { gs_attrs(n, "nearest", "zeros", 1); }
+static void a_gs_nearest_border(otter_node *n) { gs_attrs(n, "nearest", "border", 0); }
+static void a_gs_nearest_reflection_ac(otter_node *n) { gs_attrs(n, "nearest", "reflection", 1); }
+static void a_gs_bicubic_zeros(otter_node *n) { gs_attrs(n, "bicubic", "zeros", 0); }
+static void a_gs_bicubic_border_ac(otter_node *n) { gs_attrs(n, "bicubic", "border", 1); }
+static void a_gs_bicubic_reflection(otter_node *n) { gs_attrs(n, "bicubic", "reflection", 0); }
+static void a_gs_linear_zeros_ac(otter_node *n) { gs_attrs(n, "linear", "zeros", 1); }
+static void a_gs_linear_reflection(otter_node *n) { gs_attrs(n, "linear", "reflection", 0); }
+static void a_gs_linear_border_ac(otter_node *n) { gs_attrs(n, "linear", "border", 1); }
+
+static void a_align_corners(otter_node *n) { otter_node_set_attr_int(n, "align_corners", 1); }
+static void a_col2im_strided(otter_node *n) {
+    otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
+    otter_node_set_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+}
+static void a_col2im_dilated(otter_node *n) { otter_node_set_attr_ints(n, "dilations", 2, (int64_t[]){2, 1}); }
+
+static void a_deform_grouped(otter_node *n) {
+    otter_node_set_attr_int(n, "group", 2);
+    otter_node_set_attr_int(n, "offset_group", 2);
+    otter_node_set_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    otter_node_set_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
+}
+
+static void a_roi(otter_node *n, const char *mode) {
+    otter_node_set_attr_string(n, "mode", mode);
+    otter_node_set_attr_int(n, "output_height", 2);
+    otter_node_set_attr_int(n, "output_width", 3);
+    otter_node_set_attr_int(n, "sampling_ratio", 2);
+    otter_node_set_attr_float(n, "spatial_scale", 0.5f);
+}
+static void a_roi_avg(otter_node *n) { a_roi(n, "avg"); }
+static void a_roi_max(otter_node *n) { a_roi(n, "max"); }
 
 #define SHAPE(...)                                                                                                     \
     (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), { __VA_ARGS__ }
@@ -2000,6 +2051,223 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 9, 2)}, {"step", INTS, 0, {0}, {2}}, {"", FIXED, 0}, {"len", INTS, 0, {0}, {5}}},
      1,
      a_twosided},
+    /* geometric ops */
+    {"GridSample bilinear zeros",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1},
+    {"GridSample bilinear border align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_border_ac},
+    {"GridSample bilinear reflection",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_reflection},
+    {"GridSample bilinear reflection align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bilinear_reflection_ac},
+    {"GridSample nearest zeros align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_zeros_ac},
+    {"GridSample nearest border",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_border},
+    {"GridSample nearest reflection align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_nearest_reflection_ac},
+    {"GridSample bicubic zeros",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_zeros},
+    {"GridSample bicubic border align_corners",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_border_ac},
+    {"GridSample bicubic reflection",
+     "GridSample",
+     NULL,
+     16,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)}, {"grid", GRID, SHAPE(1, 2, 3, 2)}},
+     1,
+     a_gs_bicubic_reflection},
+    {"GridSample 5-D linear zeros align_corners",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(1, 2, 5, 5, 5)}, {"grid", GRID, SHAPE(1, 2, 2, 1, 3)}},
+     1,
+     a_gs_linear_zeros_ac},
+    {"GridSample 5-D linear reflection",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(1, 1, 4, 4, 4)}, {"grid", GRID, SHAPE(1, 1, 2, 2, 3)}},
+     1,
+     a_gs_linear_reflection},
+    {"GridSample 3-D linear border align_corners",
+     "GridSample",
+     NULL,
+     20,
+     2,
+     {{"x", RAND, SHAPE(2, 2, 5)}, {"grid", GRID, SHAPE(2, 4, 1)}},
+     1,
+     a_gs_linear_border_ac},
+    {"AffineGrid 2-D",
+     "AffineGrid",
+     NULL,
+     20,
+     2,
+     {{"theta", RAND, SHAPE(2, 2, 3)}, {"size", INTS, SHAPE(4), {2, 1, 3, 4}}},
+     1},
+    {"AffineGrid 2-D align_corners",
+     "AffineGrid",
+     NULL,
+     20,
+     2,
+     {{"theta", RAND, SHAPE(1, 2, 3)}, {"size", INTS, SHAPE(4), {1, 3, 4, 2}}},
+     1,
+     a_align_corners},
+    {"AffineGrid 3-D",
+     "AffineGrid",
+     NULL,
+     20,
+     2,
+     {{"theta", RAND, SHAPE(2, 3, 4)}, {"size", INTS, SHAPE(5), {2, 1, 2, 3, 2}}},
+     1},
+    {"AffineGrid 3-D align_corners",
+     "AffineGrid",
+     NULL,
+     20,
+     2,
+     {{"theta", RAND, SHAPE(1, 3, 4)}, {"size", INTS, SHAPE(5), {1, 2, 3, 2, 4}}},
+     1,
+     a_align_corners},
+    {"Col2Im",
+     "Col2Im",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(1, 8, 4)}, {"image", INTS, SHAPE(2), {3, 3}}, {"block", INTS, SHAPE(2), {2, 2}}},
+     1},
+    {"Col2Im strides pads",
+     "Col2Im",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(2, 4, 9)}, {"image", INTS, SHAPE(2), {5, 5}}, {"block", INTS, SHAPE(2), {2, 2}}},
+     1,
+     a_col2im_strided},
+    {"Col2Im dilations",
+     "Col2Im",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(1, 4, 9)}, {"image", INTS, SHAPE(2), {5, 4}}, {"block", INTS, SHAPE(2), {2, 2}}},
+     1,
+     a_col2im_dilated},
+    {"Col2Im 3-D",
+     "Col2Im",
+     NULL,
+     18,
+     3,
+     {{"x", RAND, SHAPE(1, 8, 8)}, {"image", INTS, SHAPE(3), {3, 3, 3}}, {"block", INTS, SHAPE(3), {2, 2, 2}}},
+     1},
+    {"DeformConv mask bias",
+     "DeformConv",
+     NULL,
+     19,
+     5,
+     {{"x", RAND, SHAPE(1, 2, 4, 4)},
+      {"w", RAND, SHAPE(2, 2, 2, 2)},
+      {"offset", GRID, SHAPE(1, 8, 3, 3)},
+      {"b", RAND, SHAPE(2)},
+      {"mask", RAND, SHAPE(1, 4, 3, 3)}},
+     1},
+    {"DeformConv groups strides pads",
+     "DeformConv",
+     NULL,
+     19,
+     4,
+     {{"x", RAND, SHAPE(1, 4, 4, 4)},
+      {"w", RAND, SHAPE(2, 2, 3, 3)},
+      {"offset", GRID, SHAPE(1, 36, 2, 2)},
+      {"b", RAND, SHAPE(2)}},
+     1,
+     a_deform_grouped},
+    {"DeformConv 1-D mask",
+     "DeformConv",
+     NULL,
+     19,
+     5,
+     {{"x", RAND, SHAPE(2, 2, 5)},
+      {"w", RAND, SHAPE(3, 2, 2)},
+      {"offset", GRID, SHAPE(2, 2, 4)},
+      {"", FIXED, 0, {0}},
+      {"mask", RAND, SHAPE(2, 2, 4)}},
+     1},
+    {"RoiAlign avg",
+     "RoiAlign",
+     NULL,
+     16,
+     3,
+     {{"x", RAND, SHAPE(2, 2, 5, 6)},
+      {"rois", FLOATS, SHAPE(2, 4), {0}, {0.6f, 1.2f, 6.4f, 7.8f, 2.2f, 0.8f, 9.6f, 5.4f}},
+      {"bi", INTS, SHAPE(2), {1, 0}}},
+     1,
+     a_roi_avg},
+    {"RoiAlign max opset 10",
+     "RoiAlign",
+     NULL,
+     10,
+     3,
+     {{"x", RAND, SHAPE(2, 2, 5, 6)},
+      {"rois", FLOATS, SHAPE(2, 4), {0}, {0.6f, 1.2f, 6.4f, 7.8f, 2.2f, 0.8f, 9.6f, 5.4f}},
+      {"bi", INTS, SHAPE(2), {0, 0}}},
+     1,
+     a_roi_max},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -208,5 +208,11 @@ void ot_grad_simplified_layernorm(ot_grad *g, otter_node *n);
 void ot_grad_rotary_embedding(ot_grad *g, otter_node *n);
 void ot_grad_resize(ot_grad *g, otter_node *n);
 void ot_grad_attention(ot_grad *g, otter_node *n);
+/* rules_geometric.c */
+void ot_grad_gridsample(ot_grad *g, otter_node *n);
+void ot_grad_affine_grid(ot_grad *g, otter_node *n);
+void ot_grad_col2im(ot_grad *g, otter_node *n);
+void ot_grad_deform_conv(ot_grad *g, otter_node *n);
+void ot_grad_roialign(ot_grad *g, otter_node *n);
 
 #endif

@@ -24,7 +24,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "Add", KERNELS({1, ot_kernel_add, OT_OP_INPLACE0}), .infer = ot_infer_add, .grad = ot_grad_add,
      .diff_inputs = 0x3},
-    {"", "AffineGrid", KERNELS({20, ot_kernel_affine_grid, 0}), .infer = ot_infer_affine_grid},
+    {"", "AffineGrid", KERNELS({20, ot_kernel_affine_grid, 0}), .infer = ot_infer_affine_grid,
+     .grad = ot_grad_affine_grid, .diff_inputs = 0x1},
     {"", "And", KERNELS({1, ot_kernel_and, OT_OP_INPLACE0}), .infer = ot_infer_logic},
     {"", "ArgMax", KERNELS({1, ot_kernel_argmax, 0}), .infer = ot_infer_arg_reduce},
     {"", "ArgMin", KERNELS({1, ot_kernel_argmin, 0}), .infer = ot_infer_arg_reduce},
@@ -65,8 +66,8 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_center_crop_pad, .diff_inputs = 0x1},
     {"", "Clip", KERNELS({6, ot_kernel_clip, OT_OP_INPLACE0}, {11, ot_kernel_clip, OT_OP_INPLACE0}),
      .infer = ot_infer_clip, .grad = ot_grad_clip, .diff_inputs = 0x7},
-    {"", "Col2Im", KERNELS({18, ot_kernel_col2im, 0}), .infer = ot_infer_col2im,
-     .attrs_of = "Conv"}, /* its strides, dilations and pads are Conv's */
+    {"", "Col2Im", KERNELS({18, ot_kernel_col2im, 0}), .infer = ot_infer_col2im, .grad = ot_grad_col2im,
+     .diff_inputs = 0x1, .attrs_of = "Conv"}, /* its strides, dilations and pads are Conv's */
     {"", "Compress", KERNELS({9, ot_kernel_compress, 0}), .infer = ot_infer_compress, .grad = ot_grad_compress,
      .diff_inputs = 0x1},
     {"", "Concat", KERNELS({1, ot_kernel_concat, 0}), .infer = ot_infer_concat, .grad = ot_grad_concat,
@@ -91,8 +92,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "DFT", KERNELS({17, ot_kernel_dft, 0}, {20, ot_kernel_dft, 0}), .infer = ot_infer_dft, .grad = ot_grad_dft,
      .diff_inputs = 0x1}, /* 20: axis as input 2 */
-    {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv,
-     .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
+    {"", "DeformConv", KERNELS({19, ot_kernel_deform_conv, 0}), .infer = ot_infer_conv, .grad = ot_grad_deform_conv,
+     .diff_inputs = 0x1f, .attrs_of = "Conv"}, /* Conv's attributes and offset_group */
     {"", "DepthToSpace", KERNELS({1, ot_kernel_depthtospace, 0}), .infer = ot_infer_depth_to_space,
      .grad = ot_grad_depth_to_space, .diff_inputs = 0x1},
     {"", "DequantizeLinear",
@@ -148,7 +149,8 @@ const ot_op_entry ot_op_table[] = {
      .grad = ot_grad_global_maxpool, .diff_inputs = 0x1},
     {"", "Greater", KERNELS({1, ot_kernel_greater, 0}), .infer = ot_infer_greater},
     {"", "GreaterOrEqual", KERNELS({12, ot_kernel_greater_equal, 0}), .infer = ot_infer_greater_eq},
-    {"", "GridSample", KERNELS({16, ot_kernel_gridsample, 0}), .infer = ot_infer_gridsample},
+    {"", "GridSample", KERNELS({16, ot_kernel_gridsample, 0}), .infer = ot_infer_gridsample, .grad = ot_grad_gridsample,
+     .diff_inputs = 0x3},
     {"", "GroupNormalization", KERNELS({18, ot_kernel_group_normalization, 0}, {21, ot_kernel_group_normalization, 0}),
      .infer = ot_infer_like_input, .grad = ot_grad_groupnorm, .diff_inputs = 0x7},
     {"", "HammingWindow", KERNELS({17, ot_kernel_hamming, 0}), .infer = ot_infer_window},
@@ -284,8 +286,8 @@ const ot_op_entry ot_op_table[] = {
      .diff_inputs = 0x1},
     {"", "ReverseSequence", KERNELS({10, ot_kernel_reversesequence, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_reverse_sequence, .diff_inputs = 0x1},
-    {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}),
-     .infer = ot_infer_roialign}, /* 16: coordinate_transformation_mode */
+    {"", "RoiAlign", KERNELS({10, ot_kernel_roialign, 0}, {16, ot_kernel_roialign, 0}), .infer = ot_infer_roialign,
+     .grad = ot_grad_roialign, .diff_inputs = 0x1}, /* 16: coordinate_transformation_mode */
     {"", "RotaryEmbedding", KERNELS({23, ot_kernel_rotary_embedding, 0}), .infer = ot_infer_like_input,
      .grad = ot_grad_rotary_embedding, .diff_inputs = 0x1},
     {"", "Round", KERNELS({11, ot_kernel_round, OT_OP_INPLACE0}), .infer = ot_infer_like_input, .grad = ot_grad_zero,
@@ -478,6 +480,8 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input}, /* 1: (dY, X, axis; exclusive, reverse) -> dX, exact at zeros */
     {"com.otter", "DFTGrad", KERNELS({1, ot_kernel_dft_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X, dft_length?, axis?; DFT's attributes) -> dX */
+    {"com.otter", "DeformConvGrad", KERNELS({1, ot_kernel_deform_conv_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "Conv"}, /* 1: (dY, X, W, offset, B, mask) -> their gradients (ONNX Runtime has none) */
     {"com.otter", "DetGrad", KERNELS({1, ot_kernel_det_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X) -> dY * cofactor(X) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
@@ -486,6 +490,8 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
+    {"com.otter", "GridSampleGrad", KERNELS({1, ot_kernel_gridsample_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "GridSample"}, /* 1: (dY, X, grid) -> dX, dgrid (ONNX Runtime has none) */
     {"com.otter", "GroupNormalizationGrad", KERNELS({1, ot_kernel_group_normalization_grad, 0}),
      .infer = ot_infer_layer_norm_grad}, /* 1: (dY, X, scale) -> dX, dscale, dbias */
     {"com.otter", "InstanceNormalizationGrad", KERNELS({1, ot_kernel_instancenorm_grad, 0}),
@@ -496,6 +502,8 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Pad"}, /* 1: Pad's gradient in every mode (ONNX Runtime has none) */
     {"com.otter", "RNNGrad", KERNELS({1, ot_kernel_rnn_grad, 0}), .infer = ot_infer_gru_grad,
      .attrs_of = "RNN"}, /* 1: GRUGrad's signature with RNN's Y for HAll and no gates */
+    {"com.otter", "RoiAlignGrad", KERNELS({1, ot_kernel_roialign_grad, 0}), .infer = ot_infer_grad_like_inputs,
+     .attrs_of = "RoiAlign"}, /* 1: (dY, X, rois, batch_indices) -> dX (ONNX Runtime has none) */
     {"com.otter", "STFTGrad", KERNELS({1, ot_kernel_stft_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, signal, window?, frame_step, frame_length?) -> dsignal, dwindow */
 };

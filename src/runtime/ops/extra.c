@@ -786,12 +786,11 @@ otter_status ot_kernel_mel(ot_kernel_ctx *ctx) {
 
 /* ---- RoiAlign ------------------------------------------------------------------------------ */
 
-/* Bilinear sample of one channel plane as ONNX Runtime (and ONNX's reference) does it: points
- * more than one pixel outside contribute nothing, coordinates below 0 clamp to 0, and the four
- * weighted corners are returned separately so max mode can take the largest of them. */
-static void roi_sample(const float *plane, int64_t H, int64_t W, double y, double x, double v[4]) {
-    v[0] = v[1] = v[2] = v[3] = 0;
-    if (y < -1.0 || y > (double)H || x < -1.0 || x > (double)W) return;
+/* Bilinear sampling of a channel plane as ONNX Runtime (and ONNX's reference) does it: points more
+ * than one pixel outside contribute nothing (false), coordinates below 0 clamp to 0; the four corners'
+ * offsets in the plane and weights, kept apart so max mode can take the largest weighted corner. */
+static bool roi_corners(int64_t H, int64_t W, double y, double x, int64_t at[4], double w[4]) {
+    if (y < -1.0 || y > (double)H || x < -1.0 || x > (double)W) return false;
     if (y <= 0) y = 0;
     if (x <= 0) x = 0;
     int64_t yl = (int64_t)y, xl = (int64_t)x, yh, xh;
@@ -808,20 +807,23 @@ static void roi_sample(const float *plane, int64_t H, int64_t W, double y, doubl
         xh = xl + 1;
     }
     double ly = y - (double)yl, lx = x - (double)xl, hy = 1 - ly, hx = 1 - lx;
-    v[0] = hy * hx * plane[yl * W + xl];
-    v[1] = hy * lx * plane[yl * W + xh];
-    v[2] = ly * hx * plane[yh * W + xl];
-    v[3] = ly * lx * plane[yh * W + xh];
+    at[0] = yl * W + xl, at[1] = yl * W + xh, at[2] = yh * W + xl, at[3] = yh * W + xh;
+    w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;
+    return true;
 }
 
-otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
+/* RoiAlign from input `first` on (X, rois, batch_indices): the forward values into Y, or (dY not
+ * NULL) their gradient scattered into dX (zeroed by the caller): avg spreads each output's gradient
+ * over its samples' corners by weight / count, max hands it to the weighted corner that won. */
+static otter_status roi_align(ot_kernel_ctx *ctx, size_t first, const float *dY, float *dX) {
     const otter_tensor *x, *rois, *bi;
-    OT_TRY(ot_ctx_need_input(ctx, 0, &x));
-    OT_TRY(ot_ctx_need_input(ctx, 1, &rois));
-    OT_TRY(ot_ctx_need_input(ctx, 2, &bi));
-    if (x->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 0, x->dtype);
-    if (rois->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 1, rois->dtype);
-    if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32) return ot_ctx_bad_type(ctx, 2, bi->dtype);
+    OT_TRY(ot_ctx_need_input(ctx, first, &x));
+    OT_TRY(ot_ctx_need_input(ctx, first + 1, &rois));
+    OT_TRY(ot_ctx_need_input(ctx, first + 2, &bi));
+    if (x->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, first, x->dtype);
+    if (rois->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, first + 1, rois->dtype);
+    if (bi->dtype != OTTER_DTYPE_INT64 && bi->dtype != OTTER_DTYPE_INT32)
+        return ot_ctx_bad_type(ctx, first + 2, bi->dtype);
     if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "expected X [N, C, H, W], rois [R, 4] and batch_indices [R]");
     const char *mode;
@@ -830,9 +832,10 @@ otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
     if (!max_mode && !ot_streq(mode, "avg"))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'mode' is '%s'", mode);
     /* RoiAlign-16 added it with the default half_pixel, while RoiAlign-10 behaves as output_half_pixel
-     * (""): an exception to "a later version's default is the behaviour before", so read only from 16 */
+     * (""): an exception to "a later version's default is the behaviour before", so read only from 16
+     * (RoiAlignGrad's rule always sets it) */
     const char *ctm = "";
-    if (ctx->opset >= 16) OT_TRY(ot_ctx_attr_string(ctx, "coordinate_transformation_mode", &ctm));
+    if (dY || ctx->opset >= 16) OT_TRY(ot_ctx_attr_string(ctx, "coordinate_transformation_mode", &ctm));
     bool half_pixel = ot_streq(ctm, "half_pixel");
     if (!half_pixel && !ot_streq(ctm, "output_half_pixel") && !ot_str_empty(ctm))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'coordinate_transformation_mode' is '%s'", ctm);
@@ -845,9 +848,12 @@ otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
     if (oh < 1 || ow < 1 || sr < 0)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "output_height/output_width must be positive, sampling_ratio >= 0");
     const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
-    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, (int64_t[]){R, C, oh, ow});
-    if (!y) return ctx->output_status;
-    float *yd = y->data;
+    float *yd = NULL;
+    if (!dY) {
+        otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, (int64_t[]){R, C, oh, ow});
+        if (!y) return ctx->output_status;
+        yd = y->data;
+    }
     const float *rd = rois->data;
     double off = half_pixel ? 0.5 : 0.0;
     for (int64_t r = 0; r < R; r++) {
@@ -867,29 +873,58 @@ otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) {
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
         for (int64_t c = 0; c < C; c++) {
             const float *plane = (const float *)x->data + (b * C + c) * H * W;
+            float *dplane = dX ? dX + (b * C + c) * H * W : NULL;
             for (int64_t ph = 0; ph < oh; ph++)
                 for (int64_t pw = 0; pw < ow; pw++) {
-                    double acc = 0;
-                    bool first = true;
+                    int64_t o = ((r * C + c) * oh + ph) * ow + pw, best_at = -1;
+                    double acc = 0, best_w = 0;
+                    bool first_sample = true;
                     for (int64_t iy = 0; iy < gh; iy++) {
                         double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
                         for (int64_t ix = 0; ix < gw; ix++) {
-                            double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, v[4];
-                            roi_sample(plane, H, W, yy, xx, v);
-                            if (!max_mode) {
-                                acc += v[0] + v[1] + v[2] + v[3];
-                            } else {
-                                double m = fmax(fmax(v[0], v[1]), fmax(v[2], v[3]));
-                                acc = first || m > acc ? m : acc;
-                                first = false;
+                            double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, w[4] = {0};
+                            int64_t at[4] = {0};
+                            bool inside = roi_corners(H, W, yy, xx, at, w);
+                            for (int k = 0; k < 4; k++) {
+                                double v = inside ? w[k] * plane[at[k]] : 0;
+                                if (!max_mode) {
+                                    acc += v;
+                                    if (dplane && inside) dplane[at[k]] += (float)(w[k] * dY[o] / count);
+                                } else if (first_sample || v > acc) {
+                                    acc = v, first_sample = false;
+                                    best_at = inside ? at[k] : -1, best_w = w[k];
+                                }
                             }
                         }
                     }
-                    yd[((r * C + c) * oh + ph) * ow + pw] = (float)(max_mode ? acc : acc / count);
+                    if (yd) yd[o] = (float)(max_mode ? acc : acc / count);
+                    if (dplane && max_mode && best_at >= 0) dplane[best_at] += (float)(best_w * dY[o]);
                 }
         }
     }
     return OTTER_OK;
+}
+
+otter_status ot_kernel_roialign(ot_kernel_ctx *ctx) { return roi_align(ctx, 0, NULL, NULL); }
+
+/* com.otter RoiAlignGrad(dY, X, rois, batch_indices) -> dX with RoiAlign's attributes (ONNX Runtime
+ * has none). */
+otter_status ot_kernel_roialign_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x, *rois;
+    OT_TRY(ot_ctx_need_input(ctx, 0, &dy));
+    OT_TRY(ot_ctx_need_input(ctx, 1, &x));
+    OT_TRY(ot_ctx_need_input(ctx, 2, &rois));
+    if (dy->dtype != OTTER_DTYPE_FLOAT) return ot_ctx_bad_type(ctx, 0, dy->dtype);
+    if (dy->rank != 4 || x->rank != 4 || rois->rank < 1 || dy->dims[0] != rois->dims[0] || dy->dims[1] != x->dims[1] ||
+        dy->dims[2] != otter_node_attr_int(ctx->node, "output_height", 1) ||
+        dy->dims[3] != otter_node_attr_int(ctx->node, "output_width", 1))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "dY '%s' must be RoiAlign's output [R, C, output_height, output_width]",
+                            ot_ctx_input_name(ctx, 0));
+    otter_tensor *dx = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, x->rank, x->dims);
+    if (!dx) return ctx->output_status;
+    memset(dx->data, 0, (size_t)otter_tensor_numel(dx) * sizeof(float));
+    return roi_align(ctx, 1, dy->data, dx->data);
 }
 
 /* ---- MeanVarianceNormalization --------------------------------------------------------------- */

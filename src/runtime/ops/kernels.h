@@ -110,16 +110,18 @@ otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
 
-/* nn_sample.c: GridSample */
+/* nn_sample.c: GridSample, GridSampleGrad */
 otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);
+otter_status ot_kernel_gridsample_grad(ot_kernel_ctx *ctx); /* com.otter */
 
 /* image.c: CenterCropPad, Col2Im, AffineGrid */
 otter_status ot_kernel_center_crop_pad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_col2im(ot_kernel_ctx *ctx);
 otter_status ot_kernel_affine_grid(ot_kernel_ctx *ctx);
 
-/* deform_conv.c: DeformConv */
+/* deform_conv.c: DeformConv, DeformConvGrad */
 otter_status ot_kernel_deform_conv(ot_kernel_ctx *ctx);
+otter_status ot_kernel_deform_conv_grad(ot_kernel_ctx *ctx); /* com.otter */
 
 /* nn_norm.c: BatchNormalization, InstanceNormalization, LayerNormalization, LRN */
 otter_status ot_kernel_batchnorm(ot_kernel_ctx *ctx);
@@ -226,6 +228,7 @@ otter_status ot_kernel_stft(ot_kernel_ctx *ctx);
 otter_status ot_kernel_stft_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_mel(ot_kernel_ctx *ctx);
 otter_status ot_kernel_roialign(ot_kernel_ctx *ctx);
+otter_status ot_kernel_roialign_grad(ot_kernel_ctx *ctx); /* com.otter */
 otter_status ot_kernel_mvn(ot_kernel_ctx *ctx);
 otter_status ot_kernel_det(ot_kernel_ctx *ctx);
 otter_status ot_kernel_det_grad(ot_kernel_ctx *ctx); /* com.otter */
