@@ -17,6 +17,10 @@ E. Connections: 300 idle connections from 127.0.0.2 (--max-connections 300, --ma
    don't lock out a real client on 127.0.0.1, which completes a round; --idle-timeout closes the idle ones;
    a body trickled one byte at a time is cut off at --request-timeout (libmicrohttpd's own timeout restarts
    with every byte); a client's --give-up 2 is honoured against a server that accepts and never answers.
+H. Slow headers (slowloris): 60 connections from 127.0.0.2 sending one header byte a second
+   (--max-connections-per-ip 20, --request-timeout 3, --idle-timeout 30): the 20 held are cut at the
+   deadline (logged), not at the idle timeout that each byte restarts, while a real client registers and
+   polls; a second client then joins and the round completes.
 F. Registration slots: --max-clients-per-token 3 refuses a 4th registration with one token (503) but not
    with another; --slot-ttl 1.5 expires silent registrations, so the token registers again, and the expired
    client's token no longer works (401).
@@ -201,7 +205,7 @@ def test_connections():
         cut = time.time() - t0
     s.close()
     check(cut is not None and cut < 6, f"a trickled body cut off after {cut if cut is None else round(cut, 1)}s (--request-timeout 2)")
-    check("body not in after 2s" in text("e2_srv", "err"), "and logged")
+    check("no complete request within 2s" in text("e2_srv", "err"), "and logged")
     srv.kill()
     srv.wait()
 
@@ -230,6 +234,51 @@ def test_connections():
         c.close()
     mute.close()
     check(rc not in (0, None) and took < 10, f"--give-up 2 against a mute server: exit {rc} after {took:.1f}s")
+
+
+def test_slow_headers():
+    print("== H: headers trickled one byte a second", flush=True)
+    srv, port = serve("h_srv", "h_state", "--max-connections-per-ip", "20", "--idle-timeout", "30",
+                      "--request-timeout", "3", rounds=1, k=2, timeout=60)
+    slow, cut = [], {}
+    for _ in range(60):
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        slow.append(s)
+    head = b"GET /round HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+    first = ff.spawn([*client_args(port), "--give-up", "60"], "h_cl1")
+    t0 = time.time()
+    for i in range(len(head)):
+        if len(cut) == len(slow) or time.time() - t0 > 12:
+            break
+        for k, s in enumerate(slow):
+            if k in cut:
+                continue
+            try:
+                s.send(head[i:i + 1])
+                if s.recv(1) == b"":
+                    cut[k] = time.time() - t0
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                cut[k] = time.time() - t0
+        time.sleep(1)
+    for s in slow:
+        s.close()
+    held = sorted(t for t in cut.values() if t >= 1.5)
+    check(len(cut) == len(slow) and 15 <= len(held) <= 20 and held[-1] < 8,
+          f"{len(cut)} of {len(slow)} slow connections cut: {len(cut) - len(held)} at once (per-address cap), "
+          f"{len(held)} after {held[0] if held else 0:.1f}..{held[-1] if held else 0:.1f}s (--request-timeout 3)")
+    logged = len(re.findall(r"closed the connection from 127\.0\.0\.2:\d+: no complete request within 3s",
+                            text("h_srv", "err")))
+    check(logged >= len(held), f"{logged} cuts logged")
+    second = ff.spawn([*client_args(port), "--give-up", "60"], "h_cl2")
+    rc1, rc2 = finish(first, 60), finish(second, 60)
+    check(rc1 == 0 and rc2 == 0 and "round 1/1: clients 2/2" in text("h_srv"),
+          f"the client polling meanwhile and a second one complete the round: exit {rc1}, {rc2}")
+    finish(srv, 30)
 
 
 def test_slots():
@@ -326,6 +375,7 @@ def main():
         test_clip_and_cap()
         test_tokens()
         test_connections()
+        test_slow_headers()
         test_slots()
         test_tls()
     finally:

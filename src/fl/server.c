@@ -36,6 +36,19 @@ typedef struct fl_client {
 
 typedef enum phase { PH_WAITING, PH_OPEN, PH_CLOSING, PH_DONE } phase;
 
+/* An open connection's clock: its request, headers and body, must be in request_timeout after the
+ * connection opened or its previous response went out. libmicrohttpd's own timeout restarts with every
+ * byte, so a client trickling its headers or body (slowloris) would hold the connection until the idle
+ * timeout never comes; the round loop shuts such connections down (cut_overdue). */
+typedef struct conn_watch {
+    struct conn_watch *prev, *next;
+    int fd;
+    double since;   /* when the request now coming in may have started */
+    bool receiving; /* false from the request's last byte until its response went out */
+    bool cut;
+    char peer[80];
+} conn_watch;
+
 struct otter_fl_server {
     otter_fl_server_options o;
     char *host, *state_dir, *state_path;
@@ -58,6 +71,8 @@ struct otter_fl_server {
     double recv_bytes, t_open, deadline, avail_since, t_done;
     struct MHD_Response *params; /* the open round's params message, shared by every picked client */
     int urandom;
+    pthread_mutex_t watch_mu; /* guards watched (taken after mu, never before) */
+    conn_watch *watched;
 };
 
 static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -84,7 +99,6 @@ typedef struct req {
     uint8_t *buf;
     size_t len, limit;
     bool overflow;
-    double t_headers; /* when the headers were in: the body must follow within request_timeout */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -372,6 +386,66 @@ static enum MHD_Result do_update(otter_fl_server *s, struct MHD_Connection *conn
     return reply(conn, MHD_HTTP_OK, "accepted\n");
 }
 
+/* ---- connection deadlines ------------------------------------------------------------------------------ */
+
+static conn_watch *watch_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* receiving: a new request may be coming in from now on; else the current one is in. */
+static void watch_receiving(otter_fl_server *s, struct MHD_Connection *conn, bool receiving) {
+    conn_watch *w = watch_of(conn);
+    if (!w) return;
+    pthread_mutex_lock(&s->watch_mu);
+    w->receiving = receiving;
+    w->since = ot_now_seconds();
+    pthread_mutex_unlock(&s->watch_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    otter_fl_server *s = cls;
+    conn_watch *w = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = ot_calloc(1, sizeof *w))) return; /* unwatched: only libmicrohttpd's timeout applies */
+        w->fd = ci->connect_fd;
+        w->since = ot_now_seconds();
+        w->receiving = true;
+        peer_name(conn, w->peer, sizeof w->peer);
+        pthread_mutex_lock(&s->watch_mu);
+        w->next = s->watched;
+        if (s->watched) s->watched->prev = w;
+        s->watched = w;
+        pthread_mutex_unlock(&s->watch_mu);
+        *socket_context = w;
+    } else if (w) { /* closed: libmicrohttpd closes the socket after this returns */
+        pthread_mutex_lock(&s->watch_mu);
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            s->watched = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&s->watch_mu);
+        ot_free(w);
+        *socket_context = NULL;
+    }
+}
+
+/* Shut down connections whose request isn't in within request_timeout; libmicrohttpd then closes them. */
+static void cut_overdue(otter_fl_server *s, double now) {
+    pthread_mutex_lock(&s->watch_mu);
+    for (conn_watch *w = s->watched; w; w = w->next)
+        if (w->receiving && !w->cut && now - w->since > s->o.request_timeout) {
+            w->cut = true;
+            shutdown(w->fd, SHUT_RDWR);
+            slog(s, OTTER_LOG_WARN, "closed the connection from %s: no complete request within %gs", w->peer,
+                 s->o.request_timeout);
+        }
+    pthread_mutex_unlock(&s->watch_mu);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
     otter_fl_server *s = cls;
@@ -381,7 +455,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q = ot_calloc(1, sizeof *q);
         if (!q) return MHD_NO;
         *con_cls = q;
-        q->t_headers = ot_now_seconds();
         bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
         if (post && strcmp(url, "/register") == 0)
             q->r = R_REGISTER, q->limit = 64 + 2 * otter_fl_layout_count(s->layout) * (4 + 8 * OTTER_MAX_RANK) + 65536;
@@ -414,14 +487,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (*upload_data_size) { /* body: kept when it will be used, else counted and dropped */
-        /* libmicrohttpd's timeout restarts with every byte: a body trickled in is cut off here */
-        if (ot_now_seconds() - q->t_headers > s->o.request_timeout) {
-            char peer[80];
-            peer_name(conn, peer, sizeof peer);
-            slog(s, OTTER_LOG_WARN, "closed %s %s from %s: body not in after %gs (%zu bytes)", method, url, peer,
-                 s->o.request_timeout, q->len);
-            return MHD_NO;
-        }
         size_t k = *upload_data_size;
         *upload_data_size = 0;
         if (q->overflow || k > q->limit - q->len) {
@@ -435,6 +500,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q->len += k;
         return MHD_YES;
     }
+    watch_receiving(s, conn, false); /* the request is in: the answer's time doesn't count */
     char peer[80];
     peer_name(conn, peer, sizeof peer);
     switch (q->r) {
@@ -455,7 +521,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    (void)toe;
+    watch_receiving(cls, conn, true);
     req *q = *con_cls;
     if (!q) return;
     ot_free(q->buf);
@@ -581,6 +648,7 @@ otter_status otter_fl_server_run(otter_fl_server *s) {
     while (st == OTTER_OK) {
         if (s->o.stop && *s->o.stop) break;
         double now = ot_now_seconds();
+        cut_overdue(s, now);
         if (s->ph == PH_DONE) {
             size_t n_live = 0, told = 0;
             /* Wait for every client still polling, and for every client of the final round (one slow to
@@ -749,6 +817,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->watch_mu, NULL);
     otter_status st = OTTER_OK;
     s->host = ot_strdup(o->host ? o->host : "127.0.0.1");
     s->state_dir = ot_strdup(o->state_dir);
@@ -813,8 +882,8 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
                                 MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, MHD_OPTION_CONNECTION_LIMIT,
                                 s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout,
                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_ARRAY, tls,
-                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                                (unsigned)1, MHD_OPTION_END);
+                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                                s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->d) {
             st = ot_error(OTTER_ERR_IO, "can't listen on %s:%d (in use, or not an address of this host)", s->host,
@@ -850,6 +919,7 @@ void otter_fl_server_free(otter_fl_server *s) {
     ot_free(s->tls_cert), ot_free(s->tls_key);
     ot_free(s->clients);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->watch_mu);
     pthread_cond_destroy(&s->cv);
     ot_free(s);
 }
