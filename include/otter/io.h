@@ -34,6 +34,9 @@ typedef struct otter_save_options {
 
 /* Write atomically (temporary file, then rename). opts may be NULL. */
 OTTER_API otter_status otter_model_save(const otter_model *m, const char *path, const otter_save_options *opts);
+/* Write size bytes to path atomically: a temporary file beside it (dead writers' stale ones removed), fsync,
+ * rename over path, fsync of the folder. On failure path is unchanged; the error names it. */
+OTTER_API otter_status otter_write_file_atomic(const char *path, const void *data, size_t size);
 /* Serialize to a buffer allocated with the library's allocator (free with otter_free). Tensors stay inline. */
 OTTER_API otter_status otter_model_save_to_memory(const otter_model *m, void **data, size_t *size);
 
