@@ -5,8 +5,9 @@ A. FedAvgM poisoned with huge finite values and 2^62 examples: the overflowing r
    with a log line, the server keeps serving, the saved momentum stays within float range, and an honest
    update then completes the run (exit 0).
 B. Authorization per RFC 7235/6750: the scheme in any case is accepted; a token with a tail after a space,
-   other schemes and an empty token are refused (401). ("Bearer good\\0x" is cut at the NUL by libmicrohttpd
-   0.9.75 before otter sees it, so it can't be told from "Bearer good" there; not tested.)
+   other schemes and an empty token are refused (401); so is a token with a NUL and a tail ("Bearer good\\0x",
+   which libmicrohttpd 0.9.75 hands over as "Bearer good") or trailing NULs, with the header in the middle
+   of the request or last (raw bytes over a socket).
 C. FedAvg with --clip-norm 1 --max-examples 100: a client sending 1e30 and claiming 2^62 examples is weighted
    as 100 (logged) and its change scaled to norm 1 (logged); the new global model is exactly the clipped,
    capped weighted mean (computed here in float64).
@@ -338,11 +339,13 @@ def test_tls():
           f"a round over TLS: client {rc_c}, server {rc_s}")
 
 
-def raw_register(port, auth):
-    """POST /register with the raw Authorization header bytes; the HTTP status (0: connection dropped)."""
+def raw_register(port, auth, last=False):
+    """POST /register with the raw Authorization header bytes (last: as the last header); the HTTP status
+    (0: connection dropped)."""
     body = ff.layout_msg(ff.LAYOUT)
-    req = (b"POST /register HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth + b"\r\nContent-Length: " +
-           str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    others = b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n"
+    auth_line = b"Authorization: " + auth + b"\r\n"
+    req = b"POST /register HTTP/1.1\r\nHost: x\r\n" + (others + auth_line if last else auth_line + others) + b"\r\n" + body
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(req)
         data = b""
@@ -360,9 +363,13 @@ def test_bearer():
     srv, port = serve("b_srv", "b_state", rounds=1, k=50, timeout=5)
     for auth, ok in [(b"Bearer good", True), (b"bearer good", True), (b"BEARER good", True),
                      (b"Bearer good x", False), (b"Basic good", False),
-                     (b"Bearergood", False), (b"Bearer ", False), (b"Bearer goodx", False)]:
-        st = raw_register(port, auth)
-        check((st == 200) == ok, f"Authorization: {auth!r}: {st}")
+                     (b"Bearergood", False), (b"Bearer ", False), (b"Bearer goodx", False),
+                     (b"Bearer good\0x", False), (b"Bearer good\0", False), (b"Bearer good\0\0\0", False),
+                     (b"Bearer good\0 x", False), (b"Bearer good\t", False)]:
+        for last in (False, True):
+            st = raw_register(port, auth, last)
+            check((st == 200) == ok and st in (200, 400, 401),
+                  f"Authorization: {auth!r}{' (last header)' if last else ''}: {st}")
     srv.kill()
     srv.wait()
 

@@ -99,6 +99,7 @@ typedef struct req {
     uint8_t *buf;
     size_t len, limit;
     bool overflow;
+    const char *method; /* the handler's: where the request's bytes start (see bearer) */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -143,15 +144,67 @@ static bool b64token(const char *t) {
     return n > 0 && t[n] == '\0';
 }
 
+#if MHD_VERSION < 0x00097600
+/* libmicrohttpd 0.9.75 ends a header value at a NUL: "Bearer secret\0x" arrives as "Bearer secret". Its
+ * values point into the request's own bytes, where it overwrote each line's CR LF (and the ':') with NULs,
+ * so the raw line can be checked: between the value's end and the next header's name, or the end of the
+ * header block for the last header, only the line breaks (NULs there, at most 2 per line) and blanks may
+ * lie; anything else is what the NUL hid. */
+typedef struct value_end {
+    const char *value, *next_key;
+    bool seen;
+} value_end;
+
+static enum MHD_Result find_next_key(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                     const char *value, size_t value_size) {
+    (void)kind, (void)key_size, (void)value_size;
+    value_end *e = cls;
+    if (e->seen) {
+        e->next_key = key;
+        return MHD_NO;
+    }
+    e->seen = value == e->value;
+    return MHD_YES;
+}
+
+static bool value_whole(struct MHD_Connection *conn, const char *method, const char *value, size_t len) {
+    value_end e = {value, NULL, false};
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, find_next_key, &e);
+    const char *end = e.next_key;
+    size_t line_breaks = 1;
+    if (!end) { /* the last header: its line break and the blank line end the header block */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        if (!ci || !method) return false;
+        end = method + ci->header_size;
+        line_breaks = 2;
+    }
+    const char *p = value + len;
+    if (!e.seen || end < p) return false;
+    size_t nuls = 0;
+    for (; p < end; p++) {
+        if (*p && !strchr(" \t\r\n", *p)) return false;
+        nuls += *p == '\0';
+    }
+    return nuls <= 2 * line_breaks;
+}
+#else
+/* Newer libmicrohttpd keeps a NUL inside a value, which the length check refuses. */
+static bool value_whole(struct MHD_Connection *conn, const char *method, const char *value, size_t len) {
+    (void)conn, (void)method, (void)value, (void)len;
+    return true;
+}
+#endif
+
 /* The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 7235), the token one
- * b64token (RFC 6750) with nothing after it. A value whose length isn't its string length (a NUL inside)
- * is refused; libmicrohttpd 0.9.75 cuts header values at a NUL before they get here, newer ones keep it. */
-static const char *bearer(struct MHD_Connection *conn) {
+ * b64token (RFC 6750) with nothing after it. A value holding a NUL is refused (see value_whole). method:
+ * the handler's, where the request's bytes start. */
+static const char *bearer(struct MHD_Connection *conn, const char *method) {
     const char *h = NULL;
     size_t len = 0;
     if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", strlen("Authorization"), &h, &len) !=
             MHD_YES ||
-        !h || strlen(h) != len || len < 7 || strncasecmp(h, "Bearer", 6) != 0 || h[6] != ' ')
+        !h || strlen(h) != len || !value_whole(conn, method, h, len) || len < 7 || strncasecmp(h, "Bearer", 6) != 0 ||
+        h[6] != ' ')
         return NULL;
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
@@ -189,7 +242,7 @@ static size_t live_clients(otter_fl_server *s, double now, size_t *idx);
 static double live_window(const otter_fl_server *s) { return fmax(3.0, 10.0 * s->o.poll_ms / 1000.0); }
 
 static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *conn, req *q, const char *peer) {
-    const char *tok = bearer(conn);
+    const char *tok = bearer(conn, q->method);
     bool ok = false;
     size_t reg_token = 0;
     for (size_t i = 0; tok && i < s->o.n_tokens; i++)
@@ -455,6 +508,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q = ot_calloc(1, sizeof *q);
         if (!q) return MHD_NO;
         *con_cls = q;
+        q->method = method;
         bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
         if (post && strcmp(url, "/register") == 0)
             q->r = R_REGISTER, q->limit = 64 + 2 * otter_fl_layout_count(s->layout) * (4 + 8 * OTTER_MAX_RANK) + 65536;
@@ -466,7 +520,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             q->r = R_UPDATE, q->limit = ot_fl_msg_size(s->n);
         if (q->r == R_ROUND || q->r == R_PARAMS || q->r == R_UPDATE) {
             pthread_mutex_lock(&s->mu);
-            fl_client *c = find_client(s, bearer(conn));
+            fl_client *c = find_client(s, bearer(conn, method));
             if (c) q->cid = c->id;
             if (c && q->r == R_UPDATE) {
                 if (s->ph != PH_OPEN)
@@ -479,7 +533,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             pthread_mutex_unlock(&s->mu);
             if (!c)
                 q->status = MHD_HTTP_UNAUTHORIZED,
-                snprintf(q->msg, sizeof q->msg, "%s token", bearer(conn) ? "wrong" : "missing");
+                snprintf(q->msg, sizeof q->msg, "%s token", bearer(conn, method) ? "wrong" : "missing");
         }
         /* a declared body larger than allowed is refused before it is read */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
