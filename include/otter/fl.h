@@ -327,7 +327,8 @@ typedef struct otter_fl_server_options {
     unsigned max_connections;       /* concurrent connections (0: 1000) */
     unsigned max_per_ip;            /* concurrent connections from one address (0: max_connections / 4) */
     unsigned idle_timeout;          /* seconds a connection may stay silent before it is closed (0: 30) */
-    double request_timeout;         /* seconds from a request's headers to its last body byte (0: 120) */
+    double request_timeout;         /* seconds a request may take to come in, headers and body, from the connection's
+                                     * start or its previous response (0: 120) */
     const char *tls_cert, *tls_key; /* PEM files: serve HTTPS (both or neither; NULL: plain HTTP) */
     unsigned max_clients;           /* registrations (0: 10000) */
     unsigned max_per_token;         /* registrations per registration token (0: max_clients) */

@@ -32,8 +32,14 @@ typedef struct otter_save_options {
     bool all_inline;
 } otter_save_options;
 
-/* Write atomically (temporary file, then rename). opts may be NULL. */
+/* Write atomically (temporary file, then rename). opts may be NULL. External data never overwrites a file in
+ * place: when its name is taken (say by the data the model being replaced reads), it goes to
+ * "<name>.<16 hex digits>", committed before the model's rename; the superseded files go after it, so a crash
+ * leaves the old pair or the new one. */
 OTTER_API otter_status otter_model_save(const otter_model *m, const char *path, const otter_save_options *opts);
+/* Write size bytes to path atomically: a temporary file beside it (dead writers' stale ones removed), fsync,
+ * rename over path, fsync of the folder. On failure path is unchanged; the error names it. */
+OTTER_API otter_status otter_write_file_atomic(const char *path, const void *data, size_t size);
 /* Serialize to a buffer allocated with the library's allocator (free with otter_free). Tensors stay inline. */
 OTTER_API otter_status otter_model_save_to_memory(const otter_model *m, void **data, size_t *size);
 

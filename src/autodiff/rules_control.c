@@ -385,6 +385,16 @@ static void free_names(char **v, size_t n) {
     ot_free(v);
 }
 
+/* After unrolled iteration t: its outputs (states first, then scan outputs; the caller's array, whose
+ * names move here) become the next iteration's states and iteration t's scan values. */
+static void carry_iteration(char **outs, char **states, size_t n_states, char ***scans, size_t n_scans, size_t t) {
+    for (size_t i = 0; i < n_states; i++) {
+        ot_free(states[i]);
+        states[i] = outs[i];
+    }
+    for (size_t q = 0; q < n_scans; q++) scans[q][t] = outs[n_states + q];
+}
+
 /* Finish an unrolled loop: states[i] -> the node's output i (Identity); the per-iteration values of
  * scan output q, in output order, stacked into output n_states + q. */
 static otter_status finish_loop(unroll *u, const otter_node *n, const char *prefix, char **states, size_t n_states,
@@ -476,11 +486,7 @@ static otter_status unroll_loop(unroll *u, const otter_node *n) {
         if (s == OTTER_OK) s = inline_body(u, body, prefix, bound, outs);
         if (s != OTTER_OK) break;
         ot_free(outs[0]);
-        for (size_t i = 0; i < nc; i++) {
-            ot_free(states[i]);
-            states[i] = outs[1 + i];
-        }
-        for (size_t q = 0; q < n_scans; q++) scans[q][t] = outs[1 + nc + q];
+        carry_iteration(outs + 1, states, nc, scans, n_scans, (size_t)t);
         memset(outs, 0, body->n_outputs * sizeof *outs);
     }
     ot_free(prefix);
@@ -570,11 +576,7 @@ static otter_status unroll_scan(unroll *u, const otter_node *n) {
         }
         if (s == OTTER_OK) s = inline_body(u, body, prefix, bound, outs);
         if (s != OTTER_OK) break;
-        for (size_t i = 0; i < ns; i++) {
-            ot_free(states[i]);
-            states[i] = outs[i];
-        }
-        for (size_t q = 0; q < nq; q++) scans[q][t] = outs[ns + q];
+        carry_iteration(outs, states, ns, scans, nq, (size_t)t);
         memset(outs, 0, body->n_outputs * sizeof *outs);
     }
     ot_free(prefix);

@@ -174,22 +174,17 @@ static int dump(const otter_checkpoint *c, const char *dir) {
         fprintf(stderr, "otter checkpoint: cannot create '%s': %s\n", dir, strerror(errno));
         return CLI_EXIT_INVALID;
     }
-    size_t n = strlen(dir);
-    char *mpath = malloc(n + 32), *tmp = malloc(n + 48);
-    if (!mpath || !tmp) {
+    char *mpath = malloc(strlen(dir) + 32);
+    /* the manifest is built in memory and written in one atomic step, after every .npy file */
+    char *text = NULL;
+    size_t text_len = 0;
+    dumper d = {dir, mpath ? open_memstream(&text, &text_len) : NULL, NULL, 0, 0, 0, false};
+    if (!d.manifest) {
+        fprintf(stderr, "otter checkpoint: out of memory\n");
         free(mpath);
-        free(tmp);
         return CLI_EXIT_INVALID;
     }
     sprintf(mpath, "%s/manifest.json", dir);
-    sprintf(tmp, "%s/manifest.json.tmp", dir);
-    dumper d = {dir, fopen(tmp, "w"), NULL, 0, 0, 0, false};
-    if (!d.manifest) {
-        fprintf(stderr, "otter checkpoint: cannot create '%s': %s\n", tmp, strerror(errno));
-        free(mpath);
-        free(tmp);
-        return CLI_EXIT_INVALID;
-    }
     fputc('{', d.manifest);
     static const char *kinds[2] = {"trainable", "frozen"};
     for (int k = 0; k < 2; k++)
@@ -214,21 +209,19 @@ static int dump(const otter_checkpoint *c, const char *dir) {
             }
     }
     fputs(d.n_entries ? "\n}\n" : "}\n", d.manifest);
-    bool ok = !d.failed && fflush(d.manifest) == 0;
+    bool ok = !d.failed && !ferror(d.manifest);
     if (fclose(d.manifest) != 0) ok = false;
-    if (ok && rename(tmp, mpath) != 0) {
-        fprintf(stderr, "otter checkpoint: cannot write '%s': %s\n", mpath, strerror(errno));
+    if (ok && otter_write_file_atomic(mpath, text, text_len) != OTTER_OK) {
+        fprintf(stderr, "otter checkpoint: %s\n", otter_last_error());
         ok = false;
     }
-    if (!ok)
-        remove(tmp);
-    else
+    if (ok)
         printf("%zu tensors: %zu .npy files and %s%s\n", d.n_entries, d.n_written, mpath,
                d.n_written < d.n_entries ? " (nominal tensors have no values: \"file\": null)" : "");
     for (size_t i = 0; i < d.n_files; i++) free(d.files[i]);
     free(d.files);
     free(mpath);
-    free(tmp);
+    free(text);
     return ok ? CLI_EXIT_OK : CLI_EXIT_INVALID;
 }
 

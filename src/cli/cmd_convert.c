@@ -19,7 +19,9 @@ int cmd_convert(int argc, char **argv) {
                            "MODEL.onnx",
                            "Re-save a model. With --external-data, tensors of at least --threshold bytes are\n"
                            "written to a side file (ONNX external data); with --inline, every tensor is stored in\n"
-                           "the model file. Without either, tensors stay where they were.",
+                           "the model file. Without either, tensors stay where they were. A side file that exists\n"
+                           "(the one OUT reads, when re-saving) is never overwritten: the data goes to\n"
+                           "'<name>.<16 hex digits>' and the old file is removed once the new model is in place.",
                            1,
                            1,
                            opts};

@@ -169,7 +169,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
          &perip_t, NULL},
         {"--idle-timeout", NULL, "S", "close a connection silent this long (default 30)", &idle_t, NULL},
         {"--request-timeout", NULL, "S",
-         "close a request whose body isn't in this long after its headers (default 120)", &reqto_t, NULL},
+         "close a connection whose request (headers and body) isn't in this long (default 120)", &reqto_t, NULL},
         {"--max-clients-per-token", NULL, "N", "registrations one registration token may hold (default: all)",
          &pertok_t, NULL},
         {"--slot-ttl", NULL, "S", "a registration not heard from this long expires (default max(60, timeout))", &ttl_t,

@@ -48,14 +48,13 @@ int cmd_params(int argc, char **argv) {
     if (otter_training_session_create_from_dir(&s, pos[0], prefix, ckpt, &(otter_training_options){.n_threads = 1}) !=
         OTTER_OK)
         return cli_fail("params", pos[0]);
-    char *tmp = json ? malloc(strlen(json) + 8) : NULL;
+    /* shapes.json is built in memory and written in one atomic step */
+    char *text = NULL;
+    size_t text_len = 0;
     FILE *f = NULL;
     if (json) {
-        snprintf(tmp, strlen(json) + 8, "%s.tmp", json);
-        f = fopen(tmp, "w");
-        if (!f) {
-            fprintf(stderr, "otter params: can't write '%s'\n", tmp);
-            free(tmp);
+        if (!(f = open_memstream(&text, &text_len))) {
+            fprintf(stderr, "otter params: out of memory\n");
             otter_training_session_free(s);
             return CLI_EXIT_INVALID;
         }
@@ -89,13 +88,14 @@ int cmd_params(int argc, char **argv) {
         fputc(']', f);
         bool ok = !ferror(f);
         ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp, json) != 0) {
-            fprintf(stderr, "otter params: can't write '%s'\n", json);
-            remove(tmp);
+        if (!ok) {
+            fprintf(stderr, "otter params: out of memory building '%s'\n", json);
             rc = CLI_EXIT_INVALID;
+        } else if (otter_write_file_atomic(json, text, text_len) != OTTER_OK) {
+            rc = cli_fail("params", NULL);
         }
     }
-    free(tmp);
+    free(text);
     otter_training_session_free(s);
     return rc;
 }

@@ -1,4 +1,5 @@
 #include "core/core.h"
+#include "otter/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -277,6 +278,10 @@ static otter_status write_buf(FILE *f, void *user) {
 otter_status ot_write_file_atomic(const char *path, const void *data, size_t size) {
     struct buf_writer b = {data, size};
     return ot_write_atomic_with(path, write_buf, &b);
+}
+
+otter_status otter_write_file_atomic(const char *path, const void *data, size_t size) {
+    return ot_write_file_atomic(path, data, size);
 }
 
 void ot_remove_stale_temps(const char *path) {

@@ -37,6 +37,19 @@ typedef struct fl_client {
 
 typedef enum phase { PH_WAITING, PH_OPEN, PH_CLOSING, PH_DONE } phase;
 
+/* An open connection's clock: its request, headers and body, must be in request_timeout after the
+ * connection opened or its previous response went out. libmicrohttpd's own timeout restarts with every
+ * byte, so a client trickling its headers or body (slowloris) would hold the connection until the idle
+ * timeout never comes; the round loop shuts such connections down (cut_overdue). */
+typedef struct conn_watch {
+    struct conn_watch *prev, *next;
+    int fd;
+    double since;   /* when the request now coming in may have started */
+    bool receiving; /* false from the request's last byte until its response went out */
+    bool cut;
+    char peer[80];
+} conn_watch;
+
 struct otter_fl_server {
     otter_fl_server_options o;
     char *host, *state_dir, *state_path;
@@ -63,6 +76,8 @@ struct otter_fl_server {
     char *web_home, *web_config; /* owned copies of the options */
     void *layout_msg;            /* the layout encoding, answered at GET /layout when web is on */
     size_t layout_msg_size;
+    pthread_mutex_t watch_mu; /* guards watched (taken after mu, never before) */
+    conn_watch *watched;
 };
 
 static void slog(otter_fl_server *s, otter_log_level lv, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -90,7 +105,7 @@ typedef struct req {
     size_t len, limit;
     bool overflow;
     const otter_fl_web_mount *mount; /* R_WEB */
-    double t_headers;                /* when the headers were in: the body must follow within request_timeout */
+    const char *method; /* the handler's: where the request's bytes start (see bearer) */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
@@ -135,15 +150,67 @@ static bool b64token(const char *t) {
     return n > 0 && t[n] == '\0';
 }
 
+#if MHD_VERSION < 0x00097600
+/* libmicrohttpd 0.9.75 ends a header value at a NUL: "Bearer secret\0x" arrives as "Bearer secret". Its
+ * values point into the request's own bytes, where it overwrote each line's CR LF (and the ':') with NULs,
+ * so the raw line can be checked: between the value's end and the next header's name, or the end of the
+ * header block for the last header, only the line breaks (NULs there, at most 2 per line) and blanks may
+ * lie; anything else is what the NUL hid. */
+typedef struct value_end {
+    const char *value, *next_key;
+    bool seen;
+} value_end;
+
+static enum MHD_Result find_next_key(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                     const char *value, size_t value_size) {
+    (void)kind, (void)key_size, (void)value_size;
+    value_end *e = cls;
+    if (e->seen) {
+        e->next_key = key;
+        return MHD_NO;
+    }
+    e->seen = value == e->value;
+    return MHD_YES;
+}
+
+static bool value_whole(struct MHD_Connection *conn, const char *method, const char *value, size_t len) {
+    value_end e = {value, NULL, false};
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, find_next_key, &e);
+    const char *end = e.next_key;
+    size_t line_breaks = 1;
+    if (!end) { /* the last header: its line break and the blank line end the header block */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        if (!ci || !method) return false;
+        end = method + ci->header_size;
+        line_breaks = 2;
+    }
+    const char *p = value + len;
+    if (!e.seen || end < p) return false;
+    size_t nuls = 0;
+    for (; p < end; p++) {
+        if (*p && !strchr(" \t\r\n", *p)) return false;
+        nuls += *p == '\0';
+    }
+    return nuls <= 2 * line_breaks;
+}
+#else
+/* Newer libmicrohttpd keeps a NUL inside a value, which the length check refuses. */
+static bool value_whole(struct MHD_Connection *conn, const char *method, const char *value, size_t len) {
+    (void)conn, (void)method, (void)value, (void)len;
+    return true;
+}
+#endif
+
 /* The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 7235), the token one
- * b64token (RFC 6750) with nothing after it. A value whose length isn't its string length (a NUL inside)
- * is refused; libmicrohttpd 0.9.75 cuts header values at a NUL before they get here, newer ones keep it. */
-static const char *bearer(struct MHD_Connection *conn) {
+ * b64token (RFC 6750) with nothing after it. A value holding a NUL is refused (see value_whole). method:
+ * the handler's, where the request's bytes start. */
+static const char *bearer(struct MHD_Connection *conn, const char *method) {
     const char *h = NULL;
     size_t len = 0;
     if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", strlen("Authorization"), &h, &len) !=
             MHD_YES ||
-        !h || strlen(h) != len || len < 7 || strncasecmp(h, "Bearer", 6) != 0 || h[6] != ' ')
+        !h || strlen(h) != len || !value_whole(conn, method, h, len) || len < 7 || strncasecmp(h, "Bearer", 6) != 0 ||
+        h[6] != ' ')
         return NULL;
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
@@ -189,7 +256,7 @@ static bool registration_token(const otter_fl_server *s, const char *tok, size_t
 }
 
 static enum MHD_Result do_register(otter_fl_server *s, struct MHD_Connection *conn, req *q, const char *peer) {
-    const char *tok = bearer(conn);
+    const char *tok = bearer(conn, q->method);
     size_t reg_token = 0;
     if (!registration_token(s, tok, &reg_token)) {
         slog(s, OTTER_LOG_WARN, "refused registration from %s: %s token (401)", peer, tok ? "wrong" : "missing");
@@ -415,6 +482,66 @@ static enum MHD_Result do_web(otter_fl_server *s, struct MHD_Connection *conn, c
     return ret;
 }
 
+/* ---- connection deadlines ------------------------------------------------------------------------------ */
+
+static conn_watch *watch_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* receiving: a new request may be coming in from now on; else the current one is in. */
+static void watch_receiving(otter_fl_server *s, struct MHD_Connection *conn, bool receiving) {
+    conn_watch *w = watch_of(conn);
+    if (!w) return;
+    pthread_mutex_lock(&s->watch_mu);
+    w->receiving = receiving;
+    w->since = ot_now_seconds();
+    pthread_mutex_unlock(&s->watch_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    otter_fl_server *s = cls;
+    conn_watch *w = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = ot_calloc(1, sizeof *w))) return; /* unwatched: only libmicrohttpd's timeout applies */
+        w->fd = ci->connect_fd;
+        w->since = ot_now_seconds();
+        w->receiving = true;
+        peer_name(conn, w->peer, sizeof w->peer);
+        pthread_mutex_lock(&s->watch_mu);
+        w->next = s->watched;
+        if (s->watched) s->watched->prev = w;
+        s->watched = w;
+        pthread_mutex_unlock(&s->watch_mu);
+        *socket_context = w;
+    } else if (w) { /* closed: libmicrohttpd closes the socket after this returns */
+        pthread_mutex_lock(&s->watch_mu);
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            s->watched = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&s->watch_mu);
+        ot_free(w);
+        *socket_context = NULL;
+    }
+}
+
+/* Shut down connections whose request isn't in within request_timeout; libmicrohttpd then closes them. */
+static void cut_overdue(otter_fl_server *s, double now) {
+    pthread_mutex_lock(&s->watch_mu);
+    for (conn_watch *w = s->watched; w; w = w->next)
+        if (w->receiving && !w->cut && now - w->since > s->o.request_timeout) {
+            w->cut = true;
+            shutdown(w->fd, SHUT_RDWR);
+            slog(s, OTTER_LOG_WARN, "closed the connection from %s: no complete request within %gs", w->peer,
+                 s->o.request_timeout);
+        }
+    pthread_mutex_unlock(&s->watch_mu);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
     otter_fl_server *s = cls;
@@ -424,7 +551,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q = ot_calloc(1, sizeof *q);
         if (!q) return MHD_NO;
         *con_cls = q;
-        q->t_headers = ot_now_seconds();
+        q->method = method;
         bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
         if (post && strcmp(url, "/register") == 0)
             q->r = R_REGISTER, q->limit = 64 + 2 * otter_fl_layout_count(s->layout) * (4 + 8 * OTTER_MAX_RANK) + 65536;
@@ -444,7 +571,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             q->r = R_WEB;
         if (q->r == R_LAYOUT || (q->r == R_WEB && q->mount->need_token)) {
             size_t which;
-            const char *tok = bearer(conn);
+            const char *tok = bearer(conn, method);
             bool ok = registration_token(s, tok, &which);
             if (!ok) {
                 pthread_mutex_lock(&s->mu);
@@ -457,7 +584,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         }
         if (q->r == R_ROUND || q->r == R_PARAMS || q->r == R_UPDATE) {
             pthread_mutex_lock(&s->mu);
-            fl_client *c = find_client(s, bearer(conn));
+            fl_client *c = find_client(s, bearer(conn, method));
             if (c) q->cid = c->id;
             if (c && q->r == R_UPDATE) {
                 if (s->ph != PH_OPEN)
@@ -470,7 +597,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             pthread_mutex_unlock(&s->mu);
             if (!c)
                 q->status = MHD_HTTP_UNAUTHORIZED,
-                snprintf(q->msg, sizeof q->msg, "%s token", bearer(conn) ? "wrong" : "missing");
+                snprintf(q->msg, sizeof q->msg, "%s token", bearer(conn, method) ? "wrong" : "missing");
         }
         /* a declared body larger than allowed is refused before it is read */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -478,14 +605,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (*upload_data_size) { /* body: kept when it will be used, else counted and dropped */
-        /* libmicrohttpd's timeout restarts with every byte: a body trickled in is cut off here */
-        if (ot_now_seconds() - q->t_headers > s->o.request_timeout) {
-            char peer[80];
-            peer_name(conn, peer, sizeof peer);
-            slog(s, OTTER_LOG_WARN, "closed %s %s from %s: body not in after %gs (%zu bytes)", method, url, peer,
-                 s->o.request_timeout, q->len);
-            return MHD_NO;
-        }
         size_t k = *upload_data_size;
         *upload_data_size = 0;
         if (q->overflow || k > q->limit - q->len) {
@@ -499,6 +618,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         q->len += k;
         return MHD_YES;
     }
+    watch_receiving(s, conn, false); /* the request is in: the answer's time doesn't count */
     char peer[80];
     peer_name(conn, peer, sizeof peer);
     switch (q->r) {
@@ -528,7 +648,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    (void)toe;
+    watch_receiving(cls, conn, true);
     req *q = *con_cls;
     if (!q) return;
     ot_free(q->buf);
@@ -654,6 +775,7 @@ otter_status otter_fl_server_run(otter_fl_server *s) {
     while (st == OTTER_OK) {
         if (s->o.stop && *s->o.stop) break;
         double now = ot_now_seconds();
+        cut_overdue(s, now);
         if (s->ph == PH_DONE) {
             size_t n_live = 0, told = 0;
             /* Wait for every client still polling, and for every client of the final round (one slow to
@@ -822,6 +944,7 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->watch_mu, NULL);
     otter_status st = OTTER_OK;
     s->host = ot_strdup(o->host ? o->host : "127.0.0.1");
     s->state_dir = ot_strdup(o->state_dir);
@@ -897,8 +1020,8 @@ otter_status otter_fl_server_create(otter_fl_server **out, const otter_fl_layout
                                 MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, MHD_OPTION_CONNECTION_LIMIT,
                                 s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout,
                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->o.max_per_ip, MHD_OPTION_ARRAY, tls,
-                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                                (unsigned)1, MHD_OPTION_END);
+                                MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                                s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->d) {
             st = ot_error(OTTER_ERR_IO, "can't listen on %s:%d (in use, or not an address of this host)", s->host,
@@ -936,6 +1059,7 @@ void otter_fl_server_free(otter_fl_server *s) {
     ot_fl_web_free(s->web);
     ot_free(s->web_home), ot_free(s->web_config), ot_free(s->layout_msg);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->watch_mu);
     pthread_cond_destroy(&s->cv);
     ot_free(s);
 }

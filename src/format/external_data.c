@@ -1,5 +1,6 @@
 #include "format/external_data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -116,33 +117,40 @@ otter_status ot_external_sink_open(ot_external_sink *s, const char *model_path, 
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     char *dir = ot_dirname(model_path);
-    s->location = external_file ? ot_strdup(external_file) : ot_sprintf("%s.data", base);
+    char *wanted = external_file ? ot_strdup(external_file) : ot_sprintf("%s.data", base);
+    s->wanted_path = dir && wanted ? ot_path_join(dir, wanted) : NULL;
+    s->tmp_path = s->wanted_path ? ot_sprintf("%s.tmp.%ld", s->wanted_path, (long)getpid()) : NULL;
+    ot_random_id(s->generation);
+    struct stat st;
+    /* the wanted name taken (maybe by the data the live model reads): a fresh alternate instead */
+    bool taken = s->wanted_path && lstat(s->wanted_path, &st) == 0;
+    s->location = !wanted ? NULL : taken ? ot_sprintf("%s.%.16s", wanted, s->generation) : ot_strdup(wanted);
     s->path = dir && s->location ? ot_path_join(dir, s->location) : NULL;
-    s->tmp_path = s->path ? ot_sprintf("%s.tmp.%ld", s->path, (long)getpid()) : NULL;
     ot_free(dir);
-    if (!s->tmp_path) {
+    if (!s->tmp_path || !s->path) {
+        ot_free(wanted);
         ot_external_sink_close(s, false);
         return OT_NOMEM();
     }
-    if (strchr(s->location, '/') || strcmp(s->location, "..") == 0) {
-        otter_status st =
-            ot_error(OTTER_ERR_ARGUMENT, "external data file '%s' must be a plain file name", s->location);
+    if (strchr(wanted, '/') || strcmp(wanted, "..") == 0) {
+        otter_status st_err = ot_error(OTTER_ERR_ARGUMENT, "external data file '%s' must be a plain file name", wanted);
+        ot_free(wanted);
         ot_external_sink_close(s, false);
-        return st;
+        return st_err;
     }
-    ot_remove_stale_temps(s->path);
+    ot_free(wanted);
+    ot_remove_stale_temps(s->wanted_path);
     if (!(s->f = fopen(s->tmp_path, "wb"))) {
-        otter_status st = ot_error(OTTER_ERR_IO, "%s: cannot create: %s", s->tmp_path, strerror(errno));
+        otter_status st_err = ot_error(OTTER_ERR_IO, "%s: cannot create: %s", s->tmp_path, strerror(errno));
         ot_external_sink_close(s, false);
-        return st;
+        return st_err;
     }
-    ot_random_id(s->generation);
     char header[OT_EXTERNAL_HEADER_SIZE] = {0};
     snprintf(header, sizeof header, "%s %s\n", HEADER_MAGIC, s->generation);
     if (fwrite(header, 1, sizeof header, s->f) != sizeof header) {
-        otter_status st = ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->tmp_path, strerror(errno));
+        otter_status st_err = ot_error(OTTER_ERR_IO, "%s: write failed: %s", s->tmp_path, strerror(errno));
         ot_external_sink_close(s, false);
-        return st;
+        return st_err;
     }
     s->size = sizeof header;
     return OTTER_OK;
@@ -166,8 +174,7 @@ otter_status ot_external_check_generation(const char *base_dir, const char *loca
     if (strncmp(header, HEADER_MAGIC " ", magic + 1) == 0 && strncmp(header + magic + 1, generation, 32) != 0)
         s = ot_error(OTTER_ERR_INVALID,
                      "external data '%s' was written by another save than this model (generation %.32s, the model "
-                     "records %.32s): a save was interrupted between the model and its data, or files of two saves "
-                     "were mixed; re-save the model from a good copy",
+                     "records %.32s): files of two saves were mixed; re-save the model from a good copy",
                      path, header + magic + 1, generation);
     ot_free(path);
     return s;
@@ -195,22 +202,51 @@ otter_status ot_external_append(ot_external_sink *s, const otter_tensor *t, uint
     return OTTER_OK;
 }
 
-otter_status ot_external_sink_close(ot_external_sink *s, bool commit) {
+otter_status ot_external_sink_commit(ot_external_sink *s) {
     otter_status st = OTTER_OK;
-    if (s->f) {
-        if (commit && (fflush(s->f) != 0 || fsync(fileno(s->f)) != 0))
-            st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
-        if (fclose(s->f) != 0 && st == OTTER_OK && commit)
-            st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
-        s->f = NULL;
-        if (commit && st == OTTER_OK && rename(s->tmp_path, s->path) != 0)
-            st = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", s->path, strerror(errno));
-        if (commit && st == OTTER_OK) st = ot_fsync_parent(s->path);
-        if (!commit || st != OTTER_OK) unlink(s->tmp_path);
+    if (fflush(s->f) != 0 || fsync(fileno(s->f)) != 0) st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
+    if (fclose(s->f) != 0 && st == OTTER_OK) st = ot_error(OTTER_ERR_IO, "%s: %s", s->path, strerror(errno));
+    s->f = NULL;
+    if (st == OTTER_OK && rename(s->tmp_path, s->path) != 0)
+        st = ot_error(OTTER_ERR_IO, "%s: rename failed: %s", s->path, strerror(errno));
+    if (st != OTTER_OK) return st;
+    s->committed = true;
+    return ot_fsync_parent(s->path);
+}
+
+/* "<wanted>.<16 lowercase hex digits>": a name ot_external_sink_open picks when the wanted one is taken. */
+static bool is_alternate(const char *name, const char *wanted) {
+    size_t n = strlen(wanted);
+    if (strncmp(name, wanted, n) != 0 || name[n] != '.' || strlen(name + n + 1) != 16) return false;
+    return strspn(name + n + 1, "0123456789abcdef") == 16;
+}
+
+/* Remove the data files of earlier saves: the wanted name and its alternates, except the one just written. */
+static void remove_superseded(const ot_external_sink *s) {
+    char *dir = ot_dirname(s->wanted_path);
+    const char *slash = strrchr(s->wanted_path, '/');
+    const char *wanted = slash ? slash + 1 : s->wanted_path;
+    DIR *d = dir ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strcmp(e->d_name, s->location) == 0 || (strcmp(e->d_name, wanted) != 0 && !is_alternate(e->d_name, wanted)))
+            continue;
+        char *old = ot_path_join(dir, e->d_name);
+        if (old) unlink(old);
+        ot_free(old);
     }
+    if (d) closedir(d);
+    ot_free(dir);
+}
+
+void ot_external_sink_close(ot_external_sink *s, bool model_saved) {
+    if (s->f) fclose(s->f);
+    if (s->tmp_path && !s->committed) unlink(s->tmp_path);
+    /* Committed data of a save that failed stays: the failure may have come after the model's rename
+     * (syncing the folder). Unreferenced, it goes as superseded at the next save. */
+    if (s->committed && model_saved) remove_superseded(s);
+    ot_free(s->wanted_path);
     ot_free(s->path);
     ot_free(s->tmp_path);
     ot_free(s->location);
     memset(s, 0, sizeof *s);
-    return st;
 }

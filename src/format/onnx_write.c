@@ -565,8 +565,8 @@ struct save_ctx {
     const otter_model *m;
 };
 
-/* Packs the model into the (temporary) model file. Its external data is renamed into place after
- * the model (see OT_EXTERNAL_GENERATION_KEY): a crash in between leaves a pair the load refuses. */
+/* Packs the model into the (temporary) model file, then commits its external data under a name no
+ * live model reads (see ot_external_sink), so the model's rename is the one step that switches both. */
 static otter_status write_model(FILE *f, void *user) {
     struct save_ctx *c = user;
     Onnx__ModelProto *p;
@@ -580,7 +580,7 @@ static otter_status write_model(FILE *f, void *user) {
     size_t wrote = fwrite(buf, 1, got, f);
     ot_free(buf);
     if (wrote != got) return ot_error(OTTER_ERR_IO, "write failed: %s", strerror(errno));
-    return OTTER_OK;
+    return c->w->sink ? ot_external_sink_commit(c->w->sink) : OTTER_OK;
 }
 
 otter_status otter_model_save(const otter_model *m, const char *path, const otter_save_options *opts) {
@@ -597,10 +597,7 @@ otter_status otter_model_save(const otter_model *m, const char *path, const otte
     }
     struct save_ctx c = {&w, m};
     otter_status s = ot_write_atomic_with(path, write_model, &c);
-    if (w.sink) {
-        otter_status data = ot_external_sink_close(w.sink, s == OTTER_OK);
-        if (s == OTTER_OK) s = data;
-    }
+    if (w.sink) ot_external_sink_close(w.sink, s == OTTER_OK);
     arena_free(&w.a);
     return s;
 }
