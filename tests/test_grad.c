@@ -32,7 +32,7 @@ enum {
     CYCLE3,
     LO,
     HI,
-    DUP_ROW
+    DUP_ROW,
     GRID
 };
 
@@ -89,8 +89,7 @@ static int64_t numel(const input_spec *s) {
 static bool is_wrt(const input_spec *s) {
     return s->kind == RAND || s->kind == POS || s->kind == SPREAD || s->kind == WIDE || s->kind == TIES ||
            s->kind == ZEROED || s->kind == UNIT || s->kind == ABOVE_ONE || s->kind == CYCLE3 || s->kind == LO ||
-           s->kind == HI || s->kind == DUP_ROW;
-           s->kind == HI || s->kind == GRID;
+           s->kind == HI || s->kind == DUP_ROW || s->kind == GRID;
 }
 
 /* Forward model: the op, then loss = 0.5 * sum over outputs of sum(y*y). */
@@ -248,16 +247,14 @@ static void run_case(const grad_case *c) {
             /* UNIT: inside (-0.8, 0.8), where Asin, Acos, Atanh and Tan are smooth; ABOVE_ONE: (1.2, 2), for Acosh.
              * CYCLE3: -0.4, 0, 0.4, ... repeating, so inputs of Max / Min tie where their elements line up. */
             /* LO / HI: Clip bounds -0.5 and 0.5, differentiated. */
-            /* DUP_ROW: random [M, M] matrices whose last row repeats the first (singular, rank M-1). */
-            d[e] = s->kind == DUP_ROW && (e / s->dims[s->rank - 1]) % s->dims[s->rank - 1] == s->dims[s->rank - 1] - 1
-                       ? d[e - (s->dims[s->rank - 1] - 1) * s->dims[s->rank - 1]]
-                   : s->kind == TIES       ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
-            /* LO / HI: Clip bounds -0.5 and 0.5, differentiated.
+            /* DUP_ROW: random [M, M] matrices whose last row repeats the first (singular, rank M-1).
              * GRID: GridSample coordinates -1.375 + 0.5 m (m = 0..6, some outside [-1, 1]) +- 0.05: on axes
              * of 5 with align_corners (x = 2 g + 2) or 4 without (x = 2 g + 1.5), the pixel coordinate's
              * fraction stays within 0.1 of 0.25 or 0.75, away from the kinks of interpolation, rounding and
              * padding. As DeformConv offsets, the sampling points' fractions stay within 0.05 of 0.125 or 0.625. */
-            d[e] = s->kind == TIES         ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
+            d[e] = s->kind == DUP_ROW && (e / s->dims[s->rank - 1]) % s->dims[s->rank - 1] == s->dims[s->rank - 1] - 1
+                       ? d[e - (s->dims[s->rank - 1] - 1) * s->dims[s->rank - 1]]
+                   : s->kind == TIES       ? 0.1f + 0.1f * (float)(e / 4) + (e % 4 == 1 || e % 4 == 2 ? 0.8f : 0.0f)
                    : s->kind == ZEROED     ? (e % 5 == 0 || e % 7 == 0 ? 0.0f : away_from_kinks())
                    : s->kind == SPREAD     ? (float)((e * 37) % numel(s)) * 0.1f - 1.0f
                    : s->kind == UNIT       ? 0.8f * frand()
