@@ -105,7 +105,7 @@ typedef struct req {
     size_t len, limit;
     bool overflow;
     const otter_fl_web_mount *mount; /* R_WEB */
-    const char *method; /* the handler's: where the request's bytes start (see bearer) */
+    const char *method;              /* the handler's: where the request's bytes start (see bearer) */
 } req;
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *text) {
