@@ -120,8 +120,8 @@ static void gs_points(void *arg, int64_t p0, int64_t p1) {
     int sp = a->sp, nt = a->mode == GS_NEAREST ? 1 : a->mode == GS_LINEAR ? 2 : 4;
     for (int64_t p = p0; p < p1; p++) {
         int64_t n = p / a->points, o = p % a->points;
-        int64_t off[GS_MAX_SP][4];
-        double w[GS_MAX_SP][4];
+        int64_t off[GS_MAX_SP][4] = {{0}}; /* all set by gs_taps; zeroed for -O3's maybe-uninitialized */
+        double w[GS_MAX_SP][4] = {{0}};
         gs_taps(a, a->G + p * sp, off, w, NULL);
         for (int64_t c = 0; c < a->C; c++) {
             const float *img = a->X + (n * a->C + c) * a->plane;
