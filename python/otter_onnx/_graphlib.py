@@ -58,17 +58,7 @@ _SIGNATURES = {
     "otter_ops_count": (_SZ, []),
     "otter_ops_get": (_I, [_SZ, ctypes.POINTER(_OpInfo)]),
 }
-_declared = False
-
-
-def _c():
-    """libotter, with this module's signatures declared on first use."""
-    global _declared
-    if not _declared:
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            _lib.declare(name, restype, argtypes)
-        _declared = True
-    return _lib.lib()
+_c = _lib.binder(_SIGNATURES)  # libotter, with this module's signatures declared on first use
 
 
 class _Model:

@@ -212,6 +212,20 @@ def declare(name, restype, argtypes):
     return f
 
 
+def binder(signatures):
+    """For a module that calls more of the C API: a function returning lib() with `signatures`
+    ({name: (restype, argtypes)}) declared on its first call."""
+    declared = []
+
+    def get():
+        if not declared:
+            for name, (restype, argtypes) in signatures.items():
+                declare(name, restype, argtypes)
+            declared.append(True)
+        return lib()
+    return get
+
+
 def lib_path():
     """The path libotter was loaded from."""
     lib()

@@ -178,30 +178,27 @@ def list_outputs(graph):
     return True
 
 
-def add_input(graph, name, data_type, dimensions, **kwargs):
-    """Declares graph input `name` of type data_type ("FLOAT", ...) and shape dimensions."""
-    if _find(graph.input, name) is not None:
-        _print(f"The graph already has an input named '{name}'.")
+def _add_value(graph, values, kind, name, data_type, dimensions):
+    """Appends a declared input or output (kind) to values (graph.input or graph.output); graph or False."""
+    if _find(values, name) is not None:
+        _print(f"The graph already has an {kind} named '{name}'.")
         return False
     try:
-        graph.input.append(_value_info(name, data_type, dimensions))
+        values.append(_value_info(name, data_type, dimensions))
     except Exception as e:
-        _print("Unable to add the input: " + str(e))
+        _print(f"Unable to add the {kind}: " + str(e))
         return False
     return graph
+
+
+def add_input(graph, name, data_type, dimensions, **kwargs):
+    """Declares graph input `name` of type data_type ("FLOAT", ...) and shape dimensions."""
+    return _add_value(graph, graph.input, "input", name, data_type, dimensions)
 
 
 def add_output(graph, name, data_type, dimensions, **kwargs):
     """Declares graph output `name` of type data_type and shape dimensions."""
-    if _find(graph.output, name) is not None:
-        _print(f"The graph already has an output named '{name}'.")
-        return False
-    try:
-        graph.output.append(_value_info(name, data_type, dimensions))
-    except Exception as e:
-        _print("Unable to add the output: " + str(e))
-        return False
-    return graph
+    return _add_value(graph, graph.output, "output", name, data_type, dimensions)
 
 
 def _delete(values, name, what):

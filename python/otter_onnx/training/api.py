@@ -83,16 +83,7 @@ _SIGNATURES = {
     "otter_training_save_checkpoint": (_I, [_P, _S, _B]),
     "otter_training_export": (_I, [_P, _S, _SZ, _P]),
 }
-_declared = False
-
-
-def _lib():
-    global _declared
-    if not _declared:
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            L.declare(name, restype, argtypes)
-        _declared = True
-    return L.lib()
+_lib = L.binder(_SIGNATURES)
 
 
 def _property_value(p):
