@@ -197,23 +197,7 @@ def run_case(otter, case, seed):
     lerr = abs(loss_otter - float(value)) / abs(float(value))
     check(lerr <= LOSS_TOL, f"{label}: loss otter {loss_otter:.8g} torch {float(value):.8g} rel err {lerr:.2e}")
     check(sorted(grads) == sorted(ref), f"{label}: trained {sorted(grads)}, expected {sorted(ref)}")
-    bad, case_worst = [], (0.0, "")
-    for p in sorted(set(grads) & set(ref)):
-        a, b = grads[p], ref[p]
-        if a.shape != b.shape:
-            bad.append(f"{p}: shape {a.shape}, torch's {b.shape}")
-            continue
-        err = float(np.abs(a - b).max()) / max(float(np.abs(b).max()), 1e-30)
-        if np.abs(b).max() == 0:  # nearest: the grid gets no gradient
-            err = float(np.abs(a).max())
-        if not np.isfinite(err) or err > case_worst[0]:
-            case_worst = (err, p)
-        if not err <= GRAD_TOL:
-            bad.append(f"{p}{list(a.shape)}: err {err:.3e}")
-    if not np.isfinite(case_worst[0]) or case_worst[0] > worst[0]:
-        worst[:] = [case_worst[0], f"{label} {case_worst[1]}"]
-    check(not bad, f"{label}: {len(grads)} gradients vs torch.autograd, worst {case_worst[0]:.2e} ({case_worst[1]})"
-          + "".join("\n       " + s for s in bad))
+    tl.check_gradients(label, grads, ref, GRAD_TOL, worst)
 
 
 def main():

@@ -176,21 +176,7 @@ def run_case(otter, label, spec, fold, seed):
     missing = sorted(set(grads) - set(ref))
     check(not missing and grads, f"{label}: {len(grads)} trained initializers, each with a torch reference"
           + (f"; none for {missing}" if missing else ""))
-    bad, case_worst = [], (0.0, "")
-    for p in sorted(set(grads) & set(ref)):
-        a, b = grads[p], ref[p]
-        if a.shape != b.shape:
-            bad.append(f"{p}: shape {a.shape}, torch's {b.shape}")
-            continue
-        err = float(np.abs(a - b).max()) / max(float(np.abs(b).max()), 1e-30)
-        if not np.isfinite(err) or err > case_worst[0]:
-            case_worst = (err, p)
-        if not err <= GRAD_TOL:
-            bad.append(f"{p}{list(a.shape)}: err {err:.3e}")
-    if not np.isfinite(case_worst[0]) or case_worst[0] > worst[0]:
-        worst[:] = [case_worst[0], f"{label} {case_worst[1]}"]
-    check(not bad, f"{label}: {len(grads)} gradients vs torch.autograd, worst {case_worst[0]:.2e} ({case_worst[1]})"
-          + "".join("\n       " + s for s in bad))
+    tl.check_gradients(label, grads, ref, GRAD_TOL, worst)
 
 
 def main():

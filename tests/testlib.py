@@ -265,3 +265,25 @@ class UpdateReference:
 
     def commit(self, states):
         self.state.update({k: s for k, s in states.items() if s is not None})
+
+
+def check_gradients(label, grads, ref, tol, worst):
+    """Checks each gradient grads[p] (numpy) against torch's ref[p]: max|a - b| / max|b| <= tol, or max|a| <= tol
+    where torch's is all zero. worst ([error, where]) keeps the largest error over the calls."""
+    import numpy as np
+    bad, case_worst = [], (0.0, "")
+    for p in sorted(set(grads) & set(ref)):
+        a, b = grads[p], ref[p]
+        if a.shape != b.shape:
+            bad.append(f"{p}: shape {a.shape}, torch's {b.shape}")
+            continue
+        scale = float(np.abs(b).max())
+        err = float(np.abs(a - b).max()) / scale if scale > 0 else float(np.abs(a).max())
+        if not np.isfinite(err) or err > case_worst[0]:
+            case_worst = (err, p)
+        if not err <= tol:
+            bad.append(f"{p}{list(a.shape)}: err {err:.3e}")
+    if not np.isfinite(case_worst[0]) or case_worst[0] > worst[0]:
+        worst[:] = [case_worst[0], f"{label} {case_worst[1]}"]
+    check(not bad, f"{label}: {len(grads)} gradients vs torch.autograd, worst {case_worst[0]:.2e} ({case_worst[1]})"
+          + "".join("\n       " + s for s in bad))
