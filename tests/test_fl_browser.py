@@ -29,6 +29,16 @@ ROUNDS, TABS = 2, 3
 THRESHOLD = 0.85
 
 
+
+def wait_listening(server, out_path):
+    """The server's "listening on" line as a match (group 1: the port), or None once it exits or 10 s pass."""
+    for _ in range(200):
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(out_path).read())
+        if m or server.poll() is not None:
+            return m
+        time.sleep(0.05)
+    return None
+
 def w(*p):
     return os.path.join(WORK, *p)
 
@@ -59,12 +69,7 @@ def static_files(data):
                                "1", "--listen", "127.0.0.1:0", "--state", w("state0"), "--web", site, "--web-data",
                                data], stdout=open(w("serve0.out"), "w"), stderr=subprocess.DEVNULL, env=env)
     try:
-        m = None
-        for _ in range(200):
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(w("serve0.out")).read())
-            if m or server.poll() is not None:
-                break
-            time.sleep(0.05)
+        m = wait_listening(server, w("serve0.out"))
         tl.check(m is not None, "static: server listening")
         if not m:
             return
@@ -129,12 +134,7 @@ def main():
                                "--listen", "127.0.0.1:0", "--state", w("state"), "--poll-ms", "100", "--web", web,
                                "--web-data", data, "--eval-data", data, "--save", w("global.ckpt")],
                               stdout=serve_out, stderr=serve_err, env=env)
-    port = None
-    for _ in range(200):
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(w("serve.out")).read())
-        if m or server.poll() is not None:
-            break
-        time.sleep(0.05)
+    m = wait_listening(server, w("serve.out"))
     tl.check(m is not None, "server listening")
     if not m:
         server.kill()
