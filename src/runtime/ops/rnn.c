@@ -10,6 +10,7 @@
  * Gate orders follow ONNX: GRU z, r, h; LSTM i, o, f, c; peepholes P = [Pi, Po, Pf]. */
 #include <ctype.h>
 #include <math.h>
+#include <stdatomic.h>
 
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/gemm.h"
@@ -218,31 +219,36 @@ otter_status ot_rnn_config(const ot_kernel_ctx *ctx, ot_rnn_cell cell, ot_rnn_cf
     return parse_activations(ctx, c);
 }
 
-void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, double *dst) {
+void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, otter_dtype wt, void *dst) {
+    const size_t es = otter_dtype_size(t->dtype), ws = otter_dtype_size(wt);
     for (int64_t d = 0; d < c->D; d++)
-        for (int64_t b = 0; b < c->N; b++)
-            for (int64_t h = 0; h < c->H; h++) {
-                int64_t src = c->layout ? (b * c->D + d) * c->H + h : (d * c->N + b) * c->H + h;
-                dst[(d * c->N + b) * c->H + h] = ot_get_f64(t->data, t->dtype, src);
-            }
+        for (int64_t b = 0; b < c->N; b++) {
+            int64_t src = c->layout ? b * c->D + d : d * c->N + b;
+            ot_convert((char *)dst + (size_t)((d * c->N + b) * c->H) * ws, wt,
+                       (const char *)t->data + (size_t)(src * c->H) * es, t->dtype, c->H);
+        }
 }
 
-/* Element (t, d, b, k) of an all-steps tensor with K values per row, laid out like Y. */
-static inline int64_t seq_index(const ot_rnn_cfg *c, int64_t K, int64_t t, int64_t d, int64_t b, int64_t k) {
-    return (c->layout ? (b * c->T + t) * c->D + d : (t * c->D + d) * c->N + b) * K + k;
+/* Row (t, d, b) of an all-steps tensor laid out like Y (a row: its K values). */
+static inline int64_t seq_row(const ot_rnn_cfg *c, int64_t t, int64_t d, int64_t b) {
+    return c->layout ? (b * c->T + t) * c->D + d : (t * c->D + d) * c->N + b;
 }
 
-void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, double *dst) {
+void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, otter_dtype wt, void *dst) {
+    const size_t es = otter_dtype_size(t->dtype), ws = otter_dtype_size(wt);
+    if (!c->layout) { /* the same order */
+        ot_convert(dst, wt, t->data, t->dtype, c->T * c->D * c->N * K);
+        return;
+    }
     for (int64_t s = 0; s < c->T; s++)
         for (int64_t d = 0; d < c->D; d++)
             for (int64_t b = 0; b < c->N; b++)
-                for (int64_t k = 0; k < K; k++)
-                    dst[((s * c->D + d) * c->N + b) * K + k] =
-                        ot_get_f64(t->data, t->dtype, seq_index(c, K, s, d, b, k));
+                ot_convert((char *)dst + (size_t)(((s * c->D + d) * c->N + b) * K) * ws, wt,
+                           (const char *)t->data + (size_t)(seq_row(c, s, d, b) * K) * es, t->dtype, K);
 }
 
 otter_status ot_rnn_write_output(ot_kernel_ctx *ctx, size_t index, const ot_rnn_cfg *c, int64_t K, bool state,
-                                 const double *src) {
+                                 otter_dtype wt, const void *src) {
     const otter_tensor *X = ot_ctx_input(ctx, 0);
     int64_t dims[4] = {c->T, c->D, c->N, K};
     if (c->layout) dims[0] = c->N, dims[1] = c->T, dims[2] = c->D;
@@ -253,33 +259,40 @@ otter_status ot_rnn_write_output(ot_kernel_ctx *ctx, size_t index, const ot_rnn_
     }
     otter_tensor *Y = ot_ctx_output(ctx, index, X->dtype, state ? 3 : 4, dims);
     if (!Y) return ctx->output_status;
+    const size_t es = otter_dtype_size(Y->dtype), ws = otter_dtype_size(wt);
+    if (!c->layout) { /* the same order */
+        ot_convert(Y->data, Y->dtype, src, wt, (state ? 1 : c->T) * c->D * c->N * K);
+        return OTTER_OK;
+    }
     for (int64_t t = 0; t < (state ? 1 : c->T); t++)
         for (int64_t d = 0; d < c->D; d++)
-            for (int64_t b = 0; b < c->N; b++)
-                for (int64_t k = 0; k < K; k++) {
-                    int64_t dst = state ? (c->layout ? (b * c->D + d) * K + k : (d * c->N + b) * K + k)
-                                        : seq_index(c, K, t, d, b, k);
-                    ot_set_f64(Y->data, Y->dtype, dst, src[((t * c->D + d) * c->N + b) * K + k]);
-                }
+            for (int64_t b = 0; b < c->N; b++) {
+                int64_t dst = state ? b * c->D + d : seq_row(c, t, d, b);
+                ot_convert((char *)Y->data + (size_t)(dst * K) * es, Y->dtype,
+                           (const char *)src + (size_t)(((t * c->D + d) * c->N + b) * K) * ws, wt, K);
+            }
     return OTTER_OK;
 }
 
-otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, ot_rnn_inputs *in) {
+/* Tensor t (n values) in type wt: its own data when it has that type, else a converted scratch copy. */
+static const void *as_work_type(ot_kernel_ctx *ctx, const otter_tensor *t, otter_dtype wt, int64_t n) {
+    if (t->dtype == wt) return t->data;
+    void *buf = ot_ctx_scratch(ctx, (size_t)(n + 1) * otter_dtype_size(wt));
+    if (buf) ot_convert(buf, wt, t->data, t->dtype, n);
+    return buf;
+}
+
+otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, otter_dtype wt, ot_rnn_inputs *in) {
     const otter_tensor *X = ot_ctx_input(ctx, 0), *W = ot_ctx_input(ctx, 1), *R = ot_ctx_input(ctx, 2);
     const otter_tensor *B = ot_ctx_input(ctx, 3), *SL = ot_ctx_input(ctx, 4), *H0 = ot_ctx_input(ctx, 5);
     const otter_tensor *C0 = c->cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 6) : NULL;
     const otter_tensor *P = c->cell == OT_CELL_LSTM ? ot_ctx_input(ctx, 7) : NULL;
     const int64_t T = c->T, N = c->N, I = c->I, H = c->H, D = c->D, GH = c->G * H;
-    size_t dsz = sizeof(double);
+    const size_t ws = otter_dtype_size(wt);
+    *in = (ot_rnn_inputs){.wt = wt};
     in->lens = ot_ctx_scratch(ctx, (size_t)(N > 0 ? N : 1) * sizeof *in->lens);
-    in->x = ot_ctx_scratch(ctx, (size_t)(T * N * I + 1) * dsz);
-    in->w = ot_ctx_scratch(ctx, (size_t)(D * GH * (I + H) + 1) * dsz);
-    in->bias = ot_ctx_scratch(ctx, (size_t)(D * 2 * GH + D * 3 * H + 1) * dsz);
-    in->h0 = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz);
-    if (!in->lens || !in->x || !in->w || !in->bias || !in->h0) return OTTER_ERR_NOMEM;
-    in->r = in->w + D * GH * I;
-    in->peep = in->bias + D * 2 * GH;
-    in->c0 = in->h0 + D * N * H;
+    void *states = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * ws);
+    if (!in->lens || !states) return OTTER_ERR_NOMEM;
     for (int64_t b = 0; b < N; b++) {
         in->lens[b] = SL ? ot_get_i64(SL->data, SL->dtype, b) : T;
         if (in->lens[b] < 0 || in->lens[b] > T)
@@ -287,208 +300,146 @@ otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, ot_rnn_inputs 
                                 "input 4 '%s' holds length %lld for batch %lld, sequence is %lld",
                                 ot_ctx_input_name(ctx, 4), (long long)in->lens[b], (long long)b, (long long)T);
     }
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t i = 0; i < I; i++) {
-                int64_t src = c->layout ? (b * T + t) * I + i : (t * N + b) * I + i;
-                in->x[(t * N + b) * I + i] = ot_get_f64(X->data, X->dtype, src);
-            }
-    ot_convert(in->w, OTTER_DTYPE_DOUBLE, W->data, W->dtype, D * GH * I);
-    ot_convert(in->r, OTTER_DTYPE_DOUBLE, R->data, R->dtype, D * GH * H);
-    if (B)
-        ot_convert(in->bias, OTTER_DTYPE_DOUBLE, B->data, B->dtype, D * 2 * GH);
-    else
-        in->bias = NULL;
-    if (P)
-        ot_convert(in->peep, OTTER_DTYPE_DOUBLE, P->data, P->dtype, D * 3 * H);
-    else
-        in->peep = NULL;
+    if (!c->layout) {
+        in->x = as_work_type(ctx, X, wt, T * N * I);
+    } else { /* [N, T, I] to [T, N, I] */
+        void *x = ot_ctx_scratch(ctx, (size_t)(T * N * I + 1) * ws);
+        if (x)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t b = 0; b < N; b++)
+                    ot_convert((char *)x + (size_t)((t * N + b) * I) * ws, wt,
+                               (const char *)X->data + (size_t)((b * T + t) * I) * otter_dtype_size(X->dtype), X->dtype,
+                               I);
+        in->x = x;
+    }
+    in->w = as_work_type(ctx, W, wt, D * GH * I);
+    in->r = as_work_type(ctx, R, wt, D * GH * H);
+    in->bias = B ? as_work_type(ctx, B, wt, D * 2 * GH) : NULL;
+    in->peep = P ? as_work_type(ctx, P, wt, D * 3 * H) : NULL;
+    if (!in->x || !in->w || !in->r || (B && !in->bias) || (P && !in->peep)) return OTTER_ERR_NOMEM;
+    void *h0 = states, *c0 = (char *)states + (size_t)(D * N * H) * ws;
     if (H0)
-        ot_rnn_read_state(H0, c, in->h0);
+        ot_rnn_read_state(H0, c, wt, h0);
     else
-        memset(in->h0, 0, (size_t)(D * N * H) * dsz);
+        memset(h0, 0, (size_t)(D * N * H) * ws);
     if (C0)
-        ot_rnn_read_state(C0, c, in->c0);
+        ot_rnn_read_state(C0, c, wt, c0);
     else
-        memset(in->c0, 0, (size_t)(D * N * H) * dsz);
+        memset(c0, 0, (size_t)(D * N * H) * ws);
+    in->h0 = h0;
+    in->c0 = c0;
     return OTTER_OK;
 }
 
 /* ---- the forward pass --------------------------------------------------------------------- */
 
-static inline double clipv(const ot_rnn_cfg *c, double x) {
-    if (!c->has_clip) return x;
-    return x < -c->clip ? -c->clip : x > c->clip ? c->clip : x;
+/* Weight products C = A M^T (+ bias or beta C) for a weight block M (rows x cols, row-major: W_d,
+ * R_d or a gate block of it), per working type. Float packs M once per run for the portable
+ * AVX-512 / AVX2 kernel (ot_sgemm_prepacked: the per-step products are small, [N, H] by [H, GH],
+ * where a packed operand and no per-call setup matter most); double calls dgemm. */
+typedef struct rnn_weights_f32 {
+    int64_t rows, cols;
+    float *packed;
+} rnn_weights_f32;
+
+typedef struct rnn_weights_f64 {
+    int64_t rows, cols;
+    const double *m;
+} rnn_weights_f64;
+
+static otter_status weights_f32(ot_kernel_ctx *ctx, const float *m, int64_t rows, int64_t cols, rnn_weights_f32 *out) {
+    *out = (rnn_weights_f32){rows, cols, ot_ctx_scratch(ctx, (ot_sgemm_packed_b_size(cols, rows) + 1) * sizeof(float))};
+    if (!out->packed) return OTTER_ERR_NOMEM;
+    ot_sgemm_pack_b(true, cols, rows, m, cols, out->packed);
+    return OTTER_OK;
 }
 
-/* Working buffers for one direction. */
-typedef struct rnn_work {
-    double *xw;   /* [T, N, G*H] */
-    double *gate; /* [N, G*H] */
-    double *hr;   /* [N, H] (GRU: r * H_prev) */
-    double *hrh;  /* [N, H] (GRU: (r * H_prev) R_h^T, or H_prev R_h^T) */
-    double *pre;  /* [H]: a row before its activation (GRU's candidate, LSTM's cell) */
-    float *act;   /* [2 H]: act_row's float copy */
-} rnn_work;
+static otter_status weights_f64(ot_kernel_ctx *ctx, const double *m, int64_t rows, int64_t cols, rnn_weights_f64 *out) {
+    (void)ctx;
+    *out = (rnn_weights_f64){rows, cols, m};
+    return OTTER_OK;
+}
 
-/* x[0, n) = a(x[0, n)). Sigmoid and Tanh, every cell's default gates, run vec_math's vectorized float kernels
- * (float accuracy, as ONNX Runtime's and PyTorch's float RNNs have): libm's double exp per element was most of the
- * time of a GRU or LSTM step. The other activations stay in double, and so does every activation under `clip`:
- * the gradient kernels (rnn_train.c) spot a clipped gate by its recorded value being exactly act(+-clip) in double.
- * buf holds n floats. */
-static void act_row(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n, float *buf) {
+/* With bias (M's rows values): C = A M^T + bias in every row, C not read; else C = A M^T + beta C. */
+static otter_status product_f32(const ot_kernel_ctx *ctx, const rnn_weights_f32 *m, int64_t n, const float *a,
+                                int64_t lda, const float *bias, float beta, float *c, int64_t ldc) {
+    return ot_sgemm_prepacked(ctx, false, n, m->rows, m->cols, 1.0f, a, lda, m->packed, bias ? 1.0f : beta, c, ldc,
+                              bias, false);
+}
+
+static otter_status product_f64(const ot_kernel_ctx *ctx, const rnn_weights_f64 *m, int64_t n, const double *a,
+                                int64_t lda, const double *bias, double beta, double *c, int64_t ldc) {
+    OT_TRY(ot_dgemm(ctx, false, true, n, m->rows, m->cols, 1.0, a, lda, m->m, m->cols, bias ? 0.0 : beta, c, ldc));
+    for (int64_t i = 0; bias && i < n; i++)
+        for (int64_t k = 0; k < m->rows; k++) c[i * ldc + k] += bias[k];
+    return OTTER_OK;
+}
+
+/* x[0, n) = a(x[0, n)). Float runs Sigmoid and Tanh, every cell's default gates, through vec_math's
+ * vectorized kernels (float accuracy, as ONNX Runtime's and PyTorch's float RNNs have). The other
+ * activations, and every activation under `clip`, go through ot_rnn_act_apply in double: the
+ * gradient kernels (rnn_train.c) spot a clipped gate by its recorded value being exactly
+ * act(+-clip) computed in double and rounded to the tensors' type. */
+static void act_row_f32(const ot_rnn_cfg *c, const ot_rnn_act *a, float *x, int64_t n) {
     if (!c->has_clip && (a->kind == OT_ACT_SIGMOID || a->kind == OT_ACT_TANH)) {
-        for (int64_t k = 0; k < n; k++) buf[k] = (float)x[k];
-        ot_vec_activation(a->kind == OT_ACT_SIGMOID ? OT_VEC_SIGMOID : OT_VEC_TANH, 0, buf, NULL, buf, n);
-        for (int64_t k = 0; k < n; k++) x[k] = buf[k];
+        ot_vec_activation(a->kind == OT_ACT_SIGMOID ? OT_VEC_SIGMOID : OT_VEC_TANH, 0, x, NULL, x, n);
         return;
     }
+    for (int64_t k = 0; k < n; k++) x[k] = (float)ot_rnn_act_apply(a, x[k]);
+}
+
+static void act_row_f64(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n) {
+    (void)c;
     for (int64_t k = 0; k < n; k++) x[k] = ot_rnn_act_apply(a, x[k]);
 }
 
-/* What the training forward pass records, [T][D][N][K] each (NULL: nothing). */
-typedef struct rnn_record {
-    double *gates; /* activated gates: LSTM i, o, f, c; GRU z, r, h */
-    double *cells; /* LSTM cell states */
-} rnn_record;
+#define REAL         float
+#define RNN_FN(name) name##_f32
+#include "runtime/ops/rnn_forward.inc"
+#undef REAL
+#undef RNN_FN
 
-static otter_status run_direction(const ot_kernel_ctx *ctx, const ot_rnn_cfg *c, int64_t d, const ot_rnn_inputs *in,
-                                  double *h_state, double *c_state, double *y, rnn_work *wk, const rnn_record *rec) {
-    const int64_t T = c->T, N = c->N, I = c->I, H = c->H, GH = c->G * H;
-    const double *x = in->x, *w = in->w + d * GH * I, *r = in->r + d * GH * H;
-    const double *bias = in->bias ? in->bias + d * 2 * GH : NULL, *peep = in->peep ? in->peep + d * 3 * H : NULL;
-    const int64_t *lens = in->lens;
-    const ot_rnn_act *f = &c->acts[d * c->n_act], *g = c->n_act > 1 ? f + 1 : f, *hh = c->n_act > 2 ? f + 2 : f;
-    const double *wb = bias, *rb = bias ? bias + GH : NULL;
-    /* XW = X W^T + Wb + Rb (GRU's Rbh stays separate when linear_before_reset) */
-    if (T * N > 0) OT_TRY(ot_dgemm(ctx, false, true, T * N, GH, I, 1.0, x, I, w, I, 0.0, wk->xw, GH));
-    if (bias)
-        for (int64_t tb = 0; tb < T * N; tb++)
-            for (int64_t k = 0; k < GH; k++) {
-                double add = wb[k];
-                if (!(c->cell == OT_CELL_GRU && c->linear_before_reset && k >= 2 * H)) add += rb[k];
-                wk->xw[tb * GH + k] += add;
-            }
-    for (int64_t s = 0; s < T; s++) {
-        /* recurrent part over every row; rows that are done are skipped below */
-        int64_t nrec = c->cell == OT_CELL_GRU && !c->linear_before_reset ? 2 * H : GH;
-        OT_TRY(ot_dgemm(ctx, false, true, N, nrec, H, 1.0, h_state, H, r, H, 0.0, wk->gate, GH));
-        if (c->cell == OT_CELL_GRU) {
-            memset(wk->hr, 0, (size_t)(N * H) * sizeof *wk->hr);
-            for (int64_t b = 0; b < N; b++) {
-                if (s >= lens[b]) continue;
-                int64_t t = ot_rnn_time(c, d, lens, b, s);
-                double *gt = wk->gate + b * GH;
-                const double *xt = wk->xw + (t * N + b) * GH;
-                for (int64_t k = 0; k < 2 * H; k++) gt[k] = clipv(c, gt[k] + xt[k]);
-                act_row(c, f, gt, 2 * H, wk->act);
-                for (int64_t k = 0; k < H; k++) wk->hr[b * H + k] = gt[H + k] * h_state[b * H + k];
-            }
-            if (!c->linear_before_reset)
-                OT_TRY(ot_dgemm(ctx, false, true, N, H, H, 1.0, wk->hr, H, r + 2 * H * H, H, 0.0, wk->hrh, H));
-        } else {
-            for (int64_t b = 0; b < N; b++) {
-                if (s >= lens[b]) continue;
-                int64_t t = ot_rnn_time(c, d, lens, b, s);
-                const double *xt = wk->xw + (t * N + b) * GH;
-                for (int64_t k = 0; k < GH; k++) wk->gate[b * GH + k] += xt[k];
-            }
-        }
-        for (int64_t b = 0; b < N; b++) {
-            if (s >= lens[b]) continue;
-            int64_t t = ot_rnn_time(c, d, lens, b, s);
-            double *gt = wk->gate + b * GH, *hs = h_state + b * H, *pre = wk->pre;
-            double *rg = rec && rec->gates ? rec->gates + ((t * c->D + d) * N + b) * GH : NULL;
-            if (c->cell == OT_CELL_RNN) {
-                for (int64_t k = 0; k < H; k++) hs[k] = clipv(c, gt[k]);
-                act_row(c, f, hs, H, wk->act);
-            } else if (c->cell == OT_CELL_GRU) {
-                const double *xt = wk->xw + (t * N + b) * GH + 2 * H;
-                for (int64_t k = 0; k < H; k++)
-                    pre[k] =
-                        clipv(c, c->linear_before_reset ? xt[k] + gt[H + k] * (gt[2 * H + k] + (rb ? rb[2 * H + k] : 0))
-                                                        : xt[k] + wk->hrh[b * H + k]);
-                act_row(c, g, pre, H, wk->act);
-                for (int64_t k = 0; k < H; k++) {
-                    double ht = pre[k], z = gt[k];
-                    hs[k] = (1 - z) * ht + z * hs[k];
-                    if (rg) rg[k] = z, rg[H + k] = gt[H + k], rg[2 * H + k] = ht;
-                }
-            } else {
-                /* gates in place in gt (i, o, f, c), a phase per activation so each runs over a whole row */
-                double *cs = c_state + b * H, *gi = gt, *go = gt + H, *gf = gt + 2 * H, *gc = gt + 3 * H;
-                const double *pi = peep, *po = peep ? peep + H : NULL, *pf = peep ? peep + 2 * H : NULL;
-                for (int64_t k = 0; k < H; k++) {
-                    gi[k] = clipv(c, gi[k] + (pi ? pi[k] * cs[k] : 0));
-                    gf[k] = clipv(c, gf[k] + (pf ? pf[k] * cs[k] : 0));
-                    gc[k] = clipv(c, gc[k]);
-                }
-                act_row(c, f, gi, H, wk->act);
-                if (c->input_forget)
-                    for (int64_t k = 0; k < H; k++) gf[k] = 1 - gi[k];
-                else
-                    act_row(c, f, gf, H, wk->act);
-                act_row(c, g, gc, H, wk->act);
-                for (int64_t k = 0; k < H; k++) {
-                    cs[k] = gf[k] * cs[k] + gi[k] * gc[k];
-                    go[k] = clipv(c, go[k] + (po ? po[k] * cs[k] : 0));
-                    pre[k] = cs[k];
-                }
-                act_row(c, f, go, H, wk->act);
-                act_row(c, hh, pre, H, wk->act);
-                for (int64_t k = 0; k < H; k++) hs[k] = go[k] * pre[k];
-                if (rg) memcpy(rg, gt, (size_t)GH * sizeof *rg);
-                if (rec && rec->cells) memcpy(rec->cells + ((t * c->D + d) * N + b) * H, cs, (size_t)H * sizeof *cs);
-            }
-            if (y) memcpy(y + ((t * c->D + d) * N + b) * H, hs, (size_t)H * sizeof *hs);
-        }
-    }
-    return OTTER_OK;
-}
+#define REAL         double
+#define RNN_FN(name) name##_f64
+#include "runtime/ops/rnn_forward.inc"
+#undef REAL
+#undef RNN_FN
 
 otter_status ot_rnn_forward(ot_kernel_ctx *ctx, ot_rnn_cell cell, bool record) {
     ot_rnn_cfg c;
     OT_TRY(ot_rnn_config(ctx, cell, &c));
     ot_rnn_inputs in;
-    OT_TRY(ot_rnn_load(ctx, &c, &in));
+    OT_TRY(ot_rnn_load(ctx, &c, ot_rnn_work_type(ot_ctx_input(ctx, 0)->dtype), &in));
     const int64_t T = c.T, N = c.N, H = c.H, D = c.D, GH = c.G * H;
-    size_t dsz = sizeof(double);
-    double *hs = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * dsz), *cs = hs ? hs + D * N * H : NULL;
-    double *y = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * dsz);
-    rnn_work wk;
-    wk.xw = ot_ctx_scratch(ctx, (size_t)(T * N * GH + 1) * dsz);
-    wk.gate = ot_ctx_scratch(ctx, (size_t)(N * GH + 2 * N * H + H + 1) * dsz);
-    wk.act = ot_ctx_scratch(ctx, (size_t)(2 * H + 1) * sizeof(float));
-    rnn_record rec = {NULL, NULL};
-    if (record) {
-        /* rows past their sequence length record zeros, as Y holds */
-        rec.gates = ot_ctx_scratch(ctx, (size_t)(T * D * N * GH + 1) * dsz);
-        if (!rec.gates) return OTTER_ERR_NOMEM;
-        memset(rec.gates, 0, (size_t)(T * D * N * GH) * dsz);
-        if (cell == OT_CELL_LSTM) {
-            rec.cells = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * dsz);
-            if (!rec.cells) return OTTER_ERR_NOMEM;
-            memset(rec.cells, 0, (size_t)(T * D * N * H) * dsz);
-        }
+    const size_t ws = otter_dtype_size(in.wt);
+    void *state = ot_ctx_scratch(ctx, (size_t)(2 * D * N * H + 1) * ws);
+    void *y = ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * ws);
+    void *gates = record ? ot_ctx_scratch(ctx, (size_t)(T * D * N * GH + 1) * ws) : NULL;
+    void *cells = record && cell == OT_CELL_LSTM ? ot_ctx_scratch(ctx, (size_t)(T * D * N * H + 1) * ws) : NULL;
+    if (!state || !y || (record && !gates) || (record && cell == OT_CELL_LSTM && !cells)) return OTTER_ERR_NOMEM;
+    memcpy(state, in.h0, (size_t)(D * N * H) * ws);
+    memcpy((char *)state + (size_t)(D * N * H) * ws, in.c0, (size_t)(D * N * H) * ws);
+    bool ragged = false; /* rows past their length: zeros in Y and in what is recorded */
+    for (int64_t b = 0; b < N; b++) ragged |= in.lens[b] < T;
+    if (ragged) {
+        memset(y, 0, (size_t)(T * D * N * H) * ws);
+        if (gates) memset(gates, 0, (size_t)(T * D * N * GH) * ws);
+        if (cells) memset(cells, 0, (size_t)(T * D * N * H) * ws);
     }
-    if (!hs || !y || !wk.xw || !wk.gate || !wk.act) return OTTER_ERR_NOMEM;
-    wk.hr = wk.gate + N * GH;
-    wk.hrh = wk.hr + N * H;
-    wk.pre = wk.hrh + N * H;
-    memcpy(hs, in.h0, (size_t)(2 * D * N * H) * dsz); /* h0 then c0 */
-    memset(y, 0, (size_t)(T * D * N * H) * dsz);
+    if (in.wt == OTTER_DTYPE_FLOAT)
+        OT_TRY(rnn_run_f32(ctx, &c, &in, state, y, gates, cells));
+    else
+        OT_TRY(rnn_run_f64(ctx, &c, &in, state, y, gates, cells));
 
-    for (int64_t d = 0; d < D; d++)
-        OT_TRY(run_direction(ctx, &c, d, &in, hs + d * N * H, cs + d * N * H, y, &wk, record ? &rec : NULL));
-
-    if (ctx->n_outputs > 0) OT_TRY(ot_rnn_write_output(ctx, 0, &c, H, false, y));
+    const void *h_last = state, *c_last = (const char *)state + (size_t)(D * N * H) * ws;
+    if (ctx->n_outputs > 0) OT_TRY(ot_rnn_write_output(ctx, 0, &c, H, false, in.wt, y));
     for (size_t o = 1; o < ctx->n_outputs && o < (cell == OT_CELL_LSTM ? 3u : 2u); o++)
-        OT_TRY(ot_rnn_write_output(ctx, o, &c, H, true, o == 1 ? hs : cs));
+        OT_TRY(ot_rnn_write_output(ctx, o, &c, H, true, in.wt, o == 1 ? h_last : c_last));
     if (record && cell == OT_CELL_LSTM) {
-        if (ctx->n_outputs > 3) OT_TRY(ot_rnn_write_output(ctx, 3, &c, H, false, rec.cells));
-        if (ctx->n_outputs > 4) OT_TRY(ot_rnn_write_output(ctx, 4, &c, GH, false, rec.gates));
+        if (ctx->n_outputs > 3) OT_TRY(ot_rnn_write_output(ctx, 3, &c, H, false, in.wt, cells));
+        if (ctx->n_outputs > 4) OT_TRY(ot_rnn_write_output(ctx, 4, &c, GH, false, in.wt, gates));
     } else if (record && ctx->n_outputs > 2) {
-        OT_TRY(ot_rnn_write_output(ctx, 2, &c, GH, false, rec.gates));
+        OT_TRY(ot_rnn_write_output(ctx, 2, &c, GH, false, in.wt, gates));
     }
     return OTTER_OK;
 }

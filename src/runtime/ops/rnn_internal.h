@@ -1,9 +1,10 @@
 /* Shared by the recurrent kernels: rnn.c (RNN, GRU, LSTM and the LSTMTraining / GRUTraining forward
  * passes, which also record gate activations) and rnn_train.c (LSTMGrad, GRUGrad, RNNGrad).
  *
- * Every kernel converts its inputs to double working buffers laid out [seq, batch, ...] whatever
- * the layout attribute; tensors over all steps (Y, CAll, IOFC, ZRH and their gradients) are
- * [seq][dirs][batch][K] in those buffers and follow Y's layout in the graph. */
+ * Every kernel works on buffers of one working type (float, or double for double tensors: see
+ * ot_rnn_work_type) laid out [seq, batch, ...] whatever the layout attribute; tensors over all
+ * steps (Y, CAll, IOFC, ZRH and their gradients) are [seq][dirs][batch][K] in those buffers and
+ * follow Y's layout in the graph. */
 #ifndef OTTER_RUNTIME_OPS_RNN_INTERNAL_H
 #define OTTER_RUNTIME_OPS_RNN_INTERNAL_H
 
@@ -44,16 +45,24 @@ typedef struct ot_rnn_cfg {
     ot_rnn_act acts[6];       /* [direction * n_act + k] */
 } ot_rnn_cfg;
 
-/* The node's inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P) converted to double. */
+/* The working type for tensors of type t: double for double (the reference the float path is tested
+ * against), float for float and float16 (as ONNX Runtime's and PyTorch's float RNNs compute). */
+static inline otter_dtype ot_rnn_work_type(otter_dtype t) {
+    return t == OTTER_DTYPE_DOUBLE ? OTTER_DTYPE_DOUBLE : OTTER_DTYPE_FLOAT;
+}
+
+/* The node's inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P) in the working type wt
+ * (the tensors' own data where they already are). */
 typedef struct ot_rnn_inputs {
-    int64_t *lens; /* [N] */
-    double *x;     /* [T, N, I] */
-    double *w;     /* [D, GH, I] */
-    double *r;     /* [D, GH, H] */
-    double *bias;  /* [D, 2 GH] or NULL */
-    double *peep;  /* [D, 3H] or NULL */
-    double *h0;    /* [D, N, H] (zeros when omitted) */
-    double *c0;    /* [D, N, H] (zeros when omitted) */
+    otter_dtype wt;
+    int64_t *lens;    /* [N] */
+    const void *x;    /* [T, N, I] */
+    const void *w;    /* [D, GH, I] */
+    const void *r;    /* [D, GH, H] */
+    const void *bias; /* [D, 2 GH] or NULL */
+    const void *peep; /* [D, 3H] or NULL */
+    const void *h0;   /* [D, N, H] (zeros when omitted) */
+    const void *c0;   /* [D, N, H] (zeros when omitted) */
 } ot_rnn_inputs;
 
 double ot_rnn_act_apply(const ot_rnn_act *a, double x);
@@ -63,18 +72,18 @@ double ot_rnn_act_deriv(const ot_rnn_act *a, double y);
 
 /* Read the attributes and check inputs 0-7 (X, W, R, B, sequence_lens, initial_h, initial_c, P). */
 otter_status ot_rnn_config(const ot_kernel_ctx *ctx, ot_rnn_cell cell, ot_rnn_cfg *c);
-/* Convert inputs 0-7 into scratch buffers. */
-otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, ot_rnn_inputs *in);
+/* Inputs 0-7 in the working type wt (scratch copies where they need converting or reordering). */
+otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, otter_dtype wt, ot_rnn_inputs *in);
 
-/* A [D, N, H] state tensor (layout 0) or [N, D, H] (layout 1) from / to dst [D][N][H]. */
-void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, double *dst);
-/* An all-steps tensor laid out like Y, with K values per (step, direction, batch row), from / to
- * [T][D][N][K]. */
-void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, double *dst);
-/* Allocate output `index` shaped like Y with K values per row and write src [T][D][N][K] into it;
- * a state output ([D, N, K] in the layout) when `state`. */
+/* A [D, N, H] state tensor (layout 0) or [N, D, H] (layout 1) into dst [D][N][H] of type wt. */
+void ot_rnn_read_state(const otter_tensor *t, const ot_rnn_cfg *c, otter_dtype wt, void *dst);
+/* An all-steps tensor laid out like Y, with K values per (step, direction, batch row), into
+ * dst [T][D][N][K] of type wt. */
+void ot_rnn_read_seq(const otter_tensor *t, const ot_rnn_cfg *c, int64_t K, otter_dtype wt, void *dst);
+/* Allocate output `index` shaped like Y with K values per row and write src [T][D][N][K] (type wt)
+ * into it; a state output ([D, N, K] in the layout) when `state`. */
 otter_status ot_rnn_write_output(ot_kernel_ctx *ctx, size_t index, const ot_rnn_cfg *c, int64_t K, bool state,
-                                 const double *src);
+                                 otter_dtype wt, const void *src);
 
 /* Batch row b's time index at step s of direction d (s < lens[b]). */
 static inline int64_t ot_rnn_time(const ot_rnn_cfg *c, int64_t d, const int64_t *lens, int64_t b, int64_t s) {

@@ -59,9 +59,9 @@ static otter_status read_input(const ot_kernel_ctx *ctx, int i, const ot_rnn_cfg
     }
     OT_TRY(check_dims(ctx, i, t, state ? 3 : 4, dims));
     if (state)
-        ot_rnn_read_state(t, c, dst);
+        ot_rnn_read_state(t, c, OTTER_DTYPE_DOUBLE, dst);
     else
-        ot_rnn_read_seq(t, c, K, dst);
+        ot_rnn_read_seq(t, c, K, OTTER_DTYPE_DOUBLE, dst);
     return OTTER_OK;
 }
 
@@ -117,8 +117,8 @@ static void lstm_step(bptt *p, int64_t d, int64_t b, int64_t t, int64_t s, doubl
     const ot_rnn_act *fa = &c->acts[d * 3], *ga = fa + 1, *ha = fa + 2;
     const double *gt = p->gates + ((t * c->D + d) * N + b) * GH;
     const double *ct = p->call + ((t * c->D + d) * N + b) * H;
-    const double *cp = prev_state(p, p->call, p->in->c0, d, b, s);
-    const double *peep = p->in->peep ? p->in->peep + d * 3 * H : NULL;
+    const double *cp = prev_state(p, p->call, (const double *)p->in->c0, d, b, s);
+    const double *peep = p->in->peep ? (const double *)p->in->peep + d * 3 * H : NULL;
     double *dp = p->dp + d * 3 * H, *dh = p->dh + (d * N + b) * H, *dc = p->dc + (d * N + b) * H;
     for (int64_t k = 0; k < H; k++) {
         double i = gt[k], o = gt[H + k], f = gt[2 * H + k], g = gt[3 * H + k];
@@ -153,8 +153,8 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
     const ot_rnn_inputs *in = p->in;
     const int64_t T = c->T, N = c->N, I = c->I, H = c->H, D = c->D, GH = c->G * H, TN = T * N;
     const int64_t *lens = in->lens;
-    const double *w = in->w + d * GH * I, *r = in->r + d * GH * H;
-    const double *rbh = in->bias && c->cell == OT_CELL_GRU ? in->bias + d * 2 * GH + GH + 2 * H : NULL;
+    const double *w = (const double *)in->w + d * GH * I, *r = (const double *)in->r + d * GH * H;
+    const double *rbh = in->bias && c->cell == OT_CELL_GRU ? (const double *)in->bias + d * 2 * GH + GH + 2 * H : NULL;
     const bool gru = c->cell == OT_CELL_GRU, lbr = gru && c->linear_before_reset;
     double *dh = p->dh + d * N * H;
     size_t dsz = sizeof(double);
@@ -164,8 +164,8 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
     memset(p->rhp, 0, (size_t)(TN * H) * dsz);
     for (int64_t b = 0; b < N; b++)
         for (int64_t s = 0; s < lens[b]; s++)
-            memcpy(p->hp + (ot_rnn_time(c, d, lens, b, s) * N + b) * H, prev_state(p, p->hall, in->h0, d, b, s),
-                   (size_t)H * dsz);
+            memcpy(p->hp + (ot_rnn_time(c, d, lens, b, s) * N + b) * H,
+                   prev_state(p, p->hall, (const double *)in->h0, d, b, s), (size_t)H * dsz);
     /* linear_before_reset: every step's H_prev R_h^T at once (the forward pass's, recomputed) */
     if (lbr && TN > 0) OT_TRY(ot_dgemm(ctx, false, true, TN, H, H, 1.0, p->hp, H, r + 2 * H * H, H, 0.0, p->rhp, H));
     const ot_rnn_act *fa = &c->acts[d * c->n_act], *ga = c->n_act > 1 ? fa + 1 : fa;
@@ -235,7 +235,8 @@ static otter_status backprop_direction(const ot_kernel_ctx *ctx, bptt *p, int64_
     if (TN == 0) return OTTER_OK; /* the weights' gradients stay zero */
     /* the input side over all steps at once */
     OT_TRY(ot_dgemm(ctx, false, false, TN, I, GH, 1.0, p->da_in, GH, w, I, 1.0, p->dx, I));
-    OT_TRY(ot_dgemm(ctx, true, false, GH, I, TN, 1.0, p->da_in, GH, in->x, I, 0.0, p->dw + d * GH * I, I));
+    OT_TRY(
+        ot_dgemm(ctx, true, false, GH, I, TN, 1.0, p->da_in, GH, (const double *)in->x, I, 0.0, p->dw + d * GH * I, I));
     double *dr = p->dr + d * GH * H;
     if (gru) {
         OT_TRY(ot_dgemm(ctx, true, false, 2 * H, H, TN, 1.0, p->da_rec, GH, p->hp, H, 0.0, dr, H));
@@ -264,7 +265,7 @@ static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
                             : cell == OT_CELL_GRU ? "HAll and ZRH"
                                                   : "Y");
     ot_rnn_inputs in;
-    OT_TRY(ot_rnn_load(ctx, &c, &in));
+    OT_TRY(ot_rnn_load(ctx, &c, OTTER_DTYPE_DOUBLE, &in));
     const int64_t T = c.T, N = c.N, I = c.I, H = c.H, D = c.D, GH = c.G * H, TN = T * N;
     size_t dsz = sizeof(double);
     bptt p = {.c = &c, .in = &in};
@@ -321,9 +322,9 @@ static otter_status rnn_grad(ot_kernel_ctx *ctx, ot_rnn_cell cell) {
     OT_TRY(write_plain(ctx, 1, 3, (int64_t[]){D, GH, I}, p.dw));
     OT_TRY(write_plain(ctx, 2, 3, (int64_t[]){D, GH, H}, p.dr));
     OT_TRY(write_plain(ctx, 3, 2, (int64_t[]){D, 2 * GH}, p.db));
-    if (wanted(ctx, 4)) OT_TRY(ot_rnn_write_output(ctx, 4, &c, H, true, p.dh));
+    if (wanted(ctx, 4)) OT_TRY(ot_rnn_write_output(ctx, 4, &c, H, true, OTTER_DTYPE_DOUBLE, p.dh));
     if (cell == OT_CELL_LSTM) {
-        if (wanted(ctx, 5)) OT_TRY(ot_rnn_write_output(ctx, 5, &c, H, true, p.dc));
+        if (wanted(ctx, 5)) OT_TRY(ot_rnn_write_output(ctx, 5, &c, H, true, OTTER_DTYPE_DOUBLE, p.dc));
         OT_TRY(write_plain(ctx, 6, 2, (int64_t[]){D, 3 * H}, p.dp));
     }
     return OTTER_OK;
