@@ -19,7 +19,7 @@ linear_before_reset = 1 (torch's formula).
    that layer and direction with the gate blocks reordered (LSTM ifgo -> iofc, GRU rzn -> zrh).
 
 Norm: per parameter, max|otter - torch| / max|torch| <= 1e-4 (otter runs the recurrent kernels in
-double and the rest in float32); the loss to 1e-5 relative. Skips (exit 77) only without torch.
+float32, as everything else here); the loss to 1e-5 relative. Skips (exit 77) only without torch.
 """
 import os
 import sys

@@ -333,54 +333,36 @@ otter_status ot_rnn_load(ot_kernel_ctx *ctx, const ot_rnn_cfg *c, otter_dtype wt
 
 /* ---- the forward pass --------------------------------------------------------------------- */
 
-/* Weight products C = A M^T (+ bias or beta C) for a weight block M (rows x cols, row-major: W_d,
- * R_d or a gate block of it), per working type. Float packs M once per run for the portable
- * AVX-512 / AVX2 kernel (ot_sgemm_prepacked: the per-step products are small, [N, H] by [H, GH],
- * where a packed operand and no per-call setup matter most); double calls dgemm. */
-typedef struct rnn_weights_f32 {
-    int64_t rows, cols;
-    float *packed;
-} rnn_weights_f32;
-
-typedef struct rnn_weights_f64 {
-    int64_t rows, cols;
-    const double *m;
-} rnn_weights_f64;
-
-static otter_status weights_f32(ot_kernel_ctx *ctx, const float *m, int64_t rows, int64_t cols, rnn_weights_f32 *out) {
-    *out = (rnn_weights_f32){rows, cols, ot_ctx_scratch(ctx, (ot_sgemm_packed_b_size(cols, rows) + 1) * sizeof(float))};
+otter_status ot_rnn_prepare_f32(ot_kernel_ctx *ctx, bool trans, int64_t K, int64_t N, const float *b, int64_t ldb,
+                                ot_rnn_operand_f32 *out) {
+    *out = (ot_rnn_operand_f32){K, N, ot_ctx_scratch(ctx, (ot_sgemm_packed_b_size(K, N) + 1) * sizeof(float))};
     if (!out->packed) return OTTER_ERR_NOMEM;
-    ot_sgemm_pack_b(true, cols, rows, m, cols, out->packed);
+    ot_sgemm_pack_b(trans, K, N, b, ldb, out->packed);
     return OTTER_OK;
 }
 
-static otter_status weights_f64(ot_kernel_ctx *ctx, const double *m, int64_t rows, int64_t cols, rnn_weights_f64 *out) {
+otter_status ot_rnn_prepare_f64(ot_kernel_ctx *ctx, bool trans, int64_t K, int64_t N, const double *b, int64_t ldb,
+                                ot_rnn_operand_f64 *out) {
     (void)ctx;
-    *out = (rnn_weights_f64){rows, cols, m};
+    *out = (ot_rnn_operand_f64){K, N, ldb, trans, b};
     return OTTER_OK;
 }
 
-/* With bias (M's rows values): C = A M^T + bias in every row, C not read; else C = A M^T + beta C. */
-static otter_status product_f32(const ot_kernel_ctx *ctx, const rnn_weights_f32 *m, int64_t n, const float *a,
-                                int64_t lda, const float *bias, float beta, float *c, int64_t ldc) {
-    return ot_sgemm_prepacked(ctx, false, n, m->rows, m->cols, 1.0f, a, lda, m->packed, bias ? 1.0f : beta, c, ldc,
-                              bias, false);
+otter_status ot_rnn_product_f32(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const float *a, int64_t lda,
+                                const ot_rnn_operand_f32 *b, const float *bias, float beta, float *c, int64_t ldc) {
+    return ot_sgemm_prepacked(ctx, trans_a, M, b->n, b->k, 1.0f, a, lda, b->packed, bias ? 1.0f : beta, c, ldc, bias,
+                              false);
 }
 
-static otter_status product_f64(const ot_kernel_ctx *ctx, const rnn_weights_f64 *m, int64_t n, const double *a,
-                                int64_t lda, const double *bias, double beta, double *c, int64_t ldc) {
-    OT_TRY(ot_dgemm(ctx, false, true, n, m->rows, m->cols, 1.0, a, lda, m->m, m->cols, bias ? 0.0 : beta, c, ldc));
-    for (int64_t i = 0; bias && i < n; i++)
-        for (int64_t k = 0; k < m->rows; k++) c[i * ldc + k] += bias[k];
+otter_status ot_rnn_product_f64(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const double *a, int64_t lda,
+                                const ot_rnn_operand_f64 *b, const double *bias, double beta, double *c, int64_t ldc) {
+    OT_TRY(ot_dgemm(ctx, trans_a, b->trans, M, b->n, b->k, 1.0, a, lda, b->m, b->ld, bias ? 0.0 : beta, c, ldc));
+    for (int64_t i = 0; bias && i < M; i++)
+        for (int64_t k = 0; k < b->n; k++) c[i * ldc + k] += bias[k];
     return OTTER_OK;
 }
 
-/* x[0, n) = a(x[0, n)). Float runs Sigmoid and Tanh, every cell's default gates, through vec_math's
- * vectorized kernels (float accuracy, as ONNX Runtime's and PyTorch's float RNNs have). The other
- * activations, and every activation under `clip`, go through ot_rnn_act_apply in double: the
- * gradient kernels (rnn_train.c) spot a clipped gate by its recorded value being exactly
- * act(+-clip) computed in double and rounded to the tensors' type. */
-static void act_row_f32(const ot_rnn_cfg *c, const ot_rnn_act *a, float *x, int64_t n) {
+void ot_rnn_act_row_f32(const ot_rnn_cfg *c, const ot_rnn_act *a, float *x, int64_t n) {
     if (!c->has_clip && (a->kind == OT_ACT_SIGMOID || a->kind == OT_ACT_TANH)) {
         ot_vec_activation(a->kind == OT_ACT_SIGMOID ? OT_VEC_SIGMOID : OT_VEC_TANH, 0, x, NULL, x, n);
         return;
@@ -388,7 +370,7 @@ static void act_row_f32(const ot_rnn_cfg *c, const ot_rnn_act *a, float *x, int6
     for (int64_t k = 0; k < n; k++) x[k] = (float)ot_rnn_act_apply(a, x[k]);
 }
 
-static void act_row_f64(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n) {
+void ot_rnn_act_row_f64(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n) {
     (void)c;
     for (int64_t k = 0; k < n; k++) x[k] = ot_rnn_act_apply(a, x[k]);
 }

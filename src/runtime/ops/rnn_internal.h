@@ -90,6 +90,42 @@ static inline int64_t ot_rnn_time(const ot_rnn_cfg *c, int64_t d, const int64_t 
     return c->reverse_only || d == 1 ? lens[b] - 1 - s : s;
 }
 
+/* Products with the weights, per working type (the _f32 / _f64 pairs below; the kernels' shared
+ * code is templated over the type, see rnn_forward.inc). An operand B is K x N: b as stored (trans
+ * false, ldb >= N) or b's transpose (b is N x K, ldb >= K); it must outlive its products. Float packs
+ * B once (scratch) for the portable AVX-512 / AVX2 kernel (ot_sgemm_prepacked: the per-step
+ * products are small, [N, H] by [H, GH], where a packed operand and no per-call setup matter most);
+ * double keeps the pointer for dgemm. */
+typedef struct ot_rnn_operand_f32 {
+    int64_t k, n;
+    float *packed;
+} ot_rnn_operand_f32;
+
+typedef struct ot_rnn_operand_f64 {
+    int64_t k, n, ld;
+    bool trans;
+    const double *m;
+} ot_rnn_operand_f64;
+
+otter_status ot_rnn_prepare_f32(ot_kernel_ctx *ctx, bool trans, int64_t K, int64_t N, const float *b, int64_t ldb,
+                                ot_rnn_operand_f32 *out);
+otter_status ot_rnn_prepare_f64(ot_kernel_ctx *ctx, bool trans, int64_t K, int64_t N, const double *b, int64_t ldb,
+                                ot_rnn_operand_f64 *out);
+/* c[M x N] = op(a) B + bias in every row (c not read) when bias, else + beta c; op(a) is a (M x K,
+ * row stride lda) or its transpose (a is K x M). Pass a NULL ctx inside ot_parallel_for bodies. */
+otter_status ot_rnn_product_f32(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const float *a, int64_t lda,
+                                const ot_rnn_operand_f32 *b, const float *bias, float beta, float *c, int64_t ldc);
+otter_status ot_rnn_product_f64(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const double *a, int64_t lda,
+                                const ot_rnn_operand_f64 *b, const double *bias, double beta, double *c, int64_t ldc);
+
+/* x[0, n) = a(x[0, n)). Float runs Sigmoid and Tanh, every cell's default gates, through vec_math's
+ * vectorized kernels (float accuracy, as ONNX Runtime's and PyTorch's float RNNs have). The other
+ * activations, and every activation under `clip`, go through ot_rnn_act_apply in double: the
+ * gradient kernels spot a clipped gate by its recorded value being exactly act(+-clip) computed in
+ * double and rounded to the tensors' type. */
+void ot_rnn_act_row_f32(const ot_rnn_cfg *c, const ot_rnn_act *a, float *x, int64_t n);
+void ot_rnn_act_row_f64(const ot_rnn_cfg *c, const ot_rnn_act *a, double *x, int64_t n);
+
 /* The forward pass; with `record`, also outputs the gate activations (LSTM: IOFC as output 4, the
  * cell states CAll as output 3; GRU: ZRH as output 2), as ONNX Runtime's LSTMTraining and
  * GRUTraining do. */
