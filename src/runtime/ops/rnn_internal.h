@@ -90,6 +90,13 @@ static inline int64_t ot_rnn_time(const ot_rnn_cfg *c, int64_t d, const int64_t 
     return c->reverse_only || d == 1 ? lens[b] - 1 - s : s;
 }
 
+/* Batch rows per thread for the step loops: one range per thread (each range runs every step, so
+ * fewer, larger ranges mean larger per-step products), at least 4 rows. */
+static inline int64_t ot_rnn_rows_grain(const ot_kernel_ctx *ctx, int64_t N) {
+    int64_t threads = ctx->n_threads > 1 ? ctx->n_threads : 1, grain = (N + threads - 1) / threads;
+    return grain > 4 ? grain : 4;
+}
+
 /* Products with the weights, per working type (the _f32 / _f64 pairs below; the kernels' shared
  * code is templated over the type, see rnn_forward.inc). An operand B is K x N: b as stored (trans
  * false, ldb >= N) or b's transpose (b is N x K, ldb >= K); it must outlive its products. Float packs

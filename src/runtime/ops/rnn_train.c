@@ -14,6 +14,8 @@
  * then equals act(+-clip) rounded to the tensors' type, which an unclipped one only matches where
  * the activation is flat (zero derivative too) or within rounding of the bound.
  * It runs in the forward pass's working type (float, double for double tensors: rnn_backward.inc). */
+#include <stdatomic.h>
+
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/rnn_internal.h"
 
