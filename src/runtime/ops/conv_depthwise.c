@@ -33,7 +33,8 @@ bool ot_conv_depthwise_isa_supported(ot_dw_isa isa) { return isa <= ot_conv_dept
 
 /* ---- the vector loops ----------------------------------------------------------------------------
  * correlate: out[j] = (add ? out[j] : 0) + sum over taps t of w[t] * in[j + off[t]], j in [0, n).
- * dots:      acc[t] += sum over j in [0, n) of dy[j] * in[j + off[t]].
+ * dots:      lanes[t] += dy[j] * in[j + off[t]] over j in [0, n), in DW_VEC float lanes per tap (summed
+ *            once at the end: per plane, a horizontal sum would cost as much as a small plane's products).
  * n is a multiple of DW_VEC. */
 
 static void correlate_portable(float *restrict out, int64_t n, const float *in, const int64_t *off, const float *w,
@@ -55,18 +56,17 @@ static void correlate_portable(float *restrict out, int64_t n, const float *in, 
     }
 }
 
-static void dots_portable(const float *dy, int64_t n, const float *in, const int64_t *off, int64_t taps, double *acc) {
-    const ot_v4 zero = {0, 0, 0, 0};
+static void dots_portable(const float *dy, int64_t n, const float *in, const int64_t *off, int64_t taps, float *lanes) {
     for (int64_t t = 0; t < taps; t++) {
         const float *s = in + off[t];
-        ot_v4 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+        float *l = lanes + t * DW_VEC;
+        ot_v4 a0 = ot_v4_load(l), a1 = ot_v4_load(l + 4), a2 = ot_v4_load(l + 8), a3 = ot_v4_load(l + 12);
         for (int64_t j = 0; j < n; j += DW_VEC) {
             a0 += ot_v4_load(dy + j) * ot_v4_load(s + j), a1 += ot_v4_load(dy + j + 4) * ot_v4_load(s + j + 4);
             a2 += ot_v4_load(dy + j + 8) * ot_v4_load(s + j + 8),
                 a3 += ot_v4_load(dy + j + 12) * ot_v4_load(s + j + 12);
         }
-        ot_v4 v = (a0 + a1) + (a2 + a3);
-        acc[t] += ((double)v[0] + v[1]) + ((double)v[2] + v[3]);
+        ot_v4_store(l, a0), ot_v4_store(l + 4, a1), ot_v4_store(l + 8, a2), ot_v4_store(l + 12, a3);
     }
 }
 
@@ -95,35 +95,36 @@ __attribute__((target("avx2,fma"))) static void correlate_avx2(float *restrict o
 
 /* dots over NT (a constant after inlining) taps at once: one dY load feeds NT independent sums. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-dots_avx2_taps(const float *dy, int64_t n, const float *in, const int64_t *off, double *acc, int nt) {
-    __m256 a[4];
-    for (int i = 0; i < nt; i++) a[i] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; j += 8) {
-        const __m256 d = _mm256_loadu_ps(dy + j);
-        for (int i = 0; i < nt; i++) a[i] = _mm256_fmadd_ps(d, _mm256_loadu_ps(in + off[i] + j), a[i]);
+dots_avx2_taps(const float *dy, int64_t n, const float *in, const int64_t *off, float *lanes, int nt) {
+    __m256 a[8];
+    for (int i = 0; i < nt; i++)
+        a[2 * i] = _mm256_loadu_ps(lanes + i * DW_VEC), a[2 * i + 1] = _mm256_loadu_ps(lanes + i * DW_VEC + 8);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __m256 d0 = _mm256_loadu_ps(dy + j), d1 = _mm256_loadu_ps(dy + j + 8);
+        for (int i = 0; i < nt; i++) {
+            a[2 * i] = _mm256_fmadd_ps(d0, _mm256_loadu_ps(in + off[i] + j), a[2 * i]);
+            a[2 * i + 1] = _mm256_fmadd_ps(d1, _mm256_loadu_ps(in + off[i] + j + 8), a[2 * i + 1]);
+        }
     }
-    for (int i = 0; i < nt; i++) {
-        float l[8];
-        _mm256_storeu_ps(l, a[i]);
-        acc[i] += (((double)l[0] + l[1]) + ((double)l[2] + l[3])) + (((double)l[4] + l[5]) + ((double)l[6] + l[7]));
-    }
+    for (int i = 0; i < nt; i++)
+        _mm256_storeu_ps(lanes + i * DW_VEC, a[2 * i]), _mm256_storeu_ps(lanes + i * DW_VEC + 8, a[2 * i + 1]);
 }
 
 /* Taps per pass of the multi-tap dots: 4, but 3 + 2 rather than 4 + 1 for the last five. */
 static int dots_group(int64_t left) { return left >= 4 && left != 5 ? 4 : left == 5 ? 3 : (int)left; }
 
 __attribute__((target("avx2,fma"))) static void dots_avx2(const float *dy, int64_t n, const float *in,
-                                                          const int64_t *off, int64_t taps, double *acc) {
+                                                          const int64_t *off, int64_t taps, float *lanes) {
     for (int64_t t = 0; t < taps;) {
         const int nt = dots_group(taps - t);
         if (nt == 4)
-            dots_avx2_taps(dy, n, in, off + t, acc + t, 4);
+            dots_avx2_taps(dy, n, in, off + t, lanes + t * DW_VEC, 4);
         else if (nt == 3)
-            dots_avx2_taps(dy, n, in, off + t, acc + t, 3);
+            dots_avx2_taps(dy, n, in, off + t, lanes + t * DW_VEC, 3);
         else if (nt == 2)
-            dots_avx2_taps(dy, n, in, off + t, acc + t, 2);
+            dots_avx2_taps(dy, n, in, off + t, lanes + t * DW_VEC, 2);
         else
-            dots_avx2_taps(dy, n, in, off + t, acc + t, 1);
+            dots_avx2_taps(dy, n, in, off + t, lanes + t * DW_VEC, 1);
         t += nt;
     }
 }
@@ -151,34 +152,28 @@ __attribute__((target("avx512f"))) static void correlate_avx512(float *restrict 
 }
 
 __attribute__((target("avx512f"), always_inline)) static inline void
-dots_avx512_taps(const float *dy, int64_t n, const float *in, const int64_t *off, double *acc, int nt) {
+dots_avx512_taps(const float *dy, int64_t n, const float *in, const int64_t *off, float *lanes, int nt) {
     __m512 a[4];
-    for (int i = 0; i < nt; i++) a[i] = _mm512_setzero_ps();
+    for (int i = 0; i < nt; i++) a[i] = _mm512_loadu_ps(lanes + i * DW_VEC);
     for (int64_t j = 0; j < n; j += 16) {
         const __m512 d = _mm512_loadu_ps(dy + j);
         for (int i = 0; i < nt; i++) a[i] = _mm512_fmadd_ps(d, _mm512_loadu_ps(in + off[i] + j), a[i]);
     }
-    for (int i = 0; i < nt; i++) {
-        float l[16];
-        _mm512_storeu_ps(l, a[i]);
-        double sum = 0;
-        for (int k = 0; k < 16; k++) sum += l[k];
-        acc[i] += sum;
-    }
+    for (int i = 0; i < nt; i++) _mm512_storeu_ps(lanes + i * DW_VEC, a[i]);
 }
 
 __attribute__((target("avx512f"))) static void dots_avx512(const float *dy, int64_t n, const float *in,
-                                                           const int64_t *off, int64_t taps, double *acc) {
+                                                           const int64_t *off, int64_t taps, float *lanes) {
     for (int64_t t = 0; t < taps;) {
         const int nt = dots_group(taps - t);
         if (nt == 4)
-            dots_avx512_taps(dy, n, in, off + t, acc + t, 4);
+            dots_avx512_taps(dy, n, in, off + t, lanes + t * DW_VEC, 4);
         else if (nt == 3)
-            dots_avx512_taps(dy, n, in, off + t, acc + t, 3);
+            dots_avx512_taps(dy, n, in, off + t, lanes + t * DW_VEC, 3);
         else if (nt == 2)
-            dots_avx512_taps(dy, n, in, off + t, acc + t, 2);
+            dots_avx512_taps(dy, n, in, off + t, lanes + t * DW_VEC, 2);
         else
-            dots_avx512_taps(dy, n, in, off + t, acc + t, 1);
+            dots_avx512_taps(dy, n, in, off + t, lanes + t * DW_VEC, 1);
         t += nt;
     }
 }
@@ -214,15 +209,15 @@ static void correlate(const ot_dw_plan *p, float *out, int64_t n, const float *i
 }
 
 static void dots(const ot_dw_plan *p, const float *dy, int64_t n, const float *in, const int64_t *off, int64_t taps,
-                 double *acc) {
+                 float *lanes) {
 #ifdef OT_DW_X86
     if (p->isa == OT_DW_AVX512)
-        dots_avx512(dy, n, in, off, taps, acc);
+        dots_avx512(dy, n, in, off, taps, lanes);
     else if (p->isa == OT_DW_AVX2)
-        dots_avx2(dy, n, in, off, taps, acc);
+        dots_avx2(dy, n, in, off, taps, lanes);
     else
 #endif
-        dots_portable(dy, n, in, off, taps, acc);
+        dots_portable(dy, n, in, off, taps, lanes);
 }
 
 /* ---- planning and the phase buffers ---------------------------------------------------------- */
@@ -328,7 +323,7 @@ typedef struct dw_back_layout {
     int64_t pre, span;         /* per widened dY: leading zeros, floats in all */
     int64_t grid_r;            /* one phase's grid rounded up to whole vectors */
     int64_t xp, dyw, dxp, wph; /* float offsets into scratch; wph: weights in phase order [Mg][taps] */
-    int64_t acc;               /* float offset of Mg * taps doubles (dW sums), 8-byte aligned */
+    int64_t lanes;             /* float offset of the dW sums: DW_VEC float lanes per (m, tap) */
     int64_t floats;
 } dw_back_layout;
 
@@ -346,8 +341,8 @@ static dw_back_layout back_layout(const ot_dw_plan *p, int64_t Mg) {
     l.dyw = p->in_floats;
     l.dxp = l.dyw + Mg * l.span;
     l.wph = l.dxp + l.grid_r;
-    l.acc = round_up(l.wph + Mg * p->taps, 2);
-    l.floats = l.acc + 2 * Mg * p->taps;
+    l.lanes = round_up(l.wph + Mg * p->taps, DW_VEC);
+    l.floats = l.lanes + DW_VEC * Mg * p->taps;
     return l;
 }
 
@@ -376,7 +371,7 @@ void ot_conv_depthwise_backward(const ot_dw_plan *p, int64_t N, const float *x, 
                                 int64_t dystride, const float *w, int64_t Mg, float *dx, float *dw, float *scratch) {
     const dw_back_layout l = back_layout(p, Mg);
     float *xp = scratch + l.xp, *dyw = scratch + l.dyw, *dxp = scratch + l.dxp, *wph = scratch + l.wph;
-    double *acc = (double *)(void *)(scratch + l.acc);
+    float *lanes = scratch + l.lanes;
     const int64_t osz = p->OH * p->OW, isz = p->H * p->W;
     int64_t neg[OT_DW_MAX_TAPS]; /* phase-ordered taps: offset back from an input pixel to its output */
     for (int64_t i = 0; i < p->taps; i++) {
@@ -384,14 +379,13 @@ void ot_conv_depthwise_backward(const ot_dw_plan *p, int64_t N, const float *x, 
         neg[i] = -(p->off[t] % p->grid);
         for (int64_t m = 0; m < Mg; m++) wph[m * p->taps + i] = w[m * p->taps + t];
     }
-    if (dw)
-        for (int64_t i = 0; i < Mg * p->taps; i++) acc[i] = 0;
+    if (dw) memset(lanes, 0, (size_t)(DW_VEC * Mg * p->taps) * sizeof(float));
     for (int64_t n = 0; n < N; n++) {
         for (int64_t m = 0; m < Mg; m++) widen_dy(p, &l, dy + n * dystride + m * osz, dyw + m * l.span);
         if (dw) {
             pad_plane(p, x + n * xstride, xp);
             for (int64_t m = 0; m < Mg; m++)
-                dots(p, dyw + m * l.span + l.pre, p->wide, xp, p->off, p->taps, acc + m * p->taps);
+                dots(p, dyw + m * l.span + l.pre, p->wide, xp, p->off, p->taps, lanes + m * p->taps * DW_VEC);
         }
         if (!dx) continue;
         float *dxn = dx + n * xstride;
@@ -407,5 +401,9 @@ void ot_conv_depthwise_backward(const ot_dw_plan *p, int64_t N, const float *x, 
             }
     }
     if (dw)
-        for (int64_t i = 0; i < Mg * p->taps; i++) dw[i] = (float)acc[i];
+        for (int64_t i = 0; i < Mg * p->taps; i++) {
+            double sum = 0;
+            for (int k = 0; k < DW_VEC; k++) sum += lanes[i * DW_VEC + k];
+            dw[i] = (float)sum;
+        }
 }
