@@ -251,6 +251,13 @@ int main(void) {
         {9, 8, 12, 10, 12, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {9, 16, 9, 10, 8, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
         {8, 16, 9, 10, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        /* depthwise (group == C: conv_depthwise.c): 3x3 and 5x5, strides 1 and 2, a channel multiplier of 2,
+         * dilations, residual + Relu and Relu + MaxPool fused, a 4x4 plane */
+        {3, 16, 9, 11, 16, 3, 3, 16, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {2, 12, 13, 10, 12, 5, 5, 12, {2, 2, 2, 2}, {2, 2}, {1, 1}, false},
+        {2, 6, 9, 7, 12, 3, 3, 6, {1, 0, 2, 1}, {1, 2}, {2, 1}, false},
+        {2, 8, 10, 12, 8, 3, 3, 8, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+        {1, 32, 4, 4, 32, 3, 3, 32, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     printf("worst relative error %.2e\n", worst);

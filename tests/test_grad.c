@@ -373,6 +373,20 @@ static void a_conv_group(otter_node *n) {
     otter_node_set_attr_ints(n, "dilations", 1, d);
     otter_node_set_attr_int(n, "group", 2);
 }
+static void a_conv_depthwise(otter_node *n) {
+    int64_t k[2] = {3, 3}, p[4] = {1, 0, 1, 2}, st[2] = {2, 2};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+    otter_node_set_attr_ints(n, "strides", 2, st);
+    otter_node_set_attr_int(n, "group", 3);
+}
+static void a_conv_depthwise_dil(otter_node *n) {
+    int64_t k[2] = {2, 3}, p[4] = {0, 2, 1, 1}, d[2] = {2, 1};
+    otter_node_set_attr_ints(n, "kernel_shape", 2, k);
+    otter_node_set_attr_ints(n, "pads", 4, p);
+    otter_node_set_attr_ints(n, "dilations", 2, d);
+    otter_node_set_attr_int(n, "group", 4);
+}
 static void a_convt(otter_node *n) {
     int64_t k[2] = {3, 3}, st[2] = {2, 2}, p[4] = {1, 1, 0, 0};
     otter_node_set_attr_ints(n, "kernel_shape", 2, k);
@@ -2265,6 +2279,23 @@ static const grad_case CASES[] = {
       {"bi", INTS, SHAPE(2), {0, 0}}},
      1,
      a_roi_max},
+    /* depthwise Conv (ConvGrad's conv_depthwise.c kernels) */
+    {"Conv depthwise 2-D strided padded, 2 channels per group",
+     "Conv",
+     NULL,
+     0,
+     3,
+     {{"x", RAND, SHAPE(2, 3, 5, 6)}, {"w", RAND, SHAPE(6, 1, 3, 3)}, {"b", RAND, SHAPE(6)}},
+     1,
+     a_conv_depthwise},
+    {"Conv depthwise 2-D dilated",
+     "Conv",
+     NULL,
+     0,
+     2,
+     {{"x", RAND, SHAPE(1, 4, 5, 4)}, {"w", RAND, SHAPE(4, 1, 2, 3)}},
+     1,
+     a_conv_depthwise_dil},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

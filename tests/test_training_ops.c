@@ -632,6 +632,17 @@ static void test_conv(void) {
     run_threads = 2;
     conv_ref_case("2 threads: N 6, groups 2, strides 2", rx2, rw2, &r2);
     run_threads = 1;
+    /* depthwise (group == C: conv_depthwise.c): stride 2 with a channel multiplier of 2, stride 1 dilated,
+     * at 1 and 2 threads (input channels split over the threads) */
+    int64_t dx1[4] = {5, 6, 13, 12}, dw1[4] = {12, 1, 3, 3};
+    conv_attrs d1 = {2, {2, 2, 1}, {1, 1, 1, 0, 0, 0}, {1, 1, 1}, 6, {0, 0, 0}, NULL};
+    conv_ref_case("depthwise N 5, x2 channels, strides 2, pads (1,1,1,0)", dx1, dw1, &d1);
+    int64_t dx2[4] = {3, 7, 11, 9}, dw2[4] = {7, 1, 5, 5};
+    conv_attrs d2 = {2, {1, 1, 1}, {4, 2, 4, 2, 0, 0}, {2, 1, 1}, 7, {0, 0, 0}, NULL};
+    run_threads = 2;
+    conv_ref_case("2 threads: depthwise 5x5, dil (2,1)", dx2, dw2, &d2);
+    conv_ref_case("2 threads: depthwise N 5, x2 channels, strides 2", dx1, dw1, &d1);
+    run_threads = 1;
     /* stride 1: dX by the direct convolution with the flipped kernel (pads (k-1)*dil - pad, which
      * is negative, a crop, when a pad exceeds the kernel's reach) */
     int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};

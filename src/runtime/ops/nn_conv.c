@@ -7,6 +7,7 @@
 #include "ops/shape_math.h"
 #include "runtime/op.h"
 #include "runtime/ops/broadcast.h"
+#include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
@@ -41,7 +42,8 @@ typedef struct conv_args {
     float *Y;
     int64_t M, group, Cg, Mg;
     int act;
-    bool direct; /* 1x1, stride 1, no pad: X is its own column matrix */
+    bool direct;          /* 1x1, stride 1, no pad: X is its own column matrix */
+    const ot_dw_plan *dw; /* depthwise (one input channel per group): a task convolves its plane, no sgemm */
     bool inner_threads;
     float *cols;       /* n_slots column buffers of col_elems */
     int64_t col_elems; /* rows x out_size */
@@ -94,10 +96,14 @@ static void conv_task(conv_args *a, int64_t t, float *col) {
     int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
     const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
     float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
-    if (!a->direct) im2col3(xg, a->Cg, g, col);
-    if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
-                 rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
-        atomic_store(&a->failed, 1);
+    if (a->dw) {
+        ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
+    } else {
+        if (!a->direct) im2col3(xg, a->Cg, g, col);
+        if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
+                     rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+            atomic_store(&a->failed, 1);
+    }
     if (a->B || a->Z || a->act != ACT_NONE)
         conv_epilogue(yg, a->Z ? a->Z + (n * a->M + gr * a->Mg) * osz : NULL, a->B ? a->B + gr * a->Mg : NULL, a->Mg,
                       osz, a->act);
@@ -108,6 +114,7 @@ static void conv_slots(void *arg, int64_t s0, int64_t s1) {
     conv_args *a = arg;
     for (int64_t s = s0; s < s1; s++) {
         float *col = a->direct ? NULL : a->cols + s * a->col_elems;
+        if (a->dw) ot_conv_depthwise_init(col, a->col_elems);
         for (int64_t t = s * a->n_tasks / a->n_slots; t < (s + 1) * a->n_tasks / a->n_slots; t++) conv_task(a, t, col);
     }
 }
@@ -190,7 +197,7 @@ static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
     a->n_tasks = a->g->N * a->group;
     a->inner_threads = !(ctx->n_threads > 1 && a->n_tasks >= ctx->n_threads);
     a->n_slots = a->inner_threads ? 1 : (a->n_tasks < 2 * ctx->n_threads ? a->n_tasks : 2 * ctx->n_threads);
-    a->col_elems = a->Cg * a->g->k_size * a->g->out_size;
+    a->col_elems = a->dw ? ot_conv_depthwise_forward_scratch(a->dw) : a->Cg * a->g->k_size * a->g->out_size;
     if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems) * sizeof(float))))
         return OTTER_ERR_NOMEM;
     if (a->inner_threads)
@@ -272,14 +279,16 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
     conv_args a = {.ctx = ctx, .g = &g, .M = M, .group = group, .Cg = g.C / group, .Mg = M / group, .act = act};
     atomic_init(&a.failed, 0);
-    a.direct = g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 && g.stride[0] * g.stride[1] * g.stride[2] == 1 &&
-               g.in_size == g.out_size;
+    const ot_conv_window win = ot_conv_geom_window(&g);
+    ot_dw_plan dw;
+    if (group > 1 && a.Cg == 1 && ot_conv_depthwise_plan(&dw, &win, ot_conv_depthwise_isa())) a.dw = &dw;
+    a.direct = !a.dw && g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 &&
+               g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.in_size == g.out_size;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
-    const ot_conv_window win = ot_conv_geom_window(&g);
-    const bool direct = !a.direct && ot_conv_direct_supported(&win);
+    const bool direct = !a.direct && !a.dw && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel without pooling reads each element of
      * Z just before it writes that element of Y; the other paths write Y first and get a copy of Z. */
     const float *zdata = z ? z->data : NULL;

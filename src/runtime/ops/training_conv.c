@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ops/shape_math.h"
+#include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_geom.h"
 #include "runtime/ops/gemm.h"
@@ -376,7 +377,40 @@ static otter_status conv_grad_dx_direct(ot_kernel_ctx *ctx, const ot_conv_window
     return ot_conv_direct_run(ctx, &d);
 }
 
-/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. dW_g = dY_g col^T per group, one product
+/* Depthwise dX and dW (conv_depthwise.h): slot s of n_slots takes its share of the input channels,
+ * each over the whole batch, with its own scratch. */
+typedef struct dwg_args {
+    const ot_dw_plan *plan;
+    const float *X, *DY, *W;
+    float *dx, *dw, *scratch; /* dx, dw: NULL when not wanted */
+    int64_t N, C, M, Mg, in_size, out_size, scratch_floats, n_slots;
+} dwg_args;
+
+static void dwg_slots(void *arg, int64_t s0, int64_t s1) {
+    const dwg_args *a = arg;
+    const int64_t taps = a->plan->taps;
+    for (int64_t s = s0; s < s1; s++) {
+        float *scratch = a->scratch + s * a->scratch_floats;
+        ot_conv_depthwise_init(scratch, a->scratch_floats);
+        for (int64_t c = s * a->C / a->n_slots; c < (s + 1) * a->C / a->n_slots; c++)
+            ot_conv_depthwise_backward(a->plan, a->N, a->X + c * a->in_size, a->C * a->in_size,
+                                       a->DY + c * a->Mg * a->out_size, a->M * a->out_size, a->W + c * a->Mg * taps,
+                                       a->Mg, a->dx ? a->dx + c * a->in_size : NULL,
+                                       a->dw ? a->dw + c * a->Mg * taps : NULL, scratch);
+    }
+}
+
+static otter_status conv_grad_depthwise(ot_kernel_ctx *ctx, dwg_args *a) {
+    a->n_slots = ctx->n_threads > 1 ? (a->C < 2 * ctx->n_threads ? a->C : 2 * ctx->n_threads) : 1;
+    a->scratch_floats = ot_conv_depthwise_backward_scratch(a->plan, a->Mg);
+    if (!(a->scratch = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->scratch_floats) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    ot_parallel_for(ctx, a->n_slots, 1, dwg_slots, a);
+    return OTTER_OK;
+}
+
+/* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Depthwise convolutions (one input channel
+ * per group) take conv_depthwise.c's kernels. dW_g = dY_g col^T per group, one product
  * over the batch with col = im2col(X_g) packed on the fly (dw_args). dX: at stride 1 the direct
  * convolution below; else over chunks of images and each group, dcol = W_g^T dY_g with the chunk's
  * dY_g side by side (one matrix of chunk x out_size columns), one sgemm, and dX_g = col2im(dcol),
@@ -418,10 +452,29 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
         dx_win.dil[i] = g.dil[i], dx_win.pad_begin[i] = (g.k[i] - 1) * g.dil[i] - g.pb[i];
         stride1 = stride1 && g.stride[i] == 1;
     }
-    bool direct_dx = want_dx && stride1 && N > 0 && ot_conv_direct_supported(&dx_win);
+    const ot_conv_window win = ot_conv_geom_window(&g);
+    ot_dw_plan plan;
+    const bool depthwise = group > 1 && Cg == 1 && N > 0 && (want_dx || want_dw) &&
+                           ot_conv_depthwise_plan(&plan, &win, ot_conv_depthwise_isa());
+    if (s == OTTER_OK && depthwise) {
+        dwg_args a = {.plan = &plan,
+                      .X = X,
+                      .DY = DY,
+                      .W = W,
+                      .dx = out[0],
+                      .dw = out[1],
+                      .N = N,
+                      .C = C,
+                      .M = M,
+                      .Mg = Mg,
+                      .in_size = g.in_size,
+                      .out_size = osz};
+        s = conv_grad_depthwise(ctx, &a);
+    }
+    bool direct_dx = want_dx && !depthwise && stride1 && N > 0 && ot_conv_direct_supported(&dx_win);
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
-    bool loop_dx = want_dx && !direct_dx;
-    if (s == OTTER_OK && want_dw && rows > 0 && Mg > 0) {
+    bool loop_dx = want_dx && !direct_dx && !depthwise;
+    if (s == OTTER_OK && want_dw && !depthwise && rows > 0 && Mg > 0) {
         int64_t *tap = ot_ctx_scratch(ctx, (size_t)(rows * DW_TAP) * sizeof(int64_t));
         if (!tap)
             s = OTTER_ERR_NOMEM;

@@ -1,0 +1,75 @@
+/* Depthwise convolution (float, NCHW, 2-D or 1-D; group == C, so output channel m reads input channel
+ * m / (M / C) only) and its two gradients, for Conv (nn_conv.c) and ConvGrad (training_conv.c).
+ *
+ * One input plane at a time is copied into a zero-padded buffer split into stride phases along both
+ * axes: phase (a, b) is a QH x QW grid whose row r, column q holds padded pixel (r * sh + a,
+ * q * sw + b), with QH = OH + (KH - 1) * dh / sh and QW = OW + (KW - 1) * dw / sw. Output (oh, ow)
+ * at tap (kh, kw) then reads phase ((kh * dh) % sh, (kw * dw) % sw) at flat index oh * QW + ow +
+ * (kh * dh / sh) * QW + kw * dw / sw. Over the "wide" output grid OH x QW every tap is one contiguous
+ * run, so a plane of any size is one vector loop per tap (the QW - OW extra columns per row are
+ * computed and dropped): no per-pixel bounds tests, and small late-layer planes (4 x 4) still fill
+ * whole vectors. The input gradient is the same correlation run backwards per phase (dY widened,
+ * zero-padded, read at negated offsets), the weight gradient one dot product per tap.
+ *
+ * The vector loops exist for AVX-512, AVX2 + FMA and portable C; ot_conv_depthwise_isa picks the best
+ * the CPU runs, and a plan can be made for any of them the CPU supports (tests run each). */
+#ifndef OTTER_RUNTIME_OPS_CONV_DEPTHWISE_H
+#define OTTER_RUNTIME_OPS_CONV_DEPTHWISE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/ops/im2col.h"
+
+typedef enum { OT_DW_PORTABLE, OT_DW_AVX2, OT_DW_AVX512 } ot_dw_isa;
+
+#define OT_DW_MAX_TAPS 121 /* kernels up to 11 x 11 and strides up to 11 x 11 (others take the general paths) */
+
+typedef struct ot_dw_plan {
+    ot_dw_isa isa;
+    int64_t H, W, OH, OW, sh, sw, ph, pw; /* ph, pw: pads at the beginning */
+    int64_t QH, QW, phases, grid;         /* grid = QH * QW floats per phase */
+    int64_t wide;                         /* OH * QW outputs, rounded up to whole vectors */
+    int64_t taps;                         /* KH * KW */
+    int64_t off[OT_DW_MAX_TAPS];          /* per tap (kh, kw): offset of its run in the phase buffer */
+    int64_t in_floats;                    /* the phase buffer with the slack the vector loops read */
+    bool dx_covered;                      /* every input pixel lies in a phase some tap reads */
+    /* per row phase a: grid rows [row_lo, row_hi) hold input rows; per column phase b, columns [col_lo, col_hi) */
+    int64_t row_lo[OT_DW_MAX_TAPS], row_hi[OT_DW_MAX_TAPS], col_lo[OT_DW_MAX_TAPS], col_hi[OT_DW_MAX_TAPS];
+    /* the taps grouped by phase (the input gradient's loops): tap order[i] for i in [first[p], first[p + 1]) */
+    int64_t order[OT_DW_MAX_TAPS], first[OT_DW_MAX_TAPS + 1]; /* first: per phase, phases + 1 used */
+} ot_dw_plan;
+
+/* The best vector loops this CPU runs, and whether it runs isa. */
+ot_dw_isa ot_conv_depthwise_isa(void);
+bool ot_conv_depthwise_isa_supported(ot_dw_isa isa);
+
+/* Fills p for window w (2-D in its last two axes, as ot_conv_geom_window makes it; non-negative pads);
+ * false when the geometry is not one this kernel takes (3-D, more taps than OT_DW_MAX_TAPS). */
+bool ot_conv_depthwise_plan(ot_dw_plan *p, const ot_conv_window *w, ot_dw_isa isa);
+
+/* The scratch of the calls below: zero it (floats of it) once, then reuse it for any number of calls
+ * with the same plan (and Mg): they write only what changes from plane to plane, and the padding
+ * stays zero. */
+void ot_conv_depthwise_init(float *scratch, int64_t floats);
+
+/* Floats of scratch ot_conv_depthwise_forward needs (64-byte aligned). */
+int64_t ot_conv_depthwise_forward_scratch(const ot_dw_plan *p);
+
+/* y[m] = conv(x, w[m]) for the Mg output channels of one input plane: x [H][W], w [Mg][KH][KW],
+ * y [Mg][OH][OW]. No bias: Conv's epilogue adds it. */
+void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float *w, int64_t Mg, float *y,
+                               float *scratch);
+
+/* Floats of scratch ot_conv_depthwise_backward needs (64-byte aligned). */
+int64_t ot_conv_depthwise_backward_scratch(const ot_dw_plan *p, int64_t Mg);
+
+/* The gradients for one input channel over a batch of N images: x [N][xstride] (the channel's plane
+ * at x + n * xstride), dy [N][dystride] (its Mg output planes at dy + n * dystride), w [Mg][KH][KW].
+ * dx (may be NULL): the channel's planes at dx + n * xstride, written. dw (may be NULL): [Mg][KH][KW],
+ * written. */
+void ot_conv_depthwise_backward(const ot_dw_plan *p, int64_t N, const float *x, int64_t xstride, const float *dy,
+                                int64_t dystride, const float *w, int64_t Mg, float *dx, float *dw, float *scratch);
+
+#endif

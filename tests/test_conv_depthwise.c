@@ -1,0 +1,184 @@
+/* The depthwise convolution kernels (runtime/ops/conv_depthwise.c) against direct loops in double: the
+ * forward, dX and dW, on every vector path the CPU runs (portable C, AVX2 + FMA, AVX-512), over kernel
+ * sizes 1..7 (square and not), strides 1..3, dilations 1..3, pads symmetric, asymmetric and wider than
+ * the kernel, channel multipliers 1 and 2, odd N, C, H and W down to planes smaller than the kernel. One
+ * scratch serves every plane of a case, as Conv and ConvGrad use it, so a plane that left data where the
+ * next one expects padding fails. Outputs start as NaN: an element the kernel does not write fails.
+ * Error |got - want| / (1 + |want|), below 2e-5 (float sums of up to 49 products forward; dW sums
+ * 3 x 20 x 20 products in float lanes, then in double). Conv and ConvGrad through a session (routing,
+ * bias, fused activation, threads) are in test_conv_algos.c and test_training_ops.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/ops/conv_depthwise.h"
+#include "testutil.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *rand_floats(int64_t n, unsigned seed) {
+    float *p = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = frand(&seed);
+    return p;
+}
+
+static float *nan_floats(int64_t n) {
+    float *p = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+typedef struct dw_case {
+    int64_t N, C, H, W, Mg, KH, KW, sh, sw, dh, dw;
+    int64_t pads[4]; /* top, left, bottom, right */
+} dw_case;
+
+static const char *isa_name(ot_dw_isa isa) {
+    return isa == OT_DW_AVX512 ? "avx512" : isa == OT_DW_AVX2 ? "avx2" : "portable";
+}
+
+static double rel_err(const float *got, const double *want, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = tu_worse(worst, fabs((double)got[i] - want[i]) / (1 + fabs(want[i])));
+    return worst;
+}
+
+/* Runs case k on path isa; returns the worst error of the forward, dX and dW (-1: geometry refused). */
+static double run_case(const dw_case *k, ot_dw_isa isa) {
+    const int64_t N = k->N, C = k->C, H = k->H, W = k->W, Mg = k->Mg, M = C * Mg, KH = k->KH, KW = k->KW;
+    const int64_t OH = (H + k->pads[0] + k->pads[2] - (KH - 1) * k->dh - 1) / k->sh + 1;
+    const int64_t OW = (W + k->pads[1] + k->pads[3] - (KW - 1) * k->dw - 1) / k->sw + 1;
+    const int64_t isz = H * W, osz = OH * OW, taps = KH * KW;
+    const ot_conv_window win = {.in = {1, H, W},
+                                .out = {1, OH, OW},
+                                .k = {1, KH, KW},
+                                .stride = {1, k->sh, k->sw},
+                                .dil = {1, k->dh, k->dw},
+                                .pad_begin = {0, k->pads[0], k->pads[1]}};
+    ot_dw_plan plan;
+    if (!ot_conv_depthwise_plan(&plan, &win, isa)) return -1;
+    unsigned seed = (unsigned)(H * 131 + W * 17 + KH * 7 + KW + k->sh * 3 + k->dh * 5 + Mg);
+    float *x = rand_floats(N * C * isz, seed), *w = rand_floats(M * taps, seed + 1);
+    float *dy = rand_floats(N * M * osz, seed + 2);
+    double *y_ref = calloc((size_t)(N * M * osz), sizeof(double)),
+           *dx_ref = calloc((size_t)(N * C * isz), sizeof(double));
+    double *dw_ref = calloc((size_t)(M * taps), sizeof(double));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const int64_t yi = ((n * M + m) * OH + oh) * OW + ow;
+                    for (int64_t i = 0; i < KH; i++)
+                        for (int64_t j = 0; j < KW; j++) {
+                            const int64_t ih = oh * k->sh - k->pads[0] + i * k->dh;
+                            const int64_t iw = ow * k->sw - k->pads[1] + j * k->dw;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            const int64_t xi = (n * C + m / Mg) * isz + ih * W + iw, wi = m * taps + i * KW + j;
+                            y_ref[yi] += (double)w[wi] * x[xi];
+                            dx_ref[xi] += (double)w[wi] * dy[yi];
+                            dw_ref[wi] += (double)x[xi] * dy[yi];
+                        }
+                }
+    float *y = nan_floats(N * M * osz), *dx = nan_floats(N * C * isz), *dwt = nan_floats(M * taps);
+    const int64_t floats = ot_conv_depthwise_forward_scratch(&plan) > ot_conv_depthwise_backward_scratch(&plan, Mg)
+                               ? ot_conv_depthwise_forward_scratch(&plan)
+                               : ot_conv_depthwise_backward_scratch(&plan, Mg);
+    float *scratch = aligned_alloc(64, (size_t)(floats + 16) / 16 * 16 * sizeof(float));
+    ot_conv_depthwise_init(scratch, ot_conv_depthwise_forward_scratch(&plan));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            ot_conv_depthwise_forward(&plan, x + (n * C + c) * isz, w + c * Mg * taps, Mg, y + (n * M + c * Mg) * osz,
+                                      scratch);
+    ot_conv_depthwise_init(scratch, ot_conv_depthwise_backward_scratch(&plan, Mg));
+    for (int64_t c = 0; c < C; c++)
+        ot_conv_depthwise_backward(&plan, N, x + c * isz, C * isz, dy + c * Mg * osz, M * osz, w + c * Mg * taps, Mg,
+                                   dx + c * isz, dwt + c * Mg * taps, scratch);
+    double err = rel_err(y, y_ref, N * M * osz);
+    err = tu_worse(err, rel_err(dx, dx_ref, N * C * isz));
+    err = tu_worse(err, rel_err(dwt, dw_ref, M * taps));
+    /* each gradient alone (ConvGrad computes only the wanted outputs) */
+    float *dx2 = nan_floats(N * C * isz), *dw2 = nan_floats(M * taps);
+    ot_conv_depthwise_init(scratch, ot_conv_depthwise_backward_scratch(&plan, Mg));
+    for (int64_t c = 0; c < C; c++) {
+        ot_conv_depthwise_backward(&plan, N, x + c * isz, C * isz, dy + c * Mg * osz, M * osz, w + c * Mg * taps, Mg,
+                                   dx2 + c * isz, NULL, scratch);
+        ot_conv_depthwise_backward(&plan, N, x + c * isz, C * isz, dy + c * Mg * osz, M * osz, w + c * Mg * taps, Mg,
+                                   NULL, dw2 + c * Mg * taps, scratch);
+    }
+    err = tu_worse(err, rel_err(dx2, dx_ref, N * C * isz));
+    err = tu_worse(err, rel_err(dw2, dw_ref, M * taps));
+    free(x), free(w), free(dy), free(y_ref), free(dx_ref), free(dw_ref), free(y), free(dx), free(dwt);
+    free(dx2), free(dw2), free(scratch);
+    return err;
+}
+
+static void check(const dw_case *k, ot_dw_isa isa, double *isa_worst) {
+    const double err = run_case(k, isa);
+    tu_checks++;
+    if (err < 0) {
+        tu_failures++;
+        fprintf(stderr, "FAIL: %s refused %lldx%lld stride %lld,%lld\n", isa_name(isa), (long long)k->KH,
+                (long long)k->KW, (long long)k->sh, (long long)k->sw);
+        return;
+    }
+    if (!(err <= 2e-5)) {
+        tu_failures++;
+        fprintf(stderr,
+                "FAIL: %s N %lld C %lld %lldx%lld Mg %lld, kernel %lldx%lld, strides %lld,%lld, dilations %lld,%lld, "
+                "pads %lld,%lld,%lld,%lld: worst rel err %.2e\n",
+                isa_name(isa), (long long)k->N, (long long)k->C, (long long)k->H, (long long)k->W, (long long)k->Mg,
+                (long long)k->KH, (long long)k->KW, (long long)k->sh, (long long)k->sw, (long long)k->dh,
+                (long long)k->dw, (long long)k->pads[0], (long long)k->pads[1], (long long)k->pads[2],
+                (long long)k->pads[3], err);
+    }
+    *isa_worst = tu_worse(*isa_worst, err);
+}
+
+int main(void) {
+    const ot_dw_isa isas[3] = {OT_DW_PORTABLE, OT_DW_AVX2, OT_DW_AVX512};
+    int ran = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!ot_conv_depthwise_isa_supported(isas[i])) {
+            printf("%-8s: skipped (the CPU lacks it)\n", isa_name(isas[i]));
+            continue;
+        }
+        double worst = 0;
+        int cases = 0;
+        for (int64_t kk = 1; kk <= 7; kk++)
+            for (int64_t s = 1; s <= 2; s++)
+                for (int64_t d = 1; d <= 2; d++)
+                    for (int64_t Mg = 1; Mg <= 2; Mg++) {
+                        /* square kernel, pads half of it; a rectangular one, asymmetric pads */
+                        const int64_t half = (kk - 1) * d / 2, kw2 = 8 - kk;
+                        const dw_case sq = {3, 5, 13, 11, Mg, kk, kk, s, s, d, d, {half, half, half, half}};
+                        const dw_case rect = {1, 3, 15, 9, Mg, kk, kw2, s, 3 - s, d, 3 - d, {kk / 2, 0, 1, kk}};
+                        check(&sq, isas[i], &worst), check(&rect, isas[i], &worst);
+                        cases += 2;
+                    }
+        const dw_case odd[] = {
+            /* mobile CNNs' layers: 3x3 and 5x5, stride 1 and 2, pad k / 2, planes down to 2x2 */
+            {3, 7, 32, 32, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+            {2, 5, 33, 31, 1, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}},
+            {3, 7, 17, 17, 1, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}},
+            {5, 9, 4, 4, 1, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}},
+            {5, 9, 2, 2, 1, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}},
+            /* a plane smaller than the kernel, pads wider than it, stride 3, dilation 3, 1-D */
+            {3, 3, 2, 3, 2, 5, 4, 1, 1, 1, 1, {4, 3, 5, 6}},
+            {1, 5, 20, 20, 1, 3, 3, 3, 3, 3, 3, {0, 5, 7, 1}},
+            {3, 5, 1, 37, 2, 1, 7, 1, 2, 1, 2, {0, 3, 0, 2}},
+            {3, 5, 29, 1, 1, 6, 1, 3, 1, 1, 1, {2, 0, 3, 0}},
+            {2, 3, 9, 8, 3, 2, 2, 2, 3, 1, 1, {0, 0, 0, 0}},
+        };
+        for (size_t c = 0; c < sizeof odd / sizeof odd[0]; c++, cases++) check(&odd[c], isas[i], &worst);
+        printf("%-8s: forward, dX and dW of %d cases vs double loops: worst rel err %.2e\n", isa_name(isas[i]), cases,
+               worst);
+        ran++;
+    }
+    tu_checks++;
+    if (ran == 0) tu_failures++, fprintf(stderr, "FAIL: no vector path ran\n");
+    return tu_finish("test_conv_depthwise");
+}
