@@ -4,7 +4,8 @@
  * fusion only reorders additions, below 1e-3 (the conformance rtol) for BatchNormalization folding
  * (rounded folded weights). Cases: Conv + BN + Relu; Conv without bias + per-channel Add + residual
  * Add + Relu (a ResNet block); Conv + Add of a residual that dies there (the output overwrites it),
- * for each convolution path; Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu;
+ * for each convolution path; Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu (operands
+ * also through Identity);
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -313,6 +314,18 @@ int main(void) {
         node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
         node(m, "Relu", 1, (const char *[]){"mm"}, "r");
         compare("MatMul+Relu (3-D)", m, 3, x3, 1, 1, false, 1e-6);
+        otter_model_free(m);
+        /* weights and bias shared through Identity (PyTorch's copied TransformerEncoder layers): the
+         * MatMul still takes the Add and Relu in; the Identities stay (aliases at run time) */
+        m = new_model(14, 2, x2, "r");
+        add_init(m, "W", 2, wm, 1, -0.5f, 1.0f);
+        add_init(m, "b", 1, b9, 2, -0.5f, 1.0f);
+        node(m, "Identity", 1, (const char *[]){"W"}, "W1");
+        node(m, "Identity", 1, (const char *[]){"b"}, "b1");
+        node(m, "MatMul", 2, (const char *[]){"x", "W1"}, "mm");
+        node(m, "Add", 2, (const char *[]){"mm", "b1"}, "a");
+        node(m, "Relu", 1, (const char *[]){"a"}, "r");
+        compare("MatMul+Add(bias)+Relu, operands via Identity", m, 2, x2, 1, 3, false, 1e-6);
         otter_model_free(m);
     }
     {

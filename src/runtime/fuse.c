@@ -337,15 +337,28 @@ static otter_status fuse_gemm(fz *f, size_t k) {
     return finish_chain(f, k, (size_t)r, "FusedGemm", true);
 }
 
+static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at);
+
+/* The name an Identity chain ending in `name` starts from (name itself when no Identity writes it):
+ * exporters share equal initial weights between layers through Identity nodes (PyTorch's
+ * deep-copied TransformerEncoder layers), which the session turns into aliases. */
+static const char *through_identity(const fz *f, const char *name) {
+    const otter_node *id;
+    for (int hops = 0; hops < 16 && (id = made_by(f, name, "Identity", NULL)) && id->n_inputs == 1; hops++)
+        name = id->inputs[0];
+    return name;
+}
+
 static otter_status fuse_matmul(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
     if (n->n_outputs != 1 || n->n_inputs != 2) return OTTER_OK;
-    const otter_tensor *w = get(&f->inits, n->inputs[1]) >= 0 ? f->g->initializers[get(&f->inits, n->inputs[1])] : NULL;
+    const char *wn = through_identity(f, n->inputs[1]);
+    const otter_tensor *w = get(&f->inits, wn) >= 0 ? f->g->initializers[get(&f->inits, wn)] : NULL;
     int64_t last = -1, r = only_reader(f, n->outputs[0]);
     const char *out = n->outputs[0];
     if (r >= 0 && is_op(f->g->nodes[r], "Add") && w && w->rank == 2 && w->dtype == OTTER_DTYPE_FLOAT) {
         const char *bn = other_input(f->g->nodes[r], out);
-        const otter_tensor *b = bn ? const_init(f, bn) : NULL;
+        const otter_tensor *b = bn ? const_init(f, through_identity(f, bn)) : NULL;
         if (b && b->rank == 1 && b->dtype == OTTER_DTYPE_FLOAT && (b->dims[0] == w->dims[1] || b->dims[0] == 1)) {
             OT_TRY(set_input(f, n, 2, bn));
             last = r;

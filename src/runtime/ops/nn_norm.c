@@ -1,6 +1,11 @@
 /* Normalization kernels: BatchNormalization, InstanceNormalization, LayerNormalization, LRN. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/core.h"
 #include "runtime/op.h"
@@ -173,8 +178,64 @@ typedef struct lnorm_args {
     float eps;
 } lnorm_args;
 
+#if defined(__GNUC__) && defined(__x86_64__)
+/* One row with scale and bias (if any) over the row itself: mean and variance as two float passes
+ * of 8 lanes (relative error ~1e-7 at transformer widths, where the double loop below can't be
+ * vectorized), then one pass writing y. */
+__attribute__((target("avx2,fma"))) static void lnorm_row_avx2(const lnorm_args *a, int64_t r) {
+    const int64_t n = a->inner, n8 = n & ~(int64_t)7;
+    const float *x = a->X + r * n;
+    float *y = a->Y + r * n;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i < n8; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+    float lanes[8], sum = 0, sq = 0;
+    _mm256_storeu_ps(lanes, acc);
+    for (int l = 0; l < 8; l++) sum += lanes[l];
+    for (; i < n; i++) sum += x[i];
+    const float mu = sum / (float)n;
+    const __m256 vmu = _mm256_set1_ps(mu);
+    acc = _mm256_setzero_ps();
+    for (i = 0; i < n8; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmu);
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    _mm256_storeu_ps(lanes, acc);
+    for (int l = 0; l < 8; l++) sq += lanes[l];
+    for (; i < n; i++) sq += (x[i] - mu) * (x[i] - mu);
+    const float inv = 1.0f / sqrtf(sq / (float)n + a->eps);
+    if (a->mean) a->mean[r] = mu;
+    if (a->inv) a->inv[r] = inv;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (i = 0; i < n8; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmu), vinv),
+                                 _mm256_loadu_ps(a->scale + i));
+        if (a->bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a->bias + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) y[i] = (x[i] - mu) * inv * a->scale[i] + (a->bias ? a->bias[i] : 0.0f);
+}
+
+static bool lnorm_has_avx2(void) {
+    static atomic_int has = -1;
+    int v = atomic_load(&has);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        atomic_store(&has, v);
+    }
+    return v;
+}
+#endif
+
 static void lnorm_rows(void *arg, int64_t r0, int64_t r1) {
     lnorm_args *a = arg;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (!a->sidx && !a->bidx && lnorm_has_avx2()) {
+        for (int64_t r = r0; r < r1; r++) lnorm_row_avx2(a, r);
+        return;
+    }
+#endif
     for (int64_t r = r0; r < r1; r++) {
         const float *x = a->X + r * a->inner;
         float *y = a->Y + r * a->inner;

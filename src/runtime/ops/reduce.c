@@ -12,6 +12,7 @@
 #include "ops/shape_math.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/broadcast.h"
+#include "runtime/ops/vec_math.h"
 
 static bool is_numeric(otter_dtype t) {
     return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_STRING && t != OTTER_DTYPE_BOOL &&
@@ -535,6 +536,29 @@ typedef struct {
 SM_TYPE(f32, float, expf, logf)
 SM_TYPE(f64, double, exp, log)
 
+/* Float softmax over contiguous rows (inner == 1, the attention scores' case): ot_softmax_row's
+ * vectorized exp. A row holding NaN or +inf, or only -inf, goes the scalar way, which gives the NaN the
+ * spec's formula does where ot_softmax_row would give numbers or zeros. */
+static void sm_f32_rows(void *arg, int64_t begin, int64_t end) {
+    const sm_job *j = arg;
+    const int64_t r = j->r;
+    for (int64_t u = begin; u < end; u++) {
+        const float *x = (const float *)j->x + u * r;
+        float *y = (float *)j->y + u * r, mx = -INFINITY;
+        bool nan = false;
+        for (int64_t k = 0; k < r; k++) {
+            nan |= x[k] != x[k];
+            mx = x[k] > mx ? x[k] : mx;
+        }
+        if (nan || !isfinite(mx)) {
+            sm_f32(arg, u, u + 1);
+            continue;
+        }
+        if (y != x) memcpy(y, x, (size_t)r * sizeof(float));
+        ot_softmax_row(y, r);
+    }
+}
+
 static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     const otter_tensor *x;
     OT_TRY(ot_ctx_need_input(ctx, 0, &x));
@@ -570,7 +594,8 @@ static otter_status softmax_common(ot_kernel_ctx *ctx, sm_kind kind) {
     }
     sm_job j = {xd, yd, r, inner, kind};
     int64_t grain = 8192 / (r ? r : 1) + 1;
-    ot_parallel_for(ctx, outer * inner, grain, ct == OTTER_DTYPE_FLOAT ? sm_f32 : sm_f64, &j);
+    ot_range_fn fn = ct == OTTER_DTYPE_DOUBLE ? sm_f64 : kind == SM_SOFTMAX && inner == 1 ? sm_f32_rows : sm_f32;
+    ot_parallel_for(ctx, outer * inner, grain, fn, &j);
     if (yd != y->data) {
         ot_convert(y->data, y->dtype, yd, ct, n);
         ot_free(yd);
