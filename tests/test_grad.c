@@ -2566,6 +2566,56 @@ static void check_input_33(void) {
     }
 }
 
+/* SiLU exported as Mul(Sigmoid(x), x) becomes QuickGelu(x; alpha 1) with a QuickGeluGrad, so the
+ * sigmoid is not kept for the backward pass; a sigmoid something else reads (here a graph output)
+ * stays. Either way x's gradient is d(x sigmoid(x)) = s (1 + x (1 - s)). */
+static void check_silu_fusion(void) {
+    for (int shared = 0; shared < 2; shared++) {
+        otter_model *m;
+        CHECK_OK(otter_model_create(&m, "silu", 17));
+        int64_t dims[2] = {2, 5};
+        CHECK_OK(otter_graph_add_input(m->graph, "x", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+        node1(m->graph, "Sigmoid", "x", NULL, "s");
+        node1(m->graph, "Mul", "s", "x", "y");
+        CHECK_OK(otter_node_set_attr_int(node1(m->graph, "ReduceSum", "y", NULL, "loss"), "keepdims", 0));
+        CHECK_OK(otter_graph_add_output(m->graph, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+        if (shared) CHECK_OK(otter_graph_add_output(m->graph, "s", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+        const char *wrt[] = {"x"};
+        otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+        CHECK_OK(otter_model_add_gradients(m, &go));
+        bool sigmoid = false, quick_gelu = false, quick_gelu_grad = false;
+        for (size_t k = 0; k < m->graph->n_nodes; k++) {
+            const otter_node *n = m->graph->nodes[k];
+            sigmoid |= strcmp(n->op_type, "Sigmoid") == 0;
+            quick_gelu |= strcmp(n->op_type, "QuickGelu") == 0 && otter_node_attr_float(n, "alpha", 0) == 1.0f;
+            quick_gelu_grad |= strcmp(n->op_type, "QuickGeluGrad") == 0;
+        }
+        CHECK(sigmoid == (shared != 0) && quick_gelu == !shared && quick_gelu_grad == !shared);
+        CHECK_OK(otter_graph_add_output(m->graph, "x_grad", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        otter_session *sess;
+        otter_session_options so = {.n_threads = 1};
+        CHECK_OK(otter_session_create(&sess, m, &so));
+        otter_tensor *x, *grad = NULL;
+        CHECK_OK(otter_tensor_create(&x, "x", OTTER_DTYPE_FLOAT, 2, dims));
+        float *xv = x->data;
+        for (int i = 0; i < 10; i++) xv[i] = -4.5f + (float)i;
+        const char *in = "x", *out = "x_grad";
+        CHECK_OK(otter_session_run(sess, 1, &in, (const otter_tensor *const *)&x, 1, &out, &grad));
+        double worst = 0;
+        for (int i = 0; grad && i < 10; i++) {
+            double sg = 1.0 / (1.0 + exp(-(double)xv[i])), want = sg * (1.0 + xv[i] * (1.0 - sg));
+            worst = fmax(worst, fabs(((float *)grad->data)[i] - want));
+        }
+        CHECK(grad && worst < 1e-6);
+        printf("SiLU (%s): fused %d, worst gradient error %.2e\n", shared ? "sigmoid also an output" : "alone",
+               quick_gelu, worst);
+        otter_tensor_free(grad);
+        otter_tensor_free(x);
+        otter_session_free(sess);
+        otter_model_free(m);
+    }
+}
+
 /* Building the gradients of the control-flow cases with the Nth allocation failing, N = 1, 2, ...:
  * every run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. */
 static void check_control_flow_allocation_failures(void) {
@@ -2615,6 +2665,7 @@ int main(int argc, char **argv) {
     if (!only) check_every_rule_has_a_case();
     if (!only) check_dynamic_loop_error();
     if (!only) check_input_33();
+    if (!only) check_silu_fusion();
     if (!only) check_shape_driven_loop();
     if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");

@@ -589,6 +589,67 @@ static bool uses_domain(const otter_graph *g, const char *domain) {
     return false;
 }
 
+static bool is_default_op(const otter_node *n, const char *op) {
+    return ot_str_empty(n->domain) && ot_streq(n->op_type, op);
+}
+
+/* Readers of `name` among the graph's nodes and outputs; SIZE_MAX when a subgraph might read it. */
+static size_t readers(const otter_graph *gr, const char *name) {
+    size_t count = otter_graph_find_output(gr, name) >= 0;
+    for (size_t k = 0; k < gr->n_nodes; k++) {
+        const otter_node *n = gr->nodes[k];
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].type == OTTER_ATTR_GRAPH || n->attrs[a].type == OTTER_ATTR_GRAPHS) return SIZE_MAX;
+        for (size_t i = 0; i < n->n_inputs; i++) count += ot_streq(n->inputs[i], name);
+    }
+    return count;
+}
+
+/* SiLU as PyTorch exports it, Mul(X, Sigmoid(X)) with the sigmoid read by nothing else, becomes one
+ * com.microsoft QuickGelu(X; alpha = 1) before differentiation: its gradient is one QuickGeluGrad
+ * reading X, where the two-node form keeps the sigmoid (as large as X) alive from the forward pass
+ * to the backward one and differentiates in four nodes. */
+static otter_status fuse_silu(otter_graph *gr) {
+    bool *drop = ot_calloc(gr->n_nodes + 1, sizeof *drop);
+    if (!drop) return OT_NOMEM();
+    otter_status s = OTTER_OK;
+    for (size_t k = 0; k < gr->n_nodes && s == OTTER_OK; k++) {
+        otter_node *mul = gr->nodes[k];
+        if (!is_default_op(mul, "Mul") || mul->n_inputs != 2 || mul->n_outputs != 1) continue;
+        for (size_t side = 0; side < 2; side++) {
+            ptrdiff_t p = otter_graph_find_producer(gr, mul->inputs[side]);
+            const otter_node *sig = p >= 0 ? gr->nodes[p] : NULL;
+            if (!sig || drop[p] || !is_default_op(sig, "Sigmoid") || sig->n_inputs != 1 ||
+                !ot_streq(sig->inputs[0], mul->inputs[1 - side]) || readers(gr, mul->inputs[side]) != 1)
+                continue;
+            char *op = ot_strdup("QuickGelu");
+            s = op ? otter_node_set_domain(mul, "com.microsoft") : OT_NOMEM();
+            if (s == OTTER_OK) s = otter_node_set_attr_float(mul, "alpha", 1.0f);
+            if (s != OTTER_OK) {
+                ot_free(op);
+                break;
+            }
+            ot_free(mul->op_type);
+            mul->op_type = op;
+            ot_free(mul->inputs[side]);
+            mul->inputs[0] = mul->inputs[1 - side];
+            mul->n_inputs = 1;
+            drop[p] = true;
+            break;
+        }
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < gr->n_nodes; k++) {
+        if (drop[k])
+            otter_node_free(gr->nodes[k]);
+        else
+            gr->nodes[kept++] = gr->nodes[k];
+    }
+    gr->n_nodes = kept;
+    ot_free(drop);
+    return s;
+}
+
 otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options *o) {
     if (!o || !o->loss) return ot_error(OTTER_ERR_ARGUMENT, "add_gradients needs a loss tensor");
     ot_grad g = {.loss = o->loss};
@@ -598,6 +659,7 @@ otter_status otter_model_add_gradients(otter_model *m, const otter_grad_options 
     if (s == OTTER_OK) s = otter_model_clone(&g.typed, g.m);
     if (s == OTTER_OK) s = otter_model_infer_shapes(g.typed, NULL);
     if (s == OTTER_OK) s = ot_grad_expose_captures(g.m->graph);
+    if (s == OTTER_OK) s = fuse_silu(g.m->graph);
     if (s != OTTER_OK) {
         otter_model_free(g.m);
         builder_free(&g);

@@ -447,6 +447,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "MaxPool"},
     {"com.microsoft", "QuickGelu", KERNELS({1, ot_kernel_quick_gelu, OT_OP_INPLACE0}), .infer = ot_infer_like_input,
      .grad = ot_grad_swish, .diff_inputs = 0x1},
+    {"com.microsoft", "QuickGeluGrad", KERNELS({1, ot_kernel_quick_gelu_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ReduceAllL2", KERNELS({1, ot_kernel_reduce_all_l2, 0}), .infer = ot_infer_reduce_all_l2},
     {"com.microsoft", "ReduceSumTraining", KERNELS({1, ot_kernel_reduce_sum_training, 0}),
      .infer = ot_infer_reduce_sum_training, .attrs_of = "ReduceSum"},

@@ -15,6 +15,7 @@
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/training_internal.h"
+#include "runtime/ops/vec_math.h"
 #include "runtime/optim.h"
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
@@ -316,6 +317,61 @@ static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
         ot_free(ty);
     }
     ot_free(t0), ot_free(t1), ot_free(t2);
+    return s;
+}
+
+typedef struct qg_job {
+    const float *DY, *X;
+    float *DX;
+    float alpha;
+} qg_job;
+
+/* dX = dY * s * (1 + alpha * X * (1 - s)), s = sigmoid(alpha * X) from vec_math's vectorized sigmoid,
+ * over blocks that stay in L1. */
+static void qg_range(void *arg, int64_t i0, int64_t i1) {
+    const qg_job *j = arg;
+    enum { BLOCK = 512 };
+    float s[BLOCK];
+    for (int64_t b = i0; b < i1; b += BLOCK) {
+        const int64_t m = i1 - b < BLOCK ? i1 - b : BLOCK;
+        const float *x = j->X + b, *dy = j->DY + b;
+        float *dx = j->DX + b;
+        for (int64_t i = 0; i < m; i++) s[i] = j->alpha * x[i];
+        ot_vec_activation(OT_VEC_SIGMOID, 0.0f, s, NULL, s, m);
+        int64_t i = 0;
+        for (; i + 4 <= m; i += 4) {
+            ot_v4 sv = ot_v4_load(s + i);
+            ot_v4_store(dx + i, ot_v4_load(dy + i) * sv * (1.0f + j->alpha * ot_v4_load(x + i) * (1.0f - sv)));
+        }
+        for (; i < m; i++) dx[i] = dy[i] * s[i] * (1.0f + j->alpha * x[i] * (1.0f - s[i]));
+    }
+}
+
+/* com.microsoft QuickGeluGrad(dY, X; alpha = 1.702): the gradient of QuickGelu / Swish / SiLU,
+ * X * sigmoid(alpha * X), in one pass (the decomposed form takes a Sigmoid, three Muls and a Sum). */
+otter_status ot_kernel_quick_gelu_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    char s1[128], s2[128];
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "X", &x));
+    if (!ot_train_same_shape(dy, x))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and X '%s' %s must have one shape",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
+    qg_job j = {.alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.702f)}; /* ONNX Runtime's operator: no ONNX schema */
+    float *t0 = NULL, *t1 = NULL, *ty = NULL;
+    otter_tensor *dx;
+    otter_status s = ot_train_in(ctx, 0, &j.DY, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &j.X, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &j.DX, &ty);
+    if (s == OTTER_OK) {
+        int64_t n = otter_tensor_numel(dy);
+        if (n > 0) ot_parallel_for(ctx, n, 16384, qg_range, &j);
+        ot_output_f32_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1);
     return s;
 }
 

@@ -144,6 +144,76 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
     return OTTER_OK;
 }
 
+/* Per-channel plane sums in float vectors (4 lanes, then one double per plane of `sp` values), so a
+ * channel's N * sp values are never summed in one float accumulator. */
+static double bn_plane_sum(const float *x, int64_t sp) {
+    ot_v4 acc = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= sp; i += 4) acc += ot_v4_load(x + i);
+    double s = (double)acc[0] + acc[1] + acc[2] + acc[3];
+    for (; i < sp; i++) s += x[i];
+    return s;
+}
+
+/* Sum of (x - mu)^2 over one plane. */
+static double bn_plane_sq(const float *x, int64_t sp, float mu) {
+    ot_v4 acc = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= sp; i += 4) {
+        ot_v4 d = ot_v4_load(x + i) - mu;
+        acc += d * d;
+    }
+    double s = (double)acc[0] + acc[1] + acc[2] + acc[3];
+    for (; i < sp; i++) s += (double)(x[i] - mu) * (x[i] - mu);
+    return s;
+}
+
+/* y = x * k + sh over one plane. */
+static void bn_plane_affine(const float *x, float *y, int64_t sp, float k, float sh) {
+    int64_t i = 0;
+    for (; i + 4 <= sp; i += 4) ot_v4_store(y + i, ot_v4_load(x + i) * k + sh);
+    for (; i < sp; i++) y[i] = x[i] * k + sh;
+}
+
+typedef struct bn_train_job {
+    const float *in[5];
+    float *out[5];
+    float *running_mean, *running_var; /* write-back into the statistics inputs, or NULL */
+    int64_t N, C, sp;
+    float eps, mom;
+    bool training, unbiased;
+} bn_train_job;
+
+static void bn_train_channels(void *arg, int64_t c0, int64_t c1) {
+    const bn_train_job *j = arg;
+    const int64_t N = j->N, C = j->C, sp = j->sp;
+    const float *X = j->in[0];
+    for (int64_t c = c0; c < c1; c++) {
+        double mu = j->in[3][c], var = j->in[4][c], running_var_batch = var;
+        if (j->training) {
+            double sum = 0, sq = 0, cnt = (double)(N * sp);
+            for (int64_t n = 0; n < N; n++) sum += bn_plane_sum(X + (n * C + c) * sp, sp);
+            mu = cnt > 0 ? sum / cnt : 0;
+            for (int64_t n = 0; n < N; n++) sq += bn_plane_sq(X + (n * C + c) * sp, sp, (float)mu);
+            var = cnt > 0 ? sq / cnt : 0;
+            running_var_batch = j->unbiased && cnt > 1 ? sq / (cnt - 1) : var;
+        }
+        float inv = 1.0f / sqrtf((float)var + j->eps), k = j->in[1][c] * inv, sh = j->in[2][c] - (float)mu * k;
+        for (int64_t n = 0; n < N; n++) bn_plane_affine(X + (n * C + c) * sp, j->out[0] + (n * C + c) * sp, sp, k, sh);
+        float mom = j->mom;
+        float run_mean = j->training ? j->in[3][c] * mom + (float)mu * (1 - mom) : j->in[3][c];
+        float run_var = j->training ? j->in[4][c] * mom + (float)running_var_batch * (1 - mom) : j->in[4][c];
+        if (j->out[1]) j->out[1][c] = run_mean;
+        if (j->out[2]) j->out[2][c] = run_var;
+        if (j->running_mean) { /* channel c's statistics are not read again */
+            j->running_mean[c] = run_mean;
+            j->running_var[c] = run_var;
+        }
+        if (j->out[3]) j->out[3][c] = (float)mu;
+        if (j->out[4]) j->out[4][c] = inv;
+    }
+}
+
 /* BatchNormInternal(X, scale, B, input_mean, input_var; epsilon, momentum, training_mode = 1)
  * -> Y, running_mean, running_var, saved_mean, saved_inv_std. Training: batch statistics (biased
  * variance), running = input * momentum + batch * (1 - momentum), saved_inv_std = 1/sqrt(var + eps).
@@ -153,98 +223,101 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
  * Inference: Y from input_mean / input_var, which the other outputs (if named) repeat.
  * In training the running statistics are also written back into input_mean / input_var (float32),
  * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
- * checkpoint's frozen statistics there, so training updates them. */
+ * checkpoint's frozen statistics there, so training updates them. Channels are split over the
+ * session's threads; each reads its planes three times (mean, centred variance, output), from cache. */
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_train_need(ctx, 0, "X", &x));
     int64_t N, C, sp;
     OT_TRY(bn_shape(ctx, x, 1, 4, &N, &C, &sp));
-    float eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f);          /* ONNX Runtime's operator: no ONNX schema */
-    float mom = ot_ctx_attr_float_or(ctx, "momentum", 0.9f);          /* ONNX Runtime's operator: no ONNX schema */
-    bool training = ot_ctx_attr_int_or(ctx, "training_mode", 1) != 0; /* ONNX Runtime's operator: no ONNX schema */
-    bool unbiased = ot_ctx_attr_int_or(ctx, "otter_unbiased_running_var", 0) != 0; /* otter's extension */
-    const float *in[5];
-    float *tin[5] = {0}, *tout[5] = {0}, *out[5] = {0};
+    bn_train_job j = {
+        .N = N,
+        .C = C,
+        .sp = sp,
+        .eps = ot_ctx_attr_float_or(ctx, "epsilon", 1e-5f),           /* ONNX Runtime's operator: no ONNX schema */
+        .mom = ot_ctx_attr_float_or(ctx, "momentum", 0.9f),           /* ONNX Runtime's operator: no ONNX schema */
+        .training = ot_ctx_attr_int_or(ctx, "training_mode", 1) != 0, /* ONNX Runtime's operator: no ONNX schema */
+        .unbiased = ot_ctx_attr_int_or(ctx, "otter_unbiased_running_var", 0) != 0, /* otter's extension */
+    };
+    float *tin[5] = {0}, *tout[5] = {0};
     otter_tensor *o[5] = {0};
     otter_status s = OTTER_OK;
-    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &in[i], &tin[i]);
-    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &j.in[i], &tin[i]);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &j.out[0], &tout[0]);
     for (size_t k = 1; k < 5 && s == OTTER_OK; k++) {
         if (!ot_train_wanted(ctx, k)) continue;
         const otter_tensor *like = ot_ctx_input(ctx, k < 3 ? k + 2 : k);
-        s = ot_train_out(ctx, k, like->dtype, 1, &C, &o[k], &out[k], &tout[k]);
+        s = ot_train_out(ctx, k, like->dtype, 1, &C, &o[k], &j.out[k], &tout[k]);
     }
-    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
-        double mu = in[3][c], var = in[4][c], running_var_batch = var;
-        if (training) {
-            double sum = 0, sq = 0, cnt = (double)(N * sp);
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < sp; i++) sum += in[0][(n * C + c) * sp + i];
-            mu = cnt > 0 ? sum / cnt : 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < sp; i++) {
-                    double d = in[0][(n * C + c) * sp + i] - mu;
-                    sq += d * d;
-                }
-            var = cnt > 0 ? sq / cnt : 0;
-            running_var_batch = unbiased && cnt > 1 ? sq / (cnt - 1) : var;
-        }
-        float inv = 1.0f / sqrtf((float)var + eps), k = in[1][c] * inv, sh = in[2][c] - (float)mu * k;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < sp; i++) {
-                int64_t j = (n * C + c) * sp + i;
-                out[0][j] = in[0][j] * k + sh;
-            }
-        float run_mean = training ? in[3][c] * mom + (float)mu * (1 - mom) : in[3][c];
-        float run_var = training ? in[4][c] * mom + (float)running_var_batch * (1 - mom) : in[4][c];
-        if (out[1]) out[1][c] = run_mean;
-        if (out[2]) out[2][c] = run_var;
-        if (training && !tin[3] && !tin[4]) { /* channel c's statistics are not read again */
-            ((float *)ctx->inputs[3]->data)[c] = run_mean;
-            ((float *)ctx->inputs[4]->data)[c] = run_var;
-        }
-        if (out[3]) out[3][c] = (float)mu;
-        if (out[4]) out[4][c] = inv;
+    if (s == OTTER_OK && j.training && !tin[3] && !tin[4]) {
+        j.running_mean = ctx->inputs[3]->data;
+        j.running_var = ctx->inputs[4]->data;
     }
+    if (s == OTTER_OK && C > 0) ot_parallel_for(ctx, C, 1 + 16384 / (N * sp + 1), bn_train_channels, &j);
     return ot_train_finish(s, 5, o, tout, 5, tin);
+}
+
+typedef struct bn_grad_job {
+    const float *in[5];
+    float *out[3];
+    int64_t N, C, sp;
+} bn_grad_job;
+
+static void bn_grad_channels(void *arg, int64_t c0, int64_t c1) {
+    const bn_grad_job *j = arg;
+    const int64_t N = j->N, C = j->C, sp = j->sp;
+    const double m = (double)(N * sp);
+    for (int64_t c = c0; c < c1; c++) {
+        const float mu = j->in[3][c], inv = j->in[4][c];
+        double db = 0, ds = 0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *dy = j->in[0] + (n * C + c) * sp, *x = j->in[1] + (n * C + c) * sp;
+            ot_v4 vdb = {0, 0, 0, 0}, vds = {0, 0, 0, 0};
+            int64_t i = 0;
+            for (; i + 4 <= sp; i += 4) {
+                ot_v4 g = ot_v4_load(dy + i);
+                vdb += g;
+                vds += g * (ot_v4_load(x + i) - mu);
+            }
+            double pdb = (double)vdb[0] + vdb[1] + vdb[2] + vdb[3], pds = (double)vds[0] + vds[1] + vds[2] + vds[3];
+            for (; i < sp; i++) pdb += dy[i], pds += (double)dy[i] * (x[i] - mu);
+            db += pdb, ds += pds;
+        }
+        ds *= inv;
+        /* dX = k * (m * dY - dBias - (X - mean) * inv * dScale) */
+        const float k = m > 0 ? (float)(j->in[2][c] * inv / m) : 0.0f;
+        const float a = k * (float)m, b = -k * (float)db, xs = -k * inv * (float)ds;
+        for (int64_t n = 0; n < N; n++) {
+            const float *dy = j->in[0] + (n * C + c) * sp, *x = j->in[1] + (n * C + c) * sp;
+            float *dx = j->out[0] + (n * C + c) * sp;
+            int64_t i = 0;
+            for (; i + 4 <= sp; i += 4)
+                ot_v4_store(dx + i, ot_v4_load(dy + i) * a + ((ot_v4_load(x + i) - mu) * xs + b));
+            for (; i < sp; i++) dx[i] = dy[i] * a + ((x[i] - mu) * xs + b);
+        }
+        if (j->out[1]) j->out[1][c] = (float)ds;
+        if (j->out[2]) j->out[2][c] = (float)db;
+    }
 }
 
 /* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
  * dBias = sum dY, dScale = sum dY * xh, dX = scale * inv / m * (m * dY - dBias - xh * dScale),
- * xh = (X - mean) * inv, m = N * spatial (per channel). */
+ * xh = (X - mean) * inv, m = N * spatial (per channel). Channels are split over the session's
+ * threads; each reads its planes twice (the sums, then dX). */
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
     OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
     OT_TRY(ot_train_need(ctx, 1, "X", &x));
     if (!ot_train_same_shape(dy, x)) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY and X must have one shape");
-    int64_t N, C, sp;
-    OT_TRY(bn_shape(ctx, x, 2, 4, &N, &C, &sp));
-    const float *in[5];
-    float *tin[5] = {0}, *tout[3] = {0}, *out[3] = {0};
+    bn_grad_job j = {0};
+    OT_TRY(bn_shape(ctx, x, 2, 4, &j.N, &j.C, &j.sp));
+    float *tin[5] = {0}, *tout[3] = {0};
     otter_tensor *o[3] = {0};
     otter_status s = OTTER_OK;
-    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &in[i], &tin[i]);
-    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &out[0], &tout[0]);
+    for (size_t i = 0; i < 5 && s == OTTER_OK; i++) s = ot_train_in(ctx, i, &j.in[i], &tin[i]);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, x->dtype, x->rank, x->dims, &o[0], &j.out[0], &tout[0]);
     for (size_t k = 1; k < 3 && s == OTTER_OK; k++)
-        if (ot_train_wanted(ctx, k)) s = ot_train_out(ctx, k, x->dtype, 1, &C, &o[k], &out[k], &tout[k]);
-    double m = (double)(N * sp);
-    for (int64_t c = 0; s == OTTER_OK && c < C; c++) {
-        double db = 0, ds = 0;
-        float mu = in[3][c], inv = in[4][c];
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < sp; i++) {
-                int64_t j = (n * C + c) * sp + i;
-                db += in[0][j];
-                ds += (double)in[0][j] * (in[1][j] - mu) * inv;
-            }
-        float k = m > 0 ? (float)(in[2][c] * inv / m) : 0.0f;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < sp; i++) {
-                int64_t j = (n * C + c) * sp + i;
-                out[0][j] = k * ((float)m * in[0][j] - (float)db - (in[1][j] - mu) * inv * (float)ds);
-            }
-        if (out[1]) out[1][c] = (float)ds;
-        if (out[2]) out[2][c] = (float)db;
-    }
+        if (ot_train_wanted(ctx, k)) s = ot_train_out(ctx, k, x->dtype, 1, &j.C, &o[k], &j.out[k], &tout[k]);
+    if (s == OTTER_OK && j.C > 0) ot_parallel_for(ctx, j.C, 1 + 16384 / (j.N * j.sp + 1), bn_grad_channels, &j);
     return ot_train_finish(s, 3, o, tout, 5, tin);
 }
