@@ -2,6 +2,7 @@
 # Build libotter for WebAssembly with Debian's emscripten: web/dist/otter.wasm and its loader otter.js
 # (MODULARIZE: createOtterModule), then web/dist/otter.cjs and otter.mjs, the package's two entries
 # (web/build-entries.js wraps web/src/api.js).
+# OTTER_WEB_PROFILING=ON keeps function names in the .wasm for profilers (node --cpu-prof).
 # Needs: emscripten node-acorn binaryen protobuf-c-compiler cmake (tools/setup.sh installs them).
 # protobuf-c has no wasm build in Debian: its source tarball (Debian's own, sha256 pinned) is downloaded
 # once into build/web-deps/ and compiled with emcc.
@@ -35,7 +36,7 @@ PBC_SRC=$DEPS/protobuf-c-$PBC_VERSION
 [ -f "$PBC_SRC/protobuf-c/protobuf-c.c" ] || tar -xzf "$DEPS/$PBC_TARBALL" -C "$DEPS"
 
 emcmake cmake -S "$ROOT/cmake/web" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOTTER_WERROR=ON $LAUNCHER \
-    -DPROTOBUF_C_SRC="$PBC_SRC" -DOTTER_WEB_OUT="$ROOT/web/dist" -DCMAKE_C_FLAGS="-msimd128 -fno-unroll-loops" >/dev/null
+    -DOTTER_WEB_PROFILING="${OTTER_WEB_PROFILING:-OFF}" -DPROTOBUF_C_SRC="$PBC_SRC" -DOTTER_WEB_OUT="$ROOT/web/dist" -DCMAKE_C_FLAGS="-msimd128 -fno-unroll-loops" >/dev/null
 nice -n 19 cmake --build "$BUILD" -j"${OTTER_WEB_JOBS:-2}"
 node "$ROOT/web/build-entries.js" "$ROOT/web"
 echo "web/dist/otter.wasm: $(wc -c <"$ROOT/web/dist/otter.wasm") bytes"

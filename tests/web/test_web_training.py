@@ -7,6 +7,8 @@
    load with `otter checkpoint info`; exportModelForInferencing + InferenceSession equal `otter run`;
    generateArtifacts in wasm trains like `otter artifacts`' files natively; learning-rate schedules; bad inputs
    reject with otter's messages.
+3. MaxPool 2x2 stride 2 with its Indices output (the SIMD128 path of training's pooling) against a float64-free
+   reference: the first maximum of each window in scan order, ties, NaNs and a width that leaves a scalar tail.
 Registered by tests/CMakeLists.txt when web/dist/otter.cjs exists (tools/test.sh builds it first).
 """
 import ctypes
@@ -68,6 +70,69 @@ def native_losses(lib, artifacts, x, y, batch, steps):
     finally:
         lib.otter_training_session_free(s)
     return losses
+
+
+def maxpool_2x2_reference(x):
+    """MaxPool 2x2 stride 2 and its flat row-major indices, the first maximum in scan order ('>' only, as the
+    kernels: a NaN never wins, a NaN first tap stays)."""
+    n, c, h, w = x.shape
+    y = np.empty((n, c, h // 2, w // 2), np.float32)
+    ind = np.empty(y.shape, np.int64)
+    for i, j, oh, ow in np.ndindex(y.shape):
+        taps = [(2 * oh + dh, 2 * ow + dw) for dh in (0, 1) for dw in (0, 1)]
+        best = taps[0]
+        for t in taps[1:]:
+            if x[i, j][t] > x[i, j][best]:
+                best = t
+        y[i, j, oh, ow] = x[i, j][best]
+        ind[i, j, oh, ow] = ((i * c + j) * h + best[0]) * w + best[1]
+    return y, ind
+
+
+def check_maxpool(work):
+    """MaxPool 2x2 stride 2 with Indices and com.otter's MaxPoolGrad (dY scattered to the indices; with MaxPool's Y,
+    only where Y > 0), whose SIMD128 paths training reaches, against references, bit for bit."""
+    import onnx
+    from onnx import TensorProto, helper
+    dims = [2, 3, 6, 22]  # 11 windows a row: two SIMD128 blocks of 4 and a scalar tail of 3
+    ydims = [2, 3, 3, 11]
+    f32 = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "indices"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("MaxPoolGrad", ["dy", "indices", "x_shape"], ["dx"], domain="com.otter"),
+             helper.make_node("MaxPoolGrad", ["dy", "indices", "x_shape", "y"], ["dx_relu"], domain="com.otter")]
+    graph = helper.make_graph(nodes, "maxpool", [f32("x", dims), f32("dy", ydims)],
+                              [f32("y", ydims), helper.make_tensor_value_info("indices", TensorProto.INT64, ydims),
+                               f32("dx", dims), f32("dx_relu", dims)])
+    path = os.path.join(work, "maxpool.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.otter", 1)]),
+              path)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, dims).astype(np.float32)  # few levels: many ties
+    x.reshape(-1)[rng.choice(x.size, 12, replace=False)] = np.nan
+    x.reshape(-1)[rng.choice(x.size, 12, replace=False)] = -0.0
+    dy = rng.standard_normal(ydims).astype(np.float32)
+    dy.reshape(-1)[rng.choice(dy.size, 8, replace=False)] = -0.0  # the scatter's 0 + dY makes them +0
+    x.tofile(os.path.join(work, "pool_x.f32"))
+    dy.tofile(os.path.join(work, "pool_dy.f32"))
+    out = os.path.join(work, "pool")
+    if not node(os.path.join(HERE, "maxpool_script.js"), PACKAGE, path, out,
+                os.path.join(work, "pool_x.f32") + ":" + ",".join(map(str, dims)),
+                os.path.join(work, "pool_dy.f32") + ":" + ",".join(map(str, ydims))):
+        return
+    want_y, want_ind = maxpool_2x2_reference(x)
+    want_dx, want_dx_relu = np.zeros(x.size, np.float32), np.zeros(x.size, np.float32)
+    want_dx[want_ind.reshape(-1)] = np.float32(0) + dy.reshape(-1)
+    want_dx_relu[want_ind.reshape(-1)] = np.float32(0) + np.where(want_y > 0, dy, np.float32(0)).reshape(-1)
+    got = {name: np.fromfile(f"{out}.{name}.bin", np.int64 if name == "indices" else np.float32)
+           for name in ("y", "indices", "dx", "dx_relu")}
+    for name, want in (("indices", want_ind), ("y", want_y), ("dx", want_dx), ("dx_relu", want_dx_relu)):
+        bits = np.uint64 if name == "indices" else np.uint32
+        want = want.reshape(-1)
+        same = got[name].view(bits) == want.view(bits)
+        tl.check(got[name].size == want.size and bool(np.all(same)),
+                 f"MaxPool 2x2 {dims} in wasm, {name}: {int(np.sum(~same))} of {want.size} differ from the "
+                 "reference (bitwise: NaN, -0 and ties included)")
 
 
 def compare(what, got, want, tol):
@@ -176,6 +241,9 @@ def main():
     tl.check("HingeLoss" in (api["generateErrors"]["badLoss"] or ""), "generateArtifacts rejects an unknown loss")
     tl.check("no_such_initializer" in (api["generateErrors"]["badFrozen"] or ""),
              "generateArtifacts rejects an unknown requiresGrad name")
+
+    # 3. Kernels with a SIMD128 path that training models reach.
+    check_maxpool(work)
     return tl.finish("test_web_training")
 
 

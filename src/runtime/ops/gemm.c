@@ -396,9 +396,51 @@ typedef struct sg_args {
     bool relu;
 } sg_args;
 
+#if defined(__wasm_simd128__)
+/* The columns of a 4 x 4 block of rows r0..r3, as r0..r3 (SIMD128 shuffles). */
+#define WS_TRANSPOSE4(r0, r1, r2, r3)                                                                                  \
+    do {                                                                                                               \
+        v128_t t0 = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5);               \
+        v128_t t2 = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7);               \
+        r0 = wasm_i32x4_shuffle(t0, t1, 0, 1, 4, 5), r1 = wasm_i32x4_shuffle(t0, t1, 2, 3, 6, 7);                      \
+        r2 = wasm_i32x4_shuffle(t2, t3, 0, 1, 4, 5), r3 = wasm_i32x4_shuffle(t2, t3, 2, 3, 6, 7);                      \
+    } while (0)
+
+/* B stored transposed (Gemm's transB, the forward pass of every Linear layer): the slab's columns are
+ * rows of the stored matrix, so 4 x 4 blocks are loaded along those rows and transposed (4 vector stores
+ * instead of 16 scalar ones and 16 strided loads); the ragged edges as mat_pack_b. Copies only, so the
+ * packed slab is the scalar one bit for bit. */
+static void mat_pack_b_trans_wasm(const float *B, int64_t ldb, int64_t j0, int64_t nr, int64_t p0, int64_t kc,
+                                  float *dst) {
+    const int64_t nr4 = nr & ~(int64_t)3, kc4 = kc & ~(int64_t)3;
+    for (int64_t k = 0; k < kc4; k += 4) {
+        float *d = dst + k * NR;
+        for (int64_t j = 0; j < nr4; j += 4) {
+            const float *src = B + (j0 + j) * ldb + p0 + k;
+            v128_t r0 = wasm_v128_load(src), r1 = wasm_v128_load(src + ldb), r2 = wasm_v128_load(src + 2 * ldb),
+                   r3 = wasm_v128_load(src + 3 * ldb);
+            WS_TRANSPOSE4(r0, r1, r2, r3);
+            wasm_v128_store(d + j, r0), wasm_v128_store(d + NR + j, r1);
+            wasm_v128_store(d + 2 * NR + j, r2), wasm_v128_store(d + 3 * NR + j, r3);
+        }
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * NR;
+        for (int64_t j = k < kc4 ? nr4 : 0; j < nr; j++) d[j] = B[(j0 + j) * ldb + p0 + k];
+        for (int64_t j = nr; j < NR; j++) d[j] = 0.0f;
+    }
+}
+#endif
+
 /* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
 static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
+#if defined(__wasm_simd128__)
+    if (g->tb) {
+        mat_pack_b_trans_wasm(g->B, g->ldb, j0, nr, p0, kc, dst);
+        return;
+    }
+#endif
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * NR;
         int64_t kk = p0 + k, j = 0;
@@ -437,6 +479,40 @@ static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
             _mm_storeu_ps(d + MR, r1), _mm_storel_pi((__m64 *)(d + MR + 4), r5);
             _mm_storeu_ps(d + 2 * MR, r2), _mm_storel_pi((__m64 *)(d + 2 * MR + 4), r6);
             _mm_storeu_ps(d + 3 * MR, r3), _mm_storel_pi((__m64 *)(d + 3 * MR + 4), r7);
+        }
+    }
+#endif
+#if defined(__wasm_simd128__)
+    /* A full slab of rows: stored as is, 4 columns at a time through SIMD128 transposes, as the SSE
+     * packing above; stored transposed (Gemm's transA, the weight gradients), each k's 6 rows are
+     * consecutive floats: one vector and one 64-bit store. */
+    _Static_assert(MR == 6, "the SIMD128 packing below covers 6 rows");
+    if (mr == MR) {
+        const v128_t al = wasm_f32x4_splat(g->alpha);
+        if (g->ta) {
+            const float *src = g->A + p0 * g->lda + i0;
+            for (int64_t k = 0; k < kc; k++, src += g->lda) {
+                wasm_v128_store(dst + k * MR, wasm_f32x4_mul(al, wasm_v128_load(src)));
+                wasm_v128_store64_lane(dst + k * MR + 4, wasm_f32x4_mul(al, wasm_v128_load64_zero(src + 4)), 0);
+            }
+            return;
+        }
+        const float *src = g->A + i0 * g->lda + p0;
+        for (; k0 + 4 <= kc; k0 += 4) {
+            const float *s = src + k0;
+            v128_t r0 = wasm_f32x4_mul(al, wasm_v128_load(s)), r1 = wasm_f32x4_mul(al, wasm_v128_load(s + g->lda)),
+                   r2 = wasm_f32x4_mul(al, wasm_v128_load(s + 2 * g->lda)),
+                   r3 = wasm_f32x4_mul(al, wasm_v128_load(s + 3 * g->lda));
+            v128_t r4 = wasm_f32x4_mul(al, wasm_v128_load(s + 4 * g->lda)),
+                   r5 = wasm_f32x4_mul(al, wasm_v128_load(s + 5 * g->lda));
+            WS_TRANSPOSE4(r0, r1, r2, r3);
+            /* rows 4 and 5 interleaved: the (4, 5) pair of column k is 64-bit lane k % 2 */
+            v128_t lo = wasm_i32x4_shuffle(r4, r5, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(r4, r5, 2, 6, 3, 7);
+            float *d = dst + k0 * MR;
+            wasm_v128_store(d, r0), wasm_v128_store64_lane(d + 4, lo, 0);
+            wasm_v128_store(d + MR, r1), wasm_v128_store64_lane(d + MR + 4, lo, 1);
+            wasm_v128_store(d + 2 * MR, r2), wasm_v128_store64_lane(d + 2 * MR + 4, hi, 0);
+            wasm_v128_store(d + 3 * MR, r3), wasm_v128_store64_lane(d + 3 * MR + 4, hi, 1);
         }
     }
 #endif

@@ -10,6 +10,10 @@
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/nn_internal.h"
 
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
+
 /* ---- pooling -------------------------------------------------------------------------------------- */
 
 enum { POOL_MAX, POOL_AVG, POOL_LP };
@@ -95,7 +99,35 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
                 float *restrict y = a->Y + pl * g->out_size + oh * OW;
                 int64_t *restrict ind = a->I + pl * g->out_size + oh * OW;
                 const int64_t row = pl * g->in_size + 2 * oh * W;
-                for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ow = 0;
+#if defined(__wasm_simd128__)
+                /* 4 windows at a time: the taps deinterleaved from two vectors per row, the scalar
+                 * loop's compare-and-select chain lane-wise (same maxima, same first-max index) */
+                const v128_t one = wasm_i32x4_splat(1), w0 = wasm_i32x4_splat((int32_t)W),
+                             w1 = wasm_i32x4_splat((int32_t)W + 1);
+                for (; ow + 4 <= OW; ow += 4) {
+                    v128_t a0 = wasm_v128_load(r0 + 2 * ow), a1 = wasm_v128_load(r0 + 2 * ow + 4);
+                    v128_t b0 = wasm_v128_load(r1 + 2 * ow), b1 = wasm_v128_load(r1 + 2 * ow + 4);
+                    v128_t acc = wasm_i32x4_shuffle(a0, a1, 0, 2, 4, 6), best = wasm_i32x4_splat(0), m;
+                    v128_t v1 = wasm_i32x4_shuffle(a0, a1, 1, 3, 5, 7), v2 = wasm_i32x4_shuffle(b0, b1, 0, 2, 4, 6),
+                           v3 = wasm_i32x4_shuffle(b0, b1, 1, 3, 5, 7);
+                    m = wasm_f32x4_gt(v1, acc);
+                    acc = wasm_v128_bitselect(v1, acc, m);
+                    best = wasm_v128_bitselect(one, best, m);
+                    m = wasm_f32x4_gt(v2, acc);
+                    acc = wasm_v128_bitselect(v2, acc, m);
+                    best = wasm_v128_bitselect(w0, best, m);
+                    m = wasm_f32x4_gt(v3, acc);
+                    acc = wasm_v128_bitselect(v3, acc, m);
+                    best = wasm_v128_bitselect(w1, best, m);
+                    wasm_v128_store(y + ow, acc);
+                    const v128_t base = wasm_i64x2_make(row + 2 * ow, row + 2 * ow + 2), four = wasm_i64x2_splat(4);
+                    wasm_v128_store(ind + ow, wasm_i64x2_add(base, wasm_i64x2_extend_low_i32x4(best)));
+                    wasm_v128_store(ind + ow + 2,
+                                    wasm_i64x2_add(wasm_i64x2_add(base, four), wasm_i64x2_extend_high_i32x4(best)));
+                }
+#endif
+                for (; ow < OW; ow++) {
                     float v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1], acc = v0;
                     int64_t best = 0, m;
                     m = -(int64_t)(v1 > acc), acc = v1 > acc ? v1 : acc, best = (best & ~m) | (1 & m);

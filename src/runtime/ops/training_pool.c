@@ -6,6 +6,10 @@
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/training_internal.h"
 
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
+
 /* ---- MaxPoolGrad / AveragePoolGrad ------------------------------------------------------------------- */
 
 /* dX's shape is not derivable from dY and the attributes (floor division loses it): take it from
@@ -119,6 +123,42 @@ __attribute__((target("avx2"))) static int64_t scatter_blocks_2x2_avx2(const poo
 }
 #endif
 
+#if defined(__wasm_simd128__)
+/* scatter_blocks_2x2 for 4 blocks at a time from block 0 in SIMD128 (the AVX2 version's scheme: index offsets
+ * compared with the four taps as 64-bit lanes, the masks narrowed to 32 bits to select dY); returns the blocks
+ * done, or -1. */
+static int64_t scatter_blocks_2x2_wasm(const pool_scatter *a, int64_t p, int64_t oh) {
+    const int64_t W = a->W, OW = W / 2, lo = p * a->px;
+    float *d0 = a->dx + lo + 2 * oh * W, *d1 = d0 + W;
+    const v128_t zero = wasm_i64x2_splat(0), one = wasm_i64x2_splat(1), w0 = wasm_i64x2_splat(W),
+                 w1 = wasm_i64x2_splat(W + 1);
+    v128_t bad = wasm_i32x4_splat(0);
+    int64_t ow = 0;
+    for (; ow + 4 <= OW; ow += 4) {
+        const int64_t i = p * a->py + oh * OW + ow, block0 = lo + 2 * (oh * W + ow);
+        v128_t k01 = a->i64 ? wasm_v128_load(a->i64 + i) : wasm_i64x2_load32x2(a->i32 + i);
+        v128_t k23 = a->i64 ? wasm_v128_load(a->i64 + i + 2) : wasm_i64x2_load32x2(a->i32 + i + 2);
+        k01 = wasm_i64x2_sub(k01, wasm_i64x2_make(block0, block0 + 2));
+        k23 = wasm_i64x2_sub(k23, wasm_i64x2_make(block0 + 4, block0 + 6));
+        /* all-ones or all-zeros 64-bit masks: their low halves are the 32-bit ones */
+#define WS_TAP(t) wasm_i32x4_shuffle(wasm_i64x2_eq(k01, t), wasm_i64x2_eq(k23, t), 0, 2, 4, 6)
+        const v128_t e0 = WS_TAP(zero), e1 = WS_TAP(one), eW = WS_TAP(w0), eW1 = WS_TAP(w1);
+#undef WS_TAP
+        bad = wasm_v128_or(bad, wasm_v128_not(wasm_v128_or(wasm_v128_or(e0, e1), wasm_v128_or(eW, eW1))));
+        v128_t v = wasm_v128_load(a->dy + i);
+        if (a->y) v = wasm_v128_and(v, wasm_f32x4_gt(wasm_v128_load(a->y + i), wasm_f32x4_splat(0.0f)));
+        v = wasm_f32x4_add(wasm_f32x4_splat(0.0f), v); /* scatter_value's 0 + dY */
+        const v128_t t0 = wasm_v128_and(e0, v), t1 = wasm_v128_and(e1, v), tW = wasm_v128_and(eW, v),
+                     tW1 = wasm_v128_and(eW1, v);
+        wasm_v128_store(d0 + 2 * ow, wasm_i32x4_shuffle(t0, t1, 0, 4, 1, 5));
+        wasm_v128_store(d0 + 2 * ow + 4, wasm_i32x4_shuffle(t0, t1, 2, 6, 3, 7));
+        wasm_v128_store(d1 + 2 * ow, wasm_i32x4_shuffle(tW, tW1, 0, 4, 1, 5));
+        wasm_v128_store(d1 + 2 * ow + 4, wasm_i32x4_shuffle(tW, tW1, 2, 6, 3, 7));
+    }
+    return wasm_v128_any_true(bad) ? -1 : ow;
+}
+#endif
+
 /* Plane p when every index lies in its own 2x2 block (2x2 stride-2 pooling): dX written row by row
  * without the zero fill and the scattered read-modify-writes. False when an index lies elsewhere
  * (the plane is then redone by the scatter). */
@@ -129,6 +169,9 @@ static bool scatter_plane_2x2(const pool_scatter *a, int64_t p) {
         int64_t ow = 0;
 #ifdef OT_TR_X86
         if (a->avx2 && (ow = scatter_blocks_2x2_avx2(a, p, oh)) < 0) return false;
+#endif
+#if defined(__wasm_simd128__)
+        if ((ow = scatter_blocks_2x2_wasm(a, p, oh)) < 0) return false;
 #endif
         if (!scatter_blocks_2x2(a, p, oh, ow, W / 2)) return false;
         if (W & 1) dx[2 * oh * W + W - 1] = dx[(2 * oh + 1) * W + W - 1] = 0.0f;
