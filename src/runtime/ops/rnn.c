@@ -1,9 +1,10 @@
 /* Recurrent operators: RNN, GRU and LSTM (opset 7 and 14: layout attribute), and ONNX Runtime's
  * LSTMTraining / GRUTraining, the same forward pass recording what the gradient kernels need.
  *
- * One driver for the three cells. Inputs are converted to double working buffers laid out
- * [seq, batch, ...] whatever the layout, so the cells see one shape:
- *   XW[t, b, G*H] = X[t, b] * W_d^T + Wb (+ Rb where it may be folded in), one gemm per direction
+ * One driver for the three cells, in the working type (float; double for double tensors, the
+ * reference the float path is tested against) on buffers laid out [seq, batch, ...] whatever the
+ * layout, so the cells see one shape (rnn_forward.inc, compiled once per type):
+ *   XW[t, b, G*H] = X[t, b] * W_d^T + Wb (+ Rb where it may be folded in), one product per direction
  *   per step: G[b, :] = XW[t_b, b, :] + H[b] * R_d^T, then the cell's gate arithmetic.
  * With sequence_lens each batch row runs its own length: step s reads time s (forward) or
  * len_b - 1 - s (reverse); rows past their length keep their state and write zeros to Y.
