@@ -252,6 +252,11 @@ int main(void) {
         {9, 8, 12, 10, 12, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {9, 16, 9, 10, 8, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
         {8, 16, 9, 10, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        /* small images in groups: the direct kernel (one group goes to the product below) with rows
+         * narrower than 8, pooled, residual, many images */
+        {3, 8, 2, 2, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {2, 16, 6, 4, 16, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+        {40, 8, 3, 3, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         /* fewer than 64 positions an image, one group: the positions of the batch as the rows of one
          * product with W^T packed once (nn_conv.c); 3x3 and 1x1, stride 2 (ResNet's downsampling),
          * residual, pooling, 2x2 outputs, a batch cut into chunks (40 x 49 positions x 592 columns) */

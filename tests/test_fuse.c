@@ -219,8 +219,8 @@ static void fused_act_case(const int64_t *xd, const int64_t *wd, const char *act
     }
     node(m, "Neg", 1, (const char *[]){"a"}, "o");
     char what[96];
-    snprintf(what, sizeof what, "Conv %lldx%lld%s+%s", (long long)wd[2], (long long)wd[3], residual ? "+Add(z)" : "",
-             act);
+    snprintf(what, sizeof what, "Conv %lldx%lld on %lldx%lldx%lld%s+%s", (long long)wd[2], (long long)wd[3],
+             (long long)xd[0], (long long)xd[2], (long long)xd[3], residual ? "+Add(z)" : "", act);
     compare(what, m, 4, xd, 1, 1 + extra, false, tol);
     otter_model_free(m);
 }
@@ -264,15 +264,18 @@ int main(void) {
          * FusedConv: the output is planned over it, and each convolution path (3x3 direct, 1x1 as
          * one product, pooled; a batch large enough to go image by image) must read Z before it
          * is overwritten or copy it first */
-        const int64_t x9[4] = {9, 4, 7, 6}, w1[4] = {8, 4, 1, 1};
+        const int64_t x9[4] = {9, 4, 7, 6}, x98[4] = {3, 4, 9, 8}, w1[4] = {8, 4, 1, 1};
         const struct {
             const char *what;
             const int64_t *xd, *wd;
             bool pool;
         } cases[] = {{"Conv 3x3+Add(dying residual)+Relu", xd, w, false},
                      {"  same, batch 9", x9, w, false},
+                     {"  same, 9x8 (the direct kernel)", x98, w, false},
                      {"Conv 1x1+Add(dying residual)+Relu", xd, w1, false},
-                     {"Conv 3x3+Add(dying residual)+Relu+MaxPool", x9, w, true}};
+                     {"  same, 9x8 (one product)", x98, w1, false},
+                     {"Conv 3x3+Add(dying residual)+Relu+MaxPool", x9, w, true},
+                     {"  same, 9x8", x98, w, true}};
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             otter_model *m = new_model(14, 4, cases[c].xd, "o");
             add_init(m, "W", 4, cases[c].wd, 1, -0.5f, 1.0f);
@@ -445,11 +448,14 @@ int main(void) {
         otter_model_free(m);
     }
     {
-        /* fused activations (fused_act.h) on each Conv path: the direct 3x3 kernel, the 1x1 product, a
-         * batch the direct kernel runs image by image. Piecewise ones give the unfused bits; Sigmoid and
-         * Swish run vec_math's functions on other runs of the output than the unfused kernels, whose tails
-         * take the scalar path (no FMA): within 1e-6 */
-        const int64_t w1[4] = {8, 4, 1, 1}, x9[4] = {9, 4, 7, 6};
+        /* fused activations (fused_act.h) on each Conv path: the small-image product (7x6), the direct
+         * 3x3 kernel and the 1x1 product (9x8), a batch the direct kernel runs image by image, Winograd.
+         * Piecewise ones give the unfused bits; Sigmoid and Swish run vec_math's functions on other runs
+         * of the output than the unfused kernels, whose tails take the scalar path (no FMA): within 1e-6;
+         * Winograd's sums round otherwise than the unfused direct kernel's (~1e-6 absolute, relative to
+         * outputs near 0 here): 1e-2, where a wrong activation would be off by O(1) */
+        const int64_t w1[4] = {8, 4, 1, 1}, x98[4] = {3, 4, 9, 8}, x9[4] = {9, 4, 9, 8}, xw[4] = {2, 16, 16, 16},
+                      ww[4] = {32, 16, 3, 3};
         const struct {
             const char *act;
             double tol;
@@ -457,11 +463,15 @@ int main(void) {
                     {"HardSwish", 1e-300}, {"Sigmoid", 1e-6},     {"Swish", 1e-6},       {"Swish-rev", 1e-6}};
         for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
             fused_act_case(xd, w, acts[i].act, false, acts[i].tol);
-            fused_act_case(xd, w1, acts[i].act, false, acts[i].tol);
+            fused_act_case(x98, w, acts[i].act, false, acts[i].tol);
+            fused_act_case(x98, w1, acts[i].act, false, acts[i].tol);
         }
         fused_act_case(x9, w, "HardSwish", false, 1e-300);
+        fused_act_case(xw, ww, "Swish", false, 1e-2);
+        fused_act_case(xw, ww, "Clip", true, 1e-2);
         fused_act_case(xd, w, "Swish", true, 1e-6);
-        fused_act_case(xd, w1, "Clip", true, 1e-300);
+        fused_act_case(x98, w, "Swish", true, 1e-6);
+        fused_act_case(x98, w1, "Clip", true, 1e-300);
         /* not fused: the Sigmoid's output also read elsewhere (a graph output), as in a training graph */
         otter_model *m = new_model(17, 4, xd, "a");
         add_init(m, "W", 4, w, 1, -0.5f, 1.0f);

@@ -199,12 +199,19 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
         for (int64_t i = 0; i < nb; i++)
             ot_im2col_rows(a->X + (n0 + i) * g->C * g->in_size, g->C, &win, col + i * P * K, K);
         OT_TRY(ot_sgemm_prepacked(ctx, false, nb * P, M, K, 1.0f, col, K, wp, 0.0f, yt, M, NULL, false));
+        /* conv_epilogue's sums while transposing; each element of Z is read just before the same
+         * element of Y is written, so Y may be Z's buffer */
         for (int64_t i = 0; i < nb; i++) {
             float *y = a->Y + (n0 + i) * M * P;
-            const float *yi = yt + i * P * M;
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t p = 0; p < P; p++) y[m * P + p] = yi[p * M + m];
-            conv_epilogue(y, a->Z ? a->Z + (n0 + i) * M * P : NULL, a->B, M, P, &a->act);
+            const float *yi = yt + i * P * M, *z = a->Z ? a->Z + (n0 + i) * M * P : NULL;
+            for (int64_t m = 0; m < M; m++) {
+                const float bm = a->B ? a->B[m] : 0.0f;
+                if (z)
+                    for (int64_t p = 0; p < P; p++) y[m * P + p] = yi[p * M + m] + bm + z[m * P + p];
+                else
+                    for (int64_t p = 0; p < P; p++) y[m * P + p] = yi[p * M + m] + bm;
+            }
+            ot_fused_act_apply(&a->act, y, M * P);
         }
     }
     return OTTER_OK;
@@ -294,10 +301,11 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
     const ot_conv_window win = ot_conv_geom_window(&g);
     const bool rows = conv_rows_pays_off(&g, group), direct = !rows && !a.direct && ot_conv_direct_supported(&win);
-    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel without pooling reads each element of
-     * Z just before it writes that element of Y; the other paths write Y first and get a copy of Z. */
+    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel and the small-image product without
+     * pooling read each element of Z just before they write that element of Y; the other paths write
+     * Y first and get a copy of Z. */
     const float *zdata = z ? z->data : NULL;
-    if (s == OTTER_OK && z && z->data == y->data && !(direct && !pool && !z_bcast)) {
+    if (s == OTTER_OK && z && z->data == y->data && !((direct || rows) && !pool && !z_bcast)) {
         float *copy = ot_ctx_scratch(ctx, otter_tensor_nbytes(z));
         if (!copy)
             s = OTTER_ERR_NOMEM;
