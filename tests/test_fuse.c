@@ -6,8 +6,9 @@
  * Add + Relu (a ResNet block); Conv + Add of a residual that dies there (the output overwrites it),
  * for each convolution path; Conv + each fused activation (Clip with Constant and initializer bounds,
  * LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Swish as Sigmoid + Mul) on each path, exact but for
- * Sigmoid and Swish (1e-6), and a Swish whose Sigmoid is also read elsewhere (no fusion); Conv + Add of
- * a broadcast value; Gemm + Relu; MatMul + Add + Relu;
+ * Sigmoid and Swish (1e-6) and Winograd (5e-2: its rounding, relative to outputs near 0), and a Swish
+ * whose Sigmoid is also read elsewhere (no fusion); Conv + Add of a broadcast value; Gemm + Relu;
+ * MatMul + Add + Relu;
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -453,7 +454,7 @@ int main(void) {
          * Piecewise ones give the unfused bits; Sigmoid and Swish run vec_math's functions on other runs
          * of the output than the unfused kernels, whose tails take the scalar path (no FMA): within 1e-6;
          * Winograd's sums round otherwise than the unfused direct kernel's (~1e-6 absolute, relative to
-         * outputs near 0 here): 1e-2, where a wrong activation would be off by O(1) */
+         * outputs near 0 here; up to 5.5e-3 measured): 5e-2, where a wrong activation is off by O(1) */
         const int64_t w1[4] = {8, 4, 1, 1}, x98[4] = {3, 4, 9, 8}, x9[4] = {9, 4, 9, 8}, xw[4] = {2, 16, 16, 16},
                       ww[4] = {32, 16, 3, 3};
         const struct {
@@ -467,8 +468,8 @@ int main(void) {
             fused_act_case(x98, w1, acts[i].act, false, acts[i].tol);
         }
         fused_act_case(x9, w, "HardSwish", false, 1e-300);
-        fused_act_case(xw, ww, "Swish", false, 1e-2);
-        fused_act_case(xw, ww, "Clip", true, 1e-2);
+        fused_act_case(xw, ww, "Swish", false, 5e-2);
+        fused_act_case(xw, ww, "Clip", true, 5e-2);
         fused_act_case(xd, w, "Swish", true, 1e-6);
         fused_act_case(x98, w, "Swish", true, 1e-6);
         fused_act_case(x98, w1, "Clip", true, 1e-300);
