@@ -1,4 +1,5 @@
-/* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, fused FusedConv) against
+/* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, small images as one product
+ * with positions as rows, fused FusedConv) against
  * direct loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
  * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
  * Relu + MaxPool 2x2 fused, at opt level 1 (the direct kernel, unfused), 2 (fused; Winograd F(2x2, 3x3)
@@ -258,6 +259,21 @@ int main(void) {
         {2, 6, 9, 7, 12, 3, 3, 6, {1, 0, 2, 1}, {1, 2}, {2, 1}, false},
         {2, 8, 10, 12, 8, 3, 3, 8, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {1, 32, 4, 4, 32, 3, 3, 32, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        /* small images in groups: the direct kernel (one group goes to the product below) with rows
+         * narrower than 8, pooled, residual, many images */
+        {3, 8, 2, 2, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {2, 16, 6, 4, 16, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+        {40, 8, 3, 3, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        /* fewer than 64 positions an image, one group: the positions of the batch as the rows of one
+         * product with W^T packed once (nn_conv.c); 3x3 and 1x1, stride 2 (ResNet's downsampling),
+         * residual, pooling, 2x2 outputs, a batch cut into chunks (40 x 49 positions x 592 columns) */
+        {1, 64, 4, 4, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {3, 32, 2, 2, 40, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 24, 8, 8, 36, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        {5, 32, 8, 7, 20, 1, 1, 1, {0, 0, 0, 0}, {2, 2}, {1, 1}, false},
+        {2, 48, 5, 5, 48, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
+        {2, 16, 6, 6, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+        {40, 64, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     printf("worst relative error %.2e\n", worst);

@@ -4,8 +4,11 @@
  * fusion only reorders additions, below 1e-3 (the conformance rtol) for BatchNormalization folding
  * (rounded folded weights). Cases: Conv + BN + Relu; Conv without bias + per-channel Add + residual
  * Add + Relu (a ResNet block); Conv + Add of a residual that dies there (the output overwrites it),
- * for each convolution path; Conv + Add of a broadcast value; Gemm + Relu; MatMul + Add + Relu (operands
- * also through Identity);
+ * for each convolution path; Conv + each fused activation (Clip with Constant and initializer bounds,
+ * LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Swish as Sigmoid + Mul) on each path, exact but for
+ * Sigmoid and Swish (1e-6) and Winograd (5e-2: its rounding, relative to outputs near 0), and a Swish
+ * whose Sigmoid is also read elsewhere (no fusion); Conv + Add of a broadcast value; Gemm + Relu;
+ * MatMul + Add + Relu (operands also through Identity);
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -167,6 +170,62 @@ static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t
     return m;
 }
 
+/* A scalar float Constant node writing `out`. */
+static void constant(otter_model *m, const char *out, float v) {
+    otter_node *n;
+    otter_tensor *t;
+    CHECK_OK(otter_node_create(&n, "Constant", out, 0, NULL, 1, (const char *[]){out}));
+    CHECK_OK(otter_tensor_from_data(&t, "", OTTER_DTYPE_FLOAT, 0, NULL, &v));
+    CHECK_OK(otter_node_set_attr_tensor(n, "value", t));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+}
+
+/* Conv(x, W, B) [+ Add(residual Concat(x, x))] -> activation `act` -> "a", then Neg (so the fused value is no
+ * graph output), at opt level 1 and 2: one FusedConv, the bits of the unfused graph (tol 1e-300) or
+ * within tol. act: an ONNX op with its attributes, "Clip" with Constant-node bounds, "Clip-init" with
+ * initializer bounds, "Swish" (Sigmoid and Mul(x, s)), "Swish-rev" (Mul(s, x)). */
+static void fused_act_case(const int64_t *xd, const int64_t *wd, const char *act, bool residual, double tol) {
+    otter_model *m = new_model(17, 4, xd, "o");
+    add_init(m, "W", 4, wd, 1, -0.5f, 1.0f);
+    add_init(m, "B", 1, wd, 2, -0.5f, 1.0f); /* wd[0] elements */
+    size_t extra = 1;                        /* the Neg */
+    otter_node *n;
+    CHECK_OK(otter_node_create(&n, "Conv", "conv", 3, (const char *[]){"x", "W", "B"}, 1, (const char *[]){"c"}));
+    if (wd[2] == 3) CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, (const int64_t[]){1, 1, 1, 1}));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+    const char *v = "c";
+    if (residual) {
+        CHECK_OK(otter_node_create(&n, "Concat", "z", 2, (const char *[]){"x", "x"}, 1, (const char *[]){"z"}));
+        CHECK_OK(otter_node_set_attr_int(n, "axis", 1)); /* W has twice x's channels */
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        node(m, "Add", 2, (const char *[]){"c", "z"}, "s");
+        v = "s", extra++;
+    }
+    if (!strncmp(act, "Swish", 5)) {
+        node(m, "Sigmoid", 1, (const char *[]){v}, "sg");
+        node(m, "Mul", 2, strcmp(act, "Swish") ? (const char *[]){"sg", v} : (const char *[]){v, "sg"}, "a");
+    } else if (!strcmp(act, "Clip")) {
+        constant(m, "lo", -0.3f), constant(m, "hi", 0.4f);
+        node(m, "Clip", 3, (const char *[]){v, "lo", "hi"}, "a");
+        extra += 2;
+    } else if (!strcmp(act, "Clip-init")) {
+        const int64_t one[1] = {1};
+        add_init(m, "lo", 0, one, 3, -0.3f, 0.0f), add_init(m, "hi", 0, one, 4, 0.4f, 0.0f);
+        node(m, "Clip", 3, (const char *[]){v, "lo", "hi"}, "a");
+    } else {
+        CHECK_OK(otter_node_create(&n, act, "act", 1, (const char *[]){v}, 1, (const char *[]){"a"}));
+        if (!strcmp(act, "LeakyRelu")) CHECK_OK(otter_node_set_attr_float(n, "alpha", 0.3f));
+        if (!strcmp(act, "HardSigmoid")) CHECK_OK(otter_node_set_attr_float(n, "alpha", 0.25f));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+    }
+    node(m, "Neg", 1, (const char *[]){"a"}, "o");
+    char what[96];
+    snprintf(what, sizeof what, "Conv %lldx%lld on %lldx%lldx%lld%s+%s", (long long)wd[2], (long long)wd[3],
+             (long long)xd[0], (long long)xd[2], (long long)xd[3], residual ? "+Add(z)" : "", act);
+    compare(what, m, 4, xd, 1, 1 + extra, false, tol);
+    otter_model_free(m);
+}
+
 int main(void) {
     const int64_t xd[4] = {3, 4, 7, 6}, w[4] = {8, 4, 3, 3}, c8[1] = {8}, c811[3] = {8, 1, 1};
     {
@@ -206,15 +265,18 @@ int main(void) {
          * FusedConv: the output is planned over it, and each convolution path (3x3 direct, 1x1 as
          * one product, pooled; a batch large enough to go image by image) must read Z before it
          * is overwritten or copy it first */
-        const int64_t x9[4] = {9, 4, 7, 6}, w1[4] = {8, 4, 1, 1};
+        const int64_t x9[4] = {9, 4, 7, 6}, x98[4] = {3, 4, 9, 8}, w1[4] = {8, 4, 1, 1};
         const struct {
             const char *what;
             const int64_t *xd, *wd;
             bool pool;
         } cases[] = {{"Conv 3x3+Add(dying residual)+Relu", xd, w, false},
                      {"  same, batch 9", x9, w, false},
+                     {"  same, 9x8 (the direct kernel)", x98, w, false},
                      {"Conv 1x1+Add(dying residual)+Relu", xd, w1, false},
-                     {"Conv 3x3+Add(dying residual)+Relu+MaxPool", x9, w, true}};
+                     {"  same, 9x8 (one product)", x98, w1, false},
+                     {"Conv 3x3+Add(dying residual)+Relu+MaxPool", x9, w, true},
+                     {"  same, 9x8", x98, w, true}};
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             otter_model *m = new_model(14, 4, cases[c].xd, "o");
             add_init(m, "W", 4, cases[c].wd, 1, -0.5f, 1.0f);
@@ -396,6 +458,41 @@ int main(void) {
         otter_model_free(m);
         m = maxpool_grad_model(14, xp, 2, 2, NULL, 1.0f, false, NULL, NULL);
         compare("MaxPool gradient over ones (not a gradient)", m, 4, xp, 0, 9, false, 1e-300);
+        otter_model_free(m);
+    }
+    {
+        /* fused activations (fused_act.h) on each Conv path: the small-image product (7x6), the direct
+         * 3x3 kernel and the 1x1 product (9x8), a batch the direct kernel runs image by image, Winograd.
+         * Piecewise ones give the unfused bits; Sigmoid and Swish run vec_math's functions on other runs
+         * of the output than the unfused kernels, whose tails take the scalar path (no FMA): within 1e-6;
+         * Winograd's sums round otherwise than the unfused direct kernel's (~1e-6 absolute, relative to
+         * outputs near 0 here; up to 5.5e-3 measured): 5e-2, where a wrong activation is off by O(1) */
+        const int64_t w1[4] = {8, 4, 1, 1}, x98[4] = {3, 4, 9, 8}, x9[4] = {9, 4, 9, 8}, xw[4] = {2, 16, 16, 16},
+                      ww[4] = {32, 16, 3, 3};
+        const struct {
+            const char *act;
+            double tol;
+        } acts[] = {{"Clip", 1e-300},      {"Clip-init", 1e-300}, {"LeakyRelu", 1e-300}, {"HardSigmoid", 1e-300},
+                    {"HardSwish", 1e-300}, {"Sigmoid", 1e-6},     {"Swish", 1e-6},       {"Swish-rev", 1e-6}};
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
+            fused_act_case(xd, w, acts[i].act, false, acts[i].tol);
+            fused_act_case(x98, w, acts[i].act, false, acts[i].tol);
+            fused_act_case(x98, w1, acts[i].act, false, acts[i].tol);
+        }
+        fused_act_case(x9, w, "HardSwish", false, 1e-300);
+        fused_act_case(xw, ww, "Swish", false, 5e-2);
+        fused_act_case(xw, ww, "Clip", true, 5e-2);
+        fused_act_case(xd, w, "Swish", true, 1e-6);
+        fused_act_case(x98, w, "Swish", true, 1e-6);
+        fused_act_case(x98, w1, "Clip", true, 1e-300);
+        /* not fused: the Sigmoid's output also read elsewhere (a graph output), as in a training graph */
+        otter_model *m = new_model(17, 4, xd, "a");
+        add_init(m, "W", 4, w, 1, -0.5f, 1.0f);
+        node(m, "Conv", 2, (const char *[]){"x", "W"}, "c");
+        node(m, "Sigmoid", 1, (const char *[]){"c"}, "sg");
+        node(m, "Mul", 2, (const char *[]){"c", "sg"}, "a");
+        CHECK_OK(otter_graph_add_output(m->graph, "sg", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        compare("Conv+Sigmoid+Mul, Sigmoid an output", m, 4, xd, 0, 3, false, 1e-300);
         otter_model_free(m);
     }
     {

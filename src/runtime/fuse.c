@@ -148,13 +148,21 @@ static otter_status set_input(fz *f, otter_node *n, size_t i, const char *v) {
     return set_name(f, &n->inputs[i], v);
 }
 
+/* The activation a chain ends with: its com.otter name ("" for none) and parameters (fused_act.h). */
+typedef struct chain_act {
+    const char *name;
+    size_t n_params;
+    float params[2];
+} chain_act;
+
 /* Turn chain head `head` (at index k) into com.otter `op` ending at node `last`, whose output it
  * takes over, and move it to last's place. */
-static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, bool relu) {
+static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, const chain_act *act) {
     otter_node *n = f->g->nodes[k], *l = f->g->nodes[last];
     OT_TRY(set_name(f, &n->op_type, op));
     OT_TRY(otter_node_set_domain(n, "com.otter"));
-    if (relu) OT_TRY(otter_node_set_attr_string(n, "activation", "Relu"));
+    if (act->name[0]) OT_TRY(otter_node_set_attr_string(n, "activation", act->name));
+    if (act->n_params) OT_TRY(otter_node_set_attr_floats(n, "activation_params", act->n_params, act->params));
     /* swap output names: the fused node writes the chain's result; the dead node keeps the old */
     char *t = n->outputs[0];
     n->outputs[0] = l->outputs[0];
@@ -277,6 +285,87 @@ static int64_t pool_and_shape(const fz *f, size_t k, const char *name, int64_t *
     return pool >= 0 && *shape >= 0 && n_read == get(&f->uses, name) ? pool : -1;
 }
 
+/* The top-level node writing `name` when it is the default-domain `op` (its index into *at unless NULL),
+ * or NULL. */
+static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at) {
+    intptr_t k = get(&f->producer, name);
+    const otter_node *n = k >= 0 ? f->g->nodes[k] : NULL;
+    if (at) *at = k;
+    return is_op(n, op) ? n : NULL;
+}
+
+/* A constant float32 scalar: an initializer (not a graph input) or a Constant node's value; an
+ * empty name (an omitted optional input) keeps *v. */
+static bool const_scalar(const fz *f, const char *name, float *v) {
+    if (!name[0]) return true;
+    const otter_tensor *t = const_init(f, name);
+    const otter_node *c = t ? NULL : made_by(f, name, "Constant", NULL);
+    const otter_attr *a = c ? otter_node_attr(c, "value") : NULL;
+    if (a && a->type == OTTER_ATTR_TENSOR) t = a->t;
+    if (!t || t->dtype != OTTER_DTYPE_FLOAT || otter_tensor_numel(t) != 1) return false;
+    *v = *(const float *)t->data;
+    return true;
+}
+
+/* The activation node c (reading the chain's value `x` as its input 0) as a fused activation: false
+ * when it is none the kernels fuse (or Clip with bounds that are not constant). */
+static bool fusable_act(const fz *f, const otter_node *c, const char *x, chain_act *act) {
+    static const char *const plain[] = {"Relu", "HardSwish", "Sigmoid"};
+    if (c->n_inputs < 1 || strcmp(c->inputs[0], x) != 0 || c->n_outputs != 1) return false;
+    *act = (chain_act){.name = ""};
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+        if (is_op(c, plain[i])) {
+            act->name = plain[i];
+            return true;
+        }
+    if (is_op(c, "LeakyRelu")) {
+        *act = (chain_act){"LeakyRelu", 1, {otter_node_attr_float(c, "alpha", 0.01f)}};
+        return true;
+    }
+    if (is_op(c, "HardSigmoid")) {
+        *act = (chain_act){
+            "HardSigmoid", 2, {otter_node_attr_float(c, "alpha", 0.2f), otter_node_attr_float(c, "beta", 0.5f)}};
+        return true;
+    }
+    if (!is_op(c, "Clip")) return false;
+    /* Clip-6's bounds are attributes, Clip-11's optional constant inputs */
+    *act =
+        (chain_act){"Clip", 2, {otter_node_attr_float(c, "min", -INFINITY), otter_node_attr_float(c, "max", INFINITY)}};
+    return (c->n_inputs < 2 || const_scalar(f, c->inputs[1], &act->params[0])) &&
+           (c->n_inputs < 3 || const_scalar(f, c->inputs[2], &act->params[1]));
+}
+
+/* x * Sigmoid(x) (SiLU / Swish): `name` read by one top-level Sigmoid and one Mul after node k and
+ * nothing else, the Mul's other operand the Sigmoid's output, which nothing else reads: the Mul's
+ * index, the Sigmoid's into *sig; else -1. */
+static int64_t swish_of(const fz *f, size_t k, const char *name, int64_t *sig) {
+    int64_t mul = -1;
+    *sig = -1;
+    if (get(&f->uses, name) != 2) return -1;
+    for (size_t j = k + 1; j < f->g->n_nodes && (mul < 0 || *sig < 0); j++) {
+        const otter_node *c = f->g->nodes[j];
+        if (is_op(c, "Sigmoid") && c->n_inputs == 1 && !strcmp(c->inputs[0], name) && c->n_outputs == 1)
+            *sig = (int64_t)j;
+        else if (is_op(c, "Mul") && c->n_inputs == 2 && c->n_outputs == 1 &&
+                 (!strcmp(c->inputs[0], name) || !strcmp(c->inputs[1], name)))
+            mul = (int64_t)j;
+    }
+    if (mul < 0 || *sig < 0 || only_reader(f, f->g->nodes[*sig]->outputs[0]) != mul ||
+        strcmp(other_input(f->g->nodes[mul], name), f->g->nodes[*sig]->outputs[0]) != 0)
+        return *sig = -1;
+    return mul;
+}
+
+/* The next node of a Conv chain whose value is `out`: its only reader, or a MaxPool with a Shape
+ * (*shape), or the Mul of a Swish (*sig); -1 when none. */
+static int64_t chain_next(const fz *f, size_t k, const char *out, int64_t *shape, int64_t *sig) {
+    *shape = *sig = -1;
+    int64_t r = only_reader(f, out);
+    if (r < 0) r = pool_and_shape(f, k, out, shape);
+    if (r < 0) r = swish_of(f, k, out, sig);
+    return r;
+}
+
 static otter_status fuse_conv(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
     if (n->n_outputs != 1 || n->n_inputs < 2 || n->n_inputs > 3) return OTTER_OK;
@@ -285,12 +374,17 @@ static otter_status fuse_conv(fz *f, size_t k) {
     const char *out = n->outputs[0];
     int64_t last = -1;
     int stage = 0;
-    bool relu = false, pool = false;
-    for (int64_t r, shape = -1;
-         !pool && ((r = only_reader(f, out)) >= 0 || (r = pool_and_shape(f, k, out, &shape)) >= 0);) {
+    bool pool = false;
+    chain_act act = {.name = ""};
+    for (int64_t r, shape, sig; !pool && (r = chain_next(f, k, out, &shape, &sig)) >= 0;) {
         otter_node *c = f->g->nodes[r];
         bool taken = false;
-        if (stage < 1 && is_op(c, "BatchNormalization")) {
+        if (sig >= 0) {
+            if (stage >= 4) break;
+            act = (chain_act){.name = "Swish"};
+            OT_TRY(bury(f, (size_t)sig));
+            stage = 4, taken = true;
+        } else if (stage < 1 && is_op(c, "BatchNormalization")) {
             OT_TRY(fold_bn(f, n, c, &taken));
             if (taken) stage = 1;
         } else if (stage < 3 && is_op(c, "Add") && f32 && other_input(c, out)) {
@@ -307,10 +401,10 @@ static otter_status fuse_conv(fz *f, size_t k) {
                 OT_TRY(set_input(f, n, 3, z));
                 stage = 3, taken = true;
             }
-        } else if (stage < 4 && is_op(c, "Relu")) {
-            relu = taken = true;
-            stage = 4;
-        } else if (f32 && maxpool_2x2(c)) {
+        } else if (stage < 4 && fusable_act(f, c, out, &act)) {
+            stage = 4, taken = true;
+        } else if (f32 && maxpool_2x2(c) && (!act.name[0] || !strcmp(act.name, "Relu"))) {
+            /* (the kernels pool after the activation, which commutes with the max only for Relu) */
             /* outputs 1 and 2: the Indices, the unpooled shape (for the Shape) */
             OT_TRY(otter_node_set_attr_int(n, "maxpool_2x2", 1));
             if (c->n_outputs > 1 || shape >= 0) OT_TRY(add_output(n, c->n_outputs > 1 ? c->outputs[1] : ""));
@@ -326,7 +420,7 @@ static otter_status fuse_conv(fz *f, size_t k) {
         out = c->outputs[0];
     }
     if (last < 0) return OTTER_OK;
-    return finish_chain(f, k, (size_t)last, "FusedConv", relu);
+    return finish_chain(f, k, (size_t)last, "FusedConv", &act);
 }
 
 static otter_status fuse_gemm(fz *f, size_t k) {
@@ -334,7 +428,7 @@ static otter_status fuse_gemm(fz *f, size_t k) {
     if (n->n_outputs != 1) return OTTER_OK;
     int64_t r = only_reader(f, n->outputs[0]);
     if (r < 0 || !is_op(f->g->nodes[r], "Relu")) return OTTER_OK;
-    return finish_chain(f, k, (size_t)r, "FusedGemm", true);
+    return finish_chain(f, k, (size_t)r, "FusedGemm", &(chain_act){.name = "Relu"});
 }
 
 static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at);
@@ -372,16 +466,7 @@ static otter_status fuse_matmul(fz *f, size_t k) {
         last = r;
     }
     if (last < 0) return OTTER_OK;
-    return finish_chain(f, k, (size_t)last, "FusedMatMul", relu);
-}
-
-/* The top-level node writing `name` when it is the default-domain `op` (its index into *at unless NULL),
- * or NULL. */
-static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at) {
-    intptr_t k = get(&f->producer, name);
-    const otter_node *n = k >= 0 ? f->g->nodes[k] : NULL;
-    if (at) *at = k;
-    return is_op(n, op) ? n : NULL;
+    return finish_chain(f, k, (size_t)last, "FusedMatMul", &(chain_act){.name = relu ? "Relu" : ""});
 }
 
 /* v = Reshape(src, [-1]) (constant shape) read only by node `reader`: that Reshape's index, its input

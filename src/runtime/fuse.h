@@ -4,8 +4,8 @@
  * intermediate values have no other reader are replaced by one com.otter node that the kernels
  * run in one pass over the output:
  *
- *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> Relu] [-> MaxPool 2x2/2]
- *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation = "Relu" | "", maxpool_2x2} -> Y
+ *   Conv [-> BatchNormalization] [-> Add(per-channel bias)] [-> Add(Z)] [-> activation] [-> MaxPool 2x2/2]
+ *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation, activation_params, maxpool_2x2} -> Y
  *          [, MaxPool's Indices [, the unpooled shape: a Shape that was the unpooled value's other
  *          reader, as in a training graph's MaxPool gradient]]
  *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
@@ -16,12 +16,18 @@
  *   that gradient -> ReluGrad(., X) for MaxPool's input X
  *                                   -> MaxPoolGrad(dY, Indices, S, Y) (Y: MaxPool's output), same bits
  *
+ * The activation (runtime/ops/fused_act.h) is Relu, Clip with constant bounds (initializers or Constant
+ * nodes), LeakyRelu, HardSigmoid, HardSwish, Sigmoid, or Swish: a Sigmoid and a Mul of the value by the
+ * Sigmoid's output, both its only readers. The MaxPool follows only Relu or no activation. A value
+ * read by anything else (a gradient, in a training graph) stops the chain before it.
+ *
  * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
  * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B
  * and the BN's four inputs are initializers that are not also graph inputs. Results equal the
  * unfused graph's up to the rounding of the folded weights and the order of the float additions
- * (bias, then sum input); activations are exact. Sums (Add) are fused only for float32 (the
- * Conv's weight or the bias is a float32 initializer or declared input).
+ * (bias, then sum input); piecewise activations are exact, Sigmoid and Swish within an FMA rounding.
+ * Sums (Add) are fused only for float32 (the Conv's weight or the bias is a float32 initializer or
+ * declared input).
  *
  * The copy shares the original initializers' data (views): keep the model alive as long as the
  * copy. *out is NULL when nothing was fused; *n_fused (may be NULL) counts the nodes removed. */

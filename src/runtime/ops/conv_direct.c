@@ -34,31 +34,6 @@ bool ot_conv_direct_supported(const ot_conv_window *w) {
 #endif
 }
 
-#ifdef OT_DC_X86
-
-#define DC_HALF  8 /* positions per half tile (one AVX register) */
-#define DC_TILES 8 /* tiles per work item, at most */
-
-typedef struct dc_plan {
-    const ot_conv_direct *a;
-    int64_t Cg, Mg, K, OH, OW, sh;
-    ot_conv_pad pad; /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
-    int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
-    float *wp;      /* packed weights: per group, the channel blocks in order */
-    int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
-    int64_t *kwoff; /* per kernel column: offset added to a row's */
-    int64_t n_rows, KW;
-    int64_t n0;          /* the first image of the padded input */
-    int64_t slots;       /* > 0: images padded and convolved one by one, per slot (dc_slots) */
-    int64_t buf_floats;  /* per pad buffer (one per slot, or one for the batch), slack included */
-    int64_t *next_image; /* dc_slots: the next image to take */
-    bool kw3;            /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;           /* a->maxpool_2x2 */
-    int64_t *blk_m0;     /* channel blocks of a group: first channel and height */
-    int *blk_mr;
-    int n_blk;
-} dc_plan;
-
 /* The node's cache: a block per packed form, allocated on first use. */
 typedef struct dc_cache {
     float *form[OT_CONV_FORMS];
@@ -83,6 +58,31 @@ float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int f
     if (!c->form[form] && !(c->form[form] = ot_malloc(n * sizeof(float)))) OT_NOMEM();
     return c->form[form];
 }
+
+#ifdef OT_DC_X86
+
+#define DC_HALF  8 /* positions per half tile (one AVX register) */
+#define DC_TILES 8 /* tiles per work item, at most */
+
+typedef struct dc_plan {
+    const ot_conv_direct *a;
+    int64_t Cg, Mg, K, OH, OW, sh;
+    ot_conv_pad pad; /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
+    int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
+    float *wp;      /* packed weights: per group, the channel blocks in order */
+    int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
+    int64_t *kwoff; /* per kernel column: offset added to a row's */
+    int64_t n_rows, KW;
+    int64_t n0;          /* the first image of the padded input */
+    int64_t slots;       /* > 0: images padded and convolved one by one, per slot (dc_slots) */
+    int64_t buf_floats;  /* per pad buffer (one per slot, or one for the batch), slack included */
+    int64_t *next_image; /* dc_slots: the next image to take */
+    bool kw3;            /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;           /* a->maxpool_2x2 */
+    int64_t *blk_m0;     /* channel blocks of a group: first channel and height */
+    int *blk_mr;
+    int n_blk;
+} dc_plan;
 
 int ot_conv_channel_blocks(int64_t Mg, int64_t *m0, int *mr) {
     int n = 0;
@@ -349,6 +349,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     const dc_plan *p = arg;
     const ot_conv_direct *a = p->a;
     const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
+    const bool relu = a->act.kind == OT_FUSED_RELU, other_act = !relu && a->act.kind != OT_FUSED_NONE;
     for (int64_t it = i0; it < i1; it++) {
         int64_t per_group = p->tile_chunks * p->blk_chunks, ng = it / per_group, gr = ng % a->group;
         int64_t in = ng / a->group, n = p->n0 + in; /* image in the padded input, in the batch */
@@ -408,13 +409,13 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
     case R:                                                                                                            \
         if (p->kw3 && p->pool)                                                                                         \
             dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],      \
-                    lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                                  \
+                    lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                                     \
         else if (p->kw3)                                                                                               \
             dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
-                    lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                                  \
+                    lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                                     \
         else                                                                                                           \
             dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],     \
-                    zh[1], lanes[0], lanes[1], bias, osz, psz, pl, a->relu, ind, ibase, OW);                           \
+                    zh[1], lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                              \
         break;
                     DC_CASE(6)
                     DC_CASE(5)
@@ -425,6 +426,12 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
 #undef DC_CASE
                 }
             }
+            /* the item's outputs of each channel are one run of the plane (never pooled here) */
+            const int64_t last = t1 - 1 - t0, first_y = hv[0][0].y,
+                          end_y =
+                              hv[last][1].lanes ? hv[last][1].y + hv[last][1].lanes : hv[last][0].y + hv[last][0].lanes;
+            for (int i = 0; other_act && i < mr; i++)
+                ot_fused_act_apply(&a->act, a->y + plane + i * osz + first_y, end_y - first_y);
         }
     }
 }

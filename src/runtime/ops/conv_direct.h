@@ -4,8 +4,8 @@
  * The input is copied once into a zero-padded buffer (split into stride phases along W, so that
  * eight neighbouring outputs always read eight neighbouring inputs), and an AVX2/FMA register
  * tile of up to 6 output channels x 16 output positions accumulates over every (channel, tap)
- * straight from that buffer. Bias, a sum input, ReLU and a 2x2 max pooling are applied as the
- * tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c); hands 3x3
+ * straight from that buffer. Bias, a sum input, the fused activation and a 2x2 max pooling are
+ * applied as the tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c); hands 3x3
  * convolutions to Winograd (conv_winograd.c) where that is allowed and pays off. */
 #ifndef OTTER_RUNTIME_OPS_CONV_DIRECT_H
 #define OTTER_RUNTIME_OPS_CONV_DIRECT_H
@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "runtime/op.h"
+#include "runtime/ops/fused_act.h"
 #include "runtime/ops/im2col.h"
 
 typedef struct ot_conv_direct {
@@ -25,13 +26,13 @@ typedef struct ot_conv_direct {
     int64_t N, C, M, group;
     ot_conv_window win; /* 2-D geometry in the last two axes: in[0] == out[0] == k[0] == 1; a negative
                            pad_begin crops (ConvGrad's input gradient uses that) */
-    bool relu;
-    bool maxpool_2x2; /* then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
-    int64_t *indices; /* with maxpool_2x2, or NULL: MaxPool's Indices, shaped like y (flat positions in the
-                         unpooled [N][M][OH][OW], the first maximum of each window in scan order) */
-    int winograd;     /* the largest Winograd output tile it may use where that pays off: 0 (none), 2 or 4
-                         (ctx->winograd) */
-    bool constant_w;  /* w is the same every run: its packed forms are kept in the node's cache */
+    ot_fused_act act;   /* Relu in registers as the tile is stored; the others on each stored run of outputs */
+    bool maxpool_2x2;   /* (act none or Relu) then MaxPool 2x2, stride 2, floor: y is [N][M][OH / 2][OW / 2] */
+    int64_t *indices;   /* with maxpool_2x2, or NULL: MaxPool's Indices, shaped like y (flat positions in the
+                           unpooled [N][M][OH][OW], the first maximum of each window in scan order) */
+    int winograd;       /* the largest Winograd output tile it may use where that pays off: 0 (none), 2 or 4
+                           (ctx->winograd) */
+    bool constant_w;    /* w is the same every run: its packed forms are kept in the node's cache */
 } ot_conv_direct;
 
 /* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */
@@ -40,6 +41,14 @@ bool ot_conv_direct_supported(const ot_conv_window *w);
 /* y = act(conv(x, w) + bias + sum). Scratch comes from ctx (planned into the arena); runs on the
  * session's threads. Fails only with OTTER_ERR_NOMEM. */
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
+
+/* OT_CONV_FORM_GEMM_B: W^T as the packed B of ot_sgemm_prepacked (nn_conv.c's small-image path). */
+enum { OT_CONV_FORM_DIRECT, OT_CONV_FORM_WINOGRAD2, OT_CONV_FORM_WINOGRAD4, OT_CONV_FORM_GEMM_B, OT_CONV_FORMS };
+
+/* Room for the weights in packed form `form` (OT_CONV_FORM_*), n floats: kept in the node's
+ * cache when a->constant_w (*fill false once they are there), else scratch (*fill true). NULL
+ * (error set) when out of memory. */
+float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill);
 
 /* ---- shared by the direct and Winograd kernels (x86-64 only) ---------------------------------- */
 
@@ -63,13 +72,6 @@ void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1);
  * block of 2 (the 4-row tile keeps more accumulators busy); m0 / mr get M / 4 + 2 entries at most.
  * Returns the number of blocks. */
 int ot_conv_channel_blocks(int64_t M, int64_t *m0, int *mr);
-
-enum { OT_CONV_FORM_DIRECT, OT_CONV_FORM_WINOGRAD2, OT_CONV_FORM_WINOGRAD4, OT_CONV_FORMS };
-
-/* Room for the weights in packed form `form` (OT_CONV_FORM_*), n floats: kept in the node's
- * cache when a->constant_w (*fill false once they are there), else scratch (*fill true). NULL
- * (error set) when out of memory. */
-float *ot_conv_packed_weights(ot_kernel_ctx *ctx, const ot_conv_direct *a, int form, size_t n, bool *fill);
 
 /* Winograd F(T x T, 3x3), T = 2 or 4, for 3x3, stride 1, dilation 1, one group (conv_winograd.c);
  * same contract as ot_conv_direct_run, which calls it with T = ot_conv_winograd_tile(a, threads)

@@ -277,12 +277,14 @@ wg_store_rows(const int T, const wg_plan *p, __m256 o[4][4], float bias, int64_t
             const int64_t at = plane + (oh0 + r) * OW + ow0 + 8 * v;
             __m256 e = _mm256_add_ps(row[r][v], bv);
             if (a->sum) e = _mm256_add_ps(e, _mm256_loadu_ps(a->sum + at));
-            if (a->relu) e = _mm256_max_ps(e, zero);
+            if (a->act.kind == OT_FUSED_RELU) e = _mm256_max_ps(e, zero);
             if (a->maxpool_2x2)
                 row[r][v] = e;
             else
                 _mm256_storeu_ps(a->y + at, e);
         }
+        if (!a->maxpool_2x2 && a->act.kind != OT_FUSED_RELU)
+            ot_fused_act_apply(&a->act, a->y + plane + (oh0 + r) * OW + ow0, 8 * nv);
     }
     if (!a->maxpool_2x2) return;
     const int64_t PW = OW / 2;
@@ -332,7 +334,7 @@ wg_output_t(const int T, const wg_plan *p, const float *ym, int64_t m, const wg_
                 int64_t oh = oh0 + r, ow = ow0 + c;
                 float e = tile[T * r + c][k] + bias;
                 if (a->sum && oh < OH && ow < OW) e += a->sum[plane + oh * OW + ow];
-                v[r][c] = a->relu && !(e > 0.0f) ? 0.0f : e;
+                v[r][c] = a->act.kind == OT_FUSED_RELU && !(e > 0.0f) ? 0.0f : e;
             }
         if (a->maxpool_2x2) {
             float *yp = a->y + (img * p->M + m) * PH * PW;
@@ -346,8 +348,12 @@ wg_output_t(const int T, const wg_plan *p, const float *ym, int64_t m, const wg_
                     yp[ph * PW + pw] = x0 > x1 ? x0 : x1;
                 }
         } else {
-            for (int r = 0; r < T && oh0 + r < OH; r++)
-                for (int c = 0; c < T && ow0 + c < OW; c++) a->y[plane + (oh0 + r) * OW + ow0 + c] = v[r][c];
+            for (int r = 0; r < T && oh0 + r < OH; r++) {
+                float *yr = a->y + plane + (oh0 + r) * OW + ow0;
+                int64_t c = 0;
+                for (; c < T && ow0 + c < OW; c++) yr[c] = v[r][c];
+                if (a->act.kind != OT_FUSED_RELU) ot_fused_act_apply(&a->act, yr, c);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 #include "runtime/ops/im2col.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 void ot_conv_valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
@@ -39,6 +40,35 @@ void ot_im2col(const float *x, int64_t C, const ot_conv_window *w, float *col, i
                         }
                     }
                 }
+}
+
+void ot_im2col_rows(const float *x, int64_t C, const ot_conv_window *w, float *rows, int64_t ldr) {
+    const int64_t D = w->in[0], H = w->in[1], W = w->in[2], OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    const int64_t KD = w->k[0], KH = w->k[1], KW = w->k[2], plane = D * H * W;
+    for (int64_t od = 0; od < OD; od++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float *dst = rows + ((od * OH + oh) * OW + ow) * ldr;
+                const int64_t id0 = od * w->stride[0] - w->pad_begin[0], ih0 = oh * w->stride[1] - w->pad_begin[1],
+                              iw0 = ow * w->stride[2] - w->pad_begin[2];
+                for (int64_t kd = 0; kd < KD; kd++) {
+                    const int64_t id = id0 + kd * w->dil[0];
+                    for (int64_t kh = 0; kh < KH; kh++) {
+                        const int64_t ih = ih0 + kh * w->dil[1];
+                        const bool row_in = id >= 0 && id < D && ih >= 0 && ih < H;
+                        /* the taps (c, kd, kh, .) of every channel c: KW floats, channels K / C apart */
+                        float *d = dst + kd * KH * KW + kh * KW;
+                        const float *src = x + (id * H + ih) * W;
+                        for (int64_t kw = 0; kw < KW; kw++) {
+                            const int64_t iw = iw0 + kw * w->dil[2];
+                            if (row_in && iw >= 0 && iw < W)
+                                for (int64_t c = 0; c < C; c++) d[c * KD * KH * KW + kw] = src[c * plane + iw];
+                            else
+                                for (int64_t c = 0; c < C; c++) d[c * KD * KH * KW + kw] = 0.0f;
+                        }
+                    }
+                }
+            }
 }
 
 void ot_col2im(const float *col, int64_t C, const ot_conv_window *w, float *x, int64_t ld) {

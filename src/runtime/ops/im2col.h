@@ -17,6 +17,10 @@ void ot_conv_valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, i
  * C channels of x (contiguous [C, D, H, W]); ld >= the number of output positions. */
 void ot_im2col(const float *x, int64_t C, const ot_conv_window *w, float *col, int64_t ld);
 
+/* The transpose of ot_im2col's layout: rows[p * ldr + ((c * kd + z) * kh + y) * kw + x], one row of
+ * C * kd * kh * kw taps per output position p (a product's A with positions as rows); ldr >= that. */
+void ot_im2col_rows(const float *x, int64_t C, const ot_conv_window *w, float *rows, int64_t ldr);
+
 /* The adjoint of ot_im2col: x[c][id][ih][iw] += col[(c, kd, kh, kw) * ld + (od, oh, ow)] for every tap that
  * lands inside x (ConvTranspose, Col2Im); C channels of x (contiguous [C, D, H, W]). */
 void ot_col2im(const float *col, int64_t C, const ot_conv_window *w, float *x, int64_t ld);

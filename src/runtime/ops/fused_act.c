@@ -1,0 +1,74 @@
+/* Fused activations (see fused_act.h). */
+#include "runtime/ops/fused_act.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "runtime/ops/vec_math.h"
+
+static const struct {
+    const char *name;
+    ot_fused_act_kind kind;
+    size_t n_params;
+    float p0, p1; /* defaults: ONNX's attribute defaults, Clip's float range */
+} fused_acts[] = {
+    {"Relu", OT_FUSED_RELU, 0, 0, 0},
+    {"Clip", OT_FUSED_CLIP, 2, -INFINITY, INFINITY},
+    {"LeakyRelu", OT_FUSED_LEAKY_RELU, 1, 0.01f, 0},
+    {"HardSigmoid", OT_FUSED_HARD_SIGMOID, 2, 0.2f, 0.5f},
+    {"HardSwish", OT_FUSED_HARD_SWISH, 0, 0, 0},
+    {"Sigmoid", OT_FUSED_SIGMOID, 0, 0, 0},
+    {"Swish", OT_FUSED_SWISH, 0, 0, 0},
+};
+
+otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
+    *act = (ot_fused_act){OT_FUSED_NONE, 0, 0};
+    const char *dom = ctx->node->domain;
+    /* com.otter's own attributes (fuse.c sets them): no ONNX schema has them */
+    const char *name = dom && !strcmp(dom, "com.otter") ? ot_ctx_attr_string_or(ctx, "activation", "") : "";
+    if (!name[0]) return OTTER_OK;
+    for (size_t i = 0; i < sizeof fused_acts / sizeof *fused_acts; i++) {
+        if (strcmp(name, fused_acts[i].name) != 0) continue;
+        const otter_attr *p = otter_node_attr(ctx->node, "activation_params");
+        size_t n = p ? p->n_floats : 0;
+        if (n != 0 && n != fused_acts[i].n_params)
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused activation '%s' takes %zu activation_params, got %zu",
+                                name, fused_acts[i].n_params, n);
+        *act = (ot_fused_act){fused_acts[i].kind, n ? p->floats[0] : fused_acts[i].p0,
+                              n > 1 ? p->floats[1] : fused_acts[i].p1};
+        return OTTER_OK;
+    }
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", name);
+}
+
+void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
+    const float p0 = act->p0, p1 = act->p1;
+    switch (act->kind) {
+    case OT_FUSED_NONE:
+        break;
+    case OT_FUSED_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        break;
+    case OT_FUSED_CLIP: /* as the Clip kernel: NaN stays NaN */
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] < p0 ? p0 : y[i];
+            y[i] = v > p1 ? p1 : v;
+        }
+        break;
+    case OT_FUSED_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? p0 * y[i] : y[i];
+        break;
+    case OT_FUSED_HARD_SIGMOID: /* as the HardSigmoid kernel: NaN becomes 1 */
+        for (int64_t i = 0; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
+        break;
+    case OT_FUSED_HARD_SWISH:
+        ot_vec_activation(OT_VEC_HARDSWISH, 0, y, NULL, y, n);
+        break;
+    case OT_FUSED_SIGMOID:
+        ot_vec_activation(OT_VEC_SIGMOID, 0, y, NULL, y, n);
+        break;
+    case OT_FUSED_SWISH:
+        ot_vec_activation(OT_VEC_SWISH, 1.0f, y, NULL, y, n);
+        break;
+    }
+}

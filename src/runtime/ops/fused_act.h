@@ -1,0 +1,41 @@
+/* The activation a com.otter fused node (FusedConv from runtime/fuse.c) applies to its output while
+ * each block is in cache: one descriptor, read once per run from the node's attributes
+ *
+ *     activation = "Relu" | "Clip" | "LeakyRelu" | "HardSigmoid" | "HardSwish" | "Sigmoid" | "Swish" | ""
+ *     activation_params = Clip's min and max, LeakyRelu's alpha, HardSigmoid's alpha and beta
+ *
+ * (ONNX Runtime's com.microsoft FusedConv spelling; "Swish" is x * Sigmoid(x), fused from that
+ * pair of nodes), and one apply function for every convolution path. Each activation gives the
+ * bits of its ONNX node in otter (Sigmoid, HardSwish and Swish through vec_math.c, as the
+ * elementwise kernels run them). */
+#ifndef OTTER_RUNTIME_OPS_FUSED_ACT_H
+#define OTTER_RUNTIME_OPS_FUSED_ACT_H
+
+#include <stdint.h>
+
+#include "runtime/op.h"
+
+typedef enum ot_fused_act_kind {
+    OT_FUSED_NONE,
+    OT_FUSED_RELU,         /* x > 0 ? x : 0 (NaN becomes 0, as the Relu kernel) */
+    OT_FUSED_CLIP,         /* min(max(x, p0), p1) */
+    OT_FUSED_LEAKY_RELU,   /* x < 0 ? p0 x : x */
+    OT_FUSED_HARD_SIGMOID, /* max(0, min(1, p0 x + p1)) */
+    OT_FUSED_HARD_SWISH,
+    OT_FUSED_SIGMOID,
+    OT_FUSED_SWISH, /* x Sigmoid(x) */
+} ot_fused_act_kind;
+
+typedef struct ot_fused_act {
+    ot_fused_act_kind kind;
+    float p0, p1;
+} ot_fused_act;
+
+/* The activation of ctx's node: OT_FUSED_NONE unless it is a com.otter node with one; an error
+ * naming the node for an unknown name or missing parameters. */
+otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act);
+
+/* y[0, n) = act(y) in place. */
+void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n);
+
+#endif
