@@ -14,6 +14,10 @@
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/vec_math.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 static bool is_numeric(otter_dtype t) {
     return t != OTTER_DTYPE_UNDEFINED && t != OTTER_DTYPE_STRING && t != OTTER_DTYPE_BOOL &&
            t != OTTER_DTYPE_COMPLEX64 && t != OTTER_DTYPE_COMPLEX128 && t < OTTER_DTYPE_COUNT_;
@@ -546,7 +550,21 @@ static void sm_f32_rows(void *arg, int64_t begin, int64_t end) {
         const float *x = (const float *)j->x + u * r;
         float *y = (float *)j->y + u * r, mx = -INFINITY;
         bool nan = false;
-        for (int64_t k = 0; k < r; k++) {
+        int64_t k = 0;
+#if defined(__SSE2__)
+        /* GCC's -O2 leaves the scalar loop unvectorized: as long as the exp pass without this */
+        __m128 vmax = _mm_set1_ps(-INFINITY), vnan = _mm_setzero_ps();
+        for (; k + 4 <= r; k += 4) {
+            __m128 v = _mm_loadu_ps(x + k);
+            vnan = _mm_or_ps(vnan, _mm_cmpunord_ps(v, v));
+            vmax = _mm_max_ps(vmax, v);
+        }
+        float lanes[4];
+        _mm_storeu_ps(lanes, vmax);
+        nan = _mm_movemask_ps(vnan) != 0;
+        for (int l = 0; l < 4; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+#endif
+        for (; k < r; k++) {
             nan |= x[k] != x[k];
             mx = x[k] > mx ? x[k] : mx;
         }
