@@ -432,6 +432,32 @@ static void mat_pack_b_trans_wasm(const float *B, int64_t ldb, int64_t j0, int64
 }
 #endif
 
+#if defined(__wasm_simd128__)
+_Static_assert(MR == 6, "ot_sgemm_pack_rows_wasm covers 6 rows");
+int64_t ot_sgemm_pack_rows_wasm(const float *src, int64_t ld, int64_t kc, float alpha, float *dst) {
+    const v128_t al = wasm_f32x4_splat(alpha);
+    int64_t k = 0;
+    for (; k + 4 <= kc; k += 4) {
+        const float *s = src + k;
+        v128_t r0 = wasm_v128_load(s), r1 = wasm_v128_load(s + ld), r2 = wasm_v128_load(s + 2 * ld),
+               r3 = wasm_v128_load(s + 3 * ld), r4 = wasm_v128_load(s + 4 * ld), r5 = wasm_v128_load(s + 5 * ld);
+        if (alpha != 1.0f) {
+            r0 = wasm_f32x4_mul(al, r0), r1 = wasm_f32x4_mul(al, r1), r2 = wasm_f32x4_mul(al, r2);
+            r3 = wasm_f32x4_mul(al, r3), r4 = wasm_f32x4_mul(al, r4), r5 = wasm_f32x4_mul(al, r5);
+        }
+        WS_TRANSPOSE4(r0, r1, r2, r3);
+        /* rows 4 and 5 interleaved: the (4, 5) pair of column k is 64-bit lane k % 2 */
+        v128_t lo = wasm_i32x4_shuffle(r4, r5, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(r4, r5, 2, 6, 3, 7);
+        float *d = dst + k * MR;
+        wasm_v128_store(d, r0), wasm_v128_store64_lane(d + 4, lo, 0);
+        wasm_v128_store(d + MR, r1), wasm_v128_store64_lane(d + MR + 4, lo, 1);
+        wasm_v128_store(d + 2 * MR, r2), wasm_v128_store64_lane(d + 2 * MR + 4, hi, 0);
+        wasm_v128_store(d + 3 * MR, r3), wasm_v128_store64_lane(d + 3 * MR + 4, hi, 1);
+    }
+    return k;
+}
+#endif
+
 /* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
 static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
@@ -483,37 +509,18 @@ static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
     }
 #endif
 #if defined(__wasm_simd128__)
-    /* A full slab of rows: stored as is, 4 columns at a time through SIMD128 transposes, as the SSE
-     * packing above; stored transposed (Gemm's transA, the weight gradients), each k's 6 rows are
-     * consecutive floats: one vector and one 64-bit store. */
-    _Static_assert(MR == 6, "the SIMD128 packing below covers 6 rows");
-    if (mr == MR) {
+    /* A full slab of rows through SIMD128 transposes, as the SSE packing above; stored transposed
+     * (Gemm's transA, the weight gradients), each k's 6 rows are consecutive floats: one vector and
+     * one 64-bit lane store. */
+    if (mr == MR && !g->ta) k0 = ot_sgemm_pack_rows_wasm(g->A + i0 * g->lda + p0, g->lda, kc, g->alpha, dst);
+    if (mr == MR && g->ta) {
         const v128_t al = wasm_f32x4_splat(g->alpha);
-        if (g->ta) {
-            const float *src = g->A + p0 * g->lda + i0;
-            for (int64_t k = 0; k < kc; k++, src += g->lda) {
-                wasm_v128_store(dst + k * MR, wasm_f32x4_mul(al, wasm_v128_load(src)));
-                wasm_v128_store64_lane(dst + k * MR + 4, wasm_f32x4_mul(al, wasm_v128_load64_zero(src + 4)), 0);
-            }
-            return;
+        const float *src = g->A + p0 * g->lda + i0;
+        for (int64_t k = 0; k < kc; k++, src += g->lda) {
+            wasm_v128_store(dst + k * MR, wasm_f32x4_mul(al, wasm_v128_load(src)));
+            wasm_v128_store64_lane(dst + k * MR + 4, wasm_f32x4_mul(al, wasm_v128_load64_zero(src + 4)), 0);
         }
-        const float *src = g->A + i0 * g->lda + p0;
-        for (; k0 + 4 <= kc; k0 += 4) {
-            const float *s = src + k0;
-            v128_t r0 = wasm_f32x4_mul(al, wasm_v128_load(s)), r1 = wasm_f32x4_mul(al, wasm_v128_load(s + g->lda)),
-                   r2 = wasm_f32x4_mul(al, wasm_v128_load(s + 2 * g->lda)),
-                   r3 = wasm_f32x4_mul(al, wasm_v128_load(s + 3 * g->lda));
-            v128_t r4 = wasm_f32x4_mul(al, wasm_v128_load(s + 4 * g->lda)),
-                   r5 = wasm_f32x4_mul(al, wasm_v128_load(s + 5 * g->lda));
-            WS_TRANSPOSE4(r0, r1, r2, r3);
-            /* rows 4 and 5 interleaved: the (4, 5) pair of column k is 64-bit lane k % 2 */
-            v128_t lo = wasm_i32x4_shuffle(r4, r5, 0, 4, 1, 5), hi = wasm_i32x4_shuffle(r4, r5, 2, 6, 3, 7);
-            float *d = dst + k0 * MR;
-            wasm_v128_store(d, r0), wasm_v128_store64_lane(d + 4, lo, 0);
-            wasm_v128_store(d + MR, r1), wasm_v128_store64_lane(d + MR + 4, lo, 1);
-            wasm_v128_store(d + 2 * MR, r2), wasm_v128_store64_lane(d + 2 * MR + 4, hi, 0);
-            wasm_v128_store(d + 3 * MR, r3), wasm_v128_store64_lane(d + 3 * MR + 4, hi, 1);
-        }
+        return;
     }
 #endif
     for (int64_t i = 0; i < MR; i++) {

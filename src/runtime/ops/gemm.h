@@ -60,6 +60,12 @@ typedef void (*ot_sgemm_pack_fn)(const void *arg, int64_t i0, int64_t n, int64_t
 otter_status ot_sgemm_packing(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, ot_sgemm_pack_fn pack_a,
                               ot_sgemm_pack_fn pack_b, const void *arg, float beta, float *C, int64_t ldc);
 
+#if defined(__wasm_simd128__)
+/* dst[k * OT_SGEMM_MR + i] = alpha * src[i * ld + k] for the OT_SGEMM_MR rows i and the columns k below kc
+ * rounded down to a multiple of 4 (SIMD128 4 x 4 transposes; alpha 1 copies); returns that count. */
+int64_t ot_sgemm_pack_rows_wasm(const float *src, int64_t ld, int64_t kc, float alpha, float *dst);
+#endif
+
 /* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
 const char *ot_gemm_backend(void);
 

@@ -162,10 +162,14 @@ static void dw_pack_dy(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
         int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, len = osz - q < kc - k ? osz - q : kc - k;
         const float *restrict src = a->DY + n * a->dystride + i0 * osz + q;
         float *restrict d = dst + k * OT_SGEMM_MR;
-        if (mr == OT_SGEMM_MR) /* whole rows: the output written contiguously */
-            for (int64_t j = 0; j < len; j++)
+        if (mr == OT_SGEMM_MR) { /* whole rows: the output written contiguously */
+            int64_t j = 0;
+#if defined(__wasm_simd128__)
+            j = ot_sgemm_pack_rows_wasm(src, osz, len, 1.0f, d);
+#endif
+            for (; j < len; j++)
                 for (int64_t i = 0; i < OT_SGEMM_MR; i++) d[j * OT_SGEMM_MR + i] = src[i * osz + j];
-        else
+        } else
             for (int64_t j = 0; j < len; j++)
                 for (int64_t i = 0; i < OT_SGEMM_MR; i++) d[j * OT_SGEMM_MR + i] = i < mr ? src[i * osz + j] : 0.0f;
         k += len;
