@@ -144,37 +144,6 @@ static otter_status bn_shape(const ot_kernel_ctx *ctx, const otter_tensor *x, si
     return OTTER_OK;
 }
 
-/* Per-channel plane sums in float vectors (4 lanes, then one double per plane of `sp` values), so a
- * channel's N * sp values are never summed in one float accumulator. */
-static double bn_plane_sum(const float *x, int64_t sp) {
-    ot_v4 acc = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= sp; i += 4) acc += ot_v4_load(x + i);
-    double s = (double)acc[0] + acc[1] + acc[2] + acc[3];
-    for (; i < sp; i++) s += x[i];
-    return s;
-}
-
-/* Sum of (x - mu)^2 over one plane. */
-static double bn_plane_sq(const float *x, int64_t sp, float mu) {
-    ot_v4 acc = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= sp; i += 4) {
-        ot_v4 d = ot_v4_load(x + i) - mu;
-        acc += d * d;
-    }
-    double s = (double)acc[0] + acc[1] + acc[2] + acc[3];
-    for (; i < sp; i++) s += (double)(x[i] - mu) * (x[i] - mu);
-    return s;
-}
-
-/* y = x * k + sh over one plane. */
-static void bn_plane_affine(const float *x, float *y, int64_t sp, float k, float sh) {
-    int64_t i = 0;
-    for (; i + 4 <= sp; i += 4) ot_v4_store(y + i, ot_v4_load(x + i) * k + sh);
-    for (; i < sp; i++) y[i] = x[i] * k + sh;
-}
-
 typedef struct bn_train_job {
     const float *in[5];
     float *out[5];
@@ -192,14 +161,25 @@ static void bn_train_channels(void *arg, int64_t c0, int64_t c1) {
         double mu = j->in[3][c], var = j->in[4][c], running_var_batch = var;
         if (j->training) {
             double sum = 0, sq = 0, cnt = (double)(N * sp);
-            for (int64_t n = 0; n < N; n++) sum += bn_plane_sum(X + (n * C + c) * sp, sp);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) sum += X[(n * C + c) * sp + i];
             mu = cnt > 0 ? sum / cnt : 0;
-            for (int64_t n = 0; n < N; n++) sq += bn_plane_sq(X + (n * C + c) * sp, sp, (float)mu);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sp; i++) {
+                    double d = X[(n * C + c) * sp + i] - mu;
+                    sq += d * d;
+                }
             var = cnt > 0 ? sq / cnt : 0;
             running_var_batch = j->unbiased && cnt > 1 ? sq / (cnt - 1) : var;
         }
         float inv = 1.0f / sqrtf((float)var + j->eps), k = j->in[1][c] * inv, sh = j->in[2][c] - (float)mu * k;
-        for (int64_t n = 0; n < N; n++) bn_plane_affine(X + (n * C + c) * sp, j->out[0] + (n * C + c) * sp, sp, k, sh);
+        for (int64_t n = 0; n < N; n++) {
+            const float *x = X + (n * C + c) * sp;
+            float *y = j->out[0] + (n * C + c) * sp;
+            int64_t i = 0;
+            for (; i + 4 <= sp; i += 4) ot_v4_store(y + i, ot_v4_load(x + i) * k + sh);
+            for (; i < sp; i++) y[i] = x[i] * k + sh;
+        }
         float mom = j->mom;
         float run_mean = j->training ? j->in[3][c] * mom + (float)mu * (1 - mom) : j->in[3][c];
         float run_var = j->training ? j->in[4][c] * mom + (float)running_var_batch * (1 - mom) : j->in[4][c];
@@ -224,7 +204,7 @@ static void bn_train_channels(void *arg, int64_t c0, int64_t c1) {
  * In training the running statistics are also written back into input_mean / input_var (float32),
  * as ORT's kernel does (its outputs 1 and 2 alias inputs 3 and 4): the training session binds the
  * checkpoint's frozen statistics there, so training updates them. Channels are split over the
- * session's threads; each reads its planes three times (mean, centred variance, output), from cache. */
+ * session's threads, each summing in double as before (the output pass in ot_v4 steps). */
 otter_status ot_kernel_batchnorm_internal(ot_kernel_ctx *ctx) {
     const otter_tensor *x;
     OT_TRY(ot_train_need(ctx, 0, "X", &x));
@@ -269,32 +249,20 @@ static void bn_grad_channels(void *arg, int64_t c0, int64_t c1) {
     const double m = (double)(N * sp);
     for (int64_t c = c0; c < c1; c++) {
         const float mu = j->in[3][c], inv = j->in[4][c];
-        double db = 0, ds = 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *dy = j->in[0] + (n * C + c) * sp, *x = j->in[1] + (n * C + c) * sp;
-            ot_v4 vdb = {0, 0, 0, 0}, vds = {0, 0, 0, 0};
-            int64_t i = 0;
-            for (; i + 4 <= sp; i += 4) {
-                ot_v4 g = ot_v4_load(dy + i);
-                vdb += g;
-                vds += g * (ot_v4_load(x + i) - mu);
+        const float *DY = j->in[0], *X = j->in[1];
+        double db = 0, ds = 0; /* double over every element: a BatchNorm bias's gradient is a sum that cancels */
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t e = (n * C + c) * sp + i;
+                db += DY[e];
+                ds += (double)DY[e] * (X[e] - mu) * inv;
             }
-            double pdb = (double)vdb[0] + vdb[1] + vdb[2] + vdb[3], pds = (double)vds[0] + vds[1] + vds[2] + vds[3];
-            for (; i < sp; i++) pdb += dy[i], pds += (double)dy[i] * (x[i] - mu);
-            db += pdb, ds += pds;
-        }
-        ds *= inv;
-        /* dX = k * (m * dY - dBias - (X - mean) * inv * dScale) */
         const float k = m > 0 ? (float)(j->in[2][c] * inv / m) : 0.0f;
-        const float a = k * (float)m, b = -k * (float)db, xs = -k * inv * (float)ds;
-        for (int64_t n = 0; n < N; n++) {
-            const float *dy = j->in[0] + (n * C + c) * sp, *x = j->in[1] + (n * C + c) * sp;
-            float *dx = j->out[0] + (n * C + c) * sp;
-            int64_t i = 0;
-            for (; i + 4 <= sp; i += 4)
-                ot_v4_store(dx + i, ot_v4_load(dy + i) * a + ((ot_v4_load(x + i) - mu) * xs + b));
-            for (; i < sp; i++) dx[i] = dy[i] * a + ((x[i] - mu) * xs + b);
-        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < sp; i++) {
+                int64_t e = (n * C + c) * sp + i;
+                j->out[0][e] = k * ((float)m * DY[e] - (float)db - (X[e] - mu) * inv * (float)ds);
+            }
         if (j->out[1]) j->out[1][c] = (float)ds;
         if (j->out[2]) j->out[2][c] = (float)db;
     }
@@ -302,8 +270,7 @@ static void bn_grad_channels(void *arg, int64_t c0, int64_t c1) {
 
 /* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias:
  * dBias = sum dY, dScale = sum dY * xh, dX = scale * inv / m * (m * dY - dBias - xh * dScale),
- * xh = (X - mean) * inv, m = N * spatial (per channel). Channels are split over the session's
- * threads; each reads its planes twice (the sums, then dX). */
+ * xh = (X - mean) * inv, m = N * spatial (per channel). Channels are split over the session's threads. */
 otter_status ot_kernel_batchnorm_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
     OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
