@@ -157,10 +157,17 @@ void ot_grad_hard_sigmoid(ot_grad *g, otter_node *n) {
 }
 
 /* HardSwish, y = X * max(0, min(1, X / 6 + 1/2)): dX = 0 for X < -3, dY for X > 3, dY * (X / 3 + 1/2)
- * between (PyTorch's hardswish_backward), in one com.otter HardSwishGrad(dY, X) node. */
+ * between (PyTorch's hardswish_backward). */
 void ot_grad_hard_swish(ot_grad *g, otter_node *n) {
-    ot_grad_emit(g, "HardSwishGrad", "com.otter", 2, (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1,
-                 (const char *[]){ot_grad_dx(g, 0)});
+    const char *dy = ot_grad_dy(g, 0);
+    const char *slope =
+        OT_G1(g, "Add", ot_grad_tmp(g, "slope"),
+              OT_G1(g, "Mul", ot_grad_tmp(g, "X_third"), IN(0), scalar(g, IN(0), 1.0f / 3.0f)), scalar(g, IN(0), 0.5f));
+    const char *mid = OT_G1(g, "Mul", ot_grad_tmp(g, "slope_dY"), dy, slope);
+    const char *upper = OT_G1(g, "Where", ot_grad_tmp(g, "upper"),
+                              OT_G1(g, "Greater", ot_grad_tmp(g, "above_3"), IN(0), scalar(g, IN(0), 3.0f)), dy, mid);
+    OT_G1(g, "Where", ot_grad_dx(g, 0), OT_G1(g, "Less", ot_grad_tmp(g, "below_-3"), IN(0), scalar(g, IN(0), -3.0f)),
+          scalar(g, IN(0), 0.0f), upper);
 }
 
 /* Erf: dX = dY * 2/sqrt(pi) * exp(-X^2). */

@@ -495,8 +495,6 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "GridSample"}, /* 1: (dY, X, grid) -> dX, dgrid (ONNX Runtime has none) */
     {"com.otter", "GroupNormalizationGrad", KERNELS({1, ot_kernel_group_normalization_grad, 0}),
      .infer = ot_infer_layer_norm_grad}, /* 1: (dY, X, scale) -> dX, dscale, dbias */
-    {"com.otter", "HardSwishGrad", KERNELS({1, ot_kernel_hardswish_grad, 0}),
-     .infer = ot_infer_like_input}, /* 1: (dY, X) -> dX, PyTorch's hardswish_backward (ONNX Runtime has none) */
     {"com.otter", "InstanceNormalizationGrad", KERNELS({1, ot_kernel_instancenorm_grad, 0}),
      .infer = ot_infer_layer_norm_grad, .attrs_of = "InstanceNormalization"}, /* 1: (dY, X, scale) -> dX, dscale, dB */
     {"com.otter", "MaxPoolGrad", KERNELS({1, ot_kernel_maxpool_grad, 0}), .infer = ot_infer_pool_grad,

@@ -239,7 +239,6 @@ otter_status ot_kernel_inplace_accumulator(ot_kernel_ctx *ctx);
 otter_status ot_kernel_zero_gradient(ot_kernel_ctx *ctx);
 otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
-otter_status ot_kernel_hardswish_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_quick_gelu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);

@@ -198,7 +198,7 @@ otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx) {
 
 /* ---- activation gradients ----------------------------------------------------------------------- */
 
-enum { G_RELU, G_SIGMOID, G_TANH, G_GELU, G_FASTGELU, G_HARDSWISH };
+enum { G_RELU, G_SIGMOID, G_TANH, G_GELU, G_FASTGELU };
 
 #define SQRT1_2     0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
@@ -246,14 +246,6 @@ static void ag_row(int kind, const float *restrict dy, const float *restrict x, 
             ot_v4 v = ot_v4_load(x + i);
             ot_v4_store(dx + i, ot_v4_load(dy + i) * (one - v * v));
         }
-    } else if (!b && kind == G_HARDSWISH) {
-        const ot_v4 three = {3, 3, 3, 3}, minus_three = {-3, -3, -3, -3};
-        for (; i + 4 <= n; i += 4) {
-            ot_v4 v = ot_v4_load(x + i), g = ot_v4_load(dy + i);
-            ot_i4 above = v > three, below = v < minus_three;
-            ot_i4 mid = (ot_i4)(g * (v * (1.0f / 3.0f) + 0.5f));
-            ot_v4_store(dx + i, (ot_v4)((((ot_i4)g & above) | (mid & ~above)) & ~below));
-        }
     }
     for (; i < n; i++) {
         float v = x[i] + (b ? b[i] : 0.0f), g = dy[i];
@@ -269,9 +261,6 @@ static void ag_row(int kind, const float *restrict dy, const float *restrict x, 
             break;
         case G_GELU:
             dx[i] = g * gelu_d(v);
-            break;
-        case G_HARDSWISH: /* PyTorch's hardswish_backward: 0 below -3, dY above 3 */
-            dx[i] = v < -3.0f ? 0.0f : v > 3.0f ? g : g * (v * (1.0f / 3.0f) + 0.5f);
             break;
         default:
             dx[i] = g * fastgelu_d(v);
@@ -387,7 +376,6 @@ otter_status ot_kernel_quick_gelu_grad(ot_kernel_ctx *ctx) {
 }
 
 otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_RELU, false); }
-otter_status ot_kernel_hardswish_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_HARDSWISH, false); }
 otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_SIGMOID, false); }
 otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_TANH, false); }
 otter_status ot_kernel_gelu_grad(ot_kernel_ctx *ctx) { return act_grad(ctx, G_GELU, false); }
