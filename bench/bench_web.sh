@@ -8,10 +8,7 @@
 # (CrossEntropyLoss, AdamW), batch 64, synthetic data. ROUNDS (default 5) alternating rounds of STEPS_SCALE x
 # (40 MNIST / 4 CIFAR) timed steps each; samples/s from each runtime's median step.
 # Prints samples/s of each, the ratio otter/ORT (> 1: otter faster) and the load average (the ratio is only as
-# good as the machine is quiet). Also the machine's SIMD128 ceiling for one wasm thread (bench/web_simd128_peak.c)
-# and each runtime's achieved GFLOP/s, from the model's training FLOPs per sample (2 x the multiply-adds of the
-# forward pass, the weight gradients and the input gradients but the first layer's): the ceiling over ORT's
-# GFLOP/s bounds the ratio any single-threaded SIMD128 build can reach.
+# good as the machine is quiet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -33,32 +30,22 @@ rm -rf "$W/cifar10-cnn"
 "$BUILD/otter" artifacts "$W/cifar10-cnn.onnx" -o "$W/cifar10-cnn" --loss CrossEntropyLoss --optimizer AdamW \
   --lr-hparams beta1=0.9,beta2=0.999,eps=1e-8,weight_decay=0.01,correct_bias=1,adam_mode=0 >/dev/null
 
-export NODE_PATH=${NODE_PATH:-/usr/share/nodejs} # Debian's emcc runs its JS optimizer with node-acorn
-emcc -O3 -msimd128 bench/web_simd128_peak.c -o "$W/simd128_peak.js"
-# the loader's own fetch trips over Node's global fetch: read the .wasm from disk instead
-CEILING=$(node -e 'delete globalThis.fetch; require(process.argv[1])' "$PWD/$W/simd128_peak.js")
-
 kb() { echo "$(($(stat -c %s "$1") / 1024)) KB"; }
 echo "web training throughput, batch 64, 1 thread, one Node $(node --version) process: otter-web vs onnxruntime-web $ORT_VERSION"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for f in web/dist/*.wasm; do echo "otter .wasm: $f $(kb "$f")"; done
-echo "SIMD128 ceiling of one wasm thread (f32x4 mul + add, no FMA): $CEILING GFLOP/s"
 echo "ORT .wasm:   $(kb "$NPM/node_modules/onnxruntime-web/dist/ort-training-wasm-simd-threaded.wasm")"
 printf '%-24s %14s %14s %8s %20s\n' model "otter smp/s" "ORT smp/s" ratio "final loss otter/ORT"
-# MFLOP per training sample: MNIST DNN 784-200-200-10 (2 x (198,800 + 198,800 + 42,000) multiply-adds); the
-# CIFAR-10 CNN (2 x (11,375,616 x 3 - its first conv's 884,736) multiply-adds)
-for job in "mnist-dnn(FLAT fixture):tests/data/ort-flat-mnist:784:$((40 * SCALE)):0.8792" \
-           "cifar10-cnn:$W/cifar10-cnn:3 32 32:$((4 * SCALE)):66.48"; do
-  IFS=: read -r label dir dims steps mflop <<<"$job"
+for job in "mnist-dnn(FLAT fixture):tests/data/ort-flat-mnist:784:$((40 * SCALE))" \
+           "cifar10-cnn:$W/cifar10-cnn:3 32 32:$((4 * SCALE))"; do
+  IFS=: read -r label dir dims steps <<<"$job"
   # shellcheck disable=SC2086
   j=$(node bench/web_training.js "$NPM" web "$dir" "$ROUNDS" "$steps" 64 $dims)
-  /usr/bin/python3 - "$label" "$j" "$mflop" "$CEILING" <<'PY'
+  /usr/bin/python3 - "$label" "$j" <<'PY'
 import json, sys
-label, r, mflop, ceiling = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-go, gp = r['otter_samples_per_s'] * mflop / 1e3, r['ort_samples_per_s'] * mflop / 1e3
+label, r = sys.argv[1], json.loads(sys.argv[2])
 print(f"{label:<24} {r['otter_samples_per_s']:14.0f} {r['ort_samples_per_s']:14.0f} {r['ratio']:7.2f}x "
       f"{r['otter_loss']:9.4f} / {r['ort_loss']:.4f}   (ms/step {r['otter_median_ms']:.2f} vs {r['ort_median_ms']:.2f})")
-print(f"{'':<24} GFLOP/s otter {go:.1f}, ORT {gp:.1f}; at the SIMD128 ceiling the ratio would be {ceiling / gp:.2f}x")
 PY
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
