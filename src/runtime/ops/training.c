@@ -41,6 +41,19 @@ otter_status ot_train_need(const ot_kernel_ctx *ctx, size_t i, const char *what,
     return OTTER_OK;
 }
 
+/* dY (input 0) and input 1 (named `what`), which an elementwise gradient needs in one shape. */
+static otter_status need_dy_and(const ot_kernel_ctx *ctx, const char *what, const otter_tensor **dy,
+                                const otter_tensor **x) {
+    char s1[128], s2[128];
+    OT_TRY(ot_train_need(ctx, 0, "dY", dy));
+    OT_TRY(ot_train_need(ctx, 1, what, x));
+    if (!ot_train_same_shape(*dy, *x))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and %s '%s' %s must have one shape",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, (*dy)->rank, (*dy)->dims), what,
+                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, (*x)->rank, (*x)->dims));
+    return OTTER_OK;
+}
+
 otter_status ot_train_in(const ot_kernel_ctx *ctx, size_t i, const float **out, float **tmp) {
     const otter_tensor *t = ot_ctx_input(ctx, i);
     *tmp = NULL;
@@ -287,13 +300,7 @@ static void ag_range(void *arg, int64_t i0, int64_t i1) {
  * over the last axis). Elementwise, split over the session's threads. */
 static otter_status act_grad(ot_kernel_ctx *ctx, int kind, bool with_bias) {
     const otter_tensor *dy, *x, *b = NULL;
-    char s1[128], s2[128];
-    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
-    OT_TRY(ot_train_need(ctx, 1, kind == G_SIGMOID || kind == G_TANH ? "Y" : "X", &x));
-    if (!ot_train_same_shape(dy, x))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and '%s' %s must have one shape",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
-                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
+    OT_TRY(need_dy_and(ctx, kind == G_SIGMOID || kind == G_TANH ? "Y" : "X", &dy, &x));
     int64_t n = otter_tensor_numel(dy), last = dy->rank ? dy->dims[dy->rank - 1] : 1;
     if (with_bias) {
         OT_TRY(ot_train_need(ctx, 2, "B", &b));
@@ -351,13 +358,7 @@ static void qg_range(void *arg, int64_t i0, int64_t i1) {
  * X * sigmoid(alpha * X), in one pass (the decomposed form takes a Sigmoid, three Muls and a Sum). */
 otter_status ot_kernel_quick_gelu_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
-    char s1[128], s2[128];
-    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
-    OT_TRY(ot_train_need(ctx, 1, "X", &x));
-    if (!ot_train_same_shape(dy, x))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and X '%s' %s must have one shape",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
-                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, x->rank, x->dims));
+    OT_TRY(need_dy_and(ctx, "X", &dy, &x));
     qg_job j = {.alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.702f)}; /* ONNX Runtime's operator: no ONNX schema */
     float *t0 = NULL, *t1 = NULL, *ty = NULL;
     otter_tensor *dx;
@@ -423,13 +424,7 @@ otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, f
 /* v13: one axis (default -1); v1: the input coerced to 2-D at axis (default 1). */
 static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) {
     const otter_tensor *dy, *y;
-    char s1[128], s2[128];
-    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
-    OT_TRY(ot_train_need(ctx, 1, "Y", &y));
-    if (!ot_train_same_shape(dy, y))
-        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s and Y '%s' %s must have one shape",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
-                            ot_ctx_input_name(ctx, 1), ot_shape_str(s2, sizeof s2, y->rank, y->dims));
+    OT_TRY(need_dy_and(ctx, "Y", &dy, &y));
     int64_t axis = ot_ctx_attr_int_or(ctx, "axis", v13 ? -1 : 1); /* ONNX Runtime's operator: no ONNX schema */
     int r = dy->rank ? dy->rank : 1;
     if (!ot_norm_axis(&axis, r))
