@@ -1,5 +1,6 @@
-/* vec_math's float activations (the Sigmoid, Tanh, HardSwish, Gelu and Swish kernels) against double-precision
- * libm, on both paths: the dispatcher (AVX2 + FMA where the CPU has it) and the portable one every other CPU runs.
+/* vec_math's float activations (the Sigmoid, Tanh, HardSwish, Gelu and Swish kernels) and softmax rows against
+ * double-precision libm, on every path this CPU runs (portable, AVX2 + FMA, AVX-512); the two vector paths run the
+ * same FMAs lane by lane, so their activations must agree bit for bit.
  *
  * Tolerance: an error within 16 float ulp of the true value (16 * 2^-24 relative, the polynomial exp is within 2
  * ulp of expf and each activation adds a few roundings), or within 1e-35 absolute where the result is that small
@@ -74,8 +75,11 @@ static double error_of(double got, double want, double arg, double rel_tol) {
     return err / (rel_tol * fmax(fabs(want), 1e-37)); /* <= 1 passes */
 }
 
-static void check_path(const char *path, void (*run)(ot_vec_act, float, const float *, const float *, float *, int64_t),
-                       const float *x, size_t n, float *y) {
+static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512"};
+
+static void check_path(ot_vec_isa isa, const float *x, size_t n, float *y) {
+    const char *path = ISA_NAMES[isa];
+#define run(...) ot_vec_activation_isa(isa, __VA_ARGS__)
     for (size_t a = 0; a < sizeof ACTS / sizeof *ACTS; a++) {
         float alpha = ACTS[a].act == OT_VEC_SWISH ? 1.702f : 0.0f;
         run(ACTS[a].act, alpha, x, NULL, y, (int64_t)n);
@@ -109,15 +113,57 @@ static void check_path(const char *path, void (*run)(ot_vec_act, float, const fl
         }
         CHECK(worst_len <= 1.0);
     }
+#undef run
+}
+
+/* Softmax rows of every length up to 70 (vector bodies and tails), against double; a fully masked row gives zeros. */
+static void check_softmax(ot_vec_isa isa) {
+    double worst = 0;
+    for (int64_t len = 1; len <= 70; len++) {
+        float row[70];
+        double want[70], max = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < len; j++) row[j] = (float)((j * 37 % 23) - 11) * 0.7f, max = fmax(max, row[j]);
+        if (len > 3) row[2] = -INFINITY; /* a masked entry */
+        for (int64_t j = 0; j < len; j++) sum += want[j] = exp((double)row[j] - max);
+        ot_softmax_row_isa(isa, row, len);
+        for (int64_t j = 0; j < len; j++)
+            worst = tu_worse(worst, fabs(row[j] - want[j] / sum) / (want[j] / sum + 1e-30));
+    }
+    printf("%-9s softmax   worst relative error %.3g\n", ISA_NAMES[isa], worst);
+    CHECK(worst <= 8 * 0x1p-24 * 70); /* 2-ulp exps, a sum of up to 70 terms and one product each */
+    float masked[19];
+    for (int j = 0; j < 19; j++) masked[j] = -INFINITY;
+    ot_softmax_row_isa(isa, masked, 19);
+    for (int j = 0; j < 19; j++) CHECK(masked[j] == 0.0f);
+}
+
+/* The vector paths against each other: the same bits for every input. */
+static void check_same_bits(ot_vec_isa a, ot_vec_isa b, const float *x, size_t n, float *ya, float *yb) {
+    for (size_t k = 0; k < sizeof ACTS / sizeof *ACTS; k++) {
+        ot_vec_activation_isa(a, ACTS[k].act, 1.702f, x, x, ya, (int64_t)n); /* gated too */
+        ot_vec_activation_isa(b, ACTS[k].act, 1.702f, x, x, yb, (int64_t)n);
+        size_t differ = 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&ya[i], &yb[i], sizeof *ya) != 0;
+        if (differ)
+            printf("%s and %s differ on %zu of %zu %s values\n", ISA_NAMES[a], ISA_NAMES[b], differ, n, ACTS[k].name);
+        CHECK(differ == 0);
+    }
 }
 
 int main(void) {
     enum { CAP = 50000 };
-    float *x = malloc(CAP * sizeof *x), *y = malloc(CAP * sizeof *y);
-    if (!x || !y) return 1;
+    float *x = malloc(CAP * sizeof *x), *y = malloc(CAP * sizeof *y), *y2 = malloc(CAP * sizeof *y2);
+    if (!x || !y || !y2) return 1;
     size_t n = make_inputs(x, CAP);
-    check_path("dispatch", ot_vec_activation, x, n, y);
-    check_path("portable", ot_vec_activation_portable, x, n, y);
-    free(x), free(y);
+    for (int isa = OT_VEC_PORTABLE; isa <= (int)ot_vec_isa_best(); isa++) {
+        check_path((ot_vec_isa)isa, x, n, y);
+        check_softmax((ot_vec_isa)isa);
+    }
+    if (ot_vec_isa_best() == OT_VEC_AVX512) check_same_bits(OT_VEC_AVX2, OT_VEC_AVX512, x, n, y, y2);
+    /* the dispatcher runs the best path */
+    ot_vec_activation(OT_VEC_GELU_TANH, 0, x, NULL, y, (int64_t)n);
+    ot_vec_activation_isa(ot_vec_isa_best(), OT_VEC_GELU_TANH, 0, x, NULL, y2, (int64_t)n);
+    CHECK(memcmp(y, y2, n * sizeof *y) == 0);
+    free(x), free(y), free(y2);
     return tu_finish("test_vec_math");
 }

@@ -2,7 +2,7 @@
  *
  * exp is Cephes' expf scheme: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial,
  * 2^n put in the exponent bits; inputs below -87.3 (softmax's masked -inf among them) give 0. The
- * portable and AVX2 paths run the same steps, so they differ only by FMA rounding. */
+ * portable, AVX2 and AVX-512 paths run the same steps, so they differ only by FMA rounding. */
 #include "runtime/ops/vec_math.h"
 
 #include <math.h>
@@ -92,7 +92,7 @@ static inline float act_scalar(ot_vec_act act, float alpha, float x) {
     return x;
 }
 
-void ot_vec_activation_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
+static void activation_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = act_scalar(act, alpha, x[i]) * (gate ? gate[i] : 1.0f);
 }
 
@@ -110,83 +110,41 @@ static void softmax_portable(float *row, int64_t n) {
 }
 
 #ifdef OT_VEC_X86
-__attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x) {
-    __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_LT_OQ);
-    x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
-    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LO));
-    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    __m256 p = _mm256_set1_ps(P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
-    __m256 e = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(underflow, _mm256_mul_ps(e, _mm256_castsi256_ps(bits)));
-}
+#define VM_TARGET         "avx2,fma"
+#define VM_SUFFIX         _avx2
+#define V                 __m256
+#define M                 __m256
+#define VN                8
+#define V_SET1(f)         _mm256_set1_ps(f)
+#define V_ZERO()          _mm256_setzero_ps()
+#define V_LOADU(p)        _mm256_loadu_ps(p)
+#define V_STOREU(p, v)    _mm256_storeu_ps(p, v)
+#define V_ADD(a, b)       _mm256_add_ps(a, b)
+#define V_SUB(a, b)       _mm256_sub_ps(a, b)
+#define V_MUL(a, b)       _mm256_mul_ps(a, b)
+#define V_DIV(a, b)       _mm256_div_ps(a, b)
+#define V_MIN(a, b)       _mm256_min_ps(a, b)
+#define V_MAX(a, b)       _mm256_max_ps(a, b)
+#define V_FMADD(a, b, c)  _mm256_fmadd_ps(a, b, c)
+#define V_FNMADD(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define V_FLOOR(x)        _mm256_floor_ps(x)
+#define V_AND(a, b)       _mm256_and_ps(a, b)
+#define V_ANDNOT(a, b)    _mm256_andnot_ps(a, b)
+#define V_OR(a, b)        _mm256_or_ps(a, b)
+#define V_XOR(a, b)       _mm256_xor_ps(a, b)
+#define V_LT(a, b)        _mm256_cmp_ps(a, b, _CMP_LT_OQ)
+#define V_UNORD(a, b)     _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
+#define V_SELECT(m, t, f) _mm256_blendv_ps(f, t, m)
+#define V_POW2(n)                                                                                                      \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define V_HMAX(v)           hmax_avx2(v)
+#define V_HSUM(v)           hsum_avx2(v)
+#define V_LOADN(p, n)       _mm256_maskload_ps(p, lanes_below_avx2(n))
+#define V_LOADN_OR(p, n, f) _mm256_blendv_ps(_mm256_set1_ps(f), V_LOADN(p, n), _mm256_castsi256_ps(lanes_below_avx2(n)))
+#define V_STOREN(p, v, n)   _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
 
-__attribute__((target("avx2,fma"))) static inline __m256 sigmoid_avx2(__m256 x) {
-    __m256 e = exp_avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* e^-|x| */
-    __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    return _mm256_blendv_ps(s, _mm256_mul_ps(e, s), x); /* x's sign bit picks e s */
-}
-
-__attribute__((target("avx2,fma"))) static inline __m256 act_avx2(ot_vec_act act, __m256 alpha, __m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    switch (act) {
-    case OT_VEC_GELU_ERF: {
-        __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-        __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(SQRT1_2));
-        __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, one));
-        __m256 p = _mm256_set1_ps(erfc_coef[9]);
-        for (int k = 8; k >= 0; k--) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(erfc_coef[k]));
-        __m256 erfc = _mm256_mul_ps(t, exp_avx2(_mm256_fnmadd_ps(z, z, p)));
-        __m256 factor = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, negative);
-        return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), factor);
-    }
-    case OT_VEC_GELU_TANH: {
-        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        return _mm256_mul_ps(
-            x, sigmoid_avx2(_mm256_mul_ps(_mm256_set1_ps(GELU_K), _mm256_fmadd_ps(_mm256_set1_ps(GELU_C), x3, x))));
-    }
-    case OT_VEC_SWISH:
-        return _mm256_mul_ps(x, sigmoid_avx2(_mm256_mul_ps(alpha, x)));
-    case OT_VEC_SIGMOID:
-        return sigmoid_avx2(x);
-    case OT_VEC_TANH: {
-        __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f)), a = _mm256_xor_ps(x, sign);
-        __m256 z = _mm256_mul_ps(x, x), p = _mm256_set1_ps(tanh_coef[0]);
-        for (int k = 1; k < 5; k++) p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(tanh_coef[k]));
-        __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
-        __m256 e = exp_avx2(_mm256_add_ps(a, a));
-        __m256 large = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
-        __m256 is_small = _mm256_cmp_ps(a, _mm256_set1_ps(TANH_SMALL), _CMP_LT_OQ);
-        return _mm256_blendv_ps(_mm256_or_ps(large, sign), small, is_small);
-    }
-    case OT_VEC_HARDSWISH: {
-        __m256 h = _mm256_mul_ps(_mm256_add_ps(x, _mm256_set1_ps(3.0f)), _mm256_set1_ps(1.0f / 6.0f));
-        h = _mm256_min_ps(_mm256_max_ps(h, _mm256_setzero_ps()), one);
-        return _mm256_mul_ps(x, h);
-    }
-    }
-    return x;
-}
-
-__attribute__((target("avx2,fma"))) static void act_avx2_run(ot_vec_act act, float alpha, const float *x,
-                                                             const float *gate, float *y, int64_t n) {
-    __m256 va = _mm256_set1_ps(alpha);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 xv = _mm256_loadu_ps(x + i);
-        /* NaN in, NaN out: the clamps inside exp_avx2 would turn it into a number */
-        __m256 v = _mm256_blendv_ps(act_avx2(act, va, xv), xv, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
-        if (gate) v = _mm256_mul_ps(v, _mm256_loadu_ps(gate + i));
-        _mm256_storeu_ps(y + i, v);
-    }
-    ot_vec_activation_portable(act, alpha, x + i, gate ? gate + i : NULL, y + i, n - i);
+__attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 __attribute__((target("avx2,fma"))) static float hmax_avx2(__m256 v) {
@@ -203,60 +161,100 @@ __attribute__((target("avx2,fma"))) static float hsum_avx2(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma"))) static void softmax_avx2(float *row, int64_t n) {
-    int64_t j = 0, n8 = n & ~(int64_t)7;
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-    float max = hmax_avx2(vmax);
-    for (; j < n; j++) max = row[j] > max ? row[j] : max;
-    if (max == -INFINITY) {
-        memset(row, 0, (size_t)n * sizeof(float));
-        return;
-    }
-    __m256 vm = _mm256_set1_ps(max), vsum = _mm256_setzero_ps();
-    for (j = 0; j < n8; j += 8) {
-        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-        _mm256_storeu_ps(row + j, e);
-        vsum = _mm256_add_ps(vsum, e);
-    }
-    float sum = hsum_avx2(vsum);
-    for (; j < n; j++) sum += row[j] = exp_poly(row[j] - max);
-    __m256 vinv = _mm256_set1_ps(1.0f / sum);
-    for (j = 0; j < n8; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vinv));
-    float inv = 1.0f / sum;
-    for (; j < n; j++) row[j] *= inv;
-}
+#include "runtime/ops/vec_math_simd.inc"
+#include "runtime/ops/vec_math_simd_undef.inc"
+
+/* AVX-512F only (its float and/or/xor need DQ, so they go through the integer forms). */
+#define VM_TARGET         "avx512f"
+#define VM_SUFFIX         _avx512
+#define V                 __m512
+#define M                 __mmask16
+#define VN                16
+#define V_SET1(f)         _mm512_set1_ps(f)
+#define V_ZERO()          _mm512_setzero_ps()
+#define V_LOADU(p)        _mm512_loadu_ps(p)
+#define V_STOREU(p, v)    _mm512_storeu_ps(p, v)
+#define V_ADD(a, b)       _mm512_add_ps(a, b)
+#define V_SUB(a, b)       _mm512_sub_ps(a, b)
+#define V_MUL(a, b)       _mm512_mul_ps(a, b)
+#define V_DIV(a, b)       _mm512_div_ps(a, b)
+#define V_MIN(a, b)       _mm512_min_ps(a, b)
+#define V_MAX(a, b)       _mm512_max_ps(a, b)
+#define V_FMADD(a, b, c)  _mm512_fmadd_ps(a, b, c)
+#define V_FNMADD(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define V_FLOOR(x)        _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define V_BITS(op, a, b)  _mm512_castsi512_ps(op(_mm512_castps_si512(a), _mm512_castps_si512(b)))
+#define V_AND(a, b)       V_BITS(_mm512_and_si512, a, b)
+#define V_ANDNOT(a, b)    V_BITS(_mm512_andnot_si512, a, b)
+#define V_OR(a, b)        V_BITS(_mm512_or_si512, a, b)
+#define V_XOR(a, b)       V_BITS(_mm512_xor_si512, a, b)
+#define V_LT(a, b)        _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define V_UNORD(a, b)     _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q)
+#define V_SELECT(m, t, f) _mm512_mask_blend_ps(m, f, t)
+#define V_POW2(n)                                                                                                      \
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
+#define V_HMAX(v)           _mm512_reduce_max_ps(v)
+#define V_HSUM(v)           _mm512_reduce_add_ps(v)
+#define V_LOADN(p, n)       _mm512_maskz_loadu_ps(lanes_below_avx512(n), p)
+#define V_LOADN_OR(p, n, f) _mm512_mask_loadu_ps(_mm512_set1_ps(f), lanes_below_avx512(n), p)
+#define V_STOREN(p, v, n)   _mm512_mask_storeu_ps(p, lanes_below_avx512(n), v)
+
+static inline __mmask16 lanes_below_avx512(int64_t n) { return (__mmask16)((1u << n) - 1); }
+#include "runtime/ops/vec_math_simd.inc"
+#include "runtime/ops/vec_math_simd_undef.inc"
+#undef V_BITS
 #endif
 
+ot_vec_isa ot_vec_isa_best(void) {
 #ifdef OT_VEC_X86
-static bool use_avx2(void) {
-    static atomic_int choice = 0; /* 0 unknown, 1 portable, 2 avx2 */
+    static atomic_int choice = -1;
     int ch = atomic_load(&choice);
-    if (ch == 0) {
+    if (ch < 0) {
         __builtin_cpu_init();
-        ch = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
+        ch = __builtin_cpu_supports("avx512f")                                 ? OT_VEC_AVX512
+             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? OT_VEC_AVX2
+                                                                               : OT_VEC_PORTABLE;
         atomic_store(&choice, ch);
     }
-    return ch == 2;
-}
+    return (ot_vec_isa)ch;
+#else
+    return OT_VEC_PORTABLE;
 #endif
+}
 
-void ot_softmax_row(float *row, int64_t n) {
+void ot_softmax_row_isa(ot_vec_isa isa, float *row, int64_t n) {
+    switch (isa) {
 #ifdef OT_VEC_X86
-    if (use_avx2()) {
+    case OT_VEC_AVX512:
+        softmax_avx512(row, n);
+        return;
+    case OT_VEC_AVX2:
         softmax_avx2(row, n);
         return;
-    }
 #endif
-    softmax_portable(row, n);
+    default:
+        softmax_portable(row, n);
+    }
 }
 
-void ot_vec_activation(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
+void ot_vec_activation_isa(ot_vec_isa isa, ot_vec_act act, float alpha, const float *x, const float *gate, float *y,
+                           int64_t n) {
+    switch (isa) {
 #ifdef OT_VEC_X86
-    if (use_avx2()) {
-        act_avx2_run(act, alpha, x, gate, y, n);
+    case OT_VEC_AVX512:
+        activation_avx512(act, alpha, x, gate, y, n);
         return;
-    }
+    case OT_VEC_AVX2:
+        activation_avx2(act, alpha, x, gate, y, n);
+        return;
 #endif
-    ot_vec_activation_portable(act, alpha, x, gate, y, n);
+    default:
+        activation_portable(act, alpha, x, gate, y, n);
+    }
+}
+
+void ot_softmax_row(float *row, int64_t n) { ot_softmax_row_isa(ot_vec_isa_best(), row, n); }
+
+void ot_vec_activation(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n) {
+    ot_vec_activation_isa(ot_vec_isa_best(), act, alpha, x, gate, y, n);
 }

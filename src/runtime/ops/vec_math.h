@@ -1,5 +1,5 @@
 /* Float row math: softmax and the transcendental activations (Sigmoid, Tanh, HardSwish, the Gelu family),
- * with an AVX2/FMA path chosen at run time on x86-64 and a portable one elsewhere. Both run the
+ * with AVX-512 and AVX2/FMA paths chosen at run time on x86-64 and a portable one elsewhere. All run the
  * same steps (a Cephes-style polynomial exp within 2 ulp of expf; erfc as Numerical Recipes' erfcc on
  * it, relative error ~1e-6 in float), so they differ only by FMA rounding. */
 #ifndef OTTER_RUNTIME_OPS_VEC_MATH_H
@@ -22,7 +22,13 @@ typedef enum ot_vec_act {
 
 /* y[i] = act(x[i]) (times gate[i] when gate is not NULL: SwiGLU); y may be x. NaN stays NaN. */
 void ot_vec_activation(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n);
-/* The same without AVX2, as CPUs without it run (tests compare the two). */
-void ot_vec_activation_portable(ot_vec_act act, float alpha, const float *x, const float *gate, float *y, int64_t n);
+
+/* The paths, for tests: the functions above run the best this CPU has; the _isa forms run the one
+ * asked for, which must not be better than ot_vec_isa_best(). */
+typedef enum ot_vec_isa { OT_VEC_PORTABLE, OT_VEC_AVX2, OT_VEC_AVX512 } ot_vec_isa;
+ot_vec_isa ot_vec_isa_best(void);
+void ot_softmax_row_isa(ot_vec_isa isa, float *row, int64_t n);
+void ot_vec_activation_isa(ot_vec_isa isa, ot_vec_act act, float alpha, const float *x, const float *gate, float *y,
+                           int64_t n);
 
 #endif
