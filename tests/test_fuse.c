@@ -8,7 +8,8 @@
  * LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Swish as Sigmoid + Mul) on each path, exact but for
  * Sigmoid and Swish (1e-6) and Winograd (5e-2: its rounding, relative to outputs near 0), and a Swish
  * whose Sigmoid is also read elsewhere (no fusion); Conv + Add of a broadcast value; Gemm + Relu;
- * MatMul + Add + Relu (operands also through Identity);
+ * MatMul + Add + Relu (operands also through Identity); MatMul + Add + Gelu (erf, tanh), Gemm + HardSwish,
+ * MatMul + Sigmoid (the product's epilogue);
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -388,6 +389,37 @@ int main(void) {
         node(m, "Add", 2, (const char *[]){"mm", "b1"}, "a");
         node(m, "Relu", 1, (const char *[]){"a"}, "r");
         compare("MatMul+Add(bias)+Relu, operands via Identity", m, 2, x2, 1, 3, false, 1e-6);
+        otter_model_free(m);
+        /* the transcendental activations in the product's epilogue: MatMul + Add + Gelu (both
+         * approximations, 80 rows over the threads' blocks), Gemm + HardSwish, MatMul + Sigmoid */
+        const int64_t x80[3] = {2, 40, 12};
+        for (int tanh_approx = 0; tanh_approx < 2; tanh_approx++) {
+            m = new_model(20, 3, x80, "r");
+            add_init(m, "W", 2, wm, 1, -0.5f, 1.0f);
+            add_init(m, "b", 1, b9, 2, -0.5f, 1.0f);
+            node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
+            node(m, "Add", 2, (const char *[]){"mm", "b"}, "a");
+            CHECK_OK(otter_node_create(&n, "Gelu", "r", 1, (const char *[]){"a"}, 1, (const char *[]){"r"}));
+            if (tanh_approx) CHECK_OK(otter_node_set_attr_string(n, "approximate", "tanh"));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            compare(tanh_approx ? "MatMul+Add(bias)+Gelu(tanh)" : "MatMul+Add(bias)+Gelu", m, 3, x80, 1, 1, false,
+                    1e-6);
+            otter_model_free(m);
+        }
+        m = new_model(14, 2, x2, "r");
+        add_init(m, "W", 2, wg, 1, -0.5f, 1.0f);
+        add_init(m, "C", 1, c7, 2, -0.5f, 1.0f);
+        CHECK_OK(otter_node_create(&n, "Gemm", "g", 3, (const char *[]){"x", "W", "C"}, 1, (const char *[]){"g"}));
+        CHECK_OK(otter_node_set_attr_int(n, "transB", 1));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        node(m, "HardSwish", 1, (const char *[]){"g"}, "r");
+        compare("Gemm+HardSwish", m, 2, x2, 1, 1, false, 1e-6);
+        otter_model_free(m);
+        m = new_model(14, 3, x80, "r");
+        add_init(m, "W", 2, wm, 1, -0.5f, 1.0f);
+        node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
+        node(m, "Sigmoid", 1, (const char *[]){"mm"}, "r");
+        compare("MatMul+Sigmoid", m, 3, x80, 1, 1, false, 1e-6);
         otter_model_free(m);
     }
     {

@@ -117,7 +117,7 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
     if (!p) return OTTER_ERR_NOMEM;
     ot_sgemm_pack_b(tb, K, N, B, ldb, p);
-    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, false);
+    otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, NULL);
     free(p);
     return s;
 }
@@ -152,8 +152,10 @@ static void threads(void) {
                 CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
                 free(A), free(B), free(C1), free(Ct);
             }
-        /* the epilogue (bias row, relu) bitwise as C holding copies of the bias, then Relu; with no
-         * product (K 0, alpha 0) too */
+        /* the epilogue (bias row, activation) bitwise as C holding copies of the bias, then the
+         * activation over the whole result; with no product (K 0, alpha 0) too */
+        static const ot_fused_act acts[] = {
+            {OT_FUSED_RELU, 0, 0}, {OT_FUSED_GELU_TANH, 0, 0}, {OT_FUSED_CLIP, -0.5f, 0.25f}};
         for (size_t a = 0; a < sizeof ms / sizeof *ms; a += 2)
             for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
                 int64_t M = ms[a], N = ns[b], K = b == 1 ? 0 : ks[(a + b) % 4];
@@ -167,9 +169,10 @@ static void threads(void) {
                 for (int64_t j = 0; j < N; j++) bias[j] = frand(&seed);
                 ot_sgemm_pack_b(false, K, N, B, N, p);
                 for (int64_t i = 0; i < M * N; i++) C1[i] = bias[i % N], Ct[i] = NAN;
-                CHECK_OK(ot_sgemm_prepacked(NULL, false, M, N, K, alpha, A, K, p, beta, C1, N, NULL, false));
-                for (int64_t i = 0; i < M * N; i++) C1[i] = C1[i] > 0.0f ? C1[i] : 0.0f;
-                CHECK_OK(ot_sgemm_prepacked(&ctx, false, M, N, K, alpha, A, K, p, beta, Ct, N, bias, true));
+                const ot_fused_act *act = &acts[(a / 2 + b) % 3];
+                CHECK_OK(ot_sgemm_prepacked(NULL, false, M, N, K, alpha, A, K, p, beta, C1, N, NULL, NULL));
+                ot_fused_act_apply(act, C1, M * N);
+                CHECK_OK(ot_sgemm_prepacked(&ctx, false, M, N, K, alpha, A, K, p, beta, Ct, N, bias, act));
                 CHECK(memcmp(C1, Ct, (size_t)(M * N) * sizeof *C1) == 0);
                 free(A), free(B), free(bias), free(p), free(C1), free(Ct);
             }

@@ -322,6 +322,11 @@ static bool fusable_act(const fz *f, const otter_node *c, const char *x, chain_a
         *act = (chain_act){"LeakyRelu", 1, {otter_node_attr_float(c, "alpha", 0.01f)}};
         return true;
     }
+    if (is_op(c, "Gelu")) {
+        const char *approx = otter_node_attr_string(c, "approximate", "none");
+        act->name = !strcmp(approx, "none") ? "Gelu" : !strcmp(approx, "tanh") ? "GeluTanh" : "";
+        return act->name[0] != 0;
+    }
     if (is_op(c, "HardSigmoid")) {
         *act = (chain_act){
             "HardSigmoid", 2, {otter_node_attr_float(c, "alpha", 0.2f), otter_node_attr_float(c, "beta", 0.5f)}};
@@ -423,12 +428,21 @@ static otter_status fuse_conv(fz *f, size_t k) {
     return finish_chain(f, k, (size_t)last, "FusedConv", &act);
 }
 
+/* The activation node reading `out`, product k's result, as a fused activation of that product: any
+ * the kernels fuse when the product is float (its weights a float initializer), else Relu only. */
+static int64_t product_act(const fz *f, const char *out, bool f32, chain_act *act) {
+    int64_t r = only_reader(f, out);
+    if (r < 0 || !fusable_act(f, f->g->nodes[r], out, act)) return -1;
+    return f32 || !strcmp(act->name, "Relu") ? r : -1;
+}
+
 static otter_status fuse_gemm(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
-    if (n->n_outputs != 1) return OTTER_OK;
-    int64_t r = only_reader(f, n->outputs[0]);
-    if (r < 0 || !is_op(f->g->nodes[r], "Relu")) return OTTER_OK;
-    return finish_chain(f, k, (size_t)r, "FusedGemm", &(chain_act){.name = "Relu"});
+    if (n->n_outputs != 1 || n->n_inputs < 2) return OTTER_OK;
+    chain_act act;
+    int64_t r = product_act(f, n->outputs[0], is_float32(f, n->inputs[1]), &act);
+    if (r < 0) return OTTER_OK;
+    return finish_chain(f, k, (size_t)r, "FusedGemm", &act);
 }
 
 static const otter_node *made_by(const fz *f, const char *name, const char *op, int64_t *at);
@@ -457,16 +471,16 @@ static otter_status fuse_matmul(fz *f, size_t k) {
             OT_TRY(set_input(f, n, 2, bn));
             last = r;
             out = f->g->nodes[r]->outputs[0];
-            r = only_reader(f, out);
         }
     }
-    bool relu = r >= 0 && is_op(f->g->nodes[r], "Relu");
-    if (relu) {
+    chain_act act = {.name = ""};
+    int64_t a = product_act(f, out, w && w->dtype == OTTER_DTYPE_FLOAT, &act);
+    if (a >= 0) {
         if (last >= 0) OT_TRY(bury(f, (size_t)last));
-        last = r;
+        last = a;
     }
     if (last < 0) return OTTER_OK;
-    return finish_chain(f, k, (size_t)last, "FusedMatMul", &(chain_act){.name = relu ? "Relu" : ""});
+    return finish_chain(f, k, (size_t)last, "FusedMatMul", &act);
 }
 
 /* v = Reshape(src, [-1]) (constant shape) read only by node `reader`: that Reshape's index, its input

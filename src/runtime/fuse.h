@@ -8,8 +8,8 @@
  *       -> FusedConv(X, W, B, Z) {Conv's attributes, activation, activation_params, maxpool_2x2} -> Y
  *          [, MaxPool's Indices [, the unpooled shape: a Shape that was the unpooled value's other
  *          reader, as in a training graph's MaxPool gradient]]
- *   Gemm -> Relu                    -> FusedGemm(A, B, C) {Gemm's attributes, activation}
- *   MatMul [-> Add(1-D bias)] [-> Relu] -> FusedMatMul(A, B, bias) {activation}
+ *   Gemm -> activation              -> FusedGemm(A, B, C) {Gemm's attributes, activation, activation_params}
+ *   MatMul [-> Add(1-D bias)] [-> activation] -> FusedMatMul(A, B, bias) {activation, activation_params}
  *   MaxPool's gradient in standard ops (autodiff's ConstantOfShape(S) zeros, Reshapes to 1-D,
  *   ScatterElements of dY at MaxPool's Indices, Reshape to S)
  *                                   -> MaxPoolGrad(dY, Indices, S), the same sums in the same order
@@ -17,9 +17,11 @@
  *                                   -> MaxPoolGrad(dY, Indices, S, Y) (Y: MaxPool's output), same bits
  *
  * The activation (runtime/ops/fused_act.h) is Relu, Clip with constant bounds (initializers or Constant
- * nodes), LeakyRelu, HardSigmoid, HardSwish, Sigmoid, or Swish: a Sigmoid and a Mul of the value by the
- * Sigmoid's output, both its only readers. The MaxPool follows only Relu or no activation. A value
- * read by anything else (a gradient, in a training graph) stops the chain before it.
+ * nodes), LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Gelu (either approximation), or, after a Conv,
+ * Swish: a Sigmoid and a Mul of the value by the Sigmoid's output, both its only readers. After a Gemm
+ * or MatMul whose weights are not a float32 initializer, only Relu (the output may not be float). The
+ * MaxPool follows only Relu or no activation. A value read by anything else (a gradient, in a
+ * training graph) stops the chain before it.
  *
  * BatchNormalization (inference, one output) is folded into new Conv weights and bias, which
  * needs constant parameters: it is done only when fold_initializers is set and the Conv's W / B

@@ -1,13 +1,16 @@
-/* The activation a com.otter fused node (FusedConv from runtime/fuse.c) applies to its output while
- * each block is in cache: one descriptor, read once per run from the node's attributes
+/* The activation a com.otter fused node (FusedConv, FusedGemm, FusedMatMul from runtime/fuse.c)
+ * applies to its output while each block is in cache: one descriptor, read once per run from the
+ * node's attributes
  *
- *     activation = "Relu" | "Clip" | "LeakyRelu" | "HardSigmoid" | "HardSwish" | "Sigmoid" | "Swish" | ""
+ *     activation = "Relu" | "Clip" | "LeakyRelu" | "HardSigmoid" | "HardSwish" | "Sigmoid" | "Swish"
+ *                  | "Gelu" | "GeluTanh" | ""
  *     activation_params = Clip's min and max, LeakyRelu's alpha, HardSigmoid's alpha and beta
  *
  * (ONNX Runtime's com.microsoft FusedConv spelling; "Swish" is x * Sigmoid(x), fused from that
- * pair of nodes), and one apply function for every convolution path. Each activation gives the
- * bits of its ONNX node in otter (Sigmoid, HardSwish and Swish through vec_math.c, as the
- * elementwise kernels run them). */
+ * pair of nodes; "Gelu" and "GeluTanh" are Gelu-20 with approximate "none" and "tanh"), and one
+ * apply function for every product and convolution path. Each activation gives the bits of its
+ * ONNX node in otter (the transcendental ones through vec_math.c, as the elementwise kernels run
+ * them). */
 #ifndef OTTER_RUNTIME_OPS_FUSED_ACT_H
 #define OTTER_RUNTIME_OPS_FUSED_ACT_H
 
@@ -23,7 +26,9 @@ typedef enum ot_fused_act_kind {
     OT_FUSED_HARD_SIGMOID, /* max(0, min(1, p0 x + p1)) */
     OT_FUSED_HARD_SWISH,
     OT_FUSED_SIGMOID,
-    OT_FUSED_SWISH, /* x Sigmoid(x) */
+    OT_FUSED_SWISH,     /* x Sigmoid(x) */
+    OT_FUSED_GELU,      /* 0.5 x (1 + erf(x / sqrt 2)) */
+    OT_FUSED_GELU_TANH, /* Gelu's tanh approximation */
 } ot_fused_act_kind;
 
 typedef struct ot_fused_act {
@@ -35,7 +40,10 @@ typedef struct ot_fused_act {
  * naming the node for an unknown name or missing parameters. */
 otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act);
 
-/* y[0, n) = act(y) in place. */
+/* y[0, n) = act(y) in place; act may be NULL (none). */
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n);
+
+/* The same on rows [0, m) of n elements, ld apart. */
+void ot_fused_act_apply_rows(const ot_fused_act *act, float *y, int64_t ld, int64_t m, int64_t n);
 
 #endif

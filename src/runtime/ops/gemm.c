@@ -340,20 +340,6 @@ static void init_rows_f(float *C, int64_t ldc, int64_t m, int64_t n, float beta,
     }
 }
 
-/* C = max(C, 0); NaN becomes 0, as in the Relu kernel (and as maxps(x, 0) gives: its second operand
- * when either is NaN). Branch-free: on a product's signs a compare-and-branch mispredicts half the
- * time, which cost as much as the product's micro-kernel on an encoder's 1024-wide hidden layer. */
-static void relu_rows_f(float *C, int64_t ldc, int64_t m, int64_t n) {
-    for (int64_t i = 0; i < m; i++) {
-        float *c = C + i * ldc;
-        int64_t j = 0;
-#ifdef OT_GEMM_X86
-        for (; j + 4 <= n; j += 4) _mm_storeu_ps(c + j, _mm_max_ps(_mm_loadu_ps(c + j), _mm_setzero_ps()));
-#endif
-        for (; j < n; j++) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
-    }
-}
-
 static void scale_rows_d(double *C, int64_t ldc, int64_t m, int64_t n, double beta) {
     for (int64_t i = 0; i < m; i++) {
         double *c = C + i * ldc;
@@ -389,11 +375,11 @@ typedef struct sg_args {
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
-     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and relu) */
+     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and activation) */
     int64_t threads, row_slabs, col_runs, run_slabs;
     size_t na;
     const float *bias;
-    bool relu;
+    const ot_fused_act *act;
 } sg_args;
 
 #if defined(__wasm_simd128__)
@@ -467,9 +453,28 @@ static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int6
         return;
     }
 #endif
+    int64_t k4 = 0, j4 = 0; /* with B transposed, [0, k4) x [0, j4) is packed by 4 x 4 blocks */
+#ifdef OT_GEMM_X86
+    if (g->tb) {
+        /* SSE 4 x 4 transposes: gathering a column of B^T reads NR rows a float at a time (attention's
+         * K^T, the input gradients' W^T) */
+        const int64_t ld = g->ldb;
+        k4 = kc / 4 * 4, j4 = nr / 4 * 4;
+        for (int64_t k = 0; k < k4; k += 4)
+            for (int64_t j = 0; j < j4; j += 4) {
+                const float *src = g->B + (j0 + j) * ld + p0 + k;
+                __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld),
+                       r3 = _mm_loadu_ps(src + 3 * ld);
+                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                float *d = dst + k * NR + j;
+                _mm_storeu_ps(d, r0), _mm_storeu_ps(d + NR, r1);
+                _mm_storeu_ps(d + 2 * NR, r2), _mm_storeu_ps(d + 3 * NR, r3);
+            }
+    }
+#endif
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * NR;
-        int64_t kk = p0 + k, j = 0;
+        int64_t kk = p0 + k, j = k < k4 ? j4 : 0;
         if (!g->tb) {
             const float *src = g->B + kk * g->ldb + j0;
             for (; j < nr; j++) d[j] = src[j];
@@ -506,6 +511,20 @@ static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
             _mm_storeu_ps(d + 2 * MR, r2), _mm_storel_pi((__m64 *)(d + 2 * MR + 4), r6);
             _mm_storeu_ps(d + 3 * MR, r3), _mm_storel_pi((__m64 *)(d + 3 * MR + 4), r7);
         }
+    }
+#endif
+#ifdef OT_GEMM_X86
+    /* Stored transposed (Gemm's transA, the weight gradients X^T dY): each k's 6 rows are consecutive
+     * floats, one 4-float and one 2-float copy instead of 6 strided scalar reads. */
+    if (mr == MR && g->ta) {
+        const __m128 al = _mm_set1_ps(g->alpha);
+        const float *src = g->A + p0 * g->lda + i0;
+        for (int64_t k = 0; k < kc; k++, src += g->lda) {
+            _mm_storeu_ps(dst + k * MR, _mm_mul_ps(al, _mm_loadu_ps(src)));
+            _mm_storel_pi((__m64 *)(dst + k * MR + 4),
+                          _mm_mul_ps(al, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + 4))));
+        }
+        return;
     }
 #endif
 #if defined(__wasm_simd128__)
@@ -614,7 +633,7 @@ static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
             sg_block(&g, s0 * MR, r1, q0, q1);
             g.pb += slabs * NR * g.kc;
         }
-        if (g.relu) relu_rows_f(g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
+        ot_fused_act_apply_rows(g.act, g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
     }
 }
 
@@ -694,7 +713,7 @@ static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
 static void sg_scale(void *arg, int64_t i0, int64_t i1) {
     sg_args *g = arg;
     init_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta, g->bias);
-    if (g->relu) relu_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
+    ot_fused_act_apply_rows(g->act, g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
 }
 
 otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -764,7 +783,7 @@ void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t
 
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
                                 const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
-                                const float *bias, bool relu) {
+                                const float *bias, const ot_fused_act *act) {
     if (M <= 0 || N <= 0) return OTTER_OK;
     sg_args g = {.ta = trans_a,
                  .M = M,
@@ -780,7 +799,7 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .parg = &g,
                  .ukr = pick_ukr(),
                  .bias = bias,
-                 .relu = relu};
+                 .act = act};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;

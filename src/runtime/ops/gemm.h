@@ -19,6 +19,7 @@
 
 #include "otter/status.h"
 #include "runtime/op.h"
+#include "runtime/ops/fused_act.h"
 
 /* Fails only with OTTER_ERR_NOMEM (portable kernel's packing buffers). */
 otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -40,12 +41,12 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
  * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b, then C = alpha op(A) B + beta C with
  * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). With bias (N
  * floats), C is not read: C = alpha op(A) B + beta bias in every row (Gemm's bias, rounded as when
- * C holds copies of it). relu: then C = max(C, 0) (NaN becomes 0), each block while in cache. */
+ * C holds copies of it). act (may be NULL): then C = act(C), each block while in cache. */
 size_t ot_sgemm_packed_b_size(int64_t K, int64_t N);
 void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
                                 const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
-                                const float *bias, bool relu);
+                                const float *bias, const ot_fused_act *act);
 
 /* C[M x N] = A[M x K] B[K x N] + beta C with operands that are never stored (im2col of images,
  * strided views): the portable kernel packs them through callbacks, called concurrently on the

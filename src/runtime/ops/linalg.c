@@ -121,22 +121,16 @@ MM_INT_LOOP(uint64_t, uint64_t)
 
 static bool is_fused(const ot_kernel_ctx *ctx) { return ctx->node->domain && !strcmp(ctx->node->domain, "com.otter"); }
 
-/* The fused activation: true for Relu, false for none; an error for anything else. */
-static otter_status fused_relu(const ot_kernel_ctx *ctx, bool *relu) {
-    /* com.otter's own attribute (fuse.c sets it): no ONNX schema has it */
-    const char *act = is_fused(ctx) ? ot_ctx_attr_string_or(ctx, "activation", "") : "";
-    *relu = strcmp(act, "Relu") == 0;
-    if (act[0] && !*relu)
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", act);
-    return OTTER_OK;
-}
-
-/* y = relu(y) in place, any dtype (x > 0 ? x : 0, like the Relu kernel: NaN becomes 0). */
-static void relu_inplace(otter_tensor *y) {
+/* y = act(y) in place: any activation on float outputs; on others only Relu (x > 0 ? x : 0, like the
+ * Relu kernel: NaN becomes 0), the one fuse.c fuses where the output may not be float. */
+static otter_status apply_act(ot_kernel_ctx *ctx, const ot_fused_act *act, otter_tensor *y) {
     int64_t n = otter_tensor_numel(y);
+    if (act->kind == OT_FUSED_NONE) return OTTER_OK;
     if (y->dtype == OTTER_DTYPE_FLOAT) {
-        float *v = y->data;
-        for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+        ot_fused_act_apply(act, y->data, n);
+    } else if (act->kind != OT_FUSED_RELU) {
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' on a %s output is not supported",
+                            ot_ctx_attr_string_or(ctx, "activation", ""), otter_dtype_name(y->dtype));
     } else if (y->dtype == OTTER_DTYPE_DOUBLE) {
         double *v = y->data;
         for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0.0 ? v[i] : 0.0;
@@ -144,19 +138,21 @@ static void relu_inplace(otter_tensor *y) {
         for (int64_t i = 0; i < n; i++)
             if (!(ot_get_f64(y->data, y->dtype, i) > 0.0)) ot_set_f64(y->data, y->dtype, i, 0.0);
     }
+    return OTTER_OK;
 }
 
-static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, bool relu, bool *epilogue_done);
+static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, const ot_fused_act *act,
+                                 bool *epilogue_done);
 static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64_t N, const float *B, int64_t ldb,
                                    const float **packed);
 
 /* MatMul, then + bias (input 2, float, 1 or N elements along the last axis) and the activation. */
 otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
-    bool relu;
-    OT_TRY(fused_relu(ctx, &relu));
+    ot_fused_act act;
+    OT_TRY(ot_fused_act_read(ctx, &act));
     const otter_tensor *bias = is_fused(ctx) ? ot_ctx_input(ctx, 2) : NULL;
     bool done = false;
-    OT_TRY(matmul_plain(ctx, bias, relu, &done));
+    OT_TRY(matmul_plain(ctx, bias, &act, &done));
     otter_tensor *y = ctx->outputs[0];
     if (done) return OTTER_OK;
     if (bias) {
@@ -170,23 +166,18 @@ otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
         int64_t rows = n ? otter_tensor_numel(y) / n : 0;
         for (int64_t r = 0; r < rows; r++) {
             float *vr = v + r * n;
-            if (relu)
-                for (int64_t j = 0; j < n; j++) {
-                    float t = vr[j] + bv[nb == 1 ? 0 : j];
-                    vr[j] = t > 0.0f ? t : 0.0f;
-                }
-            else
-                for (int64_t j = 0; j < n; j++) vr[j] += bv[nb == 1 ? 0 : j];
+            for (int64_t j = 0; j < n; j++) vr[j] += bv[nb == 1 ? 0 : j];
+            ot_fused_act_apply(&act, vr, n);
         }
-    } else if (relu) {
-        relu_inplace(y);
+        return OTTER_OK;
     }
-    return OTTER_OK;
+    return apply_act(ctx, &act, y);
 }
 
 /* With constant weights, a float bias of N elements and the activation (when given) run inside the
  * product, each block while in cache and on the product's threads: then *epilogue_done. */
-static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, bool relu, bool *epilogue_done) {
+static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, const ot_fused_act *act,
+                                 bool *epilogue_done) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1);
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
     if (a->dtype != b->dtype)
@@ -232,7 +223,7 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, b
             if (s == OTTER_OK)
                 s = ot_sgemm_prepacked(ctx, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, packed,
                                        bias && epilogue ? 1.0f : 0.0f, Y, p.N, epilogue && bias ? bias->data : NULL,
-                                       epilogue && relu);
+                                       epilogue ? act : NULL);
             *epilogue_done = s == OTTER_OK && epilogue;
         } else if (s == OTTER_OK && mm_fold_a(&p)) {
             int64_t ia, ib;
@@ -271,14 +262,13 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, b
 
 /* ---- Gemm ---------------------------------------------------------------------------------- */
 
-static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu);
+static otter_status gemm_plain(ot_kernel_ctx *ctx, ot_fused_act *act);
 
 otter_status ot_kernel_gemm(ot_kernel_ctx *ctx) {
-    bool relu;
-    OT_TRY(fused_relu(ctx, &relu));
-    OT_TRY(gemm_plain(ctx, &relu));
-    if (relu) relu_inplace(ctx->outputs[0]);
-    return OTTER_OK;
+    ot_fused_act act;
+    OT_TRY(ot_fused_act_read(ctx, &act));
+    OT_TRY(gemm_plain(ctx, &act));
+    return apply_act(ctx, &act, ctx->outputs[0]);
 }
 
 /* Constant weights packed once into the node's cache for ot_sgemm_prepacked (no per-call packing
@@ -296,8 +286,8 @@ static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64
     return OTTER_OK;
 }
 
-/* *relu: apply it if the product can (then cleared), else the caller does. */
-static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
+/* act: applied by the product when it can (then set to none), else by the caller. */
+static otter_status gemm_plain(ot_kernel_ctx *ctx, ot_fused_act *act) {
     const otter_tensor *a = ot_ctx_input(ctx, 0), *b = ot_ctx_input(ctx, 1), *c = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     if (!a || !b) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "needs inputs A and B");
@@ -389,8 +379,8 @@ static otter_status gemm_plain(ot_kernel_ctx *ctx, bool *relu) {
         }
         if (packed) {
             s = ot_sgemm_prepacked(ctx, ta, M, N, K, (float)alpha, A, a->dims[1], packed, use_c ? (float)beta : 0.0f, Y,
-                                   N, bias, *relu);
-            *relu = false;
+                                   N, bias, act);
+            act->kind = OT_FUSED_NONE;
         } else
             s = ot_sgemm(ctx, ta, tb, M, N, K, (float)alpha, A, a->dims[1], B, b->dims[1], use_c ? (float)beta : 0.0f,
                          Y, N);

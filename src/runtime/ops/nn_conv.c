@@ -205,7 +205,7 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
         const int64_t nb = N - n0 < per ? N - n0 : per;
         for (int64_t i = 0; i < nb; i++)
             ot_im2col_rows(a->X + (n0 + i) * g->C * g->in_size, g->C, &win, col + i * P * K, K);
-        OT_TRY(ot_sgemm_prepacked(ctx, false, nb * P, M, K, 1.0f, col, K, wp, 0.0f, yt, M, NULL, false));
+        OT_TRY(ot_sgemm_prepacked(ctx, false, nb * P, M, K, 1.0f, col, K, wp, 0.0f, yt, M, NULL, NULL));
         /* conv_epilogue's sums while transposing; each element of Z is read just before the same
          * element of Y is written, so Y may be Z's buffer */
         for (int64_t i = 0; i < nb; i++) {

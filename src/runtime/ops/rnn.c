@@ -352,7 +352,7 @@ otter_status ot_rnn_prepare_f64(ot_kernel_ctx *ctx, bool trans, int64_t K, int64
 otter_status ot_rnn_product_f32(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const float *a, int64_t lda,
                                 const ot_rnn_operand_f32 *b, const float *bias, float beta, float *c, int64_t ldc) {
     return ot_sgemm_prepacked(ctx, trans_a, M, b->n, b->k, 1.0f, a, lda, b->packed, bias ? 1.0f : beta, c, ldc, bias,
-                              false);
+                              NULL);
 }
 
 otter_status ot_rnn_product_f64(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, const double *a, int64_t lda,
