@@ -40,6 +40,11 @@
 /* ---- micro-kernels: c[mr x nr] += a-slab * b-slab over kc --------------------------------- */
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
+/* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab;
+ * with init (NR floats), C = init (in every row) + the product instead of C += it: the first K
+ * slice then neither clears C nor reads it. */
+typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int mr,
+                              int nr, const float *init);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs). */
@@ -148,24 +153,27 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
- * broadcasts feed 12 (6) FMAs, each row of C one or two zmm accumulators. Every element of C is one
- * FMA chain over k, whichever variant runs, and edge rows are computed in full on the zero-padded
- * A slab with only their corner added: every element of C is summed in the same order wherever it
- * falls in the tiling, so equal columns stay bit-equal (a softmax over 1000 equal logits of ~1e4
- * turns one ulp of difference into 0.4%). */
+ * broadcasts feed 12 (6) FMAs, each row of C one or two zmm accumulators. A is the zero-padded
+ * slab (rows at a + i, k at a + k * MR), or with DIRECT A's own rows (a + i * lda + k: no packing,
+ * and only the ROWS rows the tile has are read). Every element of C is one FMA chain over k,
+ * whichever variant runs, and padded edge rows are computed in full with only their corner added:
+ * every element of C is summed in the same order wherever it falls in the tiling, so equal columns
+ * stay bit-equal (a softmax over 1000 equal logits of ~1e4 turns one ulp of difference into 0.4%). */
 __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
-ukr_avx512_tile(const bool WIDE, int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
-                int64_t ldc, int mr, int nr) {
+ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, const float *restrict a, int64_t lda,
+                const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
     __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+    for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = WIDE ? _mm512_loadu_ps(b + 16) : b0, av;
 #define OT_ROW(i, ci, di)                                                                                              \
-    av = _mm512_set1_ps(a[i]);                                                                                         \
-    ci = _mm512_fmadd_ps(av, b0, ci);                                                                                  \
-    if (WIDE) di = _mm512_fmadd_ps(av, b1, di);
+    if (ROWS > i) {                                                                                                    \
+        av = _mm512_set1_ps(DIRECT ? a[i * lda] : a[i]);                                                               \
+        ci = _mm512_fmadd_ps(av, b0, ci);                                                                              \
+        if (WIDE) di = _mm512_fmadd_ps(av, b1, di);                                                                    \
+    }
         OT_ROW(0, c0, d0)
         OT_ROW(1, c1, d1)
         OT_ROW(2, c2, d2)
@@ -175,9 +183,10 @@ ukr_avx512_tile(const bool WIDE, int64_t kc, const float *restrict a, const floa
 #undef OT_ROW
     }
     if (WIDE && mr == MR && nr == NR) {
+        /* C = init + the tile, or C += the tile */
 #define OT_STORE(i, ci, di)                                                                                            \
-    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc), ci));                                    \
-    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(c + i * ldc + 16), di));
+    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci));                      \
+    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di));
         OT_STORE(0, c0, d0)
         OT_STORE(1, c1, d1)
         OT_STORE(2, c2, d2)
@@ -194,17 +203,44 @@ ukr_avx512_tile(const bool WIDE, int64_t kc, const float *restrict a, const floa
     _mm512_storeu_ps(t[3], c3), _mm512_storeu_ps(t[3] + 16, d3);
     _mm512_storeu_ps(t[4], c4), _mm512_storeu_ps(t[4] + 16, d4);
     _mm512_storeu_ps(t[5], c5), _mm512_storeu_ps(t[5] + 16, d5);
-    add_tile_corner(c, ldc, t, mr, nr);
+    if (init)
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++) c[i * ldc + j] = init[j] + t[i][j];
+    else
+        add_tile_corner(c, ldc, t, mr, nr);
 }
 
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
     if (nr > 16)
-        ukr_avx512_tile(true, kc, a, b, c, ldc, mr, nr);
+        ukr_avx512_tile(true, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
     else
-        ukr_avx512_tile(false, kc, a, b, c, ldc, mr, nr);
+        ukr_avx512_tile(false, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
 }
+
+/* The mr rows of A at a (k contiguous, rows lda apart) against a packed slab: no packing of A. */
+#define OT_DIRECT(rows)                                                                                                \
+    case rows:                                                                                                         \
+        if (nr > 16)                                                                                                   \
+            ukr_avx512_tile(true, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+        else                                                                                                           \
+            ukr_avx512_tile(false, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+        return;
+__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_direct(int64_t kc, const float *restrict a,
+                                                                          int64_t lda, const float *restrict b,
+                                                                          float *restrict c, int64_t ldc, int mr,
+                                                                          int nr, const float *init) {
+    switch (mr) {
+        OT_DIRECT(1)
+        OT_DIRECT(2)
+        OT_DIRECT(3)
+        OT_DIRECT(4)
+        OT_DIRECT(5)
+        OT_DIRECT(6)
+    }
+}
+#undef OT_DIRECT
 #endif
 
 #if defined(__wasm_simd128__)
@@ -280,6 +316,15 @@ static ukr_fn pick_ukr(void) {
     return ukr_wasm;
 #else
     return ukr_generic;
+#endif
+}
+
+/* The kernel that reads A unpacked, where the CPU has one (AVX-512); else NULL (A gets packed). */
+static ukr_direct_fn pick_ukr_direct(void) {
+#ifdef OT_GEMM_X86
+    return pick_ukr() == ukr_avx512 ? ukr_avx512_direct : NULL;
+#else
+    return NULL;
 #endif
 }
 
@@ -374,6 +419,7 @@ typedef struct sg_args {
     float *pa, *pb;
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
+    ukr_direct_fn direct; /* with B packed beforehand: A read unpacked (g->pa unused) */
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
      * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and activation) */
     int64_t threads, row_slabs, col_runs, run_slabs;
@@ -579,16 +625,24 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
  * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
  * slice, C *= beta, or with g->bias C = beta * bias (each row). */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
-    if (g->pc == 0)
+    /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
+    const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
+    if (g->pc == 0 && !fresh)
         init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
                     g->bias ? g->bias + g->jc + q0 : NULL);
     for (int64_t q = q0; q < q1; q += NR) {
         int nr = (int)(q1 - q < NR ? q1 - q : NR);
         const float *bp = g->pb + (q / NR) * g->kc * NR;
+        float init[NR];
+        for (int j = 0; fresh && j < NR; j++) init[j] = g->bias && j < nr ? g->beta * g->bias[g->jc + q + j] : 0.0f;
         for (int64_t r = r0; r < r1; r += MR) {
             int mr = (int)(r1 - r < MR ? r1 - r : MR);
-            const float *ap = g->pa + (r / MR) * g->kc * MR;
-            g->ukr(g->kc, ap, bp, g->C + (g->ic + r) * g->ldc + g->jc + q, g->ldc, mr, nr);
+            float *c = g->C + (g->ic + r) * g->ldc + g->jc + q;
+            if (g->direct)
+                g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, c, g->ldc, mr, nr,
+                          fresh ? init : NULL);
+            else
+                g->ukr(g->kc, g->pa + (r / MR) * g->kc * MR, bp, c, g->ldc, mr, nr);
         }
     }
 }
@@ -623,13 +677,15 @@ static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
         sg_args g = *g0;
         int64_t s0 = t / runs * g.row_slabs, s1 = s0 + g.row_slabs, r1 = s1 * MR < g.mc ? s1 * MR : g.mc;
         int64_t q0 = t % runs * g.run_slabs * NR, q1 = q0 + g.run_slabs * NR < g.nc ? q0 + g.run_slabs * NR : g.nc;
-        float *pa = g0->pa + (size_t)(t % runs) * g.na;
+        float *pa = g0->direct ? NULL : g0->pa + (size_t)(t % runs) * g.na;
         for (g.pc = 0; g.pc < g.K; g.pc += g.kc) {
             g.kc = g.K - g.pc < step ? g.K - g.pc : step;
             /* slab s at g.pa + s * kc * MR, inside this task's part [s0, s1) * step * MR of the buffer
              * whatever the slice's depth (the other tasks may be on another slice) */
-            g.pa = pa + s0 * (step - g.kc) * MR;
-            sg_pack_a(&g, s0, (r1 + MR - 1) / MR);
+            if (!g.direct) {
+                g.pa = pa + s0 * (step - g.kc) * MR;
+                sg_pack_a(&g, s0, (r1 + MR - 1) / MR);
+            }
             sg_block(&g, s0 * MR, r1, q0, q1);
             g.pb += slabs * NR * g.kc;
         }
@@ -798,6 +854,8 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .pack_a = mat_pack_a,
                  .parg = &g,
                  .ukr = pick_ukr(),
+                 /* (the packed slab folds alpha in; A's own rows can't) */
+                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL,
                  .bias = bias,
                  .act = act};
     if (K <= 0 || alpha == 0.0f) {
@@ -810,7 +868,7 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
     sg_pack_sizes(M, N, K, &nb, &g.na);
     g.threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1;
     g.col_runs = ((M < MSUP ? M : MSUP) + MR - 1) / MR >= 2 * g.threads ? 1 : g.threads;
-    if (!(g.pa = ot_malloc((size_t)g.col_runs * g.na * sizeof(float)))) return OT_NOMEM();
+    if (!g.direct && !(g.pa = ot_malloc((size_t)g.col_runs * g.na * sizeof(float)))) return OT_NOMEM();
     g.pb = (float *)(uintptr_t)packed_b; /* read only: without pack_b nothing writes it */
     sg_blocked(ctx, &g);
     ot_free(g.pa);
