@@ -419,7 +419,7 @@ typedef struct sg_args {
     float *pa, *pb;
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
-    ukr_direct_fn direct; /* with B packed beforehand: A read unpacked (g->pa unused) */
+    ukr_direct_fn direct; /* A (stored, alpha 1, not transposed) read unpacked: g->pa unused */
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
      * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and activation) */
     int64_t threads, row_slabs, col_runs, run_slabs;
@@ -720,7 +720,7 @@ static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
             run_range(ctx, slabs, 4, sg_pack_b, g);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
-                run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
+                if (!g->direct) run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
                 run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
             }
         }
@@ -792,7 +792,8 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                  .pack_a = mat_pack_a,
                  .pack_b = mat_pack_b,
                  .parg = &g,
-                 .ukr = pick_ukr()};
+                 .ukr = pick_ukr(),
+                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
