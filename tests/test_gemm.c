@@ -1,7 +1,7 @@
-/* ot_sgemm / ot_dgemm (and the portable kernels and the prepacked-B product, in every build) against
- * a naive double-precision reference: many shapes around the blocking sizes, all four transpose
- * combinations, alpha/beta, padded leading dimensions, and beta == 0 over a NaN-filled C (which
- * must not leak). */
+/* ot_sgemm / ot_dgemm (and the portable kernels and the prepacked-B product, in every build, with each
+ * micro-kernel the CPU runs: generic C, AVX2, AVX-512) against a naive double-precision reference: many shapes around
+ * the blocking sizes, all four transpose combinations, alpha/beta, padded leading dimensions, and beta == 0 over a
+ * NaN-filled C (which must not leak). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,9 +193,17 @@ static void threads(void) {
 int main(void) {
     printf("gemm backend: %s\n", ot_gemm_backend());
     sweep("ot_sgemm/ot_dgemm", ot_sgemm, ot_dgemm);
-    sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
-    sweep("prepacked B", prepacked, ot_dgemm_portable);
-    threads();
+    /* the portable kernel with each micro-kernel this CPU runs (other CPUs run the lesser ones) */
+    static const char *const isa_names[] = {"generic", "avx2", "avx512"};
+    for (int isa = OT_GEMM_GENERIC; isa <= (int)ot_gemm_isa_best(); isa++) {
+        CHECK(ot_gemm_use_isa((ot_gemm_isa)isa));
+        printf("micro-kernel %s\n", isa_names[isa]);
+        sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
+        sweep("prepacked B", prepacked, ot_dgemm_portable);
+        threads();
+    }
+    CHECK(ot_gemm_use_isa(ot_gemm_isa_best()));
+    CHECK(!ot_gemm_use_isa((ot_gemm_isa)(OT_GEMM_AVX512 + 1)));
     speed("ot_sgemm", ot_sgemm, 512);
     speed("portable", ot_sgemm_portable, 512);
     return tu_finish("test_gemm");

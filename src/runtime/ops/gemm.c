@@ -301,20 +301,34 @@ static void ukr_wasm(int64_t kc, const float *restrict a, const float *restrict 
 #undef WS_STRIP
 #endif
 
-static ukr_fn pick_ukr(void) {
+/* The micro-kernels in use (ot_gemm_isa): the best the CPU runs unless a test chose others. */
+static atomic_int kernel_isa = -1;
+
+ot_gemm_isa ot_gemm_isa_best(void) {
 #ifdef OT_GEMM_X86
-    static atomic_int choice = 0; /* 0 unknown, 1 generic, 2 avx2, 3 avx512 */
-    int ch = atomic_load(&choice);
-    if (ch == 0) {
-        __builtin_cpu_init();
-        ch = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
-        if (ch == 2 && __builtin_cpu_supports("avx512f")) ch = 3;
-        atomic_store(&choice, ch);
-    }
-    return ch == 3 ? ukr_avx512 : ch == 2 ? ukr_avx2 : ukr_generic;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return __builtin_cpu_supports("avx512f") ? OT_GEMM_AVX512 : OT_GEMM_AVX2;
+#endif
+    return OT_GEMM_GENERIC;
+}
+
+bool ot_gemm_use_isa(ot_gemm_isa isa) {
+    if (isa > ot_gemm_isa_best()) return false;
+    atomic_store(&kernel_isa, (int)isa);
+    return true;
+}
+
+static ukr_fn pick_ukr(void) {
+    int isa = atomic_load(&kernel_isa);
+    if (isa < 0) atomic_store(&kernel_isa, isa = (int)ot_gemm_isa_best());
+#ifdef OT_GEMM_X86
+    return isa == OT_GEMM_AVX512 ? ukr_avx512 : isa == OT_GEMM_AVX2 ? ukr_avx2 : ukr_generic;
 #elif defined(__wasm_simd128__)
+    (void)isa;
     return ukr_wasm;
 #else
+    (void)isa;
     return ukr_generic;
 #endif
 }

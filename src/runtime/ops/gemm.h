@@ -67,6 +67,13 @@ otter_status ot_sgemm_packing(const ot_kernel_ctx *ctx, int64_t M, int64_t N, in
 int64_t ot_sgemm_pack_rows_wasm(const float *src, int64_t ld, int64_t kc, float alpha, float *dst);
 #endif
 
+/* The portable kernel's micro-kernels: the best the CPU runs is used; tests choose each in turn
+ * (process-wide, between products; false when the CPU lacks it). On WebAssembly, its SIMD128
+ * kernel whatever the choice. */
+typedef enum ot_gemm_isa { OT_GEMM_GENERIC, OT_GEMM_AVX2, OT_GEMM_AVX512 } ot_gemm_isa;
+ot_gemm_isa ot_gemm_isa_best(void);
+bool ot_gemm_use_isa(ot_gemm_isa isa);
+
 /* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
 const char *ot_gemm_backend(void);
 
