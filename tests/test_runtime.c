@@ -516,6 +516,40 @@ static void test_threads(void) {
     CHECK(y[0] && y[1] && worst < 1e-4 && diff12 < 1e-5);
     otter_tensor_free(y[0]);
     otter_tensor_free(y[1]);
+    otter_model_free(m);
+
+    /* a batch of products over computed operands (attention's Q K^T): X as [6, 50, 96] times its own
+     * transpose, the six products on the threads: bitwise those of one thread */
+    CHECK_OK(otter_model_create(&m, "bmm", 17));
+    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){300, 96}, NULL));
+    otter_tensor *shape;
+    CHECK_OK(otter_tensor_create(&shape, "shape", OTTER_DTYPE_INT64, 1, (const int64_t[]){3}));
+    memcpy(shape->data, (const int64_t[]){6, 50, 96}, 3 * sizeof(int64_t));
+    CHECK_OK(otter_graph_add_initializer(m->graph, shape));
+    add_node(m->graph, "Reshape", "r", 2, (const char *[]){"X", "shape"}, 1, (const char *[]){"x3"});
+    otter_node *tn;
+    CHECK_OK(otter_node_create(&tn, "Transpose", "t", 1, (const char *[]){"x3"}, 1, (const char *[]){"xt"}));
+    CHECK_OK(otter_node_set_attr_ints(tn, "perm", 3, (const int64_t[]){0, 2, 1}));
+    CHECK_OK(otter_graph_add_node(m->graph, tn));
+    add_node(m->graph, "MatMul", "bmm", 2, (const char *[]){"x3", "xt"}, 1, (const char *[]){"Y"});
+    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 3, (const int64_t[]){6, 50, 50}, NULL));
+    y[0] = y[1] = NULL;
+    run_threads(m, x, y);
+    worst = 0;
+    const float *xd = x->data;
+    for (int64_t b = 0; b < 6 && y[0]; b++)
+        for (int64_t i = 0; i < 50; i++)
+            for (int64_t j = 0; j < 50; j++) {
+                double acc = 0;
+                for (int k = 0; k < 96; k++) acc += (double)xd[(b * 50 + i) * 96 + k] * xd[(b * 50 + j) * 96 + k];
+                worst = tu_worse(worst, fabs(acc - ((float *)y[0]->data)[(b * 50 + i) * 50 + j]));
+            }
+    same = y[0] && y[1] && memcmp(y[0]->data, y[1]->data, otter_tensor_nbytes(y[0])) == 0;
+    printf("threads, batched MatMul: 1 vs 2 threads bitwise equal: %s; max error vs double reference %.3g\n",
+           same ? "yes" : "no", worst);
+    CHECK(same && worst < 1e-4);
+    otter_tensor_free(y[0]);
+    otter_tensor_free(y[1]);
     otter_tensor_free(x);
     free(w);
     otter_model_free(m);

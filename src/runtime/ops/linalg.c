@@ -3,6 +3,7 @@
  * float and double products go through ot_sgemm / ot_dgemm; float16 / bfloat16 are widened to
  * float; integer types use a plain triple loop. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -174,6 +175,44 @@ otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     return apply_act(ctx, &act, y);
 }
 
+/* A batch of float products (attention's Q K^T and P V per head): one product per task, the tasks on
+ * the threads when there are enough of them, else each product over the threads. */
+typedef struct mm_batches {
+    const mm_plan *p;
+    const float *A, *B;
+    float *Y;
+    _Atomic otter_status status; /* OTTER_OK, or the first failure (packing memory) */
+} mm_batches;
+
+static void mm_batch_range(void *arg, int64_t t0, int64_t t1) {
+    mm_batches *j = arg;
+    const mm_plan *p = j->p;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t ia, ib;
+        mm_offsets(p, t, &ia, &ib);
+        otter_status s = ot_sgemm(NULL, false, false, p->M, p->N, p->K, 1.0f, j->A + ia * p->M * p->K, p->K,
+                                  j->B + ib * p->K * p->N, p->N, 0.0f, j->Y + t * p->M * p->N, p->N);
+        if (s != OTTER_OK) atomic_store(&j->status, s);
+    }
+}
+
+static otter_status matmul_batches(const ot_kernel_ctx *ctx, const mm_plan *p, const float *A, const float *B,
+                                   float *Y) {
+    mm_batches j = {p, A, B, Y, OTTER_OK};
+    if (ctx && ctx->n_threads > 1 && p->n_batch >= 2 * ctx->n_threads) {
+        ot_parallel_for(ctx, p->n_batch, 1 + 65536 / (p->M * p->N * p->K + 1), mm_batch_range, &j);
+        return atomic_load(&j.status);
+    }
+    otter_status s = OTTER_OK;
+    for (int64_t t = 0; s == OTTER_OK && t < p->n_batch; t++) {
+        int64_t ia, ib;
+        mm_offsets(p, t, &ia, &ib);
+        s = ot_sgemm(ctx, false, false, p->M, p->N, p->K, 1.0f, A + ia * p->M * p->K, p->K, B + ib * p->K * p->N, p->N,
+                     0.0f, Y + t * p->M * p->N, p->N);
+    }
+    return s;
+}
+
 /* With constant weights, a float bias of N elements and the activation (when given) run inside the
  * product, each block while in cache and on the product's threads: then *epilogue_done. */
 static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, const ot_fused_act *act,
@@ -230,13 +269,8 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, c
             mm_offsets(&p, 0, &ia, &ib);
             s = ot_sgemm(ctx, false, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, B + ib * p.K * p.N, p.N, 0.0f, Y,
                          p.N);
-        } else {
-            for (int64_t t = 0; s == OTTER_OK && t < p.n_batch; t++) {
-                int64_t ia, ib;
-                mm_offsets(&p, t, &ia, &ib);
-                s = ot_sgemm(ctx, false, false, p.M, p.N, p.K, 1.0f, A + ia * p.M * p.K, p.K, B + ib * p.K * p.N, p.N,
-                             0.0f, Y + t * mn, p.N);
-            }
+        } else if (s == OTTER_OK) {
+            s = matmul_batches(ctx, &p, A, B, Y);
         }
         if (s == OTTER_OK && ty) ot_convert(y->data, y->dtype, ty, OTTER_DTYPE_FLOAT, p.n_batch * mn);
         ot_free(ta), ot_free(tb), ot_free(ty);
