@@ -159,7 +159,7 @@ static void threads(void) {
         for (size_t a = 0; a < sizeof ms / sizeof *ms; a += 2)
             for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
                 int64_t M = ms[a], N = ns[b], K = b == 1 ? 0 : ks[(a + b) % 4];
-                float alpha = b == 2 ? 0.0f : 0.75f, beta = a % 4 ? 1.0f : -0.5f;
+                float alpha = b == 2 ? 0.0f : a % 4 ? 1.0f : 0.75f, beta = a % 8 ? 1.0f : -0.5f;
                 float *A = malloc((size_t)(M * K + 1) * sizeof *A), *B = malloc((size_t)(K * N + 1) * sizeof *B);
                 float *bias = malloc((size_t)N * sizeof *bias), *p = malloc(ot_sgemm_packed_b_size(K, N) * 4 + 4);
                 float *C1 = malloc((size_t)(M * N) * sizeof *C1), *Ct = malloc((size_t)(M * N) * sizeof *Ct);

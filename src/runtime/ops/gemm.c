@@ -47,10 +47,12 @@ typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const flo
                               int nr, const float *init);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
-/* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs). */
-static inline void add_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr) {
+/* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs);
+ * with init (a row of nr floats), C = init + the corner instead. */
+static inline void store_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr,
+                                     const float *init) {
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] += t[i][j];
+        for (int j = 0; j < nr; j++) c[i * ldc + j] = (init ? init[j] : c[i * ldc + j]) + t[i][j];
 }
 
 static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
@@ -64,7 +66,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
             for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
         }
     }
-    add_tile_corner(c, ldc, acc, mr, nr);
+    store_tile_corner(c, ldc, acc, mr, nr, NULL);
 }
 #endif
 
@@ -74,8 +76,8 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
  * multiplying the slabs' zero padding. Each element of C is one FMA chain over k whatever the tile
  * shape, so edge tiles sum in the same order as full ones. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict a, const float *restrict b,
-              float *restrict c, int64_t ldc, int mr, int nr) {
+ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, const float *restrict a, int64_t lda,
+              const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
@@ -87,7 +89,7 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
         __m256 av;
 #define OT_ROW(i, ca, cb)                                                                                              \
     if (ROWS > i) {                                                                                                    \
-        av = _mm256_broadcast_ss(a + i);                                                                               \
+        av = _mm256_broadcast_ss(DIRECT ? a + i * lda : a + i);                                                        \
         ca = _mm256_fmadd_ps(av, b0, ca);                                                                              \
         if (WIDE) cb = _mm256_fmadd_ps(av, b1, cb);                                                                    \
     }
@@ -98,13 +100,14 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
         OT_ROW(4, c4a, c4b)
         OT_ROW(5, c5a, c5b)
 #undef OT_ROW
-        a += MR;
+        a += DIRECT ? 1 : MR;
         b += NR;
     }
     if (ROWS == MR && WIDE && mr == MR && nr == 16) {
+        /* C = init + the tile, or C += the tile */
 #define OT_STORE(i, ca, cb)                                                                                            \
-    _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc), ca));                                    \
-    _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + i * ldc + 8), cb));
+    _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(init ? init : c + i * ldc), ca));                      \
+    _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(init ? init + 8 : c + i * ldc + 8), cb));
         OT_STORE(0, c0a, c0b)
         OT_STORE(1, c1a, c1b)
         OT_STORE(2, c2a, c2b)
@@ -121,35 +124,45 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, int64_t kc, const float *restrict
     _mm256_storeu_ps(t[3], c3a), _mm256_storeu_ps(t[3] + 8, c3b);
     _mm256_storeu_ps(t[4], c4a), _mm256_storeu_ps(t[4] + 8, c4b);
     _mm256_storeu_ps(t[5], c5a), _mm256_storeu_ps(t[5] + 8, c5b);
-    add_tile_corner(c, ldc, t, mr, nr);
+    store_tile_corner(c, ldc, t, mr, nr, init);
 }
 
-/* nr (at most 16) columns of the half slab at b. */
-__attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const float *restrict a,
-                                                              const float *restrict b, float *restrict c, int64_t ldc,
-                                                              int mr, int nr) {
-    if (nr > 8) {
-        if (mr > 4)
-            ukr_avx2_tile(6, true, kc, a, b, c, ldc, mr, nr);
-        else if (mr > 2)
-            ukr_avx2_tile(4, true, kc, a, b, c, ldc, mr, nr);
-        else
-            ukr_avx2_tile(2, true, kc, a, b, c, ldc, mr, nr);
-    } else if (mr > 4) {
-        ukr_avx2_tile(6, false, kc, a, b, c, ldc, mr, nr);
-    } else if (mr > 2) {
-        ukr_avx2_tile(4, false, kc, a, b, c, ldc, mr, nr);
-    } else {
-        ukr_avx2_tile(2, false, kc, a, b, c, ldc, mr, nr);
+/* nr (at most 16) columns of the half slab at b; packed A runs the even row count covering mr (the
+ * slab is zero-padded), A's own rows (DIRECT) exactly mr. */
+#define OT_AVX2_ROWS(rows)                                                                                             \
+    case rows:                                                                                                         \
+        if (nr > 8)                                                                                                    \
+            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+        else                                                                                                           \
+            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+        return;
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+              float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
+    switch (direct ? mr : (mr + 1) / 2 * 2) {
+        OT_AVX2_ROWS(1)
+        OT_AVX2_ROWS(2)
+        OT_AVX2_ROWS(3)
+        OT_AVX2_ROWS(4)
+        OT_AVX2_ROWS(5)
+        OT_AVX2_ROWS(6)
     }
 }
+#undef OT_AVX2_ROWS
 
 /* A slab of NR = 32 columns as two 16-column halves. */
 _Static_assert(NR == 32, "the AVX2 and AVX-512 kernels cover 32 columns");
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
                                                          float *restrict c, int64_t ldc, int mr, int nr) {
-    ukr_avx2_half(kc, a, b, c, ldc, mr, nr < 16 ? nr : 16);
-    if (nr > 16) ukr_avx2_half(kc, a, b + 16, c + 16, ldc, mr, nr - 16);
+    ukr_avx2_half(false, kc, a, 0, b, c, ldc, mr, nr < 16 ? nr : 16, NULL);
+    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, c + 16, ldc, mr, nr - 16, NULL);
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, const float *restrict a, int64_t lda,
+                                                                const float *restrict b, float *restrict c, int64_t ldc,
+                                                                int mr, int nr, const float *init) {
+    ukr_avx2_half(true, kc, a, lda, b, c, ldc, mr, nr < 16 ? nr : 16, init);
+    if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
@@ -203,11 +216,7 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
     _mm512_storeu_ps(t[3], c3), _mm512_storeu_ps(t[3] + 16, d3);
     _mm512_storeu_ps(t[4], c4), _mm512_storeu_ps(t[4] + 16, d4);
     _mm512_storeu_ps(t[5], c5), _mm512_storeu_ps(t[5] + 16, d5);
-    if (init)
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < nr; j++) c[i * ldc + j] = init[j] + t[i][j];
-    else
-        add_tile_corner(c, ldc, t, mr, nr);
+    store_tile_corner(c, ldc, t, mr, nr, init);
 }
 
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
@@ -333,10 +342,11 @@ static ukr_fn pick_ukr(void) {
 #endif
 }
 
-/* The kernel that reads A unpacked, where the CPU has one (AVX-512); else NULL (A gets packed). */
+/* The kernel that reads A unpacked, where there is one (AVX-512, AVX2); else NULL (A gets packed). */
 static ukr_direct_fn pick_ukr_direct(void) {
 #ifdef OT_GEMM_X86
-    return pick_ukr() == ukr_avx512 ? ukr_avx512_direct : NULL;
+    ukr_fn k = pick_ukr();
+    return k == ukr_avx512 ? ukr_avx512_direct : k == ukr_avx2 ? ukr_avx2_direct : NULL;
 #else
     return NULL;
 #endif
