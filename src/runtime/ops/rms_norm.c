@@ -31,8 +31,11 @@ static void rms_rows(void *arg, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         const float *x = a->x + r * a->inner;
         float *y = a->y + r * a->inner;
-        float inv = 1.0f / sqrtf(sum_squares(x, a->inner) / (float)a->inner + a->eps);
-        for (int64_t i = 0; i < a->inner; i++) y[i] = x[i] * inv * a->scale[i];
+        const float inv = 1.0f / sqrtf(sum_squares(x, a->inner) / (float)a->inner + a->eps);
+        const ot_v4 vinv = {inv, inv, inv, inv};
+        int64_t i = 0;
+        for (; i + 4 <= a->inner; i += 4) ot_v4_store(y + i, ot_v4_load(x + i) * vinv * ot_v4_load(a->scale + i));
+        for (; i < a->inner; i++) y[i] = x[i] * inv * a->scale[i];
     }
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
 
 typedef struct rope_args {
@@ -34,10 +35,19 @@ static void rope_rows(void *arg, int64_t begin, int64_t end) {
                     y[2 * i + 1] = sn[i] * x1 + c[i] * x2;
                 }
             } else {
+                /* four lanes at a time (y may be x: each step loads before it stores) */
                 const float *x2 = x + a->half;
-                for (int64_t i = 0; i < a->half; i++) {
-                    y[i] = c[i] * x[i] - sn[i] * x2[i];
-                    y[a->half + i] = sn[i] * x[i] + c[i] * x2[i];
+                int64_t i = 0;
+                for (; i + 4 <= a->half; i += 4) {
+                    const ot_v4 ci = ot_v4_load(c + i), si = ot_v4_load(sn + i), v1 = ot_v4_load(x + i),
+                                v2 = ot_v4_load(x2 + i);
+                    ot_v4_store(y + i, ci * v1 - si * v2);
+                    ot_v4_store(y + a->half + i, si * v1 + ci * v2);
+                }
+                for (; i < a->half; i++) {
+                    const float v1 = x[i], v2 = x2[i];
+                    y[i] = c[i] * v1 - sn[i] * v2;
+                    y[a->half + i] = sn[i] * v1 + c[i] * v2;
                 }
             }
             int64_t rot = 2 * a->half;
