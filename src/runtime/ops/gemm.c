@@ -47,12 +47,12 @@ typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const flo
                               int nr, const float *init);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
-/* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs);
- * with init (a row of nr floats), C = init + the corner instead. */
-static inline void store_tile_corner(float *restrict c, int64_t ldc, float t[MR][NR], int mr, int nr,
+/* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs),
+ * its rows ldt floats apart; with init (a row of nr floats), C = init + the corner instead. */
+static inline void store_tile_corner(float *restrict c, int64_t ldc, const float *t, int ldt, int mr, int nr,
                                      const float *init) {
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] = (init ? init[j] : c[i * ldc + j]) + t[i][j];
+        for (int j = 0; j < nr; j++) c[i * ldc + j] = (init ? init[j] : c[i * ldc + j]) + t[i * ldt + j];
 }
 
 static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
@@ -66,7 +66,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
             for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
         }
     }
-    store_tile_corner(c, ldc, acc, mr, nr, NULL);
+    store_tile_corner(c, ldc, &acc[0][0], NR, mr, nr, NULL);
 }
 #endif
 
@@ -117,14 +117,14 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
 #undef OT_STORE
         return;
     }
-    float t[MR][NR];
+    float t[MR][16];
     _mm256_storeu_ps(t[0], c0a), _mm256_storeu_ps(t[0] + 8, c0b);
     _mm256_storeu_ps(t[1], c1a), _mm256_storeu_ps(t[1] + 8, c1b);
     _mm256_storeu_ps(t[2], c2a), _mm256_storeu_ps(t[2] + 8, c2b);
     _mm256_storeu_ps(t[3], c3a), _mm256_storeu_ps(t[3] + 8, c3b);
     _mm256_storeu_ps(t[4], c4a), _mm256_storeu_ps(t[4] + 8, c4b);
     _mm256_storeu_ps(t[5], c5a), _mm256_storeu_ps(t[5] + 8, c5b);
-    store_tile_corner(c, ldc, t, mr, nr, init);
+    store_tile_corner(c, ldc, &t[0][0], 16, mr, nr, init);
 }
 
 /* nr (at most 16) columns of the half slab at b; packed A runs the even row count covering mr (the
@@ -216,7 +216,7 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
     _mm512_storeu_ps(t[3], c3), _mm512_storeu_ps(t[3] + 16, d3);
     _mm512_storeu_ps(t[4], c4), _mm512_storeu_ps(t[4] + 16, d4);
     _mm512_storeu_ps(t[5], c5), _mm512_storeu_ps(t[5] + 16, d5);
-    store_tile_corner(c, ldc, t, mr, nr, init);
+    store_tile_corner(c, ldc, &t[0][0], NR, mr, nr, init);
 }
 
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
