@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ops/broadcast.h"
 #include "runtime/ops/vec_math.h"
 
 static const struct {
@@ -43,23 +44,36 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
 
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
     const float p0 = act->p0, p1 = act->p1;
+    const ot_v4 zero = {0, 0, 0, 0}, lo = {p0, p0, p0, p0}, hi = {p1, p1, p1, p1};
+    int64_t i = 0;
     switch (act->kind) {
     case OT_FUSED_NONE:
         break;
-    case OT_FUSED_RELU:
-        for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    case OT_FUSED_RELU: /* four lanes with compare masks: the scalar loop is a mispredicted branch */
+        for (; i + 4 <= n; i += 4) {
+            const ot_v4 v = ot_v4_load(y + i);
+            ot_v4_store(y + i, (ot_v4)((ot_i4)v & (v > zero)));
+        }
+        for (; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
         break;
-    case OT_FUSED_CLIP: /* as the Clip kernel: NaN stays NaN */
-        for (int64_t i = 0; i < n; i++) {
+    case OT_FUSED_CLIP: /* as the Clip kernel: NaN stays NaN (both compares false) */
+        for (; i + 4 <= n; i += 4) {
+            const ot_v4 v = ot_v4_load(y + i);
+            const ot_i4 below = v < lo;
+            const ot_v4 w = (ot_v4)((below & (ot_i4)lo) | (~below & (ot_i4)v));
+            const ot_i4 above = w > hi;
+            ot_v4_store(y + i, (ot_v4)((above & (ot_i4)hi) | (~above & (ot_i4)w)));
+        }
+        for (; i < n; i++) {
             float v = y[i] < p0 ? p0 : y[i];
             y[i] = v > p1 ? p1 : v;
         }
         break;
     case OT_FUSED_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? p0 * y[i] : y[i];
+        for (; i < n; i++) y[i] = y[i] < 0.0f ? p0 * y[i] : y[i];
         break;
     case OT_FUSED_HARD_SIGMOID: /* as the HardSigmoid kernel: NaN becomes 1 */
-        for (int64_t i = 0; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
+        for (; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
         break;
     case OT_FUSED_HARD_SWISH:
         ot_vec_activation(OT_VEC_HARDSWISH, 0, y, NULL, y, n);
