@@ -71,30 +71,47 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
     ot_fused_act_apply(act, y, rows * osz);
 }
 
-static void conv_task(conv_args *a, int64_t t, float *col) {
+/* Tasks [t0, t1), all of one image: each its (image, group) output block, then the epilogue over
+ * them at once (consecutive groups are consecutive output channels). */
+static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
     const ot_conv_geom *g = a->g;
-    int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
-    const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
-    float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
-    if (a->dw) {
-        ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
-    } else {
-        if (!a->direct) im2col3(xg, a->Cg, g, col);
-        if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
-                     rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
-            atomic_store(&a->failed, 1);
+    const int64_t rows = a->Cg * g->k_size, osz = g->out_size;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / a->group, gr = t % a->group;
+        const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
+        float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
+        if (a->dw) {
+            ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
+        } else {
+            if (!a->direct) im2col3(xg, a->Cg, g, col);
+            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
+                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+                atomic_store(&a->failed, 1);
+        }
     }
-    conv_epilogue(yg, a->Z ? a->Z + (n * a->M + gr * a->Mg) * osz : NULL, a->B ? a->B + gr * a->Mg : NULL, a->Mg, osz,
-                  &a->act);
+    const int64_t off = (t0 / a->group * a->M + t0 % a->group * a->Mg) * osz;
+    conv_epilogue(a->Y + off, a->Z ? a->Z + off : NULL, a->B ? a->B + t0 % a->group * a->Mg : NULL, (t1 - t0) * a->Mg,
+                  osz, &a->act);
 }
 
-/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. */
+/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. A depthwise task is one
+ * small plane (2x2 to 32x32 in mobile nets at 64x64 inputs): the epilogue runs over a chunk of
+ * planes of up to 8K floats (in L1), not plane by plane, where a 2x2 plane left the vectorized
+ * activations only their scalar tails. */
 static void conv_slots(void *arg, int64_t s0, int64_t s1) {
     conv_args *a = arg;
+    const int64_t block = a->Mg * a->g->out_size, chunk = a->dw && block < 8192 ? 8192 / block : 1;
     for (int64_t s = s0; s < s1; s++) {
         float *col = a->direct ? NULL : a->cols + s * a->col_elems;
         if (a->dw) ot_conv_depthwise_init(col, a->col_elems);
-        for (int64_t t = s * a->n_tasks / a->n_slots; t < (s + 1) * a->n_tasks / a->n_slots; t++) conv_task(a, t, col);
+        const int64_t t1 = (s + 1) * a->n_tasks / a->n_slots;
+        for (int64_t t = s * a->n_tasks / a->n_slots; t < t1;) {
+            int64_t end = (t / a->group + 1) * a->group; /* the image's last task */
+            if (end > t + chunk) end = t + chunk;
+            if (end > t1) end = t1;
+            conv_tasks(a, t, end, col);
+            t = end;
+        }
     }
 }
 
