@@ -769,6 +769,39 @@ static void test_maxpool_windows(void) {
            (long long)bad, (long long)total);
 }
 
+/* GlobalAveragePool (nn_pool.c: eight double lanes) against the sequential double sum divided by the
+ * plane size, over planes from 1 to 1030 elements (lane tails of every length): within one float ulp
+ * (the double sum's order), and equal on all but rare planes. */
+static void test_global_avgpool(void) {
+    const int64_t sizes[][2] = {{1, 1}, {1, 7}, {2, 4}, {3, 3}, {1, 9}, {8, 8}, {31, 33}, {10, 103}};
+    int64_t differ = 0, planes = 0;
+    double worst_ulps = 0;
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        const int64_t xd[4] = {2, 5, sizes[c][0], sizes[c][1]}, sp = sizes[c][0] * sizes[c][1];
+        otter_tensor *x = tf(4, xd, NULL);
+        for (int64_t i = 0; i < otter_tensor_numel(x); i++) F(x)[i] = (float)(urand() * 4.0 - 1.0);
+        otter_node *n = mknode("GlobalAveragePool", NULL, 1, 0, 1, 0);
+        otter_tensor *y = NULL;
+        CHECK_OK(run_node(n, 12, 1, &x, 1, &y));
+        for (int64_t p = 0; y && p < xd[0] * xd[1]; p++) {
+            double s = 0;
+            for (int64_t i = 0; i < sp; i++) s += F(x)[p * sp + i];
+            const float want = (float)(s / (double)sp), got = F(y)[p];
+            const double ulps = fabs((double)got - want) / (nextafterf(fabsf(want), INFINITY) - fabsf(want));
+            worst_ulps = ulps > worst_ulps ? ulps : worst_ulps;
+            differ += got != want;
+            planes++;
+        }
+        CHECK(y != NULL);
+        otter_tensor_free(y);
+        otter_tensor_free(x);
+        otter_node_free(n);
+    }
+    CHECK(worst_ulps <= 1.0 && differ * 20 <= planes);
+    printf("  GlobalAveragePool vs sequential double sum: %lld of %lld planes differ, worst %.0f ulp\n",
+           (long long)differ, (long long)planes, worst_ulps);
+}
+
 static void test_pool(void) {
     printf("pooling gradients:\n");
     int64_t xd[4] = {2, 2, 5, 6};
@@ -1221,6 +1254,7 @@ int main(void) {
     test_conv();
     test_maxpool_indices();
     test_maxpool_windows();
+    test_global_avgpool();
     test_pool();
     test_indexing();
     test_losses();

@@ -349,8 +349,20 @@ static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
             for (int64_t i = 0; i < a->sp; i++) m = x[i] > m ? x[i] : m;
             a->Y[p] = m;
         } else {
-            double s = 0;
-            for (int64_t i = 0; i < a->sp; i++) s += x[i];
+            /* in double, eight lanes: a sequential sum waits an add latency per element
+             * (GlobalAveragePool was 5% of efficientnet_b0 at batch 32). The order moves the double
+             * sum by about sp * 2^-53 * sum |x|, far below a float ulp: the float mean differs from
+             * the sequential sum's only when the exact one is that close to a rounding boundary */
+            typedef double d4 __attribute__((vector_size(32)));
+            d4 s0 = {0, 0, 0, 0}, s1 = s0;
+            int64_t i = 0;
+            for (; i + 8 <= a->sp; i += 8) {
+                s0 += __builtin_convertvector(ot_v4_load(x + i), d4);
+                s1 += __builtin_convertvector(ot_v4_load(x + i + 4), d4);
+            }
+            s0 += s1;
+            double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
+            for (; i < a->sp; i++) s += x[i];
             a->Y[p] = (float)(s / (double)a->sp);
         }
     }
