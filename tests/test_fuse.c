@@ -480,6 +480,10 @@ int main(void) {
             fused_act_case(x98, w, acts[i].act, false, acts[i].tol);
             fused_act_case(x98, w1, acts[i].act, false, acts[i].tol);
         }
+        /* the 1x1 product's epilogue on rows of 256+ positions (activation row by row) */
+        const int64_t x1617[4] = {2, 4, 16, 17};
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+            fused_act_case(x1617, w1, acts[i].act, false, acts[i].tol);
         fused_act_case(x9, w, "HardSwish", false, 1e-300);
         fused_act_case(xw, ww, "Swish", false, 5e-2);
         fused_act_case(xw, ww, "Clip", true, 5e-2);

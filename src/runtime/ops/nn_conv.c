@@ -58,6 +58,10 @@ typedef struct conv_args {
  * osz), while it is in cache: the one epilogue of every Conv path that doesn't apply it as it stores. */
 static void conv_epilogue(float *restrict y, const float *restrict z, const float *b, int64_t rows, int64_t osz,
                           const ot_fused_act *act) {
+    /* long rows: the activation of each row right after its sums, while the row is in L1 (one pass
+     * over the block instead of two); short rows (depthwise planes of 2x2 to 8x8) as one block, so
+     * the vectorized activations don't run on scalar tails */
+    const bool act_rows = osz >= 256 && (b || z);
     for (int64_t m = 0; (b || z) && m < rows; m++) {
         float *restrict yr = y + m * osz;
         const float bm = b ? b[m] : 0.0f;
@@ -71,8 +75,9 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
             for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv);
             for (; j < osz; j++) yr[j] += bm;
         }
+        if (act_rows) ot_fused_act_apply(act, yr, osz);
     }
-    ot_fused_act_apply(act, y, rows * osz);
+    if (!act_rows) ot_fused_act_apply(act, y, rows * osz);
 }
 
 /* Tasks [t0, t1), all of one image: each its (image, group) output block, then the epilogue over
