@@ -274,6 +274,8 @@ int main(void) {
         {2, 48, 5, 5, 48, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         {2, 16, 6, 6, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
         {40, 64, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        /* output channels and positions off the 4 x 4 transposes back to planes, residual */
+        {2, 18, 3, 3, 18, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     printf("worst relative error %.2e\n", worst);

@@ -22,6 +22,7 @@
 
 #include "otter/otter.h"
 #include "runtime/fuse.h"
+#include "runtime/ops/fused_act.h"
 #include "testutil.h"
 
 static double worst;
@@ -511,6 +512,10 @@ int main(void) {
             fused_act_case(x98, w, acts[i].act, false, acts[i].tol);
             fused_act_case(x98, w1, acts[i].act, false, acts[i].tol);
         }
+        /* the 1x1 product's epilogue on rows of 256+ positions (activation row by row) */
+        const int64_t x1617[4] = {2, 4, 16, 17};
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+            fused_act_case(x1617, w1, acts[i].act, false, acts[i].tol);
         fused_act_case(x9, w, "HardSwish", false, 1e-300);
         fused_act_case(xw, ww, "Swish", false, 5e-2);
         fused_act_case(xw, ww, "Clip", true, 5e-2);
@@ -526,6 +531,31 @@ int main(void) {
         CHECK_OK(otter_graph_add_output(m->graph, "sg", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
         compare("Conv+Sigmoid+Mul, Sigmoid an output", m, 4, xd, 0, 3, false, 1e-300);
         otter_model_free(m);
+    }
+    {
+        /* Relu and Clip in ot_fused_act_apply's four-lane steps and scalar tail: the Relu and Clip kernels'
+         * bits on NaN, infinities, signed zeros and the bounds themselves (Clip keeps NaN, Relu zeroes it) */
+        const float special[] = {NAN, -INFINITY, INFINITY, -0.0f, 0.0f, -0.3f, 0.4f, -0.31f, 0.41f, 1e-38f, -5.0f};
+        const size_t n = sizeof special / sizeof *special;
+        const ot_fused_act relu = {OT_FUSED_RELU, 0, 0}, clip = {OT_FUSED_CLIP, -0.3f, 0.4f};
+        float y[sizeof special / sizeof *special];
+        int bad = 0;
+        for (int k = 0; k < 2; k++) {
+            memcpy(y, special, sizeof y);
+            ot_fused_act_apply(k ? &clip : &relu, y, (int64_t)n);
+            for (size_t i = 0; i < n; i++) {
+                const float x = special[i], lo = x < -0.3f ? -0.3f : x,
+                            want = k       ? (lo > 0.4f ? 0.4f : lo)
+                                   : x > 0 ? x
+                                           : 0;
+                if (memcmp(&y[i], &want, sizeof want) != 0) {
+                    fprintf(stderr, "FAIL fused %s(%g) = %g, expected %g\n", k ? "Clip" : "Relu", x, y[i], want);
+                    bad++;
+                }
+            }
+        }
+        CHECK(bad == 0);
+        printf("ok   fused Relu/Clip on NaN, infinities, signed zeros and bounds: the kernels' bits\n");
     }
     {
         /* ot_fuse_model directly: the count of removed nodes, and no copy when nothing fuses */

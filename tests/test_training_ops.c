@@ -719,6 +719,89 @@ static void test_maxpool_indices(void) {
     otter_node_free(fwd);
 }
 
+/* MaxPool without Indices, 2-D windows other than 2x2/2 (nn_pool.c's separable, vectorized path)
+ * against the first-max scan over each clipped window from -inf (a later tap wins only when strictly
+ * greater), bit for bit: inputs from {0, -0, 0.5, 1, NaN, -inf}; pads, strides 1-3, ceil_mode,
+ * kernels wider than the stride, rows over the path's 256-column chunks and narrower than a kernel. */
+static void test_maxpool_windows(void) {
+    const struct {
+        int64_t H, W, kh, kw, sh, sw, pads[4], ceil;
+    } cases[] = {
+        {16, 16, 3, 3, 2, 2, {1, 1, 1, 1}, 0}, /* shufflenet's stem pooling */
+        {9, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 0},  {7, 10, 5, 4, 2, 3, {2, 0, 1, 3}, 0},
+        {8, 9, 3, 3, 2, 2, {0, 0, 0, 0}, 1},   {3, 600, 2, 3, 1, 1, {0, 1, 0, 1}, 0},
+        {5, 2, 3, 3, 1, 2, {1, 1, 1, 1}, 0},   {6, 521, 1, 7, 1, 2, {0, 3, 0, 3}, 1},
+    };
+    const float pick[6] = {0.0f, -0.0f, 0.5f, 1.0f, NAN, -INFINITY};
+    int64_t bad = 0, total = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t H = cases[c].H, W = cases[c].W, xd[4] = {2, 3, H, W};
+        otter_tensor *x = tf(4, xd, NULL);
+        for (int64_t i = 0; i < otter_tensor_numel(x); i++) F(x)[i] = pick[(int)(urand() * 6)];
+        otter_node *fwd = mknode("MaxPool", NULL, 1, 0, 1, 0);
+        otter_node_set_attr_ints(fwd, "kernel_shape", 2, (const int64_t[]){cases[c].kh, cases[c].kw});
+        otter_node_set_attr_ints(fwd, "strides", 2, (const int64_t[]){cases[c].sh, cases[c].sw});
+        otter_node_set_attr_ints(fwd, "pads", 4, cases[c].pads);
+        otter_node_set_attr_int(fwd, "ceil_mode", cases[c].ceil);
+        otter_tensor *y = NULL;
+        CHECK_OK(run_node(fwd, 12, 1, &x, 1, &y));
+        const int64_t OH = y ? y->dims[2] : 0, OW = y ? y->dims[3] : 0;
+        for (int64_t pl = 0; pl < xd[0] * xd[1]; pl++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float best = -INFINITY;
+                    for (int64_t ih = oh * cases[c].sh - cases[c].pads[0];
+                         ih < oh * cases[c].sh - cases[c].pads[0] + cases[c].kh; ih++)
+                        for (int64_t iw = ow * cases[c].sw - cases[c].pads[1];
+                             iw < ow * cases[c].sw - cases[c].pads[1] + cases[c].kw; iw++)
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W && F(x)[(pl * H + ih) * W + iw] > best)
+                                best = F(x)[(pl * H + ih) * W + iw];
+                    bad += memcmp(&F(y)[(pl * OH + oh) * OW + ow], &best, sizeof best) != 0;
+                    total++;
+                }
+        CHECK(y != NULL);
+        otter_tensor_free(y);
+        otter_tensor_free(x);
+        otter_node_free(fwd);
+    }
+    CHECK(bad == 0);
+    printf("  MaxPool without Indices (7 window geometries) vs first-max scan: %lld of %lld windows differ\n",
+           (long long)bad, (long long)total);
+}
+
+/* GlobalAveragePool (nn_pool.c: eight double lanes) against the sequential double sum divided by the
+ * plane size, over planes from 1 to 1030 elements (lane tails of every length): within one float ulp
+ * (the double sum's order), and equal on all but rare planes. */
+static void test_global_avgpool(void) {
+    const int64_t sizes[][2] = {{1, 1}, {1, 7}, {2, 4}, {3, 3}, {1, 9}, {8, 8}, {31, 33}, {10, 103}};
+    int64_t differ = 0, planes = 0;
+    double worst_ulps = 0;
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        const int64_t xd[4] = {2, 5, sizes[c][0], sizes[c][1]}, sp = sizes[c][0] * sizes[c][1];
+        otter_tensor *x = tf(4, xd, NULL);
+        for (int64_t i = 0; i < otter_tensor_numel(x); i++) F(x)[i] = (float)(urand() * 4.0 - 1.0);
+        otter_node *n = mknode("GlobalAveragePool", NULL, 1, 0, 1, 0);
+        otter_tensor *y = NULL;
+        CHECK_OK(run_node(n, 12, 1, &x, 1, &y));
+        for (int64_t p = 0; y && p < xd[0] * xd[1]; p++) {
+            double s = 0;
+            for (int64_t i = 0; i < sp; i++) s += F(x)[p * sp + i];
+            const float want = (float)(s / (double)sp), got = F(y)[p];
+            const double ulps = fabs((double)got - want) / (nextafterf(fabsf(want), INFINITY) - fabsf(want));
+            worst_ulps = ulps > worst_ulps ? ulps : worst_ulps;
+            differ += got != want;
+            planes++;
+        }
+        CHECK(y != NULL);
+        otter_tensor_free(y);
+        otter_tensor_free(x);
+        otter_node_free(n);
+    }
+    CHECK(worst_ulps <= 1.0 && differ * 20 <= planes);
+    printf("  GlobalAveragePool vs sequential double sum: %lld of %lld planes differ, worst %.0f ulp\n",
+           (long long)differ, (long long)planes, worst_ulps);
+}
+
 static void test_pool(void) {
     printf("pooling gradients:\n");
     int64_t xd[4] = {2, 2, 5, 6};
@@ -1170,6 +1253,8 @@ int main(void) {
     test_dropout_grad();
     test_conv();
     test_maxpool_indices();
+    test_maxpool_windows();
+    test_global_avgpool();
     test_pool();
     test_indexing();
     test_losses();

@@ -4,12 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ops/broadcast.h"
 #include "runtime/ops/vec_math.h"
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define OT_FUSED_X86 1
-#endif
 
 static const struct {
     const char *name;
@@ -28,15 +24,23 @@ static const struct {
     {"GeluTanh", OT_FUSED_GELU_TANH, 0, 0, 0},
 };
 
-/* y = max(y, 0); NaN becomes 0, as in the Relu kernel (and as maxps(y, 0) gives: its second operand
- * when either is NaN). Branch-free: on a product's signs a compare-and-branch mispredicts half the
- * time, which cost as much as the product's micro-kernel on an encoder's 1024-wide hidden layer. */
-static void relu(float *y, int64_t n) {
-    int64_t i = 0;
-#ifdef OT_FUSED_X86
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_loadu_ps(y + i), _mm_setzero_ps()));
-#endif
-    for (; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+/* The activations vec_math runs: their row function and its alpha. */
+static bool vec_act_of(ot_fused_act_kind kind, ot_vec_act *va, float *alpha) {
+    static const struct {
+        ot_fused_act_kind kind;
+        ot_vec_act va;
+        float alpha;
+    } table[] = {{OT_FUSED_HARD_SWISH, OT_VEC_HARDSWISH, 0},
+                 {OT_FUSED_SIGMOID, OT_VEC_SIGMOID, 0},
+                 {OT_FUSED_SWISH, OT_VEC_SWISH, 1.0f},
+                 {OT_FUSED_GELU, OT_VEC_GELU_ERF, 0},
+                 {OT_FUSED_GELU_TANH, OT_VEC_GELU_TANH, 0}};
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].kind == kind) {
+            *va = table[i].va, *alpha = table[i].alpha;
+            return true;
+        }
+    return false;
 }
 
 otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
@@ -62,39 +66,42 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
     if (!act) return;
     const float p0 = act->p0, p1 = act->p1;
+    const ot_v4 zero = {0, 0, 0, 0}, lo = {p0, p0, p0, p0}, hi = {p1, p1, p1, p1};
+    int64_t i = 0;
     switch (act->kind) {
     case OT_FUSED_NONE:
         break;
-    case OT_FUSED_RELU:
-        relu(y, n);
+    case OT_FUSED_RELU: /* four lanes with compare masks: the scalar loop is a mispredicted branch */
+        for (; i + 4 <= n; i += 4) {
+            const ot_v4 v = ot_v4_load(y + i);
+            ot_v4_store(y + i, (ot_v4)((ot_i4)v & (v > zero)));
+        }
+        for (; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
         break;
-    case OT_FUSED_CLIP: /* as the Clip kernel: NaN stays NaN */
-        for (int64_t i = 0; i < n; i++) {
+    case OT_FUSED_CLIP: /* as the Clip kernel: NaN stays NaN (both compares false) */
+        for (; i + 4 <= n; i += 4) {
+            const ot_v4 v = ot_v4_load(y + i);
+            const ot_i4 below = v < lo;
+            const ot_v4 w = (ot_v4)((below & (ot_i4)lo) | (~below & (ot_i4)v));
+            const ot_i4 above = w > hi;
+            ot_v4_store(y + i, (ot_v4)((above & (ot_i4)hi) | (~above & (ot_i4)w)));
+        }
+        for (; i < n; i++) {
             float v = y[i] < p0 ? p0 : y[i];
             y[i] = v > p1 ? p1 : v;
         }
         break;
     case OT_FUSED_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? p0 * y[i] : y[i];
+        for (; i < n; i++) y[i] = y[i] < 0.0f ? p0 * y[i] : y[i];
         break;
     case OT_FUSED_HARD_SIGMOID: /* as the HardSigmoid kernel: NaN becomes 1 */
-        for (int64_t i = 0; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
+        for (; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
         break;
-    case OT_FUSED_HARD_SWISH:
-        ot_vec_activation(OT_VEC_HARDSWISH, 0, y, NULL, y, n);
-        break;
-    case OT_FUSED_SIGMOID:
-        ot_vec_activation(OT_VEC_SIGMOID, 0, y, NULL, y, n);
-        break;
-    case OT_FUSED_SWISH:
-        ot_vec_activation(OT_VEC_SWISH, 1.0f, y, NULL, y, n);
-        break;
-    case OT_FUSED_GELU:
-        ot_vec_activation(OT_VEC_GELU_ERF, 0, y, NULL, y, n);
-        break;
-    case OT_FUSED_GELU_TANH:
-        ot_vec_activation(OT_VEC_GELU_TANH, 0, y, NULL, y, n);
-        break;
+    default: {
+        ot_vec_act va;
+        float alpha;
+        if (vec_act_of(act->kind, &va, &alpha)) ot_vec_activation(va, alpha, y, NULL, y, n);
+    }
     }
 }
 

@@ -3,6 +3,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 #include "core/core.h"
 #include "ops/shape_math.h"
 #include "runtime/op.h"
@@ -54,6 +58,10 @@ typedef struct conv_args {
  * osz), while it is in cache: the one epilogue of every Conv path that doesn't apply it as it stores. */
 static void conv_epilogue(float *restrict y, const float *restrict z, const float *b, int64_t rows, int64_t osz,
                           const ot_fused_act *act) {
+    /* long rows: the activation of each row right after its sums, while the row is in L1 (one pass
+     * over the block instead of two); short rows (depthwise planes of 2x2 to 8x8) as one block, so
+     * the vectorized activations don't run on scalar tails */
+    const bool act_rows = osz >= 256 && (b || z);
     for (int64_t m = 0; (b || z) && m < rows; m++) {
         float *restrict yr = y + m * osz;
         const float bm = b ? b[m] : 0.0f;
@@ -67,34 +75,52 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
             for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv);
             for (; j < osz; j++) yr[j] += bm;
         }
+        if (act_rows) ot_fused_act_apply(act, yr, osz);
     }
-    ot_fused_act_apply(act, y, rows * osz);
+    if (!act_rows) ot_fused_act_apply(act, y, rows * osz);
 }
 
-static void conv_task(conv_args *a, int64_t t, float *col) {
+/* Tasks [t0, t1), all of one image: each its (image, group) output block, then the epilogue over
+ * them at once (consecutive groups are consecutive output channels). */
+static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
     const ot_conv_geom *g = a->g;
-    int64_t n = t / a->group, gr = t % a->group, rows = a->Cg * g->k_size, osz = g->out_size;
-    const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
-    float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
-    if (a->dw) {
-        ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
-    } else {
-        if (!a->direct) im2col3(xg, a->Cg, g, col);
-        if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f, a->Wt + gr * a->Mg * rows,
-                     rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
-            atomic_store(&a->failed, 1);
+    const int64_t rows = a->Cg * g->k_size, osz = g->out_size;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / a->group, gr = t % a->group;
+        const float *xg = a->X + (n * g->C + gr * a->Cg) * g->in_size;
+        float *yg = a->Y + (n * a->M + gr * a->Mg) * osz;
+        if (a->dw) {
+            ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
+        } else {
+            if (!a->direct) im2col3(xg, a->Cg, g, col);
+            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
+                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+                atomic_store(&a->failed, 1);
+        }
     }
-    conv_epilogue(yg, a->Z ? a->Z + (n * a->M + gr * a->Mg) * osz : NULL, a->B ? a->B + gr * a->Mg : NULL, a->Mg, osz,
-                  &a->act);
+    const int64_t off = (t0 / a->group * a->M + t0 % a->group * a->Mg) * osz;
+    conv_epilogue(a->Y + off, a->Z ? a->Z + off : NULL, a->B ? a->B + t0 % a->group * a->Mg : NULL, (t1 - t0) * a->Mg,
+                  osz, &a->act);
 }
 
-/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. */
+/* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. A depthwise task is one
+ * small plane (2x2 to 32x32 in mobile nets at 64x64 inputs): the epilogue runs over a chunk of
+ * planes of up to 8K floats (in L1), not plane by plane, where a 2x2 plane left the vectorized
+ * activations only their scalar tails. */
 static void conv_slots(void *arg, int64_t s0, int64_t s1) {
     conv_args *a = arg;
+    const int64_t block = a->Mg * a->g->out_size, chunk = a->dw && block < 8192 ? 8192 / block : 1;
     for (int64_t s = s0; s < s1; s++) {
         float *col = a->direct ? NULL : a->cols + s * a->col_elems;
         if (a->dw) ot_conv_depthwise_init(col, a->col_elems);
-        for (int64_t t = s * a->n_tasks / a->n_slots; t < (s + 1) * a->n_tasks / a->n_slots; t++) conv_task(a, t, col);
+        const int64_t t1 = (s + 1) * a->n_tasks / a->n_slots;
+        for (int64_t t = s * a->n_tasks / a->n_slots; t < t1;) {
+            int64_t end = (t / a->group + 1) * a->group; /* the image's last task */
+            if (end > t + chunk) end = t + chunk;
+            if (end > t1) end = t1;
+            conv_tasks(a, t, end, col);
+            t = end;
+        }
     }
 }
 
@@ -187,6 +213,39 @@ static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
  * kernel or the 1x1 product, at 2x2 3-4x; at 8x8 (64) the direct kernel stays ahead (0.7-0.9x). */
 static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) { return group == 1 && g->out_size < 64; }
 
+/* y[m][p] = yt[p][m] + b[m] (+ z[m][p]), m < M, p < P (b NULL: + 0, as the other paths' epilogue):
+ * 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided loads, was
+ * 3-5% of the mobile nets' inference at batch 32), the edges scalar. Each element of z is read
+ * just before the same element of y is written. */
+static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z, float *y) {
+    int64_t m = 0;
+#if defined(__SSE2__)
+    for (; m + 4 <= M; m += 4) {
+        int64_t p = 0;
+        for (; p + 4 <= P; p += 4) {
+            __m128 c[4] = {_mm_loadu_ps(yt + p * M + m), _mm_loadu_ps(yt + (p + 1) * M + m),
+                           _mm_loadu_ps(yt + (p + 2) * M + m), _mm_loadu_ps(yt + (p + 3) * M + m)};
+            _MM_TRANSPOSE4_PS(c[0], c[1], c[2], c[3]);
+            for (int j = 0; j < 4; j++) {
+                __m128 v = _mm_add_ps(c[j], _mm_set1_ps(b ? b[m + j] : 0.0f));
+                if (z) v = _mm_add_ps(v, _mm_loadu_ps(z + (m + j) * P + p));
+                _mm_storeu_ps(y + (m + j) * P + p, v);
+            }
+        }
+        for (int64_t j = m; j < m + 4; j++)
+            for (int64_t q = p; q < P; q++) {
+                const float v = yt[q * M + j] + (b ? b[j] : 0.0f);
+                y[j * P + q] = z ? v + z[j * P + q] : v;
+            }
+    }
+#endif
+    for (; m < M; m++)
+        for (int64_t q = 0; q < P; q++) {
+            const float v = yt[q * M + m] + (b ? b[m] : 0.0f);
+            y[m * P + q] = z ? v + z[m * P + q] : v;
+        }
+}
+
 static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     const ot_conv_geom *g = a->g;
     const int64_t N = g->N, M = a->M, P = g->out_size, K = g->C * g->k_size;
@@ -210,14 +269,7 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
          * element of Y is written, so Y may be Z's buffer */
         for (int64_t i = 0; i < nb; i++) {
             float *y = a->Y + (n0 + i) * M * P;
-            const float *yi = yt + i * P * M, *z = a->Z ? a->Z + (n0 + i) * M * P : NULL;
-            for (int64_t m = 0; m < M; m++) {
-                const float bm = a->B ? a->B[m] : 0.0f;
-                if (z)
-                    for (int64_t p = 0; p < P; p++) y[m * P + p] = yi[p * M + m] + bm + z[m * P + p];
-                else
-                    for (int64_t p = 0; p < P; p++) y[m * P + p] = yi[p * M + m] + bm;
-            }
+            rows_to_planes(yt + i * P * M, M, P, a->B, a->Z ? a->Z + (n0 + i) * M * P : NULL, y);
             ot_fused_act_apply(&a->act, y, M * P);
         }
     }
