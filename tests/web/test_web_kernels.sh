@@ -11,8 +11,8 @@ export NODE_PATH=${NODE_PATH:-/usr/share/nodejs}
 mkdir -p "$out"
 # The web build's warnings, as errors (cmake/web/CMakeLists.txt).
 warn="-Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers -Werror"
-files="tests/web/kernels_driver.c src/runtime/ops/gemm.c src/runtime/ops/vec_math.c src/runtime/optim.c
-       src/core/core.c src/core/tensor.c src/runtime/session_kernel.c src/runtime/threadpool.c"
+files="tests/web/kernels_driver.c src/runtime/ops/gemm.c src/runtime/ops/fused_act.c src/runtime/ops/vec_math.c src/runtime/optim.c
+       src/core/core.c src/core/tensor.c src/ir/ir.c src/runtime/session_kernel.c src/runtime/threadpool.c"
 for variant in simd scalar; do
     flags=""
     [ "$variant" = simd ] && flags=-msimd128
