@@ -239,6 +239,10 @@ static void test_external(void) {
     CHECK_OK(otter_graph_add_initializer(m->graph, b));
     char path[1024];
     snprintf(path, sizeof path, "%s", tu_tmp_path("packed_external.onnx")); /* tu_tmp_path's buffer is reused */
+    /* a previous run's files out of the way: over an existing model, the save writes its data under a
+     * fresh alternate name (the old model may still be read) and then drops the old data file */
+    remove(path);
+    remove(tu_tmp_path("packed_external.data"));
     otter_save_options o = {.external_threshold = 1, .external_file = "packed_external.data"};
     CHECK_OK(otter_model_save(m, path, &o));
     size_t data_size = 0;
