@@ -17,6 +17,7 @@
 #include "core/core.h"
 #include "otter/io.h"
 #include "runtime/fuse.h"
+#include "runtime/ops/gemm.h"
 #include "runtime/session.h"
 
 /* ---- names ----------------------------------------------------------------------------------- */
@@ -487,6 +488,7 @@ otter_status otter_session_create(otter_session **out, const otter_model *m, con
                                              : OTTER_OK; /* fuse.c: a copy with fused nodes, or NULL */
     s->model = s->fused_model ? s->fused_model : m;
     s->graph = s->model->graph;
+    ot_gemm_session_start();
     if (st == OTTER_OK) st = ot_pool_create(&s->pool, n);
     if (st == OTTER_OK) {
         s->owns_pool = true;

@@ -1040,7 +1040,9 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 
 /* ---- entry points ----------------------------------------------------------------------------- */
 
-#ifdef OTTER_HAVE_BLAS
+#ifndef OTTER_HAVE_BLAS
+void ot_gemm_session_start(void) {}
+#else
 /* OpenBLAS picks its kernels from the CPU model when it loads; a model newer than the library
  * (0.3.21 on an Emerald Rapids Xeon, family 6 model 207) gets its generic SSE3 "Prescott" kernels,
  * which the portable AVX2 / AVX-512 kernel outruns (128x256 by 256x1024: 2.2 ms against ~0.6).
@@ -1057,6 +1059,15 @@ static bool blas_lacks_avx2(void) {
         atomic_store(&lacks, v);
     }
     return v;
+}
+
+/* Not in cblas.h: OpenBLAS's own call that stops its thread pool (it starts it again when a product
+ * needs it). Weak, so an OpenBLAS build without it links all the same. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void ot_gemm_session_start(void) {
+    static atomic_flag done = ATOMIC_FLAG_INIT;
+    if (blas_lacks_avx2() && blas_thread_shutdown_ && !atomic_flag_test_and_set(&done)) blas_thread_shutdown_();
 }
 
 static atomic_int blas_threads = 0;

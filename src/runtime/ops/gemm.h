@@ -74,6 +74,12 @@ typedef enum ot_gemm_isa { OT_GEMM_GENERIC, OT_GEMM_AVX2, OT_GEMM_AVX512 } ot_ge
 ot_gemm_isa ot_gemm_isa_best(void);
 bool ot_gemm_use_isa(ot_gemm_isa isa);
 
+/* Called as a session is made. OpenBLAS starts its worker threads when it loads, and each spins on
+ * sched_yield for about 0.1 s waiting for work (0.13 s of a core on the 2-core machine here): where
+ * otter's own kernel does the float products, that was a core taken from the session's threads in
+ * its first runs. Stops them once per process; OpenBLAS starts them again if a product needs them. */
+void ot_gemm_session_start(void);
+
 /* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
 const char *ot_gemm_backend(void);
 
