@@ -628,6 +628,9 @@ static void conv_direct_dx_cases(void) {
     int64_t sx4[4] = {2, 13, 6, 37}, sw4[4] = {25, 13, 3, 3};
     conv_attrs s4 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
     conv_ref_case("N 2, 13 -> 25 channels, 3x3 pad 1, width 37", sx4, sw4, &s4);
+    /* 4x4 images (16 positions): dX by the product and col2im beside the AVX-512 path, else direct */
+    int64_t sx5[4] = {3, 16, 4, 4}, sw5[4] = {24, 16, 3, 3};
+    conv_ref_case("N 3, 16 -> 24 channels, 3x3 pad 1, 4x4", sx5, sw5, &s4);
 }
 
 static void test_conv(void) {
