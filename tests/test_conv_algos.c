@@ -6,14 +6,16 @@
  * where it applies) and 3 (Winograd F(4x4, 3x3)), at 1 and 2 threads. Error: |got - want| / (1 + |want|)
  * against sums in double, below 3e-5 at levels 1 and 2 (float sums of up to 576 products) and 3e-4 at
  * level 3 (F(4x4)'s transforms amplify rounding about tenfold: Lavin and Gray 2015, Barabasz et al.
- * 2019); F(2x2)'s error must stay within twice the direct kernel's on the same case. New conv
- * algorithms must pass these cases. */
+ * 2019); F(2x2)'s error must stay within twice the direct kernel's on the same case. Every case runs
+ * on each path of the direct kernel the CPU has (AVX-512, AVX2), which also moves the choice of
+ * Winograd and of the small-image product. New conv algorithms must pass these cases. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "otter/otter.h"
+#include "runtime/ops/conv_direct.h"
 #include "testutil.h"
 
 static double worst;
@@ -276,8 +278,24 @@ int main(void) {
         {40, 64, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         /* output channels and positions off the 4 x 4 transposes back to planes, residual */
         {2, 18, 3, 3, 18, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
+        /* the AVX-512 tiles (12 channels x two tiles of 16): ResNet's 7x7 stride-2 stem (rows of 4 x 8 positions in
+         * one load), blocks of 12 + 1 and 12 + 12 + 5 channels (zero-padded weights), an odd tile count, rows
+         * of 8 + 3 */
+        {2, 3, 40, 38, 64, 7, 7, 1, {3, 3, 3, 3}, {2, 2}, {1, 1}, false},
+        {3, 8, 5, 11, 13, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
+        {2, 29, 9, 11, 29, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    /* every path the direct kernel has on this CPU (its choice of Winograd and of the small-image
+     * product follows the path) */
+    const int best = (int)ot_conv_direct_isa();
+    for (int isa = best; isa == best || isa >= (int)OT_CONV_ISA_AVX2; isa--) {
+        ot_conv_direct_cap_isa((ot_conv_isa)isa);
+        printf("direct kernel path %s:\n", isa == OT_CONV_ISA_AVX512 ? "avx512"
+                                           : isa == OT_CONV_ISA_AVX2 ? "avx2"
+                                                                     : "none");
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    }
+    ot_conv_direct_cap_isa(OT_CONV_ISA_AVX512);
     printf("worst relative error %.2e\n", worst);
     return tu_finish("test_conv_algos");
 }

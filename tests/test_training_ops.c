@@ -14,6 +14,7 @@
 
 #include "otter/ir.h"
 #include "otter/runtime.h"
+#include "runtime/ops/conv_direct.h"
 #include "runtime/optim.h"
 #include "testutil.h"
 
@@ -603,6 +604,35 @@ static void conv_ref_case(const char *label, const int64_t *xd, const int64_t *w
     free_all(6, all);
 }
 
+/* ConvGrad at stride 1 (dX by the direct kernel, dW and dB as elsewhere) against direct loops. */
+static void conv_direct_dx_cases(void) {
+    int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};
+    conv_attrs s1 = {2, {1, 1, 1}, {2, 0, 1, 3, 0, 0}, {2, 1, 1}, 2, {0, 0, 0}, NULL};
+    conv_ref_case("N 3, groups 2, stride 1, pads (2,0,1,3), dil (2,1)", sx, sw, &s1);
+    /* opt level 2 (training sessions' level): dX by Winograd F(2x2, 3x3) beside the AVX2 path, also over
+     * a crop (pad 3) */
+    run_opt_level = 2;
+    int64_t wx[4] = {3, 16, 16, 17}, ww[4] = {24, 16, 3, 3};
+    conv_attrs w1 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 1", wx, ww, &w1);
+    conv_attrs w3 = {2, {1, 1, 1}, {3, 3, 3, 3, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 3", wx, ww, &w3);
+    run_opt_level = 0;
+    int64_t sx2[4] = {2, 3, 6, 7}, sw2[4] = {7, 3, 1, 1};
+    conv_attrs s2 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 2, 1x1 pad 1 (dX crops)", sx2, sw2, &s2);
+    int64_t sx3[4] = {2, 5, 13, 13}, sw3[4] = {7, 5, 5, 5};
+    conv_attrs s3 = {2, {1, 1, 1}, {2, 2, 2, 2, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 2, 5x5 pad 2, 7 outputs, width 13", sx3, sw3, &s3);
+    /* 13 -> 25 channels (dX's 13: a block of 12 and one of 1), rows of 37 (halves of 8 and a part) */
+    int64_t sx4[4] = {2, 13, 6, 37}, sw4[4] = {25, 13, 3, 3};
+    conv_attrs s4 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 2, 13 -> 25 channels, 3x3 pad 1, width 37", sx4, sw4, &s4);
+    /* 4x4 images (16 positions): dX by the product and col2im beside the AVX-512 path, else direct */
+    int64_t sx5[4] = {3, 16, 4, 4}, sw5[4] = {24, 16, 3, 3};
+    conv_ref_case("N 3, 16 -> 24 channels, 3x3 pad 1, 4x4", sx5, sw5, &s4);
+}
+
 static void test_conv(void) {
     printf("convolution gradients:\n");
     int64_t xd[4] = {2, 4, 5, 6}, wd[4] = {6, 2, 3, 2};
@@ -644,24 +674,18 @@ static void test_conv(void) {
     conv_ref_case("2 threads: depthwise N 5, x2 channels, strides 2", dx1, dw1, &d1);
     run_threads = 1;
     /* stride 1: dX by the direct convolution with the flipped kernel (pads (k-1)*dil - pad, which
-     * is negative, a crop, when a pad exceeds the kernel's reach) */
-    int64_t sx[4] = {3, 4, 9, 11}, sw[4] = {10, 2, 3, 2};
-    conv_attrs s1 = {2, {1, 1, 1}, {2, 0, 1, 3, 0, 0}, {2, 1, 1}, 2, {0, 0, 0}, NULL};
-    conv_ref_case("N 3, groups 2, stride 1, pads (2,0,1,3), dil (2,1)", sx, sw, &s1);
-    /* opt level 2 (training sessions' level): dX by Winograd F(2x2, 3x3), also over a crop (pad 3) */
-    run_opt_level = 2;
-    int64_t wx[4] = {3, 16, 16, 17}, ww[4] = {24, 16, 3, 3};
-    conv_attrs w1 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
-    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 1", wx, ww, &w1);
-    conv_attrs w3 = {2, {1, 1, 1}, {3, 3, 3, 3, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
-    conv_ref_case("level 2: N 3, 16 -> 24 channels, 3x3 pad 3", wx, ww, &w3);
-    run_opt_level = 0;
-    int64_t sx2[4] = {2, 3, 6, 7}, sw2[4] = {7, 3, 1, 1};
+     * is negative, a crop, when a pad exceeds the kernel's reach), on each of its vector paths the CPU
+     * runs (conv_direct.h) */
+    const int best = (int)ot_conv_direct_isa();
+    for (int isa = best; isa == best || isa >= (int)OT_CONV_ISA_AVX2; isa--) {
+        ot_conv_direct_cap_isa((ot_conv_isa)isa);
+        printf("  direct kernel path %s:\n", isa == OT_CONV_ISA_AVX512 ? "avx512"
+                                             : isa == OT_CONV_ISA_AVX2 ? "avx2"
+                                                                       : "none");
+        conv_direct_dx_cases();
+    }
+    ot_conv_direct_cap_isa(OT_CONV_ISA_AVX512);
     conv_attrs s2 = {2, {1, 1, 1}, {1, 1, 1, 1, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
-    conv_ref_case("N 2, 1x1 pad 1 (dX crops)", sx2, sw2, &s2);
-    int64_t sx3[4] = {2, 5, 13, 13}, sw3[4] = {7, 5, 5, 5};
-    conv_attrs s3 = {2, {1, 1, 1}, {2, 2, 2, 2, 0, 0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
-    conv_ref_case("N 2, 5x5 pad 2, 7 outputs, width 13", sx3, sw3, &s3);
     /* dW's packing in blocks of 8 positions x 8 taps: rows shorter than a block, a block and a
      * part (K slices of 150 positions start inside rows), taps cut by pads and dilation, a last
      * slab of 2 taps, channel slabs of 6, 6, 1 */

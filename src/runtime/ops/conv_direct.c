@@ -11,9 +11,14 @@
  * is two halves (from the same or neighbouring rows), so rows of any width fill the 16 lanes.
  * Weights are packed per block of MR output channels as [K][MR] so that the inner loop
  * broadcasts MR consecutive floats. Work items are (image, group, run of tiles, run of channel
- * blocks); each item walks its tiles once per channel block, keeping the block's weights in L1. */
+ * blocks); each item walks its tiles once per channel block, keeping the block's weights in L1.
+ *
+ * AVX2 tiles are 6 channels x 16 positions (12 ymm accumulators); AVX-512 tiles are 12 channels x
+ * two of those tiles (24 zmm accumulators, each zmm a tile's two halves: one load when they are
+ * neighbours in a row, else two), the same epilogue storing each tile. */
 #include "runtime/ops/conv_direct.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -23,15 +28,26 @@
 #define OT_DC_X86 1
 #endif
 
-bool ot_conv_direct_supported(const ot_conv_window *w) {
+/* The tests' cap on the vector path (OT_CONV_ISA_AVX512: none). */
+static atomic_int dc_isa_cap = OT_CONV_ISA_AVX512;
+
+void ot_conv_direct_cap_isa(ot_conv_isa cap) { atomic_store(&dc_isa_cap, (int)cap); }
+
+ot_conv_isa ot_conv_direct_isa(void) {
 #ifdef OT_DC_X86
-    if (w->in[0] != 1 || w->out[0] != 1 || w->k[0] != 1) return false;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    ot_conv_isa best = !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ? OT_CONV_ISA_NONE
+                       : __builtin_cpu_supports("avx512f")                               ? OT_CONV_ISA_AVX512
+                                                                                         : OT_CONV_ISA_AVX2;
+    const ot_conv_isa cap = (ot_conv_isa)atomic_load(&dc_isa_cap);
+    return best < cap ? best : cap;
 #else
-    (void)w;
-    return false;
+    return OT_CONV_ISA_NONE;
 #endif
+}
+
+bool ot_conv_direct_supported(const ot_conv_window *w) {
+    return w->in[0] == 1 && w->out[0] == 1 && w->k[0] == 1 && ot_conv_direct_isa() != OT_CONV_ISA_NONE;
 }
 
 /* The node's cache: a block per packed form, allocated on first use. */
@@ -69,9 +85,11 @@ typedef struct dc_plan {
     int64_t Cg, Mg, K, OH, OW, sh;
     ot_conv_pad pad; /* the padded input: pad.xp, pad.row, pad.image, pad.QW, ... */
     int64_t row_halves, halves, tiles, tiles_per_item, tile_chunks, blk_chunks;
-    float *wp;      /* packed weights: per group, the channel blocks in order */
-    int64_t *roff;  /* per (channel, kernel row): offset into one image-group of xp */
-    int64_t *kwoff; /* per kernel column: offset added to a row's */
+    float *wp;         /* packed weights: per group (Mg_packed x K floats), the channel blocks in order */
+    int64_t Mg_packed; /* channels a group's packed weights hold: Mg, or (AVX-512) the last block's rounded up */
+    ot_conv_isa isa;   /* the vector path */
+    int64_t *roff;     /* per (channel, kernel row): offset into one image-group of xp */
+    int64_t *kwoff;    /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
     int64_t n0;          /* the first image of the padded input */
     int64_t slots;       /* > 0: images padded and convolved one by one, per slot (dc_slots) */
@@ -292,29 +310,51 @@ dc_epilogue(const __m256 *acc, int mr, bool pool, const float *bias, const float
     }
 }
 
-/* One register tile: MR channels x two halves. a: packed weights [K][MR]; x0 / x1: the halves'
- * first input in the image-group's padded input; taps: n_rows (channel, kernel row) offsets
- * roff, each followed by KW column offsets kwoff (KW3: the common 3 taps at +0, +1, +2, unrolled);
- * y0 / y1 (and z0 / z1): the halves' first output in channel 0 of the block, channels ystride
- * apart. lanes1 == 0: no second half. POOL: the halves are vertical neighbours, pooled into y0
- * (channels pstride apart, plane_lanes outputs), with Indices into ind0 when not NULL (ibase: flat
- * position of y0's first window, channels ystride apart; ind_w: the unpooled row length). */
+/* Where one tile (two halves) reads and writes: x / y / z: the halves' first input in the
+ * image-group's padded input, first output and sum input in channel 0 of the block (channels
+ * ystride apart), lanes (0: no such half). Pooling: the halves are vertical neighbours, pooled into
+ * y[0] (channels pstride apart, plane_lanes outputs), with Indices into ind when not NULL (ibase:
+ * flat position of y[0]'s first window, channels ystride apart). */
+typedef struct dc_io {
+    const float *x[2];
+    float *y[2];
+    const float *z[2];
+    int lanes[2], plane_lanes;
+    int64_t *ind, ibase;
+} dc_io;
+
+/* What a block of channels shares over its tiles. */
+typedef struct dc_block {
+    const float *a;    /* packed weights [K][mr], or (AVX-512) [K][mr rounded up to 4] */
+    const float *bias; /* the block's first, or NULL */
+    int mr;            /* channels */
+    int64_t ystride, pstride, ind_w;
+    bool relu;
+} dc_block;
+
+/* The lines the stores read and write, fetched while the taps run: at large batches the sum input
+ * and the output are in DRAM, and the stores would wait for them. */
+static inline void dc_prefetch_io(const dc_io *io, const dc_block *bk, bool pool) {
+    for (int i = 0; i < bk->mr; i++) {
+        if (io->z[0]) __builtin_prefetch(io->z[0] + i * bk->ystride), __builtin_prefetch(io->z[1] + i * bk->ystride);
+        __builtin_prefetch(io->y[0] + i * (pool ? bk->pstride : bk->ystride), 1);
+        if (!pool) __builtin_prefetch(io->y[1] + i * bk->ystride, 1);
+    }
+}
+
+/* One AVX2 register tile: MR channels x two halves. a: packed weights [K][MR]; taps: n_rows
+ * (channel, kernel row) offsets roff, each followed by KW column offsets kwoff (KW3: the common 3
+ * taps at +0, +1, +2, unrolled). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, const int64_t *restrict roff,
-        int64_t n_rows, const int64_t *restrict kwoff, int64_t KW, const float *x0, const float *x1, float *y0,
-        float *y1, const float *z0, const float *z1, int lanes0, int lanes1, const float *bias, int64_t ystride,
-        int64_t pstride, int plane_lanes, bool relu, int64_t *ind0, int64_t ibase, int64_t ind_w) {
+dc_tile(const int MR, const bool KW3, const bool POOL, const dc_block *bk, const int64_t *restrict roff, int64_t n_rows,
+        const int64_t *restrict kwoff, int64_t KW, const dc_io *io) {
+    const float *restrict a = bk->a;
+    const float *x0 = io->x[0], *x1 = io->x[1];
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(),
            c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
            c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     __m256 b0, b1, av;
-    /* the lines the stores read and write, fetched while the taps run: at large batches the sum
-     * input and the output are in DRAM, and the stores would wait for them */
-    for (int i = 0; i < MR; i++) {
-        if (z0) __builtin_prefetch(z0 + i * ystride), __builtin_prefetch(z1 + i * ystride);
-        __builtin_prefetch(y0 + i * (POOL ? pstride : ystride), 1);
-        if (!POOL) __builtin_prefetch(y1 + i * ystride, 1);
-    }
+    dc_prefetch_io(io, bk, POOL);
 #define DC_ROW(i, ca, cb)                                                                                              \
     if (MR > i) {                                                                                                      \
         av = _mm256_broadcast_ss(a + i);                                                                               \
@@ -340,12 +380,131 @@ dc_tile(const int MR, const bool KW3, const bool POOL, const float *restrict a, 
 #undef DC_TAP
 #undef DC_ROW
     const __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    dc_epilogue(acc, MR, POOL, bias, z0, z1, y0, y1, lanes0, lanes1, ystride, pstride, plane_lanes, relu, ind0, ibase,
-                ind_w);
+    dc_epilogue(acc, MR, POOL, bk->bias, io->z[0], io->z[1], io->y[0], io->y[1], io->lanes[0], io->lanes[1],
+                bk->ystride, bk->pstride, io->plane_lanes, bk->relu, io->ind, io->ibase, bk->ind_w);
+}
+
+/* The n tiles io of one channel block, AVX2. */
+__attribute__((target("avx2,fma"))) static void dc_block_avx2(const dc_plan *p, const dc_block *bk, const dc_io *io,
+                                                              int64_t n) {
+    for (int64_t t = 0; t < n; t++) switch (bk->mr) {
+#define DC_CASE(R)                                                                                                     \
+    case R:                                                                                                            \
+        if (p->kw3 && p->pool)                                                                                         \
+            dc_tile(R, true, true, bk, p->roff, p->n_rows, p->kwoff, 3, io + t);                                       \
+        else if (p->kw3)                                                                                               \
+            dc_tile(R, true, false, bk, p->roff, p->n_rows, p->kwoff, 3, io + t);                                      \
+        else                                                                                                           \
+            dc_tile(R, false, p->pool, bk, p->roff, p->n_rows, p->kwoff, p->KW, io + t);                               \
+        break;
+            DC_CASE(6)
+            DC_CASE(5)
+            DC_CASE(4)
+            DC_CASE(3)
+            DC_CASE(2)
+            DC_CASE(1)
+#undef DC_CASE
+        }
+}
+
+#define DC_MR512 12 /* AVX-512: channels per register tile */
+
+/* A zmm of tile io's two halves: one load where they are neighbours in memory (CONTIG), else two. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+dc_load_halves(const bool CONTIG, const float *h0, const float *h1) {
+    if (CONTIG) return _mm512_loadu_ps(h0);
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(h0))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(h1)), 1));
+}
+
+/* One AVX-512 register tile: MR (4, 8 or 12) channels x NV (1 or 2) tiles of the AVX2 kernel, zmm v
+ * holding tile io[v]'s two halves; the weights are packed [K][MR] (channels past bk->mr are zero and
+ * never stored). CONTIG: each tile's second half follows its first in memory. The stores are the
+ * AVX2 kernel's, per tile. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+dc_tile512(const int MR, const int NV, const bool KW3, const bool CONTIG, const bool POOL, const dc_block *bk,
+           const int64_t *restrict roff, int64_t n_rows, const int64_t *restrict kwoff, int64_t KW, const dc_io *io) {
+    const float *restrict a = bk->a;
+    const float *x00 = io[0].x[0], *x01 = io[0].x[1], *x10 = io[NV - 1].x[0], *x11 = io[NV - 1].x[1];
+    __m512 c[DC_MR512][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; v++) dc_prefetch_io(io + v, bk, POOL);
+#define DC_TAP512(off)                                                                                                 \
+    {                                                                                                                  \
+        const __m512 v0 = dc_load_halves(CONTIG, x00 + (off), x01 + (off));                                            \
+        const __m512 v1 = NV > 1 ? dc_load_halves(CONTIG, x10 + (off), x11 + (off)) : v0;                              \
+        _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                                        \
+            const __m512 av = _mm512_set1_ps(a[i]);                                                                    \
+            c[i][0] = _mm512_fmadd_ps(av, v0, c[i][0]);                                                                \
+            if (NV > 1) c[i][1] = _mm512_fmadd_ps(av, v1, c[i][1]);                                                    \
+        }                                                                                                              \
+        a += MR;                                                                                                       \
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        const int64_t o = roff[r];
+        if (KW3) {
+            DC_TAP512(o)
+            DC_TAP512(o + 1)
+            DC_TAP512(o + 2)
+        } else {
+            for (int64_t j = 0; j < KW; j++) DC_TAP512(o + kwoff[j])
+        }
+    }
+#undef DC_TAP512
+    for (int v = 0; v < NV; v++) {
+        __m256 acc[2 * DC_MR512];
+        for (int i = 0; i < MR; i++) {
+            acc[2 * i] = _mm512_castps512_ps256(c[i][v]);
+            acc[2 * i + 1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c[i][v]), 1));
+        }
+        dc_epilogue(acc, bk->mr, POOL, bk->bias, io[v].z[0], io[v].z[1], io[v].y[0], io[v].y[1], io[v].lanes[0],
+                    io[v].lanes[1], bk->ystride, bk->pstride, io[v].plane_lanes, bk->relu, io[v].ind, io[v].ibase,
+                    bk->ind_w);
+    }
+}
+
+/* The n tiles io of one channel block, AVX-512: two at a time (the last alone when n is odd). */
+__attribute__((target("avx512f,avx2,fma"))) static void dc_block_avx512(const dc_plan *p, const dc_block *bk,
+                                                                        const dc_io *io, int64_t n) {
+    const int mrp = (bk->mr + 3) / 4 * 4;
+    for (int64_t t = 0; t < n; t += 2) {
+        const int nv = t + 1 < n ? 2 : 1;
+        bool contig = !p->pool;
+        for (int v = 0; v < nv; v++) contig = contig && io[t + v].x[1] == io[t + v].x[0] + DC_HALF;
+        const int sel = (mrp / 4 - 1) * 2 + (nv - 1);
+        switch (sel) {
+#define DC_VARIANTS(R, V)                                                                                              \
+    if (p->kw3 && p->pool)                                                                                             \
+        dc_tile512(R, V, true, false, true, bk, p->roff, p->n_rows, p->kwoff, 3, io + t);                              \
+    else if (p->kw3 && contig)                                                                                         \
+        dc_tile512(R, V, true, true, false, bk, p->roff, p->n_rows, p->kwoff, 3, io + t);                              \
+    else if (p->kw3)                                                                                                   \
+        dc_tile512(R, V, true, false, false, bk, p->roff, p->n_rows, p->kwoff, 3, io + t);                             \
+    else if (contig)                                                                                                   \
+        dc_tile512(R, V, false, true, false, bk, p->roff, p->n_rows, p->kwoff, p->KW, io + t);                         \
+    else                                                                                                               \
+        dc_tile512(R, V, false, false, p->pool, bk, p->roff, p->n_rows, p->kwoff, p->KW, io + t);                      \
+    break;
+        case 0:
+            DC_VARIANTS(4, 1)
+        case 1:
+            DC_VARIANTS(4, 2)
+        case 2:
+            DC_VARIANTS(8, 1)
+        case 3:
+            DC_VARIANTS(8, 2)
+        case 4:
+            DC_VARIANTS(12, 1)
+        default:
+            DC_VARIANTS(12, 2)
+#undef DC_VARIANTS
+        }
+    }
 }
 
 /* Work items [i0, i1): item = (image, group, run of tiles). */
-__attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, int64_t i1) {
+static void dc_items(void *arg, int64_t i0, int64_t i1) {
     const dc_plan *p = arg;
     const ot_conv_direct *a = p->a;
     const int64_t OH = p->OH, OW = p->OW, osz = OH * OW, psz = (OH / 2) * (OW / 2), rh = p->row_halves;
@@ -360,7 +519,7 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
         int b0 = (int)(bc * p->n_blk / p->blk_chunks), b1 = (int)((bc + 1) * p->n_blk / p->blk_chunks);
         const float *xg = p->pad.xp + in * p->pad.image + gr * p->Cg * a->win.stride[2] * p->pad.QW;
         int64_t ych = n * a->M + gr * p->Mg; /* first output channel of the group */
-        const float *wg = p->wp + gr * p->Mg * p->K;
+        const float *wg = p->wp + gr * p->Mg_packed * p->K;
         /* the tiles' halves, worked out once for all the channel blocks */
         struct {
             int64_t x, y, pooled; /* offsets: padded input, output plane, pooled plane */
@@ -382,55 +541,41 @@ __attribute__((target("avx2,fma"))) static void dc_items(void *arg, int64_t i0, 
                     plane_lanes[t - t0] = OW / 2 - ow0 / 2 < DC_HALF / 2 ? (int)(OW / 2 - ow0 / 2) : DC_HALF / 2;
             }
         for (int b = b0; b < b1; b++) {
-            const int mr = p->blk_mr[b];
             const int64_t m0 = p->blk_m0[b];
-            const float *ab = wg + m0 * p->K;
-            const float *bias = a->bias ? a->bias + gr * p->Mg + m0 : NULL;
+            const dc_block bk = {.a = wg + m0 * p->K,
+                                 .bias = a->bias ? a->bias + gr * p->Mg + m0 : NULL,
+                                 .mr = p->blk_mr[b],
+                                 .ystride = osz,
+                                 .pstride = psz,
+                                 .ind_w = OW,
+                                 .relu = relu};
             const int64_t plane = (ych + m0) * osz, pplane = (ych + m0) * psz;
+            dc_io io[DC_TILES];
             for (int64_t t = t0; t < t1; t++) {
-                const float *xh[2];
-                float *yh[2];
-                const float *zh[2];
-                int lanes[2], pl = p->pool ? plane_lanes[t - t0] : 0;
-                int64_t *ind = NULL, ibase = 0;
+                dc_io *o = io + (t - t0);
                 for (int h = 0; h < 2; h++) {
-                    xh[h] = xg + hv[t - t0][h].x;
-                    yh[h] = a->y + plane + hv[t - t0][h].y;
-                    zh[h] = a->sum ? a->sum + plane + hv[t - t0][h].y : NULL;
-                    lanes[h] = hv[t - t0][h].lanes;
+                    o->x[h] = xg + hv[t - t0][h].x;
+                    o->y[h] = a->y + plane + hv[t - t0][h].y;
+                    o->z[h] = a->sum ? a->sum + plane + hv[t - t0][h].y : NULL;
+                    o->lanes[h] = hv[t - t0][h].lanes;
                 }
+                o->plane_lanes = p->pool ? plane_lanes[t - t0] : 0;
+                o->ind = NULL, o->ibase = 0;
                 if (p->pool) {
-                    ibase = plane + hv[t - t0][0].y;
-                    yh[0] = a->y + pplane + hv[t - t0][0].pooled;
-                    if (a->indices) ind = a->indices + pplane + hv[t - t0][0].pooled;
-                }
-                switch (mr) {
-#define DC_CASE(R)                                                                                                     \
-    case R:                                                                                                            \
-        if (p->kw3 && p->pool)                                                                                         \
-            dc_tile(R, true, true, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],      \
-                    lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                                     \
-        else if (p->kw3)                                                                                               \
-            dc_tile(R, true, false, ab, p->roff, p->n_rows, p->kwoff, 3, xh[0], xh[1], yh[0], yh[1], zh[0], zh[1],     \
-                    lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                                     \
-        else                                                                                                           \
-            dc_tile(R, false, p->pool, ab, p->roff, p->n_rows, p->kwoff, p->KW, xh[0], xh[1], yh[0], yh[1], zh[0],     \
-                    zh[1], lanes[0], lanes[1], bias, osz, psz, pl, relu, ind, ibase, OW);                              \
-        break;
-                    DC_CASE(6)
-                    DC_CASE(5)
-                    DC_CASE(4)
-                    DC_CASE(3)
-                    DC_CASE(2)
-                    DC_CASE(1)
-#undef DC_CASE
+                    o->ibase = plane + hv[t - t0][0].y;
+                    o->y[0] = a->y + pplane + hv[t - t0][0].pooled;
+                    if (a->indices) o->ind = a->indices + pplane + hv[t - t0][0].pooled;
                 }
             }
+            if (p->isa == OT_CONV_ISA_AVX512)
+                dc_block_avx512(p, &bk, io, t1 - t0);
+            else
+                dc_block_avx2(p, &bk, io, t1 - t0);
             /* the item's outputs of each channel are one run of the plane (never pooled here) */
             const int64_t last = t1 - 1 - t0, first_y = hv[0][0].y,
                           end_y =
                               hv[last][1].lanes ? hv[last][1].y + hv[last][1].lanes : hv[last][0].y + hv[last][0].lanes;
-            for (int i = 0; other_act && i < mr; i++)
+            for (int i = 0; other_act && i < bk.mr; i++)
                 ot_fused_act_apply(&a->act, a->y + plane + i * osz + first_y, end_y - first_y);
         }
     }
@@ -478,6 +623,8 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.pool = a->maxpool_2x2;
     /* pooling: a tile is two rows of one column of halves (an odd last row is never pooled) */
     p.tiles = p.pool ? p.OH / 2 * p.row_halves : (p.halves + 1) / 2;
+    p.isa = ot_conv_direct_isa();
+    const bool avx512 = p.isa == OT_CONV_ISA_AVX512;
     int64_t max_blk = p.Mg / 4 + 2;
     /* Batches of 4 images a thread or more go image by image, each thread padding its own into
      * its own buffer and convolving it while the padded rows are in its L2 (a whole padded batch,
@@ -488,7 +635,9 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.buf_floats = buf_images * p.pad.image + OT_CONV_PAD_SLACK;
     p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * p.buf_floats) * sizeof(float));
     bool fill_w;
-    p.wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_DIRECT, (size_t)(a->M * p.K), &fill_w);
+    p.Mg_packed = avx512 ? (p.Mg + 3) / 4 * 4 : p.Mg;
+    p.wp = ot_conv_packed_weights(ctx, a, avx512 ? OT_CONV_FORM_DIRECT_AVX512 : OT_CONV_FORM_DIRECT,
+                                  (size_t)(a->group * p.Mg_packed * p.K), &fill_w);
     p.n_rows = p.Cg * KH, p.KW = KW, p.kw3 = KW == 3 && sw == 1 && dw == 1;
     p.roff = ot_ctx_scratch(ctx, (size_t)p.n_rows * sizeof(int64_t));
     p.kwoff = ot_ctx_scratch(ctx, (size_t)KW * sizeof(int64_t));
@@ -497,7 +646,14 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     if (!p.pad.xp || !p.wp || !p.roff || !p.kwoff || !p.blk_m0 || !p.blk_mr) return OTTER_ERR_NOMEM;
     for (int64_t b = 0; b < bufs; b++) /* vector reads run past the last row */
         memset(p.pad.xp + (b + 1) * p.buf_floats - OT_CONV_PAD_SLACK, 0, OT_CONV_PAD_SLACK * sizeof(float));
-    p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
+    if (avx512) {
+        /* blocks of 12; the last one's weights are padded with zeros to 4 or 8 channels */
+        p.n_blk = 0;
+        for (int64_t m = 0; m < p.Mg; m += DC_MR512, p.n_blk++)
+            p.blk_m0[p.n_blk] = m, p.blk_mr[p.n_blk] = (int)(p.Mg - m < DC_MR512 ? p.Mg - m : DC_MR512);
+    } else {
+        p.n_blk = ot_conv_channel_blocks(p.Mg, p.blk_m0, p.blk_mr);
+    }
     /* Items of at most DC_TILES tiles; when that leaves threads idle (small images), split the
      * channel blocks too rather than the tiles, so each block's weights still serve every tile. */
     int64_t groups = a->N * a->group, want = ctx->n_threads > 1 && !p.slots ? 4 * (int64_t)ctx->n_threads : 1;
@@ -511,10 +667,11 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     for (int64_t kw = 0; kw < KW; kw++) p.kwoff[kw] = (kw * dw) % sw * p.pad.QW + (kw * dw) / sw;
     for (int64_t gr = 0; fill_w && gr < a->group; gr++)
         for (int b = 0; b < p.n_blk; b++) {
-            int64_t m0 = gr * p.Mg + p.blk_m0[b];
-            float *dst = p.wp + m0 * p.K;
+            const int mr = p.blk_mr[b], mrp = avx512 ? (mr + 3) / 4 * 4 : mr;
+            const int64_t m0 = gr * p.Mg + p.blk_m0[b];
+            float *dst = p.wp + (gr * p.Mg_packed + p.blk_m0[b]) * p.K;
             for (int64_t k = 0; k < p.K; k++)
-                for (int i = 0; i < p.blk_mr[b]; i++) dst[k * p.blk_mr[b] + i] = a->w[(m0 + i) * p.K + k];
+                for (int i = 0; i < mrp; i++) dst[k * mrp + i] = i < mr ? a->w[(m0 + i) * p.K + k] : 0.0f;
         }
     if (p.slots) {
         int64_t next_image = 0;

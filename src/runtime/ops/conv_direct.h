@@ -3,8 +3,8 @@
  *
  * The input is copied once into a zero-padded buffer (split into stride phases along W, so that
  * eight neighbouring outputs always read eight neighbouring inputs), and an AVX2/FMA register
- * tile of up to 6 output channels x 16 output positions accumulates over every (channel, tap)
- * straight from that buffer. Bias, a sum input, the fused activation and a 2x2 max pooling are
+ * tile of up to 6 output channels x 16 output positions (AVX-512: 12 x 32) accumulates over every
+ * (channel, tap) straight from that buffer. Bias, a sum input, the fused activation and a 2x2 max pooling are
  * applied as the tile is stored. Used by Conv (nn.c) and by ConvGrad's input gradient (training_nn.c); hands 3x3
  * convolutions to Winograd (conv_winograd.c) where that is allowed and pays off. */
 #ifndef OTTER_RUNTIME_OPS_CONV_DIRECT_H
@@ -35,6 +35,14 @@ typedef struct ot_conv_direct {
     bool constant_w;    /* w is the same every run: its packed forms are kept in the node's cache */
 } ot_conv_direct;
 
+/* The direct kernel's vector paths: AVX2 + FMA register tiles of 6 channels x 16 positions, AVX-512
+ * tiles of 12 channels x 32 positions. */
+typedef enum { OT_CONV_ISA_NONE, OT_CONV_ISA_AVX2, OT_CONV_ISA_AVX512 } ot_conv_isa;
+
+/* The best path this CPU runs, at most the cap (tests force each path with it; process-wide). */
+ot_conv_isa ot_conv_direct_isa(void);
+void ot_conv_direct_cap_isa(ot_conv_isa cap);
+
 /* Whether ot_conv_direct_run handles this geometry on this CPU (2-D or 1-D, AVX2 + FMA). */
 bool ot_conv_direct_supported(const ot_conv_window *w);
 
@@ -42,8 +50,16 @@ bool ot_conv_direct_supported(const ot_conv_window *w);
  * session's threads. Fails only with OTTER_ERR_NOMEM. */
 otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
 
-/* OT_CONV_FORM_GEMM_B: W^T as the packed B of ot_sgemm_prepacked (nn_conv.c's small-image path). */
-enum { OT_CONV_FORM_DIRECT, OT_CONV_FORM_WINOGRAD2, OT_CONV_FORM_WINOGRAD4, OT_CONV_FORM_GEMM_B, OT_CONV_FORMS };
+/* OT_CONV_FORM_DIRECT(_AVX512): the direct kernel's channel blocks of each path; OT_CONV_FORM_GEMM_B:
+ * W^T as the packed B of ot_sgemm_prepacked (nn_conv.c's small-image path). */
+enum {
+    OT_CONV_FORM_DIRECT,
+    OT_CONV_FORM_DIRECT_AVX512,
+    OT_CONV_FORM_WINOGRAD2,
+    OT_CONV_FORM_WINOGRAD4,
+    OT_CONV_FORM_GEMM_B,
+    OT_CONV_FORMS
+};
 
 /* Room for the weights in packed form `form` (OT_CONV_FORM_*), n floats: kept in the node's
  * cache when a->constant_w (*fill false once they are there), else scratch (*fill true). NULL

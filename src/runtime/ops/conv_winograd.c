@@ -33,11 +33,17 @@
  * more (the transforms run 8 neighbouring tiles per vector) and 16 tiles or more (32 when the
  * weights are transformed every run). F(2x2), whose products are the larger share of its time,
  * needs full rows of 8 tiles, 64 tiles a thread, and transformed weights that stay in L2 (every
- * block of tiles reads all of them): C x M up to 4096. 0: none. */
+ * block of tiles reads all of them): C x M up to 4096. 0: none. Never beside the direct kernel's
+ * AVX-512 tiles (this file's products and transforms are AVX2): measured (one run, alternating,
+ * minima, 1 thread) the direct kernel took 4.3 ms where F(2x2) took 5.9 and F(4x4) 4.8 (ResNet-18's
+ * 64 -> 64 channels at 16x16, batch 32), 8.1 ms where F(2x2) took 10.5 (the CIFAR CNN's 32 -> 64 at
+ * 16x16, batch 64), 4.0 where F(4x4) took 6.8 (SqueezeNet's 32 -> 128 at 14x14, batch 32), and as
+ * little or less at batch 1. */
 int ot_conv_winograd_tile(const ot_conv_direct *a, int n_threads) {
     const ot_conv_window *w = &a->win;
-    if (a->winograd < 2 || a->indices || a->group != 1 || a->C < 16 || a->M < 16 || w->k[1] != 3 || w->k[2] != 3 ||
-        w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 || w->dil[2] != 1)
+    if (a->winograd < 2 || ot_conv_direct_isa() == OT_CONV_ISA_AVX512 || a->indices || a->group != 1 || a->C < 16 ||
+        a->M < 16 || w->k[1] != 3 || w->k[2] != 3 || w->stride[1] != 1 || w->stride[2] != 1 || w->dil[1] != 1 ||
+        w->dil[2] != 1)
         return 0;
     const int64_t oh = w->out[1], ow = w->out[2];
     if (a->winograd >= 4 && (ow + 3) / 4 >= 4 && a->N * ((oh + 3) / 4) * ((ow + 3) / 4) >= (a->constant_w ? 16 : 32))

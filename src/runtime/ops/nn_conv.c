@@ -210,8 +210,15 @@ static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
  * once a chunk; then per image the transpose back to [M][positions] and the epilogue, in cache.
  * Below 64 positions an image, measured on 8 chained 3x3 and 1x1 convolutions of 64-256 channels
  * (one run, alternating, medians, 1 thread): batch 32 at 4x4 1.6-1.8x faster than the direct
- * kernel or the 1x1 product, at 2x2 3-4x; at 8x8 (64) the direct kernel stays ahead (0.7-0.9x). */
-static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) { return group == 1 && g->out_size < 64; }
+ * kernel or the 1x1 product, at 2x2 3-4x; at 8x8 (64) the direct kernel stays ahead (0.7-0.9x).
+ * The direct kernel's AVX-512 tiles (12 channels x 32 positions) move the line for kernels larger
+ * than 1x1 to 32 positions: at 7x7 (SqueezeNet's 32 -> 128 and 64 -> 256 3x3 convolutions) they
+ * took 0.66-0.8x this product's time at batch 32 and 0.8-0.95x at batch 1, at 4x4 (ResNet-18's
+ * 256 channels) 1.4-1.6x (one run, alternating, minima, 1 thread). */
+static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) {
+    const bool direct_avx512 = g->k_size > 1 && ot_conv_direct_isa() == OT_CONV_ISA_AVX512;
+    return group == 1 && g->out_size < (direct_avx512 ? 32 : 64);
+}
 
 /* y[m][p] = yt[p][m] + b[m] (+ z[m][p]), m < M, p < P (b NULL: + 0, as the other paths' epilogue):
  * 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided loads, was
