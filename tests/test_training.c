@@ -38,11 +38,14 @@ static float train_loss(otter_training_session *s, otter_tensor *x, otter_tensor
     return v;
 }
 
-static otter_training_session *open_fixture(void) {
+static otter_training_session *open_fixture_threads(int threads) {
     otter_training_session *s = NULL;
-    CHECK_OK(otter_training_session_create_from_dir(&s, FIX, NULL, NULL, &(otter_training_options){.n_threads = 1}));
+    CHECK_OK(
+        otter_training_session_create_from_dir(&s, FIX, NULL, NULL, &(otter_training_options){.n_threads = threads}));
     return s;
 }
+
+static otter_training_session *open_fixture(void) { return open_fixture_threads(1); }
 
 static double max_rel(const float *a, const float *b, size_t n, double floor_) {
     double w = 0;
@@ -128,9 +131,10 @@ static void test_accumulation(void) {
     otter_training_session_free(s);
 }
 
-/* AdamW (fixture: alpha 0.9, beta 0.999, eps 1e-6, wd 0, correct_bias, mode 1) against double math. */
-static void test_adamw(void) {
-    otter_training_session *s = open_fixture();
+/* AdamW (fixture: alpha 0.9, beta 0.999, eps 1e-6, wd 0, correct_bias, mode 1) against double math;
+ * with 3 threads the update runs in chunks split over them. */
+static void test_adamw(int threads) {
+    otter_training_session *s = open_fixture_threads(threads);
     if (!s) return;
     otter_tensor *x, *y;
     make_batch(&x, &y, 12345);
@@ -159,7 +163,7 @@ static void test_adamw(void) {
     }
     CHECK(otter_training_step_count(s) == 3);
     CHECK(worst < 1e-7);
-    printf("AdamW mode 1: 3 steps, max |w - reference| %.3g\n", worst);
+    printf("AdamW mode 1, %d thread(s): 3 steps, max |w - reference| %.3g\n", threads, worst);
     free(rw), free(rm), free(rv);
     otter_tensor_free(x), otter_tensor_free(y);
     otter_training_session_free(s);
@@ -482,7 +486,8 @@ static void test_export(void) {
 int main(void) {
     test_layout();
     test_accumulation();
-    test_adamw();
+    test_adamw(1);
+    test_adamw(3);
     test_schedules();
     test_resume();
     test_checkpoint_state();

@@ -12,6 +12,8 @@
 #include "format/checkpoint_internal.h"
 #include "otter/artifacts.h"
 #include "otter/io.h"
+#include "runtime/session.h"
+#include "runtime/threadpool.h"
 #include "training/training_internal.h"
 
 static const char GRAD_BUF[] = "_grad.accumulation.buffer";
@@ -792,6 +794,26 @@ otter_status otter_training_eval_step(otter_training_session *s, size_t n_inputs
     return OTTER_OK;
 }
 
+/* The update is elementwise over the flat slabs, so it runs in chunks on the training session's
+ * threads (same bits as one pass: each element's operations don't depend on the split). A chunk of
+ * 16K parameters is 256 KB over the four slabs: big enough that a chunk outweighs handing it out. */
+enum { OPTIMIZER_CHUNK = 16384 };
+typedef struct optimizer_job {
+    const otter_training_session *s;
+    int64_t step;
+} optimizer_job;
+
+static void optimizer_chunks(void *arg, int64_t c0, int64_t c1) {
+    const optimizer_job *j = arg;
+    const otter_training_session *s = j->s;
+    const int64_t b = c0 * OPTIMIZER_CHUNK,
+                  e = c1 * OPTIMIZER_CHUNK < (int64_t)s->n_train ? c1 * OPTIMIZER_CHUNK : (int64_t)s->n_train;
+    if (s->optim == TS_OPTIM_ADAMW)
+        ot_adamw_update(&s->adamw, s->lr, j->step, e - b, s->train_slab + b, s->grad_slab + b, s->m1 + b, s->m2 + b);
+    else
+        ot_sgd_update(s->lr, e - b, s->train_slab + b, s->grad_slab + b);
+}
+
 otter_status otter_training_optimizer_step(otter_training_session *s) {
     if (!s) return ot_error(OTTER_ERR_ARGUMENT, "otter_training_optimizer_step: NULL session");
     if (s->optim == TS_OPTIM_NONE)
@@ -815,10 +837,9 @@ otter_status otter_training_optimizer_step(otter_training_session *s) {
         otter_tensor *gp = &g;
         OT_TRY(ot_clip_grad_norm(1, &gp, s->clip_max_norm, s->clip_norm_type, NULL));
     }
-    if (s->optim == TS_OPTIM_ADAMW)
-        ot_adamw_update(&s->adamw, s->lr, t, (int64_t)s->n_train, s->train_slab, s->grad_slab, s->m1, s->m2);
-    else
-        ot_sgd_update(s->lr, (int64_t)s->n_train, s->train_slab, s->grad_slab);
+    optimizer_job job = {.s = s, .step = t};
+    ot_pool_run(s->train.sess->pool, ((int64_t)s->n_train + OPTIMIZER_CHUNK - 1) / OPTIMIZER_CHUNK, 1, optimizer_chunks,
+                &job);
     s->step = t;
     s->since_opt = 0;
     return OTTER_OK;
