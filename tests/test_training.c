@@ -393,6 +393,46 @@ static void test_mixed(void) {
     otter_artifacts_free(&cf);
 }
 
+/* The session moves each gradient accumulator to right after the node producing its gradient, so the
+ * gradient dies there rather than at the end of the backward pass (the artifacts list them last). */
+static void test_accumulators_early(void) {
+    otter_artifacts cf = {0};
+    CHECK_OK(build_artifacts("cifar", OTTER_LOSS_CROSS_ENTROPY, OTTER_OPTIM_SGD, &cf));
+    otter_model *t = NULL;
+    otter_training_session *s = NULL;
+    CHECK_OK(otter_model_clone(&t, cf.training));
+    const otter_model *before = cf.training;
+    size_t n_acc = 0, last_other = 0;
+    for (size_t i = 0; t && i < before->graph->n_nodes; i++)
+        if (strcmp(before->graph->nodes[i]->op_type, "InPlaceAccumulatorV2") == 0)
+            n_acc++;
+        else
+            last_other = i;
+    CHECK(n_acc > 0 && last_other < before->graph->n_nodes - n_acc); /* made last, as ORT makes them */
+    otter_checkpoint *c = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    CHECK_OK(otter_checkpoint_save_to_memory(cf.checkpoint, NULL, &data, &size));
+    CHECK_OK(otter_checkpoint_load_from_memory(&c, data, size));
+    otter_free(data);
+    CHECK_OK(otter_training_session_create_from_models(&s, c, t, NULL, NULL, NULL));
+    size_t placed = 0, seen = 0;
+    for (size_t i = 0; s && i < t->graph->n_nodes; i++) {
+        const otter_node *n = t->graph->nodes[i];
+        if (strcmp(n->op_type, "InPlaceAccumulatorV2") != 0) continue;
+        seen++;
+        /* its gradient (input 1) comes from the nearest node before it that is no accumulator */
+        size_t j = i;
+        while (j > 0 && strcmp(t->graph->nodes[j - 1]->op_type, "InPlaceAccumulatorV2") == 0) j--;
+        const otter_node *p = j > 0 ? t->graph->nodes[j - 1] : NULL;
+        for (size_t o = 0; p && o < p->n_outputs; o++) placed += strcmp(p->outputs[o], n->inputs[1]) == 0;
+    }
+    printf("accumulators: %zu of %zu run right after their gradient's node\n", placed, n_acc);
+    CHECK(s && seen == n_acc && placed == n_acc);
+    otter_training_session_free(s);
+    otter_artifacts_free(&cf);
+}
+
 /* Seeded Dropout in a training model the runtime fuses (Gemm + Relu): the seed has to reach the graph
  * the session runs, so two sessions with one seed draw the same masks (same losses, step by step, no
  * optimizer step between) and another seed draws others. */
@@ -493,6 +533,7 @@ int main(void) {
     test_checkpoint_state();
     test_nominal();
     test_mixed();
+    test_accumulators_early();
     test_dropout_seed();
     test_export();
     return tu_finish("test_training");
