@@ -2616,6 +2616,99 @@ static void check_silu_fusion(void) {
     }
 }
 
+/* Training-mode BatchNormalization followed by SiLU: QuickGeluGrad reads the BN's output recomputed
+ * from the BN's input and saved statistics, not the output itself (which then dies in the forward
+ * pass). The gradients of x, scale and B through both against central differences of the forward
+ * model; loss = sum(w * silu(bn(x))) with w random, so the batch statistics' terms don't cancel. */
+static otter_session *bn_silu_session(otter_model *m) {
+    otter_session *s = NULL;
+    CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = 1}));
+    return s;
+}
+
+static double bn_silu_loss(otter_session *s, otter_tensor *const *in) {
+    static const char *const names[] = {"x", "scale", "B"};
+    otter_tensor *loss = NULL;
+    const char *out = "loss";
+    CHECK_OK(otter_session_run(s, 3, names, (const otter_tensor *const *)in, 1, &out, &loss));
+    double v = loss ? ((float *)loss->data)[0] : NAN;
+    otter_tensor_free(loss);
+    return v;
+}
+
+static void check_batchnorm_silu_recompute(void) {
+    otter_model *m;
+    CHECK_OK(otter_model_create(&m, "bn_silu", 17));
+    otter_graph *gr = m->graph;
+    const int64_t xd[4] = {2, 3, 2, 2}, cd[1] = {3};
+    CHECK_OK(otter_graph_add_input(gr, "x", OTTER_DTYPE_FLOAT, 4, xd, NULL));
+    CHECK_OK(otter_graph_add_input(gr, "scale", OTTER_DTYPE_FLOAT, 1, cd, NULL));
+    CHECK_OK(otter_graph_add_input(gr, "B", OTTER_DTYPE_FLOAT, 1, cd, NULL));
+    otter_tensor *mean, *var, *w;
+    CHECK_OK(otter_tensor_from_data(&mean, "mean", OTTER_DTYPE_FLOAT, 1, cd, (const float[]){0, 0, 0}));
+    CHECK_OK(otter_tensor_from_data(&var, "var", OTTER_DTYPE_FLOAT, 1, cd, (const float[]){1, 1, 1}));
+    CHECK_OK(otter_tensor_create(&w, "w", OTTER_DTYPE_FLOAT, 4, xd));
+    for (int i = 0; i < 24; i++) ((float *)w->data)[i] = frand();
+    CHECK_OK(otter_graph_add_initializer(gr, mean));
+    CHECK_OK(otter_graph_add_initializer(gr, var));
+    CHECK_OK(otter_graph_add_initializer(gr, w));
+    otter_node *bn;
+    CHECK_OK(otter_node_create(&bn, "BatchNormalization", "bn", 5, (const char *[]){"x", "scale", "B", "mean", "var"},
+                               1, (const char *[]){"y"}));
+    CHECK_OK(otter_node_set_attr_int(bn, "training_mode", 1));
+    CHECK_OK(otter_graph_add_node(gr, bn));
+    node1(gr, "Sigmoid", "y", NULL, "s");
+    node1(gr, "Mul", "y", "s", "silu");
+    node1(gr, "Mul", "silu", "w", "weighted");
+    CHECK_OK(otter_node_set_attr_int(node1(gr, "ReduceSum", "weighted", NULL, "loss"), "keepdims", 0));
+    CHECK_OK(otter_graph_add_output(gr, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+    otter_model *fwd;
+    CHECK_OK(otter_model_clone(&fwd, m));
+    const char *wrt[] = {"x", "scale", "B"};
+    otter_grad_options go = {.loss = "loss", .n_wrt = 3, .wrt = wrt};
+    CHECK_OK(otter_model_add_gradients(m, &go));
+    bool reads_y = false, has_grad = false;
+    for (size_t k = 0; k < m->graph->n_nodes; k++) {
+        const otter_node *n = m->graph->nodes[k];
+        if (strcmp(n->op_type, "QuickGeluGrad") != 0) continue;
+        has_grad = true;
+        reads_y |= strcmp(n->inputs[1], "y") == 0;
+    }
+    CHECK(has_grad && !reads_y);
+    const char *grads[] = {"x_grad", "scale_grad", "B_grad"};
+    for (int i = 0; i < 3; i++) CHECK_OK(otter_graph_add_output(m->graph, grads[i], OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    otter_tensor *in[3];
+    CHECK_OK(otter_tensor_create(&in[0], "x", OTTER_DTYPE_FLOAT, 4, xd));
+    CHECK_OK(otter_tensor_create(&in[1], "scale", OTTER_DTYPE_FLOAT, 1, cd));
+    CHECK_OK(otter_tensor_create(&in[2], "B", OTTER_DTYPE_FLOAT, 1, cd));
+    for (int i = 0; i < 24; i++) ((float *)in[0]->data)[i] = 2.0f * frand();
+    for (int c = 0; c < 3; c++)
+        ((float *)in[1]->data)[c] = 1.0f + 0.5f * frand(), ((float *)in[2]->data)[c] = 0.5f * frand();
+    otter_session *gs = bn_silu_session(m), *fs = bn_silu_session(fwd);
+    otter_tensor *got[3] = {0};
+    static const char *const in_names[] = {"x", "scale", "B"};
+    if (gs) CHECK_OK(otter_session_run(gs, 3, in_names, (const otter_tensor *const *)in, 3, grads, got));
+    double worst = 0;
+    for (int t = 0; gs && fs && t < 3; t++)
+        for (int64_t i = 0; got[t] && i < otter_tensor_numel(in[t]); i++) {
+            float *v = &((float *)in[t]->data)[i], keep = *v;
+            const float h = 1e-2f;
+            *v = keep + h;
+            double up = bn_silu_loss(fs, in);
+            *v = keep - h;
+            double down = bn_silu_loss(fs, in);
+            *v = keep;
+            double fd = (up - down) / (2.0 * h), an = ((float *)got[t]->data)[i];
+            worst = fmax(worst, fabs(fd - an) / fmax(1.0, fabs(fd)));
+        }
+    printf("BatchNormalization + SiLU: QuickGeluGrad reads the recomputed output; worst gradient error vs FD %.2e\n",
+           worst);
+    CHECK(got[0] && got[1] && got[2] && worst < 3e-3);
+    for (int t = 0; t < 3; t++) otter_tensor_free(got[t]), otter_tensor_free(in[t]);
+    otter_session_free(gs), otter_session_free(fs);
+    otter_model_free(m), otter_model_free(fwd);
+}
+
 /* Building the gradients of the control-flow cases with the Nth allocation failing, N = 1, 2, ...:
  * every run ends in OTTER_OK or OTTER_ERR_NOMEM and leaves no allocation behind. */
 static void check_control_flow_allocation_failures(void) {
@@ -2666,6 +2759,7 @@ int main(int argc, char **argv) {
     if (!only) check_dynamic_loop_error();
     if (!only) check_input_33();
     if (!only) check_silu_fusion();
+    if (!only) check_batchnorm_silu_recompute();
     if (!only) check_shape_driven_loop();
     if (!only) check_control_flow_allocation_failures();
     return tu_finish("test_grad");

@@ -128,6 +128,49 @@ static void test_broadcast_paths(void) {
     check_broadcast(2, col, 1, bias, 2);
 }
 
+/* Where(C, X, Y) against the naive select: condition, X and Y each full or broadcast (a scalar X or
+ * Y is the masked-select path gradients use), element sizes 1, 4 and 8. */
+static void check_where(int rc, const int64_t *dc, int rx, const int64_t *dx, int ry, const int64_t *dy) {
+    static const otter_dtype TYPES[] = {OTTER_DTYPE_UINT8, OTTER_DTYPE_FLOAT, OTTER_DTYPE_INT64};
+    otter_tensor *c = make(OTTER_DTYPE_BOOL, rc, dc, NULL);
+    srand(3);
+    for (int64_t i = 0; i < otter_tensor_numel(c); i++) ((uint8_t *)c->data)[i] = (uint8_t)(rand() % 2);
+    for (int t = 0; t < 3; t++) {
+        otter_tensor *x = make(TYPES[t], rx, dx, NULL), *y = make(TYPES[t], ry, dy, NULL);
+        size_t es = otter_dtype_size(TYPES[t]);
+        for (int64_t i = 0; i < otter_tensor_numel(x) * (int64_t)es; i++) ((uint8_t *)x->data)[i] = (uint8_t)(i + 1);
+        for (int64_t i = 0; i < otter_tensor_numel(y) * (int64_t)es; i++) ((uint8_t *)y->data)[i] = (uint8_t)(200 - i);
+        node_case nc = {"Where", 3, {c, x, y}, 1, 17, 1, NULL, 0, NULL, 0, NULL};
+        otter_tensor *o = NULL;
+        CHECK_OK(run_node(&nc, &o));
+        int64_t idx[OTTER_MAX_RANK] = {0}, n = o ? otter_tensor_numel(o) : 0, bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t rem = i;
+            for (int d = o->rank - 1; d >= 0; d--) idx[d] = rem % o->dims[d], rem /= o->dims[d];
+            bool pick_x = ((uint8_t *)c->data)[bidx(c, o->rank, idx)] != 0;
+            const otter_tensor *src = pick_x ? x : y;
+            bad += memcmp((uint8_t *)o->data + i * es, (uint8_t *)src->data + bidx(src, o->rank, idx) * es, es) != 0;
+        }
+        char s1[64], s2[64], s3[64];
+        printf("Where %s %s x %s x %s: %lld elements, %lld wrong\n", otter_dtype_name(TYPES[t]),
+               ot_shape_str(s1, 64, rc, dc), ot_shape_str(s2, 64, rx, dx), ot_shape_str(s3, 64, ry, dy), (long long)n,
+               (long long)bad);
+        CHECK(o && bad == 0);
+        otter_tensor_free(o);
+        otter_tensor_free(x);
+        otter_tensor_free(y);
+    }
+    otter_tensor_free(c);
+}
+
+static void test_where_paths(void) {
+    int64_t full[] = {3, 37}, one[] = {1}, col[] = {3, 1};
+    check_where(2, full, 2, full, 2, full); /* contiguous */
+    check_where(2, full, 1, one, 2, full);  /* scalar X: Where(mask, 0, dY) */
+    check_where(2, full, 2, full, 1, one);  /* scalar Y: Where(mask, dY, 0) */
+    check_where(2, col, 2, full, 1, one);   /* broadcast condition: strided path */
+}
+
 static void test_broadcast_error(void) {
     int64_t da[] = {3, 4}, db[] = {2, 5};
     otter_tensor *a = make(OTTER_DTYPE_FLOAT, 2, da, NULL), *b = make(OTTER_DTYPE_FLOAT, 2, db, NULL);
@@ -359,6 +402,7 @@ static void test_reduce_rows(void) {
 
 int main(void) {
     test_broadcast_paths();
+    test_where_paths();
     test_broadcast_error();
     test_inplace_chain();
     test_int_edges();

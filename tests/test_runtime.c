@@ -211,6 +211,60 @@ static void test_chain_and_plan(void) {
  * the second row reads it. Planned runs (the second on) must give the first run's result. */
 /* A memory budget turns a shape bomb (ConstantOfShape of [1000, 1000] floats, 4 MB) into an error
  * naming the node, before the allocation; folding at create time counts too; a roomy budget runs. */
+/* A small value that dies early must not leave a hole below the long-lived ones: S = Neg(XS) [64]
+ * lives for one node, L = S + XL [16,64] and M = Neg(XM) [17,64] until the Concat. Placed in
+ * execution order, S takes offset 0, L goes above it and M (too big for S's hole) above L; placed
+ * largest first, M and L share the arena with S inside M's block before M exists: the arena is the
+ * live peak, L + M + the Concat's output. */
+static void test_plan_no_early_holes(void) {
+    otter_model *m = NULL;
+    CHECK_OK(otter_model_create(&m, "holes", 17));
+    otter_graph *g = m->graph;
+    const int64_t sd[] = {64}, ld[] = {16, 64}, md[] = {17, 64}, yd[] = {33, 64};
+    CHECK_OK(otter_graph_add_input(g, "XS", OTTER_DTYPE_FLOAT, 1, sd, NULL));
+    CHECK_OK(otter_graph_add_input(g, "XL", OTTER_DTYPE_FLOAT, 2, ld, NULL));
+    CHECK_OK(otter_graph_add_input(g, "XM", OTTER_DTYPE_FLOAT, 2, md, NULL));
+    add_node(g, "Neg", "s", 1, (const char *[]){"XS"}, 1, (const char *[]){"S"});
+    add_node(g, "Add", "l", 2, (const char *[]){"S", "XL"}, 1, (const char *[]){"L"});
+    add_node(g, "Neg", "m", 1, (const char *[]){"XM"}, 1, (const char *[]){"M"});
+    otter_node *cat = NULL;
+    CHECK_OK(otter_node_create(&cat, "Concat", "cat", 2, (const char *[]){"L", "M"}, 1, (const char *[]){"Y"}));
+    CHECK_OK(otter_node_set_attr_int(cat, "axis", 0));
+    CHECK_OK(otter_graph_add_node(g, cat));
+    CHECK_OK(otter_graph_add_output(g, "Y", OTTER_DTYPE_FLOAT, 2, yd, NULL));
+    otter_tensor *xs = NULL, *xl = NULL, *xm = NULL;
+    CHECK_OK(otter_tensor_create(&xs, "XS", OTTER_DTYPE_FLOAT, 1, sd));
+    CHECK_OK(otter_tensor_create(&xl, "XL", OTTER_DTYPE_FLOAT, 2, ld));
+    CHECK_OK(otter_tensor_create(&xm, "XM", OTTER_DTYPE_FLOAT, 2, md));
+    for (int i = 0; i < 64; i++) ((float *)xs->data)[i] = (float)i;
+    for (int i = 0; i < 16 * 64; i++) ((float *)xl->data)[i] = 0.5f * (float)i;
+    for (int i = 0; i < 17 * 64; i++) ((float *)xm->data)[i] = 2.0f * (float)i;
+    otter_session *s = NULL;
+    CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = 1, .opt_level_set = true}));
+    const otter_tensor *in[] = {xs, xl, xm};
+    otter_tensor *y = NULL;
+    for (int run = 0; s && run < 2; run++) { /* the second run is the planned one */
+        otter_tensor_free(y);
+        y = NULL;
+        CHECK_OK(otter_session_run(s, 3, NULL, in, 1, NULL, &y));
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; y && i < 33 * 64; i++) {
+        float want = i < 16 * 64 ? -(float)(i % 64) + 0.5f * (float)i : -2.0f * (float)(i - 16 * 64);
+        bad += ((float *)y->data)[i] != want;
+    }
+    otter_memory_stats st = {0};
+    if (s) CHECK_OK(otter_session_memory_stats(s, &st));
+    const size_t live_peak = (16 + 17 + 33) * 64 * sizeof(float);
+    printf("plan without early holes: arena %zu bytes, live peak %zu; %lld wrong values\n", st.arena_bytes, live_peak,
+           (long long)bad);
+    CHECK(y && bad == 0 && st.arena_bytes == live_peak);
+    otter_tensor_free(y);
+    otter_tensor_free(xs), otter_tensor_free(xl), otter_tensor_free(xm);
+    otter_session_free(s);
+    otter_model_free(m);
+}
+
 static void test_memory_budget(void) {
     otter_model *m = NULL;
     CHECK_OK(otter_model_create(&m, "budget", 17));
@@ -1144,6 +1198,7 @@ static void test_sequence_alloc_failures(void) {
 
 int main(void) {
     test_chain_and_plan();
+    test_plan_no_early_holes();
     test_opt_level0();
     test_inplace_broadcast();
     test_memory_budget();

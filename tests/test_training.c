@@ -38,11 +38,14 @@ static float train_loss(otter_training_session *s, otter_tensor *x, otter_tensor
     return v;
 }
 
-static otter_training_session *open_fixture(void) {
+static otter_training_session *open_fixture_threads(int threads) {
     otter_training_session *s = NULL;
-    CHECK_OK(otter_training_session_create_from_dir(&s, FIX, NULL, NULL, &(otter_training_options){.n_threads = 1}));
+    CHECK_OK(
+        otter_training_session_create_from_dir(&s, FIX, NULL, NULL, &(otter_training_options){.n_threads = threads}));
     return s;
 }
+
+static otter_training_session *open_fixture(void) { return open_fixture_threads(1); }
 
 static double max_rel(const float *a, const float *b, size_t n, double floor_) {
     double w = 0;
@@ -128,9 +131,10 @@ static void test_accumulation(void) {
     otter_training_session_free(s);
 }
 
-/* AdamW (fixture: alpha 0.9, beta 0.999, eps 1e-6, wd 0, correct_bias, mode 1) against double math. */
-static void test_adamw(void) {
-    otter_training_session *s = open_fixture();
+/* AdamW (fixture: alpha 0.9, beta 0.999, eps 1e-6, wd 0, correct_bias, mode 1) against double math;
+ * with 3 threads the update runs in chunks split over them. */
+static void test_adamw(int threads) {
+    otter_training_session *s = open_fixture_threads(threads);
     if (!s) return;
     otter_tensor *x, *y;
     make_batch(&x, &y, 12345);
@@ -159,7 +163,7 @@ static void test_adamw(void) {
     }
     CHECK(otter_training_step_count(s) == 3);
     CHECK(worst < 1e-7);
-    printf("AdamW mode 1: 3 steps, max |w - reference| %.3g\n", worst);
+    printf("AdamW mode 1, %d thread(s): 3 steps, max |w - reference| %.3g\n", threads, worst);
     free(rw), free(rm), free(rv);
     otter_tensor_free(x), otter_tensor_free(y);
     otter_training_session_free(s);
@@ -389,6 +393,46 @@ static void test_mixed(void) {
     otter_artifacts_free(&cf);
 }
 
+/* The session moves each gradient accumulator to right after the node producing its gradient, so the
+ * gradient dies there rather than at the end of the backward pass (the artifacts list them last). */
+static void test_accumulators_early(void) {
+    otter_artifacts cf = {0};
+    CHECK_OK(build_artifacts("cifar", OTTER_LOSS_CROSS_ENTROPY, OTTER_OPTIM_SGD, &cf));
+    otter_model *t = NULL;
+    otter_training_session *s = NULL;
+    CHECK_OK(otter_model_clone(&t, cf.training));
+    const otter_model *before = cf.training;
+    size_t n_acc = 0, last_other = 0;
+    for (size_t i = 0; t && i < before->graph->n_nodes; i++)
+        if (strcmp(before->graph->nodes[i]->op_type, "InPlaceAccumulatorV2") == 0)
+            n_acc++;
+        else
+            last_other = i;
+    CHECK(n_acc > 0 && last_other < before->graph->n_nodes - n_acc); /* made last, as ORT makes them */
+    otter_checkpoint *c = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    CHECK_OK(otter_checkpoint_save_to_memory(cf.checkpoint, NULL, &data, &size));
+    CHECK_OK(otter_checkpoint_load_from_memory(&c, data, size));
+    otter_free(data);
+    CHECK_OK(otter_training_session_create_from_models(&s, c, t, NULL, NULL, NULL));
+    size_t placed = 0, seen = 0;
+    for (size_t i = 0; s && i < t->graph->n_nodes; i++) {
+        const otter_node *n = t->graph->nodes[i];
+        if (strcmp(n->op_type, "InPlaceAccumulatorV2") != 0) continue;
+        seen++;
+        /* its gradient (input 1) comes from the nearest node before it that is no accumulator */
+        size_t j = i;
+        while (j > 0 && strcmp(t->graph->nodes[j - 1]->op_type, "InPlaceAccumulatorV2") == 0) j--;
+        const otter_node *p = j > 0 ? t->graph->nodes[j - 1] : NULL;
+        for (size_t o = 0; p && o < p->n_outputs; o++) placed += strcmp(p->outputs[o], n->inputs[1]) == 0;
+    }
+    printf("accumulators: %zu of %zu run right after their gradient's node\n", placed, n_acc);
+    CHECK(s && seen == n_acc && placed == n_acc);
+    otter_training_session_free(s);
+    otter_artifacts_free(&cf);
+}
+
 /* Seeded Dropout in a training model the runtime fuses (Gemm + Relu): the seed has to reach the graph
  * the session runs, so two sessions with one seed draw the same masks (same losses, step by step, no
  * optimizer step between) and another seed draws others. */
@@ -482,12 +526,14 @@ static void test_export(void) {
 int main(void) {
     test_layout();
     test_accumulation();
-    test_adamw();
+    test_adamw(1);
+    test_adamw(3);
     test_schedules();
     test_resume();
     test_checkpoint_state();
     test_nominal();
     test_mixed();
+    test_accumulators_early();
     test_dropout_seed();
     test_export();
     return tu_finish("test_training");

@@ -408,7 +408,9 @@ static void test_layernorm(void) {
 
 static void test_batchnorm(void) {
     printf("batch normalization:\n");
-    int64_t d[4] = {3, 2, 2, 3}, c = 2;
+    /* 35 values a plane: the kernels' 16- and 8-wide blocks and their scalar tails */
+    enum { SP = 35, PER_CHANNEL = 3 * SP };
+    int64_t d[4] = {3, 2, 5, 7}, c = 2;
     otter_tensor *x = trand(4, d, -2, 2), *sc = trand(1, &c, 0.5, 1.5), *b = trand(1, &c, -1, 1);
     otter_tensor *rm = trand(1, &c, -0.2, 0.2), *rv = trand(1, &c, 0.8, 1.2);
     otter_tensor *fin[5] = {x, sc, b, rm, rv}, *y[5] = {0}, *ref[3] = {0}, *g[3] = {0};
@@ -431,7 +433,7 @@ static void test_batchnorm(void) {
     printf("  BatchNormInternal updates the running statistics in place: %s\n", in_place ? "yes" : "NO");
     otter_tensor_free(rm0);
     otter_tensor_free(rv0);
-    double w[36];
+    double w[2 * PER_CHANNEL];
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < otter_tensor_numel(ref[k]); i++) w[i] = F(ref[k])[i];
         check_close(k == 0   ? "BatchNormInternal Y vs BatchNormalization-15 training"
@@ -443,12 +445,12 @@ static void test_batchnorm(void) {
     double mean[2] = {0, 0}, var[2] = {0, 0}, inv[2];
     for (int n = 0; n < 3; n++)
         for (int ch = 0; ch < 2; ch++)
-            for (int i = 0; i < 6; i++) mean[ch] += F(x)[(n * 2 + ch) * 6 + i] / 18.0;
+            for (int i = 0; i < SP; i++) mean[ch] += F(x)[(n * 2 + ch) * SP + i] / PER_CHANNEL;
     for (int n = 0; n < 3; n++)
         for (int ch = 0; ch < 2; ch++)
-            for (int i = 0; i < 6; i++) {
-                double e = F(x)[(n * 2 + ch) * 6 + i] - mean[ch];
-                var[ch] += e * e / 18.0;
+            for (int i = 0; i < SP; i++) {
+                double e = F(x)[(n * 2 + ch) * SP + i] - mean[ch];
+                var[ch] += e * e / PER_CHANNEL;
             }
     for (int ch = 0; ch < 2; ch++) inv[ch] = 1 / sqrt(var[ch] + 1e-5);
     check_close("BatchNormInternal saved_mean", y[3], mean, 2, 1e-6);
@@ -708,35 +710,43 @@ static void test_conv(void) {
 
 /* ---- pooling ----------------------------------------------------------------------------------------- */
 
-/* MaxPool 2x2 stride 2 with Indices (the training path, nn.c's vectorized loop) against the scan the
- * general loop does: taps in row-major order, a later tap wins only when strictly greater (ties and
- * NaN keep the first). Inputs drawn from {0, -0, 0.5, 1, NaN} so ties and NaNs are everywhere; odd
- * sizes leave a row and a column unread. Values and indices must match bit for bit. */
-static void test_maxpool_indices(void) {
+/* MaxPool with Indices (the training paths: nn_pool.c's vectorized 2x2 stride 2 loop and the clipped
+ * windows of other 2-D shapes) against the scan the general loop does: taps in row-major order, a
+ * later tap wins only when strictly greater (ties and NaN keep the first). Inputs drawn from
+ * {0, -0, 0.5, 1, NaN} so ties and NaNs are everywhere; odd sizes leave a row and a column unread
+ * (2x2) or clip windows at the padding and the ceil_mode edge (3x3, as resnet18 and squeezenet).
+ * Values and indices must match bit for bit. */
+static void check_maxpool_indices(int64_t k, int64_t stride, int64_t pad, int64_t ceil_mode) {
     const int64_t xd[4] = {2, 3, 7, 9};
     otter_tensor *x = tf(4, xd, NULL);
     const float pick[5] = {0.0f, -0.0f, 0.5f, 1.0f, NAN};
     for (int64_t i = 0; i < otter_tensor_numel(x); i++) F(x)[i] = pick[(int)(urand() * 5)];
-    const int64_t k2[2] = {2, 2};
+    const int64_t ks[2] = {k, k}, ss[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad};
     otter_node *fwd = mknode("MaxPool", NULL, 1, 0, 2, 0);
-    otter_node_set_attr_ints(fwd, "kernel_shape", 2, k2);
-    otter_node_set_attr_ints(fwd, "strides", 2, k2);
+    otter_node_set_attr_ints(fwd, "kernel_shape", 2, ks);
+    otter_node_set_attr_ints(fwd, "strides", 2, ss);
+    otter_node_set_attr_ints(fwd, "pads", 4, pads);
+    otter_node_set_attr_int(fwd, "ceil_mode", ceil_mode);
     otter_tensor *y[2] = {0};
     CHECK_OK(run_node(fwd, 12, 1, &x, 2, y));
-    const int64_t H = xd[2], W = xd[3], OH = H / 2, OW = W / 2;
+    const int64_t H = xd[2], W = xd[3], OH = y[0] ? y[0]->dims[2] : 0, OW = y[0] ? y[0]->dims[3] : 0;
     int64_t bad = 0;
     for (int64_t pl = 0; y[0] && pl < xd[0] * xd[1]; pl++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t best = pl * H * W + 2 * oh * W + 2 * ow;
-                const int64_t taps[3] = {best + 1, best + W, best + W + 1};
-                for (int t = 0; t < 3; t++)
-                    if (F(x)[taps[t]] > F(x)[best]) best = taps[t];
+                int64_t best = -1;
+                for (int64_t ih = oh * stride - pad; ih < oh * stride - pad + k; ih++)
+                    for (int64_t iw = ow * stride - pad; iw < ow * stride - pad + k; iw++) {
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                        int64_t t = pl * H * W + ih * W + iw;
+                        if (best < 0 || F(x)[t] > F(x)[best]) best = t;
+                    }
                 int64_t o = (pl * OH + oh) * OW + ow;
                 bad += memcmp(&F(y[0])[o], &F(x)[best], sizeof(float)) != 0 || ((int64_t *)y[1]->data)[o] != best;
             }
-    CHECK(y[0] && bad == 0);
-    printf("  MaxPool 2x2/2 with Indices vs first-max scan: %lld of %lld windows differ\n", (long long)bad,
+    CHECK(y[0] && OH > 0 && bad == 0);
+    printf("  MaxPool %lldx%lld/%lld pad %lld%s with Indices vs first-max scan: %lld of %lld windows differ\n",
+           (long long)k, (long long)k, (long long)stride, (long long)pad, ceil_mode ? " ceil" : "", (long long)bad,
            (long long)(xd[0] * xd[1] * OH * OW));
     free_all(2, y);
     otter_tensor_free(x);
@@ -824,6 +834,13 @@ static void test_global_avgpool(void) {
     CHECK(worst_ulps <= 1.0 && differ * 20 <= planes);
     printf("  GlobalAveragePool vs sequential double sum: %lld of %lld planes differ, worst %.0f ulp\n",
            (long long)differ, (long long)planes, worst_ulps);
+}
+
+static void test_maxpool_indices(void) {
+    check_maxpool_indices(2, 2, 0, 0);
+    check_maxpool_indices(3, 2, 1, 0);
+    check_maxpool_indices(3, 2, 0, 1);
+    check_maxpool_indices(3, 1, 1, 0);
 }
 
 static void test_pool(void) {

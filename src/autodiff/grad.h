@@ -75,6 +75,10 @@ void ot_grad_declare_like(ot_grad *g, const char *name, const char *like);
 void ot_grad_copy_attrs(ot_grad *g, otter_node *dst, const otter_node *src);
 /* Add an output to the forward node (e.g. MaxPool's indices) when it lacks one; returns its name. */
 const char *ot_grad_forward_output(ot_grad *g, otter_node *n, size_t index, const char *hint);
+/* y itself, or when y is output 0 of a training-mode BatchNormalization (float, rank >= 2) a value
+ * recomputing it in the backward pass from the BN's input and saved batch statistics (the node
+ * becomes BatchNormInternal), so an activation's gradient need not keep y from the forward pass. */
+const char *ot_grad_batchnorm_recompute(ot_grad *g, const char *y);
 
 /* ---- rules, by the file that defines them (src/autodiff/rules_<file>.c); the operator registry
  * (src/ops/table.c) names each with its differentiable inputs ---- */

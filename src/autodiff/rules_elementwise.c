@@ -358,10 +358,13 @@ static const char *swish_derivative(ot_grad *g, const char *x, float alpha, cons
     *sigmoid = s;
     return op2(g, "Mul", "dswish", s, inner);
 }
-/* One com.microsoft QuickGeluGrad node, as ORT's gradient builder emits for QuickGelu. */
+/* One com.microsoft QuickGeluGrad node, as ORT's gradient builder emits for QuickGelu. X coming from a
+ * training-mode BatchNormalization (efficientnet's BN + SiLU) is recomputed from the BN's input, which
+ * its own gradient keeps anyway: X then dies in the forward pass (61 MB of efficientnet_b0's peak). */
 void ot_grad_swish(ot_grad *g, otter_node *n) {
     float alpha = otter_node_attr_float(n, "alpha", ot_streq(n->op_type, "QuickGelu") ? 1.702f : 1.0f);
-    otter_node *x = ot_grad_emit(g, "QuickGeluGrad", "com.microsoft", 2, (const char *[]){ot_grad_dy(g, 0), IN(0)}, 1,
+    otter_node *x = ot_grad_emit(g, "QuickGeluGrad", "com.microsoft", 2,
+                                 (const char *[]){ot_grad_dy(g, 0), ot_grad_batchnorm_recompute(g, IN(0))}, 1,
                                  (const char *[]){ot_grad_dx(g, 0)});
     if (x && otter_node_set_attr_float(x, "alpha", alpha) != OTTER_OK) OT_GRAD_NOMEM(g);
 }

@@ -368,21 +368,24 @@ void ot_grad_layernorm(ot_grad *g, otter_node *n) {
     ot_grad_copy_attrs(g, x, n);
 }
 
-/* Training-mode BatchNormalization: the forward node becomes com.microsoft BatchNormInternal
- * (which also returns the batch mean and inverse std the gradient needs), as ORT rewrites it. */
+/* A training-mode BatchNormalization node becomes com.microsoft BatchNormInternal (which also returns
+ * the batch mean and inverse std the gradient needs), as ORT rewrites it. */
+static void make_batchnorm_internal(ot_grad *g, otter_node *n) {
+    if (ot_streq(n->domain, "com.microsoft")) return;
+    if (otter_node_set_domain(n, "com.microsoft") != OTTER_OK) OT_GRAD_NOMEM(g);
+    char *op = ot_strdup("BatchNormInternal");
+    if (!op) OT_GRAD_NOMEM(g);
+    ot_free(n->op_type);
+    n->op_type = op;
+    otter_attr *tm = otter_node_attr_mut(n, "training_mode");
+    if (tm)
+        tm->i = 1;
+    else
+        set_int(g, n, "training_mode", 1);
+}
+
 void ot_grad_batchnorm(ot_grad *g, otter_node *n) {
-    if (!ot_streq(n->domain, "com.microsoft")) {
-        if (otter_node_set_domain(n, "com.microsoft") != OTTER_OK) OT_GRAD_NOMEM(g);
-        char *op = ot_strdup("BatchNormInternal");
-        if (!op) OT_GRAD_NOMEM(g);
-        ot_free(n->op_type);
-        n->op_type = op;
-        otter_attr *tm = otter_node_attr_mut(n, "training_mode");
-        if (tm)
-            tm->i = 1;
-        else
-            set_int(g, n, "training_mode", 1);
-    }
+    make_batchnorm_internal(g, n);
     for (size_t i = 1; i < 3; i++) ot_grad_forward_output(g, n, i, i == 1 ? "running_mean" : "running_var");
     const char *mean = ot_grad_forward_output(g, n, 3, "saved_mean");
     const char *inv_std = ot_grad_forward_output(g, n, 4, "saved_inv_std");
@@ -395,6 +398,33 @@ void ot_grad_batchnorm(ot_grad *g, otter_node *n) {
                                  (const char *[]){ot_grad_dy(g, 0), IN(0), IN(1), mean, inv_std}, 3, outs);
     const otter_attr *eps = otter_node_attr(n, "epsilon");
     if (eps) set_float(g, x, "epsilon", eps->f);
+}
+
+const char *ot_grad_batchnorm_recompute(ot_grad *g, const char *y) {
+    otter_graph *gr = ot_grad_graph(g);
+    ptrdiff_t p = otter_graph_find_producer(gr, y);
+    otter_node *n = p >= 0 ? gr->nodes[p] : NULL;
+    bool onnx = n && ot_str_empty(n->domain) && ot_streq(n->op_type, "BatchNormalization") &&
+                otter_node_attr_int(n, "training_mode", 0) == 1;
+    bool internal = n && ot_streq(n->domain, "com.microsoft") && ot_streq(n->op_type, "BatchNormInternal") &&
+                    otter_node_attr_int(n, "training_mode", 1) == 1;
+    int rank = ot_grad_rank(g, y);
+    if ((!onnx && !internal) || n->n_inputs < 5 || !ot_streq(OUT(0), y) || rank < 2 ||
+        elem_type(g, y) != OTTER_DTYPE_FLOAT)
+        return y;
+    make_batchnorm_internal(g, n);
+    for (size_t i = 1; i < 3; i++) ot_grad_forward_output(g, n, i, i == 1 ? "running_mean" : "running_var");
+    const char *mean = ot_grad_forward_output(g, n, 3, "saved_mean");
+    const char *inv_std = ot_grad_forward_output(g, n, 4, "saved_inv_std");
+    /* per channel, as BatchNormInternal's kernel: k = scale * inv_std, shift = B - mean * k */
+    const char *k = OT_G1(g, "Mul", ot_grad_tmp(g, "bn_k"), IN(1), inv_std);
+    const char *shift =
+        OT_G1(g, "Sub", ot_grad_tmp(g, "bn_shift"), IN(2), OT_G1(g, "Mul", ot_grad_tmp(g, "bn_mean_k"), mean, k));
+    int64_t per_channel[OTTER_MAX_RANK] = {-1, 1, 1, 1, 1, 1, 1, 1};
+    const char *shape = ot_grad_const_i64(g, "bn_channel_shape", (size_t)rank - 1, per_channel, false);
+    const char *kc = OT_G1(g, "Reshape", ot_grad_tmp(g, "bn_k_c"), k, shape);
+    const char *sc = OT_G1(g, "Reshape", ot_grad_tmp(g, "bn_shift_c"), shift, shape);
+    return OT_G1(g, "Add", ot_grad_tmp(g, "bn_recomputed"), OT_G1(g, "Mul", ot_grad_tmp(g, "bn_xk"), IN(0), kc), sc);
 }
 
 void ot_grad_dropout(ot_grad *g, otter_node *n) {

@@ -801,6 +801,13 @@ otter_status ot_kernel_mean(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_t
 
 /* ---- Where ---------------------------------------------------------------------------- */
 
+/* A contiguous condition selects with masks (branches on data mispredict and don't vectorize);
+ * X or Y may be a broadcast scalar, as the 0 of Where(mask, dY, 0) in gradients. */
+#define WHERE_SELECT(T, XI, YI)                                                                                        \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+        T m = (T)0 - (T)(c[i] != 0);                                                                                   \
+        o[i] = (T)((XI & m) | (YI & (T)~m));                                                                           \
+    }
 #define WHERE_KERNEL(S, T)                                                                                             \
     static void where_##S(void *argp, const int64_t *off, const int64_t *step, int64_t n) {                            \
         const bin_arg *g = argp;                                                                                       \
@@ -809,7 +816,11 @@ otter_status ot_kernel_mean(ot_kernel_ctx *ctx) { return run_variadic(ctx, add_t
         const T *x = (const T *)g->b + off[2], *y = (const T *)g->c + off[3];                                          \
         int64_t sc = step[1], sx = step[2], sy = step[3];                                                              \
         if (sc == 1 && sx == 1 && sy == 1)                                                                             \
-            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];                                                 \
+            WHERE_SELECT(T, x[i], y[i])                                                                                \
+        else if (sc == 1 && sx == 0 && sy == 1)                                                                        \
+            WHERE_SELECT(T, x[0], y[i])                                                                                \
+        else if (sc == 1 && sx == 1 && sy == 0)                                                                        \
+            WHERE_SELECT(T, x[i], y[0])                                                                                \
         else                                                                                                           \
             for (int64_t i = 0; i < n; i++) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];                                  \
     }

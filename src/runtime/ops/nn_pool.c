@@ -141,6 +141,40 @@ static void pool2d_fast(pool_args *a, int64_t p0, int64_t p1) {
     }
 }
 
+/* 2-D max pooling with row-major indices (training) and no dilation: clipped windows as
+ * pool2d_fast, the general loop's scan order and ties (the first maximum wins, NaN stays once
+ * taken); a window wholly in the padding gives -inf at index 0 of its plane, as the general loop. */
+static void pool2d_max_indices(pool_args *a, int64_t p0, int64_t p1) {
+    const ot_conv_geom *g = a->g;
+    const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = a->X + pl * g->in_size;
+        float *y = a->Y + pl * g->out_size;
+        int64_t *ind = a->I + pl * g->out_size;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t hs = oh * g->stride[1] - g->pb[1], he = hs + g->k[1];
+            hs = hs < 0 ? 0 : hs, he = he > H ? H : he;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ws = ow * g->stride[2] - g->pb[2], we = ws + g->k[2];
+                ws = ws < 0 ? 0 : ws, we = we > W ? W : we;
+                float acc = -INFINITY;
+                int64_t best = 0;
+                if (hs < he && ws < we) {
+                    best = hs * W + ws, acc = x[best];
+                    for (int64_t ih = hs; ih < he; ih++)
+                        for (int64_t iw = ws; iw < we; iw++) {
+                            const int64_t off = ih * W + iw, m = -(int64_t)(x[off] > acc);
+                            acc = x[off] > acc ? x[off] : acc;
+                            best = (best & ~m) | (off & m);
+                        }
+                }
+                y[oh * OW + ow] = acc;
+                ind[oh * OW + ow] = pl * g->in_size + best;
+            }
+        }
+    }
+}
+
 static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     pool_args *a = arg;
     const ot_conv_geom *g = a->g;
@@ -205,6 +239,10 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
                     ind[ow] = row + 2 * ow + best;
                 }
             }
+        return;
+    }
+    if (g->nd == 2 && a->I && !a->col_major && a->kind == POOL_MAX && g->dil[1] == 1 && g->dil[2] == 1) {
+        pool2d_max_indices(a, p0, p1);
         return;
     }
     for (int64_t pl = p0; pl < p1; pl++) {

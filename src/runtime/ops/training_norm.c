@@ -153,6 +153,42 @@ typedef struct bn_train_job {
     bool training, unbiased;
 } bn_train_job;
 
+/* Channel sums: each row of sp values (one image's plane) summed in 16 float lanes (four ot_v4,
+ * so the adds pipeline and vectorize), the rows' partial sums added in double. A plane has at most
+ * a few thousand values, so each lane adds a few hundred: float's rounding there stays far below
+ * the double total's, where the per-element double sums were latency-bound and scalar. */
+static double v4_total(ot_v4 a, ot_v4 b, ot_v4 c, ot_v4 d) {
+    ot_v4 t = (a + b) + (c + d);
+    return (double)t[0] + t[1] + t[2] + t[3];
+}
+
+/* sum x[i] over one row. */
+static double row_sum(const float *x, int64_t n) {
+    ot_v4 a = {0}, b = {0}, c = {0}, d = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a += ot_v4_load(x + i), b += ot_v4_load(x + i + 4);
+        c += ot_v4_load(x + i + 8), d += ot_v4_load(x + i + 12);
+    }
+    double t = v4_total(a, b, c, d);
+    for (; i < n; i++) t += x[i];
+    return t;
+}
+
+/* sum (x[i] - mu)^2 over one row, mu the channel's mean. */
+static double row_sq_dev(const float *x, int64_t n, float mu) {
+    ot_v4 a = {0}, b = {0}, c = {0}, d = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        ot_v4 da = ot_v4_load(x + i) - mu, db = ot_v4_load(x + i + 4) - mu;
+        ot_v4 dc = ot_v4_load(x + i + 8) - mu, dd = ot_v4_load(x + i + 12) - mu;
+        a += da * da, b += db * db, c += dc * dc, d += dd * dd;
+    }
+    double t = v4_total(a, b, c, d);
+    for (; i < n; i++) t += (double)(x[i] - mu) * (x[i] - mu);
+    return t;
+}
+
 static void bn_train_channels(void *arg, int64_t c0, int64_t c1) {
     const bn_train_job *j = arg;
     const int64_t N = j->N, C = j->C, sp = j->sp;
@@ -161,14 +197,9 @@ static void bn_train_channels(void *arg, int64_t c0, int64_t c1) {
         double mu = j->in[3][c], var = j->in[4][c], running_var_batch = var;
         if (j->training) {
             double sum = 0, sq = 0, cnt = (double)(N * sp);
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < sp; i++) sum += X[(n * C + c) * sp + i];
+            for (int64_t n = 0; n < N; n++) sum += row_sum(X + (n * C + c) * sp, sp);
             mu = cnt > 0 ? sum / cnt : 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < sp; i++) {
-                    double d = X[(n * C + c) * sp + i] - mu;
-                    sq += d * d;
-                }
+            for (int64_t n = 0; n < N; n++) sq += row_sq_dev(X + (n * C + c) * sp, sp, (float)mu);
             var = cnt > 0 ? sq / cnt : 0;
             running_var_batch = j->unbiased && cnt > 1 ? sq / (cnt - 1) : var;
         }
@@ -243,6 +274,22 @@ typedef struct bn_grad_job {
     int64_t N, C, sp;
 } bn_grad_job;
 
+/* sum dy[i] into *sum_dy and return sum dy[i] * (x[i] - mu), as row_sum does. */
+static double row_dy_dev(const float *dy, const float *x, int64_t n, float mu, double *sum_dy) {
+    ot_v4 a = {0}, b = {0}, p = {0}, q = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        ot_v4 ga = ot_v4_load(dy + i), gb = ot_v4_load(dy + i + 4);
+        a += ga, b += gb;
+        p += ga * (ot_v4_load(x + i) - mu), q += gb * (ot_v4_load(x + i + 4) - mu);
+    }
+    ot_v4 s = a + b, t = p + q;
+    double sum = (double)s[0] + s[1] + s[2] + s[3], dot = (double)t[0] + t[1] + t[2] + t[3];
+    for (; i < n; i++) sum += dy[i], dot += (double)dy[i] * (x[i] - mu);
+    *sum_dy += sum;
+    return dot;
+}
+
 static void bn_grad_channels(void *arg, int64_t c0, int64_t c1) {
     const bn_grad_job *j = arg;
     const int64_t N = j->N, C = j->C, sp = j->sp;
@@ -250,19 +297,20 @@ static void bn_grad_channels(void *arg, int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; c++) {
         const float mu = j->in[3][c], inv = j->in[4][c];
         const float *DY = j->in[0], *X = j->in[1];
-        double db = 0, ds = 0; /* double over every element: a BatchNorm bias's gradient is a sum that cancels */
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < sp; i++) {
-                int64_t e = (n * C + c) * sp + i;
-                db += DY[e];
-                ds += (double)DY[e] * (X[e] - mu) * inv;
-            }
-        const float k = m > 0 ? (float)(j->in[2][c] * inv / m) : 0.0f;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < sp; i++) {
-                int64_t e = (n * C + c) * sp + i;
-                j->out[0][e] = k * ((float)m * DY[e] - (float)db - (X[e] - mu) * inv * (float)ds);
-            }
+        double db = 0, ds = 0; /* a BatchNorm bias's gradient is a sum that cancels: rows add in double */
+        for (int64_t n = 0; n < N; n++) ds += row_dy_dev(DY + (n * C + c) * sp, X + (n * C + c) * sp, sp, mu, &db);
+        ds *= inv;
+        const float k = m > 0 ? (float)(j->in[2][c] * inv / m) : 0.0f, mf = (float)m, dbf = (float)db,
+                    dsf = inv * (float)ds;
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t e0 = (n * C + c) * sp;
+            const float *dy = DY + e0, *x = X + e0;
+            float *dx = j->out[0] + e0;
+            int64_t i = 0;
+            for (; i + 4 <= sp; i += 4)
+                ot_v4_store(dx + i, k * (mf * ot_v4_load(dy + i) - dbf - (ot_v4_load(x + i) - mu) * dsf));
+            for (; i < sp; i++) dx[i] = k * (mf * dy[i] - dbf - (x[i] - mu) * dsf);
+        }
         if (j->out[1]) j->out[1][c] = (float)ds;
         if (j->out[2]) j->out[2][c] = (float)db;
     }
