@@ -253,6 +253,32 @@ static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b
         }
 }
 
+/* One chunk of images of conv_run_rows: their columns (col) and the product's rows (yt). */
+typedef struct rows_chunk {
+    const conv_args *a;
+    const ot_conv_window *win;
+    int64_t n0, K;
+    float *col, *yt;
+} rows_chunk;
+
+static void rows_im2col(void *arg, int64_t i0, int64_t i1) {
+    const rows_chunk *r = arg;
+    const ot_conv_geom *g = r->a->g;
+    for (int64_t i = i0; i < i1; i++)
+        ot_im2col_rows(r->a->X + (r->n0 + i) * g->C * g->in_size, g->C, r->win, r->col + i * g->out_size * r->K, r->K);
+}
+
+static void rows_back_to_planes(void *arg, int64_t i0, int64_t i1) {
+    const rows_chunk *r = arg;
+    const conv_args *a = r->a;
+    const int64_t M = a->M, P = a->g->out_size;
+    for (int64_t i = i0; i < i1; i++) {
+        float *y = a->Y + (r->n0 + i) * M * P;
+        rows_to_planes(r->yt + i * P * M, M, P, a->B, a->Z ? a->Z + (r->n0 + i) * M * P : NULL, y);
+        ot_fused_act_apply(&a->act, y, M * P);
+    }
+}
+
 static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     const ot_conv_geom *g = a->g;
     const int64_t N = g->N, M = a->M, P = g->out_size, K = g->C * g->k_size;
@@ -269,16 +295,13 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     const ot_conv_window win = ot_conv_geom_window(g);
     for (int64_t n0 = 0; n0 < N; n0 += per) {
         const int64_t nb = N - n0 < per ? N - n0 : per;
-        for (int64_t i = 0; i < nb; i++)
-            ot_im2col_rows(a->X + (n0 + i) * g->C * g->in_size, g->C, &win, col + i * P * K, K);
+        rows_chunk r = {a, &win, n0, K, col, yt};
+        /* the columns and the way back per image on the threads, as the product between them */
+        ot_parallel_for(ctx, nb, 1, rows_im2col, &r);
         OT_TRY(ot_sgemm_prepacked(ctx, false, nb * P, M, K, 1.0f, col, K, wp, 0.0f, yt, M, NULL, NULL));
         /* conv_epilogue's sums while transposing; each element of Z is read just before the same
          * element of Y is written, so Y may be Z's buffer */
-        for (int64_t i = 0; i < nb; i++) {
-            float *y = a->Y + (n0 + i) * M * P;
-            rows_to_planes(yt + i * P * M, M, P, a->B, a->Z ? a->Z + (n0 + i) * M * P : NULL, y);
-            ot_fused_act_apply(&a->act, y, M * P);
-        }
+        ot_parallel_for(ctx, nb, 1, rows_back_to_planes, &r);
     }
     return OTTER_OK;
 }
