@@ -393,9 +393,16 @@ static void test_mixed(void) {
     otter_artifacts_free(&cf);
 }
 
+static bool runs_early(const otter_node *n) {
+    return strcmp(n->op_type, "InPlaceAccumulatorV2") == 0 || strcmp(n->op_type, "Shape") == 0;
+}
+
 /* The session moves each gradient accumulator to right after the node producing its gradient, so the
- * gradient dies there rather than at the end of the backward pass (the artifacts list them last). */
-static void test_accumulators_early(void) {
+ * gradient dies there rather than at the end of the backward pass (the artifacts list them last); and
+ * each Shape to right after its input's producer, so a backward Shape of a forward activation (the
+ * CIFAR CNN's MaxPool and Relu outputs, for the gradients of Flatten and MaxPool) does not keep the
+ * activation alive until backward reaches it. */
+static void test_run_early(void) {
     otter_artifacts cf = {0};
     CHECK_OK(build_artifacts("cifar", OTTER_LOSS_CROSS_ENTROPY, OTTER_OPTIM_SGD, &cf));
     otter_model *t = NULL;
@@ -416,19 +423,24 @@ static void test_accumulators_early(void) {
     CHECK_OK(otter_checkpoint_load_from_memory(&c, data, size));
     otter_free(data);
     CHECK_OK(otter_training_session_create_from_models(&s, c, t, NULL, NULL, NULL));
-    size_t placed = 0, seen = 0;
+    size_t placed = 0, seen = 0, shapes = 0, shapes_placed = 0;
     for (size_t i = 0; s && i < t->graph->n_nodes; i++) {
         const otter_node *n = t->graph->nodes[i];
-        if (strcmp(n->op_type, "InPlaceAccumulatorV2") != 0) continue;
-        seen++;
-        /* its gradient (input 1) comes from the nearest node before it that is no accumulator */
+        const bool acc = strcmp(n->op_type, "InPlaceAccumulatorV2") == 0;
+        if (!runs_early(n)) continue;
+        seen += acc, shapes += !acc;
+        /* what it reads (an accumulator's gradient, input 1) comes from the nearest node before it
+         * that is not moved itself */
         size_t j = i;
-        while (j > 0 && strcmp(t->graph->nodes[j - 1]->op_type, "InPlaceAccumulatorV2") == 0) j--;
+        while (j > 0 && runs_early(t->graph->nodes[j - 1])) j--;
         const otter_node *p = j > 0 ? t->graph->nodes[j - 1] : NULL;
-        for (size_t o = 0; p && o < p->n_outputs; o++) placed += strcmp(p->outputs[o], n->inputs[1]) == 0;
+        for (size_t o = 0; p && o < p->n_outputs; o++)
+            if (strcmp(p->outputs[o], n->inputs[acc ? 1 : 0]) == 0) acc ? placed++ : shapes_placed++;
     }
-    printf("accumulators: %zu of %zu run right after their gradient's node\n", placed, n_acc);
-    CHECK(s && seen == n_acc && placed == n_acc);
+    printf("accumulators: %zu of %zu run right after their gradient's node; Shape: %zu of %zu right after the "
+           "producer of what it reads\n",
+           placed, n_acc, shapes_placed, shapes);
+    CHECK(s && seen == n_acc && placed == n_acc && shapes >= 4 && shapes_placed == shapes);
     otter_training_session_free(s);
     otter_artifacts_free(&cf);
 }
@@ -533,7 +545,7 @@ int main(void) {
     test_checkpoint_state();
     test_nominal();
     test_mixed();
-    test_accumulators_early();
+    test_run_early();
     test_dropout_seed();
     test_export();
     return tu_finish("test_training");
