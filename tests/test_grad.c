@@ -2616,6 +2616,70 @@ static void check_silu_fusion(void) {
     }
 }
 
+/* Relu followed by a training-mode Dropout (a transformer's feed-forward block): ReluGrad reads the
+ * Dropout's output, so the Relu's output dies in the forward pass; a Relu output something else
+ * reads too (here a graph output) stays what ReluGrad reads. Either way, with loss = sum(c * d),
+ * d = Dropout(Relu(x)) at ratio 0.5: dx = 2 c where x > 0 and the mask kept it, else 0. */
+static void check_relu_dropout(void) {
+    for (int shared = 0; shared < 2; shared++) {
+        otter_model *m;
+        CHECK_OK(otter_model_create(&m, "relu_dropout", 17));
+        int64_t dims[2] = {4, 8};
+        CHECK_OK(otter_graph_add_input(m->graph, "x", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+        otter_tensor *ratio, *train, *c;
+        const float half = 0.5f;
+        const uint8_t yes = 1;
+        float cv[32];
+        for (int i = 0; i < 32; i++) cv[i] = 0.25f + 0.125f * (float)(i % 7);
+        CHECK_OK(otter_tensor_from_data(&ratio, "ratio", OTTER_DTYPE_FLOAT, 0, NULL, &half));
+        CHECK_OK(otter_tensor_from_data(&train, "training", OTTER_DTYPE_BOOL, 0, NULL, &yes));
+        CHECK_OK(otter_tensor_from_data(&c, "c", OTTER_DTYPE_FLOAT, 2, dims, cv));
+        CHECK_OK(otter_graph_add_initializer(m->graph, ratio));
+        CHECK_OK(otter_graph_add_initializer(m->graph, train));
+        CHECK_OK(otter_graph_add_initializer(m->graph, c));
+        node1(m->graph, "Relu", "x", NULL, "r");
+        otter_node *drop;
+        const char *drop_in[] = {"r", "ratio", "training"}, *drop_out[] = {"d", "mask"};
+        CHECK_OK(otter_node_create(&drop, "Dropout", "drop", 3, drop_in, 2, drop_out));
+        CHECK_OK(otter_node_set_attr_int(drop, "seed", 7));
+        CHECK_OK(otter_graph_add_node(m->graph, drop));
+        node1(m->graph, "Mul", "d", "c", "y");
+        CHECK_OK(otter_node_set_attr_int(node1(m->graph, "ReduceSum", "y", NULL, "loss"), "keepdims", 0));
+        CHECK_OK(otter_graph_add_output(m->graph, "loss", OTTER_DTYPE_FLOAT, 0, NULL, NULL));
+        CHECK_OK(otter_graph_add_output(m->graph, "mask", OTTER_DTYPE_BOOL, 2, dims, NULL));
+        if (shared) CHECK_OK(otter_graph_add_output(m->graph, "r", OTTER_DTYPE_FLOAT, 2, dims, NULL));
+        const char *wrt[] = {"x"};
+        otter_grad_options go = {.loss = "loss", .n_wrt = 1, .wrt = wrt};
+        CHECK_OK(otter_model_add_gradients(m, &go));
+        const char *read = NULL;
+        for (size_t k = 0; k < m->graph->n_nodes; k++)
+            if (strcmp(m->graph->nodes[k]->op_type, "ReluGrad") == 0) read = m->graph->nodes[k]->inputs[1];
+        CHECK(read && strcmp(read, shared ? "r" : "d") == 0);
+        CHECK_OK(otter_graph_add_output(m->graph, "x_grad", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+        otter_session *sess;
+        CHECK_OK(otter_session_create(&sess, m, &(otter_session_options){.n_threads = 1}));
+        otter_tensor *x, *outs[2] = {NULL, NULL};
+        CHECK_OK(otter_tensor_create(&x, "x", OTTER_DTYPE_FLOAT, 2, dims));
+        float *xv = x->data;
+        for (int i = 0; i < 32; i++) xv[i] = (float)((i * 5) % 11) - 5.0f; /* negative, zero and positive */
+        const char *in = "x", *names[] = {"x_grad", "mask"};
+        CHECK_OK(otter_session_run(sess, 1, &in, (const otter_tensor *const *)&x, 2, names, outs));
+        int wrong = 0, kept = 0;
+        for (int i = 0; outs[0] && outs[1] && i < 32; i++) {
+            const bool on = xv[i] > 0 && ((const uint8_t *)outs[1]->data)[i];
+            kept += on;
+            wrong += ((const float *)outs[0]->data)[i] != (on ? 2.0f * cv[i] : 0.0f);
+        }
+        CHECK(outs[0] && outs[1] && wrong == 0 && kept > 0);
+        printf("Relu + Dropout (%s): ReluGrad reads '%s', %d of 32 elements kept, %d wrong\n",
+               shared ? "relu also an output" : "alone", read ? read : "?", kept, wrong);
+        for (int i = 0; i < 2; i++) otter_tensor_free(outs[i]);
+        otter_tensor_free(x);
+        otter_session_free(sess);
+        otter_model_free(m);
+    }
+}
+
 /* Training-mode BatchNormalization followed by SiLU: QuickGeluGrad reads the BN's output recomputed
  * from the BN's input and saved statistics, not the output itself (which then dies in the forward
  * pass). The gradients of x, scale and B through both against central differences of the forward
@@ -2759,6 +2823,7 @@ int main(int argc, char **argv) {
     if (!only) check_dynamic_loop_error();
     if (!only) check_input_33();
     if (!only) check_silu_fusion();
+    if (!only) check_relu_dropout();
     if (!only) check_batchnorm_silu_recompute();
     if (!only) check_shape_driven_loop();
     if (!only) check_control_flow_allocation_failures();
