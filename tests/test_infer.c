@@ -490,6 +490,30 @@ static void test_narrow_types(void) {
     otter_model_free(m);
 }
 
+/* com.microsoft FusedMatMul: transBatchA / transBatchB move a rank >= 3 operand's first axis to just
+ * before its last, then transA / transB swap the last two (ONNX Runtime's shapes). */
+static void test_fused_matmul(void) {
+    printf("FusedMatMul:\n");
+    otter_model *m = new_model(17);
+    CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    otter_graph *g = m->graph;
+    add_input(g, "q", OTTER_DTYPE_FLOAT, "T,BH,64");
+    add_input(g, "k", OTTER_DTYPE_FLOAT, "S,BH,64");
+    add_input(g, "w", OTTER_DTYPE_FLOAT, "64,32");
+    otter_node *n = tu_add_node(g, "FusedMatMul", "qk", "q k", "scores");
+    CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+    CHECK_OK(otter_node_set_attr_int(n, "transBatchA", 1));
+    CHECK_OK(otter_node_set_attr_int(n, "transBatchB", 1));
+    CHECK_OK(otter_node_set_attr_int(n, "transB", 1));
+    n = tu_add_node(g, "FusedMatMul", "qw", "q w", "proj");
+    CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+    CHECK_OK(otter_node_set_attr_int(n, "transBatchA", 1));
+    CHECK_OK(otter_model_infer_shapes(m, NULL));
+    expect_type(m, "scores", "float32[BH,T,S]");
+    expect_type(m, "proj", "float32[BH,T,32]");
+    otter_model_free(m);
+}
+
 int main(void) {
     test_broadcast();
     test_narrow_types();
@@ -499,5 +523,6 @@ int main(void) {
     test_declared_and_strict();
     test_if();
     test_alloc_failures();
+    test_fused_matmul();
     return tu_finish("test_infer");
 }

@@ -1100,6 +1100,31 @@ static void test_misc(void) {
     CHECK(out[0] && out[0]->rank == 4 && out[0]->dims[1] == 3 && out[0]->dims[3] == 5);
     check_close("FusedMatMul transA transB alpha 0.5, broadcast batch", out[0], fm, 90, 1e-5);
     free_all(1, out), otter_node_free(n);
+    /* transBatchA: A (4, 6, 3) read as (6, 4, 3); transBatchB + transB: B (5, 6, 3) read as (6, 5, 3),
+     * then (6, 3, 5) -> Y (6, 4, 5); on 1 thread (a product at a time) and 2 (a product per task) */
+    int64_t ta_d[3] = {4, 6, 3}, tb_d[3] = {5, 6, 3};
+    otter_tensor *TA = trand(3, ta_d, -1, 1), *TB = trand(3, tb_d, -1, 1), *tin[2] = {TA, TB};
+    double tm[120];
+    for (int bi = 0; bi < 6; bi++)
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 5; c++) {
+                double acc = 0;
+                for (int k = 0; k < 3; k++) acc += (double)F(TA)[(r * 6 + bi) * 3 + k] * F(TB)[(c * 6 + bi) * 3 + k];
+                tm[(bi * 4 + r) * 5 + c] = 2.0 * acc;
+            }
+    n = mknode("FusedMatMul", MS, 2, 0, 1, 0);
+    otter_node_set_attr_int(n, "transBatchA", 1), otter_node_set_attr_int(n, "transBatchB", 1);
+    otter_node_set_attr_int(n, "transB", 1), otter_node_set_attr_float(n, "alpha", 2.0f);
+    for (run_threads = 1; run_threads <= 2; run_threads++) {
+        CHECK_OK(run_node(n, 17, 2, tin, 1, out));
+        CHECK(out[0] && out[0]->rank == 3 && out[0]->dims[0] == 6 && out[0]->dims[1] == 4 && out[0]->dims[2] == 5);
+        check_close(run_threads == 1 ? "FusedMatMul transBatchA transBatchB transB alpha 2, 1 thread"
+                                     : "FusedMatMul transBatchA transBatchB transB alpha 2, 2 threads",
+                    out[0], tm, 120, 1e-5);
+        free_all(1, out);
+    }
+    run_threads = 1;
+    otter_node_free(n), otter_tensor_free(TA), otter_tensor_free(TB);
     float s2 = 4.0f;
     otter_tensor *sc = tf(0, NULL, &s2), *scin[2] = {a, sc};
     n = mknode("Scale", MS, 2, 0, 1, 0);

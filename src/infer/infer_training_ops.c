@@ -47,25 +47,30 @@ otter_status ot_infer_reduce_all_l2(ot_inode *n) { return ot_out_shape(n, 0, ot_
 
 /* ---- matmul, convolution, pooling ---- */
 
-/* Y = alpha * op(A) @ op(B): MatMul's shapes with the last two axes of A / B swapped when transA /
+/* Y = alpha * op(A) @ op(B): MatMul's shapes after transBatchA / transBatchB moved the first axis of
+ * a rank >= 3 operand to just before its last, and the last two axes of A / B swapped when transA /
  * transB (1-D operands are never transposed) */
 otter_status ot_infer_ms_fused_matmul(ot_inode *n) {
     const ot_ival *in[2];
     const char *names[2] = {n->node->inputs[0], n->n_in > 1 ? n->node->inputs[1] : ""};
-    const char *trans[2] = {"transA", "transB"};
-    if (ot_attr_int(n, "transBatchA", 0) || ot_attr_int(n, "transBatchB", 0)) { /* refused by the kernel too */
-        ot_out_type(n, 0, ot_in_dtype(n, 0));
-        return OTTER_OK;
-    }
+    const char *trans[2] = {"transA", "transB"}, *trans_batch[2] = {"transBatchA", "transBatchB"};
     for (int k = 0; k < 2; k++) {
         const ot_ival *v = ot_in(n, (size_t)k);
         in[k] = v;
-        if (!ot_in_has_shape(n, (size_t)k) || v->rank < 2 || !ot_attr_int(n, trans[k], 0)) continue;
+        const bool tr = ot_attr_int(n, trans[k], 0) != 0, tb = ot_attr_int(n, trans_batch[k], 0) != 0;
+        if (!ot_in_has_shape(n, (size_t)k) || v->rank < 2 || (!tr && (!tb || v->rank < 3))) continue;
         ot_ival *t = ot_inf_alloc(n->cx, sizeof *t);
         if (!t) return OT_INF_NOMEM(n);
         OT_TRY(ot_ival_copy(n->cx, t, v));
-        t->dims[v->rank - 2] = v->dims[v->rank - 1];
-        t->dims[v->rank - 1] = v->dims[v->rank - 2];
+        if (tb && v->rank >= 3) {
+            for (int i = 0; i < v->rank - 2; i++) t->dims[i] = v->dims[i + 1];
+            t->dims[v->rank - 2] = v->dims[0];
+        }
+        if (tr) {
+            const ot_idim d = t->dims[v->rank - 2];
+            t->dims[v->rank - 2] = t->dims[v->rank - 1];
+            t->dims[v->rank - 1] = d;
+        }
         in[k] = t;
     }
     return ot_infer_as(n, ot_infer_matmul, 13, 2, in, names);

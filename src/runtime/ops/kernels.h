@@ -95,6 +95,21 @@ otter_status ot_kernel_gemm(ot_kernel_ctx *ctx);
 otter_status ot_kernel_matmulinteger(ot_kernel_ctx *ctx);
 otter_status ot_kernel_qlinearmatmul(ot_kernel_ctx *ctx);
 otter_status ot_kernel_einsum(ot_kernel_ctx *ctx);
+/* Y_t = alpha op(A_t) op(B_t) for t < n_batch, each M x N at Y + t M N (rows N apart), A_t and B_t
+ * at A + a_off and B + b_off (floats) as offsets(arg, t, &a_off, &b_off) says, their rows lda and
+ * ldb apart: one product per task on the session's threads when there are at least two a thread,
+ * else each product over the threads. */
+typedef void (*ot_product_offsets)(const void *arg, int64_t t, int64_t *a_off, int64_t *b_off);
+typedef struct ot_product_batch {
+    bool ta, tb;
+    int64_t n_batch, M, N, K, lda, ldb;
+    float alpha;
+    const float *A, *B;
+    float *Y;
+    ot_product_offsets offsets;
+    const void *arg;
+} ot_product_batch;
+otter_status ot_sgemm_batch(const ot_kernel_ctx *ctx, const ot_product_batch *p);
 
 /* nn_conv.c: Conv, ConvInteger, QLinearConv, ConvTranspose */
 otter_status ot_kernel_conv(ot_kernel_ctx *ctx);

@@ -175,42 +175,64 @@ otter_status ot_kernel_matmul(ot_kernel_ctx *ctx) {
     return apply_act(ctx, &act, y);
 }
 
-/* A batch of float products (attention's Q K^T and P V per head): one product per task, the tasks on
- * the threads when there are enough of them, else each product over the threads. */
-typedef struct mm_batches {
-    const mm_plan *p;
-    const float *A, *B;
-    float *Y;
+/* A batch of float products (attention's Q K^T and P V per head, FusedMatMul's batches): one
+ * product per task, the tasks on the threads when there are enough of them, else each product over
+ * the threads. */
+typedef struct batch_job {
+    const ot_product_batch *p;
     _Atomic otter_status status; /* OTTER_OK, or the first failure (packing memory) */
-} mm_batches;
+} batch_job;
 
-static void mm_batch_range(void *arg, int64_t t0, int64_t t1) {
-    mm_batches *j = arg;
-    const mm_plan *p = j->p;
+static void batch_range(void *arg, int64_t t0, int64_t t1) {
+    batch_job *j = arg;
+    const ot_product_batch *p = j->p;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t ia, ib;
-        mm_offsets(p, t, &ia, &ib);
-        otter_status s = ot_sgemm(NULL, false, false, p->M, p->N, p->K, 1.0f, j->A + ia * p->M * p->K, p->K,
-                                  j->B + ib * p->K * p->N, p->N, 0.0f, j->Y + t * p->M * p->N, p->N);
+        int64_t ao, bo;
+        p->offsets(p->arg, t, &ao, &bo);
+        otter_status s = ot_sgemm(NULL, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb,
+                                  0.0f, p->Y + t * p->M * p->N, p->N);
         if (s != OTTER_OK) atomic_store(&j->status, s);
     }
 }
 
-static otter_status matmul_batches(const ot_kernel_ctx *ctx, const mm_plan *p, const float *A, const float *B,
-                                   float *Y) {
-    mm_batches j = {p, A, B, Y, OTTER_OK};
+otter_status ot_sgemm_batch(const ot_kernel_ctx *ctx, const ot_product_batch *p) {
+    batch_job j = {p, OTTER_OK};
     if (ctx && ctx->n_threads > 1 && p->n_batch >= 2 * ctx->n_threads) {
-        ot_parallel_for(ctx, p->n_batch, 1 + 65536 / (p->M * p->N * p->K + 1), mm_batch_range, &j);
+        ot_parallel_for(ctx, p->n_batch, 1 + 65536 / (p->M * p->N * p->K + 1), batch_range, &j);
         return atomic_load(&j.status);
     }
     otter_status s = OTTER_OK;
     for (int64_t t = 0; s == OTTER_OK && t < p->n_batch; t++) {
-        int64_t ia, ib;
-        mm_offsets(p, t, &ia, &ib);
-        s = ot_sgemm(ctx, false, false, p->M, p->N, p->K, 1.0f, A + ia * p->M * p->K, p->K, B + ib * p->K * p->N, p->N,
-                     0.0f, Y + t * p->M * p->N, p->N);
+        int64_t ao, bo;
+        p->offsets(p->arg, t, &ao, &bo);
+        s = ot_sgemm(ctx, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb, 0.0f,
+                     p->Y + t * p->M * p->N, p->N);
     }
     return s;
+}
+
+/* Float offsets of batch t's A and B in a MatMul plan. */
+static void mm_float_offsets(const void *arg, int64_t t, int64_t *ao, int64_t *bo) {
+    const mm_plan *p = arg;
+    mm_offsets(p, t, ao, bo);
+    *ao *= p->M * p->K, *bo *= p->K * p->N;
+}
+
+static otter_status matmul_batches(const ot_kernel_ctx *ctx, const mm_plan *p, const float *A, const float *B,
+                                   float *Y) {
+    const ot_product_batch b = {.n_batch = p->n_batch,
+                                .M = p->M,
+                                .N = p->N,
+                                .K = p->K,
+                                .lda = p->K,
+                                .ldb = p->N,
+                                .alpha = 1.0f,
+                                .A = A,
+                                .B = B,
+                                .Y = Y,
+                                .offsets = mm_float_offsets,
+                                .arg = p};
+    return ot_sgemm_batch(ctx, &b);
 }
 
 /* With constant weights, a float bias of N elements and the activation (when given) run inside the

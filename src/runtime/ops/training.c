@@ -560,37 +560,77 @@ otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx) {
 
 /* ---- FusedMatMul ------------------------------------------------------------------------------------- */
 
+/* One FusedMatMul operand as stored: its batch dims, and the rows, columns and row stride of its
+ * matrices, batch element b's at b * bstride. 1-D operands are promoted as in MatMul (A: [1, K], B:
+ * [K, 1]). transBatch (rank >= 3) reads [d0, batch..., d_last] as [batch..., d0, d_last] where it
+ * lies: rows d0 apart by the batch's size times d_last (what a Transpose with perm [1, ..., r-2, 0,
+ * r-1] would have copied). */
+typedef struct fmm_operand {
+    int nb;
+    int64_t bd[OTTER_MAX_RANK];
+    int64_t rows, cols, ld, bstride;
+} fmm_operand;
+
+static void fmm_operand_of(const otter_tensor *t, bool is_b, bool trans_batch, fmm_operand *o) {
+    const int r = t->rank;
+    o->nb = r > 2 ? r - 2 : 0;
+    if (r == 1) {
+        o->rows = is_b ? t->dims[0] : 1, o->cols = is_b ? 1 : t->dims[0];
+        o->ld = o->cols, o->bstride = 0;
+    } else if (trans_batch && r > 2) {
+        int64_t batch = 1;
+        for (int i = 0; i < o->nb; i++) o->bd[i] = t->dims[i + 1], batch *= o->bd[i];
+        o->rows = t->dims[0], o->cols = t->dims[r - 1];
+        o->ld = batch * o->cols, o->bstride = o->cols;
+    } else {
+        for (int i = 0; i < o->nb; i++) o->bd[i] = t->dims[i];
+        o->rows = t->dims[r - 2], o->cols = t->dims[r - 1];
+        o->ld = o->cols, o->bstride = o->rows * o->cols;
+    }
+}
+
+/* Output batch index t -> offsets of A's and B's matrices (right-aligned broadcasting). */
+typedef struct fmm_batches {
+    const fmm_operand *a, *b;
+    int br;
+    const int64_t *bdims;
+} fmm_batches;
+
+static void fmm_offsets(const void *arg, int64_t t, int64_t *a_off, int64_t *b_off) {
+    const fmm_batches *j = arg;
+    int64_t ai = 0, bi = 0, ast = 1, bst = 1;
+    for (int i = j->br - 1; i >= 0; i--) {
+        const int64_t idx = t % j->bdims[i];
+        t /= j->bdims[i];
+        const int ia = i - (j->br - j->a->nb), ib = i - (j->br - j->b->nb);
+        if (ia >= 0) ai += (j->a->bd[ia] == 1 ? 0 : idx) * ast, ast *= j->a->bd[ia];
+        if (ib >= 0) bi += (j->b->bd[ib] == 1 ? 0 : idx) * bst, bst *= j->b->bd[ib];
+    }
+    *a_off = ai * j->a->bstride, *b_off = bi * j->b->bstride;
+}
+
 /* Y = alpha * op(A) @ op(B) over broadcast batch dimensions; op transposes the last two axes when
- * transA / transB. 1-D operands are promoted as in MatMul (A: [1, K], B: [K, 1]) and the added axis
- * removed from Y. transBatchA / transBatchB are not supported. */
+ * transA / transB, after transBatchA / transBatchB moved the first axis of a rank >= 3 operand to
+ * just before its last (fmm_operand); 1-D operands are never transposed, and their added axis is
+ * removed from Y. What fuse.c makes of MatMuls reading Transposes, and the MatMul gradient. */
 otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     const otter_tensor *a, *b;
     char s1[128], s2[128];
     OT_TRY(ot_train_need(ctx, 0, "A", &a));
     OT_TRY(ot_train_need(ctx, 1, "B", &b));
-    if (ot_ctx_attr_int_or(ctx, "transBatchA", 0) || ot_ctx_attr_int_or(ctx, "transBatchB", 0))
-        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "transBatchA / transBatchB are not supported");
     if (a->dtype != b->dtype || !ot_train_is_float(a->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
     if (a->rank < 1 || b->rank < 1) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A and B must have rank >= 1");
-    bool ta = ot_ctx_attr_int_or(ctx, "transA", 0) != 0,
-         tb = ot_ctx_attr_int_or(ctx, "transB", 0) != 0;    /* ONNX Runtime's operator: no ONNX schema */
-    float alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.0f); /* ONNX Runtime's operator: no ONNX schema */
-    int ra = a->rank, rb = b->rank;
-    int64_t ad[OTTER_MAX_RANK], bd[OTTER_MAX_RANK];
-    if (ra == 1) {
-        ad[0] = 1, ad[1] = a->dims[0], ra = 2, ta = false;
-    } else {
-        memcpy(ad, a->dims, sizeof(int64_t) * (size_t)ra);
-    }
-    if (rb == 1) {
-        bd[0] = b->dims[0], bd[1] = 1, rb = 2, tb = false;
-    } else {
-        memcpy(bd, b->dims, sizeof(int64_t) * (size_t)rb);
-    }
-    int64_t M = ta ? ad[ra - 1] : ad[ra - 2], K = ta ? ad[ra - 2] : ad[ra - 1];
-    int64_t K2 = tb ? bd[rb - 1] : bd[rb - 2], N = tb ? bd[rb - 2] : bd[rb - 1];
+    /* ONNX Runtime's operator: no ONNX schema */
+    const bool ta = a->rank > 1 && ot_ctx_attr_int_or(ctx, "transA", 0) != 0,
+               tb = b->rank > 1 && ot_ctx_attr_int_or(ctx, "transB", 0) != 0;
+    const float alpha = ot_ctx_attr_float_or(ctx, "alpha", 1.0f);
+    fmm_operand oa, ob;
+    fmm_operand_of(a, false, ot_ctx_attr_int_or(ctx, "transBatchA", 0) != 0, &oa);
+    fmm_operand_of(b, true, ot_ctx_attr_int_or(ctx, "transBatchB", 0) != 0, &ob);
+    const int64_t M = ta ? oa.cols : oa.rows, K = ta ? oa.rows : oa.cols;
+    const int64_t K2 = tb ? ob.cols : ob.rows, N = tb ? ob.rows : ob.cols;
     if (K != K2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A '%s' %s and B '%s' %s: inner dimensions %lld and %lld differ",
                             ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, a->rank, a->dims),
@@ -598,7 +638,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
                             (long long)K2);
     int br = 0;
     int64_t bdims[OTTER_MAX_RANK];
-    if (!ot_broadcast_shape2(ra - 2, ad, rb - 2, bd, &br, bdims))
+    if (!ot_broadcast_shape2(oa.nb, oa.bd, ob.nb, ob.bd, &br, bdims))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "batch dimensions of A %s and B %s don't broadcast",
                             ot_shape_str(s1, sizeof s1, a->rank, a->dims),
                             ot_shape_str(s2, sizeof s2, b->rank, b->dims));
@@ -611,30 +651,26 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     for (int i = 0; i < br; i++) batch *= bdims[i];
     const float *A, *B;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y = NULL;
-    otter_tensor *y;
+    otter_tensor *y = NULL;
     otter_status s = ot_train_in(ctx, 0, &A, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &B, &t1);
     if (s == OTTER_OK) s = ot_train_out(ctx, 0, a->dtype, yr, yd, &y, &Y, &ty);
-    int64_t asz = M * K, bsz = K * N;
-    for (int64_t bi = 0; s == OTTER_OK && bi < batch; bi++) {
-        /* offsets of A and B for this output batch index (right-aligned broadcasting) */
-        int64_t r = bi, aoff = 0, boff = 0, ast = 1, bst = 1;
-        for (int i = br - 1; i >= 0; i--) {
-            int64_t idx = r % bdims[i];
-            r /= bdims[i];
-            int ia = i - (br - (ra - 2)), ib = i - (br - (rb - 2));
-            if (ia >= 0) {
-                aoff += (ad[ia] == 1 ? 0 : idx) * ast;
-                ast *= ad[ia];
-            }
-            if (ib >= 0) {
-                boff += (bd[ib] == 1 ? 0 : idx) * bst;
-                bst *= bd[ib];
-            }
-        }
-        s = ot_sgemm(ctx, ta, tb, M, N, K, alpha, A + aoff * asz, ta ? M : K, B + boff * bsz, tb ? K : N, 0.0f,
-                     Y + bi * M * N, N);
-    }
+    const fmm_batches job = {&oa, &ob, br, bdims};
+    const ot_product_batch p = {.ta = ta,
+                                .tb = tb,
+                                .n_batch = batch,
+                                .M = M,
+                                .N = N,
+                                .K = K,
+                                .lda = oa.ld,
+                                .ldb = ob.ld,
+                                .alpha = alpha,
+                                .A = A,
+                                .B = B,
+                                .Y = Y,
+                                .offsets = fmm_offsets,
+                                .arg = &job};
+    if (s == OTTER_OK && batch * M * N > 0) s = ot_sgemm_batch(ctx, &p);
     if (s == OTTER_OK)
         ot_output_f32_done(y, ty);
     else
