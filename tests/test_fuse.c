@@ -558,6 +558,36 @@ int main(void) {
         printf("ok   fused Relu/Clip on NaN, infinities, signed zeros and bounds: the kernels' bits\n");
     }
     {
+        /* PyTorch's attention export on heads laid out [T, B*H, d]: Q = Transpose(x, [1, 0, 2]) / c,
+         * K^T = Transpose(x, [1, 2, 0]), V = Transpose(x, [1, 0, 2]), Softmax(Q K^T) V. Both MatMuls
+         * become com.microsoft FusedMatMul reading x where it lies (transBatch, transB, alpha 1 / c):
+         * 4 nodes left with the Constant. c = 8 (sqrt(64)) scales exactly: the same bits; c = 5.5
+         * rounds once per score instead of once per element of Q, an ulp or two on scores of a few
+         * units, which Softmax's exp passes on to the output (4e-6). A Transpose read elsewhere stays. */
+        const int64_t ad[3] = {6, 4, 8}; /* T, B*H, d */
+        for (int variant = 0; variant < 3; variant++) {
+            otter_model *m = new_model(17, 3, ad, "o");
+            if (variant == 2) CHECK_OK(otter_graph_add_output(m->graph, "vt", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+            constant(m, "c", variant == 1 ? 5.5f : 8.0f);
+            otter_node *t;
+            const char *perms_out[3] = {"q", "kt", "vt"};
+            const int64_t perms[3][3] = {{1, 0, 2}, {1, 2, 0}, {1, 0, 2}};
+            for (int i = 0; i < 3; i++) {
+                CHECK_OK(otter_node_create(&t, "Transpose", perms_out[i], 1, (const char *[]){"x"}, 1, &perms_out[i]));
+                CHECK_OK(otter_node_set_attr_ints(t, "perm", 3, perms[i]));
+                CHECK_OK(otter_graph_add_node(m->graph, t));
+            }
+            node(m, "Div", 2, (const char *[]){"q", "c"}, "qs");
+            node(m, "MatMul", 2, (const char *[]){"qs", "kt"}, "s");
+            node(m, "Softmax", 1, (const char *[]){"s"}, "p");
+            node(m, "MatMul", 2, (const char *[]){"p", "vt"}, "o");
+            const char *what[3] = {"attention heads: MatMul reading Transposes, / 8", "  same, / 5.5",
+                                   "  same, V's Transpose also an output"};
+            compare(what[variant], m, 3, ad, 0, variant == 2 ? 5 : 4, false, variant == 1 ? 4e-6 : 1e-300);
+            otter_model_free(m);
+        }
+    }
+    {
         /* ot_fuse_model directly: the count of removed nodes, and no copy when nothing fuses */
         otter_model *m = new_model(14, 4, xd, "r"), *f = NULL;
         node(m, "Relu", 1, (const char *[]){"x"}, "r");

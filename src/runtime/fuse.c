@@ -25,6 +25,7 @@ typedef struct fz {
     otter_node **dead;
     size_t n_dead, cap_dead;
     size_t n_fused;
+    bool made_ms; /* made a com.microsoft node (FusedMatMul): the copy imports that domain */
     unsigned counter;
 } fz;
 
@@ -457,6 +458,109 @@ static const char *through_identity(const fz *f, const char *name) {
     return name;
 }
 
+/* FusedMatMul's flags for an operand a Transpose with this perm (rank r) made: the last two axes
+ * swapped (trans), the first axis moved to just before the last (transBatch, ONNX Runtime's layout
+ * of attention heads: [T, B*H, d] read as [B*H, T, d]), or both; false for any other perm. */
+static bool transpose_flags(const otter_node *t, bool *trans, bool *trans_batch) {
+    const otter_attr *a = otter_node_attr(t, "perm");
+    if (!a || a->type != OTTER_ATTR_INTS || a->n_ints < 2) return false;
+    const int64_t r = (int64_t)a->n_ints, *p = a->ints;
+    bool swap = true, batch = r >= 3, both = r >= 3;
+    for (int64_t i = 0; i < r; i++) {
+        const bool head = i < r - 2, second_last = i == r - 2;
+        swap &= p[i] == (head ? i : second_last ? r - 1 : r - 2);
+        batch &= p[i] == (head ? i + 1 : second_last ? 0 : r - 1);
+        both &= p[i] == (head ? i + 1 : second_last ? r - 1 : 0);
+    }
+    *trans = swap || both, *trans_batch = batch || both;
+    return swap || batch || both;
+}
+
+/* x = Div(y, c), Mul(y, c) or Mul(c, y), c a float32 constant scalar (not 0), x read by nothing
+ * else: y, with the factor (1 / c for Div) into *scale and the node's index into *at; else NULL. */
+static const char *scaled_operand(const fz *f, const char *x, float *scale, int64_t *at) {
+    const otter_node *d = made_by(f, x, "Div", at), *m = d ? NULL : made_by(f, x, "Mul", at);
+    float c;
+    if (get(&f->uses, x) != 1 || (!d && !m)) return NULL;
+    const otter_node *n = d ? d : m;
+    if (n->n_inputs != 2 || !n->inputs[0][0] || !n->inputs[1][0]) return NULL;
+    const int side = !d && const_scalar(f, n->inputs[0], &c) ? 0 : 1; /* the constant's side */
+    if (!const_scalar(f, n->inputs[side], &c) || c == 0.0f) return NULL;
+    *scale = d ? 1.0f / c : c;
+    return n->inputs[1 - side];
+}
+
+/* Whether the graph shows x is float32 (FusedMatMul computes in float32, and the fusions don't see
+ * value types): a float32 initializer, graph input or constant scalar, or, within `depth` steps
+ * back, the output of an operator whose output type is every input's (arithmetic, products) or its
+ * first input's (layout, Softmax, Relu) where such an input is shown float32. A MatMul's operands
+ * share one type, so one shown operand tells both. */
+static bool shown_float(const fz *f, const char *x, int depth) {
+    static const char *const every_input[] = {"Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "FusedMatMul", "FusedGemm"};
+    static const char *const first_input[] = {"Transpose", "Reshape", "Slice", "Softmax", "Squeeze",
+                                              "Unsqueeze", "Flatten", "Relu",  "Identity"};
+    float c;
+    if (is_float32(f, x) || const_scalar(f, x, &c)) return true;
+    const intptr_t k = get(&f->producer, x);
+    const otter_node *p = depth > 0 && k >= 0 ? f->g->nodes[k] : NULL;
+    if (!p || !(default_domain(p->domain) || !strcmp(p->domain, "com.otter") || !strcmp(p->domain, "com.microsoft")))
+        return false;
+    size_t n_in = 0;
+    for (size_t i = 0; i < sizeof every_input / sizeof *every_input; i++)
+        if (!strcmp(p->op_type, every_input[i])) n_in = p->n_inputs;
+    for (size_t i = 0; i < sizeof first_input / sizeof *first_input; i++)
+        if (!strcmp(p->op_type, first_input[i])) n_in = 1;
+    for (size_t i = 0; i < n_in && i < p->n_inputs; i++)
+        if (p->inputs[i][0] && shown_float(f, p->inputs[i], depth - 1)) return true;
+    return false;
+}
+
+/* A MatMul reading a Transpose that only moves its operand's axes the way FusedMatMul's flags read
+ * them (transpose_flags), or scaled by a constant (scaled_operand), becomes a com.microsoft
+ * FusedMatMul reading the Transpose's input where it lies, the scale in alpha: no copy of the
+ * operand (PyTorch's attention exports: Q / sqrt(d) and K^T of [T, B*H, d] heads, V's heads). As
+ * ONNX Runtime's MatMulTransposeFusion and MatMulScaleFusion do. The same products, summed in the
+ * same order; a power-of-two scale (sqrt(64)) gives the same bits. */
+static otter_status fuse_matmul_operands(fz *f, size_t k) {
+    otter_node *n = f->g->nodes[k];
+    const char *in[2] = {n->inputs[0], n->inputs[1]};
+    bool trans[2] = {false, false}, trans_batch[2] = {false, false}, any = false;
+    const bool is_float = shown_float(f, in[0], 6) || shown_float(f, in[1], 6);
+    float alpha = 1.0f;
+    int64_t gone[4];
+    int n_gone = 0;
+    for (int i = 0; i < 2; i++) {
+        bool transposed = false;
+        for (int step = 0; step < 2; step++) { /* a scale and a Transpose, in either order */
+            float c;
+            int64_t at;
+            const char *y = scaled_operand(f, in[i], &c, &at);
+            const otter_node *t = y || transposed ? NULL : made_by(f, in[i], "Transpose", &at);
+            if (!y && t &&
+                (get(&f->uses, in[i]) != 1 || t->n_inputs != 1 || !transpose_flags(t, &trans[i], &trans_batch[i])))
+                t = NULL;
+            if (!y && !t) break;
+            if (y) alpha *= c, in[i] = y;
+            if (t) transposed = true, in[i] = t->inputs[0];
+            gone[n_gone++] = at;
+            any = true;
+        }
+    }
+    if (!any || !is_float) return OTTER_OK;
+    OT_TRY(set_name(f, &n->op_type, "FusedMatMul"));
+    OT_TRY(otter_node_set_domain(n, "com.microsoft"));
+    for (int i = 0; i < 2; i++) OT_TRY(set_input(f, n, (size_t)i, in[i]));
+    const char *attr[2][2] = {{"transA", "transBatchA"}, {"transB", "transBatchB"}};
+    for (int i = 0; i < 2; i++) {
+        if (trans[i]) OT_TRY(otter_node_set_attr_int(n, attr[i][0], 1));
+        if (trans_batch[i]) OT_TRY(otter_node_set_attr_int(n, attr[i][1], 1));
+    }
+    if (alpha != 1.0f) OT_TRY(otter_node_set_attr_float(n, "alpha", alpha));
+    for (int i = 0; i < n_gone; i++) OT_TRY(bury(f, (size_t)gone[i]));
+    f->made_ms = true;
+    return OTTER_OK;
+}
+
 static otter_status fuse_matmul(fz *f, size_t k) {
     otter_node *n = f->g->nodes[k];
     if (n->n_outputs != 1 || n->n_inputs != 2) return OTTER_OK;
@@ -479,7 +583,7 @@ static otter_status fuse_matmul(fz *f, size_t k) {
         if (last >= 0) OT_TRY(bury(f, (size_t)last));
         last = a;
     }
-    if (last < 0) return OTTER_OK;
+    if (last < 0) return fuse_matmul_operands(f, k);
     return finish_chain(f, k, (size_t)last, "FusedMatMul", &act);
 }
 
@@ -637,6 +741,8 @@ otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_m
         if (c->graph->nodes[k]) c->graph->nodes[j++] = c->graph->nodes[k];
     c->graph->n_nodes = j;
     if (s == OTTER_OK && f.n_fused) s = otter_model_set_opset(c, "com.otter", 1);
+    if (s == OTTER_OK && f.made_ms && otter_model_opset(c, "com.microsoft") < 1)
+        s = otter_model_set_opset(c, "com.microsoft", 1);
     ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.producer), ot_strmap_free(&f.inits),
         ot_strmap_free(&f.inputs), ot_strmap_free(&f.names);
     for (size_t i = 0; i < f.n_dead; i++) otter_node_free(f.dead[i]);
