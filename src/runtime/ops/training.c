@@ -649,7 +649,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
     if (b->rank > 1) yd[yr++] = N;
     int64_t batch = 1;
     for (int i = 0; i < br; i++) batch *= bdims[i];
-    const float *A, *B;
+    const float *A = NULL, *B = NULL;
     float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y = NULL;
     otter_tensor *y = NULL;
     otter_status s = ot_train_in(ctx, 0, &A, &t0);
