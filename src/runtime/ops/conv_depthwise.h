@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/ops/fused_act.h"
 #include "runtime/ops/im2col.h"
 
 typedef enum { OT_DW_PORTABLE, OT_DW_AVX2, OT_DW_AVX512 } ot_dw_isa;
@@ -39,6 +40,9 @@ typedef struct ot_dw_plan {
     int64_t row_lo[OT_DW_MAX_TAPS], row_hi[OT_DW_MAX_TAPS], col_lo[OT_DW_MAX_TAPS], col_hi[OT_DW_MAX_TAPS];
     /* the taps grouped by phase (the input gradient's loops): tap order[i] for i in [first[p], first[p + 1]) */
     int64_t order[OT_DW_MAX_TAPS], first[OT_DW_MAX_TAPS + 1]; /* first: per phase, phases + 1 used */
+    /* the channel-block forward: the padded extent Hp x Wp it reads, per tap its offset in positions,
+     * channels a block and the floats of its buffers (input, weights; the output's follow) */
+    int64_t Hp, Wp, boff[OT_DW_MAX_TAPS], block, blk_in, blk_w;
 } ot_dw_plan;
 
 /* The best vector loops this CPU runs, and whether it runs isa. */
@@ -61,6 +65,24 @@ int64_t ot_conv_depthwise_forward_scratch(const ot_dw_plan *p);
  * y [Mg][OH][OW]. No bias: Conv's epilogue adds it. */
 void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float *w, int64_t Mg, float *y,
                                float *scratch);
+
+/* The channel-block forward (channel multiplier 1): one image's planes of a block of channels (16 on
+ * AVX-512, 8 on AVX2, 4 portable: p->block) are transposed into a zero-padded [Hp][Wp][block] buffer,
+ * so every tap of an output position is one vector of the block's channels; each output is bias + the
+ * taps' products, the fused activation applied in registers (Relu, Clip) or over the block's result
+ * in cache (the others), transposed back into the planes with Z added. For batches of small planes
+ * (late layers: 2x2 to 16x16) it beats the plane-at-a-time path above, whose per-plane overheads and
+ * padded vectors dominate there. */
+int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);
+
+/* Whether the channel-block forward is the faster one for p's layer. */
+bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p);
+
+/* y [nc][OH][OW] = act(conv(x [nc][H][W], w [nc][KH][KW]) + b[c] (+ z [nc][OH][OW])) for nc <= p->block
+ * channels; b, z, act may be NULL. y may be z's buffer (each element of z is read just before the same
+ * element of y is written). */
+void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *w, const float *b,
+                                     const float *z, const ot_fused_act *act, int64_t nc, float *y, float *scratch);
 
 /* Floats of scratch ot_conv_depthwise_backward needs (64-byte aligned). */
 int64_t ot_conv_depthwise_backward_scratch(const ot_dw_plan *p, int64_t Mg);
