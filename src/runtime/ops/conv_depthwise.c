@@ -260,17 +260,20 @@ __attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-__attribute__((target("avx2,fma"))) static inline void transpose_avx2(__m256 *r) {
+__attribute__((target("avx2,fma"), always_inline)) static inline void transpose_avx2(__m256 *r) {
     __m256 t[8], u[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++)
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
               t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#pragma GCC unroll 8
     for (int i = 0; i < 2; i++) {
         u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
         u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
         u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
         u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
     }
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++)
         r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
 }
@@ -294,23 +297,28 @@ __attribute__((target("avx2,fma"))) static inline void transpose_avx2(__m256 *r)
 #define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
 #define DWB_TRANSPOSE(r)  transpose_avx512(r)
 
-/* 16 x 16: pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice. */
-__attribute__((target("avx512f"))) static inline void transpose_avx512(__m512 *r) {
+/* 16 x 16: pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice (unrolled: the
+ * arrays stay in registers). */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose_avx512(__m512 *r) {
     __m512 t[16], u[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]),
               t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
         u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
         u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
         u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
     }
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88), t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
         t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
         t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
     }
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
 }
@@ -388,7 +396,7 @@ bool ot_conv_depthwise_plan(ot_dw_plan *p, const ot_conv_window *w, ot_dw_isa is
     for (int64_t kh = 0, t = 0; kh < KH; kh++)
         for (int64_t kw = 0; kw < KW; kw++, t++) p->boff[t] = kh * dh * p->Wp + kw * dw;
     p->block = isa == OT_DW_AVX512 ? 16 : isa == OT_DW_AVX2 ? 8 : 4;
-    p->blk_in = round_up(p->Hp * p->Wp * p->block, DW_VEC), p->blk_w = round_up(p->taps * p->block, DW_VEC);
+    p->blk_in = round_up(p->Hp * p->Wp * p->block, DW_VEC), p->blk_w = round_up((p->taps + 1) * p->block, DW_VEC);
     /* the last vector of the wide grid reads up to max_off + wide: past the phases into slack */
     p->in_floats = round_up(p->phases * p->grid > max_off + p->wide ? p->phases * p->grid : max_off + p->wide, DW_VEC);
     return true;
@@ -447,16 +455,28 @@ int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in 
  * layer at least as fast, 2.7-4.6x on the 8x8 to 2x2 maps. */
 bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p) { return p->block > 0; }
 
-void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *w, const float *b,
-                                     const float *z, const ot_fused_act *act, int64_t nc, float *y, float *scratch) {
+void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch) {
+    float *wb = scratch + p->blk_in;
 #ifdef OT_DW_X86
     if (p->isa == OT_DW_AVX512)
-        forward_block_avx512(p, x, w, b, z, act, nc, y, scratch);
+        pack_weights_avx512(p, w, b, nc, wb);
     else if (p->isa == OT_DW_AVX2)
-        forward_block_avx2(p, x, w, b, z, act, nc, y, scratch);
+        pack_weights_avx2(p, w, b, nc, wb);
     else
 #endif
-        forward_block_portable(p, x, w, b, z, act, nc, y, scratch);
+        pack_weights_portable(p, w, b, nc, wb);
+}
+
+void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
+                                     int64_t nc, float *y, float *scratch) {
+#ifdef OT_DW_X86
+    if (p->isa == OT_DW_AVX512)
+        forward_block_avx512(p, x, z, act, nc, y, scratch);
+    else if (p->isa == OT_DW_AVX2)
+        forward_block_avx2(p, x, z, act, nc, y, scratch);
+    else
+#endif
+        forward_block_portable(p, x, z, act, nc, y, scratch);
 }
 
 /* ---- gradients --------------------------------------------------------------------------------

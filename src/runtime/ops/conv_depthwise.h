@@ -73,16 +73,22 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
  * in cache (the others), transposed back into the planes with Z added. For batches of small planes
  * (late layers: 2x2 to 16x16) it beats the plane-at-a-time path above, whose per-plane overheads and
  * padded vectors dominate there. */
+/* Floats of scratch the channel-block calls below need (64-byte aligned); zero its first p->blk_in
+ * (ot_conv_depthwise_init) once for any number of calls with the same plan. */
 int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);
 
 /* Whether the channel-block forward is the faster one for p's layer. */
 bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p);
 
-/* y [nc][OH][OW] = act(conv(x [nc][H][W], w [nc][KH][KW]) + b[c] (+ z [nc][OH][OW])) for nc <= p->block
- * channels; b, z, act may be NULL. y may be z's buffer (each element of z is read just before the same
- * element of y is written). */
-void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *w, const float *b,
-                                     const float *z, const ot_fused_act *act, int64_t nc, float *y, float *scratch);
+/* Puts the weights w [nc][KH][KW] and bias b [nc] (NULL: none) of nc <= p->block channels into
+ * scratch, for the calls below until the next one. */
+void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch);
+
+/* y [nc][OH][OW] = act(conv(x [nc][H][W]) + b (+ z [nc][OH][OW])) for the nc channels whose weights
+ * scratch holds; z and act may be NULL. y may be z's buffer (each element of z is read just before
+ * the same element of y is written). */
+void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
+                                     int64_t nc, float *y, float *scratch);
 
 /* Floats of scratch ot_conv_depthwise_backward needs (64-byte aligned). */
 int64_t ot_conv_depthwise_backward_scratch(const ot_dw_plan *p, int64_t Mg);

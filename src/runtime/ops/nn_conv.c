@@ -107,17 +107,20 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
 /* Slots [s0, s1) of the channel-block depthwise path: slot s runs its share of the (image, block)
  * tasks, bias, Z and activation included. */
 static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
-    const int64_t C = a->g->C, blk = a->dw->block, per_image = (C + blk - 1) / blk;
-    const int64_t isz = a->g->in_size, osz = a->g->out_size;
+    const int64_t N = a->g->N, C = a->g->C, blk = a->dw->block, isz = a->g->in_size, osz = a->g->out_size;
     for (int64_t s = s0; s < s1; s++) {
         float *scratch = a->cols + s * a->col_elems;
-        ot_conv_depthwise_init(scratch, a->col_elems);
-        for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
-            const int64_t n = t / per_image, c = t % per_image * blk, nc = C - c < blk ? C - c : blk;
+        ot_conv_depthwise_init(scratch, a->dw->blk_in);
+        /* the tasks block by block, so a slot packs each block's weights once */
+        for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots, c = -1; t < t1; t++) {
+            const int64_t n = t % N, nc = C - t / N * blk < blk ? C - t / N * blk : blk;
+            if (c != t / N * blk) {
+                c = t / N * blk;
+                ot_conv_depthwise_block_weights(a->dw, a->Wt + c * a->g->k_size, a->B ? a->B + c : NULL, nc, scratch);
+            }
             const int64_t at = (n * C + c) * osz;
-            ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Wt + c * a->g->k_size,
-                                            a->B ? a->B + c : NULL, a->Z ? a->Z + at : NULL, &a->act, nc, a->Y + at,
-                                            scratch);
+            ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Z ? a->Z + at : NULL, &a->act, nc,
+                                            a->Y + at, scratch);
         }
     }
 }
