@@ -454,7 +454,7 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
     }
 }
 
-int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in + p->blk_w + p->OH * p->OW * p->block; }
+int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in + p->blk_w; }
 
 /* Single layers, batch 32, 1 thread (minima of 8 in one process, plane path vs channel blocks): with
  * AVX-512 and AVX2 the blocks won on every mobile-net shape tried (3x3, 32-960 channels, 32x32 down

@@ -41,7 +41,7 @@ typedef struct ot_dw_plan {
     /* the taps grouped by phase (the input gradient's loops): tap order[i] for i in [first[p], first[p + 1]) */
     int64_t order[OT_DW_MAX_TAPS], first[OT_DW_MAX_TAPS + 1]; /* first: per phase, phases + 1 used */
     /* the channel-block forward: the padded extent Hp x Wp it reads, per tap its offset in positions,
-     * channels a block and the floats of its buffers (input, weights; the output's follow) */
+     * channels a block and the floats of its buffers (the padded input, the weights and bias) */
     int64_t Hp, Wp, boff[OT_DW_MAX_TAPS], block, blk_in, blk_w;
 } ot_dw_plan;
 
@@ -68,11 +68,12 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
 
 /* The channel-block forward (channel multiplier 1): one image's planes of a block of channels (16 on
  * AVX-512, 8 on AVX2, 4 portable: p->block) are transposed into a zero-padded [Hp][Wp][block] buffer,
- * so every tap of an output position is one vector of the block's channels; each output is bias + the
- * taps' products, the fused activation applied in registers (Relu, Clip) or over the block's result
- * in cache (the others), transposed back into the planes with Z added. For batches of small planes
- * (late layers: 2x2 to 16x16) it beats the plane-at-a-time path above, whose per-plane overheads and
- * padded vectors dominate there. */
+ * so every tap of an output position is one vector of the block's channels. Each output is bias + the
+ * taps' products; a block-sized run of positions at a time gets Z added and the fused activation
+ * (Relu and Clip without Z in registers, the others over the run in L1) and is transposed back into
+ * the planes. For mobile nets' depthwise layers it beats the plane-at-a-time path above on every map
+ * size with AVX2 and AVX-512, most on the late small maps (2x2 to 8x8) where that path's per-plane
+ * overheads and padded vectors dominate. */
 /* Floats of scratch the channel-block calls below need (64-byte aligned); zero its first p->blk_in
  * (ot_conv_depthwise_init) once for any number of calls with the same plan. */
 int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);
