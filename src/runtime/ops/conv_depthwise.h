@@ -74,6 +74,7 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
  * the planes. For mobile nets' depthwise layers it beats the plane-at-a-time path above on every map
  * size with AVX2 and AVX-512, most on the late small maps (2x2 to 8x8) where that path's per-plane
  * overheads and padded vectors dominate. */
+
 /* Floats of scratch the channel-block calls below need (64-byte aligned); zero its first p->blk_in
  * (ot_conv_depthwise_init) once for any number of calls with the same plan. */
 int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);

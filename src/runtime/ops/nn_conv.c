@@ -112,13 +112,12 @@ static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
         float *scratch = a->cols + s * a->col_elems;
         ot_conv_depthwise_init(scratch, a->dw->blk_in);
         /* the tasks block by block, so a slot packs each block's weights once */
-        for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots, c = -1; t < t1; t++) {
-            const int64_t n = t % N, nc = C - t / N * blk < blk ? C - t / N * blk : blk;
-            if (c != t / N * blk) {
-                c = t / N * blk;
+        int64_t packed = -1; /* the first channel of the block whose weights the scratch holds */
+        for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
+            const int64_t n = t % N, c = t / N * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
+            if (packed != c)
                 ot_conv_depthwise_block_weights(a->dw, a->Wt + c * a->g->k_size, a->B ? a->B + c : NULL, nc, scratch);
-            }
-            const int64_t at = (n * C + c) * osz;
+            packed = c;
             ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Z ? a->Z + at : NULL, &a->act, nc,
                                             a->Y + at, scratch);
         }
