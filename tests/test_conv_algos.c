@@ -261,6 +261,8 @@ int main(void) {
         {2, 6, 9, 7, 12, 3, 3, 6, {1, 0, 2, 1}, {1, 2}, {2, 1}, false},
         {2, 8, 10, 12, 8, 3, 3, 8, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {1, 32, 4, 4, 32, 3, 3, 32, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        /* channel blocks of 16 + 16 + 5 over 5 images: the threads' shares start inside a block */
+        {5, 37, 6, 7, 37, 3, 3, 37, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
         /* small images in groups: the direct kernel (one group goes to the product below) with rows
          * narrower than 8, pooled, residual, many images */
         {3, 8, 2, 2, 8, 3, 3, 2, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},

@@ -47,6 +47,7 @@ typedef struct conv_args {
     ot_fused_act act;
     bool direct;          /* 1x1, stride 1, no pad: X is its own column matrix */
     const ot_dw_plan *dw; /* depthwise (one input channel per group): a task convolves its plane, no sgemm */
+    bool dw_block;        /* depthwise by channel blocks: a task is a block of an image's channels (dw->block) */
     bool inner_threads;
     float *cols;       /* n_slots column buffers of col_elems */
     int64_t col_elems; /* rows x out_size */
@@ -103,12 +104,36 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
                   osz, &a->act);
 }
 
+/* Slots [s0, s1) of the channel-block depthwise path: slot s runs its share of the (image, block)
+ * tasks, bias, Z and activation included. */
+static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
+    const int64_t N = a->g->N, C = a->g->C, blk = a->dw->block, isz = a->g->in_size, osz = a->g->out_size;
+    for (int64_t s = s0; s < s1; s++) {
+        float *scratch = a->cols + s * a->col_elems;
+        ot_conv_depthwise_init(scratch, a->dw->blk_in);
+        /* the tasks block by block, so a slot packs each block's weights once */
+        int64_t packed = -1; /* the first channel of the block whose weights the scratch holds */
+        for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
+            const int64_t n = t % N, c = t / N * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
+            if (packed != c)
+                ot_conv_depthwise_block_weights(a->dw, a->Wt + c * a->g->k_size, a->B ? a->B + c : NULL, nc, scratch);
+            packed = c;
+            ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Z ? a->Z + at : NULL, &a->act, nc,
+                                            a->Y + at, scratch);
+        }
+    }
+}
+
 /* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. A depthwise task is one
  * small plane (2x2 to 32x32 in mobile nets at 64x64 inputs): the epilogue runs over a chunk of
  * planes of up to 8K floats (in L1), not plane by plane, where a 2x2 plane left the vectorized
  * activations only their scalar tails. */
 static void conv_slots(void *arg, int64_t s0, int64_t s1) {
     conv_args *a = arg;
+    if (a->dw_block) {
+        conv_dw_blocks(a, s0, s1);
+        return;
+    }
     const int64_t block = a->Mg * a->g->out_size, chunk = a->dw && block < 8192 ? 8192 / block : 1;
     for (int64_t s = s0; s < s1; s++) {
         float *col = a->direct ? NULL : a->cols + s * a->col_elems;
@@ -186,10 +211,12 @@ static otter_status conv_check(const ot_kernel_ctx *ctx, const otter_tensor *x, 
 
 /* The (image, group) tasks of the im2col + sgemm path (conv_args filled but the task split). */
 static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
-    a->n_tasks = a->g->N * a->group;
+    a->n_tasks = a->dw_block ? a->g->N * ((a->g->C + a->dw->block - 1) / a->dw->block) : a->g->N * a->group;
     a->inner_threads = !(ctx->n_threads > 1 && a->n_tasks >= ctx->n_threads);
     a->n_slots = a->inner_threads ? 1 : (a->n_tasks < 2 * ctx->n_threads ? a->n_tasks : 2 * ctx->n_threads);
-    a->col_elems = a->dw ? ot_conv_depthwise_forward_scratch(a->dw) : a->Cg * a->g->k_size * a->g->out_size;
+    a->col_elems = a->dw_block ? ot_conv_depthwise_block_scratch(a->dw)
+                   : a->dw     ? ot_conv_depthwise_forward_scratch(a->dw)
+                               : a->Cg * a->g->k_size * a->g->out_size;
     if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems) * sizeof(float))))
         return OTTER_ERR_NOMEM;
     if (a->inner_threads)
@@ -385,6 +412,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     const ot_conv_window win = ot_conv_geom_window(&g);
     ot_dw_plan dw;
     if (group > 1 && a.Cg == 1 && ot_conv_depthwise_plan(&dw, &win, ot_conv_depthwise_isa())) a.dw = &dw;
+    a.dw_block = a.dw && a.Mg == 1 && ot_conv_depthwise_block_pays_off(&dw);
     a.direct = !a.dw && g.k_size == 1 && g.pb[0] + g.pb[1] + g.pb[2] == 0 &&
                g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.in_size == g.out_size;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
