@@ -40,11 +40,12 @@
 /* ---- micro-kernels: c[mr x nr] += a-slab * b-slab over kc --------------------------------- */
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
-/* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab;
- * with init (NR floats), C = init (in every row) + the product instead of C += it: the first K
- * slice then neither clears C nor reads it. */
-typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int mr,
-                              int nr, const float *init);
+/* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab,
+ * and B's rows ldb apart (NR for a packed slab; B's own rows when stored, not transposed, with
+ * nr == NR); with init (NR floats), C = init (in every row) + the product instead of C += it: the
+ * first K slice then neither clears C nor reads it. */
+typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                              int64_t ldc, int mr, int nr, const float *init);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs),
@@ -77,7 +78,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
  * shape, so edge tiles sum in the same order as full ones. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, const float *restrict a, int64_t lda,
-              const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
+              const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
@@ -101,7 +102,7 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
         OT_ROW(5, c5a, c5b)
 #undef OT_ROW
         a += DIRECT ? 1 : MR;
-        b += NR;
+        b += ldb;
     }
     if (ROWS == MR && WIDE && mr == MR && nr == 16) {
         /* C = init + the tile, or C += the tile */
@@ -132,12 +133,12 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
 #define OT_AVX2_ROWS(rows)                                                                                             \
     case rows:                                                                                                         \
         if (nr > 8)                                                                                                    \
-            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                               \
         else                                                                                                           \
-            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                              \
         return;
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
               float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     switch (direct ? mr : (mr + 1) / 2 * 2) {
         OT_AVX2_ROWS(1)
@@ -154,15 +155,15 @@ ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t ld
 _Static_assert(NR == 32, "the AVX2 and AVX-512 kernels cover 32 columns");
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
                                                          float *restrict c, int64_t ldc, int mr, int nr) {
-    ukr_avx2_half(false, kc, a, 0, b, c, ldc, mr, nr < 16 ? nr : 16, NULL);
-    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, c + 16, ldc, mr, nr - 16, NULL);
+    ukr_avx2_half(false, kc, a, 0, b, NR, c, ldc, mr, nr < 16 ? nr : 16, NULL);
+    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, NR, c + 16, ldc, mr, nr - 16, NULL);
 }
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, const float *restrict a, int64_t lda,
-                                                                const float *restrict b, float *restrict c, int64_t ldc,
-                                                                int mr, int nr, const float *init) {
-    ukr_avx2_half(true, kc, a, lda, b, c, ldc, mr, nr < 16 ? nr : 16, init);
-    if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
+                                                                const float *restrict b, int64_t ldb, float *restrict c,
+                                                                int64_t ldc, int mr, int nr, const float *init) {
+    ukr_avx2_half(true, kc, a, lda, b, ldb, c, ldc, mr, nr < 16 ? nr : 16, init);
+    if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
@@ -174,12 +175,13 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, cons
  * stay bit-equal (a softmax over 1000 equal logits of ~1e4 turns one ulp of difference into 0.4%). */
 __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
 ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, const float *restrict a, int64_t lda,
-                const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
+                const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr,
+                const float *init) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
     __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += NR) {
+    for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += ldb) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = WIDE ? _mm512_loadu_ps(b + 16) : b0, av;
 #define OT_ROW(i, ci, di)                                                                                              \
     if (ROWS > i) {                                                                                                    \
@@ -223,23 +225,23 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
     if (nr > 16)
-        ukr_avx512_tile(true, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL);
     else
-        ukr_avx512_tile(false, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL);
 }
 
 /* The mr rows of A at a (k contiguous, rows lda apart) against a packed slab: no packing of A. */
 #define OT_DIRECT(rows)                                                                                                \
     case rows:                                                                                                         \
         if (nr > 16)                                                                                                   \
-            ukr_avx512_tile(true, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+            ukr_avx512_tile(true, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                               \
         else                                                                                                           \
-            ukr_avx512_tile(false, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+            ukr_avx512_tile(false, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                              \
         return;
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_direct(int64_t kc, const float *restrict a,
                                                                           int64_t lda, const float *restrict b,
-                                                                          float *restrict c, int64_t ldc, int mr,
-                                                                          int nr, const float *init) {
+                                                                          int64_t ldb, float *restrict c, int64_t ldc,
+                                                                          int mr, int nr, const float *init) {
     switch (mr) {
         OT_DIRECT(1)
         OT_DIRECT(2)
@@ -444,13 +446,42 @@ typedef struct sg_args {
     int64_t n_nch; /* column tasks per row block */
     ukr_fn ukr;
     ukr_direct_fn direct; /* A (stored, alpha 1, not transposed) read unpacked: g->pa unused */
+    bool b_rows;          /* with direct, B's full slabs read where stored (sg_b_rows_pays_off) */
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
-     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and activation) */
+     * slabs per run, floats of A per run */
     int64_t threads, row_slabs, col_runs, run_slabs;
     size_t na;
-    const float *bias;
-    const ot_fused_act *act;
+    const float *bias;            /* ot_sgemm_prepacked's bias row: C's first value, times beta */
+    const ot_sgemm_epilogue *epi; /* each tile's, on its last K slice (or NULL) */
 } sg_args;
+
+/* Rows [i0, i0 + m), columns [j0, j0 + n) of C get the epilogue e (see ot_sgemm_epilogue): the
+ * sums as conv_epilogue's four-lane adds, (c + row_bias) + z, then the activation. */
+static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    for (int64_t i = i0; i < i0 + m; i++) {
+        float *restrict c = C + i * ldc + j0;
+        if (e->row_bias || e->z) {
+            const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
+            int64_t j = 0;
+            if (e->z) {
+                const float *restrict z = e->z + i * e->ldz + j0;
+#ifdef OT_GEMM_X86
+                const __m128 bv = _mm_set1_ps(bm);
+                for (; j + 4 <= n; j += 4)
+                    _mm_storeu_ps(c + j, _mm_add_ps(_mm_add_ps(_mm_loadu_ps(c + j), bv), _mm_loadu_ps(z + j)));
+#endif
+                for (; j < n; j++) c[j] = c[j] + bm + z[j];
+            } else {
+#ifdef OT_GEMM_X86
+                const __m128 bv = _mm_set1_ps(bm);
+                for (; j + 4 <= n; j += 4) _mm_storeu_ps(c + j, _mm_add_ps(_mm_loadu_ps(c + j), bv));
+#endif
+                for (; j < n; j++) c[j] += bm;
+            }
+        }
+        ot_fused_act_apply(e->act, c, n);
+    }
+}
 
 #if defined(__wasm_simd128__)
 /* The columns of a 4 x 4 block of rows r0..r3, as r0..r3 (SIMD128 shuffles). */
@@ -647,26 +678,31 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
 
 /* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
  * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
- * slice, C *= beta, or with g->bias C = beta * bias (each row). */
+ * slice, C *= beta, or with g->bias C = beta * bias (each row); after the last, each tile gets
+ * g->epi while it is in L1. */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
     /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
     const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
+    const bool last = g->pc + g->kc == g->K;
     if (g->pc == 0 && !fresh)
         init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
                     g->bias ? g->bias + g->jc + q0 : NULL);
     for (int64_t q = q0; q < q1; q += NR) {
         int nr = (int)(q1 - q < NR ? q1 - q : NR);
         const float *bp = g->pb + (q / NR) * g->kc * NR;
+        int64_t ldb = NR;
+        if (g->b_rows && nr == NR) bp = g->B + (g->k0 + g->pc) * g->ldb + g->jc + q, ldb = g->ldb;
         float init[NR];
         for (int j = 0; fresh && j < NR; j++) init[j] = g->bias && j < nr ? g->beta * g->bias[g->jc + q + j] : 0.0f;
         for (int64_t r = r0; r < r1; r += MR) {
             int mr = (int)(r1 - r < MR ? r1 - r : MR);
             float *c = g->C + (g->ic + r) * g->ldc + g->jc + q;
             if (g->direct)
-                g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, c, g->ldc, mr, nr,
+                g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc, mr, nr,
                           fresh ? init : NULL);
             else
                 g->ukr(g->kc, g->pa + (r / MR) * g->kc * MR, bp, c, g->ldc, mr, nr);
+            if (last && g->epi) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
         }
     }
 }
@@ -713,7 +749,6 @@ static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
             sg_block(&g, s0 * MR, r1, q0, q1);
             g.pb += slabs * NR * g.kc;
         }
-        ot_fused_act_apply_rows(g.act, g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
     }
 }
 
@@ -741,7 +776,10 @@ static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
         g->n_nch = (g->nc + NCH - 1) / NCH;
         for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
             g->kc = g->K - g->pc < step ? g->K - g->pc : step;
-            run_range(ctx, slabs, 4, sg_pack_b, g);
+            if (!g->b_rows)
+                run_range(ctx, slabs, 4, sg_pack_b, g);
+            else if (g->nc % NR) /* the short slab at the panel's edge: the kernels read a full one */
+                sg_pack_b(g, slabs - 1, slabs);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 if (!g->direct) run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
@@ -787,19 +825,32 @@ static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
             }
         }
     }
+    if (g->epi) epi_apply(g->epi, g->C, g->ldc, 0, g->M, j0, j1 - j0);
 }
 
 /* No product (K == 0 or alpha == 0): rows [i0, i1) of C get only beta and the epilogue. */
 static void sg_scale(void *arg, int64_t i0, int64_t i1) {
     sg_args *g = arg;
     init_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta, g->bias);
-    ot_fused_act_apply_rows(g->act, g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
+    if (g->epi) epi_apply(g->epi, g->C, g->ldc, i0, i1 - i0, 0, g->N);
 }
 
-otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                               float *C, int64_t ldc) {
+/* The direct kernels read B's rows where they are stored (not transposed) instead of packed slabs
+ * when a K slice of them spans at most 256 KiB: packing copies all of B for each product, which a
+ * few rows of A don't amortize (1x1 convolutions, B the image: 6-row tiles over 24-64 output
+ * channels ran 1.3-2x faster at 8x8 to 32x32 maps), but a slab whose rows lie on more pages than
+ * the L1 DTLB holds re-reads them through TLB misses for each row tile (256x256x784 took 1.2x the
+ * packed time, 512^3 1.7x; one run, alternating, minima, 1 thread). */
+static bool sg_b_rows_pays_off(int64_t K, int64_t ldb) {
+    return kc_step(K) * ldb * (int64_t)sizeof(float) <= 256 * 1024;
+}
+
+/* The portable product with an epilogue (or NULL). */
+static otter_status sg_run(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                           int64_t ldc, const ot_sgemm_epilogue *epi) {
     if (M <= 0 || N <= 0) return OTTER_OK;
+    if (epi && !epi->row_bias && !epi->z && (!epi->act || epi->act->kind == OT_FUSED_NONE)) epi = NULL;
     sg_args g = {.ta = trans_a,
                  .tb = trans_b,
                  .M = M,
@@ -817,7 +868,8 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                  .pack_b = mat_pack_b,
                  .parg = &g,
                  .ukr = pick_ukr(),
-                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL};
+                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL,
+                 .epi = epi};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
@@ -826,14 +878,24 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
         run_range(ctx, N, 64, sg_small_m, &g);
         return OTTER_OK;
     }
+    g.b_rows = g.direct && !trans_b && sg_b_rows_pays_off(K, ldb);
     size_t nb, na;
     sg_pack_sizes(M, N, K, &nb, &na);
-    g.pb = ot_malloc((nb + na) * sizeof(float));
-    if (!g.pb) return OT_NOMEM();
-    g.pa = g.pb + nb;
+    if (g.direct) na = 0;                /* A read where stored */
+    if (g.b_rows && N % NR == 0) nb = 0; /* B too (a short edge slab is packed) */
+    if (nb + na > 0) {
+        if (!(g.pb = ot_malloc((nb + na) * sizeof(float)))) return OT_NOMEM();
+        g.pa = g.pb + nb;
+    }
     sg_blocked(ctx, &g);
     ot_free(g.pb);
     return OTTER_OK;
+}
+
+otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc) {
+    return sg_run(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 /* ---- B packed once: products with constant weights ------------------------------------------ */
@@ -881,8 +943,9 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .ukr = pick_ukr(),
                  /* (the packed slab folds alpha in; A's own rows can't) */
                  .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL,
-                 .bias = bias,
-                 .act = act};
+                 .bias = bias};
+    const ot_sgemm_epilogue epi = {.act = act};
+    if (act && act->kind != OT_FUSED_NONE) g.epi = &epi;
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
@@ -1053,7 +1116,7 @@ static bool blas_lacks_avx2(void) {
     if (v < 0) {
         static const char *const vector_cores[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
         const char *core = openblas_get_corename();
-        v = pick_ukr() != ukr_generic;
+        v = ot_gemm_isa_best() != OT_GEMM_GENERIC; /* the CPU's, not a test's choice of kernel */
         for (size_t i = 0; v && core && i < sizeof vector_cores / sizeof *vector_cores; i++)
             if (strcasecmp(core, vector_cores[i]) == 0) v = 0;
         atomic_store(&lacks, v);
@@ -1133,6 +1196,27 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
 #else
     return ot_sgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
+}
+
+#ifdef OTTER_HAVE_BLAS
+/* Rows [i0, i1) of C get the epilogue (after an OpenBLAS product). */
+static void sg_epilogue_rows(void *arg, int64_t i0, int64_t i1) {
+    const sg_args *g = arg;
+    epi_apply(g->epi, g->C, g->ldc, i0, i1 - i0, 0, g->N);
+}
+#endif
+
+otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                            const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi) {
+#ifdef OTTER_HAVE_BLAS
+    if (!blas_lacks_avx2()) {
+        OT_TRY(ot_sgemm(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc));
+        sg_args g = {.N = N, .C = C, .ldc = ldc, .epi = epi};
+        if (epi) run_range(ctx, M, 16, sg_epilogue_rows, &g);
+        return OTTER_OK;
+    }
+#endif
+    return sg_run(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, epi);
 }
 
 otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -80,8 +80,9 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
     if (!act_rows) ot_fused_act_apply(act, y, rows * osz);
 }
 
-/* Tasks [t0, t1), all of one image: each its (image, group) output block, then the epilogue over
- * them at once (consecutive groups are consecutive output channels). */
+/* Tasks [t0, t1), all of one image: each its (image, group) output block, the product's with the
+ * epilogue as it stores; depthwise ones then the epilogue over them at once (consecutive groups are
+ * consecutive output channels). */
 static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
     const ot_conv_geom *g = a->g;
     const int64_t rows = a->Cg * g->k_size, osz = g->out_size;
@@ -93,11 +94,17 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
             ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
         } else {
             if (!a->direct) im2col3(xg, a->Cg, g, col);
-            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
-                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+            /* conv_epilogue's sums and activation as each tile of the product is stored */
+            const ot_sgemm_epilogue epi = {.row_bias = a->B ? a->B + gr * a->Mg : NULL,
+                                           .z = a->Z ? a->Z + (yg - a->Y) : NULL,
+                                           .ldz = osz,
+                                           .act = &a->act};
+            if (ot_sgemm_fused(a->inner_threads ? a->ctx : NULL, a->Mg, osz, rows, a->Wt + gr * a->Mg * rows, rows,
+                               a->direct ? xg : col, osz, yg, osz, &epi) != OTTER_OK)
                 atomic_store(&a->failed, 1);
         }
     }
+    if (!a->dw) return;
     const int64_t off = (t0 / a->group * a->M + t0 % a->group * a->Mg) * osz;
     conv_epilogue(a->Y + off, a->Z ? a->Z + off : NULL, a->B ? a->B + t0 % a->group * a->Mg : NULL, (t1 - t0) * a->Mg,
                   osz, &a->act);
