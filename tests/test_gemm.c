@@ -132,11 +132,9 @@ static void fused_epilogue(void) {
     static const int64_t ms[] = {1, 4, 5, 6, 13, 24, 32, 130};
     static const int64_t ns[] = {1, 16, 31, 64, 100, 256};
     static const int64_t ks[] = {0, 3, 144, 300};
-    static const ot_fused_act acts[] = {{OT_FUSED_NONE, 0, 0},
-                                        {OT_FUSED_RELU, 0, 0},
-                                        {OT_FUSED_CLIP, 0.0f, 6.0f},
-                                        {OT_FUSED_HARD_SWISH, 0, 0},
-                                        {OT_FUSED_SWISH, 0, 0}};
+    static const ot_fused_act acts[] = {{OT_FUSED_NONE, 0, 0},       {OT_FUSED_RELU, 0, 0},
+                                        {OT_FUSED_CLIP, 0.0f, 6.0f}, {OT_FUSED_CLIP, 0.5f, -0.5f},
+                                        {OT_FUSED_HARD_SWISH, 0, 0}, {OT_FUSED_SWISH, 0, 0}};
     int n0 = tu_checks;
     for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
@@ -153,10 +151,11 @@ static void fused_epilogue(void) {
                 for (int64_t k = 0; k < K; k++)
                     for (int64_t j = 0; j < N; j++) Bt[j * K + k] = B[k * ld + j];
                 for (int64_t i = 0; i < M; i++) bias[i] = frand(&seed);
-                for (size_t i = 0; i < mn; i++) Z[i] = frand(&seed), C1[i] = C2[i] = NAN;
+                /* some NaN and -0 (Relu makes them 0, Clip keeps them) */
+                for (size_t i = 0; i < mn; i++) Z[i] = i % 17 == 3 ? NAN : frand(&seed), C1[i] = C2[i] = NAN;
                 const int v = (int)(a + b + c);
                 const ot_sgemm_epilogue epi = {
-                    .row_bias = v % 3 ? bias : NULL, .z = v % 2 ? Z : NULL, .ldz = ld, .act = &acts[v % 5]};
+                    .row_bias = v % 3 ? bias : NULL, .z = v % 2 ? Z : NULL, .ldz = ld, .act = &acts[v % 6]};
                 /* (a few rows, M <= 4, sum B's columns as dot products when it is transposed) */
                 if (M > 4)
                     CHECK_OK(ot_sgemm_portable(NULL, false, true, M, N, K, 1.0f, A, K, Bt, K, 0.0f, C1, ld));

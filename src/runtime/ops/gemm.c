@@ -455,9 +455,102 @@ typedef struct sg_args {
     const ot_sgemm_epilogue *epi; /* each tile's, on its last K slice (or NULL) */
 } sg_args;
 
+#ifdef OT_GEMM_X86
+/* The epilogue with no activation, Relu or Clip (KIND) in AVX-512 (masked edges) or AVX2 vectors
+ * (scalar edges), as the micro-kernels: the SSE sums and ot_fused_act_apply's compare masks took as
+ * long as a tile's product when K is small (1x1 expand convolutions of 16-24 channels). Bitwise as
+ * ot_fused_act_apply: max(x, 0) returns its second operand for NaN and for -0 (Relu's 0), max(lo,
+ * x) and min(hi, x) their second (Clip keeps NaN and the sign of a zero). */
+#define EPI_ROW_SETUP                                                                                                  \
+    const float lo = KIND == OT_FUSED_CLIP ? e->act->p0 : 0.0f, hi = KIND == OT_FUSED_CLIP ? e->act->p1 : 0.0f;        \
+    const bool sums = e->row_bias || e->z;                                                                             \
+    float *restrict c = C + i * ldc + j0;                                                                              \
+    const float *restrict z = e->z ? e->z + i * e->ldz + j0 : NULL;                                                    \
+    const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
+#define EPI_VEC(add, max, min, zero, zload)                                                                            \
+    if (sums) v = add(v, bv);                                                                                          \
+    if (z) v = add(v, zload);                                                                                          \
+    if (KIND == OT_FUSED_RELU) v = max(v, zero);                                                                       \
+    if (KIND == OT_FUSED_CLIP) v = min(hv, max(lv, v));
+
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+epi_clamp_avx512_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0,
+                      int64_t m, int64_t j0, int64_t n) {
+    for (int64_t i = i0; i < i0 + m; i++) {
+        EPI_ROW_SETUP
+        const __m512 bv = _mm512_set1_ps(bm), lv = _mm512_set1_ps(lo), hv = _mm512_set1_ps(hi);
+        for (int64_t j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(k, c + j);
+            EPI_VEC(_mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, z + j))
+            _mm512_mask_storeu_ps(c + j, k, v);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0,
+                    int64_t m, int64_t j0, int64_t n) {
+    for (int64_t i = i0; i < i0 + m; i++) {
+        EPI_ROW_SETUP
+        const __m256 bv = _mm256_set1_ps(bm), lv = _mm256_set1_ps(lo), hv = _mm256_set1_ps(hi);
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            __m256 v = _mm256_loadu_ps(c + j);
+            EPI_VEC(_mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps(), _mm256_loadu_ps(z + j))
+            _mm256_storeu_ps(c + j, v);
+        }
+        for (; j < n; j++) {
+            float v = c[j];
+            if (sums) v = v + bm;
+            if (z) v = v + z[j];
+            if (KIND == OT_FUSED_RELU) v = v > 0.0f ? v : 0.0f;
+            if (KIND == OT_FUSED_CLIP) {
+                v = v < lo ? lo : v;
+                v = v > hi ? hi : v;
+            }
+            c[j] = v;
+        }
+    }
+}
+#undef EPI_ROW_SETUP
+#undef EPI_VEC
+
+/* false for the other activations */
+#define EPI_KINDS(fn)                                                                                                  \
+    switch (e->act ? e->act->kind : OT_FUSED_NONE) {                                                                   \
+    case OT_FUSED_NONE:                                                                                                \
+        fn(OT_FUSED_NONE, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    case OT_FUSED_RELU:                                                                                                \
+        fn(OT_FUSED_RELU, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    case OT_FUSED_CLIP:                                                                                                \
+        fn(OT_FUSED_CLIP, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    default:                                                                                                           \
+        return false;                                                                                                  \
+    }
+__attribute__((target("avx512f,avx2,fma"))) static bool
+epi_clamp_avx512(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    EPI_KINDS(epi_clamp_avx512_kind)
+}
+__attribute__((target("avx2,fma"))) static bool epi_clamp_avx2(const ot_sgemm_epilogue *e, float *C, int64_t ldc,
+                                                               int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    EPI_KINDS(epi_clamp_avx2_kind)
+}
+#undef EPI_KINDS
+#endif
+
 /* Rows [i0, i0 + m), columns [j0, j0 + n) of C get the epilogue e (see ot_sgemm_epilogue): the
  * sums as conv_epilogue's four-lane adds, (c + row_bias) + z, then the activation. */
 static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+#ifdef OT_GEMM_X86
+    /* the vector kernels' ISA (the CPU has it) */
+    const int isa = atomic_load(&kernel_isa);
+    if (isa == OT_GEMM_AVX512 && epi_clamp_avx512(e, C, ldc, i0, m, j0, n)) return;
+    if (isa == OT_GEMM_AVX2 && epi_clamp_avx2(e, C, ldc, i0, m, j0, n)) return;
+#endif
     for (int64_t i = i0; i < i0 + m; i++) {
         float *restrict c = C + i * ldc + j0;
         if (e->row_bias || e->z) {
