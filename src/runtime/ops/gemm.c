@@ -43,9 +43,12 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
 /* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab,
  * and B's rows ldb apart (NR for a packed slab; B's own rows when stored, not transposed, with
  * nr == NR); with init (NR floats), C = init (in every row) + the product instead of C += it: the
- * first K slice then neither clears C nor reads it. */
+ * first K slice then neither clears C nor reads it. With epi (the AVX-512 kernel's full tiles, on
+ * the last K slice, no activation or Relu or Clip: epi_in_registers), the tile at row i0, column j0
+ * of C gets the epilogue in registers before it is stored. */
 typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                              int64_t ldc, int mr, int nr, const float *init);
+                              int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
+                              int64_t j0);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs),
@@ -161,9 +164,32 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, const float *restrict a, int64_t lda,
                                                                 const float *restrict b, int64_t ldb, float *restrict c,
-                                                                int64_t ldc, int mr, int nr, const float *init) {
+                                                                int64_t ldc, int mr, int nr, const float *init,
+                                                                const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0) {
+    (void)epi, (void)i0, (void)j0; /* never given one: sg_block applies it after */
     ukr_avx2_half(true, kc, a, lda, b, ldb, c, ldc, mr, nr < 16 ? nr : 16, init);
     if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
+}
+
+/* Row i of C, columns [j0, j0 + 32) in v0, v1, get the epilogue (no activation, Relu or Clip) as
+ * epi_clamp_avx512 applies it, the same operations. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m512 *v1) {
+    if (e->row_bias || e->z) {
+        const __m512 bv = _mm512_set1_ps(e->row_bias ? e->row_bias[i] : 0.0f);
+        *v0 = _mm512_add_ps(*v0, bv), *v1 = _mm512_add_ps(*v1, bv);
+    }
+    if (e->z) {
+        const float *z = e->z + i * e->ldz + j0;
+        *v0 = _mm512_add_ps(*v0, _mm512_loadu_ps(z)), *v1 = _mm512_add_ps(*v1, _mm512_loadu_ps(z + 16));
+    }
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
+    if (kind == OT_FUSED_RELU) {
+        *v0 = _mm512_max_ps(*v0, _mm512_setzero_ps()), *v1 = _mm512_max_ps(*v1, _mm512_setzero_ps());
+    } else if (kind == OT_FUSED_CLIP) {
+        const __m512 lv = _mm512_set1_ps(e->act->p0), hv = _mm512_set1_ps(e->act->p1);
+        *v0 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v0)), *v1 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v1));
+    }
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
@@ -175,8 +201,8 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, cons
  * stay bit-equal (a softmax over 1000 equal logits of ~1e4 turns one ulp of difference into 0.4%). */
 __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
 ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, const float *restrict a, int64_t lda,
-                const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr,
-                const float *init) {
+                const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init,
+                const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
@@ -198,10 +224,15 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
 #undef OT_ROW
     }
     if (WIDE && mr == MR && nr == NR) {
-        /* C = init + the tile, or C += the tile */
+        /* C = init + the tile, or C += the tile; then the epilogue */
 #define OT_STORE(i, ci, di)                                                                                            \
-    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci));                      \
-    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di));
+    {                                                                                                                  \
+        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci);                                     \
+        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di);                           \
+        if (epi) epi_registers(epi, i0 + i, j0, &v0, &v1);                                                             \
+        _mm512_storeu_ps(c + i * ldc, v0);                                                                             \
+        _mm512_storeu_ps(c + i * ldc + 16, v1);                                                                        \
+    }
         OT_STORE(0, c0, d0)
         OT_STORE(1, c1, d1)
         OT_STORE(2, c2, d2)
@@ -225,23 +256,23 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
     if (nr > 16)
-        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0);
     else
-        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0);
 }
 
 /* The mr rows of A at a (k contiguous, rows lda apart) against a packed slab: no packing of A. */
 #define OT_DIRECT(rows)                                                                                                \
     case rows:                                                                                                         \
         if (nr > 16)                                                                                                   \
-            ukr_avx512_tile(true, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                               \
+            ukr_avx512_tile(true, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0);                  \
         else                                                                                                           \
-            ukr_avx512_tile(false, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                              \
+            ukr_avx512_tile(false, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0);                 \
         return;
-__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_direct(int64_t kc, const float *restrict a,
-                                                                          int64_t lda, const float *restrict b,
-                                                                          int64_t ldb, float *restrict c, int64_t ldc,
-                                                                          int mr, int nr, const float *init) {
+__attribute__((target("avx512f,avx2,fma"))) static void
+ukr_avx512_direct(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
+                  float *restrict c, int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi,
+                  int64_t i0, int64_t j0) {
     switch (mr) {
         OT_DIRECT(1)
         OT_DIRECT(2)
@@ -351,6 +382,17 @@ static ukr_direct_fn pick_ukr_direct(void) {
     return k == ukr_avx512 ? ukr_avx512_direct : k == ukr_avx2 ? ukr_avx2_direct : NULL;
 #else
     return NULL;
+#endif
+}
+
+/* Whether the direct kernel k applies e in registers to full tiles (epi_registers). */
+static bool ukr_epilogue_in_registers(ukr_direct_fn k, const ot_sgemm_epilogue *e) {
+#ifdef OT_GEMM_X86
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
+    return k == ukr_avx512_direct && (kind == OT_FUSED_NONE || kind == OT_FUSED_RELU || kind == OT_FUSED_CLIP);
+#else
+    (void)k, (void)e;
+    return false;
 #endif
 }
 
@@ -772,11 +814,13 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
 /* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
  * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
  * slice, C *= beta, or with g->bias C = beta * bias (each row); after the last, each tile gets
- * g->epi while it is in L1. */
+ * g->epi while it is in L1 (or, from the AVX-512 kernel, in registers). */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
     /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
     const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
     const bool last = g->pc + g->kc == g->K;
+    /* the AVX-512 kernel applies the vector epilogues to full tiles as it stores them */
+    const ot_sgemm_epilogue *regs = last && g->epi && ukr_epilogue_in_registers(g->direct, g->epi) ? g->epi : NULL;
     if (g->pc == 0 && !fresh)
         init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
                     g->bias ? g->bias + g->jc + q0 : NULL);
@@ -790,12 +834,13 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
         for (int64_t r = r0; r < r1; r += MR) {
             int mr = (int)(r1 - r < MR ? r1 - r : MR);
             float *c = g->C + (g->ic + r) * g->ldc + g->jc + q;
+            const bool full = regs && mr == MR && nr == NR;
             if (g->direct)
                 g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc, mr, nr,
-                          fresh ? init : NULL);
+                          fresh ? init : NULL, full ? regs : NULL, g->ic + r, g->jc + q);
             else
                 g->ukr(g->kc, g->pa + (r / MR) * g->kc * MR, bp, c, g->ldc, mr, nr);
-            if (last && g->epi) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
+            if (last && g->epi && !full) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
         }
     }
 }
