@@ -485,7 +485,7 @@ typedef struct sg_args {
     /* current block */
     int64_t jc, nc, pc, kc, ic, mc;
     float *pa, *pb;
-    int64_t n_nch; /* column tasks per row block */
+    int64_t n_nch, mcb; /* column tasks per row block, rows per block (MC or fewer) */
     ukr_fn ukr;
     ukr_direct_fn direct; /* A (stored, alpha 1, not transposed) read unpacked: g->pa unused */
     bool b_rows;          /* with direct, B's full slabs read where stored (sg_b_rows_pays_off) */
@@ -813,8 +813,9 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
 
 /* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
  * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
- * slice, C *= beta, or with g->bias C = beta * bias (each row); after the last, each tile gets
- * g->epi while it is in L1 (or, from the AVX-512 kernel, in registers). */
+ * slice, C *= beta, or with g->bias C = beta * bias (each row); after the last, g->epi: in
+ * registers (the AVX-512 kernel's full tiles) or L1 (its edge tiles) where epi_registers can, else
+ * over the block. */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
     /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
     const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
@@ -840,18 +841,21 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
                           fresh ? init : NULL, full ? regs : NULL, g->ic + r, g->jc + q);
             else
                 g->ukr(g->kc, g->pa + (r / MR) * g->kc * MR, bp, c, g->ldc, mr, nr);
-            if (last && g->epi && !full) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
+            if (regs && !full) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
         }
     }
+    /* the other epilogues over the block's rows at once: the transcendental activations per row of
+     * a tile cost more in calls than the transformer's FusedMatMul gained from L1 */
+    if (last && g->epi && !regs) epi_apply(g->epi, g->C, g->ldc, g->ic + r0, r1 - r0, g->jc + q0, q1 - q0);
 }
 
-/* Tasks: (row block of MC rows within the current ic chunk) x (NCH columns within the jc panel). */
+/* Tasks: (row block of g->mcb rows within the current ic chunk) x (NCH columns within the jc panel). */
 static void sg_compute(void *arg, int64_t t0, int64_t t1) {
     sg_args *g = arg;
     for (int64_t t = t0; t < t1; t++) {
         int64_t mb = t / g->n_nch, nb = t % g->n_nch;
-        int64_t r0 = mb * MC, r1 = r0 + MC < g->mc ? r0 + MC : g->mc;    /* relative to ic */
-        int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc; /* relative to jc */
+        int64_t r0 = mb * g->mcb, r1 = r0 + g->mcb < g->mc ? r0 + g->mcb : g->mc; /* relative to ic */
+        int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc;          /* relative to jc */
         sg_block(g, r0, r1, q0, q1);
     }
 }
@@ -921,7 +925,12 @@ static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 if (!g->direct) run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
-                run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
+                /* fewer column blocks than threads (batch-1 1x1 convolutions of 8x8 maps: one block of
+                 * 64 columns): rows split so that every thread has a block */
+                const int64_t threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1;
+                const int64_t split = ((g->mc + threads - 1) / threads + MR - 1) / MR * MR;
+                g->mcb = g->n_nch < threads && split < MC ? split : MC;
+                run_range(ctx, ((g->mc + g->mcb - 1) / g->mcb) * g->n_nch, 1, sg_compute, g);
             }
         }
     }

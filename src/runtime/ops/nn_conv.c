@@ -227,11 +227,13 @@ static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) {
     return group == 1 && g->out_size < (direct_avx512 ? 32 : 64);
 }
 
-/* y[m][p] = yt[p][m] + b[m] (+ z[m][p]), m < M, p < P (b NULL: + 0, as the other paths' epilogue):
- * 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided loads, was
- * 3-5% of the mobile nets' inference at batch 32), the edges scalar. Each element of z is read
- * just before the same element of y is written. */
-static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z, float *y) {
+/* y[m][p] = act(yt[p][m] + b[m] (+ z[m][p])), m < M, p < P (b NULL: + 0, as the other paths'
+ * epilogue): 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided
+ * loads, was 3-5% of the mobile nets' inference at batch 32), the edges scalar; the activation on
+ * each 4 planes as they are written (in L1). Each element of z is read just before the same element
+ * of y is written. */
+static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z,
+                           const ot_fused_act *act, float *y) {
     int64_t m = 0;
 #if defined(__SSE2__)
     for (; m + 4 <= M; m += 4) {
@@ -251,13 +253,16 @@ static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b
                 const float v = yt[q * M + j] + (b ? b[j] : 0.0f);
                 y[j * P + q] = z ? v + z[j * P + q] : v;
             }
+        ot_fused_act_apply(act, y + m * P, 4 * P);
     }
 #endif
+    const int64_t m0 = m;
     for (; m < M; m++)
         for (int64_t q = 0; q < P; q++) {
             const float v = yt[q * M + m] + (b ? b[m] : 0.0f);
             y[m * P + q] = z ? v + z[m * P + q] : v;
         }
+    ot_fused_act_apply(act, y + m0 * P, (M - m0) * P);
 }
 
 /* One chunk of images of conv_run_rows: their columns (col) and the product's rows (yt). */
@@ -281,8 +286,7 @@ static void rows_back_to_planes(void *arg, int64_t i0, int64_t i1) {
     const int64_t M = a->M, P = a->g->out_size;
     for (int64_t i = i0; i < i1; i++) {
         float *y = a->Y + (r->n0 + i) * M * P;
-        rows_to_planes(r->yt + i * P * M, M, P, a->B, a->Z ? a->Z + (r->n0 + i) * M * P : NULL, y);
-        ot_fused_act_apply(&a->act, y, M * P);
+        rows_to_planes(r->yt + i * P * M, M, P, a->B, a->Z ? a->Z + (r->n0 + i) * M * P : NULL, &a->act, y);
     }
 }
 
