@@ -230,11 +230,12 @@ static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) {
 /* y[m][p] = act(yt[p][m] + b[m] (+ z[m][p])), m < M, p < P (b NULL: + 0, as the other paths'
  * epilogue): 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided
  * loads, was 3-5% of the mobile nets' inference at batch 32), the edges scalar; the activation on
- * each 4 planes as they are written (in L1). Each element of z is read just before the same element
- * of y is written. */
+ * runs of planes of at least 256 floats as they are written (in L1; shorter runs, as 4 planes of
+ * 1x1 in squeeze-excitation blocks, would be all calls). Each element of z is read just before the
+ * same element of y is written. */
 static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z,
                            const ot_fused_act *act, float *y) {
-    int64_t m = 0;
+    int64_t m = 0, m_act = 0; /* planes [m_act, m) written, not yet activated */
 #if defined(__SSE2__)
     for (; m + 4 <= M; m += 4) {
         int64_t p = 0;
@@ -253,16 +254,18 @@ static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b
                 const float v = yt[q * M + j] + (b ? b[j] : 0.0f);
                 y[j * P + q] = z ? v + z[j * P + q] : v;
             }
-        ot_fused_act_apply(act, y + m * P, 4 * P);
+        if ((m + 4 - m_act) * P >= 256) {
+            ot_fused_act_apply(act, y + m_act * P, (m + 4 - m_act) * P);
+            m_act = m + 4;
+        }
     }
 #endif
-    const int64_t m0 = m;
     for (; m < M; m++)
         for (int64_t q = 0; q < P; q++) {
             const float v = yt[q * M + m] + (b ? b[m] : 0.0f);
             y[m * P + q] = z ? v + z[m * P + q] : v;
         }
-    ot_fused_act_apply(act, y + m0 * P, (M - m0) * P);
+    ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
 }
 
 /* One chunk of images of conv_run_rows: their columns (col) and the product's rows (yt). */
