@@ -97,8 +97,3 @@ void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
         break;
     }
 }
-
-void ot_fused_act_apply_rows(const ot_fused_act *act, float *y, int64_t ld, int64_t m, int64_t n) {
-    if (!act || act->kind == OT_FUSED_NONE) return;
-    for (int64_t i = 0; i < m; i++) ot_fused_act_apply(act, y + i * ld, n);
-}

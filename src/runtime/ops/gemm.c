@@ -44,7 +44,7 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
  * and B's rows ldb apart (NR for a packed slab; B's own rows when stored, not transposed, with
  * nr == NR); with init (NR floats), C = init (in every row) + the product instead of C += it: the
  * first K slice then neither clears C nor reads it. With epi (the AVX-512 kernel's full tiles, on
- * the last K slice, no activation or Relu or Clip: epi_in_registers), the tile at row i0, column j0
+ * the last K slice, no activation or Relu or Clip: ukr_epilogue_in_registers), the tile at row i0, column j0
  * of C gets the epilogue in registers before it is stored. */
 typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                               int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
@@ -844,8 +844,8 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
             if (regs && !full) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
         }
     }
-    /* the other epilogues over the block's rows at once: the transcendental activations per row of
-     * a tile cost more in calls than the transformer's FusedMatMul gained from L1 */
+    /* the other epilogues over the block's rows at once: vec_math's transcendental activations
+     * called per 32-float row of a tile cost more than L1 saves (the encoder's FusedMatMul Gelu) */
     if (last && g->epi && !regs) epi_apply(g->epi, g->C, g->ldc, g->ic + r0, r1 - r0, g->jc + q0, q1 - q0);
 }
 
