@@ -122,6 +122,65 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     return s;
 }
 
+/* ot_sgemm_fused: C = A B with the epilogue (row bias, sum input Z, activation) on each tile as it
+ * is stored, bitwise as the product followed by conv_epilogue's pass, (c + row_bias) + z and then
+ * the activation over all of C. The reference product takes B transposed, so it packs B where the
+ * fused one may read B's rows where they are stored: the two must agree bit for bit too (beyond 4
+ * rows, where both are the blocked product). Shapes
+ * around the tiles (6 x 32), more than one K slice, a few rows (no packing), K 0. */
+static void fused_epilogue(void) {
+    static const int64_t ms[] = {1, 4, 5, 6, 13, 24, 32, 130};
+    static const int64_t ns[] = {1, 16, 31, 64, 100, 256};
+    static const int64_t ks[] = {0, 3, 144, 300};
+    static const ot_fused_act acts[] = {{OT_FUSED_NONE, 0, 0},       {OT_FUSED_RELU, 0, 0},
+                                        {OT_FUSED_CLIP, 0.0f, 6.0f}, {OT_FUSED_CLIP, 0.5f, -0.5f},
+                                        {OT_FUSED_HARD_SWISH, 0, 0}, {OT_FUSED_SWISH, 0, 0}};
+    int n0 = tu_checks;
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+                const int64_t M = ms[a], N = ns[b], K = ks[c], ld = N + (int64_t)(a % 2) * 3;
+                const size_t mn = (size_t)(M * ld);
+                float *A = malloc((size_t)(M * K + 1) * sizeof *A), *B = malloc((size_t)(K * ld + 1) * sizeof *B);
+                float *Bt = malloc((size_t)(K * N + 1) * sizeof *Bt), *bias = malloc((size_t)M * sizeof *bias);
+                float *Z = malloc(mn * sizeof *Z), *C1 = malloc(mn * sizeof *C1), *C2 = malloc(mn * sizeof *C2);
+                unsigned seed = (unsigned)(M * 31 + N * 7 + K);
+                for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t j = 0; j < ld; j++) B[k * ld + j] = frand(&seed);
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t j = 0; j < N; j++) Bt[j * K + k] = B[k * ld + j];
+                for (int64_t i = 0; i < M; i++) bias[i] = frand(&seed);
+                /* some NaN and -0 (Relu makes them 0, Clip keeps them) */
+                for (size_t i = 0; i < mn; i++) Z[i] = i % 17 == 3 ? NAN : frand(&seed), C1[i] = C2[i] = NAN;
+                const int v = (int)(a + b + c);
+                const ot_sgemm_epilogue epi = {
+                    .row_bias = v % 3 ? bias : NULL, .z = v % 2 ? Z : NULL, .ldz = ld, .act = &acts[v % 6]};
+                /* (a few rows, M <= 4, sum B's columns as dot products when it is transposed) */
+                if (M > 4)
+                    CHECK_OK(ot_sgemm_portable(NULL, false, true, M, N, K, 1.0f, A, K, Bt, K, 0.0f, C1, ld));
+                else
+                    CHECK_OK(ot_sgemm_portable(NULL, false, false, M, N, K, 1.0f, A, K, B, ld, 0.0f, C1, ld));
+                for (int64_t i = 0; i < M; i++) {
+                    float *row = C1 + i * ld;
+                    for (int64_t j = 0; j < N; j++) {
+                        if (epi.row_bias || epi.z) row[j] = row[j] + (epi.row_bias ? bias[i] : 0.0f);
+                        if (epi.z) row[j] = row[j] + Z[i * ld + j];
+                    }
+                    ot_fused_act_apply(epi.act, row, N);
+                }
+                CHECK_OK(ot_sgemm_fused(run_ctx, M, N, K, A, K, B, ld, C2, ld, &epi));
+                bool same = true;
+                for (int64_t i = 0; i < M; i++) same &= memcmp(C1 + i * ld, C2 + i * ld, (size_t)N * sizeof *C1) == 0;
+                if (!same)
+                    fprintf(stderr, "fused epilogue differs: M=%lld N=%lld K=%lld\n", (long long)M, (long long)N,
+                            (long long)K);
+                CHECK(same);
+                free(A), free(B), free(Bt), free(bias), free(Z), free(C1), free(C2);
+            }
+    printf("fused epilogue (%s): %d checks\n", run_ctx ? "threads" : "1 thread", tu_checks - n0);
+}
+
 /* The prepacked product on 2 and 3 threads splits rows (or, for a few rows, columns) differently
  * from one thread: within tolerance of the reference, and bitwise equal to one thread (each
  * element is summed in the same order whatever the split). Also ot_sgemm's one-row products,
@@ -184,6 +243,7 @@ static void threads(void) {
         /* more than one row block (MSUP rows) and column panel (NC columns) */
         check_one(prepacked, ot_dgemm_portable, false, true, 1930, 40, 70, 1.0f, 1.0f, 0);
         check_one(prepacked, ot_dgemm_portable, true, false, 13, 4100, 30, 1.0f, 0.0f, 2);
+        fused_epilogue();
         run_ctx = NULL;
         printf("prepacked B on %d threads: %d checks; worst relative error %.3g\n", t, tu_checks - n0, worst);
         ot_pool_free(pool);
@@ -200,6 +260,7 @@ int main(void) {
         printf("micro-kernel %s\n", isa_names[isa]);
         sweep("portable", ot_sgemm_portable, ot_dgemm_portable);
         sweep("prepacked B", prepacked, ot_dgemm_portable);
+        fused_epilogue();
         threads();
     }
     CHECK(ot_gemm_use_isa(ot_gemm_isa_best()));

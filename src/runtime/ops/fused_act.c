@@ -24,25 +24,6 @@ static const struct {
     {"GeluTanh", OT_FUSED_GELU_TANH, 0, 0, 0},
 };
 
-/* The activations vec_math runs: their row function and its alpha. */
-static bool vec_act_of(ot_fused_act_kind kind, ot_vec_act *va, float *alpha) {
-    static const struct {
-        ot_fused_act_kind kind;
-        ot_vec_act va;
-        float alpha;
-    } table[] = {{OT_FUSED_HARD_SWISH, OT_VEC_HARDSWISH, 0},
-                 {OT_FUSED_SIGMOID, OT_VEC_SIGMOID, 0},
-                 {OT_FUSED_SWISH, OT_VEC_SWISH, 1.0f},
-                 {OT_FUSED_GELU, OT_VEC_GELU_ERF, 0},
-                 {OT_FUSED_GELU_TANH, OT_VEC_GELU_TANH, 0}};
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (table[i].kind == kind) {
-            *va = table[i].va, *alpha = table[i].alpha;
-            return true;
-        }
-    return false;
-}
-
 otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
     *act = (ot_fused_act){OT_FUSED_NONE, 0, 0};
     const char *dom = ctx->node->domain;
@@ -97,15 +78,22 @@ void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
     case OT_FUSED_HARD_SIGMOID: /* as the HardSigmoid kernel: NaN becomes 1 */
         for (; i < n; i++) y[i] = (float)fmax(0.0f, fmin(1.0f, p0 * y[i] + p1));
         break;
-    default: {
-        ot_vec_act va;
-        float alpha;
-        if (vec_act_of(act->kind, &va, &alpha)) ot_vec_activation(va, alpha, y, NULL, y, n);
+    /* the transcendental ones: vec_math's row functions (a switch, not a table scan: the product
+     * epilogues call this per row of a tile) */
+    case OT_FUSED_HARD_SWISH:
+        ot_vec_activation(OT_VEC_HARDSWISH, 0.0f, y, NULL, y, n);
+        break;
+    case OT_FUSED_SIGMOID:
+        ot_vec_activation(OT_VEC_SIGMOID, 0.0f, y, NULL, y, n);
+        break;
+    case OT_FUSED_SWISH:
+        ot_vec_activation(OT_VEC_SWISH, 1.0f, y, NULL, y, n);
+        break;
+    case OT_FUSED_GELU:
+        ot_vec_activation(OT_VEC_GELU_ERF, 0.0f, y, NULL, y, n);
+        break;
+    case OT_FUSED_GELU_TANH:
+        ot_vec_activation(OT_VEC_GELU_TANH, 0.0f, y, NULL, y, n);
+        break;
     }
-    }
-}
-
-void ot_fused_act_apply_rows(const ot_fused_act *act, float *y, int64_t ld, int64_t m, int64_t n) {
-    if (!act || act->kind == OT_FUSED_NONE) return;
-    for (int64_t i = 0; i < m; i++) ot_fused_act_apply(act, y + i * ld, n);
 }

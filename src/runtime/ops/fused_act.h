@@ -43,7 +43,4 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act);
 /* y[0, n) = act(y) in place; act may be NULL (none). */
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n);
 
-/* The same on rows [0, m) of n elements, ld apart. */
-void ot_fused_act_apply_rows(const ot_fused_act *act, float *y, int64_t ld, int64_t m, int64_t n);
-
 #endif

@@ -40,11 +40,15 @@
 /* ---- micro-kernels: c[mr x nr] += a-slab * b-slab over kc --------------------------------- */
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
-/* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab;
- * with init (NR floats), C = init (in every row) + the product instead of C += it: the first K
- * slice then neither clears C nor reads it. */
-typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int mr,
-                              int nr, const float *init);
+/* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab,
+ * and B's rows ldb apart (NR for a packed slab; B's own rows when stored, not transposed, with
+ * nr == NR); with init (NR floats), C = init (in every row) + the product instead of C += it: the
+ * first K slice then neither clears C nor reads it. With epi (the AVX-512 kernel's full tiles, on
+ * the last K slice, no activation or Relu or Clip: ukr_epilogue_in_registers), the tile at row i0, column j0
+ * of C gets the epilogue in registers before it is stored. */
+typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                              int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
+                              int64_t j0);
 
 #if !defined(__wasm_simd128__) /* the portable and x86 kernels; ukr_wasm below replaces them there */
 /* C[0:mr, 0:nr] += the mr x nr corner of a tile computed in full (edge tiles, on zero-padded slabs),
@@ -77,7 +81,7 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
  * shape, so edge tiles sum in the same order as full ones. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, const float *restrict a, int64_t lda,
-              const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
+              const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
@@ -101,7 +105,7 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
         OT_ROW(5, c5a, c5b)
 #undef OT_ROW
         a += DIRECT ? 1 : MR;
-        b += NR;
+        b += ldb;
     }
     if (ROWS == MR && WIDE && mr == MR && nr == 16) {
         /* C = init + the tile, or C += the tile */
@@ -132,12 +136,12 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
 #define OT_AVX2_ROWS(rows)                                                                                             \
     case rows:                                                                                                         \
         if (nr > 8)                                                                                                    \
-            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                               \
         else                                                                                                           \
-            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init);                              \
         return;
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
               float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
     switch (direct ? mr : (mr + 1) / 2 * 2) {
         OT_AVX2_ROWS(1)
@@ -154,15 +158,38 @@ ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t ld
 _Static_assert(NR == 32, "the AVX2 and AVX-512 kernels cover 32 columns");
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
                                                          float *restrict c, int64_t ldc, int mr, int nr) {
-    ukr_avx2_half(false, kc, a, 0, b, c, ldc, mr, nr < 16 ? nr : 16, NULL);
-    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, c + 16, ldc, mr, nr - 16, NULL);
+    ukr_avx2_half(false, kc, a, 0, b, NR, c, ldc, mr, nr < 16 ? nr : 16, NULL);
+    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, NR, c + 16, ldc, mr, nr - 16, NULL);
 }
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, const float *restrict a, int64_t lda,
-                                                                const float *restrict b, float *restrict c, int64_t ldc,
-                                                                int mr, int nr, const float *init) {
-    ukr_avx2_half(true, kc, a, lda, b, c, ldc, mr, nr < 16 ? nr : 16, init);
-    if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
+                                                                const float *restrict b, int64_t ldb, float *restrict c,
+                                                                int64_t ldc, int mr, int nr, const float *init,
+                                                                const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0) {
+    (void)epi, (void)i0, (void)j0; /* never given one: sg_block applies it after */
+    ukr_avx2_half(true, kc, a, lda, b, ldb, c, ldc, mr, nr < 16 ? nr : 16, init);
+    if (nr > 16) ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL);
+}
+
+/* Row i of C, columns [j0, j0 + 32) in v0, v1, get the epilogue (no activation, Relu or Clip) as
+ * epi_clamp_avx512 applies it, the same operations. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m512 *v1) {
+    if (e->row_bias || e->z) {
+        const __m512 bv = _mm512_set1_ps(e->row_bias ? e->row_bias[i] : 0.0f);
+        *v0 = _mm512_add_ps(*v0, bv), *v1 = _mm512_add_ps(*v1, bv);
+    }
+    if (e->z) {
+        const float *z = e->z + i * e->ldz + j0;
+        *v0 = _mm512_add_ps(*v0, _mm512_loadu_ps(z)), *v1 = _mm512_add_ps(*v1, _mm512_loadu_ps(z + 16));
+    }
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
+    if (kind == OT_FUSED_RELU) {
+        *v0 = _mm512_max_ps(*v0, _mm512_setzero_ps()), *v1 = _mm512_max_ps(*v1, _mm512_setzero_ps());
+    } else if (kind == OT_FUSED_CLIP) {
+        const __m512 lv = _mm512_set1_ps(e->act->p0), hv = _mm512_set1_ps(e->act->p1);
+        *v0 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v0)), *v1 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v1));
+    }
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
@@ -174,12 +201,13 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, cons
  * stay bit-equal (a softmax over 1000 equal logits of ~1e4 turns one ulp of difference into 0.4%). */
 __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
 ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, const float *restrict a, int64_t lda,
-                const float *restrict b, float *restrict c, int64_t ldc, int mr, int nr, const float *init) {
+                const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init,
+                const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
     __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
     __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += NR) {
+    for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += ldb) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = WIDE ? _mm512_loadu_ps(b + 16) : b0, av;
 #define OT_ROW(i, ci, di)                                                                                              \
     if (ROWS > i) {                                                                                                    \
@@ -196,10 +224,15 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
 #undef OT_ROW
     }
     if (WIDE && mr == MR && nr == NR) {
-        /* C = init + the tile, or C += the tile */
+        /* C = init + the tile, or C += the tile; then the epilogue */
 #define OT_STORE(i, ci, di)                                                                                            \
-    _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci));                      \
-    _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di));
+    {                                                                                                                  \
+        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci);                                     \
+        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di);                           \
+        if (epi) epi_registers(epi, i0 + i, j0, &v0, &v1);                                                             \
+        _mm512_storeu_ps(c + i * ldc, v0);                                                                             \
+        _mm512_storeu_ps(c + i * ldc + 16, v1);                                                                        \
+    }
         OT_STORE(0, c0, d0)
         OT_STORE(1, c1, d1)
         OT_STORE(2, c2, d2)
@@ -223,23 +256,23 @@ __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, c
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
     if (nr > 16)
-        ukr_avx512_tile(true, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0);
     else
-        ukr_avx512_tile(false, false, MR, kc, a, 0, b, c, ldc, mr, nr, NULL);
+        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0);
 }
 
 /* The mr rows of A at a (k contiguous, rows lda apart) against a packed slab: no packing of A. */
 #define OT_DIRECT(rows)                                                                                                \
     case rows:                                                                                                         \
         if (nr > 16)                                                                                                   \
-            ukr_avx512_tile(true, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                    \
+            ukr_avx512_tile(true, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0);                  \
         else                                                                                                           \
-            ukr_avx512_tile(false, true, rows, kc, a, lda, b, c, ldc, mr, nr, init);                                   \
+            ukr_avx512_tile(false, true, rows, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0);                 \
         return;
-__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_direct(int64_t kc, const float *restrict a,
-                                                                          int64_t lda, const float *restrict b,
-                                                                          float *restrict c, int64_t ldc, int mr,
-                                                                          int nr, const float *init) {
+__attribute__((target("avx512f,avx2,fma"))) static void
+ukr_avx512_direct(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
+                  float *restrict c, int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi,
+                  int64_t i0, int64_t j0) {
     switch (mr) {
         OT_DIRECT(1)
         OT_DIRECT(2)
@@ -352,6 +385,17 @@ static ukr_direct_fn pick_ukr_direct(void) {
 #endif
 }
 
+/* Whether the direct kernel k applies e in registers to full tiles (epi_registers). */
+static bool ukr_epilogue_in_registers(ukr_direct_fn k, const ot_sgemm_epilogue *e) {
+#ifdef OT_GEMM_X86
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
+    return k == ukr_avx512_direct && (kind == OT_FUSED_NONE || kind == OT_FUSED_RELU || kind == OT_FUSED_CLIP);
+#else
+    (void)k, (void)e;
+    return false;
+#endif
+}
+
 #ifdef OTTER_HAVE_BLAS
 static bool blas_lacks_avx2(void);
 #endif
@@ -441,16 +485,138 @@ typedef struct sg_args {
     /* current block */
     int64_t jc, nc, pc, kc, ic, mc;
     float *pa, *pb;
-    int64_t n_nch; /* column tasks per row block */
+    int64_t n_nch, mcb; /* column tasks per row block, rows per block (MC or fewer) */
     ukr_fn ukr;
     ukr_direct_fn direct; /* A (stored, alpha 1, not transposed) read unpacked: g->pa unused */
+    bool b_rows;          /* with direct, B's full slabs read where stored (sg_b_rows_pays_off) */
     /* B packed beforehand (sg_prepacked_tasks): threads, row slabs per task, runs of columns, column
-     * slabs per run, floats of A per run; the epilogue (ot_sgemm_prepacked's bias and activation) */
+     * slabs per run, floats of A per run */
     int64_t threads, row_slabs, col_runs, run_slabs;
     size_t na;
-    const float *bias;
-    const ot_fused_act *act;
+    const float *bias;            /* ot_sgemm_prepacked's bias row: C's first value, times beta */
+    const ot_sgemm_epilogue *epi; /* each tile's, on its last K slice (or NULL) */
 } sg_args;
+
+#ifdef OT_GEMM_X86
+/* The epilogue with no activation, Relu or Clip (KIND) in AVX-512 (masked edges) or AVX2 vectors
+ * (scalar edges), as the micro-kernels: the SSE sums and ot_fused_act_apply's compare masks took as
+ * long as a tile's product when K is small (1x1 expand convolutions of 16-24 channels). Bitwise as
+ * ot_fused_act_apply: max(x, 0) returns its second operand for NaN and for -0 (Relu's 0), max(lo,
+ * x) and min(hi, x) their second (Clip keeps NaN and the sign of a zero). */
+#define EPI_ROW_SETUP                                                                                                  \
+    const float lo = KIND == OT_FUSED_CLIP ? e->act->p0 : 0.0f, hi = KIND == OT_FUSED_CLIP ? e->act->p1 : 0.0f;        \
+    const bool sums = e->row_bias || e->z;                                                                             \
+    float *restrict c = C + i * ldc + j0;                                                                              \
+    const float *restrict z = e->z ? e->z + i * e->ldz + j0 : NULL;                                                    \
+    const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
+#define EPI_VEC(add, max, min, zero, zload)                                                                            \
+    if (sums) v = add(v, bv);                                                                                          \
+    if (z) v = add(v, zload);                                                                                          \
+    if (KIND == OT_FUSED_RELU) v = max(v, zero);                                                                       \
+    if (KIND == OT_FUSED_CLIP) v = min(hv, max(lv, v));
+
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+epi_clamp_avx512_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0,
+                      int64_t m, int64_t j0, int64_t n) {
+    for (int64_t i = i0; i < i0 + m; i++) {
+        EPI_ROW_SETUP
+        const __m512 bv = _mm512_set1_ps(bm), lv = _mm512_set1_ps(lo), hv = _mm512_set1_ps(hi);
+        for (int64_t j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(k, c + j);
+            EPI_VEC(_mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, z + j))
+            _mm512_mask_storeu_ps(c + j, k, v);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0,
+                    int64_t m, int64_t j0, int64_t n) {
+    for (int64_t i = i0; i < i0 + m; i++) {
+        EPI_ROW_SETUP
+        const __m256 bv = _mm256_set1_ps(bm), lv = _mm256_set1_ps(lo), hv = _mm256_set1_ps(hi);
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            __m256 v = _mm256_loadu_ps(c + j);
+            EPI_VEC(_mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps(), _mm256_loadu_ps(z + j))
+            _mm256_storeu_ps(c + j, v);
+        }
+        for (; j < n; j++) {
+            float v = c[j];
+            if (sums) v = v + bm;
+            if (z) v = v + z[j];
+            if (KIND == OT_FUSED_RELU) v = v > 0.0f ? v : 0.0f;
+            if (KIND == OT_FUSED_CLIP) {
+                v = v < lo ? lo : v;
+                v = v > hi ? hi : v;
+            }
+            c[j] = v;
+        }
+    }
+}
+#undef EPI_ROW_SETUP
+#undef EPI_VEC
+
+/* false for the other activations */
+#define EPI_KINDS(fn)                                                                                                  \
+    switch (e->act ? e->act->kind : OT_FUSED_NONE) {                                                                   \
+    case OT_FUSED_NONE:                                                                                                \
+        fn(OT_FUSED_NONE, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    case OT_FUSED_RELU:                                                                                                \
+        fn(OT_FUSED_RELU, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    case OT_FUSED_CLIP:                                                                                                \
+        fn(OT_FUSED_CLIP, e, C, ldc, i0, m, j0, n);                                                                    \
+        return true;                                                                                                   \
+    default:                                                                                                           \
+        return false;                                                                                                  \
+    }
+__attribute__((target("avx512f,avx2,fma"))) static bool
+epi_clamp_avx512(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    EPI_KINDS(epi_clamp_avx512_kind)
+}
+__attribute__((target("avx2,fma"))) static bool epi_clamp_avx2(const ot_sgemm_epilogue *e, float *C, int64_t ldc,
+                                                               int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    EPI_KINDS(epi_clamp_avx2_kind)
+}
+#undef EPI_KINDS
+#endif
+
+/* Rows [i0, i0 + m), columns [j0, j0 + n) of C get the epilogue e (see ot_sgemm_epilogue): the
+ * sums as conv_epilogue's four-lane adds, (c + row_bias) + z, then the activation. */
+static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+#ifdef OT_GEMM_X86
+    /* the vector kernels' ISA (the CPU has it) */
+    const int isa = atomic_load(&kernel_isa);
+    if (isa == OT_GEMM_AVX512 && epi_clamp_avx512(e, C, ldc, i0, m, j0, n)) return;
+    if (isa == OT_GEMM_AVX2 && epi_clamp_avx2(e, C, ldc, i0, m, j0, n)) return;
+#endif
+    for (int64_t i = i0; i < i0 + m; i++) {
+        float *restrict c = C + i * ldc + j0;
+        if (e->row_bias || e->z) {
+            const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
+            int64_t j = 0;
+            if (e->z) {
+                const float *restrict z = e->z + i * e->ldz + j0;
+#ifdef OT_GEMM_X86
+                const __m128 bv = _mm_set1_ps(bm);
+                for (; j + 4 <= n; j += 4)
+                    _mm_storeu_ps(c + j, _mm_add_ps(_mm_add_ps(_mm_loadu_ps(c + j), bv), _mm_loadu_ps(z + j)));
+#endif
+                for (; j < n; j++) c[j] = c[j] + bm + z[j];
+            } else {
+#ifdef OT_GEMM_X86
+                const __m128 bv = _mm_set1_ps(bm);
+                for (; j + 4 <= n; j += 4) _mm_storeu_ps(c + j, _mm_add_ps(_mm_loadu_ps(c + j), bv));
+#endif
+                for (; j < n; j++) c[j] += bm;
+            }
+        }
+        ot_fused_act_apply(e->act, c, n);
+    }
+}
 
 #if defined(__wasm_simd128__)
 /* The columns of a 4 x 4 block of rows r0..r3, as r0..r3 (SIMD128 shuffles). */
@@ -647,37 +813,49 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
 
 /* C[ic + r0 : ic + r1, jc + q0 : jc + q1] (r0 a multiple of MR, q0 of NR) += the packed rows of A
  * (g->pa) times the packed columns of B (g->pb) over the current K slice; first, on the first
- * slice, C *= beta, or with g->bias C = beta * bias (each row). */
+ * slice, C *= beta, or with g->bias C = beta * bias (each row); after the last, g->epi: in
+ * registers (the AVX-512 kernel's full tiles) or L1 (its edge tiles) where epi_registers can, else
+ * over the block. */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
     /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
     const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
+    const bool last = g->pc + g->kc == g->K;
+    /* the AVX-512 kernel applies the vector epilogues to full tiles as it stores them */
+    const ot_sgemm_epilogue *regs = last && g->epi && ukr_epilogue_in_registers(g->direct, g->epi) ? g->epi : NULL;
     if (g->pc == 0 && !fresh)
         init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
                     g->bias ? g->bias + g->jc + q0 : NULL);
     for (int64_t q = q0; q < q1; q += NR) {
         int nr = (int)(q1 - q < NR ? q1 - q : NR);
         const float *bp = g->pb + (q / NR) * g->kc * NR;
+        int64_t ldb = NR;
+        if (g->b_rows && nr == NR) bp = g->B + (g->k0 + g->pc) * g->ldb + g->jc + q, ldb = g->ldb;
         float init[NR];
         for (int j = 0; fresh && j < NR; j++) init[j] = g->bias && j < nr ? g->beta * g->bias[g->jc + q + j] : 0.0f;
         for (int64_t r = r0; r < r1; r += MR) {
             int mr = (int)(r1 - r < MR ? r1 - r : MR);
             float *c = g->C + (g->ic + r) * g->ldc + g->jc + q;
+            const bool full = regs && mr == MR && nr == NR;
             if (g->direct)
-                g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, c, g->ldc, mr, nr,
-                          fresh ? init : NULL);
+                g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc, mr, nr,
+                          fresh ? init : NULL, full ? regs : NULL, g->ic + r, g->jc + q);
             else
                 g->ukr(g->kc, g->pa + (r / MR) * g->kc * MR, bp, c, g->ldc, mr, nr);
+            if (regs && !full) epi_apply(g->epi, g->C, g->ldc, g->ic + r, mr, g->jc + q, nr);
         }
     }
+    /* the other epilogues over the block's rows at once: vec_math's transcendental activations
+     * called per 32-float row of a tile cost more than L1 saves (the encoder's FusedMatMul Gelu) */
+    if (last && g->epi && !regs) epi_apply(g->epi, g->C, g->ldc, g->ic + r0, r1 - r0, g->jc + q0, q1 - q0);
 }
 
-/* Tasks: (row block of MC rows within the current ic chunk) x (NCH columns within the jc panel). */
+/* Tasks: (row block of g->mcb rows within the current ic chunk) x (NCH columns within the jc panel). */
 static void sg_compute(void *arg, int64_t t0, int64_t t1) {
     sg_args *g = arg;
     for (int64_t t = t0; t < t1; t++) {
         int64_t mb = t / g->n_nch, nb = t % g->n_nch;
-        int64_t r0 = mb * MC, r1 = r0 + MC < g->mc ? r0 + MC : g->mc;    /* relative to ic */
-        int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc; /* relative to jc */
+        int64_t r0 = mb * g->mcb, r1 = r0 + g->mcb < g->mc ? r0 + g->mcb : g->mc; /* relative to ic */
+        int64_t q0 = nb * NCH, q1 = q0 + NCH < g->nc ? q0 + NCH : g->nc;          /* relative to jc */
         sg_block(g, r0, r1, q0, q1);
     }
 }
@@ -713,7 +891,6 @@ static void sg_prepacked_tasks(void *arg, int64_t t0, int64_t t1) {
             sg_block(&g, s0 * MR, r1, q0, q1);
             g.pb += slabs * NR * g.kc;
         }
-        ot_fused_act_apply_rows(g.act, g.C + (g.ic + s0 * MR) * g.ldc + g.jc + q0, g.ldc, r1 - s0 * MR, q1 - q0);
     }
 }
 
@@ -741,11 +918,19 @@ static void sg_blocked(const ot_kernel_ctx *ctx, sg_args *g) {
         g->n_nch = (g->nc + NCH - 1) / NCH;
         for (g->pc = 0; g->pc < g->K; g->pc += g->kc) {
             g->kc = g->K - g->pc < step ? g->K - g->pc : step;
-            run_range(ctx, slabs, 4, sg_pack_b, g);
+            if (!g->b_rows)
+                run_range(ctx, slabs, 4, sg_pack_b, g);
+            else if (g->nc % NR) /* the short slab at the panel's edge: the kernels read a full one */
+                sg_pack_b(g, slabs - 1, slabs);
             for (g->ic = 0; g->ic < g->M; g->ic += MSUP) {
                 g->mc = g->M - g->ic < MSUP ? g->M - g->ic : MSUP;
                 if (!g->direct) run_range(ctx, (g->mc + MR - 1) / MR, 4, sg_pack_a, g);
-                run_range(ctx, ((g->mc + MC - 1) / MC) * g->n_nch, 1, sg_compute, g);
+                /* fewer column blocks than threads (batch-1 1x1 convolutions of 8x8 maps: one block of
+                 * 64 columns): rows split so that every thread has a block */
+                const int64_t threads = ctx && ctx->n_threads > 1 ? ctx->n_threads : 1;
+                const int64_t split = ((g->mc + threads - 1) / threads + MR - 1) / MR * MR;
+                g->mcb = g->n_nch < threads && split < MC ? split : MC;
+                run_range(ctx, ((g->mc + g->mcb - 1) / g->mcb) * g->n_nch, 1, sg_compute, g);
             }
         }
     }
@@ -787,19 +972,32 @@ static void sg_small_m(void *arg, int64_t j0, int64_t j1) {
             }
         }
     }
+    if (g->epi) epi_apply(g->epi, g->C, g->ldc, 0, g->M, j0, j1 - j0);
 }
 
 /* No product (K == 0 or alpha == 0): rows [i0, i1) of C get only beta and the epilogue. */
 static void sg_scale(void *arg, int64_t i0, int64_t i1) {
     sg_args *g = arg;
     init_rows_f(g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N, g->beta, g->bias);
-    ot_fused_act_apply_rows(g->act, g->C + i0 * g->ldc, g->ldc, i1 - i0, g->N);
+    if (g->epi) epi_apply(g->epi, g->C, g->ldc, i0, i1 - i0, 0, g->N);
 }
 
-otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                               float *C, int64_t ldc) {
+/* The direct kernels read B's rows where they are stored (not transposed) instead of packed slabs
+ * when a K slice of them spans at most 256 KiB: packing copies all of B for each product, which a
+ * few rows of A don't amortize (1x1 convolutions, B the image: 6-row tiles over 24-64 output
+ * channels ran 1.3-2x faster at 8x8 to 32x32 maps), but a slab whose rows lie on more pages than
+ * the L1 DTLB holds re-reads them through TLB misses for each row tile (256x256x784 took 1.2x the
+ * packed time, 512^3 1.7x; one run, alternating, minima, 1 thread). */
+static bool sg_b_rows_pays_off(int64_t K, int64_t ldb) {
+    return kc_step(K) * ldb * (int64_t)sizeof(float) <= 256 * 1024;
+}
+
+/* The portable product with an epilogue (or NULL). */
+static otter_status sg_run(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                           int64_t ldc, const ot_sgemm_epilogue *epi) {
     if (M <= 0 || N <= 0) return OTTER_OK;
+    if (epi && !epi->row_bias && !epi->z && (!epi->act || epi->act->kind == OT_FUSED_NONE)) epi = NULL;
     sg_args g = {.ta = trans_a,
                  .tb = trans_b,
                  .M = M,
@@ -817,7 +1015,8 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                  .pack_b = mat_pack_b,
                  .parg = &g,
                  .ukr = pick_ukr(),
-                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL};
+                 .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL,
+                 .epi = epi};
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
@@ -826,14 +1025,24 @@ otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
         run_range(ctx, N, 64, sg_small_m, &g);
         return OTTER_OK;
     }
+    g.b_rows = g.direct && !trans_b && sg_b_rows_pays_off(K, ldb);
     size_t nb, na;
     sg_pack_sizes(M, N, K, &nb, &na);
-    g.pb = ot_malloc((nb + na) * sizeof(float));
-    if (!g.pb) return OT_NOMEM();
-    g.pa = g.pb + nb;
+    if (g.direct) na = 0;                /* A read where stored */
+    if (g.b_rows && N % NR == 0) nb = 0; /* B too (a short edge slab is packed) */
+    if (nb + na > 0) {
+        if (!(g.pb = ot_malloc((nb + na) * sizeof(float)))) return OT_NOMEM();
+        g.pa = g.pb + nb;
+    }
     sg_blocked(ctx, &g);
     ot_free(g.pb);
     return OTTER_OK;
+}
+
+otter_status ot_sgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc) {
+    return sg_run(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 /* ---- B packed once: products with constant weights ------------------------------------------ */
@@ -881,8 +1090,9 @@ otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t 
                  .ukr = pick_ukr(),
                  /* (the packed slab folds alpha in; A's own rows can't) */
                  .direct = !trans_a && alpha == 1.0f ? pick_ukr_direct() : NULL,
-                 .bias = bias,
-                 .act = act};
+                 .bias = bias};
+    const ot_sgemm_epilogue epi = {.act = act};
+    if (act && act->kind != OT_FUSED_NONE) g.epi = &epi;
     if (K <= 0 || alpha == 0.0f) {
         run_range(ctx, M, 16, sg_scale, &g);
         return OTTER_OK;
@@ -1053,7 +1263,7 @@ static bool blas_lacks_avx2(void) {
     if (v < 0) {
         static const char *const vector_cores[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
         const char *core = openblas_get_corename();
-        v = pick_ukr() != ukr_generic;
+        v = ot_gemm_isa_best() != OT_GEMM_GENERIC; /* the CPU's, not a test's choice of kernel */
         for (size_t i = 0; v && core && i < sizeof vector_cores / sizeof *vector_cores; i++)
             if (strcasecmp(core, vector_cores[i]) == 0) v = 0;
         atomic_store(&lacks, v);
@@ -1133,6 +1343,27 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
 #else
     return ot_sgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
+}
+
+#ifdef OTTER_HAVE_BLAS
+/* Rows [i0, i1) of C get the epilogue (after an OpenBLAS product). */
+static void sg_epilogue_rows(void *arg, int64_t i0, int64_t i1) {
+    const sg_args *g = arg;
+    epi_apply(g->epi, g->C, g->ldc, i0, i1 - i0, 0, g->N);
+}
+#endif
+
+otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                            const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi) {
+#ifdef OTTER_HAVE_BLAS
+    if (!blas_lacks_avx2()) {
+        OT_TRY(ot_sgemm(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc));
+        sg_args g = {.N = N, .C = C, .ldc = ldc, .epi = epi};
+        if (epi) run_range(ctx, M, 16, sg_epilogue_rows, &g);
+        return OTTER_OK;
+    }
+#endif
+    return sg_run(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, epi);
 }
 
 otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -37,6 +37,25 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
                                double alpha, const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
                                double *C, int64_t ldc);
 
+/* What a product does to each tile of C after its last K slice, while the tile is in cache:
+ *
+ *     C[i][j] = act((C[i][j] + row_bias[i]) + z[i][j])
+ *
+ * (a convolution's bias per output channel, fused residual sum and activation). row_bias (M
+ * floats) and z (M x N, rows ldz apart) may be NULL (with z but no row_bias, 0 is added first, as
+ * conv_epilogue did); act may be NULL. z must not be C: C holds partial sums before the last slice. */
+typedef struct ot_sgemm_epilogue {
+    const float *row_bias, *z;
+    int64_t ldz;
+    const ot_fused_act *act;
+} ot_sgemm_epilogue;
+
+/* C[M x N] = A[M x K] B[K x N], then epi (may be NULL) on each tile of C while it is in cache
+ * (after OpenBLAS's product, as a pass over C's rows): the bits of ot_sgemm with beta 0 followed by
+ * the epilogue over C. */
+otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                            const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi);
+
 /* Products with a B that stays the same over many calls (constant weights): pack it once into
  * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b, then C = alpha op(A) B + beta C with
  * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). With bias (N
@@ -80,7 +99,8 @@ bool ot_gemm_use_isa(ot_gemm_isa isa);
  * its first runs. Stops them once per process; OpenBLAS starts them again if a product needs them. */
 void ot_gemm_session_start(void);
 
-/* Which implementation ot_sgemm uses: "openblas", "portable-avx2" or "portable". */
+/* Which implementation ot_sgemm uses: "openblas", "portable-avx512", "portable-avx2",
+ * "portable-simd128" (WebAssembly) or "portable". */
 const char *ot_gemm_backend(void);
 
 #endif

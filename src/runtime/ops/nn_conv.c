@@ -81,8 +81,9 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
     if (!act_rows) ot_fused_act_apply(act, y, rows * osz);
 }
 
-/* Tasks [t0, t1), all of one image: each its (image, group) output block, then the epilogue over
- * them at once (consecutive groups are consecutive output channels). */
+/* Tasks [t0, t1), all of one image: each its (image, group) output block, the product's with the
+ * epilogue as it stores; depthwise ones then the epilogue over them at once (consecutive groups are
+ * consecutive output channels). */
 static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
     const ot_conv_geom *g = a->g;
     const int64_t rows = a->Cg * g->k_size, osz = g->out_size;
@@ -94,11 +95,17 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
             ot_conv_depthwise_forward(a->dw, xg, a->Wt + gr * a->Mg * rows, a->Mg, yg, col);
         } else {
             if (!a->direct) im2col3(xg, a->Cg, g, col);
-            if (ot_sgemm(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
-                         a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, 0.0f, yg, osz) != OTTER_OK)
+            /* conv_epilogue's sums and activation as each tile of the product is stored */
+            const ot_sgemm_epilogue epi = {.row_bias = a->B ? a->B + gr * a->Mg : NULL,
+                                           .z = a->Z ? a->Z + (yg - a->Y) : NULL,
+                                           .ldz = osz,
+                                           .act = &a->act};
+            if (ot_sgemm_fused(a->inner_threads ? a->ctx : NULL, a->Mg, osz, rows, a->Wt + gr * a->Mg * rows, rows,
+                               a->direct ? xg : col, osz, yg, osz, &epi) != OTTER_OK)
                 atomic_store(&a->failed, 1);
         }
     }
+    if (!a->dw) return;
     const int64_t off = (t0 / a->group * a->M + t0 % a->group * a->Mg) * osz;
     conv_epilogue(a->Y + off, a->Z ? a->Z + off : NULL, a->B ? a->B + t0 % a->group * a->Mg : NULL, (t1 - t0) * a->Mg,
                   osz, &a->act);
@@ -247,12 +254,15 @@ static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) {
     return group == 1 && g->out_size < (direct_avx512 ? 32 : 64);
 }
 
-/* y[m][p] = yt[p][m] + b[m] (+ z[m][p]), m < M, p < P (b NULL: + 0, as the other paths' epilogue):
- * 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided loads, was
- * 3-5% of the mobile nets' inference at batch 32), the edges scalar. Each element of z is read
- * just before the same element of y is written. */
-static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z, float *y) {
-    int64_t m = 0;
+/* y[m][p] = act(yt[p][m] + b[m] (+ z[m][p])), m < M, p < P (b NULL: + 0, as the other paths'
+ * epilogue): 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided
+ * loads, was 3-5% of the mobile nets' inference at batch 32), the edges scalar; the activation on
+ * runs of planes of at least 256 floats as they are written (in L1; shorter runs, as 4 planes of
+ * 1x1 in squeeze-excitation blocks, would be all calls). Each element of z is read just before the
+ * same element of y is written. */
+static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z,
+                           const ot_fused_act *act, float *y) {
+    int64_t m = 0, m_act = 0; /* planes [m_act, m) written, not yet activated */
 #if defined(__SSE2__)
     for (; m + 4 <= M; m += 4) {
         int64_t p = 0;
@@ -271,6 +281,10 @@ static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b
                 const float v = yt[q * M + j] + (b ? b[j] : 0.0f);
                 y[j * P + q] = z ? v + z[j * P + q] : v;
             }
+        if ((m + 4 - m_act) * P >= 256) {
+            ot_fused_act_apply(act, y + m_act * P, (m + 4 - m_act) * P);
+            m_act = m + 4;
+        }
     }
 #endif
     for (; m < M; m++)
@@ -278,6 +292,7 @@ static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b
             const float v = yt[q * M + m] + (b ? b[m] : 0.0f);
             y[m * P + q] = z ? v + z[m * P + q] : v;
         }
+    ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
 }
 
 /* One chunk of images of conv_run_rows: their columns (col) and the product's rows (yt). */
@@ -301,8 +316,7 @@ static void rows_back_to_planes(void *arg, int64_t i0, int64_t i1) {
     const int64_t M = a->M, P = a->g->out_size;
     for (int64_t i = i0; i < i1; i++) {
         float *y = a->Y + (r->n0 + i) * M * P;
-        rows_to_planes(r->yt + i * P * M, M, P, a->B, a->Z ? a->Z + (r->n0 + i) * M * P : NULL, y);
-        ot_fused_act_apply(&a->act, y, M * P);
+        rows_to_planes(r->yt + i * P * M, M, P, a->B, a->Z ? a->Z + (r->n0 + i) * M * P : NULL, &a->act, y);
     }
 }
 
