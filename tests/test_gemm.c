@@ -136,6 +136,7 @@ static void fused_epilogue(void) {
                                         {OT_FUSED_CLIP, 0.0f, 6.0f}, {OT_FUSED_CLIP, 0.5f, -0.5f},
                                         {OT_FUSED_HARD_SWISH, 0, 0}, {OT_FUSED_SWISH, 0, 0}};
     int n0 = tu_checks;
+    const bool openblas = strcmp(ot_gemm_backend(), "openblas") == 0;
     for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
             for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
@@ -156,8 +157,12 @@ static void fused_epilogue(void) {
                 const int v = (int)(a + b + c);
                 const ot_sgemm_epilogue epi = {
                     .row_bias = v % 3 ? bias : NULL, .z = v % 2 ? Z : NULL, .ldz = ld, .act = &acts[v % 6]};
-                /* (a few rows, M <= 4, sum B's columns as dot products when it is transposed) */
-                if (M > 4)
+                /* the product as the fused call makes it: OpenBLAS's where it does the products (its sums'
+                 * order is its own), else otter's kernel (a few rows, M <= 4, sum B's columns as dot products
+                 * when it is transposed) */
+                if (openblas)
+                    CHECK_OK(ot_sgemm(run_ctx, false, false, M, N, K, 1.0f, A, K, B, ld, 0.0f, C1, ld));
+                else if (M > 4)
                     CHECK_OK(ot_sgemm_portable(NULL, false, true, M, N, K, 1.0f, A, K, Bt, K, 0.0f, C1, ld));
                 else
                     CHECK_OK(ot_sgemm_portable(NULL, false, false, M, N, K, 1.0f, A, K, B, ld, 0.0f, C1, ld));
