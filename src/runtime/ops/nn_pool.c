@@ -65,28 +65,36 @@ static void maxpool_row(const float *r, int64_t W, int64_t c0, int64_t c1, int64
  * its window's rows of their horizontal window maxima (maxpool_row), in chunks of columns. Same
  * bits as the row-major scan: strict > in both passes keeps the first maximum in row-major order.
  * The scan's data-dependent branch mispredicted (shufflenet's 3x3 stride-2 MaxPool was 18% of its
- * inference at batch 32). */
+ * inference at batch 32). Each input row's maxima are made once and kept in a ring while the
+ * windows still need them: a 3x3 stride-2 window shares a row with the next, and redoing it was
+ * half of squeezenet's pooling time. */
 static void maxpool2d_planes(const pool_args *a, int64_t p0, int64_t p1) {
     const ot_conv_geom *g = a->g;
     const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
-    enum { CHUNK = 256 };
-    float h[CHUNK];
+    enum { CHUNK = 256, RING = 2048 };
+    float ring[RING];   /* rows of a chunk's horizontal maxima, row ih in slot ih % slots */
+    int64_t held[RING]; /* the input row each slot holds (-1: none) */
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *x = a->X + pl * g->in_size;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            float *y = a->Y + pl * g->out_size + oh * OW;
-            int64_t hs = oh * g->stride[1] - g->pb[1], he = hs + g->k[1] < H ? hs + g->k[1] : H;
-            if (hs < 0) hs = 0;
-            for (int64_t ow = 0; ow < OW; ow++) y[ow] = -INFINITY;
-            for (int64_t ih = hs; ih < he; ih++)
-                for (int64_t c0 = 0; c0 < OW; c0 += CHUNK) {
-                    const int64_t n = OW - c0 < CHUNK ? OW - c0 : CHUNK;
-                    maxpool_row(x + ih * W, W, c0, c0 + n, g->k[2], g->stride[2], g->pb[2], h);
-                    float *yc = y + c0;
+        for (int64_t c0 = 0; c0 < OW; c0 += CHUNK) {
+            const int64_t n = OW - c0 < CHUNK ? OW - c0 : CHUNK, slots = RING / n;
+            for (int64_t i = 0; i < slots; i++) held[i] = -1;
+            for (int64_t oh = 0; oh < OH; oh++) {
+                float *y = a->Y + pl * g->out_size + oh * OW + c0;
+                int64_t hs = oh * g->stride[1] - g->pb[1], he = hs + g->k[1] < H ? hs + g->k[1] : H;
+                if (hs < 0) hs = 0;
+                for (int64_t j = 0; j < n; j++) y[j] = -INFINITY;
+                for (int64_t ih = hs; ih < he; ih++) {
+                    float *h = ring + ih % slots * n;
+                    if (held[ih % slots] != ih) { /* windows taller than the ring make rows again */
+                        maxpool_row(x + ih * W, W, c0, c0 + n, g->k[2], g->stride[2], g->pb[2], h);
+                        held[ih % slots] = ih;
+                    }
                     int64_t j = 0;
-                    for (; j + 4 <= n; j += 4) ot_v4_store(yc + j, pool_v4_max(ot_v4_load(yc + j), ot_v4_load(h + j)));
-                    for (; j < n; j++) yc[j] = h[j] > yc[j] ? h[j] : yc[j];
+                    for (; j + 4 <= n; j += 4) ot_v4_store(y + j, pool_v4_max(ot_v4_load(y + j), ot_v4_load(h + j)));
+                    for (; j < n; j++) y[j] = h[j] > y[j] ? h[j] : y[j];
                 }
+            }
         }
     }
 }
