@@ -7,7 +7,8 @@
  * The channel-block forward (channel multiplier 1) on every path too, over channel counts not a
  * multiple of the block (up to 37) and planes from 1x1 to 33x17, with a bias, without and with the
  * sum input Z (in place), and 8 fused activations (Relu, Clip in registers; HardSwish, Sigmoid, Swish,
- * LeakyRelu, Gelu through fused_act.c), against the same double loops.
+ * LeakyRelu, Gelu through fused_act.c), against the same double loops; and max pooling in the same
+ * blocks (every Mg = 1 case's window) against MaxPool's scalar scan, bit for bit.
  * Error |got - want| / (1 + |want|), below 2e-5 (float sums of up to 49 products forward, in another
  * order on the block path; dW sums 3 x 20 x 20 products in float lanes, then in double; measured
  * worst 4e-6). Conv and ConvGrad through a session (routing, bias, fused activation, threads) are in
@@ -116,6 +117,45 @@ static double check_block(const ot_dw_plan *plan, const float *x, const float *w
 
 /* Runs case k on path isa; returns the worst error of the forward, dX and dW (-1: geometry refused or
  * without outputs, a case that would check nothing). */
+/* Max pooling in channel blocks over all N * C planes (blocks span images when C is not a multiple
+ * of the block) against MaxPool's scan: row-major taps from -inf, a tap replacing the maximum only
+ * when greater. Compared bit for bit: the input has runs of +0 and -0 (the first of equal maxima
+ * wins), NaNs (never win) and -inf. Returns 0 (equal) or 1. */
+static double check_maxpool(const ot_dw_plan *plan, const dw_case *k, const float *x_rand, int64_t OH, int64_t OW) {
+    const int64_t P = k->N * k->C, H = k->H, W = k->W, isz = H * W, osz = OH * OW, blk = plan->block;
+    float *x = malloc((size_t)(P * isz) * sizeof(float)), *y = nan_floats(P * osz),
+          *want = malloc((size_t)(P * osz) * sizeof(float));
+    for (int64_t i = 0; i < P * isz; i++)
+        x[i] = i % 7 == 3 ? NAN : i % 11 == 5 ? -INFINITY : i % 5 == 1 ? (i % 2 ? -0.0f : 0.0f) : x_rand[i];
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float m = -INFINITY;
+                for (int64_t i = 0; i < k->KH; i++)
+                    for (int64_t j = 0; j < k->KW; j++) {
+                        const int64_t ih = oh * k->sh - k->pads[0] + i * k->dh,
+                                      iw = ow * k->sw - k->pads[1] + j * k->dw;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                        const float v = x[p * isz + ih * W + iw];
+                        m = v > m ? v : m;
+                    }
+                want[(p * OH + oh) * OW + ow] = m;
+            }
+    float *scratch = aligned_alloc(64, (size_t)(ot_conv_depthwise_block_scratch(plan) + 15) / 16 * 16 * sizeof(float));
+    ot_conv_depthwise_block_max_init(plan, scratch);
+    for (int64_t c = 0; c < P; c += blk)
+        ot_conv_depthwise_block_maxpool(plan, x + c * isz, P - c < blk ? P - c : blk, y + c * osz, scratch);
+    double err = 0;
+    for (int64_t i = 0; i < P * osz && err == 0; i++)
+        if (memcmp(&y[i], &want[i], sizeof(float))) {
+            fprintf(stderr, "max pooling, plane %lld position %lld: got %g, want %g\n", (long long)(i / osz),
+                    (long long)(i % osz), y[i], want[i]);
+            err = 1;
+        }
+    free(x), free(y), free(want), free(scratch);
+    return err;
+}
+
 static double run_case(const dw_case *k, ot_dw_isa isa) {
     const int64_t N = k->N, C = k->C, H = k->H, W = k->W, Mg = k->Mg, M = C * Mg, KH = k->KH, KW = k->KW;
     const int64_t OH = (H + k->pads[0] + k->pads[2] - (KH - 1) * k->dh - 1) / k->sh + 1;
@@ -181,6 +221,7 @@ static double run_case(const dw_case *k, ot_dw_isa isa) {
     err = tu_worse(err, rel_err(dx2, dx_ref, N * C * isz));
     err = tu_worse(err, rel_err(dw2, dw_ref, M * taps));
     if (Mg == 1) err = tu_worse(err, check_block(&plan, x, w, y_ref, N, C, isz, osz));
+    if (Mg == 1) err = tu_worse(err, check_maxpool(&plan, k, x, OH, OW));
     free(x), free(w), free(dy), free(y_ref), free(dx_ref), free(dw_ref), free(y), free(dx), free(dwt);
     free(dx2), free(dw2), free(scratch);
     return err;

@@ -1,6 +1,7 @@
 /* Depthwise convolution and its gradients over stride-phase padded planes (see conv_depthwise.h). */
 #include "runtime/ops/conv_depthwise.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "runtime/ops/broadcast.h"
@@ -211,6 +212,7 @@ __attribute__((target("avx512f"))) static void gather_stride2_avx512(float *rest
 #define V_FMA(a, b, c)    ((a) * (b) + (c))
 #define V_RELU(v)         relu_v4(v)
 #define V_CLIP(v, lo, hi) clip_v4(v, lo, hi)
+#define V_MAX(a, b)       max_v4(a, b)
 #define V_LOADN(p, n)     loadn_v4(p, n)
 #define V_STOREN(p, v, n) storen_v4(p, v, n)
 #define DWB_TRANSPOSE(r)  transpose_v4(r)
@@ -222,6 +224,10 @@ static inline ot_v4 clip_v4(ot_v4 v, ot_v4 lo, ot_v4 hi) {
     const ot_v4 w = (ot_v4)((below & (ot_i4)lo) | (~below & (ot_i4)v));
     const ot_i4 above = w > hi;
     return (ot_v4)((above & (ot_i4)hi) | (~above & (ot_i4)w));
+}
+static inline ot_v4 max_v4(ot_v4 a, ot_v4 b) {
+    const ot_i4 gt = a > b;
+    return (ot_v4)((gt & (ot_i4)a) | (~gt & (ot_i4)b));
 }
 static inline ot_v4 loadn_v4(const float *p, int64_t n) {
     if (n == 4) return ot_v4_load(p);
@@ -257,6 +263,7 @@ static inline void transpose_v4(ot_v4 *r) {
 #define V_FMA(a, b, c)    _mm256_fmadd_ps(a, b, c)
 #define V_RELU(v)         _mm256_max_ps(v, _mm256_setzero_ps()) /* max_ps gives its second operand for NaN */
 #define V_CLIP(v, lo, hi) _mm256_min_ps(hi, _mm256_max_ps(lo, v))
+#define V_MAX(a, b)       _mm256_max_ps(a, b) /* a > b ? a : b, as max_v4 */
 #define V_LOADN(p, n)     _mm256_maskload_ps(p, lanes_below_avx2(n))
 #define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
 #define DWB_TRANSPOSE(r)  transpose_avx2(r)
@@ -298,6 +305,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void transpose_
 #define V_FMA(a, b, c)    _mm512_fmadd_ps(a, b, c)
 #define V_RELU(v)         _mm512_max_ps(v, _mm512_setzero_ps())
 #define V_CLIP(v, lo, hi) _mm512_min_ps(hi, _mm512_max_ps(lo, v))
+#define V_MAX(a, b)       _mm512_max_ps(a, b)
 #define V_LOADN(p, n)     _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
 #define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
 #define DWB_TRANSPOSE(r)  transpose_avx512(r)
@@ -485,6 +493,21 @@ void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const 
     else
 #endif
         forward_block_portable(p, x, z, act, nc, y, scratch);
+}
+
+void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch) {
+    for (int64_t i = 0; i < p->blk_in; i++) scratch[i] = -INFINITY;
+}
+
+void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_t nc, float *y, float *scratch) {
+#ifdef OT_DW_X86
+    if (p->isa == OT_DW_AVX512)
+        maxpool_block_avx512(p, x, nc, y, scratch);
+    else if (p->isa == OT_DW_AVX2)
+        maxpool_block_avx2(p, x, nc, y, scratch);
+    else
+#endif
+        maxpool_block_portable(p, x, nc, y, scratch);
 }
 
 /* ---- gradients --------------------------------------------------------------------------------

@@ -92,6 +92,17 @@ void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const 
 void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
                                      int64_t nc, float *y, float *scratch);
 
+/* Max pooling over the same channel blocks, for MaxPool without indices (a plan of the pooling
+ * window: the taps are the window, dilation included): y [nc][OH][OW] = the maximum of each window of
+ * x [nc][H][W]. Taps in row-major order, each replacing the running maximum only when greater (from
+ * -inf), as MaxPool's scalar loops: the same bits (the first of equal maxima, NaN never wins). The
+ * planes of the block are consecutive (x + c * H * W, y + c * OH * OW), so a block may span images.
+ * scratch: ot_conv_depthwise_block_scratch floats, its input buffer first filled by
+ * ot_conv_depthwise_block_max_init (the padding never written after, so it stays -inf) for any
+ * number of calls with the same plan. */
+void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch);
+void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_t nc, float *y, float *scratch);
+
 /* Floats of scratch ot_conv_depthwise_backward needs (64-byte aligned). */
 int64_t ot_conv_depthwise_backward_scratch(const ot_dw_plan *p, int64_t Mg);
 
