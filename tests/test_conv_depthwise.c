@@ -8,7 +8,8 @@
  * multiple of the block (up to 37) and planes from 1x1 to 33x17, with a bias, without and with the
  * sum input Z (in place), and 8 fused activations (Relu, Clip in registers; HardSwish, Sigmoid, Swish,
  * LeakyRelu, Gelu through fused_act.c), against the same double loops; and max pooling in the same
- * blocks (every Mg = 1 case's window) against MaxPool's scalar scan, bit for bit.
+ * blocks, with and without indices (every Mg = 1 case's window), against MaxPool's scalar loops, bit
+ * for bit.
  * Error |got - want| / (1 + |want|), below 2e-5 (float sums of up to 49 products forward, in another
  * order on the block path; dW sums 3 x 20 x 20 products in float lanes, then in double; measured
  * worst 4e-6). Conv and ConvGrad through a session (routing, bias, fused activation, threads) are in
@@ -118,19 +119,22 @@ static double check_block(const ot_dw_plan *plan, const float *x, const float *w
 /* Runs case k on path isa; returns the worst error of the forward, dX and dW (-1: geometry refused or
  * without outputs, a case that would check nothing). */
 /* Max pooling in channel blocks over all N * C planes (blocks span images when C is not a multiple
- * of the block) against MaxPool's scan: row-major taps from -inf, a tap replacing the maximum only
- * when greater. Compared bit for bit: the input has runs of +0 and -0 (the first of equal maxima
- * wins), NaNs (never win) and -inf. Returns 0 (equal) or 1. */
+ * of the block) against MaxPool's scalar loops, bit for bit: without indices, row-major taps from
+ * -inf, a tap replacing the maximum only when greater; with indices (pool2d_max_indices), from the
+ * window's first tap inside the image (-inf at offset 0 when none), then the same. The input has
+ * runs of +0 and -0 (the first of equal maxima wins), NaNs and -inf. Returns 0 (equal) or 1. */
 static double check_maxpool(const ot_dw_plan *plan, const dw_case *k, const float *x_rand, int64_t OH, int64_t OW) {
     const int64_t P = k->N * k->C, H = k->H, W = k->W, isz = H * W, osz = OH * OW, blk = plan->block;
-    float *x = malloc((size_t)(P * isz) * sizeof(float)), *y = nan_floats(P * osz),
-          *want = malloc((size_t)(P * osz) * sizeof(float));
+    float *x = malloc((size_t)(P * isz) * sizeof(float)), *y = nan_floats(P * osz), *yi = nan_floats(P * osz);
+    float *want = malloc((size_t)(P * osz) * sizeof(float)), *want_i = malloc((size_t)(P * osz) * sizeof(float));
+    int64_t *ind = malloc((size_t)(P * osz) * sizeof(int64_t)), *want_ind = malloc((size_t)(P * osz) * sizeof(int64_t));
     for (int64_t i = 0; i < P * isz; i++)
         x[i] = i % 7 == 3 ? NAN : i % 11 == 5 ? -INFINITY : i % 5 == 1 ? (i % 2 ? -0.0f : 0.0f) : x_rand[i];
     for (int64_t p = 0; p < P; p++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                float m = -INFINITY;
+                float m = -INFINITY, mi = -INFINITY;
+                int64_t best = -1;
                 for (int64_t i = 0; i < k->KH; i++)
                     for (int64_t j = 0; j < k->KW; j++) {
                         const int64_t ih = oh * k->sh - k->pads[0] + i * k->dh,
@@ -138,21 +142,28 @@ static double check_maxpool(const ot_dw_plan *plan, const dw_case *k, const floa
                         if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                         const float v = x[p * isz + ih * W + iw];
                         m = v > m ? v : m;
+                        if (best < 0 || v > mi) mi = v, best = ih * W + iw;
                     }
-                want[(p * OH + oh) * OW + ow] = m;
+                const int64_t o = (p * OH + oh) * OW + ow;
+                want[o] = m, want_i[o] = mi, want_ind[o] = p * isz + (best < 0 ? 0 : best);
             }
     float *scratch = aligned_alloc(64, (size_t)(ot_conv_depthwise_block_scratch(plan) + 15) / 16 * 16 * sizeof(float));
     ot_conv_depthwise_block_max_init(plan, scratch);
-    for (int64_t c = 0; c < P; c += blk)
-        ot_conv_depthwise_block_maxpool(plan, x + c * isz, P - c < blk ? P - c : blk, y + c * osz, scratch);
+    for (int64_t c = 0; c < P; c += blk) {
+        const int64_t nc = P - c < blk ? P - c : blk;
+        ot_conv_depthwise_block_maxpool(plan, x + c * isz, nc, y + c * osz, scratch);
+        ot_conv_depthwise_block_maxpool_indices(plan, x + c * isz, nc, c, yi + c * osz, ind + c * osz, scratch);
+    }
     double err = 0;
     for (int64_t i = 0; i < P * osz && err == 0; i++)
-        if (memcmp(&y[i], &want[i], sizeof(float))) {
-            fprintf(stderr, "max pooling, plane %lld position %lld: got %g, want %g\n", (long long)(i / osz),
-                    (long long)(i % osz), y[i], want[i]);
+        if (memcmp(&y[i], &want[i], sizeof(float)) || memcmp(&yi[i], &want_i[i], sizeof(float)) ||
+            ind[i] != want_ind[i]) {
+            fprintf(stderr, "max pooling, plane %lld position %lld: got %g, %g at %lld; want %g, %g at %lld\n",
+                    (long long)(i / osz), (long long)(i % osz), y[i], yi[i], (long long)ind[i], want[i], want_i[i],
+                    (long long)want_ind[i]);
             err = 1;
         }
-    free(x), free(y), free(want), free(scratch);
+    free(x), free(y), free(yi), free(want), free(want_i), free(ind), free(want_ind), free(scratch);
     return err;
 }
 

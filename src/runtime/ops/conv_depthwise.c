@@ -213,6 +213,14 @@ __attribute__((target("avx512f"))) static void gather_stride2_avx512(float *rest
 #define V_RELU(v)         relu_v4(v)
 #define V_CLIP(v, lo, hi) clip_v4(v, lo, hi)
 #define V_MAX(a, b)       max_v4(a, b)
+#define V_SET1_BITS(i)    ((ot_v4)(ot_i4){i, i, i, i})
+#define V_ARGMAX(acc, best, v, i)                                                                                      \
+    do {                                                                                                               \
+        const ot_v4 v_ = (v);                                                                                          \
+        const ot_i4 gt_ = v_ > (acc);                                                                                  \
+        (acc) = (ot_v4)((gt_ & (ot_i4)v_) | (~gt_ & (ot_i4)(acc)));                                                    \
+        (best) = (ot_v4)((gt_ & (ot_i4)(i)) | (~gt_ & (ot_i4)(best)));                                                 \
+    } while (0)
 #define V_LOADN(p, n)     loadn_v4(p, n)
 #define V_STOREN(p, v, n) storen_v4(p, v, n)
 #define DWB_TRANSPOSE(r)  transpose_v4(r)
@@ -264,6 +272,13 @@ static inline void transpose_v4(ot_v4 *r) {
 #define V_RELU(v)         _mm256_max_ps(v, _mm256_setzero_ps()) /* max_ps gives its second operand for NaN */
 #define V_CLIP(v, lo, hi) _mm256_min_ps(hi, _mm256_max_ps(lo, v))
 #define V_MAX(a, b)       _mm256_max_ps(a, b) /* a > b ? a : b, as max_v4 */
+#define V_SET1_BITS(i)    _mm256_castsi256_ps(_mm256_set1_epi32(i))
+#define V_ARGMAX(acc, best, v, i)                                                                                      \
+    do {                                                                                                               \
+        const __m256 v_ = (v), gt_ = _mm256_cmp_ps(v_, (acc), _CMP_GT_OQ);                                             \
+        (acc) = _mm256_blendv_ps((acc), v_, gt_);                                                                      \
+        (best) = _mm256_blendv_ps((best), (i), gt_);                                                                   \
+    } while (0)
 #define V_LOADN(p, n)     _mm256_maskload_ps(p, lanes_below_avx2(n))
 #define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
 #define DWB_TRANSPOSE(r)  transpose_avx2(r)
@@ -306,6 +321,14 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void transpose_
 #define V_RELU(v)         _mm512_max_ps(v, _mm512_setzero_ps())
 #define V_CLIP(v, lo, hi) _mm512_min_ps(hi, _mm512_max_ps(lo, v))
 #define V_MAX(a, b)       _mm512_max_ps(a, b)
+#define V_SET1_BITS(i)    _mm512_castsi512_ps(_mm512_set1_epi32(i))
+#define V_ARGMAX(acc, best, v, i)                                                                                      \
+    do {                                                                                                               \
+        const __m512 v_ = (v);                                                                                         \
+        const __mmask16 gt_ = _mm512_cmp_ps_mask(v_, (acc), _CMP_GT_OQ);                                               \
+        (acc) = _mm512_mask_mov_ps((acc), gt_, v_);                                                                    \
+        (best) = _mm512_mask_mov_ps((best), gt_, (i));                                                                 \
+    } while (0)
 #define V_LOADN(p, n)     _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
 #define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
 #define DWB_TRANSPOSE(r)  transpose_avx512(r)
@@ -508,6 +531,18 @@ void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_
     else
 #endif
         maxpool_block_portable(p, x, nc, y, scratch);
+}
+
+void ot_conv_depthwise_block_maxpool_indices(const ot_dw_plan *p, const float *x, int64_t nc, int64_t plane0, float *y,
+                                             int64_t *ind, float *scratch) {
+#ifdef OT_DW_X86
+    if (p->isa == OT_DW_AVX512)
+        maxpool_indices_block_avx512(p, x, nc, plane0, y, ind, scratch);
+    else if (p->isa == OT_DW_AVX2)
+        maxpool_indices_block_avx2(p, x, nc, plane0, y, ind, scratch);
+    else
+#endif
+        maxpool_indices_block_portable(p, x, nc, plane0, y, ind, scratch);
 }
 
 /* ---- gradients --------------------------------------------------------------------------------

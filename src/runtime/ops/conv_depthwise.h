@@ -102,6 +102,13 @@ void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const 
  * number of calls with the same plan. */
 void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch);
 void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_t nc, float *y, float *scratch);
+/* The same with MaxPool's second output: ind [nc][OH][OW] = the flat index of each maximum,
+ * (plane0 + c) * H * W + its offset in plane c of the block (row-major indices, plane0 the block's
+ * first plane counted over the whole tensor). Each window starts from its first tap inside the
+ * image, so ties and NaN go as MaxPool's scalar loop with indices: the first of equal maxima, a NaN
+ * kept once taken; a window wholly in the padding gives -inf at offset 0. */
+void ot_conv_depthwise_block_maxpool_indices(const ot_dw_plan *p, const float *x, int64_t nc, int64_t plane0, float *y,
+                                             int64_t *ind, float *scratch);
 
 /* Floats of scratch ot_conv_depthwise_backward needs (64-byte aligned). */
 int64_t ot_conv_depthwise_backward_scratch(const ot_dw_plan *p, int64_t Mg);

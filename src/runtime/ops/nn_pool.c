@@ -313,7 +313,7 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-/* MaxPool without indices in channel blocks (conv_depthwise.h): 16 planes a vector (AVX-512), so
+/* MaxPool in channel blocks (conv_depthwise.h): 16 planes a vector (AVX-512), so
  * small maps fill whole vectors and no tap needs a gather. squeezenet's 3x3 stride-2 pools (96 to
  * 512 channels, 29x29 to 7x7 maps) took 8x ORT's time as planes: the separable path's row maxima
  * are scalar or gathered on maps a few vectors wide. Slot s of n_slots takes its share of the
@@ -322,6 +322,7 @@ typedef struct maxpool_blocks_args {
     const ot_dw_plan *plan;
     const float *X;
     float *Y, *scratch;
+    int64_t *I; /* the indices output (row-major), or NULL */
     int64_t planes, n_blocks, n_slots, in_size, out_size;
 } maxpool_blocks_args;
 
@@ -333,20 +334,26 @@ static void maxpool_block_slots(void *arg, int64_t s0, int64_t s1) {
         ot_conv_depthwise_block_max_init(a->plan, scratch);
         for (int64_t b = s * a->n_blocks / a->n_slots; b < (s + 1) * a->n_blocks / a->n_slots; b++) {
             const int64_t c = b * blk, nc = a->planes - c < blk ? a->planes - c : blk;
-            ot_conv_depthwise_block_maxpool(a->plan, a->X + c * a->in_size, nc, a->Y + c * a->out_size, scratch);
+            if (a->I)
+                ot_conv_depthwise_block_maxpool_indices(a->plan, a->X + c * a->in_size, nc, c, a->Y + c * a->out_size,
+                                                        a->I + c * a->out_size, scratch);
+            else
+                ot_conv_depthwise_block_maxpool(a->plan, a->X + c * a->in_size, nc, a->Y + c * a->out_size, scratch);
         }
     }
 }
 
-/* MaxPool (no indices) in channel blocks, *done, when the geometry allows and they pay off. */
-static otter_status maxpool_in_blocks(ot_kernel_ctx *ctx, const ot_conv_geom *g, const float *X, float *Y, bool *done) {
+/* MaxPool in channel blocks (with row-major indices when I), *done, when the geometry allows and
+ * they pay off. */
+static otter_status maxpool_in_blocks(ot_kernel_ctx *ctx, const ot_conv_geom *g, const float *X, float *Y, int64_t *I,
+                                      bool *done) {
     ot_dw_plan plan;
     const ot_conv_window w = ot_conv_geom_window(g);
-    *done = g->nd == 2 && ot_conv_depthwise_plan(&plan, &w, ot_conv_depthwise_isa()) &&
-            ot_conv_depthwise_block_pays_off(&plan);
+    *done = g->nd == 2 && (!I || g->in_size <= INT32_MAX) /* offsets in a plane as int32 lanes */ &&
+            ot_conv_depthwise_plan(&plan, &w, ot_conv_depthwise_isa()) && ot_conv_depthwise_block_pays_off(&plan);
     if (!*done) return OTTER_OK;
     maxpool_blocks_args a = {
-        .plan = &plan, .X = X, .Y = Y, .planes = g->N * g->C, .in_size = g->in_size, .out_size = g->out_size};
+        .plan = &plan, .X = X, .Y = Y, .I = I, .planes = g->N * g->C, .in_size = g->in_size, .out_size = g->out_size};
     a.n_blocks = (a.planes + plan.block - 1) / plan.block;
     a.n_slots = ctx->n_threads > 1 ? ctx->n_threads : 1;
     if (a.n_slots > a.n_blocks) a.n_slots = a.n_blocks;
@@ -411,7 +418,7 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_output_f32(y, &a.Y, &ty);
     bool in_blocks = false;
-    if (s == OTTER_OK && kind == POOL_MAX && !ind) s = maxpool_in_blocks(ctx, &g, a.X, a.Y, &in_blocks);
+    if (s == OTTER_OK && kind == POOL_MAX && !a.col_major) s = maxpool_in_blocks(ctx, &g, a.X, a.Y, a.I, &in_blocks);
     if (s == OTTER_OK && !in_blocks)
         ot_parallel_for(ctx, g.N * g.C, 1 + 4096 / (g.out_size * g.k_size + 1), pool_planes, &a);
     if (s == OTTER_OK)
