@@ -604,6 +604,31 @@ static void test_threads(void) {
     CHECK(same && worst < 1e-4);
     otter_tensor_free(y[0]);
     otter_tensor_free(y[1]);
+    otter_model_free(m);
+
+    /* Concat on axis 1: (input, row) copies on the threads; every element where it belongs */
+    CHECK_OK(otter_model_create(&m, "cat", 17));
+    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){-1, 96}, xp));
+    add_node(m->graph, "Neg", "neg", 1, (const char *[]){"X"}, 1, (const char *[]){"nx"});
+    otter_node *cn;
+    CHECK_OK(otter_node_create(&cn, "Concat", "cat", 3, (const char *[]){"X", "nx", "X"}, 1, (const char *[]){"Y"}));
+    CHECK_OK(otter_node_set_attr_int(cn, "axis", 1));
+    CHECK_OK(otter_graph_add_node(m->graph, cn));
+    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){-1, 288}, xp));
+    y[0] = y[1] = NULL;
+    run_threads(m, x, y);
+    for (int t = 0; t < 2; t++) {
+        int64_t wrong = y[t] ? 0 : 1;
+        for (int64_t i = 0; i < n && y[t]; i++)
+            for (int64_t j = 0; j < 288; j++) {
+                const float v = xd[i * 96 + j % 96];
+                wrong += ((float *)y[t]->data)[i * 288 + j] != (j / 96 == 1 ? -v : v);
+            }
+        printf("threads, Concat on %d thread(s): %lld elements misplaced\n", t + 1, (long long)wrong);
+        CHECK(wrong == 0);
+    }
+    otter_tensor_free(y[0]);
+    otter_tensor_free(y[1]);
     otter_tensor_free(x);
     free(w);
     otter_model_free(m);
