@@ -494,28 +494,23 @@ int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in 
  * 0.34; at 8x8 0.69 -> 0.94, at 16x16 1.9 -> 2.9). */
 bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p) { return p->isa != OT_DW_PORTABLE || p->OH * p->OW <= 16; }
 
-void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch) {
-    float *wb = scratch + p->blk_in;
+/* Calls the instantiation of conv_depthwise_block.inc's function name for p's vector path. */
 #ifdef OT_DW_X86
-    if (p->isa == OT_DW_AVX512)
-        pack_weights_avx512(p, w, b, nc, wb);
-    else if (p->isa == OT_DW_AVX2)
-        pack_weights_avx2(p, w, b, nc, wb);
-    else
+#define DWB_DISPATCH(p, name, ...)                                                                                     \
+    ((p)->isa == OT_DW_AVX512 ? name##_avx512(__VA_ARGS__)                                                             \
+     : (p)->isa == OT_DW_AVX2 ? name##_avx2(__VA_ARGS__)                                                               \
+                              : name##_portable(__VA_ARGS__))
+#else
+#define DWB_DISPATCH(p, name, ...) name##_portable(__VA_ARGS__)
 #endif
-        pack_weights_portable(p, w, b, nc, wb);
+
+void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch) {
+    DWB_DISPATCH(p, pack_weights, p, w, b, nc, scratch + p->blk_in);
 }
 
 void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
                                      int64_t nc, float *y, float *scratch) {
-#ifdef OT_DW_X86
-    if (p->isa == OT_DW_AVX512)
-        forward_block_avx512(p, x, z, act, nc, y, scratch);
-    else if (p->isa == OT_DW_AVX2)
-        forward_block_avx2(p, x, z, act, nc, y, scratch);
-    else
-#endif
-        forward_block_portable(p, x, z, act, nc, y, scratch);
+    DWB_DISPATCH(p, forward_block, p, x, z, act, nc, y, scratch);
 }
 
 void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch) {
@@ -523,26 +518,12 @@ void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch) {
 }
 
 void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_t nc, float *y, float *scratch) {
-#ifdef OT_DW_X86
-    if (p->isa == OT_DW_AVX512)
-        maxpool_block_avx512(p, x, nc, y, scratch);
-    else if (p->isa == OT_DW_AVX2)
-        maxpool_block_avx2(p, x, nc, y, scratch);
-    else
-#endif
-        maxpool_block_portable(p, x, nc, y, scratch);
+    DWB_DISPATCH(p, maxpool_block, p, x, nc, y, scratch);
 }
 
 void ot_conv_depthwise_block_maxpool_indices(const ot_dw_plan *p, const float *x, int64_t nc, int64_t plane0, float *y,
                                              int64_t *ind, float *scratch) {
-#ifdef OT_DW_X86
-    if (p->isa == OT_DW_AVX512)
-        maxpool_indices_block_avx512(p, x, nc, plane0, y, ind, scratch);
-    else if (p->isa == OT_DW_AVX2)
-        maxpool_indices_block_avx2(p, x, nc, plane0, y, ind, scratch);
-    else
-#endif
-        maxpool_indices_block_portable(p, x, nc, plane0, y, ind, scratch);
+    DWB_DISPATCH(p, maxpool_indices_block, p, x, nc, plane0, y, ind, scratch);
 }
 
 /* ---- gradients --------------------------------------------------------------------------------
