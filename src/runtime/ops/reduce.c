@@ -178,11 +178,34 @@ static inline ot_v4 red_map_v4(ot_v4 v, map_kind map) {
     return v;
 }
 
+static inline float red_map_f(float v, map_kind map) { return map == MAP_SQ ? v * v : map == MAP_ABS ? fabsf(v) : v; }
+
 static void red_f32_row_sums(void *arg, int64_t begin, int64_t end) {
     const red_job *j = arg;
     const float *x = j->x;
     float *y = j->y;
     const map_kind map = j->map;
+    if (j->r < 16) {
+        /* short rows (2x2 maps' global means): the partial sums would stay zero; four rows side by
+         * side instead, each summed in order, so they wait on their own adds only */
+        const int64_t r = j->r;
+        int64_t o = begin;
+        for (; o + 4 <= end; o += 4) {
+            const float *p = x + o * r;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (int64_t k = 0; k < r; k++) {
+                a0 += red_map_f(p[k], map), a1 += red_map_f(p[r + k], map);
+                a2 += red_map_f(p[2 * r + k], map), a3 += red_map_f(p[3 * r + k], map);
+            }
+            y[o] = a0, y[o + 1] = a1, y[o + 2] = a2, y[o + 3] = a3;
+        }
+        for (; o < end; o++) {
+            float a = 0.0f;
+            for (int64_t k = 0; k < r; k++) a += red_map_f(x[o * r + k], map);
+            y[o] = a;
+        }
+        return;
+    }
     for (int64_t o = begin; o < end; o++) {
         const float *p = x + o * j->r;
         ot_v4 s0 = {0, 0, 0, 0}, s1 = s0, s2 = s0, s3 = s0;
@@ -193,10 +216,7 @@ static void red_f32_row_sums(void *arg, int64_t begin, int64_t end) {
         }
         const ot_v4 s = (s0 + s1) + (s2 + s3);
         float a = (s[0] + s[1]) + (s[2] + s[3]);
-        for (; k < j->r; k++) {
-            const float v = p[k];
-            a += map == MAP_SQ ? v * v : map == MAP_ABS ? fabsf(v) : v;
-        }
+        for (; k < j->r; k++) a += red_map_f(p[k], map);
         y[o] = a;
     }
 }
@@ -314,6 +334,11 @@ static const struct {
 /* The last step of Mean, L2, LogSum and LogSumExp over the accumulated yd (nout values of ct). */
 static void reduce_finish(red_kind kind, otter_dtype ct, void *yd, const void *shift, int64_t nout, int64_t r) {
     if (kind != R_MEAN && kind != R_L2 && kind != R_LOGSUM && kind != R_LOGSUMEXP) return;
+    if (kind == R_MEAN && ct == OTTER_DTYPE_FLOAT) { /* as below, without the per-element type switches */
+        float *p = yd;
+        for (int64_t i = 0; i < nout; i++) p[i] = (float)((double)p[i] / (double)r);
+        return;
+    }
     for (int64_t i = 0; i < nout; i++) {
         if (ct == OTTER_DTYPE_INT64) {
             int64_t *p = yd;
