@@ -803,9 +803,10 @@ static void test_maxpool_windows(void) {
            (long long)bad, (long long)total);
 }
 
-/* GlobalAveragePool (nn_pool.c: eight double lanes) against the sequential double sum divided by the
- * plane size, over planes from 1 to 1030 elements (lane tails of every length): within one float ulp
- * (the double sum's order), and equal on all but rare planes. */
+/* GlobalAveragePool (nn_pool.c: eight double lanes; 32 with AVX-512 from 32 elements; planes under 8
+ * four side by side) against the sequential double sum divided by the plane size, over planes from 1
+ * to 1030 elements (lane tails of every length): within one float ulp (the double sum's order), and
+ * equal on all but rare planes. */
 static void test_global_avgpool(void) {
     const int64_t sizes[][2] = {{1, 1}, {1, 7}, {2, 4}, {3, 3}, {1, 9}, {8, 8}, {31, 33}, {10, 103}};
     int64_t differ = 0, planes = 0;

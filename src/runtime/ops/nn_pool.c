@@ -10,9 +10,14 @@
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/nn_internal.h"
+#include "runtime/ops/vec_math.h"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_POOL_X86 1
 #endif
 
 /* ---- pooling -------------------------------------------------------------------------------------- */
@@ -437,34 +442,73 @@ typedef struct gpool_args {
     const float *X;
     float *Y;
     int64_t sp;
-    bool max;
+    bool max, avx512; /* avx512: the CPU runs plane_sum_avx512 */
 } gpool_args;
+
+/* A plane's sum in double, eight lanes (lane l: elements l, l + 8, ...): a sequential sum waits an
+ * add latency per element (GlobalAveragePool was 5% of efficientnet_b0 at batch 32). The order moves
+ * the double sum by about n * 2^-53 * sum |x|, far below a float ulp: the float mean differs from
+ * the sequential sum's only when the exact one is that close to a rounding boundary. */
+static double plane_sum(const float *x, int64_t n) {
+    typedef double d4 __attribute__((vector_size(32)));
+    d4 s0 = {0, 0, 0, 0}, s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 += __builtin_convertvector(ot_v4_load(x + i), d4);
+        s1 += __builtin_convertvector(ot_v4_load(x + i + 4), d4);
+    }
+    s0 += s1;
+    double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+#ifdef OT_POOL_X86
+/* plane_sum with AVX-512 for planes of at least 32 floats: four accumulators of eight doubles, so
+ * the adds don't wait on each other (x86-64's baseline SSE2 converts two floats an instruction). */
+__attribute__((target("avx512f"))) static double plane_sum_avx512(const float *x, int64_t n) {
+    __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
+        s2 = _mm512_add_pd(s2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
+        s3 = _mm512_add_pd(s3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+#endif
 
 static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
     gpool_args *a = arg;
-    for (int64_t p = p0; p < p1; p++) {
-        const float *x = a->X + p * a->sp;
+    const int64_t sp = a->sp;
+    int64_t p = p0;
+    if (!a->max && sp < 8) /* tiny planes (2x2 maps): four side by side, each summed in order */
+        for (; p + 4 <= p1; p += 4) {
+            const float *x = a->X + p * sp;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int64_t i = 0; i < sp; i++) s0 += x[i], s1 += x[sp + i], s2 += x[2 * sp + i], s3 += x[3 * sp + i];
+            a->Y[p] = (float)(s0 / (double)sp), a->Y[p + 1] = (float)(s1 / (double)sp);
+            a->Y[p + 2] = (float)(s2 / (double)sp), a->Y[p + 3] = (float)(s3 / (double)sp);
+        }
+    for (; p < p1; p++) {
+        const float *x = a->X + p * sp;
         if (a->max) {
             float m = -INFINITY;
-            for (int64_t i = 0; i < a->sp; i++) m = x[i] > m ? x[i] : m;
+            for (int64_t i = 0; i < sp; i++) m = x[i] > m ? x[i] : m;
             a->Y[p] = m;
-        } else {
-            /* in double, eight lanes: a sequential sum waits an add latency per element
-             * (GlobalAveragePool was 5% of efficientnet_b0 at batch 32). The order moves the double
-             * sum by about sp * 2^-53 * sum |x|, far below a float ulp: the float mean differs from
-             * the sequential sum's only when the exact one is that close to a rounding boundary */
-            typedef double d4 __attribute__((vector_size(32)));
-            d4 s0 = {0, 0, 0, 0}, s1 = s0;
-            int64_t i = 0;
-            for (; i + 8 <= a->sp; i += 8) {
-                s0 += __builtin_convertvector(ot_v4_load(x + i), d4);
-                s1 += __builtin_convertvector(ot_v4_load(x + i + 4), d4);
-            }
-            s0 += s1;
-            double s = (s0[0] + s0[1]) + (s0[2] + s0[3]);
-            for (; i < a->sp; i++) s += x[i];
-            a->Y[p] = (float)(s / (double)a->sp);
+            continue;
         }
+#ifdef OT_POOL_X86
+        if (a->avx512 && sp >= 32) {
+            a->Y[p] = (float)(plane_sum_avx512(x, sp) / (double)sp);
+            continue;
+        }
+#endif
+        a->Y[p] = (float)(plane_sum(x, sp) / (double)sp);
     }
 }
 
@@ -474,7 +518,7 @@ static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {
     if (x->rank < 2)
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "input '%s' must have rank >= 2", ot_ctx_input_name(ctx, 0));
     int64_t yd[OTTER_MAX_RANK];
-    gpool_args a = {.sp = 1, .max = max};
+    gpool_args a = {.sp = 1, .max = max, .avx512 = ot_vec_isa_best() == OT_VEC_AVX512};
     for (int i = 0; i < x->rank; i++) {
         yd[i] = i < 2 ? x->dims[i] : 1;
         if (i >= 2) a.sp *= x->dims[i];
