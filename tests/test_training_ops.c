@@ -303,6 +303,39 @@ static void act_case(const char *fwd_op, const char *fwd_dom, const char *grad_o
     otter_tensor_free(x), otter_tensor_free(b), otter_tensor_free(R), otter_tensor_free(y[0]), otter_tensor_free(g[0]);
 }
 
+/* com.otter ClipGrad(dY, X, min?, max?): dY where min <= X <= max, at the bounds too (the subgradient 1,
+ * as PyTorch's clamp), 0 outside; a NaN in X passes dY (as the decomposed Less / Greater / Or / Where); an
+ * absent bound doesn't clip. Long enough for several pieces on 2 threads. */
+static void test_clip_grad(void) {
+    printf("ClipGrad:\n");
+    enum { N = 70000 };
+    int64_t n = N, one = 1;
+    float lo = -0.5f, hi = 0.5f, xs[7] = {-0.7f, -0.5f, -0.2f, 0.5f, 0.6f, NAN, 0.0f};
+    otter_tensor *x = trand(1, &n, -1, 1), *dy = trand(1, &n, -1, 1), *tlo = tf(0, &one, &lo), *thi = tf(0, &one, &hi);
+    for (int i = 0; i < 7; i++) F(x)[i * 9999] = xs[i];
+    double *want = malloc(sizeof(double) * N);
+    for (int bounds = 0; bounds < 3; bounds++) { /* both, min only, max only */
+        for (int64_t i = 0; i < N; i++) {
+            const float v = F(x)[i];
+            const bool out = (bounds != 2 && v < lo) || (bounds != 1 && v > hi);
+            want[i] = out ? 0.0 : F(dy)[i];
+        }
+        otter_node *g = mknode("ClipGrad", "com.otter", 4, bounds == 1 ? 0x8u : bounds == 2 ? 0x4u : 0u, 1, 0);
+        otter_tensor *in[4] = {dy, x, bounds == 2 ? NULL : tlo, bounds == 1 ? NULL : thi}, *out[1] = {0};
+        run_threads = 2;
+        CHECK_OK(run_node(g, 17, 4, in, 1, out));
+        run_threads = 1;
+        check_close(bounds == 0   ? "ClipGrad both bounds"
+                    : bounds == 1 ? "ClipGrad min only"
+                                  : "ClipGrad max only",
+                    out[0], want, N, 0);
+        free_all(1, out);
+        otter_node_free(g);
+    }
+    free(want);
+    otter_tensor_free(x), otter_tensor_free(dy), otter_tensor_free(tlo), otter_tensor_free(thi);
+}
+
 static void test_activations(void) {
     printf("activation gradients:\n");
     act_case("Relu", NULL, "ReluGrad", false, false, 1e-2, 2e-3, true);
@@ -1313,6 +1346,7 @@ static void test_preview(void) {
 int main(void) {
     test_accumulators();
     test_activations();
+    test_clip_grad();
     test_softmax();
     test_layernorm();
     test_batchnorm();
