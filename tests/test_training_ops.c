@@ -1222,6 +1222,21 @@ static void test_adamw(void) {
             printf("  AdamW adam_mode %d correct_bias %d, 5 steps vs spec formula: worst abs err %.1e (tol 1e-6)\n",
                    mode, cb, worst);
         }
+    /* the four-at-a-time loops give the scalar loop's bits (8 elements at once vs one by one), both modes */
+    for (int mode = 0; mode < 2; mode++) {
+        ot_adamw_params p = {0.9f, 0.999f, 1e-6f, mode ? 0.0f : 0.01f, true, mode};
+        enum { N = 8 };
+        float w[2][N], m[2][N] = {{0}}, v[2][N] = {{0}}, g[N];
+        for (int i = 0; i < N; i++) w[0][i] = w[1][i] = (float)(urand() - 0.5);
+        for (int t = 1; t <= 3; t++) {
+            for (int i = 0; i < N; i++) g[i] = (float)(urand() - 0.5);
+            ot_adamw_update(&p, 1e-2f, t, N, w[0], g, m[0], v[0]);
+            for (int i = 0; i < N; i++) ot_adamw_update(&p, 1e-2f, t, 1, w[1] + i, g + i, m[1] + i, v[1] + i);
+        }
+        CHECK(memcmp(w[0], w[1], sizeof w[0]) == 0 && memcmp(m[0], m[1], sizeof m[0]) == 0 &&
+              memcmp(v[0], v[1], sizeof v[0]) == 0);
+        printf("  AdamW adam_mode %d: 8 at once and one by one, the same bits\n", mode);
+    }
     /* the two modes differ (eps folding): mode 1 with eps 1e-1 vs mode 0 */
     {
         ot_adamw_params p0 = {0.9f, 0.999f, 1e-1f, 0, true, 0}, p1 = p0;
