@@ -112,7 +112,50 @@ typedef struct cg_args {
     const float *DY;
     float *col, *dyc, *dx; /* dcol: rows x ld; dyc: Mg x ld (dY of the chunk, images side by side) */
     int64_t n0, nb, gr, C, M, Cg, Mg, ld;
+    const int32_t *pairs; /* small images (cg_tap_pairs), or NULL */
 } cg_args;
+
+/* Small images: col2im's runs along w are a few floats, so its per-run bookkeeping costs more than the
+ * adds (ResNet-18's 4x4 and 2x2 stages at 64x64 inputs). Per tap t, its (output, input) position pairs
+ * once per call instead: pairs[t * (2 * osz + 1) ..] holds n_t, then n_t output positions in order, then
+ * (osz after them) their inputs; col2im over them adds into each input in tg_col2im_ld's order (the
+ * same bits). At 16x16 inputs (stride 2) the runs are long enough that this was slower. */
+static bool cg_use_pairs(const ot_conv_geom *g) { return g->in_size < 64; }
+
+static void cg_tap_pairs(const ot_conv_geom *g, int32_t *pairs) {
+    const int64_t osz = g->out_size;
+    for (int64_t kd = 0, t = 0; kd < g->k[0]; kd++)
+        for (int64_t kh = 0; kh < g->k[1]; kh++)
+            for (int64_t kw = 0; kw < g->k[2]; kw++, t++) {
+                int32_t *n = pairs + t * (2 * osz + 1), *po = n + 1, *pi = po + osz;
+                *n = 0;
+                for (int64_t od = 0, o = 0; od < g->out[0]; od++)
+                    for (int64_t oh = 0; oh < g->out[1]; oh++)
+                        for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {
+                            const int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0],
+                                          ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1],
+                                          iw = ow * g->stride[2] - g->pb[2] + kw * g->dil[2];
+                            if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 || iw >= g->in[2])
+                                continue;
+                            po[*n] = (int32_t)o, pi[*n] = (int32_t)((id * g->in[1] + ih) * g->in[2] + iw);
+                            (*n)++;
+                        }
+            }
+}
+
+/* tg_col2im_ld through the pairs. */
+static void cg_col2im_pairs(const float *col, int64_t c0, int64_t c1, const ot_conv_geom *g, const int32_t *pairs,
+                            float *x, int64_t ld) {
+    const int64_t osz = g->out_size;
+    for (int64_t c = c0; c < c1; c++) {
+        float *restrict xc = x + c * g->in_size;
+        for (int64_t t = 0; t < g->k_size; t++) {
+            const int32_t *n = pairs + t * (2 * osz + 1), *po = n + 1, *pi = po + osz;
+            const float *restrict src = col + (c * g->k_size + t) * ld;
+            for (int32_t k = 0; k < *n; k++) xc[pi[k]] += src[po[k]];
+        }
+    }
+}
 
 /* Images [b0, b1) of the chunk: dY_g into dyc. */
 static void cg_gather(void *arg, int64_t b0, int64_t b1) {
@@ -332,8 +375,11 @@ static void cg_scatter(void *arg, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1;) {
         int64_t b = t / a->Cg, c0 = t % a->Cg, c1 = a->Cg;
         if (c1 - c0 > t1 - t) c1 = c0 + (t1 - t);
-        tg_col2im_ld(a->col + b * g->out_size, c0, c1, g, a->dx + ((a->n0 + b) * a->C + a->gr * a->Cg) * g->in_size,
-                     a->ld);
+        float *dx = a->dx + ((a->n0 + b) * a->C + a->gr * a->Cg) * g->in_size;
+        if (a->pairs)
+            cg_col2im_pairs(a->col + b * g->out_size, c0, c1, g, a->pairs, dx, a->ld);
+        else
+            tg_col2im_ld(a->col + b * g->out_size, c0, c1, g, dx, a->ld);
         t += c1 - c0;
     }
 }
@@ -517,6 +563,13 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
         (!(col = ot_ctx_scratch(ctx, (size_t)(rows * ld) * sizeof(float))) ||
          (chunk > 1 && !(dyc = ot_ctx_scratch(ctx, (size_t)(Mg * ld) * sizeof(float))))))
         s = OTTER_ERR_NOMEM;
+    int32_t *pairs = NULL;
+    if (s == OTTER_OK && work && cg_use_pairs(&g)) {
+        if (!(pairs = ot_ctx_scratch(ctx, (size_t)(g.k_size * (2 * osz + 1)) * sizeof(int32_t))))
+            s = OTTER_ERR_NOMEM;
+        else
+            cg_tap_pairs(&g, pairs);
+    }
     if (s == OTTER_OK && loop_dx) memset(out[0], 0, (size_t)otter_tensor_numel(x) * sizeof(float));
     for (int64_t n0 = 0; s == OTTER_OK && work && n0 < N; n0 += chunk)
         for (int64_t gr = 0; s == OTTER_OK && gr < group; gr++) {
@@ -533,7 +586,8 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
                          .M = M,
                          .Cg = Cg,
                          .Mg = Mg,
-                         .ld = ld};
+                         .ld = ld,
+                         .pairs = pairs};
             if (chunk > 1) ot_parallel_for(ctx, nb, 1, cg_gather, &a);
             const float *dyp = chunk > 1 ? dyc : DY + (n0 * M + gr * Mg) * osz; /* ld = osz when chunk is 1 */
             s = ot_sgemm(ctx, true, false, rows, cols, Mg, 1.0f, W + gr * Mg * rows, rows, dyp, ld, 0.0f, col, ld);
