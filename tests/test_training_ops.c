@@ -697,6 +697,14 @@ static void test_conv(void) {
     run_threads = 2;
     conv_ref_case("2 threads: N 6, groups 2, strides 2", rx2, rw2, &r2);
     run_threads = 1;
+    /* pointwise (1x1, stride 1, no pad): dW as one product per image, rows over the threads */
+    int64_t ptx[4] = {5, 7, 6, 5}, ptw[4] = {20, 7, 1, 1};
+    conv_attrs pta = {2, {1, 1, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    run_threads = 1;
+    conv_ref_case("pointwise N 5, 7 -> 20 channels", ptx, ptw, &pta);
+    run_threads = 2;
+    conv_ref_case("2 threads: pointwise N 5, 7 -> 20 channels", ptx, ptw, &pta);
+    run_threads = 1;
     /* depthwise (group == C: conv_depthwise.c): stride 2 with a channel multiplier of 2, stride 1 dilated,
      * at 1 and 2 threads (input channels split over the threads) */
     int64_t dx1[4] = {5, 6, 13, 12}, dw1[4] = {12, 1, 3, 3};

@@ -1,6 +1,7 @@
 /* Convolution gradients: ConvGrad, ConvTransposeGrad. Spatial kernels treat 1-D and 2-D as 3-D with
  * leading size-1 dimensions. They use their own im2col / col2im over one image and group, and the
  * shared sgemm; ConvGrad's dW packs im2col on the fly into the portable sgemm (ot_sgemm_packing). */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/shape_math.h"
@@ -461,6 +462,29 @@ static otter_status conv_grad_depthwise(ot_kernel_ctx *ctx, dwg_args *a) {
     return OTTER_OK;
 }
 
+/* Pointwise (1x1, stride 1, no pad, one group): dW = the sum over images n of dY_n X_n^T, a plain product
+ * per image on the planes as they lie, without the padded copy of X and the packing callbacks of the
+ * batch-wide product below: dW 1.7-2.1x faster on MobileNetV2's and SqueezeNet's 1x1 layers at 64x64
+ * inputs, except at 2x2 (1.08x). dX stays with the direct kernel: per-image products were slower for
+ * small images (0.24x at 2x2) and at 32x32. dW's rows go over the threads, each summing the images in
+ * order. */
+typedef struct pw_args {
+    const float *DY, *X;
+    float *dw;
+    int64_t N, C, M, P;
+    atomic_int failed;
+} pw_args;
+
+static void pw_dw_rows(void *arg, int64_t m0, int64_t m1) {
+    pw_args *a = arg;
+    for (int64_t n = 0; n < a->N; n++)
+        if (ot_sgemm(NULL, false, true, m1 - m0, a->C, a->P, 1.0f, a->DY + (n * a->M + m0) * a->P, a->P,
+                     a->X + n * a->C * a->P, a->P, n ? 1.0f : 0.0f, a->dw + m0 * a->C, a->C) != OTTER_OK) {
+            atomic_store(&a->failed, 1);
+            return;
+        }
+}
+
 /* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Depthwise convolutions (one input channel
  * per group) take conv_depthwise.c's kernels. dW_g = dY_g col^T per group, one product
  * over the batch with col = im2col(X_g) packed on the fly (dw_args). dX: at stride 1 the direct
@@ -523,6 +547,14 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
                       .out_size = osz};
         s = conv_grad_depthwise(ctx, &a);
     }
+    const bool pointwise_dw = want_dw && !depthwise && group == 1 && g.k_size == 1 && stride1 && N > 0 &&
+                              g.in_size == osz && g.pb[0] + g.pb[1] + g.pb[2] == 0;
+    if (s == OTTER_OK && pointwise_dw) {
+        pw_args a = {.DY = DY, .X = X, .dw = out[1], .N = N, .C = C, .M = M, .P = osz};
+        atomic_init(&a.failed, 0);
+        ot_parallel_for(ctx, M, 8, pw_dw_rows, &a);
+        if (atomic_load(&a.failed)) s = OT_NOMEM();
+    }
     /* Except for images under 32 positions beside the direct kernel's AVX-512 tiles, which run mostly
      * empty there (halves of 8 positions over rows of 4 or 2): the product and col2im below took
      * 0.9x a ResNet-18 training step's time (64x64 images, batch 32, 1 thread, 4 alternating runs). */
@@ -530,7 +562,7 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
                      !(g.in_size < 32 && ot_conv_direct_isa() == OT_CONV_ISA_AVX512);
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
     bool loop_dx = want_dx && !direct_dx && !depthwise;
-    if (s == OTTER_OK && want_dw && !depthwise && rows > 0 && Mg > 0) {
+    if (s == OTTER_OK && want_dw && !depthwise && !pointwise_dw && rows > 0 && Mg > 0) {
         int64_t *tap = ot_ctx_scratch(ctx, (size_t)(rows * DW_TAP) * sizeof(int64_t));
         if (!tap)
             s = OTTER_ERR_NOMEM;
