@@ -574,6 +574,10 @@ static void a_lstm_layout1_input_forget(otter_node *n) {
 /* clip: a kink at each bound. The clip cases take SPREAD's fixed values, and these bounds leave the
  * same gates clipped (a third to nine tenths of them) in every finite-difference run. */
 static void a_clip(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.0f); }
+static void a_clip_min_max(otter_node *n) {
+    otter_node_set_attr_float(n, "min", -0.5f);
+    otter_node_set_attr_float(n, "max", 0.5f);
+}
 static void a_clip_lstm(otter_node *n) { otter_node_set_attr_float(n, "clip", 1.2f); }
 static void a_clip_bidirectional(otter_node *n) {
     a_clip(n);
@@ -2296,6 +2300,9 @@ static const grad_case CASES[] = {
      {{"x", RAND, SHAPE(1, 4, 5, 4)}, {"w", RAND, SHAPE(4, 1, 2, 3)}},
      1,
      a_conv_depthwise_dil},
+    /* Clip's dX through com.otter ClipGrad: each bound alone, and the attribute bounds before opset 11 */
+    {"Clip min bound only", "Clip", NULL, 0, 2, {{"x", RAND, SHAPE(2, 4)}, {"lo", MINUS_HALF, 0, {0}}}, 1},
+    {"Clip opset 10 attributes", "Clip", NULL, 10, 1, {{"x", RAND, SHAPE(8)}}, 1, a_clip_min_max},
     /* Rules that emit ONNX Runtime's com.microsoft gradient operators. */
     {"Relu", "Relu", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},
     {"Sigmoid", "Sigmoid", NULL, 0, 1, {{"x", RAND, SHAPE(2, 5)}}, 1},

@@ -303,6 +303,39 @@ static void act_case(const char *fwd_op, const char *fwd_dom, const char *grad_o
     otter_tensor_free(x), otter_tensor_free(b), otter_tensor_free(R), otter_tensor_free(y[0]), otter_tensor_free(g[0]);
 }
 
+/* com.otter ClipGrad(dY, X, min?, max?): dY where min <= X <= max, at the bounds too (the subgradient 1,
+ * as PyTorch's clamp), 0 outside; a NaN in X passes dY (as the decomposed Less / Greater / Or / Where); an
+ * absent bound doesn't clip. Long enough for several pieces on 2 threads. */
+static void test_clip_grad(void) {
+    printf("ClipGrad:\n");
+    enum { N = 70000 };
+    int64_t n = N, one = 1;
+    float lo = -0.5f, hi = 0.5f, xs[7] = {-0.7f, -0.5f, -0.2f, 0.5f, 0.6f, NAN, 0.0f};
+    otter_tensor *x = trand(1, &n, -1, 1), *dy = trand(1, &n, -1, 1), *tlo = tf(0, &one, &lo), *thi = tf(0, &one, &hi);
+    for (int i = 0; i < 7; i++) F(x)[i * 9999] = xs[i];
+    double *want = malloc(sizeof(double) * N);
+    for (int bounds = 0; bounds < 3; bounds++) { /* both, min only, max only */
+        for (int64_t i = 0; i < N; i++) {
+            const float v = F(x)[i];
+            const bool out = (bounds != 2 && v < lo) || (bounds != 1 && v > hi);
+            want[i] = out ? 0.0 : F(dy)[i];
+        }
+        otter_node *g = mknode("ClipGrad", "com.otter", 4, bounds == 1 ? 0x8u : bounds == 2 ? 0x4u : 0u, 1, 0);
+        otter_tensor *in[4] = {dy, x, bounds == 2 ? NULL : tlo, bounds == 1 ? NULL : thi}, *out[1] = {0};
+        run_threads = 2;
+        CHECK_OK(run_node(g, 17, 4, in, 1, out));
+        run_threads = 1;
+        check_close(bounds == 0   ? "ClipGrad both bounds"
+                    : bounds == 1 ? "ClipGrad min only"
+                                  : "ClipGrad max only",
+                    out[0], want, N, 0);
+        free_all(1, out);
+        otter_node_free(g);
+    }
+    free(want);
+    otter_tensor_free(x), otter_tensor_free(dy), otter_tensor_free(tlo), otter_tensor_free(thi);
+}
+
 static void test_activations(void) {
     printf("activation gradients:\n");
     act_case("Relu", NULL, "ReluGrad", false, false, 1e-2, 2e-3, true);
@@ -663,6 +696,14 @@ static void test_conv(void) {
     conv_ref_case("3 threads: N 7, 3x3 pad 1", rx, rw, &r);
     run_threads = 2;
     conv_ref_case("2 threads: N 6, groups 2, strides 2", rx2, rw2, &r2);
+    run_threads = 1;
+    /* pointwise (1x1, stride 1, no pad): dW as one product per image, rows over the threads */
+    int64_t ptx[4] = {5, 7, 6, 5}, ptw[4] = {20, 7, 1, 1};
+    conv_attrs pta = {2, {1, 1, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    run_threads = 1;
+    conv_ref_case("pointwise N 5, 7 -> 20 channels", ptx, ptw, &pta);
+    run_threads = 2;
+    conv_ref_case("2 threads: pointwise N 5, 7 -> 20 channels", ptx, ptw, &pta);
     run_threads = 1;
     /* depthwise (group == C: conv_depthwise.c): stride 2 with a channel multiplier of 2, stride 1 dilated,
      * at 1 and 2 threads (input channels split over the threads) */
@@ -1190,6 +1231,21 @@ static void test_adamw(void) {
             printf("  AdamW adam_mode %d correct_bias %d, 5 steps vs spec formula: worst abs err %.1e (tol 1e-6)\n",
                    mode, cb, worst);
         }
+    /* the four-at-a-time loops give the scalar loop's bits (8 elements at once vs one by one), both modes */
+    for (int mode = 0; mode < 2; mode++) {
+        ot_adamw_params p = {0.9f, 0.999f, 1e-6f, mode ? 0.0f : 0.01f, true, mode};
+        enum { N = 8 };
+        float w[2][N], m[2][N] = {{0}}, v[2][N] = {{0}}, g[N];
+        for (int i = 0; i < N; i++) w[0][i] = w[1][i] = (float)(urand() - 0.5);
+        for (int t = 1; t <= 3; t++) {
+            for (int i = 0; i < N; i++) g[i] = (float)(urand() - 0.5);
+            ot_adamw_update(&p, 1e-2f, t, N, w[0], g, m[0], v[0]);
+            for (int i = 0; i < N; i++) ot_adamw_update(&p, 1e-2f, t, 1, w[1] + i, g + i, m[1] + i, v[1] + i);
+        }
+        CHECK(memcmp(w[0], w[1], sizeof w[0]) == 0 && memcmp(m[0], m[1], sizeof m[0]) == 0 &&
+              memcmp(v[0], v[1], sizeof v[0]) == 0);
+        printf("  AdamW adam_mode %d: 8 at once and one by one, the same bits\n", mode);
+    }
     /* the two modes differ (eps folding): mode 1 with eps 1e-1 vs mode 0 */
     {
         ot_adamw_params p0 = {0.9f, 0.999f, 1e-1f, 0, true, 0}, p1 = p0;
@@ -1314,6 +1370,7 @@ static void test_preview(void) {
 int main(void) {
     test_accumulators();
     test_activations();
+    test_clip_grad();
     test_softmax();
     test_layernorm();
     test_batchnorm();

@@ -70,7 +70,20 @@ void ot_adamw_update(const ot_adamw_params *p, float lr, int64_t step, int64_t n
         }
     } else {
         const float step_size = (float)(lr * sqrt(bc2) / bc1), decay = lr * wd;
-        for (int64_t i = 0; i < n; i++) {
+        int64_t i = 0;
+        /* four at a time as above (ONNX Runtime's default mode, that of `otter artifacts`: the scalar
+         * loop's sqrtf and division per element took 3x the memory-bound time on ResNet-18's 11M) */
+        for (; i + 4 <= n; i += 4) {
+            ot_v4 gi = ot_v4_load(g + i);
+            ot_v4 mi = a * ot_v4_load(m + i) + (1.0f - a) * gi;
+            ot_v4 vi = b * ot_v4_load(v + i) + (1.0f - b) * gi * gi;
+            ot_v4 wi = ot_v4_load(w + i) - step_size * mi / (v4_sqrt(vi) + eps);
+            if (wd > 0.0f) wi -= decay * wi;
+            ot_v4_store(w + i, wi);
+            ot_v4_store(m + i, mi);
+            ot_v4_store(v + i, vi);
+        }
+        for (; i < n; i++) {
             float gi = g[i];
             float mi = a * m[i] + (1.0f - a) * gi;
             float vi = b * v[i] + (1.0f - b) * gi * gi;

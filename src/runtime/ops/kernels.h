@@ -256,6 +256,7 @@ otter_status ot_kernel_reduce_sum_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_relu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_sigmoid_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_quick_gelu_grad(ot_kernel_ctx *ctx);
+otter_status ot_kernel_clip_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_tanh_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_gelu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_fastgelu_grad(ot_kernel_ctx *ctx);

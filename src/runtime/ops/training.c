@@ -770,3 +770,51 @@ static otter_status preview_optim(ot_kernel_ctx *ctx, int groups, const char *wh
 otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Adagrad"); }
 otter_status ot_kernel_momentum(ot_kernel_ctx *ctx) { return preview_optim(ctx, 3, "Momentum"); }
 otter_status ot_kernel_adam(ot_kernel_ctx *ctx) { return preview_optim(ctx, 4, "Adam"); }
+
+typedef struct cg_job {
+    const float *DY, *X;
+    float *DX;
+    float lo, hi;
+} cg_job;
+
+static void clip_grad_range(void *arg, int64_t i0, int64_t i1) {
+    const cg_job *j = arg;
+    const float lo = j->lo, hi = j->hi, *restrict x = j->X, *dy = j->DY;
+    float *dx = j->DX;
+    /* Less(X, min) Or Greater(X, max) selects 0: a NaN in X passes dY, as the decomposed form. Four at a
+     * time through masks: the scalar loop's branches mispredict on activations around the bounds. */
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const ot_v4 xv = ot_v4_load(x + i);
+        const ot_i4 outside = (xv < lo) | (xv > hi);
+        ot_v4_store(dx + i, (ot_v4)((ot_i4)ot_v4_load(dy + i) & ~outside));
+    }
+    for (; i < i1; i++) dx[i] = x[i] < lo || x[i] > hi ? 0.0f : dy[i];
+}
+
+/* com.otter ClipGrad(dY, X, min?, max?) -> dX: dY where min <= X <= max, else 0 (the subgradient 1 at the
+ * bounds, as PyTorch's clamp); an absent bound doesn't clip. One pass where Clip's gradient as standard
+ * operators is Less, Greater, Or and Where (four passes and three mask tensors: 23% of a MobileNetV2 training
+ * step, whose ReLU6 are Clips). dX may be dY's buffer. */
+otter_status ot_kernel_clip_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy, *x;
+    OT_TRY(need_dy_and(ctx, "X", &dy, &x));
+    double lo, hi;
+    OT_TRY(ot_train_scalar(ctx, 2, -INFINITY, &lo));
+    OT_TRY(ot_train_scalar(ctx, 3, INFINITY, &hi));
+    cg_job j = {.lo = (float)lo, .hi = (float)hi};
+    float *t0 = NULL, *t1 = NULL, *ty = NULL;
+    otter_tensor *dx;
+    otter_status s = ot_train_in(ctx, 0, &j.DY, &t0);
+    if (s == OTTER_OK) s = ot_train_in(ctx, 1, &j.X, &t1);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &j.DX, &ty);
+    if (s == OTTER_OK) {
+        int64_t n = otter_tensor_numel(dy);
+        if (n > 0) ot_parallel_for(ctx, n, 32768, clip_grad_range, &j);
+        ot_output_f32_done(dx, ty);
+    } else {
+        ot_free(ty);
+    }
+    ot_free(t0), ot_free(t1);
+    return s;
+}
