@@ -14,7 +14,8 @@
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
  * MaxPoolGrad, with disjoint and with overlapping windows, also with the ReluGrad after it, and must
- * not fuse when an intermediate is a graph output or the fill is not zero. */
+ * not fuse when an intermediate is a graph output or the fill is not zero. Clip's standard-op gradient
+ * (Less, Greater, Or, Where) must give the same bits as one com.otter ClipGrad. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,6 +423,52 @@ int main(void) {
         node(m, "Sigmoid", 1, (const char *[]){"mm"}, "r");
         compare("MatMul+Sigmoid", m, 3, x80, 1, 1, false, 1e-6);
         otter_model_free(m);
+    }
+    {
+        /* Clip's gradient as autodiff writes it, dX = Where(Or(Less(X, lo), Greater(X, hi)), 0, dY)
+         * (X = x, dY = Neg(x)): one ClipGrad, same bits; one bound; X broadcast against dY (X a mean
+         * over axis 1); a mask also read by a bound's gradient (it stays, the rest goes); and a Where
+         * whose fill is not 0 (no fusion) */
+        const int64_t xg[3] = {3, 7, 50}, one[1] = {1};
+        for (int c = 0; c < 6; c++) {
+            otter_model *m = new_model(13, 3, xg, "dx");
+            add_init(m, "lo", 0, one, 3, -0.3f, 0.0f);
+            add_init(m, "hi", 0, one, 4, 0.4f, 0.0f);
+            add_init(m, "zero", 0, one, 5, c == 5 ? 1.0f : 0.0f, 0.0f);
+            const char *X = "x";
+            if (c == 3) {
+                otter_node *n;
+                CHECK_OK(
+                    otter_node_create(&n, "ReduceMean", "mean", 1, (const char *[]){"x"}, 1, (const char *[]){"xm"}));
+                CHECK_OK(otter_node_set_attr_ints(n, "axes", 1, (const int64_t[]){1}));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+                X = "xm";
+            }
+            node(m, "Neg", 1, (const char *[]){"x"}, "dy");
+            const char *mask = "below";
+            if (c != 2) node(m, "Less", 2, (const char *[]){X, "lo"}, "below");
+            if (c != 1) node(m, "Greater", 2, (const char *[]){X, "hi"}, "above");
+            if (c == 1)
+                mask = "below";
+            else if (c == 2)
+                mask = "above";
+            else
+                node(m, "Or", 2, (const char *[]){"below", "above"}, mask = "outside");
+            node(m, "Where", 3, (const char *[]){mask, "zero", "dy"}, c == 4 ? "dxc" : "dx");
+            if (c == 4) {
+                node(m, "Where", 3, (const char *[]){"below", "dy", "zero"}, "dlo");
+                node(m, "Add", 2, (const char *[]){"dxc", "dlo"}, "dx");
+            }
+            static const char *const what[6] = {"Clip gradient -> ClipGrad",
+                                                "Clip gradient, min only",
+                                                "Clip gradient, max only",
+                                                "Clip gradient, X broadcast",
+                                                "Clip gradient, mask read elsewhere",
+                                                "Where filling 1: no ClipGrad"};
+            static const size_t fused[6] = {1, 1, 1, 1, 1, 0}, nodes[6] = {2, 2, 2, 3, 5, 5};
+            compare(what[c], m, 3, xg, fused[c], nodes[c], false, 1e-300);
+            otter_model_free(m);
+        }
     }
     {
         /* MaxPool's gradient: MaxPool, Neg, Shape and one MaxPoolGrad (192 planes: split over threads);

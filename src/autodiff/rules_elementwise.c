@@ -203,9 +203,10 @@ void ot_grad_erf(ot_grad *g, otter_node *n) {
 
 /* Clip: dY passes to X where min <= X <= max (the subgradient 1 at the bounds, as PyTorch), to the
  * min input where X < min and to the max input where X > max (summed, as the bounds are scalars).
- * dX in one pass: com.otter ClipGrad (runtime/ops/training.c; ONNX Runtime has no Clip gradient). */
+ * In standard operators, so artifacts stay ONNX Runtime's (it has no Clip gradient of its own); the
+ * session fuses dX's Less / Greater / Or / Where into one com.otter ClipGrad (runtime/fuse.c). */
 void ot_grad_clip(ot_grad *g, otter_node *n) {
-    const char *dy = ot_grad_dy(g, 0);
+    const char *dy = ot_grad_dy(g, 0), *zero = scalar(g, IN(0), 0.0f);
     bool attr_form = ot_grad_opset(g) < 11;
     const char *lo = NULL, *hi = NULL;
     if (attr_form) {
@@ -215,21 +216,19 @@ void ot_grad_clip(ot_grad *g, otter_node *n) {
         lo = n->n_inputs > 1 && IN(1)[0] ? IN(1) : NULL;
         hi = n->n_inputs > 2 && IN(2)[0] ? IN(2) : NULL;
     }
-    if (lo && ot_grad_needs(g, 1))
-        to_input(g, n, 1,
-                 OT_G1(g, "Where", ot_grad_tmp(g, "dY_below"), OT_G1(g, "Less", ot_grad_tmp(g, "below"), IN(0), lo), dy,
-                       scalar(g, IN(0), 0.0f)));
-    if (hi && ot_grad_needs(g, 2))
-        to_input(g, n, 2,
-                 OT_G1(g, "Where", ot_grad_tmp(g, "dY_above"), OT_G1(g, "Greater", ot_grad_tmp(g, "above"), IN(0), hi),
-                       dy, scalar(g, IN(0), 0.0f)));
+    const char *below = lo ? OT_G1(g, "Less", ot_grad_tmp(g, "below"), IN(0), lo) : NULL;
+    const char *above = hi ? OT_G1(g, "Greater", ot_grad_tmp(g, "above"), IN(0), hi) : NULL;
+    if (below && ot_grad_needs(g, 1)) to_input(g, n, 1, OT_G1(g, "Where", ot_grad_tmp(g, "dY_below"), below, dy, zero));
+    if (above && ot_grad_needs(g, 2)) to_input(g, n, 2, OT_G1(g, "Where", ot_grad_tmp(g, "dY_above"), above, dy, zero));
     if (!ot_grad_needs(g, 0)) return;
-    if (!lo && !hi) {
+    const char *outside = below && above ? OT_G1(g, "Or", ot_grad_tmp(g, "outside"), below, above)
+                          : below        ? below
+                                         : above;
+    if (!outside) {
         OT_G1(g, "Identity", ot_grad_dx(g, 0), dy);
         return;
     }
-    const char *dx = ot_grad_dx(g, 0);
-    ot_grad_emit(g, "ClipGrad", "com.otter", hi ? 4 : 3, (const char *[]){dy, IN(0), lo ? lo : "", hi}, 1, &dx);
+    OT_G1(g, "Where", ot_grad_dx(g, 0), outside, zero, dy);
 }
 
 void ot_grad_where(ot_grad *g, otter_node *n) {

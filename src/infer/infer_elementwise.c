@@ -138,6 +138,9 @@ otter_status ot_infer_mod(ot_inode *n) {
 }
 otter_status ot_infer_binary_plain(ot_inode *n) { return binary_same(n, DOP_ADD, false); }
 
+/* com.otter ClipGrad(dY, X, min?, max?): dY's type, dY and X broadcast (as the Where it replaces). */
+otter_status ot_infer_clip_grad(ot_inode *n) { return broadcast_out(n, 0, 2, ot_in_dtype(n, 0)); }
+
 /* Pow: the base's type (exponent may differ from opset 12). */
 otter_status ot_infer_pow(ot_inode *n) { return broadcast_out(n, 0, 2, ot_in_dtype(n, 0)); }
 

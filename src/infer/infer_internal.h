@@ -165,6 +165,7 @@ otter_status ot_infer_div(ot_inode *n);
 otter_status ot_infer_mod(ot_inode *n);
 otter_status ot_infer_pow(ot_inode *n);
 otter_status ot_infer_binary_plain(ot_inode *n);
+otter_status ot_infer_clip_grad(ot_inode *n);
 otter_status ot_infer_equal(ot_inode *n);
 otter_status ot_infer_less(ot_inode *n);
 otter_status ot_infer_greater(ot_inode *n);

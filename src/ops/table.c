@@ -478,7 +478,7 @@ const ot_op_entry ot_op_table[] = {
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
     {"com.otter", "ClipGrad", KERNELS({1, ot_kernel_clip_grad, OT_OP_INPLACE0}),
-     .infer = ot_infer_like_input}, /* 1: (dY, X, min?, max?) -> dX, dY where min <= X <= max */
+     .infer = ot_infer_clip_grad}, /* 1: (dY, X, min?, max?) -> dX, dY where min <= X <= max (runtime/fuse.c) */
     {"com.otter", "CumProdGrad", KERNELS({1, ot_kernel_cumprod_grad, 0}),
      .infer = ot_infer_like_input}, /* 1: (dY, X, axis; exclusive, reverse) -> dX, exact at zeros */
     {"com.otter", "DFTGrad", KERNELS({1, ot_kernel_dft_grad, 0}),

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ops/broadcast.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/training_internal.h"
@@ -777,28 +778,38 @@ typedef struct cg_job {
     float lo, hi;
 } cg_job;
 
-static void clip_grad_range(void *arg, int64_t i0, int64_t i1) {
+/* One run of outputs (ot_bcast_walk: operand 0 dX, 1 dY, 2 X). Less(X, min) Or Greater(X, max)
+ * selects 0, so a NaN in X passes dY, as the decomposed form. Runs of both inputs go four at a time
+ * through masks: the scalar loop's branches mispredict on activations around the bounds. */
+static void clip_grad_row(void *arg, const int64_t *off, const int64_t *step, int64_t len) {
     const cg_job *j = arg;
-    const float lo = j->lo, hi = j->hi, *restrict x = j->X, *dy = j->DY;
-    float *dx = j->DX;
-    /* Less(X, min) Or Greater(X, max) selects 0: a NaN in X passes dY, as the decomposed form. Four at a
-     * time through masks: the scalar loop's branches mispredict on activations around the bounds. */
-    int64_t i = i0;
-    for (; i + 4 <= i1; i += 4) {
-        const ot_v4 xv = ot_v4_load(x + i);
-        const ot_i4 outside = (xv < lo) | (xv > hi);
-        ot_v4_store(dx + i, (ot_v4)((ot_i4)ot_v4_load(dy + i) & ~outside));
+    const float lo = j->lo, hi = j->hi, *restrict x = j->X + off[2], *dy = j->DY + off[1];
+    float *dx = j->DX + off[0];
+    int64_t i = 0;
+    if (step[1] == 1 && step[2] == 1)
+        for (; i + 4 <= len; i += 4) {
+            const ot_v4 xv = ot_v4_load(x + i);
+            const ot_i4 outside = (xv < lo) | (xv > hi);
+            ot_v4_store(dx + i, (ot_v4)((ot_i4)ot_v4_load(dy + i) & ~outside));
+        }
+    for (; i < len; i++) {
+        const float xi = x[i * step[2]];
+        dx[i] = xi < lo || xi > hi ? 0.0f : dy[i * step[1]];
     }
-    for (; i < i1; i++) dx[i] = x[i] < lo || x[i] > hi ? 0.0f : dy[i];
 }
 
 /* com.otter ClipGrad(dY, X, min?, max?) -> dX: dY where min <= X <= max, else 0 (the subgradient 1 at the
- * bounds, as PyTorch's clamp); an absent bound doesn't clip. One pass where Clip's gradient as standard
- * operators is Less, Greater, Or and Where (four passes and three mask tensors: 23% of a MobileNetV2 training
- * step, whose ReLU6 are Clips). dX may be dY's buffer. */
+ * bounds, as PyTorch's clamp); an absent bound doesn't clip; scalar bounds, dY and X broadcast as the
+ * standard form's Where and Less / Greater do. runtime/fuse.c makes it from Clip's gradient in standard
+ * operators (Less, Greater, Or and Where: four passes and three mask tensors, 23% of a MobileNetV2
+ * training step, whose ReLU6 are Clips). dX may be dY's buffer. */
 otter_status ot_kernel_clip_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *x;
-    OT_TRY(need_dy_and(ctx, "X", &dy, &x));
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, 1, "X", &x));
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    OT_TRY(ot_broadcast_inputs(ctx, 2, (const size_t[]){0, 1}, &rank, dims));
     double lo, hi;
     OT_TRY(ot_train_scalar(ctx, 2, -INFINITY, &lo));
     OT_TRY(ot_train_scalar(ctx, 3, INFINITY, &hi));
@@ -807,10 +818,11 @@ otter_status ot_kernel_clip_grad(ot_kernel_ctx *ctx) {
     otter_tensor *dx;
     otter_status s = ot_train_in(ctx, 0, &j.DY, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &j.X, &t1);
-    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &j.DX, &ty);
+    if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, rank, dims, &dx, &j.DX, &ty);
     if (s == OTTER_OK) {
-        int64_t n = otter_tensor_numel(dy);
-        if (n > 0) ot_parallel_for(ctx, n, 32768, clip_grad_range, &j);
+        ot_bcast b;
+        ot_bcast_init_tensors(&b, dx, 2, (const otter_tensor *const[]){dy, x});
+        if (b.numel > 0) ot_bcast_parallel(ctx, &b, OT_GRAIN_ELEMWISE, clip_grad_row, &j);
         ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);
