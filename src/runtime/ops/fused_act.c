@@ -44,8 +44,59 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
     return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", name);
 }
 
+/* Relu and Clip, the two that run in every product's epilogue (mobile nets' Relu6 is Clip): with
+ * max / min, whose NaN rule (the second operand when either is NaN) gives the portable loop's bits:
+ * max(v, 0) makes NaN and -0 into +0 as its mask does, min(hi, max(lo, v)) keeps NaN as its two
+ * compares do. Measured (perf, mobilenet_v2 inference at batch 32): the 4-lane loop was 3.7% of it. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_FA_X86 1
+
+__attribute__((target("avx512f"))) static void relu_clip_avx512(float *y, int64_t n, bool clip, float p0, float p1) {
+    const __m512 zero = _mm512_setzero_ps(), lo = _mm512_set1_ps(p0), hi = _mm512_set1_ps(p1);
+    int64_t i = 0;
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(m, y + i);
+        _mm512_mask_storeu_ps(y + i, m, clip ? _mm512_min_ps(hi, _mm512_max_ps(lo, v)) : _mm512_max_ps(v, zero));
+    }
+}
+
+__attribute__((target("avx2"))) static void relu_clip_avx2(float *y, int64_t n, bool clip, float p0, float p1) {
+    const __m256 zero = _mm256_setzero_ps(), lo = _mm256_set1_ps(p0), hi = _mm256_set1_ps(p1);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(y + i);
+        _mm256_storeu_ps(y + i, clip ? _mm256_min_ps(hi, _mm256_max_ps(lo, v)) : _mm256_max_ps(v, zero));
+    }
+    for (; i < n; i++) {
+        if (clip) {
+            const float v = y[i] < p0 ? p0 : y[i];
+            y[i] = v > p1 ? p1 : v;
+        } else {
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        }
+    }
+}
+#endif
+
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
+    ot_fused_act_apply_isa(ot_vec_isa_best(), act, y, n);
+}
+
+void ot_fused_act_apply_isa(ot_vec_isa isa, const ot_fused_act *act, float *y, int64_t n) {
     if (!act) return;
+#ifdef OT_FA_X86
+    if ((act->kind == OT_FUSED_RELU || act->kind == OT_FUSED_CLIP) && isa != OT_VEC_PORTABLE) {
+        if (isa == OT_VEC_AVX512)
+            relu_clip_avx512(y, n, act->kind == OT_FUSED_CLIP, act->p0, act->p1);
+        else
+            relu_clip_avx2(y, n, act->kind == OT_FUSED_CLIP, act->p0, act->p1);
+        return;
+    }
+#else
+    (void)isa;
+#endif
     const float p0 = act->p0, p1 = act->p1;
     const ot_v4 zero = {0, 0, 0, 0}, lo = {p0, p0, p0, p0}, hi = {p1, p1, p1, p1};
     int64_t i = 0;
