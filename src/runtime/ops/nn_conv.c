@@ -117,7 +117,7 @@ static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
     const int64_t N = a->g->N, C = a->g->C, blk = a->dw->block, isz = a->g->in_size, osz = a->g->out_size;
     for (int64_t s = s0; s < s1; s++) {
         float *scratch = a->cols + s * a->col_elems;
-        ot_conv_depthwise_init(scratch, a->dw->blk_in);
+        ot_conv_depthwise_block_init(a->dw, scratch);
         /* the tasks block by block, so a slot packs each block's weights once */
         int64_t packed = -1; /* the first channel of the block whose weights the scratch holds */
         for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
