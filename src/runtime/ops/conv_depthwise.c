@@ -5,6 +5,7 @@
 
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/fused_act.h"
+#include "runtime/ops/simd_transpose.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -300,33 +301,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void transpose_
 #define V_CLIP(v, lo, hi) _mm512_min_ps(hi, _mm512_max_ps(lo, v))
 #define V_LOADN(p, n)     _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
 #define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
-#define DWB_TRANSPOSE(r)  transpose_avx512(r)
-
-/* 16 x 16: pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice (unrolled: the
- * arrays stay in registers). */
-__attribute__((target("avx512f"), always_inline)) static inline void transpose_avx512(__m512 *r) {
-    __m512 t[16], u[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]),
-              t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88), t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-}
+#define DWB_TRANSPOSE(r)  ot_transpose16_avx512(r)
 
 #include "runtime/ops/conv_depthwise_block.inc"
 #include "runtime/ops/conv_depthwise_block_undef.inc"
