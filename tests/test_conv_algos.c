@@ -278,8 +278,10 @@ int main(void) {
         {2, 48, 5, 5, 48, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         {2, 16, 6, 6, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
         {40, 64, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
-        /* output channels and positions off the 4 x 4 transposes back to planes, residual */
+        /* output channels and positions off the 4 x 4 transposes back to planes, residual; off the
+         * AVX-512 16 x 16 ones both ways (1x1: 40 = 16 + 16 + 8 channels, 36 = 16 + 16 + 4 positions) */
         {2, 18, 3, 3, 18, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
+        {3, 40, 6, 6, 40, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         /* the AVX-512 tiles (12 channels x two tiles of 16): ResNet's 7x7 stride-2 stem (rows of 4 x 8 positions in
          * one load), blocks of 12 + 1 and 12 + 12 + 5 channels (zero-padded weights), an odd tile count, rows
          * of 8 + 3 */

@@ -4,7 +4,8 @@
  * the kernel, channel multipliers 1 and 2, odd N, C, H and W down to planes smaller than the kernel. One
  * scratch serves every plane of a case, as Conv and ConvGrad use it, so a plane that left data where the
  * next one expects padding fails. Outputs start as NaN: an element the kernel does not write fails.
- * The channel-block forward (channel multiplier 1) on every path too, over channel counts not a
+ * The channel-block forward (channel multiplier 1) on every path too (AVX-512's flat variant where
+ * the plan takes it: stride 1, the output as wide as the input), over channel counts not a
  * multiple of the block (up to 37) and planes from 1x1 to 33x17, with a bias, without and with the
  * sum input Z (in place), and 8 fused activations (Relu, Clip in registers; HardSwish, Sigmoid, Swish,
  * LeakyRelu, Gelu through fused_act.c), against the same double loops; and max pooling in the same
@@ -92,8 +93,8 @@ static double check_block(const ot_dw_plan *plan, const float *x, const float *w
     float *b = rand_floats(C, (unsigned)(C + 7)), *z = rand_floats(N * C * osz, (unsigned)(osz + 11));
     float *y = malloc((size_t)(N * C * osz) * sizeof(float));
     double *want = malloc((size_t)(N * C * osz) * sizeof(double)), err = 0;
-    for (int64_t i = 0; i < floats; i++) scratch[i] = NAN; /* only the padded input's zeros may be relied on */
-    ot_conv_depthwise_init(scratch, plan->blk_in);
+    for (int64_t i = 0; i < floats; i++) scratch[i] = NAN; /* only what block_init writes may be relied on */
+    ot_conv_depthwise_block_init(plan, scratch);
     for (size_t ai = 0; ai < sizeof block_acts / sizeof *block_acts; ai++)
         for (int with_z = 0; with_z < 2; with_z++) {
             const ot_fused_act *act = &block_acts[ai];
@@ -302,6 +303,10 @@ int main(void) {
             {2, 33, 2, 2, 1, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}},
             {2, 18, 4, 4, 1, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}},
             {1, 16, 16, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+            /* AVX-512's flat path (stride 1, same width, >= 64 outputs, <= 9 taps): a partial last
+             * chunk of 16 outputs and a partial last block of channels */
+            {2, 37, 9, 9, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}},
+            {2, 17, 10, 7, 1, 3, 1, 1, 1, 2, 1, {2, 0, 2, 0}},
         };
         for (size_t c = 0; c < sizeof odd / sizeof odd[0]; c++, cases++) check(&odd[c], isas[i], &worst);
         printf("%-8s: forward, dX and dW of %d cases vs double loops: worst rel err %.2e\n", isa_name(isas[i]), cases,

@@ -126,6 +126,15 @@ static void test_broadcast_paths(void) {
     check_broadcast(2, big, 1, bias, 2); /* large, split over threads mid-row */
     check_broadcast(2, big, 2, col, 2);
     check_broadcast(2, col, 1, bias, 2);
+    /* a value per plane (squeeze-excitation's scale): planes of 9 (a tail past the vectors), of 4 (2x2),
+     * the value on either side, split over threads */
+    int64_t se[] = {2, 5, 3, 3}, se2[] = {3, 7, 2, 2}, scale[] = {2, 5, 1, 1}, scale2[] = {3, 7, 1, 1};
+    check_broadcast(4, se, 4, scale, 1);
+    check_broadcast(4, scale, 4, se, 1);
+    check_broadcast(4, se2, 4, scale2, 1);
+    check_broadcast(4, scale2, 4, se2, 1);
+    int64_t many[] = {64, 96, 4, 4}, per[] = {64, 96, 1, 1};
+    check_broadcast(4, many, 4, per, 2);
 }
 
 /* Where(C, X, Y) against the naive select: condition, X and Y each full or broadcast (a scalar X or

@@ -43,6 +43,10 @@ typedef struct ot_dw_plan {
     /* the channel-block forward: the padded extent Hp x Wp it reads, per tap its offset in positions,
      * channels a block and the floats of its buffers (the padded input, the weights and bias) */
     int64_t Hp, Wp, boff[OT_DW_MAX_TAPS], block, blk_in, blk_w;
+    /* the flat channel-block forward (see ot_conv_depthwise_forward_block): chunks of 16 outputs a
+     * plane, per tap the offset of its input from the output's flat index, the floats of the masks */
+    bool flat;
+    int64_t chunks, foff[OT_DW_MAX_TAPS], blk_masks;
 } ot_dw_plan;
 
 /* The best vector loops this CPU runs, and whether it runs isa. */
@@ -73,11 +77,19 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
  * (Relu and Clip without Z in registers, the others over the run in L1) and is transposed back into
  * the planes. For mobile nets' depthwise layers it beats the plane-at-a-time path above on every map
  * size with AVX2 and AVX-512, most on the late small maps (2x2 to 8x8) where that path's per-plane
- * overheads and padded vectors dominate. */
+ * overheads and padded vectors dominate.
+ *
+ * With AVX-512, stride 1, an output as wide as the input, planes of at least 64 outputs and up to 9
+ * taps (p->flat), the block's planes are read where they are instead: with the output that wide, tap
+ * t of output flat index j reads input j + foff[t], so 16 consecutive outputs of a plane are 16
+ * consecutive inputs, loaded under a mask of the lanes whose input lies in the plane (precomputed
+ * per tap and chunk of 16 outputs). No transposes, no padded copy; the same sums in the same order
+ * (bias, then the taps in order), so the same bits as the transposing path. */
 
-/* Floats of scratch the channel-block calls below need (64-byte aligned); zero its first p->blk_in
- * (ot_conv_depthwise_init) once for any number of calls with the same plan. */
+/* Floats of scratch the channel-block calls below need (64-byte aligned); prepare it with
+ * ot_conv_depthwise_block_init once for any number of calls with the same plan. */
 int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);
+void ot_conv_depthwise_block_init(const ot_dw_plan *p, float *scratch);
 
 /* Whether the channel-block forward is the faster one for p's layer. */
 bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p);

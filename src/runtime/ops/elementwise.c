@@ -406,7 +406,30 @@ typedef struct {
         else if (sa == 0 && sb == 1)                                                                                   \
             for (; i + 4 <= n; i += 4) ot_v4_store(o + i, A[0] OP ot_v4_load(B + i));                                  \
         for (; i < n; i++) o[i] = A[i * sa] OP B[i * sb];                                                              \
+    }                                                                                                                  \
+    static void NAME##_planes_f32(const bin_planes *p, int64_t p0, int64_t p1) {                                       \
+        for (int64_t q = p0; q < p1; q++) {                                                                            \
+            float *o = p->o + q * p->len;                                                                              \
+            const float *x = p->x + q * p->len, s = p->s[q];                                                           \
+            int64_t i = 0;                                                                                             \
+            if (p->s_first) {                                                                                          \
+                for (; i + 4 <= p->len; i += 4) ot_v4_store(o + i, s OP ot_v4_load(x + i));                            \
+                for (; i < p->len; i++) o[i] = s OP x[i];                                                              \
+            } else {                                                                                                   \
+                for (; i + 4 <= p->len; i += 4) ot_v4_store(o + i, ot_v4_load(x + i) OP s);                            \
+                for (; i < p->len; i++) o[i] = x[i] OP s;                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
     }
+/* Planes times a value per plane (squeeze-excitation's x * scale [N][C][1][1], a per-channel bias):
+ * the rows of the broadcast walk are planes, as short as 2x2 late in mobile nets, where a row call
+ * per plane cost more than its products (efficientnet_b0's Muls at batch 32: 8.6% of inference). */
+typedef struct bin_planes {
+    float *o;
+    const float *x, *s; /* x [planes][len], s [planes] */
+    int64_t len;
+    bool s_first; /* s is the left operand */
+} bin_planes;
 BIN_F32_KERNEL(add, +)
 BIN_F32_KERNEL(sub, -)
 BIN_F32_KERNEL(mul, *)
@@ -530,13 +553,51 @@ UINTS(SHR_X)
 static const ot_bcast_row_fn shl_tbl[OTTER_DTYPE_COUNT_] = {UINTS(SHL_T)};
 static const ot_bcast_row_fn shr_tbl[OTTER_DTYPE_COUNT_] = {UINTS(SHR_T)};
 
+typedef void (*bin_planes_fn)(const bin_planes *p, int64_t p0, int64_t p1);
+static const struct {
+    ot_bcast_row_fn row;
+    bin_planes_fn planes;
+} planes_kernels[] = {
+    {add_b_f32, add_planes_f32}, {sub_b_f32, sub_planes_f32}, {mul_b_f32, mul_planes_f32}, {div_b_f32, div_planes_f32}};
+
+typedef struct {
+    bin_planes_fn fn;
+    bin_planes p;
+} planes_task;
+
+static void planes_range(void *arg, int64_t p0, int64_t p1) {
+    const planes_task *t = arg;
+    t->fn(&t->p, p0, p1);
+}
+
+/* Whether bc (merged) is planes of bc.dims[1] floats with one operand a value per plane and the
+ * other contiguous, and fn one of the float arithmetic rows: then o = fn over the planes, run. */
+static bool bin_exec_planes(const ot_kernel_ctx *ctx, ot_bcast_row_fn fn, const ot_bcast *bc, otter_tensor *o,
+                            const otter_tensor *a, const otter_tensor *b) {
+    if (bc->rank != 2) return false;
+    const int64_t len = bc->dims[1];
+    const int64_t *so = bc->strides[0], *sa = bc->strides[1], *sb = bc->strides[2];
+    const bool a_planes = sa[0] == len && sa[1] == 1, b_planes = sb[0] == len && sb[1] == 1;
+    const bool s_first = sa[0] == 1 && sa[1] == 0 && b_planes;
+    if (so[0] != len || so[1] != 1 || !(s_first || (a_planes && sb[0] == 1 && sb[1] == 0))) return false;
+    for (size_t k = 0; k < sizeof planes_kernels / sizeof *planes_kernels; k++) {
+        if (planes_kernels[k].row != fn) continue;
+        const planes_task t = {planes_kernels[k].planes,
+                               {o->data, s_first ? b->data : a->data, s_first ? a->data : b->data, len, s_first}};
+        const int64_t grain = OT_GRAIN_ELEMWISE / len;
+        ot_parallel_for(ctx, bc->dims[0], grain > 1 ? grain : 1, planes_range, (void *)&t);
+        return true;
+    }
+    return false;
+}
+
 /* o = fn(a, b) over the broadcast of a and b into o's shape. */
 static void bin_exec(const ot_kernel_ctx *ctx, ot_bcast_row_fn fn, otter_tensor *o, const otter_tensor *a,
                      const otter_tensor *b) {
     ot_bcast bc;
     const otter_tensor *ins[2] = {a, b};
     ot_bcast_init_tensors(&bc, o, 2, ins);
-    if (bc.numel == 0) return;
+    if (bc.numel == 0 || bin_exec_planes(ctx, fn, &bc, o, a, b)) return;
     bin_arg g = {o->data, a->data, b->data, NULL};
     ot_bcast_parallel(ctx, &bc, OT_GRAIN_ELEMWISE, fn, &g);
 }

@@ -44,11 +44,116 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
     return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "fused activation '%s' is not supported", name);
 }
 
+/* The piecewise-linear ones (Relu, Clip: mobile nets' Relu6, LeakyRelu, HardSigmoid: their SE
+ * gates) in AVX-512 or AVX2 registers, with the portable loop's bits: max / min return the second
+ * operand when either is NaN (and when both are zeros), so max(v, 0) makes NaN and -0 into +0 as
+ * Relu's mask does, min(hi, max(lo, v)) keeps NaN as Clip's two compares do, and HardSigmoid's
+ * max(min(a x + b, 1), 0) gives fmax / fmin's results, NaN to 1 (a x + b as a product then a sum:
+ * C11 contracts nothing). Measured (perf, batch 32): the 4-lane Relu / Clip loop was 3.6% of
+ * mobilenet_v2's inference, the scalar HardSigmoid and LeakyRelu loops 3.5% of mobilenet_v3_small's. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OT_FA_X86 1
+
+static bool piecewise(ot_fused_act_kind kind) {
+    return kind == OT_FUSED_RELU || kind == OT_FUSED_CLIP || kind == OT_FUSED_LEAKY_RELU ||
+           kind == OT_FUSED_HARD_SIGMOID;
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+piecewise_avx512(ot_fused_act_kind kind, __m512 v, __m512 p0, __m512 p1) {
+    const __m512 zero = _mm512_setzero_ps();
+    switch (kind) {
+    case OT_FUSED_CLIP:
+        return _mm512_min_ps(p1, _mm512_max_ps(p0, v));
+    case OT_FUSED_LEAKY_RELU:
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, p0);
+    case OT_FUSED_HARD_SIGMOID:
+        return _mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_mul_ps(p0, v), p1), _mm512_set1_ps(1.0f)), zero);
+    default:
+        return _mm512_max_ps(v, zero);
+    }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 piecewise_avx2(ot_fused_act_kind kind, __m256 v,
+                                                                                   __m256 p0, __m256 p1) {
+    const __m256 zero = _mm256_setzero_ps();
+    switch (kind) {
+    case OT_FUSED_CLIP:
+        return _mm256_min_ps(p1, _mm256_max_ps(p0, v));
+    case OT_FUSED_LEAKY_RELU:
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, p0), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+    case OT_FUSED_HARD_SIGMOID:
+        return _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(p0, v), p1), _mm256_set1_ps(1.0f)), zero);
+    default:
+        return _mm256_max_ps(v, zero);
+    }
+}
+
+/* One loop per kind (a constant after inlining); the floats done. AVX-512 does all (a masked tail),
+ * AVX2 whole vectors, leaving the tail to the portable loop. */
+__attribute__((target("avx512f"), always_inline)) static inline int64_t avx512_rows(ot_fused_act_kind kind, float *y,
+                                                                                    int64_t n, float p0, float p1) {
+    const __m512 v0 = _mm512_set1_ps(p0), v1 = _mm512_set1_ps(p1);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, piecewise_avx512(kind, _mm512_maskz_loadu_ps(m, y + i), v0, v1));
+    }
+    return n;
+}
+
+__attribute__((target("avx512f"))) static int64_t piecewise_rows_avx512(ot_fused_act_kind kind, float *y, int64_t n,
+                                                                        float p0, float p1) {
+    switch (kind) {
+    case OT_FUSED_CLIP:
+        return avx512_rows(OT_FUSED_CLIP, y, n, p0, p1);
+    case OT_FUSED_LEAKY_RELU:
+        return avx512_rows(OT_FUSED_LEAKY_RELU, y, n, p0, p1);
+    case OT_FUSED_HARD_SIGMOID:
+        return avx512_rows(OT_FUSED_HARD_SIGMOID, y, n, p0, p1);
+    default:
+        return avx512_rows(OT_FUSED_RELU, y, n, p0, p1);
+    }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline int64_t avx2_rows(ot_fused_act_kind kind, float *y,
+                                                                               int64_t n, float p0, float p1) {
+    const __m256 v0 = _mm256_set1_ps(p0), v1 = _mm256_set1_ps(p1);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, piecewise_avx2(kind, _mm256_loadu_ps(y + i), v0, v1));
+    return i;
+}
+
+__attribute__((target("avx2"))) static int64_t piecewise_rows_avx2(ot_fused_act_kind kind, float *y, int64_t n,
+                                                                   float p0, float p1) {
+    switch (kind) {
+    case OT_FUSED_CLIP:
+        return avx2_rows(OT_FUSED_CLIP, y, n, p0, p1);
+    case OT_FUSED_LEAKY_RELU:
+        return avx2_rows(OT_FUSED_LEAKY_RELU, y, n, p0, p1);
+    case OT_FUSED_HARD_SIGMOID:
+        return avx2_rows(OT_FUSED_HARD_SIGMOID, y, n, p0, p1);
+    default:
+        return avx2_rows(OT_FUSED_RELU, y, n, p0, p1);
+    }
+}
+#endif
+
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
+    ot_fused_act_apply_isa(ot_vec_isa_best(), act, y, n);
+}
+
+void ot_fused_act_apply_isa(ot_vec_isa isa, const ot_fused_act *act, float *y, int64_t n) {
     if (!act) return;
     const float p0 = act->p0, p1 = act->p1;
+    int64_t i = 0; /* the floats the vector paths did; the loops below do the rest */
+#ifdef OT_FA_X86
+    if (piecewise(act->kind) && isa == OT_VEC_AVX512) i = piecewise_rows_avx512(act->kind, y, n, p0, p1);
+    if (piecewise(act->kind) && isa == OT_VEC_AVX2) i = piecewise_rows_avx2(act->kind, y, n, p0, p1);
+#else
+    (void)isa;
+#endif
     const ot_v4 zero = {0, 0, 0, 0}, lo = {p0, p0, p0, p0}, hi = {p1, p1, p1, p1};
-    int64_t i = 0;
     switch (act->kind) {
     case OT_FUSED_NONE:
         break;

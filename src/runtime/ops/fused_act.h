@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "runtime/op.h"
+#include "runtime/ops/vec_math.h"
 
 typedef enum ot_fused_act_kind {
     OT_FUSED_NONE,
@@ -42,5 +43,9 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act);
 
 /* y[0, n) = act(y) in place; act may be NULL (none). */
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n);
+
+/* The same on the vector path isa (for tests; not better than ot_vec_isa_best()): Relu and Clip run in
+ * AVX-512 or AVX2 registers with the portable loop's bits, the others as ot_fused_act_apply. */
+void ot_fused_act_apply_isa(ot_vec_isa isa, const ot_fused_act *act, float *y, int64_t n);
 
 #endif

@@ -1,0 +1,37 @@
+/* In-register transposes shared by the kernels that move planes ([channels][positions]) into and out
+ * of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product). */
+#ifndef OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
+#define OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+/* r[0, 16) as the rows of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then pairs
+ * of pairs, then 128-bit lanes twice (unrolled: the arrays stay in registers). */
+__attribute__((target("avx512f"), always_inline)) static inline void ot_transpose16_avx512(__m512 *r) {
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]),
+              t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88), t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+}
+
+#endif
+
+#endif
