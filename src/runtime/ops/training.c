@@ -810,7 +810,7 @@ otter_status ot_kernel_clip_grad(ot_kernel_ctx *ctx) {
     int rank;
     int64_t dims[OTTER_MAX_RANK];
     OT_TRY(ot_broadcast_inputs(ctx, 2, (const size_t[]){0, 1}, &rank, dims));
-    double lo, hi;
+    double lo = -INFINITY, hi = INFINITY;
     OT_TRY(ot_train_scalar(ctx, 2, -INFINITY, &lo));
     OT_TRY(ot_train_scalar(ctx, 3, INFINITY, &hi));
     cg_job j = {.lo = (float)lo, .hi = (float)hi};
