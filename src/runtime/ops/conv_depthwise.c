@@ -282,28 +282,10 @@ static inline void transpose_v4(ot_v4 *r) {
     } while (0)
 #define V_LOADN(p, n)     _mm256_maskload_ps(p, lanes_below_avx2(n))
 #define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
-#define DWB_TRANSPOSE(r)  transpose_avx2(r)
+#define DWB_TRANSPOSE(r)  ot_transpose8_avx2(r)
 
 __attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-__attribute__((target("avx2,fma"), always_inline)) static inline void transpose_avx2(__m256 *r) {
-    __m256 t[8], u[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; i++)
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
-              t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-#pragma GCC unroll 8
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; i++)
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
 }
 
 #include "runtime/ops/conv_depthwise_block.inc"

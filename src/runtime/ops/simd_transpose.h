@@ -1,5 +1,5 @@
-/* In-register transposes shared by the kernels that move planes ([channels][positions]) into and out
- * of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product). */
+/* In-register transposes (AVX-512 16 x 16, AVX2 8 x 8) shared by the kernels that move planes ([channels][positions])
+ * into and out of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product). */
 #ifndef OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 #define OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 
@@ -30,6 +30,26 @@ __attribute__((target("avx512f"), always_inline)) static inline void ot_transpos
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+}
+
+/* r[0, 8) as the rows of an 8 x 8 matrix, transposed in place: the same steps, the last across the two
+ * 128-bit halves. */
+__attribute__((target("avx2"), always_inline)) static inline void ot_transpose8_avx2(__m256 *r) {
+    __m256 t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
+              t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
 }
 
 #endif
