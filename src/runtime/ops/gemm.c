@@ -264,6 +264,41 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
     store_tile_corner(c, ldc, &t[0][0], NR, mr, nr, init);
 }
 
+/* Twelve rows of A read in place against a full packed slab (32 columns): 24 accumulators, so each
+ * pair of B vectors feeds 24 FMAs (the six-row tile: 12) and fewer loads share the core's ports with
+ * them. Each element of C is the same FMA chain over k as in two six-row tiles, stored the same way:
+ * the same bits. Encoder products (128-1024 rows x 256 x 256-1024) 1.02-1.05x, resnet18 batch 32
+ * 1.02-1.03x, mobilenet_v2 batch 32 1.02-1.14x (one process alternating runs, medians). */
+__attribute__((target("avx512f,avx2,fma"))) static void
+ukr_avx512_direct_tall(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
+                       float *restrict c, int64_t ldc, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
+                       int64_t j0, bool stream) {
+    __m512 acc[2 * MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < 2 * MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++, a++, b += ldb) {
+        if (stream) {
+            _mm_prefetch((const char *)(b + PREFETCH_K * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + PREFETCH_K * ldb + 16), _MM_HINT_T0);
+        }
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < 2 * MR; i++) {
+            const __m512 av = _mm512_set1_ps(a[i * lda]);
+            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < 2 * MR; i++) {
+        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), acc[i][0]);
+        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), acc[i][1]);
+        if (epi) epi_registers(epi, i0 + i, j0, &v0, &v1);
+        _mm512_storeu_ps(c + i * ldc, v0);
+        _mm512_storeu_ps(c + i * ldc + 16, v1);
+    }
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
@@ -847,6 +882,14 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
         for (int64_t r = r0; r < r1; r += MR) {
             int mr = (int)(r1 - r < MR ? r1 - r : MR);
             float *c = g->C + (g->ic + r) * g->ldc + g->jc + q;
+#ifdef OT_GEMM_X86
+            if (g->direct == ukr_avx512_direct && nr == NR && ldb == NR && r + 2 * MR <= r1) {
+                ukr_avx512_direct_tall(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc,
+                                       fresh ? init : NULL, regs, g->ic + r, g->jc + q, r == r0);
+                r += MR;
+                continue;
+            }
+#endif
             const bool full = regs && mr == MR && nr == NR;
             if (g->direct)
                 g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc, mr, nr,
