@@ -19,15 +19,16 @@ mkdir -p "$MODELS"
 for batch in 1 8; do /usr/bin/python3 bench/bench_transformer.py "$MODELS/transformer_b$batch.onnx" "$batch"; done
 ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.json').version")
 ROUNDS=${ROUNDS:-5}
-# OpenBLAS picks its kernels from the CPU at load time (OPENBLAS_CORETYPE overrides it); say which.
-CORE=$(OPENBLAS_VERBOSE=2 "$BUILD/bench/bench_runtime" "$MODELS/transformer_b1.onnx" 1 1 1 2>&1 >/dev/null | grep -o 'Core: [A-Za-z0-9]*' | head -1 | cut -d' ' -f2)
+# Which kernels do otter's float products (src/runtime/ops/gemm.c: its own wherever the CPU has AVX2 and FMA).
+if grep -qw avx512f /proc/cpuinfo; then
+  GEMM="otter's AVX-512 kernels"
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  GEMM="otter's AVX2 kernels"
+else
+  GEMM="OpenBLAS (the CPU lacks AVX2)"
+fi
 echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node): 2-layer encoder, d=256, 4 heads, 128 tokens, opset 23"
 echo "ratio = ORT / otter (> 1: otter faster); $ROUNDS alternating rounds per row, ms = median of the rounds' medians"
-if [ -n "$CORE" ]; then
-  GEMM="OpenBLAS core $CORE (otter's own AVX2/AVX-512 kernel instead when that core lacks AVX2)"
-else
-  GEMM="otter's portable kernel"
-fi
 echo "otter's matrix products: $GEMM; load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 # One row: ROUNDS alternating rounds of ORT and otter on MODEL, then medians, ratio and peak RSS.
 row() {

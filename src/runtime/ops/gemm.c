@@ -444,12 +444,12 @@ static bool ukr_epilogue_in_registers(ukr_direct_fn k, const ot_sgemm_epilogue *
 }
 
 #ifdef OTTER_HAVE_BLAS
-static bool blas_lacks_avx2(void);
+static bool own_float_kernels(void);
 #endif
 
 const char *ot_gemm_backend(void) {
 #ifdef OTTER_HAVE_BLAS
-    if (!blas_lacks_avx2()) return "openblas";
+    if (!own_float_kernels()) return "openblas";
 #endif
 #ifdef OT_GEMM_X86
     if (pick_ukr() == ukr_avx512) return "portable-avx512";
@@ -1308,23 +1308,17 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 #ifndef OTTER_HAVE_BLAS
 void ot_gemm_session_start(void) {}
 #else
-/* OpenBLAS picks its kernels from the CPU model when it loads; a model newer than the library
- * (0.3.21 on an Emerald Rapids Xeon, family 6 model 207) gets its generic SSE3 "Prescott" kernels,
- * which the portable AVX2 / AVX-512 kernel outruns (128x256 by 256x1024: 2.2 ms against ~0.6).
- * ot_sgemm then takes the portable path; OPENBLAS_CORETYPE=SkylakeX (or Haswell) restores OpenBLAS. */
-static bool blas_lacks_avx2(void) {
-    static atomic_int lacks = -1;
-    int v = atomic_load(&lacks);
-    if (v < 0) {
-        static const char *const vector_cores[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
-        const char *core = openblas_get_corename();
-        v = ot_gemm_isa_best() != OT_GEMM_GENERIC; /* the CPU's, not a test's choice of kernel */
-        for (size_t i = 0; v && core && i < sizeof vector_cores / sizeof *vector_cores; i++)
-            if (strcasecmp(core, vector_cores[i]) == 0) v = 0;
-        atomic_store(&lacks, v);
-    }
-    return v;
-}
+/* Float products run on otter's own kernels wherever the CPU has AVX2 and FMA, OpenBLAS's only
+ * below that (its SSE/AVX kernels then beat the generic C one). Two reasons. Results: OpenBLAS picks
+ * its kernels from the CPU model when it loads, and each kernel sums in its own order, so one
+ * model gave different bits on different machines; on a Zen 5 EPYC (OpenBLAS 0.3.21 picks
+ * Haswell there) the 1000 equal logits of ONNX's light_squeezenet came out a few ULPs apart at
+ * 9.5e9, and its softmax collapsed to 0 where every other machine gave 0.001. otter's kernels
+ * sum each element of C as one FMA chain over k in KC slices: an order fixed by the code, not by
+ * the CPU model. Speed: otter's kernels carry the fused epilogues, the prepacked weights and the
+ * streaming B, and on a model newer than the library OpenBLAS falls back to its SSE3 "Prescott"
+ * kernels (0.3.21 on an Emerald Rapids Xeon: 128x256 by 256x1024 2.2 ms against ~0.6). */
+static bool own_float_kernels(void) { return ot_gemm_isa_best() != OT_GEMM_GENERIC; }
 
 /* Not in cblas.h: OpenBLAS's own call that stops its thread pool (it starts it again when a product
  * needs it). Weak, so an OpenBLAS build without it links all the same. */
@@ -1332,7 +1326,7 @@ extern int blas_thread_shutdown_(void) __attribute__((weak));
 
 void ot_gemm_session_start(void) {
     static atomic_flag done = ATOMIC_FLAG_INIT;
-    if (blas_lacks_avx2() && blas_thread_shutdown_ && !atomic_flag_test_and_set(&done)) blas_thread_shutdown_();
+    if (own_float_kernels() && blas_thread_shutdown_ && !atomic_flag_test_and_set(&done)) blas_thread_shutdown_();
 }
 
 static atomic_int blas_threads = 0;
@@ -1366,7 +1360,7 @@ otter_status ot_sgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int6
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                       int64_t ldc) {
 #ifdef OTTER_HAVE_BLAS
-    if (blas_lacks_avx2())
+    if (own_float_kernels())
         return ot_sgemm_portable(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (M <= 0 || N <= 0) return OTTER_OK;
     if (K <= 0 || alpha == 0.0f) {
@@ -1411,7 +1405,7 @@ static void sg_epilogue_rows(void *arg, int64_t i0, int64_t i1) {
 otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                             const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi) {
 #ifdef OTTER_HAVE_BLAS
-    if (!blas_lacks_avx2()) {
+    if (!own_float_kernels()) {
         OT_TRY(ot_sgemm(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc));
         sg_args g = {.N = N, .C = C, .ldc = ldc, .epi = epi};
         if (epi) run_range(ctx, M, 16, sg_epilogue_rows, &g);
