@@ -139,6 +139,18 @@ __attribute__((target("avx2"))) static int64_t piecewise_rows_avx2(ot_fused_act_
 }
 #endif
 
+void ot_add_bias_row(float *restrict y, const float *restrict z, float b, int64_t n) {
+    const ot_v4 bv = {b, b, b, b};
+    int64_t j = 0;
+    if (z) {
+        for (; j + 4 <= n; j += 4) ot_v4_store(y + j, ot_v4_load(y + j) + bv + ot_v4_load(z + j));
+        for (; j < n; j++) y[j] = y[j] + b + z[j];
+    } else {
+        for (; j + 4 <= n; j += 4) ot_v4_store(y + j, ot_v4_load(y + j) + bv);
+        for (; j < n; j++) y[j] += b;
+    }
+}
+
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n) {
     ot_fused_act_apply_isa(ot_vec_isa_best(), act, y, n);
 }

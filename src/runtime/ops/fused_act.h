@@ -41,6 +41,10 @@ typedef struct ot_fused_act {
  * naming the node for an unknown name or missing parameters. */
 otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act);
 
+/* y[0, n) = (y + b) + z[0, n) (z NULL: y + b): the bias and the summed input every product and
+ * convolution path adds before the activation, in one order, so every path gives the same bits. */
+void ot_add_bias_row(float *y, const float *z, float b, int64_t n);
+
 /* y[0, n) = act(y) in place; act may be NULL (none). */
 void ot_fused_act_apply(const ot_fused_act *act, float *y, int64_t n);
 

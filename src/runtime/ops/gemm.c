@@ -632,7 +632,7 @@ __attribute__((target("avx2,fma"))) static bool epi_clamp_avx2(const ot_sgemm_ep
 #endif
 
 /* Rows [i0, i0 + m), columns [j0, j0 + n) of C get the epilogue e (see ot_sgemm_epilogue): the
- * sums as conv_epilogue's four-lane adds, (c + row_bias) + z, then the activation. */
+ * sums (ot_add_bias_row: (c + row_bias) + z), then the activation. */
 static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
 #ifdef OT_GEMM_X86
     /* the vector kernels' ISA (the CPU has it) */
@@ -642,25 +642,8 @@ static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t
 #endif
     for (int64_t i = i0; i < i0 + m; i++) {
         float *restrict c = C + i * ldc + j0;
-        if (e->row_bias || e->z) {
-            const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
-            int64_t j = 0;
-            if (e->z) {
-                const float *restrict z = e->z + i * e->ldz + j0;
-#ifdef OT_GEMM_X86
-                const __m128 bv = _mm_set1_ps(bm);
-                for (; j + 4 <= n; j += 4)
-                    _mm_storeu_ps(c + j, _mm_add_ps(_mm_add_ps(_mm_loadu_ps(c + j), bv), _mm_loadu_ps(z + j)));
-#endif
-                for (; j < n; j++) c[j] = c[j] + bm + z[j];
-            } else {
-#ifdef OT_GEMM_X86
-                const __m128 bv = _mm_set1_ps(bm);
-                for (; j + 4 <= n; j += 4) _mm_storeu_ps(c + j, _mm_add_ps(_mm_loadu_ps(c + j), bv));
-#endif
-                for (; j < n; j++) c[j] += bm;
-            }
-        }
+        if (e->row_bias || e->z)
+            ot_add_bias_row(c, e->z ? e->z + i * e->ldz + j0 : NULL, e->row_bias ? e->row_bias[i] : 0.0f, n);
         ot_fused_act_apply(e->act, c, n);
     }
 }

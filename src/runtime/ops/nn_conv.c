@@ -68,19 +68,8 @@ static void conv_epilogue(float *restrict y, const float *restrict z, const floa
      * the vectorized activations don't run on scalar tails */
     const bool act_rows = osz >= 256 && (b || z);
     for (int64_t m = 0; (b || z) && m < rows; m++) {
-        float *restrict yr = y + m * osz;
-        const float bm = b ? b[m] : 0.0f;
-        const ot_v4 bv = {bm, bm, bm, bm};
-        int64_t j = 0;
-        if (z) {
-            const float *restrict zr = z + m * osz;
-            for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv + ot_v4_load(zr + j));
-            for (; j < osz; j++) yr[j] = yr[j] + bm + zr[j];
-        } else {
-            for (; j + 4 <= osz; j += 4) ot_v4_store(yr + j, ot_v4_load(yr + j) + bv);
-            for (; j < osz; j++) yr[j] += bm;
-        }
-        if (act_rows) ot_fused_act_apply(act, yr, osz);
+        ot_add_bias_row(y + m * osz, z ? z + m * osz : NULL, b ? b[m] : 0.0f, osz);
+        if (act_rows) ot_fused_act_apply(act, y + m * osz, osz);
     }
     if (!act_rows) ot_fused_act_apply(act, y, rows * osz);
 }
