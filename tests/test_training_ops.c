@@ -1032,9 +1032,29 @@ static void test_indexing(void) {
     CHECK_OK(run_node(gn, 13, 6, gin4, 1, g));
     check_fd("SliceGrad starts -1, ends 0, step -2 (axis 1), clamped end", fwd, 13, 5, sin, 0, R, g[0], 1e-2, 1e-3);
     free_all(1, g), free_all(1, y);
+    otter_tensor_free(R);
+    /* strided along the last axis (rows of dY added with a stride), forwards and backwards */
+    static const int64_t sv2[2][2] = {{1, 0}, {0, -1}}, en2[2][2] = {{100, 100}, {100, -100}},
+                         sp2[2][2] = {{1, 2}, {2, -3}};
+    int64_t ax2[2] = {0, 2}, x7d[3] = {3, 2, 7};
+    otter_tensor *axes2 = ti64(1, &one, ax2), *x7 = trand(3, x7d, -1, 1), *shp7 = tshape(x7);
+    for (int c = 0; c < 2; c++) {
+        otter_tensor *st2 = ti64(1, &one, sv2[c]), *en2t = ti64(1, &one, en2[c]), *sp2t = ti64(1, &one, sp2[c]);
+        otter_tensor *sin2[5] = {x7, st2, en2t, axes2, sp2t};
+        CHECK_OK(run_node(fwd, 13, 5, sin2, 1, y));
+        R = trand(y[0]->rank, y[0]->dims, -1, 1);
+        otter_tensor *gin5[6] = {R, shp7, st2, en2t, axes2, sp2t};
+        CHECK_OK(run_node(gn, 13, 6, gin5, 1, g));
+        check_fd(c ? "SliceGrad step 2 (axis 0), step -3 (last axis)" : "SliceGrad step 2 along the last axis", fwd, 13,
+                 5, sin2, 0, R, g[0], 1e-2, 1e-3);
+        free_all(1, g), free_all(1, y);
+        otter_tensor *tmp[4] = {R, st2, en2t, sp2t};
+        free_all(4, tmp);
+    }
     otter_node_free(fwd), otter_node_free(gn);
-    otter_tensor *all[7] = {R, starts, ends, axes, steps, shp, x};
-    free_all(7, all);
+    otter_tensor *all[8] = {axes2, x7, shp7, starts, ends, axes, steps, shp};
+    free_all(8, all);
+    otter_tensor_free(x);
 }
 
 /* ---- losses ------------------------------------------------------------------------------------------- */
