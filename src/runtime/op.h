@@ -154,6 +154,10 @@ enum {
     OT_OP_NOFOLD = 1u << 1,   /* never constant-fold (random ops: results differ per run) */
     OT_OP_VALUES = 1u << 2,   /* takes sequences / optionals (see above); never folded */
     OT_OP_INPLACE3 = 1u << 3, /* output 0 may share input 3's buffer (a fused sum input) when it dies here */
+    /* output 0 holds input 0's elements unchanged (Reshape, Flatten, Squeeze, Unsqueeze, Identity): the
+     * planner may give it input 0's buffer while input 0 lives on, and the kernel then copies nothing
+     * (it copies only when the two pointers differ) */
+    OT_OP_VIEW0 = 1u << 4,
 };
 
 #endif

@@ -5,7 +5,12 @@
  * opens a block that lives from its node to the node freeing it, the last reader (scratch: its own
  * node), so a node's outputs never overlap its own inputs. Exception, in place: when the kernel is
  * flagged OT_OP_INPLACE0 (or INPLACE3) and that input is an intermediate that dies at this node
- * with a block at least as large as output 0, output 0 continues input's block. Then the offsets,
+ * with a block at least as large as output 0, output 0 continues input's block. Views: the output
+ * of a kernel flagged OT_OP_VIEW0 (Reshape and its kin, which copy nothing then) shares input 0's
+ * block whether or not input 0 dies there; the block lives until the last of the values on it dies,
+ * and no kernel runs in place on it while more than one of them lives. A training graph keeps most
+ * forward values for its backward pass, so its Reshapes were copies (10% of a transformer encoder's
+ * step) and their outputs extra blocks. Then the offsets,
  * greedy by size (as TensorFlow Lite's arena planner): largest block first, each into the tightest
  * gap between the blocks already placed whose lifetimes overlap its own, else above them. Placing
  * in execution order instead (a best-fit free list) left resnet18's training arena 2x its live
@@ -22,6 +27,7 @@
 typedef struct blk {
     size_t size, first, last; /* bytes; execution steps of its first writer and of its freeing */
     size_t off;
+    size_t live; /* values on the block not yet dead (more than one: views) */
 } blk;
 
 static size_t align_up(size_t n) { return (n + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN; }
@@ -183,6 +189,18 @@ size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const o
     return rn->in_slots[src];
 }
 
+/* The slot whose buffer output 0 of rn may share as a view (OT_OP_VIEW0), or OT_NO_INDEX: input 0
+ * when it is a value of this run (not a graph input or constant, which live outside the arena)
+ * with the output's size. Strings never: each value frees its own strings. */
+static size_t view_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
+    if (!(rn->def->flags & OT_OP_VIEW0) || rn->node->n_inputs == 0 || rn->in_slots[0] == OT_NO_INDEX)
+        return OT_NO_INDEX;
+    const ot_slot *in = &s->slots[rn->in_slots[0]];
+    if (in->kind != OT_SLOT_VALUE || !in->planned || in->is_string || out->is_string || in->size != out->size)
+        return OT_NO_INDEX;
+    return rn->in_slots[0];
+}
+
 otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
     s->have_plan = false;
     /* at most one block per slot and one per node's scratch */
@@ -211,10 +229,19 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
             naive += need;
             n_planned++;
             o->planned = true;
+            const size_t vi = i == 0 ? view_source(s, rn, o) : OT_NO_INDEX;
+            if (vi != OT_NO_INDEX) {
+                o->plan_size = s->slots[vi].plan_size;
+                slot_blk[oi] = slot_blk[vi];
+                b[slot_blk[vi]].live++;
+                n_inplace++;
+                continue;
+            }
             size_t ii = i == 0 ? ot_inplace_source(s, rn, o) : OT_NO_INDEX;
             if (ii != OT_NO_INDEX) {
                 ot_slot *in = &s->slots[ii];
-                if (in->planned && !moved[ii] && in->plan_size >= need) {
+                /* not while a view of the input lives on: it would see the output's elements */
+                if (in->planned && !moved[ii] && in->plan_size >= need && b[slot_blk[ii]].live == 1) {
                     o->plan_size = in->plan_size;
                     slot_blk[oi] = slot_blk[ii];
                     moved[ii] = true;
@@ -224,7 +251,7 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
             }
             o->plan_size = need;
             slot_blk[oi] = n_blk;
-            b[n_blk++] = (blk){.size = need, .first = e, .last = SIZE_MAX};
+            b[n_blk++] = (blk){.size = need, .first = e, .last = SIZE_MAX, .live = 1};
         }
         if (rn->scratch_size > 0) {
             rn->scratch_plan = align_up(rn->scratch_size);
@@ -236,7 +263,7 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
         }
         for (size_t d = 0; d < rn->n_dying; d++) {
             size_t si = rn->dying[d];
-            if (s->slots[si].planned && !moved[si]) b[slot_blk[si]].last = e;
+            if (s->slots[si].planned && !moved[si] && --b[slot_blk[si]].live == 0) b[slot_blk[si]].last = e;
         }
     }
     size_t peak = place_blocks(b, n_blk, rank, scratch);
