@@ -208,50 +208,50 @@ static void test_broadcast_error(void) {
     otter_tensor_free(bi);
 }
 
-/* t = Exp(X); w = Reshape(t) (a view: t's block); v = Neg(t), where t dies but its view w lives on,
- * so Neg must not run in place; Y = w - Reshape(v) = 2 e^X (e^X - e^X = 0 had Neg overwritten w). */
-static void test_view_outlives_input(void) {
+/* A graph of float X [1000] -> Y [10, 100]: nodes given as {op, input, second input or NULL, output},
+ * with "shape" an int64 initializer [10, 100] for Reshape. */
+static otter_model *chain_graph(size_t n_nodes, const char *const nodes[][4]) {
     otter_model *m = NULL;
     CHECK_OK(otter_model_create(&m, "g", 17));
     int64_t d[] = {1000}, d2[] = {10, 100}, two = 2;
-    const char *e_i[] = {"X"}, *e_o[] = {"t"}, *r_i[] = {"t", "shape"}, *r_o[] = {"w"}, *n_i[] = {"t"}, *n_o[] = {"v"},
-               *r2_i[] = {"v", "shape"}, *r2_o[] = {"v2"}, *s_i[] = {"w", "v2"}, *s_o[] = {"Y"};
     otter_tensor *shape;
     CHECK_OK(otter_tensor_create(&shape, "shape", OTTER_DTYPE_INT64, 1, &two));
     memcpy(shape->data, d2, sizeof d2);
     CHECK_OK(otter_graph_add_initializer(m->graph, shape));
-    otter_node *n;
-    CHECK_OK(otter_node_create(&n, "Exp", "e", 1, e_i, 1, e_o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Reshape", "r", 2, r_i, 1, r_o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Neg", "n", 1, n_i, 1, n_o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Reshape", "r2", 2, r2_i, 1, r2_o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Sub", "s", 2, s_i, 1, s_o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
+    for (size_t k = 0; k < n_nodes; k++) {
+        otter_node *n;
+        const char *ins[2] = {nodes[k][1], nodes[k][2]}, *outs[1] = {nodes[k][3]};
+        CHECK_OK(otter_node_create(&n, nodes[k][0], nodes[k][3], nodes[k][2] ? 2 : 1, ins, 1, outs));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+    }
     CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 1, d, NULL));
     CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 2, d2, NULL));
+    return m;
+}
+
+/* Runs the chain_graph of `nodes` twice (the second run on the arena plan) on `threads` threads:
+ * Y must be sign * 2 e^X, with `shared` outputs sharing an input's buffer. */
+static void check_chain(const char *label, size_t n_nodes, const char *const nodes[][4], int threads, float sign,
+                        size_t shared) {
+    otter_model *m = chain_graph(n_nodes, nodes);
+    int64_t d[] = {1000};
     otter_session *s = NULL;
-    CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = 1}));
-    otter_tensor *x = make_random_f32(1, d, 5);
+    CHECK_OK(otter_session_create(&s, m, &(otter_session_options){.n_threads = threads}));
+    otter_tensor *x = make_random_f32(1, d, 3);
     const otter_tensor *in[] = {x};
-    for (int run = 0; run < 2; run++) { /* the second run on the arena plan */
+    for (int run = 0; run < 2; run++) {
         otter_tensor *y = NULL;
         CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y));
         int bad = !y || y->rank != 2 || y->dims[0] != 10;
         for (int i = 0; y && i < 1000; i++) {
-            float want = 2 * expf(((float *)x->data)[i]);
-            bad += !(fabsf(((float *)y->data)[i] - want) <= 1e-6f * fabsf(want));
+            float want = sign * (2 * expf(((float *)x->data)[i]));
+            bad += !(fabsf(((float *)y->data)[i] - want) <= 1e-6f * fabsf(want)); /* counts NaN too */
         }
         otter_memory_stats st;
         CHECK_OK(otter_session_memory_stats(s, &st));
-        printf("view outliving its input (Exp->Reshape, Neg, Reshape, Sub), run %d: %d mismatches, %zu outputs "
-               "sharing a buffer\n",
-               run, bad, st.n_inplace);
+        printf("%s, run %d: %d mismatches, %zu outputs sharing an input's buffer\n", label, run, bad, st.n_inplace);
         CHECK(bad == 0);
-        CHECK(st.n_inplace == 3); /* w and v2 as views, Y over w once t and w are its block's last values */
+        CHECK(st.n_inplace == shared);
         otter_tensor_free(y);
     }
     otter_tensor_free(x);
@@ -260,56 +260,26 @@ static void test_view_outlives_input(void) {
 }
 
 /* Exp -> Add(t, t) -> Reshape -> Relu -> Neg: intermediates die into in-place-capable ops (Reshape then
- * costs nothing: its output is its input's block). */
+ * costs nothing: its output is its input's block). Add, Reshape, Relu and Neg share a buffer. */
 static void test_inplace_chain(void) {
-    otter_model *m = NULL;
-    CHECK_OK(otter_model_create(&m, "g", 17));
-    int64_t d[] = {1000}, d2[] = {10, 100}, two = 2;
-    const char *n1i[] = {"X"}, *n1o[] = {"t"}, *n2i[] = {"t", "t"}, *n2o[] = {"u"}, *n5i[] = {"u", "shape"},
-               *n5o[] = {"w"}, *n3i[] = {"w"}, *n3o[] = {"v"}, *n4i[] = {"v"}, *n4o[] = {"Y"};
-    otter_tensor *shape;
-    CHECK_OK(otter_tensor_create(&shape, "shape", OTTER_DTYPE_INT64, 1, &two));
-    memcpy(shape->data, d2, sizeof d2);
-    CHECK_OK(otter_graph_add_initializer(m->graph, shape));
-    otter_node *n;
-    CHECK_OK(otter_node_create(&n, "Exp", "e", 1, n1i, 1, n1o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Add", "a", 2, n2i, 1, n2o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Reshape", "s", 2, n5i, 1, n5o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Relu", "r", 1, n3i, 1, n3o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_node_create(&n, "Neg", "n", 1, n4i, 1, n4o));
-    CHECK_OK(otter_graph_add_node(m->graph, n));
-    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 1, d, NULL));
-    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 2, d2, NULL));
-    otter_session *s = NULL;
-    otter_session_options o = {0};
-    o.n_threads = 2;
-    CHECK_OK(otter_session_create(&s, m, &o));
-    otter_tensor *x = make_random_f32(1, d, 3);
-    const otter_tensor *in[] = {x};
-    for (int run = 0; run < 2; run++) { /* the second run on the arena plan */
-        otter_tensor *y = NULL;
-        CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y));
-        int bad = !y || y->rank != 2 || y->dims[0] != 10;
-        for (int i = 0; y && i < 1000; i++) {
-            float want = -(2 * expf(((float *)x->data)[i]));
-            bad += !(fabsf(((float *)y->data)[i] - want) <= 1e-6f * fabsf(want)); /* counts NaN too */
-        }
-        otter_memory_stats st;
-        CHECK_OK(otter_session_memory_stats(s, &st));
-        printf(
-            "in-place chain Exp->Add(t,t)->Reshape->Relu->Neg, run %d: %d mismatches, %zu outputs planned in place\n",
-            run, bad, st.n_inplace);
-        CHECK(bad == 0);
-        CHECK(st.n_inplace == 4); /* Add, Reshape, Relu, Neg */
-        otter_tensor_free(y);
-    }
-    otter_tensor_free(x);
-    otter_session_free(s);
-    otter_model_free(m);
+    static const char *const nodes[][4] = {{"Exp", "X", NULL, "t"},
+                                           {"Add", "t", "t", "u"},
+                                           {"Reshape", "u", "shape", "w"},
+                                           {"Relu", "w", NULL, "v"},
+                                           {"Neg", "v", NULL, "Y"}};
+    check_chain("in-place chain Exp->Add(t,t)->Reshape->Relu->Neg", 5, nodes, 2, -1.0f, 4);
+}
+
+/* t = Exp(X); w = Reshape(t) (a view: t's block); v = Neg(t), where t dies but its view w lives on,
+ * so Neg must not run in place; Y = w - Reshape(v) = 2 e^X (e^X - e^X = 0 had Neg overwritten w).
+ * w and v2 are views, and Y runs in place over w once t and w are its block's last values. */
+static void test_view_outlives_input(void) {
+    static const char *const nodes[][4] = {{"Exp", "X", NULL, "t"},
+                                           {"Reshape", "t", "shape", "w"},
+                                           {"Neg", "t", NULL, "v"},
+                                           {"Reshape", "v", "shape", "v2"},
+                                           {"Sub", "w", "v2", "Y"}};
+    check_chain("view outliving its input (Exp->Reshape, Neg, Reshape, Sub)", 5, nodes, 1, 1.0f, 3);
 }
 
 static otter_tensor *run2(const char *op, otter_tensor *a, otter_tensor *b, const char *attr, int64_t v) {
