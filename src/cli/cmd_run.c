@@ -38,7 +38,7 @@ static const cli_opt OPTS[] = {
      &o_max_memory, NULL},
     {"--profile", NULL, NULL,
      "print where the time went: per operator type and the slowest nodes (with --repeat, of the runs after the first "
-     "two, which plan memory and touch it)",
+     "two, which plan memory and touch it; with --repeat 2, of the second)",
      NULL, &o_profile},
     {"--quiet", "-q", NULL, "don't print the outputs' summary", NULL, &o_quiet},
     {NULL, NULL, NULL, NULL, NULL, NULL},

@@ -9,8 +9,8 @@
  * of a kernel flagged OT_OP_VIEW0 (Reshape and its kin, which copy nothing then) shares input 0's
  * block whether or not input 0 dies there; the block lives until the last of the values on it dies,
  * and no kernel runs in place on it while more than one of them lives. A training graph keeps most
- * forward values for its backward pass, so its Reshapes were copies (10% of a transformer encoder's
- * step) and their outputs extra blocks. Then the offsets,
+ * forward values for its backward pass, so its Reshapes were copies into blocks of their own (the
+ * encoder_d256 training graph's arena 451 -> 429 MB). Then the offsets,
  * greedy by size (as TensorFlow Lite's arena planner): largest block first, each into the tightest
  * gap between the blocks already placed whose lifetimes overlap its own, else above them. Placing
  * in execution order instead (a best-fit free list) left resnet18's training arena 2x its live

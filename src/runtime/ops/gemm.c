@@ -12,7 +12,6 @@
 
 #include <stdatomic.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/core.h"
 
