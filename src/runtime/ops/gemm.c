@@ -47,7 +47,9 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
  * of C gets the epilogue in registers before it is stored. With stream (the first tile to read this
  * B slab), B's rows PREFETCH_K ahead are prefetched: a slab few rows of A use is read from memory once
  * (the weights of batch-1 convolutions on 2x2 maps: 4 rows against 9 MB of packed weights), and the
- * hardware prefetcher alone kept too few lines in flight (that product 1.1 -> 0.7 ms from DRAM). */
+ * hardware prefetcher alone kept too few lines in flight (that product 1.1 -> 0.7 ms from DRAM); B's
+ * own rows (AVX-512) prefetch the next slab's instead: each row a page apart (1x1 convolutions of
+ * 32x32 maps), too many streams for the prefetcher. */
 typedef void (*ukr_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                               int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
                               int64_t j0, bool stream);
@@ -215,9 +217,12 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
     __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps(), d2 = _mm512_setzero_ps();
     __m512 d3 = _mm512_setzero_ps(), d4 = _mm512_setzero_ps(), d5 = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++, a += DIRECT ? 1 : MR, b += ldb) {
-        if (DIRECT && stream) {
+        if (DIRECT && stream && ldb == NR) {
             _mm_prefetch((const char *)(b + PREFETCH_K * ldb), _MM_HINT_T0);
             if (WIDE) _mm_prefetch((const char *)(b + PREFETCH_K * ldb + 16), _MM_HINT_T0);
+        } else if (DIRECT && stream) {
+            _mm_prefetch((const char *)(b + NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + NR + 16), _MM_HINT_T0);
         }
         __m512 b0 = _mm512_loadu_ps(b), b1 = WIDE ? _mm512_loadu_ps(b + 16) : b0, av;
 #define OT_ROW(i, ci, di)                                                                                              \
@@ -234,10 +239,11 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
         OT_ROW(5, c5, d5)
 #undef OT_ROW
     }
-    if (WIDE && mr == MR && nr == NR) {
-        /* C = init + the tile, or C += the tile; then the epilogue */
+    if (WIDE && nr == NR) {
+        /* C = init + the tile, or C += the tile; then the epilogue (the mr rows it has: an edge tile's
+         * rows stored one by one cost as much as the product at small K) */
 #define OT_STORE(i, ci, di)                                                                                            \
-    {                                                                                                                  \
+    if (i < mr) {                                                                                                      \
         __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(init ? init : c + i * ldc), ci);                                     \
         __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(init ? init + 16 : c + i * ldc + 16), di);                           \
         if (epi) epi_registers(epi, i0 + i, j0, &v0, &v1);                                                             \
@@ -872,7 +878,7 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
                 continue;
             }
 #endif
-            const bool full = regs && mr == MR && nr == NR;
+            const bool full = regs && nr == NR && (g->direct || mr == MR);
             if (g->direct)
                 g->direct(g->kc, g->A + (g->ic + r) * g->lda + g->pc, g->lda, bp, ldb, c, g->ldc, mr, nr,
                           fresh ? init : NULL, full ? regs : NULL, g->ic + r, g->jc + q, r == r0);
