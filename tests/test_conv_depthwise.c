@@ -90,6 +90,7 @@ static double check_block(const ot_dw_plan *plan, const float *x, const float *w
                           int64_t C, int64_t isz, int64_t osz) {
     const int64_t taps = plan->taps, blk = plan->block, floats = ot_conv_depthwise_block_scratch(plan);
     float *scratch = aligned_alloc(64, (size_t)(floats + 15) / 16 * 16 * sizeof(float));
+    float *wb = aligned_alloc(64, (size_t)(plan->blk_w + 15) / 16 * 16 * sizeof(float));
     float *b = rand_floats(C, (unsigned)(C + 7)), *z = rand_floats(N * C * osz, (unsigned)(osz + 11));
     float *y = malloc((size_t)(N * C * osz) * sizeof(float));
     double *want = malloc((size_t)(N * C * osz) * sizeof(double)), err = 0;
@@ -104,16 +105,16 @@ static double check_block(const ot_dw_plan *plan, const float *x, const float *w
             }
             for (int64_t c = 0; c < C; c += blk) {
                 const int64_t nc = C - c < blk ? C - c : blk;
-                ot_conv_depthwise_block_weights(plan, w + c * taps, b + c, nc, scratch);
+                ot_conv_depthwise_block_weights(plan, w + c * taps, b + c, nc, wb);
                 for (int64_t n = 0; n < N; n++) {
                     const int64_t at = (n * C + c) * osz;
                     ot_conv_depthwise_forward_block(plan, x + (n * C + c) * isz, with_z ? y + at : NULL, act, nc,
-                                                    y + at, scratch);
+                                                    y + at, wb, scratch);
                 }
             }
             err = tu_worse(err, rel_err(y, want, N * C * osz));
         }
-    free(scratch), free(b), free(z), free(y), free(want);
+    free(scratch), free(wb), free(b), free(z), free(y), free(want);
     return err;
 }
 

@@ -514,7 +514,7 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
     }
 }
 
-int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in + p->blk_w + p->blk_masks; }
+int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p) { return p->blk_in + p->blk_masks; }
 
 /* masks[t * chunks + v]: the lanes of outputs 16 v .. 16 v + 15 of a plane that exist and whose tap t
  * input lies in the plane (the flat forward's loads and stores). */
@@ -536,7 +536,7 @@ static void flat_masks(const ot_dw_plan *p, uint16_t *masks) {
 /* the padded input's zeros, or the flat path's masks */
 void ot_conv_depthwise_block_init(const ot_dw_plan *p, float *scratch) {
     ot_conv_depthwise_init(scratch, p->flat ? 0 : p->blk_in); /* the flat forward reads no padded copy */
-    if (p->flat) flat_masks(p, (uint16_t *)(scratch + p->blk_in + p->blk_w));
+    if (p->flat) flat_masks(p, (uint16_t *)(scratch + p->blk_in));
 }
 
 /* Single layers, batch 32, 1 thread (minima of 8 in one process, plane path vs channel blocks): with
@@ -556,20 +556,19 @@ bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p) { return p->isa != OT
 #define DWB_DISPATCH(p, name, ...) name##_portable(__VA_ARGS__)
 #endif
 
-void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch) {
-    DWB_DISPATCH(p, pack_weights, p, w, b, nc, scratch + p->blk_in);
+void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *wb) {
+    DWB_DISPATCH(p, pack_weights, p, w, b, nc, wb);
 }
 
 void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
-                                     int64_t nc, float *y, float *scratch) {
+                                     int64_t nc, float *y, const float *wb, float *scratch) {
 #ifdef OT_DW_X86
     if (p->flat) {
-        forward_flat_avx512(p, x, z, act, nc, y, scratch + p->blk_in,
-                            (const uint16_t *)(scratch + p->blk_in + p->blk_w));
+        forward_flat_avx512(p, x, z, act, nc, y, wb, (const uint16_t *)(scratch + p->blk_in));
         return;
     }
 #endif
-    DWB_DISPATCH(p, forward_block, p, x, z, act, nc, y, scratch);
+    DWB_DISPATCH(p, forward_block, p, x, z, act, nc, y, wb, scratch);
 }
 
 void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch) {

@@ -41,7 +41,7 @@ typedef struct ot_dw_plan {
     /* the taps grouped by phase (the input gradient's loops): tap order[i] for i in [first[p], first[p + 1]) */
     int64_t order[OT_DW_MAX_TAPS], first[OT_DW_MAX_TAPS + 1]; /* first: per phase, phases + 1 used */
     /* the channel-block forward: the padded extent Hp x Wp it reads, per tap its offset in positions,
-     * channels a block and the floats of its buffers (the padded input, the weights and bias) */
+     * channels a block and the floats of its buffers (the padded input; a block's weights and bias) */
     int64_t Hp, Wp, boff[OT_DW_MAX_TAPS], block, blk_in, blk_w;
     /* the flat channel-block forward (see ot_conv_depthwise_forward_block): chunks of 16 outputs a
      * plane, per tap the offset of its input from the output's flat index, the floats of the masks */
@@ -86,23 +86,23 @@ void ot_conv_depthwise_forward(const ot_dw_plan *p, const float *x, const float 
  * per tap and chunk of 16 outputs). No transposes, no padded copy; the same sums in the same order
  * (bias, then the taps in order), so the same bits as the transposing path. */
 
-/* Floats of scratch the channel-block calls below need (64-byte aligned); prepare it with
- * ot_conv_depthwise_block_init once for any number of calls with the same plan. */
+/* Floats of scratch the channel-block calls below need (64-byte aligned), one per thread; prepare it
+ * with ot_conv_depthwise_block_init once for any number of calls with the same plan. */
 int64_t ot_conv_depthwise_block_scratch(const ot_dw_plan *p);
 void ot_conv_depthwise_block_init(const ot_dw_plan *p, float *scratch);
 
 /* Whether the channel-block forward is the faster one for p's layer. */
 bool ot_conv_depthwise_block_pays_off(const ot_dw_plan *p);
 
-/* Puts the weights w [nc][KH][KW] and bias b [nc] (NULL: none) of nc <= p->block channels into
- * scratch, for the calls below until the next one. */
-void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *scratch);
+/* Packs the weights w [nc][KH][KW] and bias b [nc] (NULL: none) of nc <= p->block channels into wb
+ * (p->blk_w floats, 64-byte aligned): a block's packed weights, read by the calls below. */
+void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const float *b, int64_t nc, float *wb);
 
 /* y [nc][OH][OW] = act(conv(x [nc][H][W]) + b (+ z [nc][OH][OW])) for the nc channels whose weights
- * scratch holds; z and act may be NULL. y may be z's buffer (each element of z is read just before
- * the same element of y is written). */
+ * wb holds; z and act may be NULL. y may be z's buffer (each element of z is read just before the
+ * same element of y is written). */
 void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
-                                     int64_t nc, float *y, float *scratch);
+                                     int64_t nc, float *y, const float *wb, float *scratch);
 
 /* Max pooling over the same channel blocks, for MaxPool without indices (a plan of the pooling
  * window: the taps are the window, dilation included): y [nc][OH][OW] = the maximum of each window of

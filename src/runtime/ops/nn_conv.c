@@ -52,6 +52,7 @@ typedef struct conv_args {
     bool direct;          /* 1x1, stride 1, no pad: X is its own column matrix */
     const ot_dw_plan *dw; /* depthwise (one input channel per group): a task convolves its plane, no sgemm */
     bool dw_block;        /* depthwise by channel blocks: a task is a block of an image's channels (dw->block) */
+    float *dw_w;          /* dw_block: every block's packed weights and bias, dw->blk_w floats a block */
     bool inner_threads;
     float *cols;       /* n_slots column buffers of col_elems */
     int64_t col_elems; /* rows x out_size */
@@ -105,23 +106,29 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
 }
 
 /* Slots [s0, s1) of the channel-block depthwise path: slot s runs its share of the (image, block)
- * tasks, bias, Z and activation included. */
+ * tasks, bias, Z and activation included. Image by image, as the layers around it split their work:
+ * a slot then reads the images its thread's caches hold (block by block, each thread read every
+ * image, and at 2 threads the late mobilenet_v2 layers ran slower than at 1). */
 static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
-    const int64_t N = a->g->N, C = a->g->C, blk = a->dw->block, isz = a->g->in_size, osz = a->g->out_size;
+    const int64_t C = a->g->C, blk = a->dw->block, isz = a->g->in_size, osz = a->g->out_size;
+    const int64_t blocks = (C + blk - 1) / blk;
     for (int64_t s = s0; s < s1; s++) {
         float *scratch = a->cols + s * a->col_elems;
         ot_conv_depthwise_block_init(a->dw, scratch);
-        /* the tasks block by block, so a slot packs each block's weights once */
-        int64_t packed = -1; /* the first channel of the block whose weights the scratch holds */
         for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
-            const int64_t n = t % N, c = t / N * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
-            if (packed != c)
-                ot_conv_depthwise_block_weights(a->dw, a->Wt + c * a->g->k_size, a->B ? a->B + c : NULL, nc, scratch);
-            packed = c;
+            const int64_t n = t / blocks, c = t % blocks * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
             ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Z ? a->Z + at : NULL, &a->act, nc,
-                                            a->Y + at, scratch);
+                                            a->Y + at, a->dw_w + c / blk * a->dw->blk_w, scratch);
         }
     }
+}
+
+/* Every block's packed weights into a->dw_w (scratch of blocks * blk_w floats). */
+static void conv_dw_pack_weights(conv_args *a) {
+    const int64_t C = a->g->C, blk = a->dw->block;
+    for (int64_t c = 0; c < C; c += blk)
+        ot_conv_depthwise_block_weights(a->dw, a->Wt + c * a->g->k_size, a->B ? a->B + c : NULL,
+                                        C - c < blk ? C - c : blk, a->dw_w + c / blk * a->dw->blk_w);
 }
 
 /* Slots [s0, s1): slot s runs its share of the tasks with column buffer s. A depthwise task is one
@@ -217,8 +224,13 @@ static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
     a->col_elems = a->dw_block ? ot_conv_depthwise_block_scratch(a->dw)
                    : a->dw     ? ot_conv_depthwise_forward_scratch(a->dw)
                                : a->Cg * a->g->k_size * a->g->out_size;
-    if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems) * sizeof(float))))
+    const int64_t dw_w = a->dw_block ? (a->g->C + a->dw->block - 1) / a->dw->block * a->dw->blk_w : 0;
+    if (!a->direct && !(a->cols = ot_ctx_scratch(ctx, (size_t)(a->n_slots * a->col_elems + dw_w) * sizeof(float))))
         return OTTER_ERR_NOMEM;
+    if (a->dw_block) {
+        a->dw_w = a->cols + a->n_slots * a->col_elems;
+        conv_dw_pack_weights(a);
+    }
     if (a->inner_threads)
         conv_slots(a, 0, 1);
     else
@@ -365,6 +377,7 @@ typedef struct rows_chunk {
     const conv_args *a;
     const ot_conv_window *win;
     int64_t n0, K;
+    int64_t parts; /* channel ranges an image's columns are made in (more than 1: fewer images than threads) */
     float *col, *yt;
 } rows_chunk;
 
@@ -396,16 +409,19 @@ static void planes_to_rows(const float *x, int64_t C, int64_t P, float *rows, in
         for (int64_t p = 0; p < P; p++) rows[p * ldr + c] = x[c * P + p];
 }
 
+/* Items [i0, i1) of (image, channel range): the range's columns of the image's rows. */
 static void rows_im2col(void *arg, int64_t i0, int64_t i1) {
     const rows_chunk *r = arg;
     const ot_conv_geom *g = r->a->g;
     for (int64_t i = i0; i < i1; i++) {
-        const float *x = r->a->X + (r->n0 + i) * g->C * g->in_size;
-        float *rows = r->col + i * g->out_size * r->K;
+        const int64_t n = i / r->parts, part = i % r->parts;
+        const int64_t c0 = part * g->C / r->parts, c1 = (part + 1) * g->C / r->parts;
+        const float *x = r->a->X + ((r->n0 + n) * g->C + c0) * g->in_size;
+        float *rows = r->col + n * g->out_size * r->K + c0 * g->k_size;
         if (r->a->direct) /* 1x1, stride 1, unpadded: a transpose */
-            planes_to_rows(x, g->C, g->out_size, rows, r->K);
+            planes_to_rows(x, c1 - c0, g->out_size, rows, r->K);
         else
-            ot_im2col_rows(x, g->C, r->win, rows, r->K);
+            ot_im2col_rows(x, c1 - c0, r->win, rows, r->K);
     }
 }
 
@@ -435,9 +451,12 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     const ot_conv_window win = ot_conv_geom_window(g);
     for (int64_t n0 = 0; n0 < N; n0 += per) {
         const int64_t nb = N - n0 < per ? N - n0 : per;
-        rows_chunk r = {a, &win, n0, K, col, yt};
-        /* the columns and the way back per image on the threads, as the product between them */
-        ot_parallel_for(ctx, nb, 1, rows_im2col, &r);
+        /* the columns and the way back per image on the threads, as the product between them; the
+         * columns of fewer images than threads in channel ranges (at batch 1 they were a quarter of
+         * ResNet-18's 4x4 layers, made on one thread while the other waited) */
+        rows_chunk r = {a, &win, n0, K, nb < ctx->n_threads ? 2 * ctx->n_threads : 1, col, yt};
+        if (r.parts > g->C) r.parts = g->C;
+        ot_parallel_for(ctx, nb * r.parts, 1, rows_im2col, &r);
         OT_TRY(ot_sgemm_prepacked(ctx, false, nb * P, M, K, 1.0f, col, K, wp, 0.0f, yt, M, NULL, NULL));
         /* conv_epilogue's sums while transposing; each element of Z is read just before the same
          * element of Y is written, so Y may be Z's buffer */
