@@ -1,10 +1,16 @@
 /* A small pthread pool for ot_parallel_for: n_threads - 1 workers plus the calling thread.
  *
  * One job at a time: the caller publishes (fn, arg, range, chunking), bumps a generation counter
- * and wakes the workers; everyone (the caller included) takes chunks with an atomic counter until
- * none are left; the caller waits until every chunk is done. Workers spin briefly before sleeping
- * on a condition variable so back-to-back small kernels don't pay a wake-up each. A kernel called
- * from inside a parallel range (nested parallelism) runs its range inline. */
+ * and wakes the workers; everyone (the caller included) takes chunks until none are left; the
+ * caller waits until every chunk is done. Workers spin briefly before sleeping on a condition
+ * variable so back-to-back small kernels don't pay a wake-up each. A kernel called from inside a
+ * parallel range (nested parallelism) runs its range inline.
+ *
+ * Thread t (the caller is 0) first takes its own chunks, the t-th contiguous share of the range,
+ * then the others' from the end of the range. Consecutive kernels mostly split their work in
+ * range order (images, rows), so each thread then reads what it wrote itself, from its own cache;
+ * with chunks taken first come first served, half of a layer's input was in the other core's
+ * cache (mobilenet_v2's batch-32 layers took 1.4x their 1-thread time in total over 2 threads). */
 #include "runtime/threadpool.h"
 
 #include <pthread.h>
@@ -26,32 +32,39 @@ struct ot_pool {
     ot_range_fn fn;
     void *arg;
     int64_t n, chunk, n_chunks;
-    atomic_int_fast64_t next;     /* next chunk to take */
+    atomic_bool *taken;           /* per chunk (4 * n_threads): claimed this job */
     atomic_int_fast64_t finished; /* chunks done */
     atomic_int active;            /* workers inside the current job */
+    atomic_int started;           /* workers started: the next one's index - 1 */
 };
 
 static _Thread_local bool tl_in_parallel;
 
 enum { SPIN_ITERS = 4000 };
 
-static void run_chunks(ot_pool *p) {
-    for (;;) {
-        int64_t c = atomic_fetch_add(&p->next, 1);
-        if (c >= p->n_chunks) break;
-        int64_t b = c * p->chunk, e = b + p->chunk < p->n ? b + p->chunk : p->n;
-        p->fn(p->arg, b, e);
-        if (atomic_fetch_add(&p->finished, 1) + 1 == p->n_chunks) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+/* Chunk c if no one has taken it yet. */
+static void run_chunk(ot_pool *p, int64_t c) {
+    if (atomic_load_explicit(&p->taken[c], memory_order_relaxed) || atomic_exchange(&p->taken[c], true)) return;
+    int64_t b = c * p->chunk, e = b + p->chunk < p->n ? b + p->chunk : p->n;
+    p->fn(p->arg, b, e);
+    if (atomic_fetch_add(&p->finished, 1) + 1 == p->n_chunks) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_signal(&p->done);
+        pthread_mutex_unlock(&p->mu);
     }
+}
+
+/* Thread self's own share of the chunks, then whatever is left, from the end. */
+static void run_chunks(ot_pool *p, int self) {
+    const int64_t n = p->n_chunks, T = p->n_threads;
+    for (int64_t c = (self * n + T - 1) / T; c < ((self + 1) * n + T - 1) / T; c++) run_chunk(p, c);
+    for (int64_t c = n - 1; c >= 0; c--) run_chunk(p, c);
 }
 
 static void *worker_main(void *arg) {
     ot_pool *p = arg;
     tl_in_parallel = true;
+    const int self = atomic_fetch_add(&p->started, 1) + 1;
     uint_fast64_t seen = 0;
     for (;;) {
         for (int i = 0; atomic_load(&p->generation) == seen && i < SPIN_ITERS; i++) sched_yield();
@@ -65,7 +78,7 @@ static void *worker_main(void *arg) {
         seen = atomic_load(&p->generation);
         atomic_fetch_add(&p->active, 1);
         pthread_mutex_unlock(&p->mu);
-        run_chunks(p);
+        run_chunks(p, self);
         atomic_fetch_sub(&p->active, 1);
     }
 }
@@ -80,9 +93,13 @@ otter_status ot_pool_create(ot_pool **out, int n_threads) {
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->generation, 0);
-    atomic_init(&p->next, 0);
     atomic_init(&p->finished, 0);
     atomic_init(&p->active, 0);
+    atomic_init(&p->started, 0);
+    if (!(p->taken = ot_calloc((size_t)n_threads * 4, sizeof *p->taken))) {
+        ot_pool_free(p);
+        return OT_NOMEM();
+    }
     if (n_threads > 1) {
         p->workers = ot_calloc((size_t)n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -113,6 +130,7 @@ void ot_pool_free(ot_pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     ot_free(p->workers);
+    ot_free(p->taken);
     ot_free(p);
 }
 
@@ -144,13 +162,13 @@ void ot_pool_run(ot_pool *p, int64_t n, int64_t grain, ot_range_fn fn, void *arg
     p->chunk = chunk;
     p->n_chunks = n_chunks;
     atomic_store(&p->finished, 0);
-    atomic_store(&p->next, 0);
+    for (int64_t c = 0; c < n_chunks; c++) atomic_store_explicit(&p->taken[c], false, memory_order_relaxed);
     atomic_fetch_add(&p->generation, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
     tl_in_parallel = true;
-    run_chunks(p);
+    run_chunks(p, 0);
     tl_in_parallel = false;
     for (int i = 0; atomic_load(&p->finished) < n_chunks && i < SPIN_ITERS; i++) sched_yield();
     if (atomic_load(&p->finished) < n_chunks) {
