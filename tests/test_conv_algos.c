@@ -278,11 +278,11 @@ int main(void) {
         {2, 48, 5, 5, 48, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         {2, 16, 6, 6, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
         {40, 64, 7, 7, 16, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
-        /* one image: its columns made in channel ranges on the threads, ranges the channels don't
-         * divide evenly (3x3 and 1x1) */
-        {1, 30, 4, 3, 30, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
-        {1, 30, 4, 3, 20, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
-        {1, 37, 5, 5, 24, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        /* one image, 5 MFLOP or more (less runs on one thread): its columns made in channel ranges on
+         * the threads, ranges the channels don't divide evenly (3x3 and 1x1) */
+        {1, 130, 4, 4, 130, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {1, 130, 4, 4, 260, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {1, 601, 5, 5, 200, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         /* output channels and positions off the 4 x 4 transposes back to planes, residual; off the
          * AVX-512 16 x 16 ones both ways (1x1: 40 = 16 + 16 + 8 channels, 36 = 16 + 16 + 4 positions) */
         {2, 18, 3, 3, 18, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},

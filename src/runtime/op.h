@@ -109,7 +109,8 @@ static inline const char *ot_ctx_attr_string_or(const ot_kernel_ctx *ctx, const 
     return otter_node_attr_string(ctx->node, name, def);
 }
 
-/* Run fn over [0, n) split into chunks of at least `grain` items on the session's threads. */
+/* Run fn over [0, n) split into chunks of at least `grain` items on the session's threads (inline
+ * when ctx->n_threads is 1). */
 typedef void (*ot_range_fn)(void *arg, int64_t begin, int64_t end);
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg);
 

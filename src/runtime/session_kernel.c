@@ -301,7 +301,7 @@ otter_status ot_ctx_output_sequence_inplace(ot_kernel_ctx *ctx, size_t o, size_t
 /* ---- threads, caches, constants, subgraphs --------------------------------------------------- */
 
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg) {
-    const otter_session *s = ctx ? ctx->runtime : NULL;
+    const otter_session *s = ctx && ctx->n_threads > 1 ? ctx->runtime : NULL;
     ot_pool_run(s ? s->pool : NULL, n, grain, fn, arg);
 }
 

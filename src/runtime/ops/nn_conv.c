@@ -505,6 +505,16 @@ static otter_status conv_outputs(ot_kernel_ctx *ctx, otter_dtype dtype, int ord,
     return OTTER_OK;
 }
 
+/* A convolution of fewer images than threads and fewer FLOPs than this runs on the calling thread:
+ * at batch 1 a layer split over 2 threads reads half its input from the other core's cache and
+ * writes half its output into it (no split of one image's work matches the next layer's), which
+ * cost more than the split saved below ~5 MFLOP (25 us) here: one process alternating runs, medians,
+ * batch 1, 2 threads, mobilenet_v3_small 2.03x, shufflenet_v2_x0_5 2.25x, mobilenet_v2 1.32x,
+ * efficientnet_b0 1.34x, squeezenet1_0 1.10x, ResNet-18 unchanged (at 12 MFLOP it lost 8%). With
+ * as many images as threads, every path splits by image, and a layer run on one thread would break
+ * that (mobilenet_v3_small batch 32 lost 19% when its small depthwise layers did). */
+#define CONV_SERIAL_FLOPS 5e6
+
 otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
@@ -580,6 +590,10 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
             s = ot_output_f32(y, &a.Y, &ty);
         a.Z = zdata;
     }
+    /* small convolutions on the calling thread alone (CONV_SERIAL_FLOPS) */
+    const int threads = ctx->n_threads;
+    if (g.N < threads && 2.0 * (double)(g.N * M * g.out_size) * (double)(a.Cg * g.k_size) < CONV_SERIAL_FLOPS)
+        ctx->n_threads = 1;
     if (s == OTTER_OK && direct) {
         const ot_conv_direct d = {.x = a.X,
                                   .w = a.Wt,
@@ -602,6 +616,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     } else if (s == OTTER_OK) {
         s = conv_run_tasks(ctx, &a);
     }
+    ctx->n_threads = threads;
     if (s == OTTER_OK && z_bcast) /* y = act(conv + z), broadcast */
         conv_add_broadcast_sum(a.Y, z, zdata, x->rank, yd, ord, od, &act, full ? full : y->data);
     if (s == OTTER_OK && full && ind)
