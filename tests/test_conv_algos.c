@@ -1,5 +1,5 @@
 /* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, small images as one product
- * with positions as rows, fused FusedConv) against
+ * with positions as rows, output channels in the lanes, fused FusedConv) against
  * direct loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
  * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
  * Relu + MaxPool 2x2 fused, at opt level 1 (the direct kernel, unfused), 2 (fused; Winograd F(2x2, 3x3)
@@ -293,6 +293,23 @@ int main(void) {
         {2, 3, 40, 38, 64, 7, 7, 1, {3, 3, 3, 3}, {2, 2}, {1, 1}, false},
         {3, 8, 5, 11, 13, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false, true},
         {2, 29, 9, 11, 29, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        /* output channels in the lanes (conv_lanes.c, AVX-512; 16+ positions, channels a multiple of 16):
+         * 7x7 (tiles of 6 positions across rows, 8 x 6 + 1), blocks of 64 + 16 channels, 48 (3 vectors),
+         * 14x14 (3 chunks of positions), taps in passes of 128 (32 x 3 x 3 = 288), residual, one image on 2
+         * threads (its items shared: 8 MFLOP), stride 2, dilation 2, a pad at the end only (a padded copy),
+         * 1x1 read in place at strides 1 and 2, 1x1 to few channels at 8x8; 1x1 to channels a multiple of
+         * 8 (the last vector half empty): 96 -> 40 and 64 -> 24 */
+        {3, 32, 7, 7, 80, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 32, 14, 14, 32, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {1, 48, 14, 14, 48, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},
+        {2, 16, 15, 13, 48, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false},
+        {2, 16, 11, 12, 16, 3, 3, 1, {2, 2, 2, 2}, {1, 1}, {2, 2}, false},
+        {2, 8, 8, 7, 32, 3, 3, 1, {0, 0, 1, 1}, {1, 1}, {1, 1}, false},
+        {2, 64, 7, 7, 128, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {2, 64, 13, 13, 32, 1, 1, 1, {0, 0, 0, 0}, {2, 2}, {1, 1}, false},
+        {2, 144, 8, 8, 32, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {2, 96, 7, 7, 40, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {3, 64, 6, 6, 24, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
     };
     /* every path the direct kernel has on this CPU (its choice of Winograd and of the small-image
      * product follows the path) */

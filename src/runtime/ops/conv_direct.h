@@ -58,6 +58,7 @@ enum {
     OT_CONV_FORM_WINOGRAD2,
     OT_CONV_FORM_WINOGRAD4,
     OT_CONV_FORM_GEMM_B,
+    OT_CONV_FORM_LANES, /* conv_lanes.c's blocks of 64 channels */
     OT_CONV_FORMS
 };
 

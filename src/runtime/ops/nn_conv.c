@@ -16,6 +16,7 @@
 #include "runtime/ops/broadcast.h"
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
+#include "runtime/ops/conv_lanes.h"
 #include "runtime/ops/fused_act.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
@@ -259,63 +260,16 @@ static bool conv_rows_pays_off(const ot_conv_geom *g, int64_t group) {
     return group == 1 && g->out_size < (direct_avx512 ? 32 : 64);
 }
 
-/* y[m][p] = act(yt[p][m] + b[m] (+ z[m][p])), m < M, p < P (b NULL: + 0, as the other paths'
- * epilogue): 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided
- * loads, was 3-5% of the mobile nets' inference at batch 32), the edges scalar; the activation on
- * runs of planes of at least 256 floats as they are written (in L1; shorter runs, as 4 planes of
- * 1x1 in squeeze-excitation blocks, would be all calls). Each element of z is read just before the
- * same element of y is written. */
 #ifdef OT_CONV_X86
-/* The first n lanes (n <= 16). */
-__attribute__((target("avx512f"))) static inline __mmask16 lanes16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-}
-
-/* rows_to_planes with 16 x 16 transposes: the 4 x 4 ones store 16 bytes a plane at a time, one line
- * each (store-bound: 5.9% of mobilenet_v2's inference at batch 32); here a store is a plane's 16
- * positions. The same sums in the same order, so the same bits. */
-__attribute__((target("avx512f"))) static void rows_to_planes_avx512(const float *yt, int64_t M, int64_t P,
-                                                                     const float *b, const float *z,
-                                                                     const ot_fused_act *act, float *y) {
-    int64_t m_act = 0; /* planes [m_act, m) written, not yet activated */
-    for (int64_t m = 0; m < M; m += 16) {
-        const int64_t nm = M - m < 16 ? M - m : 16;
-        const __mmask16 mm = lanes16(nm);
-        const __m512 bias = b ? _mm512_maskz_loadu_ps(mm, b + m) : _mm512_setzero_ps();
-        for (int64_t p = 0; p < P; p += 16) {
-            const int64_t np = P - p < 16 ? P - p : 16;
-            const __mmask16 pm = lanes16(np);
-            __m512 r[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                r[j] =
-                    j < np ? _mm512_add_ps(_mm512_maskz_loadu_ps(mm, yt + (p + j) * M + m), bias) : _mm512_setzero_ps();
-            ot_transpose16_avx512(r);
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) {
-                if (i >= nm) break;
-                float *dst = y + (m + i) * P + p;
-                const __m512 v = z ? _mm512_add_ps(r[i], _mm512_maskz_loadu_ps(pm, z + (m + i) * P + p)) : r[i];
-                _mm512_mask_storeu_ps(dst, pm, v);
-            }
-        }
-        if ((m + nm - m_act) * P >= 256) {
-            ot_fused_act_apply(act, y + m_act * P, (m + nm - m_act) * P);
-            m_act = m + nm;
-        }
-    }
-    ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
-}
-
 /* planes_to_rows with 16 x 16 transposes (a store is a position's 16 channels). */
 __attribute__((target("avx512f"))) static void planes_to_rows_avx512(const float *x, int64_t C, int64_t P, float *rows,
                                                                      int64_t ldr) {
     for (int64_t c = 0; c < C; c += 16) {
         const int64_t nc = C - c < 16 ? C - c : 16;
-        const __mmask16 cm = lanes16(nc);
+        const __mmask16 cm = ot_lanes16(nc);
         for (int64_t p = 0; p < P; p += 16) {
             const int64_t np = P - p < 16 ? P - p : 16;
-            const __mmask16 pm = lanes16(np);
+            const __mmask16 pm = ot_lanes16(np);
             __m512 r[16];
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
@@ -331,11 +285,17 @@ __attribute__((target("avx512f"))) static void planes_to_rows_avx512(const float
 }
 #endif
 
+/* y[m][p] = act(yt[p][m] + b[m] (+ z[m][p])), m < M, p < P (b NULL: + 0, as the other paths'
+ * epilogue): 4 x 4 blocks through SSE transposes where there is SSE (the scalar transpose, strided
+ * loads, was 3-5% of the mobile nets' inference at batch 32), the edges scalar; the activation on
+ * runs of planes of at least 256 floats as they are written (in L1; shorter runs, as 4 planes of
+ * 1x1 in squeeze-excitation blocks, would be all calls). Each element of z is read just before the
+ * same element of y is written. */
 static void rows_to_planes(const float *yt, int64_t M, int64_t P, const float *b, const float *z,
                            const ot_fused_act *act, float *y) {
 #ifdef OT_CONV_X86
     if (ot_conv_direct_isa() == OT_CONV_ISA_AVX512) {
-        rows_to_planes_avx512(yt, M, P, b, z, act, y);
+        ot_conv_rows_to_planes_avx512(yt, M, M, P, b, z, act, y, P);
         return;
     }
 #endif
@@ -561,13 +521,14 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
-    const bool rows = conv_rows_pays_off(&g, group),
-               direct = !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
-    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernel and the small-image product without
-     * pooling read each element of Z just before they write that element of Y; the other paths write
-     * Y first and get a copy of Z. */
+    const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win};
+    const bool lanes = !pool && !a.dw && ot_conv_lanes_pays_off(&shape), rows = !lanes && conv_rows_pays_off(&g, group),
+               direct = !lanes && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
+    /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernels (conv_direct.c, conv_lanes.c) and the
+     * small-image product without pooling read each element of Z just before they write that element
+     * of Y; the other paths write Y first and get a copy of Z. */
     const float *zdata = z ? z->data : NULL;
-    if (s == OTTER_OK && z && z->data == y->data && !((direct || rows) && !pool && !z_bcast)) {
+    if (s == OTTER_OK && z && z->data == y->data && !((direct || rows || lanes) && !pool && !z_bcast)) {
         float *copy = ot_ctx_scratch(ctx, otter_tensor_nbytes(z));
         if (!copy)
             s = OTTER_ERR_NOMEM;
@@ -594,7 +555,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     const int threads = ctx->n_threads;
     if (g.N < threads && 2.0 * (double)(g.N * M * g.out_size) * (double)(a.Cg * g.k_size) < CONV_SERIAL_FLOPS)
         ctx->n_threads = 1;
-    if (s == OTTER_OK && direct) {
+    if (s == OTTER_OK && (direct || lanes)) {
         const ot_conv_direct d = {.x = a.X,
                                   .w = a.Wt,
                                   .bias = a.B,
@@ -610,7 +571,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                                   .indices = ind && !full ? ind->data : NULL,
                                   .winograd = ctx->winograd,
                                   .constant_w = ot_ctx_input_constant(ctx, 1)};
-        s = ot_conv_direct_run(ctx, &d);
+        s = lanes ? ot_conv_lanes_run(ctx, &d) : ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK && rows) {
         s = conv_run_rows(ctx, &a);
     } else if (s == OTTER_OK) {

@@ -5,6 +5,12 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+#include <stdint.h>
+
+/* The first n lanes of 16 (n <= 16). */
+__attribute__((target("avx512f"), always_inline)) static inline __mmask16 ot_lanes16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
 
 /* r[0, 16) as the rows of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then pairs
  * of pairs, then 128-bit lanes twice (unrolled: the arrays stay in registers). */

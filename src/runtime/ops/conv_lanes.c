@@ -1,0 +1,293 @@
+/* Direct convolution with output channels in the lanes: see conv_lanes.h.
+ *
+ * The input is read where it is when the convolution has no padding, else from a zero-padded copy
+ * (ot_conv_pad, one column phase: per padded row, every channel's row). Either way input (c, r, q)
+ * is at r * row + c * chan + q, so each (channel, tap) k is one offset koff[k] and each output
+ * position one base: a tile of 6 positions keeps 6 base pointers and walks koff.
+ *
+ * Weights are packed per block of 64 output channels as [K][64] (the last block as [K][16 nv],
+ * zero-padded to whole vectors). Work items are (image, block, chunk of positions); an item runs
+ * its taps in chunks that keep the block's weights of a chunk in L1 (32 KB), each over all of its
+ * tiles, the partial sums staying in a position-major buffer on the stack (L1) that is then
+ * transposed into the output planes. */
+#include "runtime/ops/conv_lanes.h"
+
+#include "core/core.h"
+#include "runtime/ops/fused_act.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#include "runtime/ops/simd_transpose.h"
+#define OT_CL_X86 1
+#endif
+
+#define CL_MR      6   /* positions per register tile */
+#define CL_BLOCK   64  /* output channels per block (4 vectors) */
+#define CL_CHUNK_P 96  /* positions per item, at most: the position-major buffer is 24 KB */
+#define CL_CHUNK_K 128 /* taps per pass: a block's weights of a pass are 32 KB */
+/* Taps ahead whose weights a tile prefetches. A pass's first tile reads them from memory when the
+ * layer's weights don't stay in L2 (ResNet-18's 256-channel 3x3 layers, 2.4 MB, at batch 1 and 4x4
+ * positions: the weights are streamed for 16 positions), and the hardware prefetcher kept too few
+ * lines in flight: 0.164 -> 0.139 ms a layer, as fast as the small-image product; resnet18 batch 1
+ * 1.06x, the other models even. */
+#define CL_PREFETCH_K 24
+
+static bool cl_supported(const ot_conv_direct *a) {
+    const ot_conv_window *w = &a->win;
+    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && a->group == 1 && !a->maxpool_2x2 && w->in[0] == 1 &&
+           w->out[0] == 1 && w->k[0] == 1 && w->pad_begin[1] >= 0 && w->pad_begin[2] >= 0 && a->M >= 16;
+}
+
+/* Where it beats the other paths, measured on single convolutions (batch 32, 1 thread; one session
+ * per path in one process, alternating runs, medians): 3x3 at 14x14 and 7x7 (SqueezeNet's expand
+ * layers, 16-64 -> 64-256 channels) 1.09-1.28x the direct kernel, 256 -> 256 at 4x4 1.08x the
+ * small-image product; where the width is a multiple of 8 and there are 64 positions or more the
+ * direct kernel's lanes are full too and it stays even or ahead (0.98-1.0x at 8x8 to 32x32), and
+ * 16 -> 24 at 14x14 (a half-empty last vector) lost 4%. 1x1 under 64 positions (the small-image
+ * product transposes both ways) 1.02-1.29x, channel counts of 8s included when the taps are at least
+ * twice as many (144 -> 24: 1.28x at 7x7). 1x1 at 64 positions or more: projections to 32-64
+ * channels from at least as many 0.98-2.0x the per-image product (2.0x at 32x32, where that
+ * product's rows of B are 4 KB apart), but to 16 channels (mobilenet_v2's 32 -> 16, one vector a
+ * tile) 0.58x and to 24 0.70-0.74x, and expansions from 16-96 channels ~1.0x. */
+bool ot_conv_lanes_pays_off(const ot_conv_direct *a) {
+    if (!cl_supported(a)) return false;
+    const int64_t P = a->win.out[1] * a->win.out[2], OW = a->win.out[2], K = a->C * a->win.k[1] * a->win.k[2];
+    if (P < 16) return false;
+    if (a->win.k[1] * a->win.k[2] == 1)
+        return P < 64 ? a->M % 16 == 0 || (a->M % 8 == 0 && K >= 2 * a->M)
+                      : a->M % 16 == 0 && a->M >= 32 && a->M <= 64 && K >= a->M;
+    return a->M % 16 == 0 && (OW % 8 != 0 || P < 64);
+}
+
+#ifdef OT_CL_X86
+
+typedef struct cl_plan {
+    const ot_conv_direct *a;
+    ot_conv_pad pad;        /* the padded copy (pad.xp NULL: none, the input is read in place) */
+    int64_t row, chan;      /* floats between input rows and between input channels of a row */
+    int64_t K, P, OW;       /* taps, output positions, output width */
+    int64_t sh, sw;         /* strides */
+    const int64_t *koff;    /* per tap (channel, kernel row, kernel column) */
+    const float *wp;        /* packed weights */
+    int64_t blocks, chunks; /* channel blocks and position chunks an image */
+    int64_t *next_image;    /* image-by-image slots: the next image to take */
+} cl_plan;
+
+/* yt[i][0, 16 NV) (+)= sum over taps k of x_i[koff[k]] * w[k][0, 16 NV), i < R: the register tile. */
+__attribute__((target("avx512f"), always_inline)) static inline void cl_tile(const float *const *xb,
+                                                                             const int64_t *koff, int64_t kn,
+                                                                             const float *w, int64_t ldw, float *yt,
+                                                                             bool add, const int R, const int NV) {
+    __m512 acc[CL_MR][4];
+    const float *x[CL_MR];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+        x[i] = xb[i];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++)
+            acc[i][j] = add ? _mm512_loadu_ps(yt + i * CL_BLOCK + 16 * j) : _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kn; k++, w += ldw) {
+        const int64_t o = koff[k];
+        __m512 wv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            wv[j] = _mm512_loadu_ps(w + 16 * j);
+            _mm_prefetch((const char *)(w + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < R; i++) {
+            const __m512 b = _mm512_set1_ps(x[i][o]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(b, wv[j], acc[i][j]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) _mm512_storeu_ps(yt + i * CL_BLOCK + 16 * j, acc[i][j]);
+}
+
+typedef void (*cl_tile_fn)(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw,
+                           float *yt, bool add);
+
+#define CL_TILE(R, NV)                                                                                                 \
+    __attribute__((target("avx512f"))) static void cl_tile_##R##_##NV(                                                 \
+        const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add) {   \
+        cl_tile(xb, koff, kn, w, ldw, yt, add, R, NV);                                                                 \
+    }
+#define CL_TILES(R) CL_TILE(R, 1) CL_TILE(R, 2) CL_TILE(R, 3) CL_TILE(R, 4)
+CL_TILES(1)
+CL_TILES(2)
+CL_TILES(3)
+CL_TILES(4)
+CL_TILES(5)
+CL_TILES(6)
+#define CL_ROW(R)                                                                                                      \
+    { cl_tile_##R##_1, cl_tile_##R##_2, cl_tile_##R##_3, cl_tile_##R##_4 }
+static const cl_tile_fn cl_tiles[CL_MR][4] = {CL_ROW(1), CL_ROW(2), CL_ROW(3), CL_ROW(4), CL_ROW(5), CL_ROW(6)};
+
+/* 16 x 16 transposes: a store is a plane's 16 positions (the 4 x 4 SSE ones of nn_conv.c store 16
+ * bytes a plane at a time, one line each: store-bound, 5.9% of mobilenet_v2's inference at batch
+ * 32). Relu in registers (max with +0: NaN and -0 become +0, Relu's bits); the other activations on
+ * runs of planes of at least 256 floats when the planes are contiguous (ldy == P), else plane by
+ * plane, as they are written (in L1). */
+__attribute__((target("avx512f"))) void ot_conv_rows_to_planes_avx512(const float *yt, int64_t ldt, int64_t M,
+                                                                      int64_t P, const float *b, const float *z,
+                                                                      const ot_fused_act *act, float *y, int64_t ldy) {
+    const bool relu = act && act->kind == OT_FUSED_RELU, other = act && act->kind != OT_FUSED_NONE && !relu;
+    int64_t m_act = 0; /* contiguous planes [m_act, m) written, not yet activated */
+    for (int64_t m = 0; m < M; m += 16) {
+        const int64_t nm = M - m < 16 ? M - m : 16;
+        const __mmask16 mm = ot_lanes16(nm);
+        const __m512 bias = b ? _mm512_maskz_loadu_ps(mm, b + m) : _mm512_setzero_ps();
+        for (int64_t p = 0; p < P; p += 16) {
+            const int64_t np = P - p < 16 ? P - p : 16;
+            const __mmask16 pm = ot_lanes16(np);
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                r[j] = j < np ? _mm512_add_ps(_mm512_maskz_loadu_ps(mm, yt + (p + j) * ldt + m), bias)
+                              : _mm512_setzero_ps();
+            ot_transpose16_avx512(r);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) {
+                if (i >= nm) break;
+                const int64_t at = (m + i) * ldy + p;
+                __m512 v = z ? _mm512_add_ps(r[i], _mm512_maskz_loadu_ps(pm, z + at)) : r[i];
+                if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(y + at, pm, v);
+            }
+        }
+        if (other && ldy != P)
+            for (int64_t i = 0; i < nm; i++) ot_fused_act_apply(act, y + (m + i) * ldy, P);
+        else if (other && (m + nm - m_act) * P >= 256) {
+            ot_fused_act_apply(act, y + m_act * P, (m + nm - m_act) * P);
+            m_act = m + nm;
+        }
+    }
+    if (other && ldy == P) ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
+}
+
+/* One item: image n's channel block blk at position chunk pc; x is the image's input (padded or not). */
+__attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n, int64_t blk,
+                                                       int64_t pc) {
+    const ot_conv_direct *a = pl->a;
+    const int64_t P = pl->P, K = pl->K, per = (P + pl->chunks - 1) / pl->chunks;
+    const int64_t p0 = pc * per, np = P - p0 < per ? P - p0 : per;
+    if (np <= 0) return;
+    const int64_t m0 = blk * CL_BLOCK, nm = a->M - m0 < CL_BLOCK ? a->M - m0 : CL_BLOCK, nv = (nm + 15) / 16,
+                  ldw = 16 * nv;
+    const float *w = pl->wp + m0 * K;
+    float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
+    /* each tile's base pointers: position p at output (p / OW, p % OW) */
+    const float *xb[CL_CHUNK_P];
+    for (int64_t i = 0, oh = p0 / pl->OW, ow = p0 % pl->OW; i < np; i++) {
+        xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw;
+        if (++ow == pl->OW) ow = 0, oh++;
+    }
+    for (int64_t k0 = 0; k0 < K; k0 += CL_CHUNK_K) {
+        const int64_t kn = K - k0 < CL_CHUNK_K ? K - k0 : CL_CHUNK_K;
+        for (int64_t i = 0; i < np; i += CL_MR) {
+            const int64_t r = np - i < CL_MR ? np - i : CL_MR;
+            cl_tiles[r - 1][nv - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
+        }
+    }
+    const int64_t at = (n * a->M + m0) * P + p0;
+    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, a->bias ? a->bias + m0 : NULL, a->sum ? a->sum + at : NULL,
+                                  &a->act, a->y + at, P);
+}
+
+/* Items [i0, i1) of (image, block, chunk), the images already padded (or read in place). */
+static void cl_items(void *arg, int64_t i0, int64_t i1) {
+    const cl_plan *pl = arg;
+    const int64_t per_image = pl->blocks * pl->chunks;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t n = i / per_image, blk = i % per_image / pl->chunks, pc = i % pl->chunks;
+        const float *x = pl->pad.xp ? pl->pad.xp + n * pl->pad.image : pl->a->x + n * pl->a->C * pl->pad.H * pl->pad.W;
+        cl_item(pl, x, n, blk, pc);
+    }
+}
+
+/* Slots [s0, s1): slot s takes the next image not yet taken, pads it into its own buffer (when there
+ * is padding) and runs all of its items while that copy is in its core's cache. */
+static void cl_slots(void *arg, int64_t s0, int64_t s1) {
+    const cl_plan *pl = arg;
+    const ot_conv_direct *a = pl->a;
+    const int64_t image_in = a->C * pl->pad.H * pl->pad.W, per_image = pl->blocks * pl->chunks;
+    for (int64_t s = s0; s < s1; s++) {
+        ot_conv_pad pad = pl->pad;
+        if (pad.xp) pad.xp += s * pad.image;
+        int64_t n;
+        while ((n = __atomic_fetch_add(pl->next_image, 1, __ATOMIC_RELAXED)) < a->N) {
+            const float *x = a->x + n * image_in;
+            if (pad.xp) {
+                pad.x = x;
+                ot_conv_pad_rows(&pad, 0, pad.PH);
+                x = pad.xp;
+            }
+            for (int64_t i = 0; i < per_image; i++) cl_item(pl, x, n, i / pl->chunks, i % pl->chunks);
+        }
+    }
+}
+
+otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
+    const ot_conv_window *w = &a->win;
+    const int64_t C = a->C, H = w->in[1], W = w->in[2], OH = w->out[1], OW = w->out[2], KH = w->k[1], KW = w->k[2];
+    const int64_t dh = w->dil[1], dw = w->dil[2];
+    cl_plan pl = {.a = a, .K = C * KH * KW, .P = OH * OW, .OW = OW, .sh = w->stride[1], .sw = w->stride[2]};
+    pl.pad = (ot_conv_pad){.x = a->x,
+                           .C = C,
+                           .H = H,
+                           .W = W,
+                           .pad_h = w->pad_begin[1],
+                           .pad_w = w->pad_begin[2],
+                           .phases = 1,
+                           .PH = (OH - 1) * pl.sh + (KH - 1) * dh + 1,
+                           .QW = (OW - 1) * pl.sw + (KW - 1) * dw + 1};
+    const bool padded = pl.pad.pad_h > 0 || pl.pad.pad_w > 0 || pl.pad.PH > H || pl.pad.QW > W;
+    pl.pad.row = C * pl.pad.QW;
+    pl.pad.image = pl.pad.PH * pl.pad.row;
+    pl.row = padded ? pl.pad.row : W;
+    pl.chan = padded ? pl.pad.QW : H * W;
+    pl.blocks = (a->M + CL_BLOCK - 1) / CL_BLOCK;
+    pl.chunks = (pl.P + CL_CHUNK_P - 1) / CL_CHUNK_P;
+    /* image by image (each slot padding its own) when every thread gets images; else the batch padded
+     * first and the items of its images shared */
+    const int64_t slots = a->N >= ctx->n_threads ? ctx->n_threads : 0, bufs = slots ? slots : a->N;
+    int64_t *koff = ot_ctx_scratch(ctx, (size_t)pl.K * sizeof(int64_t));
+    bool fill_w;
+    float *wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_LANES, (size_t)((a->M + 15) / 16 * 16 * pl.K), &fill_w);
+    if (padded && !(pl.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * pl.pad.image) * sizeof(float))))
+        return OTTER_ERR_NOMEM;
+    if (!koff || !wp) return OTTER_ERR_NOMEM;
+    for (int64_t c = 0, k = 0; c < C; c++)
+        for (int64_t kh = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++) koff[k++] = c * pl.chan + kh * dh * pl.row + kw * dw;
+    for (int64_t m0 = 0; fill_w && m0 < a->M; m0 += CL_BLOCK) {
+        const int64_t nm = a->M - m0 < CL_BLOCK ? a->M - m0 : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
+        float *dst = wp + m0 * pl.K;
+        for (int64_t k = 0; k < pl.K; k++)
+            for (int64_t i = 0; i < ldw; i++) dst[k * ldw + i] = i < nm ? a->w[(m0 + i) * pl.K + k] : 0.0f;
+    }
+    pl.koff = koff, pl.wp = wp;
+    if (slots) {
+        int64_t next_image = 0;
+        pl.next_image = &next_image;
+        ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
+    } else {
+        if (padded) ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
+        ot_parallel_for(ctx, a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
+    }
+    return OTTER_OK;
+}
+
+#else
+
+otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
+    (void)a;
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "channel-lane convolution needs x86-64 with AVX-512");
+}
+
+#endif
