@@ -187,8 +187,11 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw;
         if (++ow == pl->OW) ow = 0, oh++;
     }
-    for (int64_t k0 = 0; k0 < K; k0 += CL_CHUNK_K) {
-        const int64_t kn = K - k0 < CL_CHUNK_K ? K - k0 : CL_CHUNK_K;
+    /* passes of equal length: a short last pass (144 = 128 + 16 taps) pays the partial sums' round trip for
+     * few products */
+    const int64_t passes = (K + CL_CHUNK_K - 1) / CL_CHUNK_K, ck = (K + passes - 1) / passes;
+    for (int64_t k0 = 0; k0 < K; k0 += ck) {
+        const int64_t kn = K - k0 < ck ? K - k0 : ck;
         for (int64_t i = 0; i < np; i += CL_MR) {
             const int64_t r = np - i < CL_MR ? np - i : CL_MR;
             cl_tiles[r - 1][nv - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
