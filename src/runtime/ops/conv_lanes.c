@@ -71,7 +71,7 @@ typedef struct cl_plan {
     const int64_t *koff;    /* per tap (channel, kernel row, kernel column) */
     const float *wp;        /* packed weights */
     int64_t blocks, chunks; /* channel blocks and position chunks an image */
-    int64_t *next_image;    /* image-by-image slots: the next image to take */
+    int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
 } cl_plan;
 
 /* yt[i][0, 16 NV) (+)= sum over taps k of x_i[koff[k]] * w[k][0, 16 NV), i < R: the register tile. */
@@ -213,8 +213,10 @@ static void cl_items(void *arg, int64_t i0, int64_t i1) {
     }
 }
 
-/* Slots [s0, s1): slot s takes the next image not yet taken, pads it into its own buffer (when there
- * is padding) and runs all of its items while that copy is in its core's cache. */
+/* Slots [s0, s1): slot s takes its contiguous share of the images (as the thread pool hands each thread
+ * its own share of a range first, so a thread mostly reads images it wrote in the layer before), pads
+ * each into its own buffer (when there is padding) and runs all of its items while that copy is in its
+ * core's cache. */
 static void cl_slots(void *arg, int64_t s0, int64_t s1) {
     const cl_plan *pl = arg;
     const ot_conv_direct *a = pl->a;
@@ -222,8 +224,7 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) {
         ot_conv_pad pad = pl->pad;
         if (pad.xp) pad.xp += s * pad.image;
-        int64_t n;
-        while ((n = __atomic_fetch_add(pl->next_image, 1, __ATOMIC_RELAXED)) < a->N) {
+        for (int64_t n = s * a->N / pl->slots; n < (s + 1) * a->N / pl->slots; n++) {
             const float *x = a->x + n * image_in;
             if (pad.xp) {
                 pad.x = x;
@@ -256,9 +257,10 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     pl.chan = padded ? pl.pad.QW : H * W;
     pl.blocks = (a->M + CL_BLOCK - 1) / CL_BLOCK;
     pl.chunks = (pl.P + CL_CHUNK_P - 1) / CL_CHUNK_P;
-    /* image by image (each slot padding its own) when every thread gets images; else the batch padded
-     * first and the items of its images shared */
-    const int64_t slots = a->N >= ctx->n_threads ? ctx->n_threads : 0, bufs = slots ? slots : a->N;
+    /* image by image (each slot padding its own), two slots a thread, when every thread gets images;
+     * else the batch padded first and the items of its images shared */
+    const int64_t T = ctx->n_threads, slots = a->N < T ? 0 : a->N < 2 * T ? a->N : 2 * T, bufs = slots ? slots : a->N;
+    pl.slots = slots;
     int64_t *koff = ot_ctx_scratch(ctx, (size_t)pl.K * sizeof(int64_t));
     bool fill_w;
     float *wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_LANES, (size_t)((a->M + 15) / 16 * 16 * pl.K), &fill_w);
@@ -276,8 +278,6 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     }
     pl.koff = koff, pl.wp = wp;
     if (slots) {
-        int64_t next_image = 0;
-        pl.next_image = &next_image;
         ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
     } else {
         if (padded) ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
