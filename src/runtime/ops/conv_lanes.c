@@ -7,9 +7,9 @@
  *
  * Weights are packed per block of 64 output channels as [K][64] (the last block as [K][16 nv],
  * zero-padded to whole vectors). Work items are (image, block, chunk of positions); an item runs
- * its taps in chunks that keep the block's weights of a chunk in L1 (32 KB), each over all of its
- * tiles, the partial sums staying in a position-major buffer on the stack (L1) that is then
- * transposed into the output planes. */
+ * its taps in passes of equal length that keep the block's weights of a pass in L1 (at most 32 KB),
+ * each over all of its tiles, the partial sums staying in a position-major buffer on the stack (L1)
+ * that is then transposed into the output planes. */
 #include "runtime/ops/conv_lanes.h"
 
 #include "core/core.h"
@@ -25,7 +25,7 @@
 #define CL_MR      6   /* positions per register tile */
 #define CL_BLOCK   64  /* output channels per block (4 vectors) */
 #define CL_CHUNK_P 96  /* positions per item, at most: the position-major buffer is 24 KB */
-#define CL_CHUNK_K 128 /* taps per pass: a block's weights of a pass are 32 KB */
+#define CL_CHUNK_K 128 /* taps per pass, at most: a block's weights of a pass are 32 KB */
 /* Taps ahead whose weights a tile prefetches. A pass's first tile reads them from memory when the
  * layer's weights don't stay in L2 (ResNet-18's 256-channel 3x3 layers, 2.4 MB, at batch 1 and 4x4
  * positions: the weights are streamed for 16 positions), and the hardware prefetcher kept too few
