@@ -195,7 +195,7 @@ __attribute__((target("avx512f"))) static void gather_stride2_avx512(float *rest
     const __mmask16 hi = (__mmask16)(reads > 16 ? (1u << (reads - 16)) - 1 : 0);
     const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lo, src + 2 * q), even,
                                             _mm512_maskz_loadu_ps(hi, src + 2 * q + 16));
-    _mm512_mask_storeu_ps(dst + q, (__mmask16)((1u << left) - 1), v);
+    _mm512_mask_storeu_ps(dst + q, ot_lanes16(left), v);
 }
 #endif
 
@@ -312,8 +312,8 @@ __attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64
         (acc) = _mm512_mask_mov_ps((acc), gt_, v_);                                                                    \
         (best) = _mm512_mask_mov_ps((best), gt_, (i));                                                                 \
     } while (0)
-#define V_LOADN(p, n)     _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
-#define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
+#define V_LOADN(p, n)     _mm512_maskz_loadu_ps(ot_lanes16(n), p)
+#define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, ot_lanes16(n), v)
 #define DWB_TRANSPOSE(r)  ot_transpose16_avx512(r)
 
 #include "runtime/ops/conv_depthwise_block.inc"

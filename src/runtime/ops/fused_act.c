@@ -53,6 +53,8 @@ otter_status ot_fused_act_read(const ot_kernel_ctx *ctx, ot_fused_act *act) {
  * mobilenet_v2's inference, the scalar HardSigmoid and LeakyRelu loops 3.5% of mobilenet_v3_small's. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "runtime/ops/simd_transpose.h"
 #define OT_FA_X86 1
 
 static bool piecewise(ot_fused_act_kind kind) {
@@ -96,7 +98,7 @@ __attribute__((target("avx512f"), always_inline)) static inline int64_t avx512_r
                                                                                     int64_t n, float p0, float p1) {
     const __m512 v0 = _mm512_set1_ps(p0), v1 = _mm512_set1_ps(p1);
     for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 m = ot_lanes16(n - i);
         _mm512_mask_storeu_ps(y + i, m, piecewise_avx512(kind, _mm512_maskz_loadu_ps(m, y + i), v0, v1));
     }
     return n;

@@ -21,6 +21,8 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "runtime/ops/simd_transpose.h"
 #define OT_GEMM_X86 1
 #endif
 
@@ -574,7 +576,7 @@ epi_clamp_avx512_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, 
         EPI_ROW_SETUP
         const __m512 bv = _mm512_set1_ps(bm), lv = _mm512_set1_ps(lo), hv = _mm512_set1_ps(hi);
         for (int64_t j = 0; j < n; j += 16) {
-            const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+            const __mmask16 k = ot_lanes16(n - j);
             __m512 v = _mm512_maskz_loadu_ps(k, c + j);
             EPI_VEC(_mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, z + j))
             _mm512_mask_storeu_ps(c + j, k, v);

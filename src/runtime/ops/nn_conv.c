@@ -521,8 +521,8 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
-    const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win};
-    const bool lanes = !pool && !a.dw && ot_conv_lanes_pays_off(&shape), rows = !lanes && conv_rows_pays_off(&g, group),
+    const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
+    const bool lanes = ot_conv_lanes_pays_off(&shape), rows = !lanes && conv_rows_pays_off(&g, group),
                direct = !lanes && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernels (conv_direct.c, conv_lanes.c) and the
      * small-image product without pooling read each element of Z just before they write that element

@@ -1,5 +1,6 @@
 /* In-register transposes (AVX-512 16 x 16, AVX2 8 x 8) shared by the kernels that move planes ([channels][positions])
- * into and out of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product). */
+ * into and out of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product,
+ * conv_lanes.c), and the AVX-512 mask of a vector's first lanes every masked tail uses. */
 #ifndef OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 #define OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 

@@ -12,6 +12,8 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "runtime/ops/simd_transpose.h"
 #define OT_VEC_X86 1
 #endif
 
@@ -195,11 +197,10 @@ __attribute__((target("avx2,fma"))) static float hsum_avx2(__m256 v) {
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
 #define V_HMAX(v)           _mm512_reduce_max_ps(v)
 #define V_HSUM(v)           _mm512_reduce_add_ps(v)
-#define V_LOADN(p, n)       _mm512_maskz_loadu_ps(lanes_below_avx512(n), p)
-#define V_LOADN_OR(p, n, f) _mm512_mask_loadu_ps(_mm512_set1_ps(f), lanes_below_avx512(n), p)
-#define V_STOREN(p, v, n)   _mm512_mask_storeu_ps(p, lanes_below_avx512(n), v)
+#define V_LOADN(p, n)       _mm512_maskz_loadu_ps(ot_lanes16(n), p)
+#define V_LOADN_OR(p, n, f) _mm512_mask_loadu_ps(_mm512_set1_ps(f), ot_lanes16(n), p)
+#define V_STOREN(p, v, n)   _mm512_mask_storeu_ps(p, ot_lanes16(n), v)
 
-static inline __mmask16 lanes_below_avx512(int64_t n) { return (__mmask16)((1u << n) - 1); }
 #include "runtime/ops/vec_math_simd.inc"
 #include "runtime/ops/vec_math_simd_undef.inc"
 #undef V_BITS
