@@ -1,4 +1,4 @@
-/* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, small images as one product
+/* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, small images and 1x1 maps as one product
  * with positions as rows, output channels in the lanes, fused FusedConv) against
  * direct loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
  * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
@@ -38,6 +38,7 @@ typedef struct conv_case {
     int64_t pads[4], strides[2], dil[2];
     bool fused; /* Conv + B, then Add(x) and Relu: residual (needs M == C and same spatial size) */
     bool pool;  /* then (Relu and) MaxPool 2x2 stride 2: fused into the conv at opt level 2 */
+    bool relu;  /* then Relu (without the Add): fused as the conv's activation at opt level 2 */
 } conv_case;
 
 static void run_case(const conv_case *k) {
@@ -65,10 +66,8 @@ static void run_case(const conv_case *k) {
                                        X[((n * k->C + (m / Mg) * Cg + c) * k->H + ih) * k->W + iw];
                             }
                     int64_t o = ((n * k->M + m) * OH + oh) * OW + ow;
-                    if (k->fused) {
-                        acc += X[o];
-                        acc = acc > 0 ? acc : 0;
-                    }
+                    if (k->fused) acc += X[o];
+                    if (k->fused || k->relu) acc = acc > 0 ? acc : 0;
                     want[o] = (float)acc;
                 }
     if (k->pool) { /* Relu, MaxPool 2x2 stride 2 (floor), in place */
@@ -91,9 +90,9 @@ static void run_case(const conv_case *k) {
     CHECK_OK(otter_model_create(&mod, "conv", 17));
     CHECK_OK(otter_graph_add_input(mod->graph, "x", OTTER_DTYPE_FLOAT, 4, xd, NULL));
     CHECK_OK(otter_graph_add_output(mod->graph,
-                                    k->pool    ? "p"
-                                    : k->fused ? "r"
-                                               : "y",
+                                    k->pool               ? "p"
+                                    : k->fused || k->relu ? "r"
+                                                          : "y",
                                     OTTER_DTYPE_FLOAT, -1, NULL, NULL));
     otter_tensor *wc, *bc;
     CHECK_OK(otter_tensor_clone(&wc, w));
@@ -108,7 +107,7 @@ static void run_case(const conv_case *k) {
     CHECK_OK(otter_node_set_attr_ints(n, "dilations", 2, k->dil));
     CHECK_OK(otter_node_set_attr_int(n, "group", k->group));
     CHECK_OK(otter_graph_add_node(mod->graph, n));
-    if (k->fused || k->pool) {
+    if (k->fused || k->pool || k->relu) {
         const char *ain[2] = {"y", "x"}, *aout[1] = {"s"}, *rin[1] = {k->fused ? "s" : "y"}, *rout[1] = {"r"};
         if (k->fused) {
             CHECK_OK(otter_node_create(&n, "Add", "add", 2, ain, 1, aout));
@@ -310,6 +309,11 @@ int main(void) {
         {2, 144, 8, 8, 32, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {2, 96, 7, 7, 40, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {3, 64, 6, 6, 24, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        /* 1x1 maps (squeeze-excitation's fully connected layers): one product straight into Y with the
+         * bias and Relu; with a residual, the small-image product's way */
+        {32, 48, 1, 1, 96, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false, false, true},
+        {5, 601, 1, 1, 37, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
+        {3, 20, 1, 1, 20, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
     };
     /* every path the direct kernel has on this CPU (its choice of Winograd and of the small-image
      * product follows the path) */
