@@ -606,7 +606,7 @@ static void test_threads(void) {
     otter_tensor_free(y[1]);
     otter_model_free(m);
 
-    /* Concat on axis 1: (input, row) copies on the threads; every element where it belongs */
+    /* Concat on axis 1: (row, input) copies on the threads; every element where it belongs */
     CHECK_OK(otter_model_create(&m, "cat", 17));
     CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){-1, 96}, xp));
     add_node(m->graph, "Neg", "neg", 1, (const char *[]){"X"}, 1, (const char *[]){"nx"});

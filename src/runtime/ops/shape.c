@@ -184,8 +184,12 @@ otter_status ot_kernel_transpose(ot_kernel_ctx *ctx) {
 
 #define OT_CONCAT_MAX_INPUTS 64 /* more inputs copy on one thread */
 
-/* Concat's copies: outer rows of each input into its columns of the output, (input, row) pairs
- * split over the session's threads (squeezenet's channel concats move 2-6 MB an image batch). */
+/* Concat's copies: outer rows of each input into its columns of the output, (row, input) pairs
+ * split over the session's threads (squeezenet's channel concats move 2-6 MB an image batch). Row by
+ * row, so a thread copies whole images (all their inputs), the images the convolutions around it
+ * give that thread: its copies read what its core wrote and leave the result where the next layer
+ * reads it (input by input, each thread had half of every image: squeezenet batch 32, 2 threads,
+ * 1.05x). */
 typedef struct concat_copies {
     char *y;
     const char *src[OT_CONCAT_MAX_INPUTS];
@@ -198,7 +202,7 @@ typedef struct concat_copies {
 static void concat_rows(void *arg, int64_t t0, int64_t t1) {
     const concat_copies *c = arg;
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t i = t / c->outer, o = t % c->outer;
+        const int64_t o = t / c->n_inputs, i = t % c->n_inputs;
         ot_copy_elems(c->y + (size_t)(o * c->row + c->off[i]) * c->es, c->src[i] + (size_t)(o * c->blk[i]) * c->es,
                       c->blk[i], c->dtype);
     }
