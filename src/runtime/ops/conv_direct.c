@@ -91,13 +91,12 @@ typedef struct dc_plan {
     int64_t *roff;     /* per (channel, kernel row): offset into one image-group of xp */
     int64_t *kwoff;    /* per kernel column: offset added to a row's */
     int64_t n_rows, KW;
-    int64_t n0;          /* the first image of the padded input */
-    int64_t slots;       /* > 0: images padded and convolved one by one, per slot (dc_slots) */
-    int64_t buf_floats;  /* per pad buffer (one per slot, or one for the batch), slack included */
-    int64_t *next_image; /* dc_slots: the next image to take */
-    bool kw3;            /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
-    bool pool;           /* a->maxpool_2x2 */
-    int64_t *blk_m0;     /* channel blocks of a group: first channel and height */
+    int64_t n0;         /* the first image of the padded input */
+    int64_t slots;      /* > 0: images padded and convolved one by one, per slot (dc_slots) */
+    int64_t buf_floats; /* per pad buffer (one per slot, or one for the batch), slack included */
+    bool kw3;           /* KW == 3 at stride and dilation 1: kwoff is 0, 1, 2 */
+    bool pool;          /* a->maxpool_2x2 */
+    int64_t *blk_m0;    /* channel blocks of a group: first channel and height */
     int *blk_mr;
     int n_blk;
 } dc_plan;
@@ -581,8 +580,10 @@ static void dc_items(void *arg, int64_t i0, int64_t i1) {
     }
 }
 
-/* Slots [s0, s1): slot s takes the next image not yet taken (a shared counter: a thread slowed
- * down takes fewer), pads it into its own buffer and runs all of the image's items. */
+/* Slots [s0, s1): slot s takes its contiguous share of the images (the thread pool hands each thread
+ * its own share of the slots first, so a thread mostly reads images its core wrote in the layer
+ * before; two slots a thread leave a slowed thread's second one to the other), pads each into its
+ * own buffer and runs all of the image's items. */
 static void dc_slots(void *arg, int64_t s0, int64_t s1) {
     const dc_plan *p = arg;
     const ot_conv_direct *a = p->a;
@@ -590,7 +591,7 @@ static void dc_slots(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) {
         dc_plan q = *p;
         q.pad.xp = p->pad.xp + s * p->buf_floats;
-        while ((q.n0 = __atomic_fetch_add(p->next_image, 1, __ATOMIC_RELAXED)) < a->N) {
+        for (q.n0 = s * a->N / p->slots; q.n0 < (s + 1) * a->N / p->slots; q.n0++) {
             q.pad.x = a->x + q.n0 * image_in;
             ot_conv_pad_rows(&q.pad, 0, q.pad.PH);
             dc_items(&q, 0, items);
@@ -626,11 +627,11 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     p.isa = ot_conv_direct_isa();
     const bool avx512 = p.isa == OT_CONV_ISA_AVX512;
     int64_t max_blk = p.Mg / 4 + 2;
-    /* Batches of 4 images a thread or more go image by image, each thread padding its own into
+    /* Batches of 4 images a thread or more go image by image, each slot padding its own into
      * its own buffer and convolving it while the padded rows are in its L2 (a whole padded batch,
      * tens of MB at batch 64, came back from DRAM, and one barrier a conv replaces two an image).
      * Smaller batches are padded whole and their items shared by every thread. */
-    p.slots = a->N >= 4 * (int64_t)ctx->n_threads ? ctx->n_threads : 0;
+    p.slots = a->N >= 4 * (int64_t)ctx->n_threads ? 2 * (int64_t)ctx->n_threads : 0;
     const int64_t bufs = p.slots ? p.slots : 1, buf_images = p.slots ? 1 : a->N;
     p.buf_floats = buf_images * p.pad.image + OT_CONV_PAD_SLACK;
     p.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * p.buf_floats) * sizeof(float));
@@ -674,8 +675,6 @@ otter_status ot_conv_direct_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
                 for (int i = 0; i < mrp; i++) dst[k * mrp + i] = i < mr ? a->w[(m0 + i) * p.K + k] : 0.0f;
         }
     if (p.slots) {
-        int64_t next_image = 0;
-        p.next_image = &next_image;
         ot_parallel_for(ctx, p.slots, 1, dc_slots, &p);
     } else {
         ot_parallel_for(ctx, a->N * p.pad.PH, 1, ot_conv_pad_rows, &p.pad);
