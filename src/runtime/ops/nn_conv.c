@@ -405,7 +405,7 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     if (fill) ot_sgemm_pack_b(true, K, M, a->Wt, K, wp);
     /* 1x1 maps (squeeze-excitation's fully connected layers): X [N][C] is already the rows and Y
      * [N][M] the product's, so one product with the bias and activation as it stores; the columns and
-     * the transposes back (16 x 16 for one position) were 70% of those layers' time */
+     * the transposes back (16 x 16 for one position) were two thirds of those layers' time in perf */
     if (P == 1 && a->direct && !a->Z)
         return ot_sgemm_prepacked(ctx, false, N, M, K, 1.0f, a->X, K, wp, a->B ? 1.0f : 0.0f, a->Y, M, a->B, &a->act);
     /* images a chunk: their columns and product within ~4 MB */
