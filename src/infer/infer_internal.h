@@ -281,6 +281,11 @@ otter_status ot_infer_concat_training(ot_inode *n);
 otter_status ot_infer_conv_grad(ot_inode *n);
 otter_status ot_infer_conv_transpose_grad(ot_inode *n);
 otter_status ot_infer_otter_fused_conv(ot_inode *n);
+/* infer_channel_blocks.c */
+otter_status ot_infer_from_channel_blocks(ot_inode *n);
+otter_status ot_infer_blocked_maxpool(ot_inode *n);
+otter_status ot_infer_blocked_global_pool(ot_inode *n);
+otter_status ot_infer_blocked_conv(ot_inode *n);
 otter_status ot_infer_otter_fused_gemm(ot_inode *n);
 otter_status ot_infer_ms_fused_matmul(ot_inode *n);
 otter_status ot_infer_otter_fused_matmul(ot_inode *n);

@@ -199,6 +199,7 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n) { return ot_out_like(n, 1, 1
 /* ---- the fused operators runtime/fuse.c makes ---- */
 
 otter_status ot_infer_otter_fused_conv(ot_inode *n) {
+    if (ot_attr_int(n, "channel_blocks", 0)) return ot_infer_blocked_conv(n);
     static const int pick[] = {0, 1, 2};
     return ot_infer_as_picked(n, ot_infer_conv, 11, n->n_in < 3 ? n->n_in : 3, pick, false);
 }

@@ -477,6 +477,10 @@ const ot_op_entry ot_op_table[] = {
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
+    {"com.otter", "BlockedGlobalAveragePool", KERNELS({1, ot_kernel_blocked_globalaveragepool, 0}),
+     .infer = ot_infer_blocked_global_pool}, /* 1: GlobalAveragePool of channel-blocked X (runtime/layout.c) */
+    {"com.otter", "BlockedMaxPool", KERNELS({1, ot_kernel_blocked_maxpool, 0}), .infer = ot_infer_blocked_maxpool,
+     .attrs_of = "MaxPool"}, /* 1: MaxPool's Y on channel-blocked X (runtime/layout.c) */
     {"com.otter", "ClipGrad", KERNELS({1, ot_kernel_clip_grad, OT_OP_INPLACE0}),
      .infer = ot_infer_clip_grad}, /* 1: (dY, X, min?, max?) -> dX, dY where min <= X <= max (runtime/fuse.c) */
     {"com.otter", "CumProdGrad", KERNELS({1, ot_kernel_cumprod_grad, 0}),
@@ -487,8 +491,10 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Conv"}, /* 1: (dY, X, W, offset, B, mask) -> their gradients (ONNX Runtime has none) */
     {"com.otter", "DetGrad", KERNELS({1, ot_kernel_det_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, X) -> dY * cofactor(X) */
+    {"com.otter", "FromChannelBlocks", KERNELS({1, ot_kernel_from_channel_blocks, 0}),
+     .infer = ot_infer_from_channel_blocks}, /* 1: [N, C/16, H, W, 16] -> [N, C, H, W] (runtime/layout.c) */
     {"com.otter", "FusedConv", KERNELS({1, ot_kernel_conv, OT_OP_INPLACE3}), .infer = ot_infer_otter_fused_conv,
-     .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c) */
+     .attrs_of = "Conv"}, /* 1: Conv + bias + sum input Z + activation (fuse.c); channel_blocks: X, Z, Y blocked */
     {"com.otter", "FusedGemm", KERNELS({1, ot_kernel_gemm, 0}), .infer = ot_infer_otter_fused_gemm,
      .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),

@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "core/strmap.h"
+#include "runtime/layout.h"
 
 typedef struct fz {
     otter_graph *g;
@@ -815,14 +816,16 @@ otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_m
     for (size_t k = 0; k < c->graph->n_nodes; k++)
         if (c->graph->nodes[k]) c->graph->nodes[j++] = c->graph->nodes[k];
     c->graph->n_nodes = j;
-    if (s == OTTER_OK && f.n_fused) s = otter_model_set_opset(c, "com.otter", 1);
+    size_t n_blocked = 0;
+    if (s == OTTER_OK) s = ot_layout_channel_blocks(c->graph, &n_blocked);
+    if (s == OTTER_OK && (f.n_fused || n_blocked)) s = otter_model_set_opset(c, "com.otter", 1);
     if (s == OTTER_OK && f.made_ms && otter_model_opset(c, "com.microsoft") < 1)
         s = otter_model_set_opset(c, "com.microsoft", 1);
     ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.producer), ot_strmap_free(&f.inits),
         ot_strmap_free(&f.inputs), ot_strmap_free(&f.names);
     for (size_t i = 0; i < f.n_dead; i++) otter_node_free(f.dead[i]);
     ot_free(f.dead);
-    if (s != OTTER_OK || !f.n_fused) {
+    if (s != OTTER_OK || !(f.n_fused || n_blocked)) {
         /* on failure the copy may be half-edited: drop it (the session runs the model as written) */
         otter_model_free(c);
         return s;

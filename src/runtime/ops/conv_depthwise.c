@@ -579,6 +579,15 @@ void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_
     DWB_DISPATCH(p, maxpool_block, p, x, nc, y, scratch);
 }
 
+void ot_conv_depthwise_forward_blocked(const ot_dw_plan *p, const float *x, bool x_blocked, const float *z,
+                                       const ot_fused_act *act, float *y, const float *wb, float *scratch) {
+    DWB_DISPATCH(p, forward_blocked, p, x, x_blocked, z, act, y, wb, scratch);
+}
+
+void ot_conv_depthwise_block_maxpool_blocked(const ot_dw_plan *p, const float *x, float *y, float *scratch) {
+    DWB_DISPATCH(p, maxpool_blocked, p, x, y, scratch);
+}
+
 void ot_conv_depthwise_block_maxpool_indices(const ot_dw_plan *p, const float *x, int64_t nc, int64_t plane0, float *y,
                                              int64_t *ind, float *scratch) {
     DWB_DISPATCH(p, maxpool_indices_block, p, x, nc, plane0, y, ind, scratch);

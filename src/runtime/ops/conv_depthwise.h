@@ -104,6 +104,12 @@ void ot_conv_depthwise_block_weights(const ot_dw_plan *p, const float *w, const 
 void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const float *z, const ot_fused_act *act,
                                      int64_t nc, float *y, const float *wb, float *scratch);
 
+/* The same forward into a channel-blocked block y [OH][OW][block] (runtime/ops/channel_blocks.h; p->block
+ * channels), from x channel-blocked [H][W][block] (x_blocked) or planar block planes [block][H][W], z
+ * channel-blocked like y or NULL; the same bits as ot_conv_depthwise_forward_block. */
+void ot_conv_depthwise_forward_blocked(const ot_dw_plan *p, const float *x, bool x_blocked, const float *z,
+                                       const ot_fused_act *act, float *y, const float *wb, float *scratch);
+
 /* Max pooling over the same channel blocks, for MaxPool without indices (a plan of the pooling
  * window: the taps are the window, dilation included): y [nc][OH][OW] = the maximum of each window of
  * x [nc][H][W]. Taps in row-major order, each replacing the running maximum only when greater (from
@@ -114,6 +120,9 @@ void ot_conv_depthwise_forward_block(const ot_dw_plan *p, const float *x, const 
  * number of calls with the same plan. */
 void ot_conv_depthwise_block_max_init(const ot_dw_plan *p, float *scratch);
 void ot_conv_depthwise_block_maxpool(const ot_dw_plan *p, const float *x, int64_t nc, float *y, float *scratch);
+/* The same over one block of channel-blocked data (runtime/ops/channel_blocks.h; p->block channels):
+ * y [OH][OW][block] = the window maxima of x [H][W][block]. */
+void ot_conv_depthwise_block_maxpool_blocked(const ot_dw_plan *p, const float *x, float *y, float *scratch);
 /* The same with MaxPool's second output: ind [nc][OH][OW] = the flat index of each maximum,
  * (plane0 + c) * H * W + its offset in plane c of the block (row-major indices, plane0 the block's
  * first plane counted over the whole tensor). Each window starts from its first tap inside the

@@ -33,6 +33,9 @@ typedef struct ot_conv_direct {
     int winograd;       /* the largest Winograd output tile it may use where that pays off: 0 (none), 2 or 4
                            (ctx->winograd) */
     bool constant_w;    /* w is the same every run: its packed forms are kept in the node's cache */
+    bool x_blocked;     /* x in blocks of 16 channels, [N][C / 16][H][W][16] (conv_lanes.c only, C a multiple of 16) */
+    bool y_blocked;     /* sum and y in blocks of 16 channels, [N][M / 16][OH][OW][16] (conv_lanes.c only, M a
+                           multiple of 16) */
 } ot_conv_direct;
 
 /* The direct kernel's vector paths: AVX2 + FMA register tiles of 6 channels x 16 positions, AVX-512

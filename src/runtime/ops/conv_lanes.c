@@ -9,8 +9,12 @@
  * zero-padded to whole vectors). Work items are (image, block, chunk of positions); an item runs
  * its taps in passes of equal length that keep the block's weights of a pass in L1 (at most 32 KB),
  * each over all of its tiles, the partial sums staying in a position-major buffer on the stack (L1)
- * that is then transposed into the output planes. */
+ * that is then transposed into the output planes. A channel-blocked input (a->x_blocked) is read
+ * the same way with a column stride of 16 floats, padded into [C / 16][PH][QW][16]; a channel-blocked
+ * output (a->y_blocked) gets the partial sums stored straight into its blocks. */
 #include "runtime/ops/conv_lanes.h"
+
+#include <string.h>
 
 #include "core/core.h"
 #include "runtime/ops/fused_act.h"
@@ -23,6 +27,7 @@
 #endif
 
 #define CL_MR      6   /* positions per register tile */
+#define CL_MR_ONE  12  /* positions per register tile of one vector of channels (16 output channels) */
 #define CL_BLOCK   64  /* output channels per block (4 vectors) */
 #define CL_CHUNK_P 96  /* positions per item, at most: the position-major buffer is 24 KB */
 #define CL_CHUNK_K 128 /* taps per pass, at most: a block's weights of a pass are 32 KB */
@@ -33,7 +38,7 @@
  * 1.06x, the other models even. */
 #define CL_PREFETCH_K 24
 
-static bool cl_supported(const ot_conv_direct *a) {
+bool ot_conv_lanes_supported(const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
     return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && a->group == 1 && !a->maxpool_2x2 && w->in[0] == 1 &&
            w->out[0] == 1 && w->k[0] == 1 && w->pad_begin[1] >= 0 && w->pad_begin[2] >= 0 && a->M >= 16;
@@ -51,7 +56,7 @@ static bool cl_supported(const ot_conv_direct *a) {
  * product's rows of B are 4 KB apart), but to 16 channels (mobilenet_v2's 32 -> 16, one vector a
  * tile) 0.58x and to 24 0.70-0.74x, and expansions from 16-96 channels ~1.0x. */
 bool ot_conv_lanes_pays_off(const ot_conv_direct *a) {
-    if (!cl_supported(a)) return false;
+    if (!ot_conv_lanes_supported(a)) return false;
     const int64_t P = a->win.out[1] * a->win.out[2], OW = a->win.out[2], K = a->C * a->win.k[1] * a->win.k[2];
     if (P < 16) return false;
     if (a->win.k[1] * a->win.k[2] == 1)
@@ -65,7 +70,7 @@ bool ot_conv_lanes_pays_off(const ot_conv_direct *a) {
 typedef struct cl_plan {
     const ot_conv_direct *a;
     ot_conv_pad pad;        /* the padded copy (pad.xp NULL: none, the input is read in place) */
-    int64_t row, chan;      /* floats between input rows and between input channels of a row */
+    int64_t row, chan, col; /* floats between input rows, channels (blocks of 16 when a->x_blocked) and columns */
     int64_t K, P, OW;       /* taps, output positions, output width */
     int64_t sh, sw;         /* strides */
     const int64_t *koff;    /* per tap (channel, kernel row, kernel column) */
@@ -79,9 +84,9 @@ __attribute__((target("avx512f"), always_inline)) static inline void cl_tile(con
                                                                              const int64_t *koff, int64_t kn,
                                                                              const float *w, int64_t ldw, float *yt,
                                                                              bool add, const int R, const int NV) {
-    __m512 acc[CL_MR][4];
-    const float *x[CL_MR];
-#pragma GCC unroll 6
+    __m512 acc[CL_MR_ONE][4];
+    const float *x[CL_MR_ONE];
+#pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         x[i] = xb[i];
 #pragma GCC unroll 4
@@ -96,14 +101,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void cl_tile(con
             wv[j] = _mm512_loadu_ps(w + 16 * j);
             _mm_prefetch((const char *)(w + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
         }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             const __m512 b = _mm512_set1_ps(x[i][o]);
 #pragma GCC unroll 4
             for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(b, wv[j], acc[i][j]);
         }
     }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++) _mm512_storeu_ps(yt + i * CL_BLOCK + 16 * j, acc[i][j]);
@@ -127,6 +132,16 @@ CL_TILES(6)
 #define CL_ROW(R)                                                                                                      \
     { cl_tile_##R##_1, cl_tile_##R##_2, cl_tile_##R##_3, cl_tile_##R##_4 }
 static const cl_tile_fn cl_tiles[CL_MR][4] = {CL_ROW(1), CL_ROW(2), CL_ROW(3), CL_ROW(4), CL_ROW(5), CL_ROW(6)};
+/* one vector of channels: 6 accumulators left the broadcasts (one a position and tap) the bound */
+CL_TILE(7, 1)
+CL_TILE(8, 1)
+CL_TILE(9, 1)
+CL_TILE(10, 1)
+CL_TILE(11, 1)
+CL_TILE(12, 1)
+static const cl_tile_fn cl_tiles_one[CL_MR_ONE] = {cl_tile_1_1, cl_tile_2_1, cl_tile_3_1,  cl_tile_4_1,
+                                                   cl_tile_5_1, cl_tile_6_1, cl_tile_7_1,  cl_tile_8_1,
+                                                   cl_tile_9_1, cl_tile_10_1, cl_tile_11_1, cl_tile_12_1};
 
 /* 16 x 16 transposes: a store is a plane's 16 positions (the 4 x 4 SSE ones of nn_conv.c store 16
  * bytes a plane at a time, one line each: store-bound, 5.9% of mobilenet_v2's inference at batch
@@ -170,6 +185,51 @@ __attribute__((target("avx512f"))) void ot_conv_rows_to_planes_avx512(const floa
     if (other && ldy == P) ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
 }
 
+/* The channel-blocked store: y[j][i][16] = act(yt[i][16 j, 16 j + 16) + b (+ z[j][i][16])) for the nm / 16
+ * vectors j of a tile row and its np positions i, blocks P * 16 floats apart: no transpose, the
+ * epilogue of ot_conv_rows_to_planes_avx512 in its order (so the same bits). z may be y. */
+__attribute__((target("avx512f"))) static void cl_store_blocked(const float *yt, int64_t nm, int64_t np, int64_t P,
+                                                                const float *b, const float *z, const ot_fused_act *act,
+                                                                float *y) {
+    const bool relu = act->kind == OT_FUSED_RELU, other = act->kind != OT_FUSED_NONE && !relu;
+    for (int64_t j = 0; j < nm / 16; j++) {
+        const __m512 bias = b ? _mm512_loadu_ps(b + 16 * j) : _mm512_setzero_ps();
+        float *yj = y + j * P * 16;
+        const float *zj = z ? z + j * P * 16 : NULL;
+        for (int64_t i = 0; i < np; i++) {
+            __m512 v = _mm512_add_ps(_mm512_loadu_ps(yt + i * CL_BLOCK + 16 * j), bias);
+            if (zj) v = _mm512_add_ps(v, _mm512_loadu_ps(zj + i * 16));
+            if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+            _mm512_storeu_ps(yj + i * 16, v);
+        }
+        if (other) ot_fused_act_apply(act, yj, np * 16);
+    }
+}
+
+/* Image x's zero-padded copy xp when the input is channel-blocked: [C / 16][PH][QW][16], each padded
+ * row the input row's run of columns (all of them, or as many as the windows reach) between zeros. */
+static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp) {
+    const int64_t run = p->W < p->QW - p->pad_w ? p->W : p->QW - p->pad_w, after = p->QW - p->pad_w - run;
+    for (int64_t cb = 0; cb < p->C / 16; cb++)
+        for (int64_t r = 0; r < p->PH; r++) {
+            float *dst = xp + (cb * p->PH + r) * p->QW * 16;
+            const int64_t ih = r - p->pad_h;
+            if (ih < 0 || ih >= p->H) {
+                memset(dst, 0, (size_t)(p->QW * 16) * sizeof(float));
+                continue;
+            }
+            memset(dst, 0, (size_t)(p->pad_w * 16) * sizeof(float));
+            memcpy(dst + p->pad_w * 16, x + (cb * p->H + ih) * p->W * 16, (size_t)(run * 16) * sizeof(float));
+            memset(dst + (p->pad_w + run) * 16, 0, (size_t)(after * 16) * sizeof(float));
+        }
+}
+
+/* ot_parallel_for body: images [n0, n1) padded (arg: ot_conv_pad of the blocked input). */
+static void cl_pad_blocked_images(void *arg, int64_t n0, int64_t n1) {
+    const ot_conv_pad *p = arg;
+    for (int64_t n = n0; n < n1; n++) cl_pad_blocked(p, p->x + n * p->C * p->H * p->W, p->xp + n * p->image);
+}
+
 /* One item: image n's channel block blk at position chunk pc; x is the image's input (padded or not). */
 __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n, int64_t blk,
                                                        int64_t pc) {
@@ -184,7 +244,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
     /* each tile's base pointers: position p at output (p / OW, p % OW) */
     const float *xb[CL_CHUNK_P];
     for (int64_t i = 0, oh = p0 / pl->OW, ow = p0 % pl->OW; i < np; i++) {
-        xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw;
+        xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw * pl->col;
         if (++ow == pl->OW) ow = 0, oh++;
     }
     /* passes of equal length: a short last pass (144 = 128 + 16 taps) pays the partial sums' round trip for
@@ -192,14 +252,24 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
     const int64_t passes = (K + CL_CHUNK_K - 1) / CL_CHUNK_K, ck = (K + passes - 1) / passes;
     for (int64_t k0 = 0; k0 < K; k0 += ck) {
         const int64_t kn = K - k0 < ck ? K - k0 : ck;
-        for (int64_t i = 0; i < np; i += CL_MR) {
-            const int64_t r = np - i < CL_MR ? np - i : CL_MR;
+        const int64_t mr = nv == 1 ? CL_MR_ONE : CL_MR;
+        for (int64_t i = 0; i < np; i += mr) {
+            const int64_t r = np - i < mr ? np - i : mr;
+            if (nv == 1) {
+                cl_tiles_one[r - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
+                continue;
+            }
             cl_tiles[r - 1][nv - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
         }
     }
+    const float *b = a->bias ? a->bias + m0 : NULL;
+    if (a->y_blocked) {
+        const int64_t at = (n * a->M + m0) * P + p0 * 16;
+        cl_store_blocked(yt, nm, np, P, b, a->sum ? a->sum + at : NULL, &a->act, a->y + at);
+        return;
+    }
     const int64_t at = (n * a->M + m0) * P + p0;
-    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, a->bias ? a->bias + m0 : NULL, a->sum ? a->sum + at : NULL,
-                                  &a->act, a->y + at, P);
+    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, b, a->sum ? a->sum + at : NULL, &a->act, a->y + at, P);
 }
 
 /* Items [i0, i1) of (image, block, chunk), the images already padded (or read in place). */
@@ -226,7 +296,10 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
         if (pad.xp) pad.xp += s * pad.image;
         for (int64_t n = s * a->N / pl->slots; n < (s + 1) * a->N / pl->slots; n++) {
             const float *x = a->x + n * image_in;
-            if (pad.xp) {
+            if (pad.xp && a->x_blocked) {
+                cl_pad_blocked(&pad, x, pad.xp);
+                x = pad.xp;
+            } else if (pad.xp) {
                 pad.x = x;
                 ot_conv_pad_rows(&pad, 0, pad.PH);
                 x = pad.xp;
@@ -253,8 +326,15 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     const bool padded = pl.pad.pad_h > 0 || pl.pad.pad_w > 0 || pl.pad.PH > H || pl.pad.QW > W;
     pl.pad.row = C * pl.pad.QW;
     pl.pad.image = pl.pad.PH * pl.pad.row;
-    pl.row = padded ? pl.pad.row : W;
-    pl.chan = padded ? pl.pad.QW : H * W;
+    if (a->x_blocked) { /* [C / 16][rows][columns][16], padded or not */
+        pl.col = 16;
+        pl.row = (padded ? pl.pad.QW : W) * 16;
+        pl.chan = (padded ? pl.pad.PH * pl.pad.QW : H * W) * 16;
+    } else { /* [rows][C][columns] padded, [C][rows][columns] not */
+        pl.col = 1;
+        pl.row = padded ? pl.pad.row : W;
+        pl.chan = padded ? pl.pad.QW : H * W;
+    }
     pl.blocks = (a->M + CL_BLOCK - 1) / CL_BLOCK;
     pl.chunks = (pl.P + CL_CHUNK_P - 1) / CL_CHUNK_P;
     /* image by image (each slot padding its own), two slots a thread, when every thread gets images;
@@ -269,7 +349,9 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     if (!koff || !wp) return OTTER_ERR_NOMEM;
     for (int64_t c = 0, k = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
-            for (int64_t kw = 0; kw < KW; kw++) koff[k++] = c * pl.chan + kh * dh * pl.row + kw * dw;
+            for (int64_t kw = 0; kw < KW; kw++)
+                koff[k++] =
+                    (a->x_blocked ? c / 16 * pl.chan + c % 16 : c * pl.chan) + kh * dh * pl.row + kw * dw * pl.col;
     for (int64_t m0 = 0; fill_w && m0 < a->M; m0 += CL_BLOCK) {
         const int64_t nm = a->M - m0 < CL_BLOCK ? a->M - m0 : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
         float *dst = wp + m0 * pl.K;
@@ -280,7 +362,10 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     if (slots) {
         ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
     } else {
-        if (padded) ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
+        if (padded && a->x_blocked)
+            ot_parallel_for(ctx, a->N, 1, cl_pad_blocked_images, &pl.pad);
+        else if (padded)
+            ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
         ot_parallel_for(ctx, a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
     }
     return OTTER_OK;

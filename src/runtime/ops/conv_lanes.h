@@ -16,14 +16,17 @@
 
 #include "runtime/ops/conv_direct.h"
 
-/* Whether ot_conv_lanes_run handles a (2-D, one group, no pooling, no crop, the AVX-512 path allowed
- * by ot_conv_direct_isa) and beats the other paths on it (only the geometry and the counts of a are
- * read). */
+/* Whether ot_conv_lanes_run handles a (2-D, one group, no pooling, no crop, at least 16 output channels and the
+ * AVX-512 path allowed by ot_conv_direct_isa; only the geometry and the counts of a are read). */
+bool ot_conv_lanes_supported(const ot_conv_direct *a);
+
+/* Whether ot_conv_lanes_run handles a and beats the other paths on it. */
 bool ot_conv_lanes_pays_off(const ot_conv_direct *a);
 
 /* y = act(conv(x, w) + bias + sum), same contract as ot_conv_direct_run (and the same bits: each
  * output sums its (channel, tap) products in the same order with one FMA each). Each element of
- * sum is read just before the same element of y is written, so y may be sum's buffer. */
+ * sum is read just before the same element of y is written, so y may be sum's buffer. x
+ * (a->x_blocked) and sum and y (a->y_blocked) may be in blocks of 16 channels (the same bits again). */
 otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
 
 #if defined(__GNUC__) && defined(__x86_64__)

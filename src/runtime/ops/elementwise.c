@@ -408,7 +408,15 @@ typedef struct {
         for (; i < n; i++) o[i] = A[i * sa] OP B[i * sb];                                                              \
     }                                                                                                                  \
     static void NAME##_planes_f32(const bin_planes *p, int64_t p0, int64_t p1) {                                       \
-        for (int64_t q = p0; q < p1; q++) {                                                                            \
+        for (int64_t q = p0; p->blk > 1 && q < p1; q++) { /* lanes of blk values a position */                         \
+            float *o = p->o + q * p->len * p->blk;                                                                     \
+            const float *x = p->x + q * p->len * p->blk, *s = p->s + q * p->blk;                                       \
+            for (int64_t j = 0; j < p->len * p->blk; j += p->blk)                                                      \
+                for (int64_t i = 0; i < p->blk; i += 4)                                                                \
+                    ot_v4_store(o + j + i, p->s_first ? ot_v4_load(s + i) OP ot_v4_load(x + j + i)                     \
+                                                      : ot_v4_load(x + j + i) OP ot_v4_load(s + i));                   \
+        }                                                                                                              \
+        for (int64_t q = p0; p->blk == 1 && q < p1; q++) {                                                             \
             float *o = p->o + q * p->len;                                                                              \
             const float *x = p->x + q * p->len, s = p->s[q];                                                           \
             int64_t i = 0;                                                                                             \
@@ -423,12 +431,15 @@ typedef struct {
     }
 /* Planes times a value per plane (squeeze-excitation's x * scale [N][C][1][1], a per-channel bias):
  * the rows of the broadcast walk are planes, as short as 2x2 late in mobile nets, where a row call
- * per plane cost more than its products (efficientnet_b0's Muls at batch 32: 8.6% of inference). */
+ * per plane cost more than its products (efficientnet_b0's Muls at batch 32: 8.6% of inference).
+ * Channel-blocked planes (runtime/ops/channel_blocks.h) are positions of 16 lanes with 16 values a
+ * plane, where the walk's rows are single positions (mobilenet_v3_small's blocked Muls took 3x the
+ * planar ones' time). */
 typedef struct bin_planes {
     float *o;
-    const float *x, *s; /* x [planes][len], s [planes] */
-    int64_t len;
-    bool s_first; /* s is the left operand */
+    const float *x, *s; /* x [planes][len][blk], s [planes][blk] */
+    int64_t len, blk;   /* blk: 1, or a multiple of 4 */
+    bool s_first;       /* s is the left operand */
 } bin_planes;
 BIN_F32_KERNEL(add, +)
 BIN_F32_KERNEL(sub, -)
@@ -570,21 +581,26 @@ static void planes_range(void *arg, int64_t p0, int64_t p1) {
     t->fn(&t->p, p0, p1);
 }
 
-/* Whether bc (merged) is planes of bc.dims[1] floats with one operand a value per plane and the
- * other contiguous, and fn one of the float arithmetic rows: then o = fn over the planes, run. */
+/* Whether bc (merged) is planes of bc.dims[1] floats (or of bc.dims[1] positions of bc.dims[2] lanes)
+ * with one operand a value per plane (a value per lane of a plane) and the other contiguous, and fn
+ * one of the float arithmetic rows: then o = fn over the planes, run. */
 static bool bin_exec_planes(const ot_kernel_ctx *ctx, ot_bcast_row_fn fn, const ot_bcast *bc, otter_tensor *o,
                             const otter_tensor *a, const otter_tensor *b) {
-    if (bc->rank != 2) return false;
-    const int64_t len = bc->dims[1];
+    if (bc->rank != 2 && !(bc->rank == 3 && bc->dims[2] % 4 == 0)) return false;
+    const int64_t len = bc->dims[1], blk = bc->rank == 3 ? bc->dims[2] : 1, d = bc->rank - 1;
     const int64_t *so = bc->strides[0], *sa = bc->strides[1], *sb = bc->strides[2];
-    const bool a_planes = sa[0] == len && sa[1] == 1, b_planes = sb[0] == len && sb[1] == 1;
-    const bool s_first = sa[0] == 1 && sa[1] == 0 && b_planes;
-    if (so[0] != len || so[1] != 1 || !(s_first || (a_planes && sb[0] == 1 && sb[1] == 0))) return false;
+    /* a plane of the contiguous operand and of o: [len][blk]; of the other: [blk] */
+    const bool a_planes = sa[0] == len * blk && sa[1] == blk && sa[d] == 1,
+               b_planes = sb[0] == len * blk && sb[1] == blk && sb[d] == 1;
+    const bool a_values = sa[0] == blk && sa[1] == 0 && sa[d] == (blk > 1),
+               b_values = sb[0] == blk && sb[1] == 0 && sb[d] == (blk > 1);
+    const bool s_first = a_values && b_planes;
+    if (so[0] != len * blk || so[1] != blk || so[d] != 1 || !(s_first || (a_planes && b_values))) return false;
     for (size_t k = 0; k < sizeof planes_kernels / sizeof *planes_kernels; k++) {
         if (planes_kernels[k].row != fn) continue;
         const planes_task t = {planes_kernels[k].planes,
-                               {o->data, s_first ? b->data : a->data, s_first ? a->data : b->data, len, s_first}};
-        const int64_t grain = OT_GRAIN_ELEMWISE / len;
+                               {o->data, s_first ? b->data : a->data, s_first ? a->data : b->data, len, blk, s_first}};
+        const int64_t grain = OT_GRAIN_ELEMWISE / (len * blk);
         ot_parallel_for(ctx, bc->dims[0], grain > 1 ? grain : 1, planes_range, (void *)&t);
         return true;
     }

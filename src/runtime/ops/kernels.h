@@ -117,13 +117,18 @@ otter_status ot_kernel_convinteger(ot_kernel_ctx *ctx);
 otter_status ot_kernel_qlinearconv(ot_kernel_ctx *ctx);
 otter_status ot_kernel_convtranspose(ot_kernel_ctx *ctx);
 
-/* nn_pool.c: pooling, global pooling, MaxUnpool */
+/* nn_pool.c: pooling, global pooling, MaxUnpool, com.otter BlockedMaxPool, BlockedGlobalAveragePool */
 otter_status ot_kernel_maxpool(ot_kernel_ctx *ctx);
+otter_status ot_kernel_blocked_maxpool(ot_kernel_ctx *ctx);
+otter_status ot_kernel_blocked_globalaveragepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_averagepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_lppool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalaveragepool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_globalmaxpool(ot_kernel_ctx *ctx);
 otter_status ot_kernel_maxunpool(ot_kernel_ctx *ctx);
+
+/* channel_blocks.c: com.otter FromChannelBlocks */
+otter_status ot_kernel_from_channel_blocks(ot_kernel_ctx *ctx);
 
 /* nn_sample.c: GridSample, GridSampleGrad */
 otter_status ot_kernel_gridsample(ot_kernel_ctx *ctx);

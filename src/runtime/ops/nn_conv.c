@@ -14,6 +14,7 @@
 #include "ops/shape_math.h"
 #include "runtime/op.h"
 #include "runtime/ops/broadcast.h"
+#include "runtime/ops/channel_blocks.h"
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_lanes.h"
@@ -53,6 +54,8 @@ typedef struct conv_args {
     bool direct;          /* 1x1, stride 1, no pad: X is its own column matrix */
     const ot_dw_plan *dw; /* depthwise (one input channel per group): a task convolves its plane, no sgemm */
     bool dw_block;        /* depthwise by channel blocks: a task is a block of an image's channels (dw->block) */
+    bool x_blocked;       /* dw_block: X channel-blocked [N][C / 16][H][W][16] (runtime/ops/channel_blocks.h) */
+    bool y_blocked;       /* dw_block: Y and Z channel-blocked */
     float *dw_w;          /* dw_block: every block's packed weights and bias, dw->blk_w floats a block */
     bool inner_threads;
     float *cols;       /* n_slots column buffers of col_elems */
@@ -118,8 +121,13 @@ static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
         ot_conv_depthwise_block_init(a->dw, scratch);
         for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
             const int64_t n = t / blocks, c = t % blocks * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
-            ot_conv_depthwise_forward_block(a->dw, a->X + (n * C + c) * isz, a->Z ? a->Z + at : NULL, &a->act, nc,
-                                            a->Y + at, a->dw_w + c / blk * a->dw->blk_w, scratch);
+            /* the same offsets when blocked: a block of 16 channels is 16 planes' floats */
+            const float *x = a->X + (n * C + c) * isz, *w = a->dw_w + c / blk * a->dw->blk_w;
+            if (a->y_blocked)
+                ot_conv_depthwise_forward_blocked(a->dw, x, a->x_blocked, a->Z ? a->Z + at : NULL, &a->act, a->Y + at,
+                                                  w, scratch);
+            else
+                ot_conv_depthwise_forward_block(a->dw, x, a->Z ? a->Z + at : NULL, &a->act, nc, a->Y + at, w, scratch);
         }
     }
 }
@@ -447,6 +455,130 @@ static void conv_add_broadcast_sum(const float *conv, const otter_tensor *z, con
     ot_fused_act_apply(act, yo, bc.numel);
 }
 
+/* A convolution of fewer images than threads and fewer FLOPs than this runs on the calling thread:
+ * at batch 1 a layer split over 2 threads reads half its input from the other core's cache and
+ * writes half its output into it (no split of one image's work matches the next layer's), which
+ * cost more than the split saved below ~5 MFLOP (25 us) here: one process alternating runs, medians,
+ * batch 1, 2 threads, mobilenet_v3_small 2.03x, shufflenet_v2_x0_5 2.25x, mobilenet_v2 1.32x,
+ * efficientnet_b0 1.34x, squeezenet1_0 1.10x, ResNet-18 unchanged (at 12 MFLOP it lost 8%). With
+ * as many images as threads, every path splits by image, and a layer run on one thread would break
+ * that (mobilenet_v3_small batch 32 lost 19% when its small depthwise layers did). */
+#define CONV_SERIAL_FLOPS 5e6
+
+/* Whether a convolution of geometry g (after ot_conv_geom_to3) to M channels in `group` groups runs on
+ * the calling thread alone. */
+static bool conv_serial(const ot_conv_geom *g, int64_t M, int64_t group, int threads) {
+    return g->N < threads &&
+           2.0 * (double)(g->N * M * g->out_size) * (double)(g->C / group * g->k_size) < CONV_SERIAL_FLOPS;
+}
+
+/* The channel-block depthwise path on channel-blocked tensors (d: X, W, B, Z, Y, the activation). */
+static otter_status conv_blocked_depthwise(ot_kernel_ctx *ctx, const ot_conv_direct *d, const ot_conv_geom *g,
+                                           const ot_dw_plan *plan) {
+    conv_args a = {.ctx = ctx,
+                   .g = g,
+                   .X = d->x,
+                   .Wt = d->w,
+                   .B = d->bias,
+                   .Z = d->sum,
+                   .Y = d->y,
+                   .M = d->M,
+                   .group = d->group,
+                   .Cg = 1,
+                   .Mg = 1,
+                   .act = d->act,
+                   .dw = plan,
+                   .dw_block = true,
+                   .x_blocked = d->x_blocked,
+                   .y_blocked = true};
+    atomic_init(&a.failed, 0);
+    return conv_run_tasks(ctx, &a);
+}
+
+/* com.otter FusedConv with channel_blocks (runtime/layout.c): Y and Z in blocks of 16 channels
+ * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
+ * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
+ * it computes them. */
+static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2),
+                       *z = ot_ctx_input(ctx, 3);
+    char s1[128], s2[128];
+    const bool x_blocked = x->rank == 5;
+    if (x_blocked) OT_TRY(ot_channel_blocks_check(ctx, 0, x));
+    if (z) OT_TRY(ot_channel_blocks_check(ctx, 3, z));
+    const otter_tensor xv = x_blocked ? ot_channel_blocks_planar(x) : *x, zv = z ? ot_channel_blocks_planar(z) : xv;
+    ot_conv_geom g;
+    int64_t group = 1;
+    OT_TRY(conv_check(ctx, &xv, w, b, z ? &zv : NULL, &g, &group));
+    const int64_t M = w->dims[0], yd[5] = {g.N, M / 16, g.out[0], g.out[1], 16};
+    ot_conv_geom_to3(&g);
+    ot_conv_direct d = {.N = g.N,
+                        .C = g.C,
+                        .M = M,
+                        .group = group,
+                        .win = ot_conv_geom_window(&g),
+                        .act = *act,
+                        .constant_w = ot_ctx_input_constant(ctx, 1),
+                        .x_blocked = x_blocked,
+                        .y_blocked = true};
+    ot_dw_plan plan;
+    const bool depthwise = group > 1 && group == g.C && M == g.C &&
+                           ot_conv_depthwise_plan(&plan, &d.win, ot_conv_depthwise_isa()) && plan.block == 16;
+    if (x->dtype != OTTER_DTYPE_FLOAT || M % 16 != 0 || (!depthwise && !ot_conv_lanes_supported(&d)))
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "channel-blocked convolution of '%s' with weight '%s' %s needs float, one group or one "
+                            "channel a group, 2-D, a multiple of 16 output channels, no negative pads and AVX-512",
+                            ot_ctx_input_name(ctx, 0), ot_ctx_input_name(ctx, 1),
+                            ot_shape_str(s1, sizeof s1, w->rank, w->dims));
+    /* a sum input of another shape broadcasts like Add: the blocks of both line up, as the planar
+     * shapes' channels are the same multiple of 16 */
+    int ord = 5;
+    int64_t od[OTTER_MAX_RANK];
+    memcpy(od, yd, sizeof yd);
+    const bool z_bcast = z && memcmp(z->dims, yd, sizeof yd) != 0;
+    if (z_bcast && !ot_broadcast_shape2(5, yd, 5, z->dims, &ord, od))
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s does not broadcast with %s",
+                            ot_ctx_input_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
+                            ot_shape_str(s2, sizeof s2, 5, yd));
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, ord, od);
+    if (!y) return ctx->output_status;
+    if (otter_tensor_numel(y) == 0) return OTTER_OK;
+    d.x = x->data, d.w = w->data, d.bias = b ? b->data : NULL, d.sum = z_bcast || !z ? NULL : z->data, d.y = y->data;
+    /* with a broadcast sum: conv + bias into scratch, then the sum and the activation as it broadcasts */
+    if (z_bcast) {
+        if (!(d.y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) return OTTER_ERR_NOMEM;
+        d.act = (ot_fused_act){OT_FUSED_NONE, 0, 0};
+    }
+    plan.flat = false; /* the blocked forward always reads a padded block (its scratch zeroed for that) */
+    /* 1x1 on 1x1 maps (squeeze-excitation's fully connected layers): blocked [N][C / 16][1][1][16] is
+     * planar [N][C], so the planar path's one product (a tile of one position in the lanes kernel
+     * streamed the weights once an image: mobilenet_v3_small's 0.04 ms layers took 0.10) */
+    const int threads = ctx->n_threads;
+    if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
+    otter_status st;
+    if (group == 1 && g.in_size == 1 && g.out_size == 1 && g.k_size == 1 && !d.sum) {
+        conv_args a = {.ctx = ctx,
+                       .g = &g,
+                       .X = d.x,
+                       .Wt = d.w,
+                       .B = d.bias,
+                       .Y = d.y,
+                       .M = M,
+                       .group = 1,
+                       .Cg = g.C,
+                       .Mg = M,
+                       .act = d.act,
+                       .direct = true};
+        st = conv_run_rows(ctx, &a);
+    } else {
+        st = depthwise ? conv_blocked_depthwise(ctx, &d, &g, &plan) : ot_conv_lanes_run(ctx, &d);
+    }
+    ctx->n_threads = threads;
+    OT_TRY(st);
+    if (z_bcast) conv_add_broadcast_sum(d.y, z, z->data, 5, yd, ord, od, act, y->data);
+    return OTTER_OK;
+}
+
 /* Conv's outputs for the result shape od (rank ord): Y, pooled 2x2 with pool; with pooling in a
  * training graph (fuse.c) also MaxPool's Indices (*ind) and the unpooled shape. */
 static otter_status conv_outputs(ot_kernel_ctx *ctx, otter_dtype dtype, int ord, const int64_t *od, bool pool,
@@ -470,21 +602,12 @@ static otter_status conv_outputs(ot_kernel_ctx *ctx, otter_dtype dtype, int ord,
     return OTTER_OK;
 }
 
-/* A convolution of fewer images than threads and fewer FLOPs than this runs on the calling thread:
- * at batch 1 a layer split over 2 threads reads half its input from the other core's cache and
- * writes half its output into it (no split of one image's work matches the next layer's), which
- * cost more than the split saved below ~5 MFLOP (25 us) here: one process alternating runs, medians,
- * batch 1, 2 threads, mobilenet_v3_small 2.03x, shufflenet_v2_x0_5 2.25x, mobilenet_v2 1.32x,
- * efficientnet_b0 1.34x, squeezenet1_0 1.10x, ResNet-18 unchanged (at 12 MFLOP it lost 8%). With
- * as many images as threads, every path splits by image, and a layer run on one thread would break
- * that (mobilenet_v3_small batch 32 lost 19% when its small depthwise layers did). */
-#define CONV_SERIAL_FLOPS 5e6
-
 otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2);
     char s1[128], s2[128];
     ot_fused_act act;
     OT_TRY(ot_fused_act_read(ctx, &act));
+    if (is_fused_node(ctx) && ot_ctx_attr_int_or(ctx, "channel_blocks", 0)) return conv_blocked(ctx, &act);
     const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
     ot_conv_geom g;
     int64_t group = 1;
@@ -558,8 +681,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     }
     /* small convolutions on the calling thread alone (CONV_SERIAL_FLOPS) */
     const int threads = ctx->n_threads;
-    if (g.N < threads && 2.0 * (double)(g.N * M * g.out_size) * (double)(a.Cg * g.k_size) < CONV_SERIAL_FLOPS)
-        ctx->n_threads = 1;
+    if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
     if (s == OTTER_OK && (direct || lanes)) {
         const ot_conv_direct d = {.x = a.X,
                                   .w = a.Wt,

@@ -7,6 +7,7 @@
 #include "ops/shape_math.h"
 #include "runtime/op.h"
 #include "runtime/ops/broadcast.h"
+#include "runtime/ops/channel_blocks.h"
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/nn_internal.h"
@@ -327,7 +328,8 @@ typedef struct maxpool_blocks_args {
     const ot_dw_plan *plan;
     const float *X;
     float *Y, *scratch;
-    int64_t *I; /* the indices output (row-major), or NULL */
+    int64_t *I;   /* the indices output (row-major), or NULL */
+    bool blocked; /* X and Y channel-blocked (channel_blocks.h): a block's planes are its positions' vectors */
     int64_t planes, n_blocks, n_slots, in_size, out_size;
 } maxpool_blocks_args;
 
@@ -339,13 +341,27 @@ static void maxpool_block_slots(void *arg, int64_t s0, int64_t s1) {
         ot_conv_depthwise_block_max_init(a->plan, scratch);
         for (int64_t b = s * a->n_blocks / a->n_slots; b < (s + 1) * a->n_blocks / a->n_slots; b++) {
             const int64_t c = b * blk, nc = a->planes - c < blk ? a->planes - c : blk;
-            if (a->I)
+            if (a->blocked)
+                ot_conv_depthwise_block_maxpool_blocked(a->plan, a->X + c * a->in_size, a->Y + c * a->out_size,
+                                                        scratch);
+            else if (a->I)
                 ot_conv_depthwise_block_maxpool_indices(a->plan, a->X + c * a->in_size, nc, c, a->Y + c * a->out_size,
                                                         a->I + c * a->out_size, scratch);
             else
                 ot_conv_depthwise_block_maxpool(a->plan, a->X + c * a->in_size, nc, a->Y + c * a->out_size, scratch);
         }
     }
+}
+
+/* The channel-block pooling of the planes (or blocks) of a (plan, X, Y, I, blocked and the sizes set). */
+static otter_status maxpool_blocks_run(ot_kernel_ctx *ctx, maxpool_blocks_args a) {
+    a.n_blocks = (a.planes + a.plan->block - 1) / a.plan->block;
+    a.n_slots = ctx->n_threads > 1 ? ctx->n_threads : 1;
+    if (a.n_slots > a.n_blocks) a.n_slots = a.n_blocks;
+    a.scratch = ot_ctx_scratch(ctx, (size_t)(a.n_slots * ot_conv_depthwise_block_scratch(a.plan)) * sizeof(float));
+    if (!a.scratch) return OTTER_ERR_NOMEM;
+    ot_parallel_for(ctx, a.n_slots, 1, maxpool_block_slots, &a);
+    return OTTER_OK;
 }
 
 /* MaxPool in channel blocks (with row-major indices when I), *done, when the geometry allows and
@@ -357,15 +373,9 @@ static otter_status maxpool_in_blocks(ot_kernel_ctx *ctx, const ot_conv_geom *g,
     *done = g->nd == 2 && (!I || g->in_size <= INT32_MAX) /* offsets in a plane as int32 lanes */ &&
             ot_conv_depthwise_plan(&plan, &w, ot_conv_depthwise_isa()) && ot_conv_depthwise_block_pays_off(&plan);
     if (!*done) return OTTER_OK;
-    maxpool_blocks_args a = {
+    const maxpool_blocks_args a = {
         .plan = &plan, .X = X, .Y = Y, .I = I, .planes = g->N * g->C, .in_size = g->in_size, .out_size = g->out_size};
-    a.n_blocks = (a.planes + plan.block - 1) / plan.block;
-    a.n_slots = ctx->n_threads > 1 ? ctx->n_threads : 1;
-    if (a.n_slots > a.n_blocks) a.n_slots = a.n_blocks;
-    a.scratch = ot_ctx_scratch(ctx, (size_t)(a.n_slots * ot_conv_depthwise_block_scratch(&plan)) * sizeof(float));
-    if (!a.scratch) return OTTER_ERR_NOMEM;
-    ot_parallel_for(ctx, a.n_slots, 1, maxpool_block_slots, &a);
-    return OTTER_OK;
+    return maxpool_blocks_run(ctx, a);
 }
 
 void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,
@@ -435,6 +445,42 @@ static otter_status pool_common(ot_kernel_ctx *ctx, int kind) {
 }
 
 otter_status ot_kernel_maxpool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_MAX); }
+
+/* com.otter BlockedMaxPool (runtime/layout.c): MaxPool's Y alone, X and Y channel-blocked,
+ * the channel-block pooling reading each block as it is (the same bits as MaxPool). */
+otter_status ot_kernel_blocked_maxpool(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    OT_TRY(ot_channel_blocks_check(ctx, 0, x));
+    const otter_tensor xv = ot_channel_blocks_planar(x);
+    ot_conv_geom g;
+    memset(&g, 0, sizeof g);
+    bool has;
+    OT_TRY(ot_ctx_ints_attr(ctx, "kernel_shape", 2, g.k, &has));
+    if (!has) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "attribute 'kernel_shape' is missing");
+    int64_t ceil_mode = 0;
+    OT_TRY(ot_ctx_attr_int(ctx, "ceil_mode", &ceil_mode));
+    OT_TRY(ot_nn_geom_forward(ctx, &xv, &g, ceil_mode));
+    const int64_t yd[5] = {g.N, x->dims[1], g.out[0], g.out[1], OT_CHANNEL_BLOCK};
+    ot_conv_geom_to3(&g);
+    const ot_conv_window w = ot_conv_geom_window(&g);
+    ot_dw_plan plan;
+    if (!ot_conv_depthwise_plan(&plan, &w, ot_conv_depthwise_isa()) || plan.block != OT_CHANNEL_BLOCK)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "channel-blocked MaxPool of '%s' needs AVX-512 and a window of at most %d taps",
+                            ot_ctx_input_name(ctx, 0), OT_DW_MAX_TAPS);
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 5, yd);
+    if (!y) return ctx->output_status;
+    if (otter_tensor_numel(y) == 0) return OTTER_OK;
+    const maxpool_blocks_args a = {.plan = &plan,
+                                   .X = x->data,
+                                   .Y = y->data,
+                                   .blocked = true,
+                                   .planes = g.N * g.C,
+                                   .in_size = g.in_size,
+                                   .out_size = g.out_size};
+    return maxpool_blocks_run(ctx, a);
+}
+
 otter_status ot_kernel_averagepool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_AVG); }
 otter_status ot_kernel_lppool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL_LP); }
 
@@ -510,6 +556,56 @@ static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
 #endif
         a->Y[p] = (float)(plane_sum(x, sp) / (double)sp);
     }
+}
+
+#ifdef OT_POOL_X86
+/* y[c] = the mean of x [sp][16] over its sp positions, c < 16, summed in double as gpool_blocks. */
+__attribute__((target("avx512f"))) static void block_mean_avx512(const float *x, int64_t sp, float *y) {
+    __m512d lo = _mm512_setzero_pd(), hi = lo;
+    for (int64_t i = 0; i < sp; i++) {
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm256_loadu_ps(x + i * 16)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_loadu_ps(x + i * 16 + 8)));
+    }
+    const __m512d n = _mm512_set1_pd((double)sp);
+    _mm256_storeu_ps(y, _mm512_cvtpd_ps(_mm512_div_pd(lo, n)));
+    _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(_mm512_div_pd(hi, n)));
+}
+#endif
+
+/* Blocks [b0, b1) of 16 channels of a channel-blocked X: each channel's mean, the 16 summed side by
+ * side in double position by position (as plane_sum, within n * 2^-53 of the exact sum). */
+static void gpool_blocks(void *arg, int64_t b0, int64_t b1) {
+    typedef double d4 __attribute__((vector_size(32)));
+    const gpool_args *a = arg;
+    const int64_t sp = a->sp;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *x = a->X + b * 16 * sp;
+#ifdef OT_POOL_X86
+        if (a->avx512) {
+            block_mean_avx512(x, sp, a->Y + b * 16);
+            continue;
+        }
+#endif
+        d4 sum[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+        for (int64_t i = 0; i < sp; i++)
+            for (int j = 0; j < 4; j++) sum[j] += __builtin_convertvector(ot_v4_load(x + i * 16 + 4 * j), d4);
+        for (int c = 0; c < 16; c++) a->Y[b * 16 + c] = (float)(sum[c / 4][c % 4] / (double)sp);
+    }
+}
+
+/* com.otter BlockedGlobalAveragePool (runtime/layout.c): GlobalAveragePool of a channel-blocked X
+ * [N][C / 16][H][W][16] into planar [N][C][1][1] (the same layout as [N][C / 16][1][1][16]). */
+otter_status ot_kernel_blocked_globalaveragepool(ot_kernel_ctx *ctx) {
+    const otter_tensor *x = ot_ctx_input(ctx, 0);
+    OT_TRY(ot_channel_blocks_check(ctx, 0, x));
+    const int64_t yd[4] = {x->dims[0], x->dims[1] * 16, 1, 1};
+    otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, yd);
+    if (!y) return ctx->output_status;
+    gpool_args a = {
+        .X = x->data, .Y = y->data, .sp = x->dims[2] * x->dims[3], .avx512 = ot_vec_isa_best() == OT_VEC_AVX512};
+    const int64_t blocks = x->dims[0] * x->dims[1];
+    if (blocks && a.sp) ot_parallel_for(ctx, blocks, 1 + 4096 / (16 * a.sp), gpool_blocks, &a);
+    return OTTER_OK;
 }
 
 static otter_status global_pool(ot_kernel_ctx *ctx, bool max) {

@@ -1,0 +1,69 @@
+/* Shape rules of the channel-blocked operators (runtime/layout.c): com.otter FromChannelBlocks,
+ * BlockedMaxPool, BlockedGlobalAveragePool, and FusedConv with channel_blocks. The pooling and convolution
+ * rules are the planar ones applied to the planar view [N, C, H, W] of the blocked
+ * [N, C / 16, H, W, 16], their results put back into blocks. */
+#include "infer/infer_internal.h"
+
+#define BLOCK 16
+
+/* dims[1] times (up) or over (down) the block size, when known. */
+static ot_idim scaled(ot_idim d, bool up) {
+    if (!ot_dim_is_known(d)) return OT_DIM_UNKNOWN;
+    return ot_dim_known(up ? d.v * BLOCK : d.v / BLOCK);
+}
+
+/* The planar view of blocked v (rank 5), or v as it is (unknown, or another rank: the planar rule
+ * then reports it). */
+static const ot_ival *planar(ot_inode *n, const ot_ival *v) {
+    if (!v || v->kind != OTTER_TYPE_TENSOR || v->rank != 5) return v;
+    ot_ival *p = ot_inf_alloc(n->cx, sizeof *p);
+    ot_idim *dims = ot_inf_alloc(n->cx, sizeof(ot_idim) * 4);
+    if (!p || !dims) return NULL;
+    *p = *v;
+    p->rank = 4, p->dims = dims, p->n_data = -1, p->idata = NULL, p->fdata = NULL;
+    dims[0] = v->dims[0], dims[1] = scaled(v->dims[1], true), dims[2] = v->dims[2], dims[3] = v->dims[3];
+    return p;
+}
+
+/* Output i (planar, rank 4) put into blocks. */
+static otter_status to_blocks(ot_inode *n, size_t i) {
+    const ot_ival *o = &n->out[i];
+    if (o->kind != OTTER_TYPE_TENSOR || o->rank != 4) return OTTER_OK;
+    const ot_idim d[5] = {o->dims[0], scaled(o->dims[1], false), o->dims[2], o->dims[3], ot_dim_known(BLOCK)};
+    return ot_out_shape(n, i, o->dtype, 5, d);
+}
+
+/* The planar rule over the node's first n_in inputs seen through `planar`. */
+static otter_status as_planar(ot_inode *n, ot_infer_fn rule, int64_t opset, size_t n_in) {
+    if (n_in > n->n_in) n_in = n->n_in;
+    const ot_ival **in = ot_inf_alloc(n->cx, sizeof(ot_ival *) * (n_in + 1));
+    if (!in) return OT_INF_NOMEM(n);
+    for (size_t i = 0; i < n_in; i++)
+        if ((in[i] = planar(n, ot_in(n, i))) == NULL && ot_in(n, i)) return OT_INF_NOMEM(n);
+    OT_TRY(ot_infer_as(n, rule, opset, n_in, in, (const char *const *)n->node->inputs));
+    return to_blocks(n, 0);
+}
+
+otter_status ot_infer_from_channel_blocks(ot_inode *n) {
+    const ot_ival *x = ot_in(n, 0);
+    if (!ot_in_has_shape(n, 0)) {
+        ot_out_type(n, 0, ot_in_dtype(n, 0));
+        return OTTER_OK;
+    }
+    if (x->rank != 5) return ot_inf_fail(n, OTTER_ERR_INVALID, "FromChannelBlocks needs [N, C/16, H, W, 16]");
+    const ot_ival *p = planar(n, x);
+    if (!p) return OT_INF_NOMEM(n);
+    return ot_out_shape(n, 0, x->dtype, 4, p->dims);
+}
+
+/* the planar [N, C, 1, 1] */
+otter_status ot_infer_blocked_global_pool(ot_inode *n) {
+    const ot_ival *in[1] = {planar(n, ot_in(n, 0))};
+    if (!in[0] && ot_in(n, 0)) return OT_INF_NOMEM(n);
+    return ot_infer_as(n, ot_infer_global_pool, 1, 1, in, (const char *const *)n->node->inputs);
+}
+
+otter_status ot_infer_blocked_maxpool(ot_inode *n) { return as_planar(n, ot_infer_pool, 12, 1); }
+
+/* X, W, B of the blocked FusedConv (the sum input Z is shaped like the result) */
+otter_status ot_infer_blocked_conv(ot_inode *n) { return as_planar(n, ot_infer_conv, 11, 3); }
