@@ -604,7 +604,7 @@ otter_status ot_kernel_blocked_globalaveragepool(ot_kernel_ctx *ctx) {
     gpool_args a = {
         .X = x->data, .Y = y->data, .sp = x->dims[2] * x->dims[3], .avx512 = ot_vec_isa_best() == OT_VEC_AVX512};
     const int64_t blocks = x->dims[0] * x->dims[1];
-    if (blocks && a.sp) ot_parallel_for(ctx, blocks, 1 + 4096 / (16 * a.sp), gpool_blocks, &a);
+    if (blocks) ot_parallel_for(ctx, blocks, 1 + 4096 / (16 * a.sp + 1), gpool_blocks, &a); /* empty maps: 0 / 0 */
     return OTTER_OK;
 }
 
