@@ -59,8 +59,7 @@ static void conv_relu(otter_model *m, const char *x, const char *out, int64_t C,
 }
 
 /* out = Relu(depthwise Conv(x, C channels, k x k, pads p, stride s)). */
-static void depthwise_relu(otter_model *m, const char *x, const char *out, int64_t C, int64_t k, int64_t p,
-                           int64_t s) {
+static void depthwise_relu(otter_model *m, const char *x, const char *out, int64_t C, int64_t k, int64_t p, int64_t s) {
     static unsigned seed = 500;
     char w[64], b[64], c[64];
     snprintf(w, sizeof w, "W_%s", out), snprintf(b, sizeof b, "B_%s", out), snprintf(c, sizeof c, "c_%s", out);

@@ -139,8 +139,8 @@ CL_TILE(9, 1)
 CL_TILE(10, 1)
 CL_TILE(11, 1)
 CL_TILE(12, 1)
-static const cl_tile_fn cl_tiles_one[CL_MR_ONE] = {cl_tile_1_1, cl_tile_2_1, cl_tile_3_1,  cl_tile_4_1,
-                                                   cl_tile_5_1, cl_tile_6_1, cl_tile_7_1,  cl_tile_8_1,
+static const cl_tile_fn cl_tiles_one[CL_MR_ONE] = {cl_tile_1_1, cl_tile_2_1,  cl_tile_3_1,  cl_tile_4_1,
+                                                   cl_tile_5_1, cl_tile_6_1,  cl_tile_7_1,  cl_tile_8_1,
                                                    cl_tile_9_1, cl_tile_10_1, cl_tile_11_1, cl_tile_12_1};
 
 /* 16 x 16 transposes: a store is a plane's 16 positions (the 4 x 4 SSE ones of nn_conv.c store 16
