@@ -282,14 +282,14 @@ static void check_mobile(void) {
 }
 
 /* One com.otter node on x [2, 32, 5, 5] (or what shape says): its first run's status and error. */
-static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr, const int64_t *wd, char *err,
+static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr, const int64_t *wd, int wr, char *err,
                             size_t size) {
     otter_model *m;
     CHECK_OK(otter_model_create(&m, "bad", 17));
     CHECK_OK(otter_model_set_opset(m, "com.otter", 1));
     CHECK_OK(otter_graph_add_input(m->graph, "x", OTTER_DTYPE_FLOAT, xr, xd, NULL));
     CHECK_OK(otter_graph_add_output(m->graph, "y", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
-    if (wd) add_init(m, "W", 4, wd, 3, 0.1f);
+    if (wd) add_init(m, "W", wr, wd, 3, 0.1f);
     otter_node *n = add_node(m, op, ni, (const char *[]){"x", "W"}, "y");
     CHECK_OK(otter_node_set_domain(n, "com.otter"));
     const int64_t ks[2] = {2, 2};
@@ -310,19 +310,24 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
 static void check_errors(void) {
     char err[512];
     const int64_t planar[4] = {2, 32, 5, 5}, blocked[5] = {2, 2, 5, 5, 16}, odd[5] = {2, 2, 5, 5, 8};
-    CHECK(run_one("BlockedMaxPool", 1, planar, 4, NULL, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(run_one("BlockedMaxPool", 1, planar, 4, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "'x'") && strstr(err, "channel-blocked"));
-    CHECK(run_one("FromChannelBlocks", 1, odd, 5, NULL, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(run_one("FromChannelBlocks", 1, odd, 5, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "'x'") && strstr(err, "[2,2,5,5,8]"));
     /* 24 output channels are not whole blocks */
     const int64_t w24[4] = {24, 32, 3, 3};
-    const otter_status st = run_one("FusedConv", 2, blocked, 5, w24, err, sizeof err);
+    const otter_status st = run_one("FusedConv", 2, blocked, 5, w24, 4, err, sizeof err);
     CHECK(st == OTTER_ERR_UNSUPPORTED);
     CHECK(strstr(err, "'W'") && strstr(err, "16"));
     printf("  errors: %s\n", err);
+    /* a 1-D convolution is neither planar [N, C, H, W] nor blocked */
+    const int64_t x1[3] = {2, 32, 9}, w1[3] = {16, 32, 3};
+    CHECK(run_one("FusedConv", 2, x1, 3, w1, 3, err, sizeof err) == OTTER_ERR_UNSUPPORTED);
+    CHECK(strstr(err, "'x'") && strstr(err, "[2,32,9]"));
+    printf("  errors: %s\n", err);
     if (blocks_possible()) { /* a blocked pool and reorder that work */
-        CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, err, sizeof err) == OTTER_OK);
-        CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, err, sizeof err) == OTTER_OK);
+        CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, err, sizeof err) == OTTER_OK);
+        CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, 0, err, sizeof err) == OTTER_OK);
     }
 }
 

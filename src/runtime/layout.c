@@ -86,7 +86,7 @@ static bool from_blocks(const lay *l, const char *v) {
     return p >= 0 && l->kind[p] != LAY_NONE && l->kind[p] != LAY_GAP;
 }
 
-/* A convolution the channel-lane kernel runs on blocks (see layout.h). */
+/* A convolution the channel-lane kernel or the channel-block depthwise code runs on blocks (see layout.h). */
 static bool conv_ok(const lay *l, const otter_node *n) {
     const bool fused = is_op(n, "com.otter", "FusedConv");
     if (!(is_op(n, NULL, "Conv") || fused) || n->n_outputs != 1 || n->n_inputs < 2 || !n->inputs[0][0]) return false;
@@ -96,12 +96,13 @@ static bool conv_ok(const lay *l, const otter_node *n) {
     const intptr_t wi = get(&l->inits, n->inputs[1]);
     if (wi < 0 || get(&l->inputs, n->inputs[1]) >= 0) return false;
     const otter_tensor *w = l->g->initializers[wi];
+    if (w->dtype != OTTER_DTYPE_FLOAT || w->rank != 4 || w->dims[0] == 0 || w->dims[0] % OT_CHANNEL_BLOCK != 0)
+        return false;
     const int64_t group = otter_node_attr_int(n, "group", 1);
     /* one group (the channel-lane kernel) or one channel a group (the channel-block depthwise code) */
     const bool depthwise = group == w->dims[0] && w->dims[1] == 1 && w->dims[2] * w->dims[3] <= OT_DW_MAX_TAPS &&
                            ints_product(n, "strides") <= OT_DW_MAX_TAPS;
-    return w->dtype == OTTER_DTYPE_FLOAT && w->rank == 4 && w->dims[0] % OT_CHANNEL_BLOCK == 0 &&
-           (group == 1 || depthwise) && ints_at_least(n, "pads", 0);
+    return (group == 1 || depthwise) && ints_at_least(n, "pads", 0);
 }
 
 /* MaxPool's Y alone, 2-D, a window the channel-block pooling takes, over a blocked value. */

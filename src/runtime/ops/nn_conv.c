@@ -505,6 +505,11 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     char s1[128], s2[128];
     const bool x_blocked = x->rank == 5;
     if (x_blocked) OT_TRY(ot_channel_blocks_check(ctx, 0, x));
+    if (!x_blocked && x->rank != 4)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "channel-blocked convolution of '%s' %s needs planar [N, C, H, W] or blocked "
+                            "[N, C/16, H, W, 16]",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims));
     if (z) OT_TRY(ot_channel_blocks_check(ctx, 3, z));
     const otter_tensor xv = x_blocked ? ot_channel_blocks_planar(x) : *x, zv = z ? ot_channel_blocks_planar(z) : xv;
     ot_conv_geom g;
