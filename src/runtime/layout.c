@@ -28,6 +28,7 @@ typedef struct lay {
     ot_strmap reads;    /* value -> readers: node inputs at any depth and graph outputs */
     ot_strmap names;    /* every name (for fresh ones) */
     int *kind;          /* per node: LAY_* */
+    bool *back;         /* per blocked node: its output is read outside the blocks (a FromChannelBlocks) */
     size_t *root;       /* per node: union-find parent (its chain) */
 } lay;
 
@@ -170,7 +171,6 @@ static char *fresh_name(lay *l, const char *v, const char *suffix) {
 /* What the rewrite needs, decided while the maps are valid. */
 typedef struct lay_plan {
     char **blocked_name;   /* per blocked node: its output's blocked name */
-    bool *back;            /* per blocked node: its output is read outside the blocks (FromChannelBlocks) */
     intptr_t **input_from; /* per blocked node, per input: the blocked producer's index, or -1 (a planar input) */
 } lay_plan;
 
@@ -179,7 +179,7 @@ static void plan_free(lay_plan *p, size_t n_nodes) {
         if (p->blocked_name) ot_free(p->blocked_name[k]);
         if (p->input_from) ot_free(p->input_from[k]);
     }
-    ot_free(p->blocked_name), ot_free(p->back), ot_free(p->input_from);
+    ot_free(p->blocked_name), ot_free(p->input_from);
 }
 
 /* Steps one and two: l->kind marks the nodes of the chains kept. */
@@ -211,10 +211,12 @@ static otter_status choose(lay *l, size_t *n_blocked) {
             edges[r]++;
         }
     }
+    /* a chain's readers are all in it, so what a kept chain's values have read outside stays as counted */
     for (size_t k = 0; s == OTTER_OK && k < n; k++)
         if (l->kind[k] != LAY_NONE && l->kind[k] != LAY_GAP) {
             const char *v = g->nodes[k]->outputs[0];
-            reorders[find(l->root, k)] += get(&l->reads, v) > (get(&inner_reads, v) > 0 ? get(&inner_reads, v) : 0);
+            l->back[k] = get(&l->reads, v) > (get(&inner_reads, v) > 0 ? get(&inner_reads, v) : 0);
+            reorders[find(l->root, k)] += l->back[k];
         }
     *n_blocked = 0;
     for (size_t k = 0; s == OTTER_OK && k < n; k++) {
@@ -232,32 +234,19 @@ static otter_status plan(lay *l, lay_plan *p) {
     const otter_graph *g = l->g;
     const size_t n = g->n_nodes;
     p->blocked_name = ot_calloc(n, sizeof *p->blocked_name);
-    p->back = ot_calloc(n, sizeof *p->back);
     p->input_from = ot_calloc(n, sizeof *p->input_from);
-    if (!p->blocked_name || !p->back || !p->input_from) return OT_NOMEM();
-    ot_strmap inner_reads = {0};
+    if (!p->blocked_name || !p->input_from) return OT_NOMEM();
     otter_status s = OTTER_OK;
     for (size_t k = 0; s == OTTER_OK && k < n; k++) {
         if (l->kind[k] == LAY_NONE) continue;
         const otter_node *nd = g->nodes[k];
         if (!(p->input_from[k] = ot_malloc((nd->n_inputs + 1) * sizeof(intptr_t)))) s = OT_NOMEM();
-        for (size_t i = 0; s == OTTER_OK && i < nd->n_inputs; i++) {
-            const bool blocked = blocked_input(l, nd, l->kind[k], i);
-            p->input_from[k][i] = blocked ? get(&l->producer, nd->inputs[i]) : -1;
-            if (!blocked) continue;
-            const intptr_t c = get(&inner_reads, nd->inputs[i]);
-            s = ot_strmap_put(&inner_reads, nd->inputs[i], c < 0 ? 1 : c + 1);
-        }
+        for (size_t i = 0; s == OTTER_OK && i < nd->n_inputs; i++)
+            p->input_from[k][i] = blocked_input(l, nd, l->kind[k], i) ? get(&l->producer, nd->inputs[i]) : -1;
         if (l->kind[k] == LAY_GAP) continue; /* its output stays planar */
         if (s == OTTER_OK && !(p->blocked_name[k] = fresh_name(l, nd->outputs[0], "_blocks"))) s = OT_NOMEM();
         if (s == OTTER_OK) s = ot_strmap_put(&l->names, p->blocked_name[k], 1);
     }
-    for (size_t k = 0; s == OTTER_OK && k < n; k++)
-        if (l->kind[k] != LAY_NONE && l->kind[k] != LAY_GAP) {
-            const char *v = g->nodes[k]->outputs[0];
-            p->back[k] = get(&l->reads, v) > (get(&inner_reads, v) > 0 ? get(&inner_reads, v) : 0);
-        }
-    ot_strmap_free(&inner_reads);
     return s;
 }
 
@@ -283,7 +272,7 @@ static otter_status set_string(char **slot, const char *v) {
 }
 
 /* Step three: the new node list, a FromChannelBlocks after each blocked value read outside. */
-static otter_status rewrite(otter_graph *g, const int *kind, const lay_plan *p) {
+static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, const lay_plan *p) {
     const size_t n = g->n_nodes;
     otter_node **nodes = ot_calloc(2 * n + 1, sizeof *nodes);
     bool *made = ot_calloc(2 * n + 1, sizeof *made); /* nodes[i] is a new FromChannelBlocks */
@@ -309,12 +298,12 @@ static otter_status rewrite(otter_graph *g, const int *kind, const lay_plan *p) 
         if (s != OTTER_OK) break;
         if (kind[k] == LAY_GAP) continue;
         char *planar = nd->outputs[0];
-        if (s == OTTER_OK && !(nd->outputs[0] = ot_strdup(p->blocked_name[k]))) {
+        if (!(nd->outputs[0] = ot_strdup(p->blocked_name[k]))) {
             nd->outputs[0] = planar;
             s = OT_NOMEM();
         }
         if (s != OTTER_OK) break;
-        if (p->back[k]) {
+        if (back[k]) {
             made[count] = true;
             s = unblock_node(nd->outputs[0], planar, nodes, &count);
         }
@@ -339,7 +328,8 @@ otter_status ot_layout_channel_blocks(otter_graph *g, size_t *n_blocked) {
     lay_plan p = {0};
     l.kind = ot_calloc(g->n_nodes, sizeof *l.kind);
     l.root = ot_calloc(g->n_nodes, sizeof *l.root);
-    otter_status s = l.kind && l.root ? count_reads(&l, g) : OT_NOMEM();
+    l.back = ot_calloc(g->n_nodes, sizeof *l.back);
+    otter_status s = l.kind && l.root && l.back ? count_reads(&l, g) : OT_NOMEM();
     for (size_t i = 0; s == OTTER_OK && i < g->n_outputs; i++) {
         const intptr_t c = get(&l.reads, g->outputs[i].name);
         s = ot_strmap_put(&l.reads, g->outputs[i].name, c < 0 ? 1 : c + 1);
@@ -358,8 +348,8 @@ otter_status ot_layout_channel_blocks(otter_graph *g, size_t *n_blocked) {
     ot_strmap_free(&l.producer), ot_strmap_free(&l.inits), ot_strmap_free(&l.inputs), ot_strmap_free(&l.reads),
         ot_strmap_free(&l.names);
     const size_t n = g->n_nodes;
-    if (s == OTTER_OK && *n_blocked) s = rewrite(g, l.kind, &p);
+    if (s == OTTER_OK && *n_blocked) s = rewrite(g, l.kind, l.back, &p);
     plan_free(&p, n);
-    ot_free(l.kind), ot_free(l.root);
+    ot_free(l.kind), ot_free(l.root), ot_free(l.back);
     return s;
 }
