@@ -524,6 +524,33 @@ static void test_dropout_grad(void) {
     otter_node_free(n);
     otter_tensor *all[4] = {dy, mask, ratio, tm};
     free_all(4, all);
+    /* more elements than a task takes (split over 2 threads), with a bool mask and a float one */
+    int64_t big = 200003;
+    otter_tensor *bdy = trand(1, &big, -1, 1), *bmask = NULL, *fmask = NULL, *bout[1] = {0};
+    CHECK_OK(otter_tensor_create(&bmask, NULL, OTTER_DTYPE_BOOL, 1, &big));
+    CHECK_OK(otter_tensor_create(&fmask, NULL, OTTER_DTYPE_FLOAT, 1, &big));
+    double *bw = malloc(sizeof(double) * (size_t)big);
+    for (int64_t i = 0; i < big; i++) {
+        ((uint8_t *)bmask->data)[i] = (uint8_t)(i % 3 != 0);
+        F(fmask)[i] = (float)(i % 3 != 0);
+        bw[i] = i % 3 ? F(bdy)[i] / 0.75 : 0.0;
+    }
+    otter_tensor *r2 = tf(0, NULL, &r);
+    n = mknode("DropoutGrad", MS, 3, 0, 1, 0);
+    run_threads = 2;
+    for (int fm = 0; fm <= 1; fm++) {
+        otter_tensor *bin[3] = {bdy, fm ? fmask : bmask, r2};
+        CHECK_OK(run_node(n, 17, 3, bin, 1, bout));
+        check_close(fm ? "DropoutGrad 200003 elements, float mask, 2 threads"
+                       : "DropoutGrad 200003 elements, bool mask, 2 threads",
+                    bout[0], bw, big, 1e-6);
+        free_all(1, bout);
+    }
+    run_threads = 1;
+    otter_node_free(n);
+    free(bw);
+    otter_tensor *ball[4] = {bdy, bmask, fmask, r2};
+    free_all(4, ball);
 }
 
 /* ---- convolution ------------------------------------------------------------------------------------- */
@@ -1187,6 +1214,33 @@ static void test_misc(void) {
     }
     run_threads = 1;
     otter_node_free(n), otter_tensor_free(TA), otter_tensor_free(TB);
+    /* A (3, 5, 7) by a shared 2-D B: one product of 15 rows (rows of every batch of A in turn), with
+     * B (7, 9) as stored and (9, 7) under transB, on 1 and 2 threads */
+    int64_t fa3[3] = {3, 5, 7}, fbk[2] = {7, 9}, fbt[2] = {9, 7};
+    otter_tensor *A3 = trand(3, fa3, -1, 1), *BK = trand(2, fbk, -1, 1), *BT = trand(2, fbt, -1, 1);
+    for (int tb = 0; tb <= 1; tb++) {
+        double fw[135];
+        for (int r = 0; r < 15; r++)
+            for (int c = 0; c < 9; c++) {
+                double acc = 0;
+                for (int k = 0; k < 7; k++)
+                    acc += (double)F(A3)[r * 7 + k] * (tb ? F(BT)[c * 7 + k] : F(BK)[k * 9 + c]);
+                fw[r * 9 + c] = acc;
+            }
+        otter_tensor *fin[2] = {A3, tb ? BT : BK};
+        n = mknode("FusedMatMul", MS, 2, 0, 1, 0);
+        otter_node_set_attr_int(n, "transB", tb);
+        for (run_threads = 1; run_threads <= 2; run_threads++) {
+            CHECK_OK(run_node(n, 17, 2, fin, 1, out));
+            CHECK(out[0] && out[0]->rank == 3 && out[0]->dims[0] == 3 && out[0]->dims[1] == 5 && out[0]->dims[2] == 9);
+            check_close(tb ? "FusedMatMul batched A, shared B transB" : "FusedMatMul batched A, shared B", out[0], fw,
+                        135, 1e-5);
+            free_all(1, out);
+        }
+        run_threads = 1;
+        otter_node_free(n);
+    }
+    otter_tensor_free(A3), otter_tensor_free(BK), otter_tensor_free(BT);
     float s2 = 4.0f;
     otter_tensor *sc = tf(0, NULL, &s2), *scin[2] = {a, sc};
     n = mknode("Scale", MS, 2, 0, 1, 0);
