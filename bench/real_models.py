@@ -3,7 +3,7 @@
 Run through bench/real_models.sh, which builds the drivers and installs onnxruntime-node.
 
     /usr/bin/python3 bench/real_models.py BUILD_DIR NPM_PREFIX [--rounds N] [--model NAME ...]
-                                          [--no-infer] [--no-train] [--image-size S]
+                                          [--no-infer] [--no-train] [--image-size S] [--cpu K]
 
 Models: tools/export_torch_models.py's vision models on 3xSxS images (S = 64), its GRU and LSTM text classifiers
 (32 tokens) and encoder_d256 (4 layers, d_model 256, 128 tokens). Inference: the model exported in inference form
@@ -14,7 +14,8 @@ against torch_train.py (zero_grad, forward, loss, backward, torch.optim.AdamW st
 
 Each configuration alternates the two sides ROUNDS times (the VM's speed drifts within minutes) and reports the
 median of the rounds' medians, the ratio peer / otter (> 1: otter faster), the ratio of the fastest single runs,
-and each side's peak RSS. Not a test: timings depend on the machine and its load.
+and each side's peak RSS. One-thread rows pin both sides to one CPU (--cpu). Not a test: timings depend on the
+machine and its load.
 """
 import argparse
 import json
@@ -34,8 +35,10 @@ PY = "/usr/bin/python3"
 BUDGET_MS = 1500  # time one side spends per round and configuration, so a row takes about 2 x ROUNDS x this
 
 
-def run_json(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run_json(cmd, cpus=None):
+    """Runs cmd (on the CPUs in cpus only, when given) and returns the JSON its last line prints."""
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}: {r.stderr.strip()[-800:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -66,6 +69,13 @@ def prepare(args, name):
     return inf_path, art_dir
 
 
+def pinned(args, threads):
+    """The CPUs a row's runs may use: one-thread rows run both sides on the same CPU (args.cpu), as a VM's
+    CPUs can differ by a third in speed (one sharing its core with a busy neighbour) and the scheduler
+    would otherwise deal each process a CPU at random; other rows run on every CPU."""
+    return {args.cpu} if threads == 1 else None
+
+
 def runs_per_call(first_ms, cap):
     """Runs (or steps) per call so that one call takes about BUDGET_MS, from a first measurement."""
     return max(3, min(cap, int(BUDGET_MS / max(first_ms, 1e-3))))
@@ -89,14 +99,16 @@ def bench_infer(args, name, path):
     rows = []
     for batch in (1, 32):
         for threads in (1, 2):
-            probe = run_json([os.path.join(args.build, "bench", "bench_runtime"), path, str(batch), str(threads), "3"])
+            cpus = pinned(args, threads)
+            probe = run_json([os.path.join(args.build, "bench", "bench_runtime"), path, str(batch), str(threads), "3"],
+                             cpus)
             runs = runs_per_call(probe["median_ms"], 500)
             o, p = [], []
             for _ in range(args.rounds):
                 p.append(run_json(["node", os.path.join(HERE, "ort_infer.js"), args.npm, path, str(batch),
-                                   str(threads), str(runs), dtype, ",".join(map(str, dims))]))
+                                   str(threads), str(runs), dtype, ",".join(map(str, dims))], cpus))
                 o.append(run_json([os.path.join(args.build, "bench", "bench_runtime"), path, str(batch), str(threads),
-                                   str(runs)]))
+                                   str(runs)], cpus))
             rows.append(report("infer", name, batch, threads, "onnxruntime-node", o, p))
     return rows
 
@@ -106,13 +118,14 @@ def bench_train(args, name, art_dir):
     batch, rows = 32, []
     for threads in (1, 2):
         cmd = [os.path.join(args.build, "bench", "bench_training"), art_dir, str(threads)]
-        probe = run_json(cmd + ["2", str(batch)] + [str(d) for d in dims])
+        cpus = pinned(args, threads)
+        probe = run_json(cmd + ["2", str(batch)] + [str(d) for d in dims], cpus)
         steps = runs_per_call(probe["median_ms"], 50)
         o, p = [], []
         for _ in range(args.rounds):
             p.append(run_json([PY, os.path.join(HERE, "torch_train.py"), name, str(threads), str(steps), str(batch),
-                               str(args.image_size)]))
-            o.append(run_json(cmd + [str(steps), str(batch)] + [str(d) for d in dims]))
+                               str(args.image_size)], cpus))
+            o.append(run_json(cmd + [str(steps), str(batch)] + [str(d) for d in dims], cpus))
         rows.append(report("train", name, batch, threads, "PyTorch", o, p))
     return rows
 
@@ -126,6 +139,8 @@ def main(argv):
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--no-infer", action="store_true")
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
+                    help="the CPU both sides' one-thread runs share (default: the last this process may use)")
     args = ap.parse_args(argv)
     import torch
     ort_version = json.load(open(os.path.join(args.npm, "node_modules", "onnxruntime-node", "package.json")))["version"]
@@ -133,7 +148,8 @@ def main(argv):
           f"images 3x{args.image_size}x{args.image_size}")
     print(f"ratio = peer ms / otter ms (> 1: otter faster), median of {args.rounds} alternating rounds; "
           f"min = fastest single runs; RSS in MB")
-    print(f"load average at start: {open('/proc/loadavg').read().split()[:3]} on {os.cpu_count()} cores")
+    print(f"load average at start: {open('/proc/loadavg').read().split()[:3]} on {os.cpu_count()} cores; "
+          f"one-thread rows run both sides on CPU {args.cpu}")
     print(f"{'kind':<6} {'model':<19} {'batch':>5} {'threads':>7} {'peer ms':>10} {'otter ms':>10} {'ratio':>7} "
           f"{'min':>7} {'otter MB':>9} {'peer MB':>9} {'RSS o/p':>7}  peer", flush=True)
     rows = []
