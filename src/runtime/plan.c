@@ -172,21 +172,30 @@ static void save_plan(otter_session *s, const ot_shape_key *key, size_t naive, s
     s->plans[at] = p;
 }
 
+/* Slot i, or the value it names when it is an Identity's alias in this session: what an input
+ * shares memory with (a gradient graph's Reshape reading an Identity's output copied 12.6 MB). */
+static size_t local_target(const otter_session *s, size_t i) {
+    while (i != OT_NO_INDEX && s->slots[i].kind == OT_SLOT_OUTER && s->slots[i].outer_session == s)
+        i = s->slots[i].outer_slot;
+    return i;
+}
+
 /* The sum input of a fused node (3) only when no other input is the same value: the kernel reads
  * its other inputs beyond the element it writes. */
 size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
     const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
     if (src >= rn->node->n_inputs || rn->in_slots[src] == OT_NO_INDEX) return OT_NO_INDEX;
+    const size_t si = local_target(s, rn->in_slots[src]);
     for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
-        if (k != src && rn->in_slots[k] == rn->in_slots[src]) return OT_NO_INDEX;
-    const ot_slot *in = &s->slots[rn->in_slots[src]];
+        if (k != src && local_target(s, rn->in_slots[k]) == si) return OT_NO_INDEX;
+    const ot_slot *in = &s->slots[si];
     if (in->kind != OT_SLOT_VALUE || in->last_use != out->producer || in->is_string || out->is_string)
         return OT_NO_INDEX;
     /* Only an input with as many elements as the output: a broadcast input 0 is read again after
      * the elements it shares memory with were written (Mul of [2,1,1] by [2,1,8]), and its block,
      * rounded up to the arena's alignment, can be large enough for the output all the same. */
     if (otter_tensor_numel(&in->tensor) != otter_tensor_numel(&out->tensor)) return OT_NO_INDEX;
-    return rn->in_slots[src];
+    return si;
 }
 
 /* The slot whose buffer output 0 of rn may share as a view (OT_OP_VIEW0), or OT_NO_INDEX: input 0
@@ -195,10 +204,11 @@ size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const o
 static size_t view_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
     if (!(rn->def->flags & OT_OP_VIEW0) || rn->node->n_inputs == 0 || rn->in_slots[0] == OT_NO_INDEX)
         return OT_NO_INDEX;
-    const ot_slot *in = &s->slots[rn->in_slots[0]];
+    const size_t si = local_target(s, rn->in_slots[0]);
+    const ot_slot *in = &s->slots[si];
     if (in->kind != OT_SLOT_VALUE || !in->planned || in->is_string || out->is_string || in->size != out->size)
         return OT_NO_INDEX;
-    return rn->in_slots[0];
+    return si;
 }
 
 otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
