@@ -113,6 +113,11 @@ static inline const char *ot_ctx_attr_string_or(const ot_kernel_ctx *ctx, const 
  * when ctx->n_threads is 1). */
 typedef void (*ot_range_fn)(void *arg, int64_t begin, int64_t end);
 void ot_parallel_for(const ot_kernel_ctx *ctx, int64_t n, int64_t grain, ot_range_fn fn, void *arg);
+/* At most this many chunks a thread per ot_parallel_for. A kernel that splits its work into slots
+ * of its own (a scratch buffer each) gives each thread this many: a thread that finishes its share
+ * first takes the others' last slots, where one slot a thread leaves the fast thread idle (a VM's
+ * CPUs can differ by 2x on memory-bound layers). */
+#define OT_PARALLEL_CHUNKS_PER_THREAD 4
 
 /* Run a graph attribute of ctx->node (If's branches, Loop's and Scan's body) on the given inputs,
  * bound positionally to g's inputs; names g reads from the outer scope resolve to the values the

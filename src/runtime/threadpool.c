@@ -40,7 +40,7 @@ struct ot_pool {
 
 static _Thread_local bool tl_in_parallel;
 
-enum { SPIN_ITERS = 4000, CHUNKS_PER_THREAD = 4 /* a job's chunks, at most */ };
+enum { SPIN_ITERS = 4000, CHUNKS_PER_THREAD = OT_PARALLEL_CHUNKS_PER_THREAD /* a job's chunks, at most */ };
 
 /* Chunk c if no one has taken it yet. */
 static void run_chunk(ot_pool *p, int64_t c) {

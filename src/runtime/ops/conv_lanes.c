@@ -337,9 +337,11 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     }
     pl.blocks = (a->M + CL_BLOCK - 1) / CL_BLOCK;
     pl.chunks = (pl.P + CL_CHUNK_P - 1) / CL_CHUNK_P;
-    /* image by image (each slot padding its own), two slots a thread, when every thread gets images;
-     * else the batch padded first and the items of its images shared */
-    const int64_t T = ctx->n_threads, slots = a->N < T ? 0 : a->N < 2 * T ? a->N : 2 * T, bufs = slots ? slots : a->N;
+    /* image by image (each slot padding its own), when every thread gets images: two slots a thread
+     * with padding (a padded image's buffer each), OT_PARALLEL_CHUNKS_PER_THREAD without; else the
+     * batch padded first and the items of its images shared */
+    const int64_t T = ctx->n_threads, most = (padded ? 2 : OT_PARALLEL_CHUNKS_PER_THREAD) * T;
+    const int64_t slots = a->N < T ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
     int64_t *koff = ot_ctx_scratch(ctx, (size_t)pl.K * sizeof(int64_t));
     bool fill_w;

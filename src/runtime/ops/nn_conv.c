@@ -229,7 +229,10 @@ static otter_status conv_check(const ot_kernel_ctx *ctx, const otter_tensor *x, 
 static otter_status conv_run_tasks(ot_kernel_ctx *ctx, conv_args *a) {
     a->n_tasks = a->dw_block ? a->g->N * ((a->g->C + a->dw->block - 1) / a->dw->block) : a->g->N * a->group;
     a->inner_threads = !(ctx->n_threads > 1 && a->n_tasks >= ctx->n_threads);
-    a->n_slots = a->inner_threads ? 1 : (a->n_tasks < 2 * ctx->n_threads ? a->n_tasks : 2 * ctx->n_threads);
+    /* slots with small scratch (channel blocks, or none) OT_PARALLEL_CHUNKS_PER_THREAD a thread; two
+     * with im2col's column buffers */
+    const int64_t most = (a->dw_block || a->direct ? OT_PARALLEL_CHUNKS_PER_THREAD : 2) * ctx->n_threads;
+    a->n_slots = a->inner_threads ? 1 : (a->n_tasks < most ? a->n_tasks : most);
     a->col_elems = a->dw_block ? ot_conv_depthwise_block_scratch(a->dw)
                    : a->dw     ? ot_conv_depthwise_forward_scratch(a->dw)
                                : a->Cg * a->g->k_size * a->g->out_size;

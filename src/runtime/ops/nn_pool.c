@@ -356,7 +356,7 @@ static void maxpool_block_slots(void *arg, int64_t s0, int64_t s1) {
 /* The channel-block pooling of the planes (or blocks) of a (plan, X, Y, I, blocked and the sizes set). */
 static otter_status maxpool_blocks_run(ot_kernel_ctx *ctx, maxpool_blocks_args a) {
     a.n_blocks = (a.planes + a.plan->block - 1) / a.plan->block;
-    a.n_slots = ctx->n_threads > 1 ? ctx->n_threads : 1;
+    a.n_slots = ctx->n_threads > 1 ? OT_PARALLEL_CHUNKS_PER_THREAD * ctx->n_threads : 1;
     if (a.n_slots > a.n_blocks) a.n_slots = a.n_blocks;
     a.scratch = ot_ctx_scratch(ctx, (size_t)(a.n_slots * ot_conv_depthwise_block_scratch(a.plan)) * sizeof(float));
     if (!a.scratch) return OTTER_ERR_NOMEM;
