@@ -511,6 +511,20 @@ static void run_threads(const otter_model *m, const otter_tensor *x, otter_tenso
     }
 }
 
+/* y[0] and y[1] (1 and 2 threads' results) hold want's n floats exactly; frees them. */
+static void check_placed(const char *what, otter_tensor **y, const float *want, int64_t n) {
+    for (int t = 0; t < 2; t++) {
+        int64_t wrong = 0;
+        if (!y[t] || otter_tensor_numel(y[t]) != n)
+            wrong = n;
+        else
+            for (int64_t i = 0; i < n; i++) wrong += ((float *)y[t]->data)[i] != want[i];
+        printf("threads, %s on %d thread(s): %lld elements misplaced\n", what, t + 1, (long long)wrong);
+        CHECK(wrong == 0);
+        otter_tensor_free(y[t]);
+    }
+}
+
 /* Elementwise kernels split by ot_parallel_for must give bitwise the same result on 1 and 2 threads;
  * MatMul (OpenBLAS, which threads itself) within rounding. */
 static void test_threads(void) {
@@ -617,20 +631,35 @@ static void test_threads(void) {
     CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 2, (const int64_t[]){-1, 288}, xp));
     y[0] = y[1] = NULL;
     run_threads(m, x, y);
-    for (int t = 0; t < 2; t++) {
-        int64_t wrong = y[t] ? 0 : 1;
-        for (int64_t i = 0; i < n && y[t]; i++)
-            for (int64_t j = 0; j < 288; j++) {
-                const float v = xd[i * 96 + j % 96];
-                wrong += ((float *)y[t]->data)[i * 288 + j] != (j / 96 == 1 ? -v : v);
-            }
-        printf("threads, Concat on %d thread(s): %lld elements misplaced\n", t + 1, (long long)wrong);
-        CHECK(wrong == 0);
+    float *cat = malloc(sizeof(float) * (size_t)n * 288);
+    for (int64_t i = 0; i < n * 288; i++) {
+        const float v = xd[i / 288 * 96 + i % 96];
+        cat[i] = i % 288 / 96 == 1 ? -v : v;
     }
-    otter_tensor_free(y[0]);
-    otter_tensor_free(y[1]);
+    check_placed("Concat", y, cat, n * 288);
+    free(cat);
     otter_tensor_free(x);
     free(w);
+    otter_model_free(m);
+
+    /* Transpose [200, 3, 100] by perm (1, 2, 0): one [300 x 200] matrix transposed in 32-row stripes
+     * (partial ones at both edges) on the threads; every element where it belongs */
+    CHECK_OK(otter_model_create(&m, "kt", 17));
+    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 3, (const int64_t[]){200, 3, 100}, NULL));
+    CHECK_OK(otter_node_create(&tn, "Transpose", "t", 1, (const char *[]){"X"}, 1, (const char *[]){"Y"}));
+    CHECK_OK(otter_node_set_attr_ints(tn, "perm", 3, (const int64_t[]){1, 2, 0}));
+    CHECK_OK(otter_graph_add_node(m->graph, tn));
+    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 3, (const int64_t[]){3, 100, 200}, NULL));
+    CHECK_OK(otter_tensor_create(&x, "X", OTTER_DTYPE_FLOAT, 3, (const int64_t[]){200, 3, 100}));
+    for (int64_t i = 0; i < 60000; i++) ((float *)x->data)[i] = (float)i;
+    y[0] = y[1] = NULL;
+    run_threads(m, x, y);
+    float *kt = malloc(sizeof(float) * 60000);
+    for (int64_t i = 0; i < 60000; i++) /* Y[a][b][c] = X[c][a][b] */
+        kt[i] = (float)((i % 200 * 3 + i / 20000) * 100 + i / 200 % 100);
+    check_placed("Transpose (1, 2, 0)", y, kt, 60000);
+    free(kt);
+    otter_tensor_free(x);
     otter_model_free(m);
 }
 
