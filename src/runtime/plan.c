@@ -172,22 +172,15 @@ static void save_plan(otter_session *s, const ot_shape_key *key, size_t naive, s
     s->plans[at] = p;
 }
 
-/* Slot i, or the value it names when it is an Identity's alias in this session: what an input
- * shares memory with (a gradient graph's Reshape reading an Identity's output copied 12.6 MB). */
-static size_t local_target(const otter_session *s, size_t i) {
-    while (i != OT_NO_INDEX && s->slots[i].kind == OT_SLOT_OUTER && s->slots[i].outer_session == s)
-        i = s->slots[i].outer_slot;
-    return i;
-}
-
 /* The sum input of a fused node (3) only when no other input is the same value: the kernel reads
- * its other inputs beyond the element it writes. */
+ * its other inputs beyond the element it writes. Inputs are taken through Identity aliases, to the
+ * memory they share (a gradient graph's Reshape reading an Identity's output copied 12.6 MB). */
 size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
     const size_t src = rn->def->flags & OT_OP_INPLACE0 ? 0 : rn->def->flags & OT_OP_INPLACE3 ? 3 : SIZE_MAX;
     if (src >= rn->node->n_inputs || rn->in_slots[src] == OT_NO_INDEX) return OT_NO_INDEX;
-    const size_t si = local_target(s, rn->in_slots[src]);
+    const size_t si = ot_slot_local_target(s, rn->in_slots[src]);
     for (size_t k = 0; src != 0 && k < rn->node->n_inputs; k++)
-        if (k != src && local_target(s, rn->in_slots[k]) == si) return OT_NO_INDEX;
+        if (k != src && ot_slot_local_target(s, rn->in_slots[k]) == si) return OT_NO_INDEX;
     const ot_slot *in = &s->slots[si];
     if (in->kind != OT_SLOT_VALUE || in->last_use != out->producer || in->is_string || out->is_string)
         return OT_NO_INDEX;
@@ -204,7 +197,7 @@ size_t ot_inplace_source(const otter_session *s, const ot_exec_node *rn, const o
 static size_t view_source(const otter_session *s, const ot_exec_node *rn, const ot_slot *out) {
     if (!(rn->def->flags & OT_OP_VIEW0) || rn->node->n_inputs == 0 || rn->in_slots[0] == OT_NO_INDEX)
         return OT_NO_INDEX;
-    const size_t si = local_target(s, rn->in_slots[0]);
+    const size_t si = ot_slot_local_target(s, rn->in_slots[0]);
     const ot_slot *in = &s->slots[si];
     if (in->kind != OT_SLOT_VALUE || !in->planned || in->is_string || out->is_string || in->size != out->size)
         return OT_NO_INDEX;

@@ -118,9 +118,8 @@ static int64_t model_opset(const otter_model *m, const char *domain) {
 }
 
 bool ot_slot_is_const(const otter_session *s, size_t i) {
-    const ot_slot *sl = &s->slots[i];
     /* an Identity's alias is as constant as what it names (shared weights of copied layers) */
-    while (sl->kind == OT_SLOT_OUTER && sl->outer_session == s) sl = &s->slots[sl->outer_slot];
+    const ot_slot *sl = &s->slots[ot_slot_local_target(s, i)];
     if (sl->kind == OT_SLOT_CONST) return true;
     return sl->kind == OT_SLOT_INIT && !sl->decl && !s->opts.no_fold_initializers;
 }

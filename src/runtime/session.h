@@ -183,6 +183,14 @@ static inline ot_slot *ot_slot_target(otter_session *s, size_t i) {
     return sl;
 }
 
+/* Slot i, or the value it names when it is an Identity's alias in s itself (aliases into an
+ * enclosing session are left as they are). */
+static inline size_t ot_slot_local_target(const otter_session *s, size_t i) {
+    while (i != OT_NO_INDEX && s->slots[i].kind == OT_SLOT_OUTER && s->slots[i].outer_session == s)
+        i = s->slots[i].outer_slot;
+    return i;
+}
+
 static inline bool ot_slot_has_value(const ot_slot *sl) { return sl->cur || sl->seq || sl->none; }
 
 static inline otter_arg ot_slot_arg(const ot_slot *sl) {

@@ -32,7 +32,7 @@ struct ot_pool {
     ot_range_fn fn;
     void *arg;
     int64_t n, chunk, n_chunks;
-    atomic_bool *taken;           /* per chunk (CHUNKS_PER_THREAD * n_threads): claimed this job */
+    atomic_bool *taken;           /* per chunk (OT_PARALLEL_CHUNKS_PER_THREAD * n_threads): claimed this job */
     atomic_int_fast64_t finished; /* chunks done */
     atomic_int active;            /* workers inside the current job */
     atomic_int started;           /* workers started: the next one's index - 1 */
@@ -40,7 +40,7 @@ struct ot_pool {
 
 static _Thread_local bool tl_in_parallel;
 
-enum { SPIN_ITERS = 4000, CHUNKS_PER_THREAD = OT_PARALLEL_CHUNKS_PER_THREAD /* a job's chunks, at most */ };
+enum { SPIN_ITERS = 4000 };
 
 /* Chunk c if no one has taken it yet. */
 static void run_chunk(ot_pool *p, int64_t c) {
@@ -96,7 +96,7 @@ otter_status ot_pool_create(ot_pool **out, int n_threads) {
     atomic_init(&p->finished, 0);
     atomic_init(&p->active, 0);
     atomic_init(&p->started, 0);
-    if (!(p->taken = ot_calloc((size_t)n_threads * CHUNKS_PER_THREAD, sizeof *p->taken))) {
+    if (!(p->taken = ot_calloc((size_t)n_threads * OT_PARALLEL_CHUNKS_PER_THREAD, sizeof *p->taken))) {
         ot_pool_free(p);
         return OT_NOMEM();
     }
@@ -143,7 +143,7 @@ void ot_pool_run(ot_pool *p, int64_t n, int64_t grain, ot_range_fn fn, void *arg
         fn(arg, 0, n);
         return;
     }
-    int64_t max_chunks = (int64_t)p->n_threads * CHUNKS_PER_THREAD;
+    int64_t max_chunks = (int64_t)p->n_threads * OT_PARALLEL_CHUNKS_PER_THREAD;
     int64_t n_chunks = (n + grain - 1) / grain;
     if (n_chunks > max_chunks) n_chunks = max_chunks;
     int64_t chunk = (n + n_chunks - 1) / n_chunks;

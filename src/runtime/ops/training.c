@@ -474,10 +474,7 @@ otter_status ot_kernel_logsoftmax_grad13(ot_kernel_ctx *ctx) { return softmax_gr
 
 /* ---- DropoutGrad, Scale, ReduceAllL2 ---------------------------------------------------------------- */
 
-/* DropoutGrad(dY, mask, ratio?, training_mode?): dX = dY * mask / (1 - ratio), ratio default 0.5.
- * As in ORT, ratio 0 passes dY through; a training_mode input that is given and false (the forward
- * Dropout dropped nothing) passes dY through as well. */
-/* dX = dY * mask / (1 - ratio), or dY where the step passed everything (ratio 0, not training). A bool
+/* Elements [i0, i1) of DropoutGrad: dY times scale where the mask is set, or dY itself (pass). A bool
  * mask (what Dropout writes) gets a loop the compiler vectorizes: the per-element typed read took
  * 10 ms of a transformer's training step. */
 typedef struct dg_job {
@@ -504,6 +501,9 @@ static void dg_range(void *arg, int64_t i0, int64_t i1) {
     }
 }
 
+/* DropoutGrad(dY, mask, ratio?, training_mode?): dX = dY * mask / (1 - ratio), ratio default 0.5.
+ * As in ORT, ratio 0 passes dY through; a training_mode input that is given and false (the forward
+ * Dropout dropped nothing) passes dY through as well. */
 otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx) {
     const otter_tensor *dy, *mask;
     char s1[128], s2[128];
