@@ -10,7 +10,8 @@
  * back by FromChannelBlocks), and the level-2 graph must hold the blocked nodes the pass promises
  * (on AVX-512; none elsewhere, and the outputs still agree). Graphs the pass must leave planar: a lone
  * convolution pair whose every value is read outside, a convolution with a sum input. The blocked
- * kernels reject what they can't run with errors that name the tensor. */
+ * kernels reject what they can't run (and kernel_parts that don't fit the kernel) with errors that
+ * name the tensor. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -188,8 +189,9 @@ static void check_squeeze(void) {
         for (int threads = 1; threads <= 2; threads++) {
             counts c;
             compare("squeeze chain", m, batch, threads, &c);
-            /* the 12 convolutions but the last (10 channels), both pools */
-            CHECK(c.conv == (on ? 11u : 0u));
+            /* the 12 convolutions but the last (10 channels), each fire's two expands as one (fuse.c), both
+             * pools */
+            CHECK(c.conv == (on ? 8u : 0u));
             CHECK(c.pool == (on ? 2u : 0u));
             CHECK(c.back == (on ? 2u : 0u)); /* f2, and f3 for the 10-channel convolution */
         }
@@ -282,8 +284,8 @@ static void check_mobile(void) {
 }
 
 /* One com.otter node on x [2, 32, 5, 5] (or what shape says): its first run's status and error. */
-static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr, const int64_t *wd, int wr, char *err,
-                            size_t size) {
+static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr, const int64_t *wd, int wr,
+                            const int64_t *parts, size_t n_parts, char *err, size_t size) {
     otter_model *m;
     CHECK_OK(otter_model_create(&m, "bad", 17));
     CHECK_OK(otter_model_set_opset(m, "com.otter", 1));
@@ -295,6 +297,7 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
     const int64_t ks[2] = {2, 2};
     if (!strcmp(op, "BlockedMaxPool")) CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, ks));
     if (!strcmp(op, "FusedConv")) CHECK_OK(otter_node_set_attr_int(n, "channel_blocks", 16));
+    if (parts) CHECK_OK(otter_node_set_attr_ints(n, "kernel_parts", n_parts, parts));
     otter_session *s = NULL;
     otter_status st = otter_session_create(&s, m, NULL);
     otter_tensor *x = NULL, *y = NULL;
@@ -310,24 +313,32 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
 static void check_errors(void) {
     char err[512];
     const int64_t planar[4] = {2, 32, 5, 5}, blocked[5] = {2, 2, 5, 5, 16}, odd[5] = {2, 2, 5, 5, 8};
-    CHECK(run_one("BlockedMaxPool", 1, planar, 4, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(run_one("BlockedMaxPool", 1, planar, 4, NULL, 0, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "'x'") && strstr(err, "channel-blocked"));
-    CHECK(run_one("FromChannelBlocks", 1, odd, 5, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(run_one("FromChannelBlocks", 1, odd, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "'x'") && strstr(err, "[2,2,5,5,8]"));
     /* 24 output channels are not whole blocks */
     const int64_t w24[4] = {24, 32, 3, 3};
-    const otter_status st = run_one("FusedConv", 2, blocked, 5, w24, 4, err, sizeof err);
+    const otter_status st = run_one("FusedConv", 2, blocked, 5, w24, 4, NULL, 0, err, sizeof err);
     CHECK(st == OTTER_ERR_UNSUPPORTED);
     CHECK(strstr(err, "'W'") && strstr(err, "16"));
     printf("  errors: %s\n", err);
     /* a 1-D convolution is neither planar [N, C, H, W] nor blocked */
     const int64_t x1[3] = {2, 32, 9}, w1[3] = {16, 32, 3};
-    CHECK(run_one("FusedConv", 2, x1, 3, w1, 3, err, sizeof err) == OTTER_ERR_UNSUPPORTED);
+    CHECK(run_one("FusedConv", 2, x1, 3, w1, 3, NULL, 0, err, sizeof err) == OTTER_ERR_UNSUPPORTED);
     CHECK(strstr(err, "'x'") && strstr(err, "[2,32,9]"));
     printf("  errors: %s\n", err);
+    /* kernel_parts (fuse.c's Concat of convolutions) whose channels don't add up to W's, or whose
+     * window leaves the kernel */
+    const int64_t w32[4] = {32, 32, 3, 3}, short_parts[10] = {16, 1, 1, 1, 1, 8, 3, 3, 0, 0},
+                  outside[10] = {16, 3, 3, 1, 0, 16, 1, 1, 1, 1};
+    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, short_parts, 10, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(strstr(err, "'W'") && strstr(err, "kernel_parts") && strstr(err, "32"));
+    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, outside, 10, err, sizeof err) == OTTER_ERR_INVALID);
+    printf("  errors: %s\n", err);
     if (blocks_possible()) { /* a blocked pool and reorder that work */
-        CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, err, sizeof err) == OTTER_OK);
-        CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, 0, err, sizeof err) == OTTER_OK);
+        CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
+        CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
     }
 }
 

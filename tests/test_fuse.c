@@ -15,7 +15,8 @@
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
  * MaxPoolGrad, with disjoint and with overlapping windows, also with the ReluGrad after it, and must
  * not fuse when an intermediate is a graph output or the fill is not zero. Clip's standard-op gradient
- * (Less, Greater, Or, Where) must give the same bits as one com.otter ClipGrad. */
+ * (Less, Greater, Or, Where) must give the same bits as one com.otter ClipGrad. A channel Concat of
+ * convolutions of one input (1x1, 3x3, 5x3 windows) becomes one FusedConv with kernel_parts on AVX-512. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 
 #include "otter/otter.h"
 #include "runtime/fuse.h"
+#include "runtime/ops/conv_direct.h"
 #include "runtime/ops/fused_act.h"
 #include "testutil.h"
 
@@ -631,6 +633,44 @@ int main(void) {
             const char *what[3] = {"attention heads: MatMul reading Transposes, / 8", "  same, / 5.5",
                                    "  same, V's Transpose also an output"};
             compare(what[variant], m, 3, ad, 0, variant == 2 ? 5 : 4, false, variant == 1 ? 4e-6 : 1e-300);
+            otter_model_free(m);
+        }
+    }
+    {
+        /* a Concat of convolutions of x (16 channels): 1x1 -> 32, 3x3 pads 1 -> 16 without bias, 5x3
+         * pads (2, 1) -> 24 with its bias through an Identity, each + Relu: one FusedConv whose
+         * kernel_parts give the channel-lane kernel each window (AVX-512; elsewhere the Concat of
+         * three FusedConvs stays). Not when a part is also read elsewhere or the activations differ. */
+        const int64_t x16[4] = {3, 16, 7, 6};
+        const bool lanes = ot_conv_direct_isa() == OT_CONV_ISA_AVX512;
+        for (int variant = 0; variant < 3; variant++) {
+            otter_model *m = new_model(14, 4, x16, "cat");
+            if (variant == 1) CHECK_OK(otter_graph_add_output(m->graph, "r1", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+            const int64_t w1[4] = {32, 16, 1, 1}, w3[4] = {16, 16, 3, 3}, w5[4] = {24, 16, 5, 3}, b1[1] = {32},
+                          b5[1] = {24}, pads[3][4] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {2, 1, 2, 1}};
+            add_init(m, "W1", 4, w1, 11, -0.3f, 0.6f);
+            add_init(m, "B1", 1, b1, 12, -0.3f, 0.6f);
+            add_init(m, "W3", 4, w3, 13, -0.3f, 0.6f);
+            add_init(m, "W5", 4, w5, 14, -0.3f, 0.6f);
+            add_init(m, "B5", 1, b5, 15, -0.3f, 0.6f);
+            node(m, "Identity", 1, (const char *[]){"B5"}, "B5i");
+            const char *const in[3][3] = {{"x", "W1", "B1"}, {"x", "W3", NULL}, {"x", "W5", "B5i"}};
+            const char *conv_out[3] = {"c1", "c3", "c5"}, *relu_out[3] = {"r1", "r3", "r5"};
+            for (int i = 0; i < 3; i++) {
+                otter_node *n;
+                CHECK_OK(otter_node_create(&n, "Conv", conv_out[i], in[i][2] ? 3 : 2, in[i], 1, &conv_out[i]));
+                CHECK_OK(otter_node_set_attr_ints(n, "pads", 4, pads[i]));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+                node(m, variant == 2 && i == 2 ? "Sigmoid" : "Relu", 1, &conv_out[i], relu_out[i]);
+            }
+            otter_node *n;
+            CHECK_OK(otter_node_create(&n, "Concat", "cat", 3, relu_out, 1, (const char *[]){"cat"}));
+            CHECK_OK(otter_node_set_attr_int(n, "axis", 1));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            const char *what[3] = {"Concat of Conv 1x1, 3x3, 5x3 (+ Relu) of x", "  same, a part also an output",
+                                   "  same, one part's activation Sigmoid"};
+            const bool one = lanes && variant == 0;
+            compare(what[variant], m, 4, x16, one ? 1 : 3, one ? 2 : 5, false, 1e-6); /* + the Identity */
             otter_model_free(m);
         }
     }

@@ -12,6 +12,7 @@
 #include "core/core.h"
 #include "core/strmap.h"
 #include "runtime/layout.h"
+#include "runtime/ops/conv_direct.h"
 
 typedef struct fz {
     otter_graph *g;
@@ -736,6 +737,153 @@ static otter_status fuse_clip_grad(fz *f, size_t k) {
     return OTTER_OK;
 }
 
+/* ---- a Concat of convolutions of one input --------------------------------------------------- */
+
+#define CAT_MAX_PARTS 8
+
+/* Attribute `name` of n as ints: its n_ints (0 when unset) and ints into *v. */
+static size_t attr_ints(const otter_node *n, const char *name, const int64_t **v) {
+    const otter_attr *a = otter_node_attr(n, name);
+    *v = a ? a->ints : NULL;
+    return a ? a->n_ints : 0;
+}
+
+static bool same_ints(const otter_node *a, const otter_node *b, const char *name) {
+    const int64_t *u, *v;
+    const size_t n = attr_ints(a, name, &u);
+    return n == attr_ints(b, name, &v) && (n == 0 || !memcmp(u, v, n * sizeof *u));
+}
+
+static bool same_act(const otter_node *a, const otter_node *b) {
+    const otter_attr *u = otter_node_attr(a, "activation_params"), *v = otter_node_attr(b, "activation_params");
+    const size_t n = u ? u->n_floats : 0;
+    return !strcmp(otter_node_attr_string(a, "activation", ""), otter_node_attr_string(b, "activation", "")) &&
+           n == (v ? v->n_floats : 0) && (n == 0 || !memcmp(u->floats, v->floats, n * sizeof *u->floats));
+}
+
+/* A 2-D convolution (Conv or an activation-only FusedConv) of one group at dilation 1 with explicit
+ * pads, constant float weights [M, C, KH, KW] (*w) and bias (*b, or NULL). */
+static bool plain_conv(const fz *f, const otter_node *c, const otter_tensor **w, const otter_tensor **b) {
+    const bool fused = c && c->domain && !strcmp(c->domain, "com.otter") && !strcmp(c->op_type, "FusedConv");
+    if (!c || !(is_op(c, "Conv") || fused) || c->n_outputs != 1 || c->n_inputs < 2 || c->n_inputs > 3) return false;
+    if (fused && (otter_node_attr(c, "maxpool_2x2") || otter_node_attr(c, "channel_blocks") ||
+                  otter_node_attr(c, "kernel_parts")))
+        return false;
+    const int64_t *v;
+    const size_t nd = attr_ints(c, "dilations", &v);
+    for (size_t i = 0; i < nd; i++)
+        if (v[i] != 1) return false;
+    const size_t np = attr_ints(c, "pads", &v);
+    if (np != 0 && np != 4) return false;
+    for (size_t i = 0; i < np; i++)
+        if (v[i] < 0) return false;
+    *w = const_init(f, through_identity(f, c->inputs[1]));
+    *b = c->n_inputs > 2 && c->inputs[2][0] ? const_init(f, through_identity(f, c->inputs[2])) : NULL;
+    return otter_node_attr_int(c, "group", 1) == 1 &&
+           strcmp(otter_node_attr_string(c, "auto_pad", "NOTSET"), "NOTSET") == 0 && *w &&
+           (*w)->dtype == OTTER_DTYPE_FLOAT && (*w)->rank == 4 && (*w)->dims[0] > 0 &&
+           (c->n_inputs < 3 || !c->inputs[2][0] ||
+            (*b && (*b)->dtype == OTTER_DTYPE_FLOAT && (*b)->rank == 1 && (*b)->dims[0] == (*w)->dims[0]));
+}
+
+/* A channel Concat of convolutions of one input that nothing else reads, with one activation, one
+ * stride and one output size: one FusedConv whose kernel is the largest, each smaller kernel
+ * zero-padded into it where its pads put it, and whose kernel_parts give the channel-lane kernel
+ * each part's window (it skips the zeros: the same bits as the separate convolutions). SqueezeNet's
+ * Fire modules (a 1x1 and a 3x3 expand of the squeeze) then write their Concat's channels directly,
+ * and the two expands share one padded copy of the squeeze. Only where that kernel runs (AVX-512):
+ * the others would compute the zeros. */
+static otter_status fuse_concat_convs(fz *f, size_t k) {
+    const otter_node *cat = f->g->nodes[k];
+    const size_t n = cat->n_inputs;
+    if (!f->fold || ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || cat->n_outputs != 1 || n < 2 || n > CAT_MAX_PARTS ||
+        otter_node_attr_int(cat, "axis", 0) != 1)
+        return OTTER_OK;
+    size_t at[CAT_MAX_PARTS];
+    const otter_tensor *w[CAT_MAX_PARTS], *b[CAT_MAX_PARTS];
+    int64_t pads[CAT_MAX_PARTS][4], K[2] = {0, 0}, P[2] = {0, 0}, M = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t p = get(&f->producer, cat->inputs[i]);
+        if (p < 0 || only_reader(f, cat->inputs[i]) != (int64_t)k) return OTTER_OK;
+        const otter_node *c = f->g->nodes[p], *c0 = i ? f->g->nodes[at[0]] : c;
+        if (!plain_conv(f, c, &w[i], &b[i]) || strcmp(c->inputs[0], c0->inputs[0]) != 0 ||
+            w[i]->dims[1] != w[0]->dims[1] || !same_ints(c, c0, "strides") || !same_act(c, c0) ||
+            (i + 1 < n && w[i]->dims[0] % 16 != 0)) /* ot_conv_direct.parts: all but the last in 16s */
+            return OTTER_OK;
+        for (size_t j = 0; j < i; j++)
+            if (at[j] == (size_t)p) return OTTER_OK;
+        at[i] = (size_t)p;
+        const int64_t *v;
+        const size_t np = attr_ints(c, "pads", &v);
+        for (int d = 0; d < 4; d++) pads[i][d] = np ? v[d] : 0;
+        for (int d = 0; d < 2; d++) {
+            /* the same output size from every input size: pads minus kernel agree */
+            if (pads[i][d] + pads[i][d + 2] - w[i]->dims[2 + d] != pads[0][d] + pads[0][d + 2] - w[0]->dims[2 + d])
+                return OTTER_OK;
+            if (w[i]->dims[2 + d] > K[d]) K[d] = w[i]->dims[2 + d];
+            if (pads[i][d] > P[d]) P[d] = pads[i][d];
+        }
+        M += w[i]->dims[0];
+    }
+    /* each kernel's window in the largest: shifted by the pad it lacks, inside */
+    int64_t parts[CAT_MAX_PARTS * OT_CONV_PART_INTS];
+    for (size_t i = 0; i < n; i++) {
+        int64_t *pt = parts + i * OT_CONV_PART_INTS;
+        pt[0] = w[i]->dims[0], pt[1] = w[i]->dims[2], pt[2] = w[i]->dims[3];
+        pt[3] = P[0] - pads[i][0], pt[4] = P[1] - pads[i][1];
+        if (pt[3] + pt[1] > K[0] || pt[4] + pt[2] > K[1]) return OTTER_OK;
+    }
+    const int64_t C = w[0]->dims[1], wd[4] = {M, C, K[0], K[1]};
+    const int64_t fused_pads[4] = {P[0], P[1], pads[0][0] + pads[0][2] - w[0]->dims[2] + K[0] - P[0],
+                                   pads[0][1] + pads[0][3] - w[0]->dims[3] + K[1] - P[1]};
+    float *wf = ot_calloc((size_t)(M * C * K[0] * K[1]), sizeof *wf), *bf = ot_calloc((size_t)M, sizeof *bf);
+    otter_node *fused = NULL;
+    const char *wname = NULL, *bname = NULL;
+    otter_status s = wf && bf ? OTTER_OK : OT_NOMEM();
+    bool any_bias = false;
+    for (size_t i = 0, m0 = 0; s == OTTER_OK && i < n; m0 += (size_t)w[i]->dims[0], i++) {
+        const int64_t *pt = parts + i * OT_CONV_PART_INTS;
+        const float *src = w[i]->data;
+        for (int64_t m = 0; m < pt[0]; m++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t r = 0; r < pt[1]; r++)
+                    memcpy(wf + (((int64_t)m0 + m) * C + c) * K[0] * K[1] + (pt[3] + r) * K[1] + pt[4],
+                           src + ((m * C + c) * pt[1] + r) * pt[2], (size_t)pt[2] * sizeof *wf);
+        if (b[i]) memcpy(bf + m0, b[i]->data, (size_t)pt[0] * sizeof *bf), any_bias = true;
+    }
+    if (s == OTTER_OK) s = new_init(f, w[0]->name, 4, wd, wf, &wname);
+    if (s == OTTER_OK && any_bias) s = new_init(f, w[0]->name, 1, &M, bf, &bname);
+    ot_free(wf), ot_free(bf);
+    const otter_node *c0 = s == OTTER_OK ? f->g->nodes[at[0]] : NULL;
+    const char *in[3] = {c0 ? c0->inputs[0] : NULL, wname, bname};
+    if (s == OTTER_OK)
+        s = otter_node_create(&fused, "FusedConv", cat->name && cat->name[0] ? cat->name : cat->outputs[0],
+                              any_bias ? 3 : 2, in, 1, (const char *const *)cat->outputs);
+    if (s == OTTER_OK) s = otter_node_set_domain(fused, "com.otter");
+    if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "pads", 4, fused_pads);
+    const int64_t *st;
+    const size_t n_st = attr_ints(c0 ? c0 : cat, "strides", &st);
+    if (s == OTTER_OK && n_st) s = otter_node_set_attr_ints(fused, "strides", n_st, st);
+    const char *act = c0 ? otter_node_attr_string(c0, "activation", "") : "";
+    if (s == OTTER_OK && act[0]) s = otter_node_set_attr_string(fused, "activation", act);
+    const otter_attr *ap = c0 ? otter_node_attr(c0, "activation_params") : NULL;
+    if (s == OTTER_OK && ap && ap->n_floats)
+        s = otter_node_set_attr_floats(fused, "activation_params", ap->n_floats, ap->floats);
+    if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "kernel_parts", n * OT_CONV_PART_INTS, parts);
+    if (s != OTTER_OK) {
+        otter_node_free(fused);
+        return s;
+    }
+    for (size_t i = 0; s == OTTER_OK && i < n; i++) s = bury(f, at[i]);
+    if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
+    if (s != OTTER_OK) {
+        otter_node_free(fused);
+        return s;
+    }
+    f->g->nodes[k] = fused; /* the Concat's place: after every part */
+    return OTTER_OK;
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
@@ -801,6 +949,9 @@ static otter_status run_passes(fz *f) {
         else if (is_op(n, "MatMul"))
             OT_TRY(fuse_matmul(f, k));
     }
+    /* after the chains, whose activations the parts must share */
+    for (size_t k = 0; k < g->n_nodes; k++)
+        if (is_op(g->nodes[k], "Concat")) OT_TRY(fuse_concat_convs(f, k));
     return OTTER_OK;
 }
 

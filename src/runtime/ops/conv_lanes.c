@@ -6,12 +6,13 @@
  * position one base: a tile of 6 positions keeps 6 base pointers and walks koff.
  *
  * Weights are packed per block of 64 output channels as [K][64] (the last block as [K][16 nv],
- * zero-padded to whole vectors). Work items are (image, block, chunk of positions); an item runs
- * its taps in passes of equal length that keep the block's weights of a pass in L1 (at most 32 KB),
- * each over all of its tiles, the partial sums staying in a position-major buffer on the stack (L1)
- * that is then transposed into the output planes. A channel-blocked input (a->x_blocked) is read
- * the same way with a column stride of 16 floats, padded into [C / 16][PH][QW][16]; a channel-blocked
- * output (a->y_blocked) gets the partial sums stored straight into its blocks. */
+ * zero-padded to whole vectors). With a->parts (a Concat of convolutions fused into one) the blocks
+ * are cut per part and each takes only its part's window of taps. Work items are (image, block, chunk of positions); an
+ * item runs its taps in passes of equal length that keep the block's weights of a pass in L1 (at most 32 KB), each over
+ * all of its tiles, the partial sums staying in a position-major buffer on the stack (L1) that is then transposed into
+ * the output planes. A channel-blocked input (a->x_blocked) is read the same way with a column stride of 16 floats,
+ * padded into [C / 16][PH][QW][16]; a channel-blocked output (a->y_blocked) gets the partial sums stored straight into
+ * its blocks. */
 #include "runtime/ops/conv_lanes.h"
 
 #include <string.h>
@@ -67,14 +68,20 @@ bool ot_conv_lanes_pays_off(const ot_conv_direct *a) {
 
 #ifdef OT_CL_X86
 
+/* Up to CL_BLOCK output channels of one part (a->parts; the whole kernel without): its taps, its weights. */
+typedef struct cl_block {
+    int64_t m0, nm, K;   /* first channel, channels, taps */
+    const int64_t *koff; /* per tap (channel, kernel row, kernel column) of the part's window */
+    const float *wp;     /* packed weights [K][16 nv] */
+} cl_block;
+
 typedef struct cl_plan {
     const ot_conv_direct *a;
     ot_conv_pad pad;        /* the padded copy (pad.xp NULL: none, the input is read in place) */
     int64_t row, chan, col; /* floats between input rows, channels (blocks of 16 when a->x_blocked) and columns */
-    int64_t K, P, OW;       /* taps, output positions, output width */
+    int64_t P, OW;          /* output positions, output width */
     int64_t sh, sw;         /* strides */
-    const int64_t *koff;    /* per tap (channel, kernel row, kernel column) */
-    const float *wp;        /* packed weights */
+    const cl_block *blk;
     int64_t blocks, chunks; /* channel blocks and position chunks an image */
     int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
 } cl_plan;
@@ -234,12 +241,12 @@ static void cl_pad_blocked_images(void *arg, int64_t n0, int64_t n1) {
 __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n, int64_t blk,
                                                        int64_t pc) {
     const ot_conv_direct *a = pl->a;
-    const int64_t P = pl->P, K = pl->K, per = (P + pl->chunks - 1) / pl->chunks;
+    const cl_block *bk = &pl->blk[blk];
+    const int64_t P = pl->P, K = bk->K, per = (P + pl->chunks - 1) / pl->chunks;
     const int64_t p0 = pc * per, np = P - p0 < per ? P - p0 : per;
     if (np <= 0) return;
-    const int64_t m0 = blk * CL_BLOCK, nm = a->M - m0 < CL_BLOCK ? a->M - m0 : CL_BLOCK, nv = (nm + 15) / 16,
-                  ldw = 16 * nv;
-    const float *w = pl->wp + m0 * K;
+    const int64_t m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
+    const float *w = bk->wp;
     float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
     /* each tile's base pointers: position p at output (p / OW, p % OW) */
     const float *xb[CL_CHUNK_P];
@@ -256,10 +263,10 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         for (int64_t i = 0; i < np; i += mr) {
             const int64_t r = np - i < mr ? np - i : mr;
             if (nv == 1) {
-                cl_tiles_one[r - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
+                cl_tiles_one[r - 1](xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
                 continue;
             }
-            cl_tiles[r - 1][nv - 1](xb + i, pl->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
+            cl_tiles[r - 1][nv - 1](xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
         }
     }
     const float *b = a->bias ? a->bias + m0 : NULL;
@@ -313,7 +320,8 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
     const int64_t C = a->C, H = w->in[1], W = w->in[2], OH = w->out[1], OW = w->out[2], KH = w->k[1], KW = w->k[2];
     const int64_t dh = w->dil[1], dw = w->dil[2];
-    cl_plan pl = {.a = a, .K = C * KH * KW, .P = OH * OW, .OW = OW, .sh = w->stride[1], .sw = w->stride[2]};
+    const int64_t K = C * KH * KW;
+    cl_plan pl = {.a = a, .P = OH * OW, .OW = OW, .sh = w->stride[1], .sw = w->stride[2]};
     pl.pad = (ot_conv_pad){.x = a->x,
                            .C = C,
                            .H = H,
@@ -335,7 +343,16 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
         pl.row = padded ? pl.pad.row : W;
         pl.chan = padded ? pl.pad.QW : H * W;
     }
-    pl.blocks = (a->M + CL_BLOCK - 1) / CL_BLOCK;
+    /* the parts (one, the whole kernel, without a->parts): each its taps, its blocks */
+    const int64_t whole[OT_CONV_PART_INTS] = {a->M, KH, KW, 0, 0};
+    const int64_t *parts = a->parts ? a->parts : whole, n_parts = a->parts ? a->n_parts : 1;
+    int64_t n_taps = 0;
+    pl.blocks = 0;
+    for (int64_t q = 0; q < n_parts; q++) {
+        const int64_t *pt = parts + q * OT_CONV_PART_INTS;
+        pl.blocks += (pt[0] + CL_BLOCK - 1) / CL_BLOCK;
+        n_taps += C * pt[1] * pt[2];
+    }
     pl.chunks = (pl.P + CL_CHUNK_P - 1) / CL_CHUNK_P;
     /* image by image (each slot padding its own), when every thread gets images: two slots a thread
      * with padding (a padded image's buffer each), OT_PARALLEL_CHUNKS_PER_THREAD without; else the
@@ -343,24 +360,35 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     const int64_t T = ctx->n_threads, most = (padded ? 2 : OT_PARALLEL_CHUNKS_PER_THREAD) * T;
     const int64_t slots = a->N < T ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
-    int64_t *koff = ot_ctx_scratch(ctx, (size_t)pl.K * sizeof(int64_t));
+    int64_t *koff = ot_ctx_scratch(ctx, (size_t)n_taps * sizeof(int64_t));
+    cl_block *blk = ot_ctx_scratch(ctx, (size_t)pl.blocks * sizeof *blk);
     bool fill_w;
-    float *wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_LANES, (size_t)((a->M + 15) / 16 * 16 * pl.K), &fill_w);
+    /* (every part but the last has a multiple of 16 channels: the blocks' packed weights fit) */
+    float *wp = ot_conv_packed_weights(ctx, a, OT_CONV_FORM_LANES, (size_t)((a->M + 15) / 16 * 16 * K), &fill_w);
     if (padded && !(pl.pad.xp = ot_ctx_scratch(ctx, (size_t)(bufs * pl.pad.image) * sizeof(float))))
         return OTTER_ERR_NOMEM;
-    if (!koff || !wp) return OTTER_ERR_NOMEM;
-    for (int64_t c = 0, k = 0; c < C; c++)
-        for (int64_t kh = 0; kh < KH; kh++)
-            for (int64_t kw = 0; kw < KW; kw++)
-                koff[k++] =
-                    (a->x_blocked ? c / 16 * pl.chan + c % 16 : c * pl.chan) + kh * dh * pl.row + kw * dw * pl.col;
-    for (int64_t m0 = 0; fill_w && m0 < a->M; m0 += CL_BLOCK) {
-        const int64_t nm = a->M - m0 < CL_BLOCK ? a->M - m0 : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
-        float *dst = wp + m0 * pl.K;
-        for (int64_t k = 0; k < pl.K; k++)
-            for (int64_t i = 0; i < ldw; i++) dst[k * ldw + i] = i < nm ? a->w[(m0 + i) * pl.K + k] : 0.0f;
+    if (!koff || !blk || !wp) return OTTER_ERR_NOMEM;
+    float *wb = wp;
+    for (int64_t q = 0, m0 = 0, nb = 0; q < n_parts; q++) {
+        const int64_t *pt = parts + q * OT_CONV_PART_INTS, Kq = C * pt[1] * pt[2];
+        for (int64_t c = 0, k = 0; c < C; c++)
+            for (int64_t r = pt[3]; r < pt[3] + pt[1]; r++)
+                for (int64_t s = pt[4]; s < pt[4] + pt[2]; s++)
+                    koff[k++] =
+                        (a->x_blocked ? c / 16 * pl.chan + c % 16 : c * pl.chan) + r * dh * pl.row + s * dw * pl.col;
+        for (int64_t mb = m0; mb < m0 + pt[0]; mb += CL_BLOCK) {
+            const int64_t nm = m0 + pt[0] - mb < CL_BLOCK ? m0 + pt[0] - mb : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
+            blk[nb++] = (cl_block){.m0 = mb, .nm = nm, .K = Kq, .koff = koff, .wp = wb};
+            for (int64_t c = 0, k = 0; fill_w && c < C; c++)
+                for (int64_t r = pt[3]; r < pt[3] + pt[1]; r++)
+                    for (int64_t s = pt[4]; s < pt[4] + pt[2]; s++, k++)
+                        for (int64_t i = 0; i < ldw; i++)
+                            wb[k * ldw + i] = i < nm ? a->w[(mb + i) * K + (c * KH + r) * KW + s] : 0.0f;
+            wb += ldw * Kq;
+        }
+        koff += Kq, m0 += pt[0];
     }
-    pl.koff = koff, pl.wp = wp;
+    pl.blk = blk;
     if (slots) {
         ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
     } else {

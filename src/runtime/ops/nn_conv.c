@@ -498,6 +498,31 @@ static otter_status conv_blocked_depthwise(ot_kernel_ctx *ctx, const ot_conv_dir
     return conv_run_tasks(ctx, &a);
 }
 
+/* com.otter FusedConv's kernel_parts (fuse.c, a Concat of convolutions of one input; see
+ * ot_conv_direct.parts) into d->parts, after checking that every part's window lies in W's 2-D
+ * kernel, every part but the last has a multiple of 16 channels and the channels add up to W's. */
+static otter_status conv_parts(ot_kernel_ctx *ctx, const otter_tensor *w, ot_conv_direct *d) {
+    const otter_attr *at = is_fused_node(ctx) ? otter_node_attr(ctx->node, "kernel_parts") : NULL;
+    if (!at || at->n_ints == 0) return OTTER_OK;
+    const int64_t *v = at->ints;
+    const size_t n = at->n_ints;
+    int64_t channels = 0;
+    bool ok = w->rank == 4 && n % OT_CONV_PART_INTS == 0;
+    for (size_t q = 0; ok && q < n; q += OT_CONV_PART_INTS) {
+        const int64_t *pt = v + q;
+        ok = pt[0] > 0 && (q + OT_CONV_PART_INTS == n || pt[0] % 16 == 0) && pt[1] > 0 && pt[2] > 0 && pt[3] >= 0 &&
+             pt[4] >= 0 && pt[3] + pt[1] <= w->dims[2] && pt[4] + pt[2] <= w->dims[3];
+        channels += pt[0];
+    }
+    if (!ok || channels != w->dims[0])
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                            "kernel_parts must be (channels, rows, columns, first row, first column) windows of "
+                            "the 2-D kernel of '%s', channels adding up to its %lld, all but the last in 16s",
+                            ot_ctx_input_name(ctx, 1), (long long)(w->rank ? w->dims[0] : 0));
+    d->parts = v, d->n_parts = (int64_t)(n / OT_CONV_PART_INTS);
+    return OTTER_OK;
+}
+
 /* com.otter FusedConv with channel_blocks (runtime/layout.c): Y and Z in blocks of 16 channels
  * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
  * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
@@ -529,6 +554,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
                         .constant_w = ot_ctx_input_constant(ctx, 1),
                         .x_blocked = x_blocked,
                         .y_blocked = true};
+    OT_TRY(conv_parts(ctx, w, &d));
     ot_dw_plan plan;
     const bool depthwise = group > 1 && group == g.C && M == g.C &&
                            ot_conv_depthwise_plan(&plan, &d.win, ot_conv_depthwise_isa()) && plan.block == 16;
@@ -564,7 +590,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     const int threads = ctx->n_threads;
     if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
     otter_status st;
-    if (group == 1 && g.in_size == 1 && g.out_size == 1 && g.k_size == 1 && !d.sum) {
+    if (group == 1 && g.in_size == 1 && g.out_size == 1 && g.k_size == 1 && !d.sum && !d.parts) {
         conv_args a = {.ctx = ctx,
                        .g = &g,
                        .X = d.x,
@@ -657,8 +683,12 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
     if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
-    const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
-    const bool lanes = ot_conv_lanes_pays_off(&shape), rows = !lanes && conv_rows_pays_off(&g, group),
+    ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
+    if (s == OTTER_OK) s = conv_parts(ctx, w, &shape);
+    /* with kernel_parts only the channel-lane kernel skips the zeros between the parts' windows (the
+     * others compute them: the same sums but where an input is infinite or NaN) */
+    const bool lanes = shape.parts ? ot_conv_lanes_supported(&shape) : ot_conv_lanes_pays_off(&shape),
+               rows = !lanes && conv_rows_pays_off(&g, group),
                direct = !lanes && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernels (conv_direct.c, conv_lanes.c) and the
      * small-image product without pooling read each element of Z just before they write that element
@@ -705,7 +735,9 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                                   .maxpool_2x2 = pool && !full,
                                   .indices = ind && !full ? ind->data : NULL,
                                   .winograd = ctx->winograd,
-                                  .constant_w = ot_ctx_input_constant(ctx, 1)};
+                                  .constant_w = ot_ctx_input_constant(ctx, 1),
+                                  .parts = lanes ? shape.parts : NULL,
+                                  .n_parts = shape.n_parts};
         s = lanes ? ot_conv_lanes_run(ctx, &d) : ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK && rows) {
         s = conv_run_rows(ctx, &a);
