@@ -86,11 +86,23 @@ typedef struct cl_plan {
     int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
 } cl_plan;
 
-/* yt[i][0, 16 NV) (+)= sum over taps k of x_i[koff[k]] * w[k][0, 16 NV), i < R: the register tile. */
-__attribute__((target("avx512f"), always_inline)) static inline void cl_tile(const float *const *xb,
-                                                                             const int64_t *koff, int64_t kn,
-                                                                             const float *w, int64_t ldw, float *yt,
-                                                                             bool add, const int R, const int NV) {
+/* A tile's last pass into a channel-blocked output: y[j][i][16] = act(acc[i][j] + b[16 j..] (+ z[j][i][16])) for
+ * its positions i and vectors j, blocks bstride floats apart, Relu in registers (the epilogue of
+ * ot_conv_rows_to_planes_avx512 in its order, so the same bits). Stored tile by tile, the stores overlap the next
+ * tile's products; the other activations run on the item's blocks afterwards, while they are in cache. */
+typedef struct cl_out {
+    float *y;       /* the tile's first position in its first block */
+    const float *z; /* shaped like y (it may be y), or NULL */
+    const float *b; /* the block's biases, or NULL */
+    int64_t bstride;
+    bool relu;
+} cl_out;
+
+/* yt[i][0, 16 NV) (+)= sum over taps k of x_i[koff[k]] * w[k][0, 16 NV), i < R: the register tile; with out (the
+ * last pass, a blocked output), stored there instead. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add,
+        const cl_out *out, const int R, const int NV) {
     __m512 acc[CL_MR_ONE][4];
     const float *x[CL_MR_ONE];
 #pragma GCC unroll 12
@@ -115,6 +127,21 @@ __attribute__((target("avx512f"), always_inline)) static inline void cl_tile(con
             for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(b, wv[j], acc[i][j]);
         }
     }
+    if (out) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            const __m512 bias = out->b ? _mm512_loadu_ps(out->b + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+            for (int i = 0; i < R; i++) {
+                const int64_t at = j * out->bstride + i * 16;
+                __m512 v = _mm512_add_ps(acc[i][j], bias);
+                if (out->z) v = _mm512_add_ps(v, _mm512_loadu_ps(out->z + at));
+                if (out->relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                _mm512_storeu_ps(out->y + at, v);
+            }
+        }
+        return;
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
@@ -122,12 +149,13 @@ __attribute__((target("avx512f"), always_inline)) static inline void cl_tile(con
 }
 
 typedef void (*cl_tile_fn)(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw,
-                           float *yt, bool add);
+                           float *yt, bool add, const cl_out *out);
 
 #define CL_TILE(R, NV)                                                                                                 \
-    __attribute__((target("avx512f"))) static void cl_tile_##R##_##NV(                                                 \
-        const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add) {   \
-        cl_tile(xb, koff, kn, w, ldw, yt, add, R, NV);                                                                 \
+    __attribute__((target("avx512f"))) static void cl_tile_##R##_##NV(const float *const *xb, const int64_t *koff,     \
+                                                                      int64_t kn, const float *w, int64_t ldw,         \
+                                                                      float *yt, bool add, const cl_out *out) {        \
+        cl_tile(xb, koff, kn, w, ldw, yt, add, out, R, NV);                                                            \
     }
 #define CL_TILES(R) CL_TILE(R, 1) CL_TILE(R, 2) CL_TILE(R, 3) CL_TILE(R, 4)
 CL_TILES(1)
@@ -192,27 +220,6 @@ __attribute__((target("avx512f"))) void ot_conv_rows_to_planes_avx512(const floa
     if (other && ldy == P) ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
 }
 
-/* The channel-blocked store: y[j][i][16] = act(yt[i][16 j, 16 j + 16) + b (+ z[j][i][16])) for the nm / 16
- * vectors j of a tile row and its np positions i, blocks P * 16 floats apart: no transpose, the
- * epilogue of ot_conv_rows_to_planes_avx512 in its order (so the same bits). z may be y. */
-__attribute__((target("avx512f"))) static void cl_store_blocked(const float *yt, int64_t nm, int64_t np, int64_t P,
-                                                                const float *b, const float *z, const ot_fused_act *act,
-                                                                float *y) {
-    const bool relu = act->kind == OT_FUSED_RELU, other = act->kind != OT_FUSED_NONE && !relu;
-    for (int64_t j = 0; j < nm / 16; j++) {
-        const __m512 bias = b ? _mm512_loadu_ps(b + 16 * j) : _mm512_setzero_ps();
-        float *yj = y + j * P * 16;
-        const float *zj = z ? z + j * P * 16 : NULL;
-        for (int64_t i = 0; i < np; i++) {
-            __m512 v = _mm512_add_ps(_mm512_loadu_ps(yt + i * CL_BLOCK + 16 * j), bias);
-            if (zj) v = _mm512_add_ps(v, _mm512_loadu_ps(zj + i * 16));
-            if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-            _mm512_storeu_ps(yj + i * 16, v);
-        }
-        if (other) ot_fused_act_apply(act, yj, np * 16);
-    }
-}
-
 /* Image x's zero-padded copy xp when the input is channel-blocked: [C / 16][PH][QW][16], each padded
  * row the input row's run of columns (all of them, or as many as the windows reach) between zeros. */
 static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp) {
@@ -254,29 +261,32 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw * pl->col;
         if (++ow == pl->OW) ow = 0, oh++;
     }
+    const float *b = a->bias ? a->bias + m0 : NULL;
+    const int64_t yat = (n * a->M + m0) * P + p0 * (a->y_blocked ? 16 : 1);
+    cl_out out = {.z = a->sum ? a->sum + yat : NULL, .b = b, .bstride = P * 16, .relu = a->act.kind == OT_FUSED_RELU};
     /* passes of equal length: a short last pass (144 = 128 + 16 taps) pays the partial sums' round trip for
      * few products */
     const int64_t passes = (K + CL_CHUNK_K - 1) / CL_CHUNK_K, ck = (K + passes - 1) / passes;
     for (int64_t k0 = 0; k0 < K; k0 += ck) {
         const int64_t kn = K - k0 < ck ? K - k0 : ck;
         const int64_t mr = nv == 1 ? CL_MR_ONE : CL_MR;
+        const bool last = a->y_blocked && k0 + kn == K;
         for (int64_t i = 0; i < np; i += mr) {
             const int64_t r = np - i < mr ? np - i : mr;
-            if (nv == 1) {
-                cl_tiles_one[r - 1](xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
-                continue;
+            const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
+            if (last) {
+                out.y = a->y + yat + i * 16;
+                out.z = a->sum ? a->sum + yat + i * 16 : NULL;
             }
-            cl_tiles[r - 1][nv - 1](xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0);
+            tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, last ? &out : NULL);
         }
     }
-    const float *b = a->bias ? a->bias + m0 : NULL;
     if (a->y_blocked) {
-        const int64_t at = (n * a->M + m0) * P + p0 * 16;
-        cl_store_blocked(yt, nm, np, P, b, a->sum ? a->sum + at : NULL, &a->act, a->y + at);
+        if (a->act.kind != OT_FUSED_NONE && !out.relu)
+            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, a->y + yat + j * P * 16, np * 16);
         return;
     }
-    const int64_t at = (n * a->M + m0) * P + p0;
-    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, b, a->sum ? a->sum + at : NULL, &a->act, a->y + at, P);
+    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, b, out.z, &a->act, a->y + yat, P);
 }
 
 /* Items [i0, i1) of (image, block, chunk), the images already padded (or read in place). */
