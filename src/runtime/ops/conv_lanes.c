@@ -7,12 +7,13 @@
  *
  * Weights are packed per block of 64 output channels as [K][64] (the last block as [K][16 nv],
  * zero-padded to whole vectors). With a->parts (a Concat of convolutions fused into one) the blocks
- * are cut per part and each takes only its part's window of taps. Work items are (image, block, chunk of positions); an
- * item runs its taps in passes of equal length that keep the block's weights of a pass in L1 (at most 32 KB), each over
- * all of its tiles, the partial sums staying in a position-major buffer on the stack (L1) that is then transposed into
- * the output planes. A channel-blocked input (a->x_blocked) is read the same way with a column stride of 16 floats,
- * padded into [C / 16][PH][QW][16]; a channel-blocked output (a->y_blocked) gets the partial sums stored straight into
- * its blocks. */
+ * are cut per part and each takes only its part's window of taps. Work items are (image, block,
+ * chunk of positions); an item runs its taps in passes of equal length that keep the block's
+ * weights of a pass in L1 (at most 32 KB), each over all of its tiles, the partial sums staying in
+ * a position-major buffer on the stack (L1) that is then transposed into the output planes. A
+ * channel-blocked input (a->x_blocked) is read the same way with a column stride of 16 floats,
+ * padded into [C / 16][PH][QW][16]; into a channel-blocked output (a->y_blocked) the last pass's
+ * tiles store straight from their registers (cl_out). */
 #include "runtime/ops/conv_lanes.h"
 
 #include <string.h>
