@@ -223,9 +223,9 @@ __attribute__((target("avx512f"))) void ot_conv_rows_to_planes_avx512(const floa
 
 /* Image x's zero-padded copy xp when the input is channel-blocked: [C / 16][PH][QW][16], each padded
  * row the input row's run of columns (all of them, or as many as the windows reach) between zeros. */
-static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp) {
+static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp, int64_t cb0, int64_t cb1) {
     const int64_t run = p->W < p->QW - p->pad_w ? p->W : p->QW - p->pad_w, after = p->QW - p->pad_w - run;
-    for (int64_t cb = 0; cb < p->C / 16; cb++)
+    for (int64_t cb = cb0; cb < cb1; cb++)
         for (int64_t r = 0; r < p->PH; r++) {
             float *dst = xp + (cb * p->PH + r) * p->QW * 16;
             const int64_t ih = r - p->pad_h;
@@ -239,10 +239,16 @@ static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp) {
         }
 }
 
-/* ot_parallel_for body: images [n0, n1) padded (arg: ot_conv_pad of the blocked input). */
-static void cl_pad_blocked_images(void *arg, int64_t n0, int64_t n1) {
+/* ot_parallel_for body: units [u0, u1) = image * (C / 16) + channel block padded (arg: ot_conv_pad of the
+ * blocked input; one image's blocks split over the threads too). */
+static void cl_pad_blocked_units(void *arg, int64_t u0, int64_t u1) {
     const ot_conv_pad *p = arg;
-    for (int64_t n = n0; n < n1; n++) cl_pad_blocked(p, p->x + n * p->C * p->H * p->W, p->xp + n * p->image);
+    const int64_t nb = p->C / 16;
+    for (int64_t u = u0; u < u1;) {
+        const int64_t n = u / nb, cb1 = u1 - n * nb < nb ? u1 - n * nb : nb;
+        cl_pad_blocked(p, p->x + n * p->C * p->H * p->W, p->xp + n * p->image, u % nb, cb1);
+        u = n * nb + cb1;
+    }
 }
 
 /* One item: image n's channel block blk at position chunk pc; x is the image's input (padded or not). */
@@ -315,7 +321,7 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
         for (int64_t n = s * a->N / pl->slots; n < (s + 1) * a->N / pl->slots; n++) {
             const float *x = a->x + n * image_in;
             if (pad.xp && a->x_blocked) {
-                cl_pad_blocked(&pad, x, pad.xp);
+                cl_pad_blocked(&pad, x, pad.xp, 0, a->C / 16);
                 x = pad.xp;
             } else if (pad.xp) {
                 pad.x = x;
@@ -371,6 +377,16 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     const int64_t T = ctx->n_threads, most = (padded ? 2 : OT_PARALLEL_CHUNKS_PER_THREAD) * T;
     const int64_t slots = a->N < T ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
+    /* fewer images than threads and items that don't split evenly: chunks of positions small enough (down
+     * to four tiles) that every thread gets OT_PARALLEL_CHUNKS_PER_THREAD items (ResNet-18 at batch 1: a
+     * 64-channel layer's 16x16 positions in 3 chunks left one of two threads a third of the work; smaller
+     * chunks of an even split only stream the weights more often) */
+    if (!slots && T > 1 && a->N * pl.blocks * pl.chunks % T != 0) {
+        const int64_t want = (OT_PARALLEL_CHUNKS_PER_THREAD * T + a->N * pl.blocks - 1) / (a->N * pl.blocks),
+                      most_chunks = (pl.P + 4 * CL_MR - 1) / (4 * CL_MR);
+        const int64_t c = want < most_chunks ? want : most_chunks;
+        if (c > pl.chunks) pl.chunks = c;
+    }
     int64_t *koff = ot_ctx_scratch(ctx, (size_t)n_taps * sizeof(int64_t));
     cl_block *blk = ot_ctx_scratch(ctx, (size_t)pl.blocks * sizeof *blk);
     bool fill_w;
@@ -404,7 +420,7 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
         ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
     } else {
         if (padded && a->x_blocked)
-            ot_parallel_for(ctx, a->N, 1, cl_pad_blocked_images, &pl.pad);
+            ot_parallel_for(ctx, a->N * (C / 16), 1, cl_pad_blocked_units, &pl.pad);
         else if (padded)
             ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
         ot_parallel_for(ctx, a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
