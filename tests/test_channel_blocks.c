@@ -283,6 +283,28 @@ static void check_mobile(void) {
     otter_model_free(m);
 }
 
+/* Small maps under weights that don't stay in L2 (conv_lanes.c runs whole images an item): 64 -> 256 channels,
+ * 3x3 (590 KB of weights) at 6x5 positions, blocked in and out, with a residual sum and without; batch 5 on 1
+ * and 2 threads (runs of 2 and 3 images), batch 1 image by image. */
+static void check_small_maps(void) {
+    const bool on = blocks_possible();
+    otter_model *m = new_model((const char *[]){"y"}, 1);
+    conv_relu(m, "x", "stem", 3, 32, 3, 1, 2, true);     /* 11 x 10 */
+    conv_relu(m, "stem", "down", 32, 64, 3, 1, 2, true); /* 6 x 5 */
+    conv_relu(m, "down", "wide", 64, 256, 3, 1, 1, true);
+    conv_relu(m, "wide", "wide2", 256, 256, 3, 1, 1, false);
+    add_node(m, "Add", 2, (const char *[]){"wide2", "wide"}, "res");
+    add_node(m, "Relu", 1, (const char *[]){"res"}, "r");
+    conv_relu(m, "r", "y", 256, 10, 1, 0, 1, false);
+    counts c;
+    for (int64_t batch = 1; batch <= 5; batch += 4)
+        for (int threads = 1; threads <= 2; threads++) {
+            compare("small maps, large weights", m, batch, threads, &c);
+            CHECK(c.conv == (on ? 4u : 0u) && c.back == (on ? 1u : 0u));
+        }
+    otter_model_free(m);
+}
+
 /* One com.otter node on x [2, 32, 5, 5] (or what shape says): its first run's status and error. */
 static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr, const int64_t *wd, int wr,
                             const int64_t *parts, size_t n_parts, char *err, size_t size) {
@@ -348,6 +370,7 @@ int main(void) {
     check_left_planar();
     check_residuals();
     check_mobile();
+    check_small_maps();
     check_errors();
     printf("worst relative difference %.2e\n", worst);
     return tu_finish("test_channel_blocks");

@@ -28,11 +28,12 @@
 #define OT_CL_X86 1
 #endif
 
-#define CL_MR      6   /* positions per register tile */
-#define CL_MR_ONE  12  /* positions per register tile of one vector of channels (16 output channels) */
-#define CL_BLOCK   64  /* output channels per block (4 vectors) */
-#define CL_CHUNK_P 96  /* positions per item, at most: the position-major buffer is 24 KB */
-#define CL_CHUNK_K 128 /* taps per pass, at most: a block's weights of a pass are 32 KB */
+#define CL_MR            6           /* positions per register tile */
+#define CL_MR_ONE        12          /* positions per register tile of one vector of channels (16 output channels) */
+#define CL_BLOCK         64          /* output channels per block (4 vectors) */
+#define CL_CHUNK_P       96          /* positions per item, at most: the position-major buffer is 24 KB */
+#define CL_CHUNK_K       128         /* taps per pass, at most: a block's weights of a pass are 32 KB */
+#define CL_GROUP_WEIGHTS (512 << 10) /* bytes of weights above which small maps run images together */
 /* Taps ahead whose weights a tile prefetches. A pass's first tile reads them from memory when the
  * layer's weights don't stay in L2 (ResNet-18's 256-channel 3x3 layers, 2.4 MB, at batch 1 and 4x4
  * positions: the weights are streamed for 16 positions), and the hardware prefetcher kept too few
@@ -84,6 +85,7 @@ typedef struct cl_plan {
     int64_t sh, sw;         /* strides */
     const cl_block *blk;
     int64_t blocks, chunks; /* channel blocks and position chunks an image */
+    int64_t groups;         /* > 0: an item is one of `groups` runs of whole images (small maps), not a chunk of one */
     int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
 } cl_plan;
 
@@ -134,8 +136,8 @@ cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w,
             const __m512 bias = out->b ? _mm512_loadu_ps(out->b + 16 * j) : _mm512_setzero_ps();
 #pragma GCC unroll 12
             for (int i = 0; i < R; i++) {
-                const int64_t at = j * out->bstride + i * 16;
                 __m512 v = _mm512_add_ps(acc[i][j], bias);
+                const int64_t at = j * out->bstride + i * 16;
                 if (out->z) v = _mm512_add_ps(v, _mm512_loadu_ps(out->z + at));
                 if (out->relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
                 _mm512_storeu_ps(out->y + at, v);
@@ -251,59 +253,83 @@ static void cl_pad_blocked_units(void *arg, int64_t u0, int64_t u1) {
     }
 }
 
-/* One item: image n's channel block blk at position chunk pc; x is the image's input (padded or not). */
-__attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n, int64_t blk,
-                                                       int64_t pc) {
+/* One item: channel block blk at the flattened positions [g0, g0 + np) (g = image * P + position: an item of
+ * a small map spans images, its tiles don't); image n's input (padded or not) at x + (n - n0) * xstride. */
+__attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n0, int64_t xstride,
+                                                       int64_t blk, int64_t g0, int64_t np) {
     const ot_conv_direct *a = pl->a;
     const cl_block *bk = &pl->blk[blk];
-    const int64_t P = pl->P, K = bk->K, per = (P + pl->chunks - 1) / pl->chunks;
-    const int64_t p0 = pc * per, np = P - p0 < per ? P - p0 : per;
-    if (np <= 0) return;
-    const int64_t m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
-    const float *w = bk->wp;
+    const int64_t P = pl->P, K = bk->K, m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
+    const int64_t ps = a->y_blocked ? 16 : 1; /* floats between an output block's (plane's) positions */
+    const float *w = bk->wp, *b = a->bias ? a->bias + m0 : NULL;
     float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
-    /* each tile's base pointers: position p at output (p / OW, p % OW) */
+    /* each tile's base pointers: position p at output (p / OW, p % OW) of image n */
     const float *xb[CL_CHUNK_P];
-    for (int64_t i = 0, oh = p0 / pl->OW, ow = p0 % pl->OW; i < np; i++) {
-        xb[i] = x + oh * pl->sh * pl->row + ow * pl->sw * pl->col;
-        if (++ow == pl->OW) ow = 0, oh++;
+    const int64_t OW = pl->OW, OH = P / OW, drow = pl->sh * pl->row, dcol = pl->sw * pl->col;
+    int64_t oh = g0 % P / OW, ow = g0 % P % OW;
+    const float *img = x + (g0 / P - n0) * xstride, *rowp = img + oh * drow, *xp = rowp + ow * dcol;
+    for (int64_t i = 0; i < np; i++, xp += dcol) {
+        xb[i] = xp;
+        if (++ow < OW) continue;
+        ow = 0, xp = (rowp += drow) - dcol;
+        if (++oh == OH) oh = 0, xp = (rowp = img += xstride) - dcol;
     }
-    const float *b = a->bias ? a->bias + m0 : NULL;
-    const int64_t yat = (n * a->M + m0) * P + p0 * (a->y_blocked ? 16 : 1);
-    cl_out out = {.z = a->sum ? a->sum + yat : NULL, .b = b, .bstride = P * 16, .relu = a->act.kind == OT_FUSED_RELU};
+    cl_out out = {.b = b, .bstride = P * 16, .relu = a->act.kind == OT_FUSED_RELU};
     /* passes of equal length: a short last pass (144 = 128 + 16 taps) pays the partial sums' round trip for
      * few products */
     const int64_t passes = (K + CL_CHUNK_K - 1) / CL_CHUNK_K, ck = (K + passes - 1) / passes;
+    const int64_t mr = nv == 1 ? CL_MR_ONE : CL_MR;
     for (int64_t k0 = 0; k0 < K; k0 += ck) {
         const int64_t kn = K - k0 < ck ? K - k0 : ck;
-        const int64_t mr = nv == 1 ? CL_MR_ONE : CL_MR;
         const bool last = a->y_blocked && k0 + kn == K;
-        for (int64_t i = 0; i < np; i += mr) {
-            const int64_t r = np - i < mr ? np - i : mr;
-            const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
-            if (last) {
-                out.y = a->y + yat + i * 16;
-                out.z = a->sum ? a->sum + yat + i * 16 : NULL;
+        /* image by image ([s0, s0 + len) of the item), tile by tile */
+        for (int64_t s0 = 0, len; s0 < np; s0 += len) {
+            const int64_t g = g0 + s0, at = (g / P * a->M + m0) * P + g % P * ps;
+            len = P - g % P < np - s0 ? P - g % P : np - s0;
+            for (int64_t i = s0; i < s0 + len; i += mr) {
+                const int64_t r = s0 + len - i < mr ? s0 + len - i : mr;
+                const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
+                out.y = a->y + at + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
+                tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, last ? &out : NULL);
             }
-            tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, last ? &out : NULL);
         }
     }
-    if (a->y_blocked) {
-        if (a->act.kind != OT_FUSED_NONE && !out.relu)
-            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, a->y + yat + j * P * 16, np * 16);
-        return;
+    /* image by image: the blocked output's other activations, the planar output's transposes */
+    for (int64_t s0 = 0, len; s0 < np; s0 += len) {
+        const int64_t g = g0 + s0, at = (g / P * a->M + m0) * P + g % P * ps;
+        len = P - g % P < np - s0 ? P - g % P : np - s0;
+        if (!a->y_blocked)
+            ot_conv_rows_to_planes_avx512(yt + s0 * CL_BLOCK, CL_BLOCK, nm, len, b, a->sum ? a->sum + at : NULL,
+                                          &a->act, a->y + at, P);
+        else if (a->act.kind != OT_FUSED_NONE && !out.relu)
+            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, a->y + at + j * P * 16, len * 16);
     }
-    ot_conv_rows_to_planes_avx512(yt, CL_BLOCK, nm, np, b, out.z, &a->act, a->y + yat, P);
 }
 
-/* Items [i0, i1) of (image, block, chunk), the images already padded (or read in place). */
+/* Item i of an image's chunks (i < blocks * chunks): its block, and its positions [*p0, *p0 + *np) of the image. */
+static void cl_chunk(const cl_plan *pl, int64_t i, int64_t *blk, int64_t *p0, int64_t *np) {
+    const int64_t per = (pl->P + pl->chunks - 1) / pl->chunks;
+    *blk = i / pl->chunks, *p0 = i % pl->chunks * per;
+    *np = pl->P - *p0 < per ? pl->P - *p0 : per;
+}
+
+/* Items [i0, i1) of (image, block, chunk), or of (group of images, block), the images already padded (or
+ * read in place). */
 static void cl_items(void *arg, int64_t i0, int64_t i1) {
     const cl_plan *pl = arg;
-    const int64_t per_image = pl->blocks * pl->chunks;
+    const ot_conv_direct *a = pl->a;
+    const float *x = pl->pad.xp ? pl->pad.xp : a->x;
+    const int64_t xstride = pl->pad.xp ? pl->pad.image : a->C * pl->pad.H * pl->pad.W;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t n = i / per_image, blk = i % per_image / pl->chunks, pc = i % pl->chunks;
-        const float *x = pl->pad.xp ? pl->pad.xp + n * pl->pad.image : pl->a->x + n * pl->a->C * pl->pad.H * pl->pad.W;
-        cl_item(pl, x, n, blk, pc);
+        if (pl->groups) {
+            const int64_t q = i / pl->blocks, n0 = q * a->N / pl->groups, n1 = (q + 1) * a->N / pl->groups;
+            cl_item(pl, x, 0, xstride, i % pl->blocks, n0 * pl->P, (n1 - n0) * pl->P);
+            continue;
+        }
+        const int64_t per_image = pl->blocks * pl->chunks, n = i / per_image;
+        int64_t blk, p0, np;
+        cl_chunk(pl, i % per_image, &blk, &p0, &np);
+        if (np > 0) cl_item(pl, x, 0, xstride, blk, n * pl->P + p0, np);
     }
 }
 
@@ -328,7 +354,11 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
                 ot_conv_pad_rows(&pad, 0, pad.PH);
                 x = pad.xp;
             }
-            for (int64_t i = 0; i < per_image; i++) cl_item(pl, x, n, i / pl->chunks, i % pl->chunks);
+            for (int64_t i = 0; i < per_image; i++) {
+                int64_t blk, p0, np;
+                cl_chunk(pl, i, &blk, &p0, &np);
+                if (np > 0) cl_item(pl, x, n, 0, blk, n * pl->P + p0, np);
+            }
         }
     }
 }
@@ -375,13 +405,26 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
      * with padding (a padded image's buffer each), OT_PARALLEL_CHUNKS_PER_THREAD without; else the
      * batch padded first and the items of its images shared */
     const int64_t T = ctx->n_threads, most = (padded ? 2 : OT_PARALLEL_CHUNKS_PER_THREAD) * T;
-    const int64_t slots = a->N < T ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
+    /* small maps under weights that don't stay in L2: items of whole images, so that a block's weights stream
+     * once for up to CL_CHUNK_P positions (ResNet-18's 512-channel layers at 2x2, 9.4 MB of weights: once an
+     * image from L3 ran at 129 GFLOP/s), while every thread still gets OT_PARALLEL_CHUNKS_PER_THREAD items; the
+     * batch is padded first. (Under smaller weights image by image kept its input in L1 and was faster:
+     * mobilenet_v2's 96 -> 576 at 4x4, 221 KB, 0.17 ms against 0.22 at 2 threads.) */
+    if (a->N > 1 && 2 * pl.P <= CL_CHUNK_P && a->M * K * (int64_t)sizeof(float) > CL_GROUP_WEIGHTS) {
+        /* as few runs as fit, enough for the threads' items, a multiple of the threads (runs of equal size) */
+        const int64_t fit = CL_CHUNK_P / pl.P, want = OT_PARALLEL_CHUNKS_PER_THREAD * T;
+        int64_t g = (a->N + fit - 1) / fit;
+        if (g * pl.blocks < want) g = (want + pl.blocks - 1) / pl.blocks;
+        g = (g + T - 1) / T * T;
+        pl.groups = g < a->N ? g : a->N;
+    }
+    const int64_t slots = a->N < T || pl.groups ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
     /* fewer images than threads and items that don't split evenly: chunks of positions small enough (down
      * to four tiles) that every thread gets OT_PARALLEL_CHUNKS_PER_THREAD items (ResNet-18 at batch 1: a
      * 64-channel layer's 16x16 positions in 3 chunks left one of two threads a third of the work; smaller
      * chunks of an even split only stream the weights more often) */
-    if (!slots && T > 1 && a->N * pl.blocks * pl.chunks % T != 0) {
+    if (!slots && !pl.groups && T > 1 && a->N * pl.blocks * pl.chunks % T != 0) {
         const int64_t want = (OT_PARALLEL_CHUNKS_PER_THREAD * T + a->N * pl.blocks - 1) / (a->N * pl.blocks),
                       most_chunks = (pl.P + 4 * CL_MR - 1) / (4 * CL_MR);
         const int64_t c = want < most_chunks ? want : most_chunks;
@@ -423,7 +466,7 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
             ot_parallel_for(ctx, a->N * (C / 16), 1, cl_pad_blocked_units, &pl.pad);
         else if (padded)
             ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
-        ot_parallel_for(ctx, a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
+        ot_parallel_for(ctx, pl.groups ? pl.groups * pl.blocks : a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
     }
     return OTTER_OK;
 }
