@@ -319,7 +319,9 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
     const int64_t ks[2] = {2, 2};
     if (!strcmp(op, "BlockedMaxPool")) CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, ks));
     if (!strcmp(op, "FusedConv")) CHECK_OK(otter_node_set_attr_int(n, "channel_blocks", 16));
+    const int64_t k3[2] = {3, 3};
     if (parts) CHECK_OK(otter_node_set_attr_ints(n, "kernel_parts", n_parts, parts));
+    if (parts) CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, k3));
     otter_session *s = NULL;
     otter_status st = otter_session_create(&s, m, NULL);
     otter_tensor *x = NULL, *y = NULL;
@@ -350,13 +352,16 @@ static void check_errors(void) {
     CHECK(run_one("FusedConv", 2, x1, 3, w1, 3, NULL, 0, err, sizeof err) == OTTER_ERR_UNSUPPORTED);
     CHECK(strstr(err, "'x'") && strstr(err, "[2,32,9]"));
     printf("  errors: %s\n", err);
-    /* kernel_parts (fuse.c's Concat of convolutions) whose channels don't add up to W's, or whose
-     * window leaves the kernel */
-    const int64_t w32[4] = {32, 32, 3, 3}, short_parts[10] = {16, 1, 1, 1, 1, 8, 3, 3, 0, 0},
-                  outside[10] = {16, 3, 3, 1, 0, 16, 1, 1, 1, 1};
-    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, short_parts, 10, err, sizeof err) == OTTER_ERR_INVALID);
-    CHECK(strstr(err, "'W'") && strstr(err, "kernel_parts") && strstr(err, "32"));
-    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, outside, 10, err, sizeof err) == OTTER_ERR_INVALID);
+    /* kernel_parts (fuse.c's Concat of convolutions) whose part disagrees with its weight W, whose window
+     * leaves the 3x3 kernel, or whose second part has no weight */
+    const int64_t w32[4] = {32, 32, 3, 3}, half[5] = {16, 3, 3, 0, 0}, outside[5] = {32, 3, 3, 1, 0},
+                  two[10] = {32, 3, 3, 0, 0, 16, 1, 1, 1, 1};
+    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, half, 5, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(strstr(err, "'W'") && strstr(err, "kernel_parts") && strstr(err, "[32,32,3,3]"));
+    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, outside, 5, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(strstr(err, "'W'") && strstr(err, "(1, 0)"));
+    CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, two, 10, err, sizeof err) == OTTER_ERR_INVALID);
+    CHECK(strstr(err, "part 1"));
     printf("  errors: %s\n", err);
     if (blocks_possible()) { /* a blocked pool and reorder that work */
         CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);

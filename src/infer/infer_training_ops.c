@@ -199,9 +199,19 @@ otter_status ot_infer_sgd_optimizer_v2(ot_inode *n) { return ot_out_like(n, 1, 1
 /* ---- the fused operators runtime/fuse.c makes ---- */
 
 otter_status ot_infer_otter_fused_conv(ot_inode *n) {
-    if (ot_attr_int(n, "channel_blocks", 0)) return ot_infer_blocked_conv(n);
+    /* kernel_parts (runtime/fuse.c: a Concat of convolutions of one input): as a convolution by part 0's
+     * weights over kernel_shape, then the channels of all parts (blocked: in 16s) */
+    const otter_attr *parts = otter_node_attr(n->node, "kernel_parts");
     static const int pick[] = {0, 1, 2};
-    return ot_infer_as_picked(n, ot_infer_conv, 11, n->n_in < 3 ? n->n_in : 3, pick, false);
+    OT_TRY(ot_attr_int(n, "channel_blocks", 0)
+               ? ot_infer_blocked_conv(n)
+               : ot_infer_as_picked(n, ot_infer_conv, 11, n->n_in < 3 || parts ? 2 : 3, pick, false));
+    if (!parts || n->n_out == 0 || n->out[0].rank < 2) return OTTER_OK;
+    int64_t M = 0;
+    for (size_t i = 0; i < parts->n_ints; i += 5) /* 5 ints a part, channels first (OT_CONV_PART_INTS) */
+        M += parts->ints[i];
+    n->out[0].dims[1] = ot_dim_known(ot_attr_int(n, "channel_blocks", 0) ? M / 16 : M);
+    return OTTER_OK;
 }
 
 otter_status ot_infer_otter_fused_gemm(ot_inode *n) {

@@ -787,12 +787,13 @@ static bool plain_conv(const fz *f, const otter_node *c, const otter_tensor **w,
 }
 
 /* A channel Concat of convolutions of one input that nothing else reads, with one activation, one
- * stride and one output size: one FusedConv whose kernel is the largest, each smaller kernel
- * zero-padded into it where its pads put it, and whose kernel_parts give the channel-lane kernel
- * each part's window (it skips the zeros: the same bits as the separate convolutions). SqueezeNet's
- * Fire modules (a 1x1 and a 3x3 expand of the squeeze) then write their Concat's channels directly,
- * and the two expands share one padded copy of the squeeze. Only where that kernel runs (AVX-512):
- * the others would compute the zeros. */
+ * stride and one output size: one FusedConv over the largest kernel (kernel_shape) that reads every
+ * part's own weights and bias, each at the window of that kernel its pads put it (kernel_parts). The
+ * channel-lane kernel runs each part's window only: the same bits as the separate convolutions.
+ * SqueezeNet's Fire modules (a 1x1 and a 3x3 expand of the squeeze) then write their Concat's
+ * channels directly, and the two expands share one padded copy of the squeeze. Only where that kernel
+ * runs (AVX-512; elsewhere the parts would be padded into one kernel and the zeros computed), and in
+ * sessions that fold initializers (inference: the weights are constants). */
 static otter_status fuse_concat_convs(fz *f, size_t k) {
     const otter_node *cat = f->g->nodes[k];
     const size_t n = cat->n_inputs;
@@ -801,7 +802,7 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
         return OTTER_OK;
     size_t at[CAT_MAX_PARTS];
     const otter_tensor *w[CAT_MAX_PARTS], *b[CAT_MAX_PARTS];
-    int64_t pads[CAT_MAX_PARTS][4], K[2] = {0, 0}, P[2] = {0, 0}, M = 0;
+    int64_t pads[CAT_MAX_PARTS][4], K[2] = {0, 0}, P[2] = {0, 0};
     for (size_t i = 0; i < n; i++) {
         const int64_t p = get(&f->producer, cat->inputs[i]);
         if (p < 0 || only_reader(f, cat->inputs[i]) != (int64_t)k) return OTTER_OK;
@@ -823,7 +824,6 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
             if (w[i]->dims[2 + d] > K[d]) K[d] = w[i]->dims[2 + d];
             if (pads[i][d] > P[d]) P[d] = pads[i][d];
         }
-        M += w[i]->dims[0];
     }
     /* each kernel's window in the largest: shifted by the pad it lacks, inside */
     int64_t parts[CAT_MAX_PARTS * OT_CONV_PART_INTS];
@@ -833,40 +833,31 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
         pt[3] = P[0] - pads[i][0], pt[4] = P[1] - pads[i][1];
         if (pt[3] + pt[1] > K[0] || pt[4] + pt[2] > K[1]) return OTTER_OK;
     }
-    const int64_t C = w[0]->dims[1], wd[4] = {M, C, K[0], K[1]};
     const int64_t fused_pads[4] = {P[0], P[1], pads[0][0] + pads[0][2] - w[0]->dims[2] + K[0] - P[0],
                                    pads[0][1] + pads[0][3] - w[0]->dims[3] + K[1] - P[1]};
-    float *wf = ot_calloc((size_t)(M * C * K[0] * K[1]), sizeof *wf), *bf = ot_calloc((size_t)M, sizeof *bf);
-    otter_node *fused = NULL;
-    const char *wname = NULL, *bname = NULL;
-    otter_status s = wf && bf ? OTTER_OK : OT_NOMEM();
-    bool any_bias = false;
-    for (size_t i = 0, m0 = 0; s == OTTER_OK && i < n; m0 += (size_t)w[i]->dims[0], i++) {
-        const int64_t *pt = parts + i * OT_CONV_PART_INTS;
-        const float *src = w[i]->data;
-        for (int64_t m = 0; m < pt[0]; m++)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t r = 0; r < pt[1]; r++)
-                    memcpy(wf + (((int64_t)m0 + m) * C + c) * K[0] * K[1] + (pt[3] + r) * K[1] + pt[4],
-                           src + ((m * C + c) * pt[1] + r) * pt[2], (size_t)pt[2] * sizeof *wf);
-        if (b[i]) memcpy(bf + m0, b[i]->data, (size_t)pt[0] * sizeof *bf), any_bias = true;
+    /* X, part 0's W and B, no sum input, then each further part's W and B: the weights stay where they are */
+    const char *in[3 + 2 * CAT_MAX_PARTS];
+    size_t n_in = 0;
+    in[n_in++] = f->g->nodes[at[0]]->inputs[0];
+    for (size_t i = 0; i < n; i++) {
+        const otter_node *c = f->g->nodes[at[i]];
+        in[n_in++] = c->inputs[1];
+        in[n_in++] = c->n_inputs > 2 ? c->inputs[2] : "";
+        if (i == 0) in[n_in++] = "";
     }
-    if (s == OTTER_OK) s = new_init(f, w[0]->name, 4, wd, wf, &wname);
-    if (s == OTTER_OK && any_bias) s = new_init(f, w[0]->name, 1, &M, bf, &bname);
-    ot_free(wf), ot_free(bf);
-    const otter_node *c0 = s == OTTER_OK ? f->g->nodes[at[0]] : NULL;
-    const char *in[3] = {c0 ? c0->inputs[0] : NULL, wname, bname};
-    if (s == OTTER_OK)
-        s = otter_node_create(&fused, "FusedConv", cat->name && cat->name[0] ? cat->name : cat->outputs[0],
-                              any_bias ? 3 : 2, in, 1, (const char *const *)cat->outputs);
+    otter_node *fused = NULL;
+    otter_status s = otter_node_create(&fused, "FusedConv", cat->name && cat->name[0] ? cat->name : cat->outputs[0],
+                                       n_in, in, 1, (const char *const *)cat->outputs);
+    const otter_node *c0 = f->g->nodes[at[0]];
     if (s == OTTER_OK) s = otter_node_set_domain(fused, "com.otter");
     if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "pads", 4, fused_pads);
+    if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "kernel_shape", 2, K);
     const int64_t *st;
-    const size_t n_st = attr_ints(c0 ? c0 : cat, "strides", &st);
+    const size_t n_st = attr_ints(c0, "strides", &st);
     if (s == OTTER_OK && n_st) s = otter_node_set_attr_ints(fused, "strides", n_st, st);
-    const char *act = c0 ? otter_node_attr_string(c0, "activation", "") : "";
+    const char *act = otter_node_attr_string(c0, "activation", "");
     if (s == OTTER_OK && act[0]) s = otter_node_set_attr_string(fused, "activation", act);
-    const otter_attr *ap = c0 ? otter_node_attr(c0, "activation_params") : NULL;
+    const otter_attr *ap = otter_node_attr(c0, "activation_params");
     if (s == OTTER_OK && ap && ap->n_floats)
         s = otter_node_set_attr_floats(fused, "activation_params", ap->n_floats, ap->floats);
     if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "kernel_parts", n * OT_CONV_PART_INTS, parts);

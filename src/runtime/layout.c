@@ -97,8 +97,11 @@ static bool conv_ok(const lay *l, const otter_node *n) {
     const intptr_t wi = get(&l->inits, n->inputs[1]);
     if (wi < 0 || get(&l->inputs, n->inputs[1]) >= 0) return false;
     const otter_tensor *w = l->g->initializers[wi];
-    if (w->dtype != OTTER_DTYPE_FLOAT || w->rank != 4 || w->dims[0] == 0 || w->dims[0] % OT_CHANNEL_BLOCK != 0)
-        return false;
+    /* a Concat of convolutions (fuse.c): its channels, every part's; input 1 is the first part's weight */
+    const otter_attr *parts = fused ? otter_node_attr(n, "kernel_parts") : NULL;
+    int64_t M = parts ? 0 : w->dims[0];
+    for (size_t i = 0; parts && i < parts->n_ints; i += OT_CONV_PART_INTS) M += parts->ints[i];
+    if (w->dtype != OTTER_DTYPE_FLOAT || w->rank != 4 || M == 0 || M % OT_CHANNEL_BLOCK != 0) return false;
     const int64_t group = otter_node_attr_int(n, "group", 1);
     /* one group (the channel-lane kernel) or one channel a group (the channel-block depthwise code) */
     const bool depthwise = group == w->dims[0] && w->dims[1] == 1 && w->dims[2] * w->dims[3] <= OT_DW_MAX_TAPS &&

@@ -37,14 +37,17 @@ typedef struct ot_conv_direct {
     bool y_blocked;     /* sum and y in blocks of 16 channels, [N][M / 16][OH][OW][16] (conv_lanes.c only, M a
                            multiple of 16) */
     /* conv_lanes.c only, or NULL: the output channels in n_parts parts of OT_CONV_PART_INTS each (channels,
-       kernel rows, kernel columns, first row, first column), each part a convolution by that window of the
-       kernel, whose weights outside it are zeros (a Concat of convolutions of one input, fuse.c): a part
-       reads only its window, so the result is the separate convolutions' to the bit */
+       rows, columns, first row, first column), each a convolution by its own weights part_w[q] ([channels][C]
+       [rows][columns]) and bias part_b[q] (or NULL) placed at that window of the win.k kernel (a Concat of
+       convolutions of one input, fuse.c); w and bias are not read. Each part reads only its window, so the
+       result is the separate convolutions' to the bit. */
     const int64_t *parts;
     int64_t n_parts;
+    const float *const *part_w, *const *part_b;
 } ot_conv_direct;
 
 #define OT_CONV_PART_INTS 5
+#define OT_CONV_MAX_PARTS 8
 
 /* The direct kernel's vector paths: AVX2 + FMA register tiles of 6 channels x 16 positions, AVX-512
  * tiles of 12 channels x 32 positions. */

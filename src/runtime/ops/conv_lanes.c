@@ -75,6 +75,7 @@ typedef struct cl_block {
     int64_t m0, nm, K;   /* first channel, channels, taps */
     const int64_t *koff; /* per tap (channel, kernel row, kernel column) of the part's window */
     const float *wp;     /* packed weights [K][16 nv] */
+    const float *bias;   /* the block's first bias, or NULL */
 } cl_block;
 
 typedef struct cl_plan {
@@ -261,7 +262,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
     const cl_block *bk = &pl->blk[blk];
     const int64_t P = pl->P, K = bk->K, m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
     const int64_t ps = a->y_blocked ? 16 : 1; /* floats between an output block's (plane's) positions */
-    const float *w = bk->wp, *b = a->bias ? a->bias + m0 : NULL;
+    const float *w = bk->wp, *b = bk->bias;
     float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
     /* each tile's base pointers: position p at output (p / OW, p % OW) of image n */
     const float *xb[CL_CHUNK_P];
@@ -393,6 +394,8 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     /* the parts (one, the whole kernel, without a->parts): each its taps, its blocks */
     const int64_t whole[OT_CONV_PART_INTS] = {a->M, KH, KW, 0, 0};
     const int64_t *parts = a->parts ? a->parts : whole, n_parts = a->parts ? a->n_parts : 1;
+    const float *const whole_w[1] = {a->w}, *const whole_b[1] = {a->bias};
+    const float *const *part_w = a->parts ? a->part_w : whole_w, *const *part_b = a->parts ? a->part_b : whole_b;
     int64_t n_taps = 0;
     pl.blocks = 0;
     for (int64_t q = 0; q < n_parts; q++) {
@@ -446,14 +449,13 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
                 for (int64_t s = pt[4]; s < pt[4] + pt[2]; s++)
                     koff[k++] =
                         (a->x_blocked ? c / 16 * pl.chan + c % 16 : c * pl.chan) + r * dh * pl.row + s * dw * pl.col;
-        for (int64_t mb = m0; mb < m0 + pt[0]; mb += CL_BLOCK) {
-            const int64_t nm = m0 + pt[0] - mb < CL_BLOCK ? m0 + pt[0] - mb : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
-            blk[nb++] = (cl_block){.m0 = mb, .nm = nm, .K = Kq, .koff = koff, .wp = wb};
-            for (int64_t c = 0, k = 0; fill_w && c < C; c++)
-                for (int64_t r = pt[3]; r < pt[3] + pt[1]; r++)
-                    for (int64_t s = pt[4]; s < pt[4] + pt[2]; s++, k++)
-                        for (int64_t i = 0; i < ldw; i++)
-                            wb[k * ldw + i] = i < nm ? a->w[(mb + i) * K + (c * KH + r) * KW + s] : 0.0f;
+        for (int64_t mb = 0; mb < pt[0]; mb += CL_BLOCK) {
+            const int64_t nm = pt[0] - mb < CL_BLOCK ? pt[0] - mb : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
+            blk[nb++] = (cl_block){
+                .m0 = m0 + mb, .nm = nm, .K = Kq, .koff = koff, .wp = wb, .bias = part_b[q] ? part_b[q] + mb : NULL};
+            /* the part's weights [channels][C][rows][columns] as [Kq][ldw] */
+            for (int64_t k = 0; fill_w && k < Kq; k++)
+                for (int64_t i = 0; i < ldw; i++) wb[k * ldw + i] = i < nm ? part_w[q][(mb + i) * Kq + k] : 0.0f;
             wb += ldw * Kq;
         }
         koff += Kq, m0 += pt[0];

@@ -498,28 +498,81 @@ static otter_status conv_blocked_depthwise(ot_kernel_ctx *ctx, const ot_conv_dir
     return conv_run_tasks(ctx, &a);
 }
 
-/* com.otter FusedConv's kernel_parts (fuse.c, a Concat of convolutions of one input; see
- * ot_conv_direct.parts) into d->parts, after checking that every part's window lies in W's 2-D
- * kernel, every part but the last has a multiple of 16 channels and the channels add up to W's. */
-static otter_status conv_parts(ot_kernel_ctx *ctx, const otter_tensor *w, ot_conv_direct *d) {
+/* A com.otter FusedConv with kernel_parts (fuse.c: a Concat of convolutions of one input; see
+ * ot_conv_direct.parts): part 0's weight and bias are inputs 1 and 2, part q's inputs 2 + 2q and 3 + 2q
+ * (no sum input), each part at its window of the kernel_shape kernel. */
+typedef struct conv_parts_in {
+    const int64_t *parts; /* NULL: not a kernel_parts node */
+    int64_t n;
+    const float *w[OT_CONV_MAX_PARTS], *b[OT_CONV_MAX_PARTS];
+    bool constant_w; /* every part's weights the same every run */
+    otter_tensor wv; /* the whole kernel's shape [M, C, KH, KW], for the geometry (no data) */
+} conv_parts_in;
+
+/* Read and check kernel_parts into *pi (pi->parts NULL when the node has none): every part's weights
+ * [channels, C, rows, columns] (float, C the same), its bias [channels] or none, its window inside
+ * kernel_shape, all parts but the last a multiple of 16 channels. */
+static otter_status conv_parts_read(ot_kernel_ctx *ctx, conv_parts_in *pi) {
+    pi->parts = NULL, pi->n = 0, pi->constant_w = true;
     const otter_attr *at = is_fused_node(ctx) ? otter_node_attr(ctx->node, "kernel_parts") : NULL;
     if (!at || at->n_ints == 0) return OTTER_OK;
-    const int64_t *v = at->ints;
-    const size_t n = at->n_ints;
-    int64_t channels = 0;
-    bool ok = w->rank == 4 && n % OT_CONV_PART_INTS == 0;
-    for (size_t q = 0; ok && q < n; q += OT_CONV_PART_INTS) {
-        const int64_t *pt = v + q;
-        ok = pt[0] > 0 && (q + OT_CONV_PART_INTS == n || pt[0] % 16 == 0) && pt[1] > 0 && pt[2] > 0 && pt[3] >= 0 &&
-             pt[4] >= 0 && pt[3] + pt[1] <= w->dims[2] && pt[4] + pt[2] <= w->dims[3];
-        channels += pt[0];
-    }
-    if (!ok || channels != w->dims[0])
+    const otter_attr *ks = otter_node_attr(ctx->node, "kernel_shape");
+    const size_t n = at->n_ints / OT_CONV_PART_INTS;
+    if (at->n_ints % OT_CONV_PART_INTS || n > OT_CONV_MAX_PARTS || !ks || ks->n_ints != 2 || ks->ints[0] <= 0 ||
+        ks->ints[1] <= 0 || ot_ctx_input(ctx, 3))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID,
-                            "kernel_parts must be (channels, rows, columns, first row, first column) windows of "
-                            "the 2-D kernel of '%s', channels adding up to its %lld, all but the last in 16s",
-                            ot_ctx_input_name(ctx, 1), (long long)(w->rank ? w->dims[0] : 0));
-    d->parts = v, d->n_parts = (int64_t)(n / OT_CONV_PART_INTS);
+                            "kernel_parts needs up to %d parts of %d ints, a 2-D kernel_shape and no sum input",
+                            OT_CONV_MAX_PARTS, OT_CONV_PART_INTS);
+    int64_t M = 0, C = -1;
+    for (size_t q = 0; q < n; q++) {
+        const int64_t *pt = at->ints + q * OT_CONV_PART_INTS;
+        const size_t wi = q ? 2 + 2 * q : 1;
+        const otter_tensor *w = ot_ctx_input(ctx, wi), *b = ot_ctx_input(ctx, wi + 1);
+        if (C < 0 && w && w->rank == 4) C = w->dims[1];
+        const bool ok = w && w->dtype == OTTER_DTYPE_FLOAT && w->rank == 4 && w->dims[0] == pt[0] && pt[0] > 0 &&
+                        w->dims[1] == C && w->dims[2] == pt[1] && w->dims[3] == pt[2] && pt[3] >= 0 && pt[4] >= 0 &&
+                        pt[3] + pt[1] <= ks->ints[0] && pt[4] + pt[2] <= ks->ints[1] &&
+                        (q + 1 == n || pt[0] % 16 == 0) &&
+                        (!b || (b->dtype == OTTER_DTYPE_FLOAT && b->rank == 1 && b->dims[0] == pt[0]));
+        if (!ok) {
+            char s1[128];
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID,
+                                "kernel_parts: part %zu's weight '%s' %s must be float [%lld, C, %lld, %lld] at "
+                                "(%lld, %lld) inside the %lldx%lld kernel (a bias [%lld] or none, all parts but the "
+                                "last in 16s of channels)",
+                                q, ot_ctx_input_name(ctx, wi), w ? ot_shape_str(s1, sizeof s1, w->rank, w->dims) : "",
+                                (long long)pt[0], (long long)pt[1], (long long)pt[2], (long long)pt[3],
+                                (long long)pt[4], (long long)ks->ints[0], (long long)ks->ints[1], (long long)pt[0]);
+        }
+        pi->w[q] = w->data, pi->b[q] = b ? b->data : NULL;
+        pi->constant_w = pi->constant_w && ot_ctx_input_constant(ctx, wi);
+        M += pt[0];
+    }
+    pi->wv = *ot_ctx_input(ctx, 1);
+    pi->wv.dims[0] = M, pi->wv.dims[2] = ks->ints[0], pi->wv.dims[3] = ks->ints[1], pi->wv.data = NULL;
+    pi->parts = at->ints, pi->n = (int64_t)n;
+    return OTTER_OK;
+}
+
+/* The parts zero-padded into the whole kernel [M][C][KH][KW] and bias [M] (scratch) for the paths other
+ * than the channel-lane kernel, which compute the zeros (the same sums but where an input is infinite or NaN). */
+static otter_status conv_parts_expand(ot_kernel_ctx *ctx, const conv_parts_in *pi, const float **w, const float **b) {
+    const int64_t M = pi->wv.dims[0], C = pi->wv.dims[1], KH = pi->wv.dims[2], KW = pi->wv.dims[3];
+    float *we = ot_ctx_scratch(ctx, (size_t)(M * C * KH * KW) * sizeof(float)),
+          *be = ot_ctx_scratch(ctx, (size_t)M * sizeof(float));
+    if (!we || !be) return OTTER_ERR_NOMEM;
+    memset(we, 0, (size_t)(M * C * KH * KW) * sizeof(float));
+    for (int64_t q = 0, m0 = 0; q < pi->n; m0 += pi->parts[q * OT_CONV_PART_INTS], q++) {
+        const int64_t *pt = pi->parts + q * OT_CONV_PART_INTS;
+        for (int64_t m = 0; m < pt[0]; m++) {
+            be[m0 + m] = pi->b[q] ? pi->b[q][m] : 0.0f;
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t r = 0; r < pt[1]; r++)
+                    memcpy(we + (((m0 + m) * C + c) * KH + pt[3] + r) * KW + pt[4],
+                           pi->w[q] + ((m * C + c) * pt[1] + r) * pt[2], (size_t)pt[2] * sizeof(float));
+        }
+    }
+    *w = we, *b = be;
     return OTTER_OK;
 }
 
@@ -530,6 +583,9 @@ static otter_status conv_parts(ot_kernel_ctx *ctx, const otter_tensor *w, ot_con
 static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2),
                        *z = ot_ctx_input(ctx, 3);
+    conv_parts_in pi;
+    OT_TRY(conv_parts_read(ctx, &pi));
+    if (pi.parts) w = &pi.wv, b = NULL;
     char s1[128], s2[128];
     const bool x_blocked = x->rank == 5;
     if (x_blocked) OT_TRY(ot_channel_blocks_check(ctx, 0, x));
@@ -551,10 +607,13 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
                         .group = group,
                         .win = ot_conv_geom_window(&g),
                         .act = *act,
-                        .constant_w = ot_ctx_input_constant(ctx, 1),
+                        .constant_w = pi.parts ? pi.constant_w : ot_ctx_input_constant(ctx, 1),
                         .x_blocked = x_blocked,
-                        .y_blocked = true};
-    OT_TRY(conv_parts(ctx, w, &d));
+                        .y_blocked = true,
+                        .parts = pi.parts,
+                        .n_parts = pi.n,
+                        .part_w = pi.w,
+                        .part_b = pi.b};
     ot_dw_plan plan;
     const bool depthwise = group > 1 && group == g.C && M == g.C &&
                            ot_conv_depthwise_plan(&plan, &d.win, ot_conv_depthwise_isa()) && plan.block == 16;
@@ -643,6 +702,9 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     OT_TRY(ot_fused_act_read(ctx, &act));
     if (is_fused_node(ctx) && ot_ctx_attr_int_or(ctx, "channel_blocks", 0)) return conv_blocked(ctx, &act);
     const otter_tensor *z = is_fused_node(ctx) ? ot_ctx_input(ctx, 3) : NULL;
+    conv_parts_in pi;
+    OT_TRY(conv_parts_read(ctx, &pi));
+    if (pi.parts) w = &pi.wv, b = NULL;
     ot_conv_geom g;
     int64_t group = 1;
     OT_TRY(conv_check(ctx, x, w, b, z, &g, &group));
@@ -681,18 +743,17 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.in_size == g.out_size;
     float *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL;
     otter_status s = ot_ctx_input_f32(ctx, 0, x, &a.X, &tx);
-    if (s == OTTER_OK) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
+    if (s == OTTER_OK && !pi.parts) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
-    ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
-    if (s == OTTER_OK) s = conv_parts(ctx, w, &shape);
-    /* with kernel_parts only the channel-lane kernel skips the zeros between the parts' windows (the
-     * others compute them: the same sums but where an input is infinite or NaN) */
-    const bool lanes = shape.parts ? ot_conv_lanes_supported(&shape) : ot_conv_lanes_pays_off(&shape),
+    const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
+    /* kernel_parts: the channel-lane kernel where it runs, else the parts padded into one kernel */
+    const bool lanes = pi.parts ? ot_conv_lanes_supported(&shape) : ot_conv_lanes_pays_off(&shape),
                rows = !lanes && conv_rows_pays_off(&g, group),
                direct = !lanes && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernels (conv_direct.c, conv_lanes.c) and the
      * small-image product without pooling read each element of Z just before they write that element
      * of Y; the other paths write Y first and get a copy of Z. */
+    if (s == OTTER_OK && pi.parts && !lanes) s = conv_parts_expand(ctx, &pi, &a.Wt, &a.B);
     const float *zdata = z ? z->data : NULL;
     if (s == OTTER_OK && z && z->data == y->data && !((direct || rows || lanes) && !pool && !z_bcast)) {
         float *copy = ot_ctx_scratch(ctx, otter_tensor_nbytes(z));
@@ -735,9 +796,11 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                                   .maxpool_2x2 = pool && !full,
                                   .indices = ind && !full ? ind->data : NULL,
                                   .winograd = ctx->winograd,
-                                  .constant_w = ot_ctx_input_constant(ctx, 1),
-                                  .parts = lanes ? shape.parts : NULL,
-                                  .n_parts = shape.n_parts};
+                                  .constant_w = pi.parts ? pi.constant_w : ot_ctx_input_constant(ctx, 1),
+                                  .parts = lanes ? pi.parts : NULL,
+                                  .n_parts = pi.n,
+                                  .part_w = pi.w,
+                                  .part_b = pi.b};
         s = lanes ? ot_conv_lanes_run(ctx, &d) : ot_conv_direct_run(ctx, &d);
     } else if (s == OTTER_OK && rows) {
         s = conv_run_rows(ctx, &a);
