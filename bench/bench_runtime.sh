@@ -17,11 +17,15 @@ mkdir -p "$MODELS"
 "$BUILD/bench/bench_runtime" --make "$MODELS"
 ORT_VERSION=$(node -p "require('$PWD/$NPM/node_modules/onnxruntime-node/package.json').version")
 ROUNDS=${ROUNDS:-3}
+# One-thread rows run both sides on one CPU (CPU=N, default the last this process may use): the VM's two
+# CPUs can differ by 2x on memory-bound work, and which one is slow changes over the day.
+CPU=${CPU:-$(/usr/bin/python3 -c 'import os; print(max(os.sched_getaffinity(0)))')}
+pin() { if [ "$1" = 1 ]; then echo taskset -c "$CPU"; fi; }
 echo "otter vs ONNX Runtime $ORT_VERSION (onnxruntime-node); ratio = ORT / otter (> 1: otter faster)"
 echo "otter L2: opt level 2 (the default: fusions, Winograd F(2x2,3x3), errors ~1e-6); L3: Winograd F(4x4,3x3) (~1e-4)"
 echo "The VM's speed drifts by 10-40% within minutes, so each row runs $ROUNDS rounds (3x that where runs are cheap) of ORT, L2, L3 in turn;"
 echo "ms = the median of the rounds' medians; 'min' ratios compare the fastest single runs (least disturbed)."
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; one-thread rows run both sides on CPU $CPU"
 printf '%-13s %5s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n' model batch threads "ORT ms" "L2 ms" "L3 ms" "ratio L2" \
   "ratio L3" "min L2" "min L3" "otter MB" "ORT MB"
 for model in mnist_dnn cifar10_cnn resnet_stack; do
@@ -39,9 +43,12 @@ for model in mnist_dnn cifar10_cnn resnet_stack; do
       runs=$(((runs + rounds - 1) / rounds))
       lines=()
       for _ in $(seq "$rounds"); do
-        lines+=("ort $(node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")")
-        lines+=("l2 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)")
-        lines+=("l3 $("$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)")
+        # shellcheck disable=SC2046
+        lines+=("ort $($(pin "$threads") node bench/ort_infer.js "$NPM" "$MODELS/$model.onnx" "$batch" "$threads" "$runs")")
+        # shellcheck disable=SC2046
+        lines+=("l2 $($(pin "$threads") "$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 2)")
+        # shellcheck disable=SC2046
+        lines+=("l3 $($(pin "$threads") "$BUILD/bench/bench_runtime" "$MODELS/$model.onnx" "$batch" "$threads" "$runs" 3)")
       done
       printf '%s\n' "${lines[@]}" | /usr/bin/python3 -c '
 import json, statistics, sys

@@ -53,7 +53,11 @@ PY
 TORCH_VERSION=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
 echo "training throughput, batch 64, AdamW; otter vs PyTorch $TORCH_VERSION and onnxruntime-web $ORT_VERSION (Node $(node --version))"
 echo "ratio = otter samples/s / peer samples/s (> 1: otter faster); RSS ratio = peer peak RSS / otter peak RSS (> 1: otter smaller)"
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+# One-thread rows run both sides on one CPU (CPU=N, default the last this process may use): the VM's two
+# CPUs can differ by 2x on memory-bound work, and which one is slow changes over the day.
+CPU=${CPU:-$(/usr/bin/python3 -c 'import os; print(max(os.sched_getaffinity(0)))')}
+pin() { if [ "$1" = 1 ]; then echo taskset -c "$CPU"; fi; }
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; one-thread rows run both sides on CPU $CPU"
 printf '%-22s %7s %12s %12s %-9s %8s %10s %10s %8s\n' model threads "otter smp/s" "peer smp/s" peer ratio \
   "otter MB" "peer MB" "RSS x"
 for m in mnist-dnn cifar10-cnn; do
@@ -61,9 +65,10 @@ for m in mnist-dnn cifar10-cnn; do
   for t in 1 2; do
     o="" p=""
     for _ in $(seq "$ROUNDS"); do # alternate the two: the VM's speed drifts
-      # shellcheck disable=SC2086
-      o+=$("$BUILD/bench/bench_training" "$W/$m" "$t" "$steps" 64 $dims)$'\n'
-      p+=$(/usr/bin/python3 bench/torch_train.py "$tm" "$t" "$steps" 64)$'\n'
+      # shellcheck disable=SC2086,SC2046
+      o+=$($(pin "$t") "$BUILD/bench/bench_training" "$W/$m" "$t" "$steps" 64 $dims)$'\n'
+      # shellcheck disable=SC2046
+      p+=$($(pin "$t") /usr/bin/python3 bench/torch_train.py "$tm" "$t" "$steps" 64)$'\n'
     done
     row "$m" "$t" "$o" "$p" pytorch
   done
@@ -72,10 +77,10 @@ done
 for job in "ort-fixture(mnist-dnn):tests/data/ort-flat-mnist:784:$((100 * SCALE))" \
            "cifar10-cnn:$W/cifar10-cnn:3 32 32:$((10 * SCALE))"; do
   IFS=: read -r label dir dims steps <<<"$job"
-  # shellcheck disable=SC2086
-  o=$("$BUILD/bench/bench_training" "$dir" 1 "$steps" 64 $dims)
-  # shellcheck disable=SC2086
-  if p=$(node bench/ort_train.js "$NPM" "$dir" "$steps" 64 $dims 2>/dev/null); then
+  # shellcheck disable=SC2086,SC2046
+  o=$($(pin 1) "$BUILD/bench/bench_training" "$dir" 1 "$steps" 64 $dims)
+  # shellcheck disable=SC2086,SC2046
+  if p=$($(pin 1) node bench/ort_train.js "$NPM" "$dir" "$steps" 64 $dims 2>/dev/null); then
     row "$label" 1 "$o" "$p" ort-web
   else
     printf '%-22s %7s  ONNX Runtime web training failed on %s\n' "$label" 1 "$dir"
