@@ -287,11 +287,15 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         for (int64_t s0 = 0, len; s0 < np; s0 += len) {
             const int64_t g = g0 + s0, at = (g / P * a->M + m0) * P + g % P * ps;
             len = P - g % P < np - s0 ? P - g % P : np - s0;
-            for (int64_t i = s0; i < s0 + len; i += mr) {
-                const int64_t r = s0 + len - i < mr ? s0 + len - i : mr;
+            /* tiles of near-equal size: 49 positions as 6 x 4 + 5 x 5, not 6 x 8 + 1 (a tile of one position
+             * waits an FMA latency a tap: half speed) */
+            const int64_t n_tiles = (len + mr - 1) / mr;
+            for (int64_t t = 0, i = s0; t < n_tiles; t++) {
+                const int64_t r = (len * (t + 1)) / n_tiles - (len * t) / n_tiles;
                 const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
                 out.y = a->y + at + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
                 tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, last ? &out : NULL);
+                i += r;
             }
         }
     }
