@@ -739,8 +739,6 @@ static otter_status fuse_clip_grad(fz *f, size_t k) {
 
 /* ---- a Concat of convolutions of one input --------------------------------------------------- */
 
-#define CAT_MAX_PARTS 8
-
 /* Attribute `name` of n as ints: its n_ints (0 when unset) and ints into *v. */
 static size_t attr_ints(const otter_node *n, const char *name, const int64_t **v) {
     const otter_attr *a = otter_node_attr(n, name);
@@ -797,12 +795,12 @@ static bool plain_conv(const fz *f, const otter_node *c, const otter_tensor **w,
 static otter_status fuse_concat_convs(fz *f, size_t k) {
     const otter_node *cat = f->g->nodes[k];
     const size_t n = cat->n_inputs;
-    if (!f->fold || ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || cat->n_outputs != 1 || n < 2 || n > CAT_MAX_PARTS ||
-        otter_node_attr_int(cat, "axis", 0) != 1)
+    if (!f->fold || ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || cat->n_outputs != 1 || n < 2 ||
+        n > OT_CONV_MAX_PARTS || otter_node_attr_int(cat, "axis", 0) != 1)
         return OTTER_OK;
-    size_t at[CAT_MAX_PARTS];
-    const otter_tensor *w[CAT_MAX_PARTS], *b[CAT_MAX_PARTS];
-    int64_t pads[CAT_MAX_PARTS][4], K[2] = {0, 0}, P[2] = {0, 0};
+    size_t at[OT_CONV_MAX_PARTS];
+    const otter_tensor *w[OT_CONV_MAX_PARTS], *b[OT_CONV_MAX_PARTS];
+    int64_t pads[OT_CONV_MAX_PARTS][4], K[2] = {0, 0}, P[2] = {0, 0};
     for (size_t i = 0; i < n; i++) {
         const int64_t p = get(&f->producer, cat->inputs[i]);
         if (p < 0 || only_reader(f, cat->inputs[i]) != (int64_t)k) return OTTER_OK;
@@ -826,7 +824,7 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
         }
     }
     /* each kernel's window in the largest: shifted by the pad it lacks, inside */
-    int64_t parts[CAT_MAX_PARTS * OT_CONV_PART_INTS];
+    int64_t parts[OT_CONV_MAX_PARTS * OT_CONV_PART_INTS];
     for (size_t i = 0; i < n; i++) {
         int64_t *pt = parts + i * OT_CONV_PART_INTS;
         pt[0] = w[i]->dims[0], pt[1] = w[i]->dims[2], pt[2] = w[i]->dims[3];
@@ -836,7 +834,7 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
     const int64_t fused_pads[4] = {P[0], P[1], pads[0][0] + pads[0][2] - w[0]->dims[2] + K[0] - P[0],
                                    pads[0][1] + pads[0][3] - w[0]->dims[3] + K[1] - P[1]};
     /* X, part 0's W and B, no sum input, then each further part's W and B: the weights stay where they are */
-    const char *in[3 + 2 * CAT_MAX_PARTS];
+    const char *in[3 + 2 * OT_CONV_MAX_PARTS];
     size_t n_in = 0;
     in[n_in++] = f->g->nodes[at[0]]->inputs[0];
     for (size_t i = 0; i < n; i++) {

@@ -254,6 +254,14 @@ static void cl_pad_blocked_units(void *arg, int64_t u0, int64_t u1) {
     }
 }
 
+/* The run of an item's positions [s0, s0 + *len) (of [g0, g0 + np)) that lies in one image, and the offset of
+ * its first output in the block's first output plane (16 floats a position when ps is 16: blocked). */
+static int64_t cl_run(const cl_plan *pl, int64_t m0, int64_t ps, int64_t g0, int64_t s0, int64_t np, int64_t *len) {
+    const int64_t P = pl->P, g = g0 + s0;
+    *len = P - g % P < np - s0 ? P - g % P : np - s0;
+    return (g / P * pl->a->M + m0) * P + g % P * ps;
+}
+
 /* One item: channel block blk at the flattened positions [g0, g0 + np) (g = image * P + position: an item of
  * a small map spans images, its tiles don't); image n's input (padded or not) at x + (n - n0) * xstride. */
 __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n0, int64_t xstride,
@@ -285,8 +293,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         const bool last = a->y_blocked && k0 + kn == K;
         /* image by image ([s0, s0 + len) of the item), tile by tile */
         for (int64_t s0 = 0, len; s0 < np; s0 += len) {
-            const int64_t g = g0 + s0, at = (g / P * a->M + m0) * P + g % P * ps;
-            len = P - g % P < np - s0 ? P - g % P : np - s0;
+            const int64_t at = cl_run(pl, m0, ps, g0, s0, np, &len);
             /* tiles of near-equal size: 49 positions as 6 x 4 + 5 x 5, not 6 x 8 + 1 (a tile of one position
              * waits an FMA latency a tap: half speed) */
             const int64_t n_tiles = (len + mr - 1) / mr;
@@ -301,8 +308,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
     }
     /* image by image: the blocked output's other activations, the planar output's transposes */
     for (int64_t s0 = 0, len; s0 < np; s0 += len) {
-        const int64_t g = g0 + s0, at = (g / P * a->M + m0) * P + g % P * ps;
-        len = P - g % P < np - s0 ? P - g % P : np - s0;
+        const int64_t at = cl_run(pl, m0, ps, g0, s0, np, &len);
         if (!a->y_blocked)
             ot_conv_rows_to_planes_avx512(yt + s0 * CL_BLOCK, CL_BLOCK, nm, len, b, a->sum ? a->sum + at : NULL,
                                           &a->act, a->y + at, P);
