@@ -74,13 +74,15 @@ for m in mnist-dnn cifar10-cnn; do
   done
 done
 # ONNX Runtime's web training build, single-threaded: the ORT-made fixture and otter's CIFAR-10 artifacts.
+# These rows run unpinned: Node uses a second CPU for work besides ORT's compute thread (pinned, its MNIST
+# step went from ~4 to 18 ms), so a pin would measure Node starved, not ORT's kernels.
 for job in "ort-fixture(mnist-dnn):tests/data/ort-flat-mnist:784:$((100 * SCALE))" \
            "cifar10-cnn:$W/cifar10-cnn:3 32 32:$((10 * SCALE))"; do
   IFS=: read -r label dir dims steps <<<"$job"
   # shellcheck disable=SC2086,SC2046
-  o=$($(pin 1) "$BUILD/bench/bench_training" "$dir" 1 "$steps" 64 $dims)
-  # shellcheck disable=SC2086,SC2046
-  if p=$($(pin 1) node bench/ort_train.js "$NPM" "$dir" "$steps" 64 $dims 2>/dev/null); then
+  o=$("$BUILD/bench/bench_training" "$dir" 1 "$steps" 64 $dims)
+  # shellcheck disable=SC2086
+  if p=$(node bench/ort_train.js "$NPM" "$dir" "$steps" 64 $dims 2>/dev/null); then
     row "$label" 1 "$o" "$p" ort-web
   else
     printf '%-22s %7s  ONNX Runtime web training failed on %s\n' "$label" 1 "$dir"
