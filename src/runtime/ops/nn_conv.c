@@ -458,21 +458,30 @@ static void conv_add_broadcast_sum(const float *conv, const otter_tensor *z, con
     ot_fused_act_apply(act, yo, bc.numel);
 }
 
-/* A convolution of fewer images than threads and fewer FLOPs than this runs on the calling thread:
- * at batch 1 a layer split over 2 threads reads half its input from the other core's cache and
- * writes half its output into it (no split of one image's work matches the next layer's), which
- * cost more than the split saved below ~5 MFLOP (25 us) here: one process alternating runs, medians,
- * batch 1, 2 threads, mobilenet_v3_small 2.03x, shufflenet_v2_x0_5 2.25x, mobilenet_v2 1.32x,
- * efficientnet_b0 1.34x, squeezenet1_0 1.10x, ResNet-18 unchanged (at 12 MFLOP it lost 8%). With
- * as many images as threads, every path splits by image, and a layer run on one thread would break
- * that (mobilenet_v3_small batch 32 lost 19% when its small depthwise layers did). */
+/* A convolution of fewer images than threads, fewer FLOPs than this and weights of at most
+ * CONV_SERIAL_WEIGHTS bytes runs on the calling thread: at batch 1 a layer split over 2 threads reads
+ * half its input from the other core's cache and writes half its output into it (no split of one
+ * image's work matches the next layer's), which cost more than the split saved below ~5 MFLOP (25 us)
+ * on a Zen 5 EPYC: one process alternating runs, medians, batch 1, 2 threads, mobilenet_v3_small
+ * 2.03x, shufflenet_v2_x0_5 2.25x, mobilenet_v2 1.32x, efficientnet_b0 1.34x, squeezenet1_0 1.10x,
+ * ResNet-18 unchanged (at 12 MFLOP it lost 8%). With as many images as threads, every path splits by
+ * image, and a layer run on one thread would break that (mobilenet_v3_small batch 32 lost 19% when
+ * its small depthwise layers did). */
 #define CONV_SERIAL_FLOPS 5e6
+/* ... but a layer with more weights than this splits all the same: at batch 1 the late 1x1 layers
+ * (mobilenet_v2's 320 -> 1280 at 2x2, 1.6 MB; efficientnet_b0's squeeze-excitation 1x1s) stream
+ * their weights from L3 for a few positions, and split by output channels each core streams half
+ * while the input they share is a few KB. On a Sapphire Rapids Xeon (batch 1, 2 threads, medians of
+ * alternating runs): mobilenet_v2 0.79 -> 0.62 ms, efficientnet_b0 1.41 -> 1.15, mobilenet_v3_small
+ * 0.30 -> 0.28, shufflenet_v2_x0_5 0.206 -> 0.188 (64 KB; at 32 KB and 16 KB within 5%). */
+#define CONV_SERIAL_WEIGHTS (64 << 10)
 
 /* Whether a convolution of geometry g (after ot_conv_geom_to3) to M channels in `group` groups runs on
  * the calling thread alone. */
 static bool conv_serial(const ot_conv_geom *g, int64_t M, int64_t group, int threads) {
-    return g->N < threads &&
-           2.0 * (double)(g->N * M * g->out_size) * (double)(g->C / group * g->k_size) < CONV_SERIAL_FLOPS;
+    const double taps = (double)(g->C / group * g->k_size);
+    return g->N < threads && (double)sizeof(float) * (double)M * taps <= CONV_SERIAL_WEIGHTS &&
+           2.0 * (double)(g->N * M * g->out_size) * taps < CONV_SERIAL_FLOPS;
 }
 
 /* The channel-block depthwise path on channel-blocked tensors (d: X, W, B, Z, Y, the activation). */
