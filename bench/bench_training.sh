@@ -79,7 +79,7 @@ done
 for job in "ort-fixture(mnist-dnn):tests/data/ort-flat-mnist:784:$((100 * SCALE))" \
            "cifar10-cnn:$W/cifar10-cnn:3 32 32:$((10 * SCALE))"; do
   IFS=: read -r label dir dims steps <<<"$job"
-  # shellcheck disable=SC2086,SC2046
+  # shellcheck disable=SC2086
   o=$("$BUILD/bench/bench_training" "$dir" 1 "$steps" 64 $dims)
   # shellcheck disable=SC2086
   if p=$(node bench/ort_train.js "$NPM" "$dir" "$steps" 64 $dims 2>/dev/null); then
