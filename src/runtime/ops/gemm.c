@@ -271,19 +271,22 @@ ukr_avx512_tile(const bool WIDE, const bool DIRECT, const int ROWS, int64_t kc, 
     store_tile_corner(c, ldc, &t[0][0], NR, mr, nr, init);
 }
 
-/* Twelve rows of A read in place against a full packed slab (32 columns): 24 accumulators, so each
- * pair of B vectors feeds 24 FMAs (the six-row tile: 12) and fewer loads share the core's ports with
- * them. Each element of C is the same FMA chain over k as in two six-row tiles, stored the same way:
- * the same bits. Encoder products (128-1024 rows x 256 x 256-1024) 1.02-1.05x, resnet18 batch 32
- * 1.02-1.03x, mobilenet_v2 batch 32 1.02-1.14x (one process alternating runs, medians). */
-__attribute__((target("avx512f,avx2,fma"))) static void
-ukr_avx512_direct_tall(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
-                       float *restrict c, int64_t ldc, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
-                       int64_t j0, bool stream) {
+/* Twelve rows of A against a full packed slab (32 columns): 24 accumulators, so each pair of B
+ * vectors feeds 24 FMAs (the six-row tile: 12) and fewer loads share the core's ports with them.
+ * A's rows read in place (PACKED false: row i at a + i * lda) or as two consecutive packed slabs
+ * (PACKED: the second at a + kc * MR). Each element of C is the same FMA chain over k as in two
+ * six-row tiles, stored the same way: the same bits. In place: encoder products (128-1024 rows x
+ * 256 x 256-1024) 1.02-1.05x, resnet18 batch 32 1.02-1.03x, mobilenet_v2 batch 32 1.02-1.14x (one
+ * process alternating runs, medians). */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+ukr_avx512_tall_tile(const bool PACKED, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+                     int64_t ldb, float *restrict c, int64_t ldc, const float *init, const ot_sgemm_epilogue *epi,
+                     int64_t i0, int64_t j0, bool stream) {
     __m512 acc[2 * MR][2];
+    const float *restrict a2 = PACKED ? a + kc * MR : a + MR * lda;
 #pragma GCC unroll 12
     for (int i = 0; i < 2 * MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++, a++, b += ldb) {
+    for (int64_t k = 0; k < kc; k++, a += PACKED ? MR : 1, a2 += PACKED ? MR : 1, b += ldb) {
         if (stream) {
             _mm_prefetch((const char *)(b + PREFETCH_K * ldb), _MM_HINT_T0);
             _mm_prefetch((const char *)(b + PREFETCH_K * ldb + 16), _MM_HINT_T0);
@@ -291,7 +294,8 @@ ukr_avx512_direct_tall(int64_t kc, const float *restrict a, int64_t lda, const f
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < 2 * MR; i++) {
-            const __m512 av = _mm512_set1_ps(a[i * lda]);
+            const float *row = i < MR ? a : a2;
+            const __m512 av = _mm512_set1_ps(row[(i % MR) * (PACKED ? 1 : lda)]);
             acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
         }
@@ -306,13 +310,40 @@ ukr_avx512_direct_tall(int64_t kc, const float *restrict a, int64_t lda, const f
     }
 }
 
+__attribute__((target("avx512f,avx2,fma"))) static void
+ukr_avx512_direct_tall(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
+                       float *restrict c, int64_t ldc, const float *init, const ot_sgemm_epilogue *epi, int64_t i0,
+                       int64_t j0, bool stream) {
+    ukr_avx512_tall_tile(false, kc, a, lda, b, ldb, c, ldc, init, epi, i0, j0, stream);
+}
+
+/* Two packed slabs of A (a, a + kc * MR) against a packed slab of B: with init, C = init + the tile.
+ * With packed_init below, the weight gradients' products (A stored transposed, so packed), one
+ * thread, alternating runs: 4096x256x256 134-150 -> 157-175 GFLOP/s, 256x256x4096 132 -> 163,
+ * 1024x256x4096 128 -> 151 (the six-row kernel's C first cleared, then added to: 4% of the time). */
+__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_packed_tall(int64_t kc, const float *restrict a,
+                                                                               const float *restrict b,
+                                                                               float *restrict c, int64_t ldc,
+                                                                               const float *init) {
+    ukr_avx512_tall_tile(true, kc, a, 0, b, NR, c, ldc, init, NULL, 0, 0, false);
+}
+
+/* ukr_avx512 with init (a row of NR floats, or NULL): C = init + the tile instead of C += it, so
+ * the first K slice neither clears C nor reads it. */
+__attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512_packed_init(int64_t kc, const float *restrict a,
+                                                                               const float *restrict b,
+                                                                               float *restrict c, int64_t ldc, int mr,
+                                                                               int nr, const float *init) {
+    if (nr > 16)
+        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, init, NULL, 0, 0, false);
+    else
+        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, init, NULL, 0, 0, false);
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static void ukr_avx512(int64_t kc, const float *restrict a,
                                                                    const float *restrict b, float *restrict c,
                                                                    int64_t ldc, int mr, int nr) {
-    if (nr > 16)
-        ukr_avx512_tile(true, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0, false);
-    else
-        ukr_avx512_tile(false, false, MR, kc, a, 0, b, NR, c, ldc, mr, nr, NULL, NULL, 0, 0, false);
+    ukr_avx512_packed_init(kc, a, b, c, ldc, mr, nr, NULL);
 }
 
 /* The mr rows of A at a (k contiguous, rows lda apart) against a packed slab: no packing of A. */
@@ -759,7 +790,7 @@ static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int6
     }
 }
 
-/* alpha folded in. */
+/* A not transposed (stored transposed: pack_a_trans), alpha folded in. */
 static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
     int64_t k0 = 0;
@@ -786,44 +817,16 @@ static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
         }
     }
 #endif
-#ifdef OT_GEMM_X86
-    /* Stored transposed (Gemm's transA, the weight gradients X^T dY): each k's 6 rows are consecutive
-     * floats, one 4-float and one 2-float copy instead of 6 strided scalar reads. */
-    if (mr == MR && g->ta) {
-        const __m128 al = _mm_set1_ps(g->alpha);
-        const float *src = g->A + p0 * g->lda + i0;
-        for (int64_t k = 0; k < kc; k++, src += g->lda) {
-            _mm_storeu_ps(dst + k * MR, _mm_mul_ps(al, _mm_loadu_ps(src)));
-            _mm_storel_pi((__m64 *)(dst + k * MR + 4),
-                          _mm_mul_ps(al, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + 4))));
-        }
-        return;
-    }
-#endif
 #if defined(__wasm_simd128__)
-    /* A full slab of rows through SIMD128 transposes, as the SSE packing above; stored transposed
-     * (Gemm's transA, the weight gradients), each k's 6 rows are consecutive floats: one vector and
-     * one 64-bit lane store. */
+    /* A full slab of rows through SIMD128 transposes, as the SSE packing above. */
     if (mr == MR && !g->ta) k0 = ot_sgemm_pack_rows_wasm(g->A + i0 * g->lda + p0, g->lda, kc, g->alpha, dst);
-    if (mr == MR && g->ta) {
-        const v128_t al = wasm_f32x4_splat(g->alpha);
-        const float *src = g->A + p0 * g->lda + i0;
-        for (int64_t k = 0; k < kc; k++, src += g->lda) {
-            wasm_v128_store(dst + k * MR, wasm_f32x4_mul(al, wasm_v128_load(src)));
-            wasm_v128_store64_lane(dst + k * MR + 4, wasm_f32x4_mul(al, wasm_v128_load64_zero(src + 4)), 0);
-        }
-        return;
-    }
 #endif
     for (int64_t i = 0; i < MR; i++) {
         if (i >= mr) {
             for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = 0.0f;
-        } else if (!g->ta) {
+        } else {
             const float *src = g->A + (i0 + i) * g->lda + p0;
             for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k];
-        } else {
-            const float *src = g->A + p0 * g->lda + (i0 + i);
-            for (int64_t k = k0; k < kc; k++) dst[k * MR + i] = g->alpha * src[k * g->lda];
         }
     }
 }
@@ -838,9 +841,46 @@ static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
+/* A stored transposed (Gemm's transA, the weight gradients X^T dY), alpha folded in: each k's rows
+ * of a slab are MR consecutive floats of A's row k. Packed slab by slab, each k read 24 bytes of a
+ * row 16 KB past the last (4096 rows); groups of PACK_A_SLABS slabs are packed k by k instead,
+ * reading 384 contiguous bytes of each row (4096x256x256 with A transposed: packing 17% -> 12.5% of
+ * the product's perf samples). */
+#define PACK_A_SLABS 16
+static void pack_a_trans(const sg_args *g, int64_t s0, int64_t s1) {
+    const int64_t end = g->ic + g->mc, kc = g->kc;
+    const float alpha = g->alpha;
+    for (int64_t sb = s0; sb < s1; sb += PACK_A_SLABS) {
+        const int64_t se = sb + PACK_A_SLABS < s1 ? sb + PACK_A_SLABS : s1;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *restrict src = g->A + (g->k0 + g->pc + k) * g->lda;
+            for (int64_t s = sb; s < se; s++) {
+                const int64_t i0 = g->ic + s * MR, mr = end - i0 < MR ? end - i0 : MR;
+                float *restrict dst = g->pa + s * kc * MR + k * MR;
+                if (mr == MR) {
+#ifdef OT_GEMM_X86
+                    const __m128 al = _mm_set1_ps(alpha);
+                    _mm_storeu_ps(dst, _mm_mul_ps(al, _mm_loadu_ps(src + i0)));
+                    _mm_storel_pi((__m64 *)(dst + 4),
+                                  _mm_mul_ps(al, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + i0 + 4))));
+#else
+                    for (int64_t i = 0; i < MR; i++) dst[i] = alpha * src[i0 + i];
+#endif
+                    continue;
+                }
+                for (int64_t i = 0; i < MR; i++) dst[i] = i < mr ? alpha * src[i0 + i] : 0.0f;
+            }
+        }
+    }
+}
+
 /* Pack A[ic:ic+mc, pc:pc+kc] slabs [s0, s1) of MR rows. */
 static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
     sg_args *g = arg;
+    if (g->pack_a == mat_pack_a && g->ta) {
+        pack_a_trans(g, s0, s1);
+        return;
+    }
     for (int64_t s = s0; s < s1; s++) {
         int64_t i0 = g->ic + s * MR;
         int64_t mr = g->ic + g->mc - i0 < MR ? g->ic + g->mc - i0 : MR;
@@ -854,8 +894,13 @@ static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
  * registers (the AVX-512 kernel's full tiles) or L1 (its edge tiles) where epi_registers can, else
  * over the block. */
 static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64_t q1) {
-    /* the direct kernel starts C itself from beta * bias (or zeros) on the first slice */
-    const bool fresh = g->direct && g->pc == 0 && (g->bias || g->beta == 0.0f);
+#ifdef OT_GEMM_X86
+    const bool packed512 = !g->direct && g->ukr == ukr_avx512;
+#else
+    const bool packed512 = false;
+#endif
+    /* the direct and AVX-512 kernels start C themselves from beta * bias (or zeros) on the first slice */
+    const bool fresh = (g->direct || packed512) && g->pc == 0 && (g->bias || g->beta == 0.0f);
     const bool last = g->pc + g->kc == g->K;
     /* the AVX-512 kernel applies the vector epilogues to full tiles as it stores them */
     const ot_sgemm_epilogue *regs = last && g->epi && ukr_epilogue_in_registers(g->direct, g->epi) ? g->epi : NULL;
@@ -878,6 +923,16 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
                                        fresh ? init : NULL, regs, g->ic + r, g->jc + q, r == r0);
                 r += MR;
                 continue;
+            }
+            if (packed512) {
+                const float *ap = g->pa + (r / MR) * g->kc * MR;
+                if (nr == NR && r + 2 * MR <= r1) {
+                    ukr_avx512_packed_tall(g->kc, ap, bp, c, g->ldc, fresh ? init : NULL);
+                    r += MR;
+                } else {
+                    ukr_avx512_packed_init(g->kc, ap, bp, c, g->ldc, mr, nr, fresh ? init : NULL);
+                }
+                continue; /* no epilogue in registers: the block's below */
             }
 #endif
             const bool full = regs && nr == NR && (g->direct || mr == MR);
@@ -1028,13 +1083,16 @@ static void sg_scale(void *arg, int64_t i0, int64_t i1) {
 }
 
 /* The direct kernels read B's rows where they are stored (not transposed) instead of packed slabs
- * when a K slice of them spans at most 256 KiB: packing copies all of B for each product, which a
- * few rows of A don't amortize (1x1 convolutions, B the image: 6-row tiles over 24-64 output
- * channels ran 1.3-2x faster at 8x8 to 32x32 maps), but a slab whose rows lie on more pages than
- * the L1 DTLB holds re-reads them through TLB misses for each row tile (256x256x784 took 1.2x the
- * packed time, 512^3 1.7x; one run, alternating, minima, 1 thread). */
-static bool sg_b_rows_pays_off(int64_t K, int64_t ldb) {
-    return kc_step(K) * ldb * (int64_t)sizeof(float) <= 256 * 1024;
+ * when few rows of A would amortize packing (1x1 convolutions, B the image: 6-row tiles over 24-64
+ * output channels ran 1.3-2x faster at 8x8 to 32x32 maps) and a K slice of them spans at most
+ * 256 KiB (a slab whose rows lie on more pages than the L1 DTLB holds re-reads them through TLB
+ * misses for each row tile: 256x256x784 took 1.2x the packed time, 512^3 1.7x). A slab read in
+ * place is 2 lines a row, ldb floats apart: at ldb 256 its rows fall in 8 of the 64 L1 sets, so it
+ * leaves L1 between row tiles, and from 192 rows on packing pays (one thread, Xeon with 48 KB L1:
+ * N 64-256, K 128-512: even at 192 rows, packed 1.13-1.25x faster at 384 and 768; the encoder's
+ * 4096x1024 by 1024x256 126 -> 170 GFLOP/s). */
+static bool sg_b_rows_pays_off(int64_t M, int64_t K, int64_t ldb) {
+    return M < 32 * MR && kc_step(K) * ldb * (int64_t)sizeof(float) <= 256 * 1024;
 }
 
 /* The portable product with an epilogue (or NULL). */
@@ -1070,7 +1128,7 @@ static otter_status sg_run(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b,
         run_range(ctx, N, 64, sg_small_m, &g);
         return OTTER_OK;
     }
-    g.b_rows = g.direct && !trans_b && sg_b_rows_pays_off(K, ldb);
+    g.b_rows = g.direct && !trans_b && sg_b_rows_pays_off(M, K, ldb);
     size_t nb, na;
     sg_pack_sizes(M, N, K, &nb, &na);
     if (g.direct) na = 0;                /* A read where stored */
