@@ -112,23 +112,37 @@ static bool bool_input(const ot_kernel_ctx *ctx, size_t i, bool def) {
 
 /* ---- accumulators ----------------------------------------------------------------------------- */
 
-/* dst (any float type) = (add ? dst : 0) + src, elementwise over n; src may have another float type. */
+/* One accumulation of same-typed floats, split over the threads by element ranges. */
+typedef struct acc_args {
+    void *dst;
+    const void *src;
+    size_t elem; /* bytes an element: 4 (float) or 8 (double) */
+    bool add;
+} acc_args;
+
+static void acc_range(void *arg, int64_t i0, int64_t i1) {
+    const acc_args *a = arg;
+    if (!a->add) {
+        memcpy((char *)a->dst + i0 * a->elem, (const char *)a->src + i0 * a->elem, (size_t)(i1 - i0) * a->elem);
+    } else if (a->elem == sizeof(float)) {
+        float *restrict d = a->dst;
+        const float *restrict s = a->src;
+        for (int64_t i = i0; i < i1; i++) d[i] += s[i];
+    } else {
+        double *restrict d = a->dst;
+        const double *restrict s = a->src;
+        for (int64_t i = i0; i < i1; i++) d[i] += s[i];
+    }
+}
+
+/* dst (any float type) = (add ? dst : 0) + src, elementwise over n; src may have another float type.
+ * Float and double on the session's threads: the gradient buffers of a training step (ResNet-18's
+ * 45 MB) were copied on one thread, 5.4 ms of a 157 ms step at 2 threads. */
 static otter_status accumulate(const ot_kernel_ctx *ctx, otter_tensor *dst, const otter_tensor *src, bool add) {
     int64_t n = otter_tensor_numel(dst);
-    if (dst->dtype == src->dtype && !add) {
-        if (n) memcpy(dst->data, src->data, otter_tensor_nbytes(dst));
-        return OTTER_OK;
-    }
-    if (dst->dtype == OTTER_DTYPE_FLOAT && src->dtype == OTTER_DTYPE_FLOAT) {
-        float *d = dst->data;
-        const float *s = src->data;
-        for (int64_t i = 0; i < n; i++) d[i] += s[i];
-        return OTTER_OK;
-    }
-    if (dst->dtype == OTTER_DTYPE_DOUBLE && src->dtype == OTTER_DTYPE_DOUBLE) {
-        double *d = dst->data;
-        const double *s = src->data;
-        for (int64_t i = 0; i < n; i++) d[i] += s[i];
+    if (dst->dtype == src->dtype && (dst->dtype == OTTER_DTYPE_FLOAT || dst->dtype == OTTER_DTYPE_DOUBLE || !add)) {
+        acc_args a = {dst->data, src->data, otter_tensor_nbytes(dst) / (size_t)(n ? n : 1), add};
+        if (n) ot_parallel_for(ctx, n, 1 << 14, acc_range, &a);
         return OTTER_OK;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -136,7 +150,6 @@ static otter_status accumulate(const ot_kernel_ctx *ctx, otter_tensor *dst, cons
         if (add) v += ot_get_f64(dst->data, dst->dtype, i);
         ot_set_f64(dst->data, dst->dtype, i, v);
     }
-    (void)ctx;
     return OTTER_OK;
 }
 
