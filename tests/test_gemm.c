@@ -116,7 +116,7 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
                               int64_t ldc) {
     float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
     if (!p) return OTTER_ERR_NOMEM;
-    ot_sgemm_pack_b(tb, K, N, B, ldb, p);
+    ot_sgemm_pack_b(NULL, tb, K, N, B, ldb, p);
     otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, NULL);
     free(p);
     return s;
@@ -231,7 +231,7 @@ static void threads(void) {
                 for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
                 for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
                 for (int64_t j = 0; j < N; j++) bias[j] = frand(&seed);
-                ot_sgemm_pack_b(false, K, N, B, N, p);
+                ot_sgemm_pack_b(NULL, false, K, N, B, N, p);
                 for (int64_t i = 0; i < M * N; i++) C1[i] = bias[i % N], Ct[i] = NAN;
                 const ot_fused_act *act = &acts[(a / 2 + b) % 3];
                 CHECK_OK(ot_sgemm_prepacked(NULL, false, M, N, K, alpha, A, K, p, beta, C1, N, NULL, NULL));

@@ -1161,14 +1161,15 @@ size_t ot_sgemm_packed_b_size(int64_t K, int64_t N) {
     return n;
 }
 
-void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
+void ot_sgemm_pack_b(const ot_kernel_ctx *ctx, bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb,
+                     float *packed) {
     sg_args g = {.tb = trans_b, .N = N, .K = K, .B = B, .ldb = ldb, .pack_b = mat_pack_b, .parg = &g, .pb = packed};
     const int64_t kcap = kc_step(K);
     for (g.jc = 0; g.jc < N; g.jc += NC) {
         g.nc = N - g.jc < NC ? N - g.jc : NC;
         for (g.pc = 0; g.pc < K; g.pc += g.kc) {
             g.kc = K - g.pc < kcap ? K - g.pc : kcap;
-            sg_pack_b(&g, 0, (g.nc + NR - 1) / NR);
+            run_range(ctx, (g.nc + NR - 1) / NR, 4, sg_pack_b, &g);
             g.pb += (g.nc + NR - 1) / NR * NR * g.kc;
         }
     }

@@ -57,12 +57,14 @@ otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int6
                             const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi);
 
 /* Products with a B that stays the same over many calls (constant weights): pack it once into
- * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b, then C = alpha op(A) B + beta C with
- * ot_sgemm_prepacked (the portable cache-blocked kernel, with or without OpenBLAS). With bias (N
- * floats), C is not read: C = alpha op(A) B + beta bias in every row (Gemm's bias, rounded as when
- * C holds copies of it). act (may be NULL): then C = act(C), each block while in cache. */
+ * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b (on ctx's threads; ctx may be NULL),
+ * then C = alpha op(A) B + beta C with ot_sgemm_prepacked (the portable cache-blocked kernel, with
+ * or without OpenBLAS). With bias (N floats), C is not read: C = alpha op(A) B + beta bias in every
+ * row (Gemm's bias, rounded as when C holds copies of it). act (may be NULL): then C = act(C), each
+ * block while in cache. */
 size_t ot_sgemm_packed_b_size(int64_t K, int64_t N);
-void ot_sgemm_pack_b(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
+void ot_sgemm_pack_b(const ot_kernel_ctx *ctx, bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb,
+                     float *packed);
 otter_status ot_sgemm_prepacked(const ot_kernel_ctx *ctx, bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
                                 const float *A, int64_t lda, const float *packed_b, float beta, float *C, int64_t ldc,
                                 const float *bias, const ot_fused_act *act);

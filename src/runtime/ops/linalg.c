@@ -335,7 +335,7 @@ static otter_status packed_weights(ot_kernel_ctx *ctx, bool tb, int64_t K, int64
     if (!*cache) {
         float *p = ot_malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
         if (!p) return OT_NOMEM();
-        ot_sgemm_pack_b(tb, K, N, B, ldb, p);
+        ot_sgemm_pack_b(ctx, tb, K, N, B, ldb, p);
         *cache = p;
     }
     *packed = *cache;

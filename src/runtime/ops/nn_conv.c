@@ -413,7 +413,7 @@ static otter_status conv_run_rows(ot_kernel_ctx *ctx, conv_args *a) {
     bool fill;
     float *wp = ot_conv_packed_weights(ctx, &wd, OT_CONV_FORM_GEMM_B, ot_sgemm_packed_b_size(K, M), &fill);
     if (!wp) return OTTER_ERR_NOMEM;
-    if (fill) ot_sgemm_pack_b(true, K, M, a->Wt, K, wp);
+    if (fill) ot_sgemm_pack_b(ctx, true, K, M, a->Wt, K, wp);
     /* 1x1 maps (squeeze-excitation's fully connected layers): X [N][C] is already the rows and Y
      * [N][M] the product's, so one product with the bias and activation as it stores; the columns and
      * the transposes back (16 x 16 for one position) were two thirds of those layers' time in perf */

@@ -338,7 +338,7 @@ otter_status ot_rnn_prepare_f32(ot_kernel_ctx *ctx, bool trans, int64_t K, int64
                                 ot_rnn_operand_f32 *out) {
     *out = (ot_rnn_operand_f32){K, N, ot_ctx_scratch(ctx, (ot_sgemm_packed_b_size(K, N) + 1) * sizeof(float))};
     if (!out->packed) return OTTER_ERR_NOMEM;
-    ot_sgemm_pack_b(trans, K, N, b, ldb, out->packed);
+    ot_sgemm_pack_b(ctx, trans, K, N, b, ldb, out->packed);
     return OTTER_OK;
 }
 
