@@ -116,7 +116,7 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
                               int64_t ldc) {
     float *p = malloc(ot_sgemm_packed_b_size(K, N) * sizeof(float) + 1);
     if (!p) return OTTER_ERR_NOMEM;
-    ot_sgemm_pack_b(NULL, tb, K, N, B, ldb, p);
+    ot_sgemm_pack_b(ctx, tb, K, N, B, ldb, p);
     otter_status s = ot_sgemm_prepacked(ctx, ta, M, N, K, alpha, A, lda, p, beta, C, ldc, NULL, NULL);
     free(p);
     return s;

@@ -112,11 +112,12 @@ static bool bool_input(const ot_kernel_ctx *ctx, size_t i, bool def) {
 
 /* ---- accumulators ----------------------------------------------------------------------------- */
 
-/* One accumulation of same-typed floats, split over the threads by element ranges. */
+/* One accumulation of same-typed elements (a sum only for float and double, else a copy), split
+ * over the threads by element ranges. */
 typedef struct acc_args {
     void *dst;
     const void *src;
-    size_t elem; /* bytes an element: 4 (float) or 8 (double) */
+    size_t elem; /* bytes an element */
     bool add;
 } acc_args;
 
