@@ -1,5 +1,5 @@
 /* Conv (the direct kernel, Winograd, im2col + sgemm, the 1x1 matrix product, small images and 1x1 maps as one product
- * with positions as rows, output channels in the lanes, fused FusedConv) against
+ * with positions as rows, output channels in the lanes, images in the lanes, fused FusedConv) against
  * direct loops in this file, on many shapes: odd and even sizes, symmetric and asymmetric pads, strides,
  * groups, dilations, 1x1 and 5x5 kernels, small and large batches, with bias, and bias + residual Add + Relu and
  * Relu + MaxPool 2x2 fused, at opt level 1 (the direct kernel, unfused), 2 (fused; Winograd F(2x2, 3x3)
@@ -36,9 +36,10 @@ static otter_tensor *rand_tensor(const char *name, int rank, const int64_t *dims
 typedef struct conv_case {
     int64_t N, C, H, W, M, KH, KW, group;
     int64_t pads[4], strides[2], dil[2];
-    bool fused; /* Conv + B, then Add(x) and Relu: residual (needs M == C and same spatial size) */
-    bool pool;  /* then (Relu and) MaxPool 2x2 stride 2: fused into the conv at opt level 2 */
-    bool relu;  /* then Relu (without the Add): fused as the conv's activation at opt level 2 */
+    bool fused;   /* Conv + B, then Add(x) and Relu: residual (needs M == C and same spatial size) */
+    bool pool;    /* then (Relu and) MaxPool 2x2 stride 2: fused into the conv at opt level 2 */
+    bool relu;    /* then Relu (without the Add): fused as the conv's activation at opt level 2 */
+    bool w_input; /* W a graph input (as in training), not an initializer */
 } conv_case;
 
 static void run_case(const conv_case *k) {
@@ -97,7 +98,12 @@ static void run_case(const conv_case *k) {
     otter_tensor *wc, *bc;
     CHECK_OK(otter_tensor_clone(&wc, w));
     CHECK_OK(otter_tensor_clone(&bc, b));
-    CHECK_OK(otter_graph_add_initializer(mod->graph, wc));
+    if (k->w_input) {
+        CHECK_OK(otter_graph_add_input(mod->graph, "W", OTTER_DTYPE_FLOAT, 4, wd, NULL));
+        otter_tensor_free(wc);
+    } else {
+        CHECK_OK(otter_graph_add_initializer(mod->graph, wc));
+    }
     CHECK_OK(otter_graph_add_initializer(mod->graph, bc));
     otter_node *n;
     const char *cin[3] = {"x", "W", "B"}, *cout[1] = {"y"};
@@ -133,9 +139,9 @@ static void run_case(const conv_case *k) {
         otter_session_options o = {.n_threads = threads, .opt_level = level, .opt_level_set = true};
         CHECK_OK(otter_session_create(&s, mod, &o));
         if (!s) break;
-        const otter_tensor *in[1] = {x};
+        const otter_tensor *in[2] = {x, w};
         otter_tensor *y = NULL;
-        CHECK_OK(otter_session_run(s, 1, NULL, in, 1, NULL, &y));
+        CHECK_OK(otter_session_run(s, k->w_input ? 2 : 1, NULL, in, 1, NULL, &y));
         double err = 0;
         bool ok = y && otter_tensor_numel(y) == ysz;
         CHECK(ok);
@@ -318,6 +324,14 @@ int main(void) {
         {32, 48, 1, 1, 96, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false, false, true},
         {5, 601, 1, 1, 37, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {3, 20, 1, 1, 20, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
+        /* weights an input, 16+ images, maps of up to 64 positions: the images in the lanes, only the
+         * taps inside the maps (conv_small.c, AVX-512): ResNet-18's 2x2 layer with a residual; stride 2
+         * over a partial block of 20 images; 6x7 outputs, pads (0,1,2,1), dilation 2, 29 = 12 + 12 + 5
+         * channels, 17 summed (a pass of 16 and 1), 40 images (32 + 8), Relu; 1x1 stride 2 */
+        {32, 64, 2, 2, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, false, false, true},
+        {20, 24, 8, 8, 40, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false, false, false, true},
+        {40, 17, 8, 7, 29, 3, 3, 1, {0, 1, 2, 1}, {1, 1}, {2, 2}, false, false, true, true},
+        {16, 16, 9, 9, 16, 1, 1, 1, {0, 0, 0, 0}, {2, 2}, {1, 1}, false, false, false, true},
     };
     /* every path the direct kernel has on this CPU (its choice of Winograd and of the small-image
      * product follows the path) */

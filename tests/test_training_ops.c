@@ -693,6 +693,19 @@ static void conv_direct_dx_cases(void) {
     /* 4x4 images (16 positions): dX by the product and col2im beside the AVX-512 path, else direct */
     int64_t sx5[4] = {3, 16, 4, 4}, sw5[4] = {24, 16, 3, 3};
     conv_ref_case("N 3, 16 -> 24 channels, 3x3 pad 1, 4x4", sx5, sw5, &s4);
+    /* 16+ images, small maps or strides: dX with the images in the lanes and dW tap by tap beside the
+     * AVX-512 path (conv_small.c): 2x2 (a partial block of 20 images, 29 = 12 + 12 + 5 input channels); stride 2
+     * with pads (0,1,2,1) and dilation (2,1) over 9x11, 40 images (32 + 8), 2 threads; 1x1 stride 2 */
+    int64_t sx6[4] = {20, 29, 2, 2}, sw6[4] = {24, 29, 3, 3};
+    conv_ref_case("N 20, 29 -> 24 channels, 3x3 pad 1, 2x2", sx6, sw6, &s4);
+    int64_t sx7[4] = {40, 17, 9, 11}, sw7[4] = {16, 17, 3, 3};
+    conv_attrs s7 = {2, {2, 2, 1}, {0, 1, 2, 1, 0, 0}, {2, 1, 1}, 1, {0, 0, 0}, NULL};
+    run_threads = 2;
+    conv_ref_case("2 threads: N 40, 17 -> 16, stride 2, pads (0,1,2,1)", sx7, sw7, &s7);
+    run_threads = 1;
+    int64_t sx8[4] = {16, 32, 6, 6}, sw8[4] = {48, 32, 1, 1};
+    conv_attrs s8 = {2, {2, 2, 1}, {0}, {1, 1, 1}, 1, {0, 0, 0}, NULL};
+    conv_ref_case("N 16, 32 -> 48 channels, 1x1 stride 2", sx8, sw8, &s8);
 }
 
 static void test_conv(void) {

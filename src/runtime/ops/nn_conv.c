@@ -18,6 +18,7 @@
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_lanes.h"
+#include "runtime/ops/conv_small.h"
 #include "runtime/ops/fused_act.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
@@ -755,10 +756,14 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     if (s == OTTER_OK && !pi.parts) s = ot_ctx_input_f32(ctx, 1, w, &a.Wt, &tw);
     if (s == OTTER_OK && b) s = ot_ctx_input_f32(ctx, 2, b, &a.B, &tb);
     const ot_conv_direct shape = {.N = g.N, .C = g.C, .M = M, .group = group, .win = win, .maxpool_2x2 = pool};
-    /* kernel_parts: the channel-lane kernel where it runs, else the parts padded into one kernel */
-    const bool lanes = pi.parts ? ot_conv_lanes_supported(&shape) : ot_conv_lanes_pays_off(&shape),
-               rows = !lanes && conv_rows_pays_off(&g, group),
-               direct = !lanes && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
+    /* weights that change every run (training) over 16+ images of small maps: the images in the lanes
+     * (conv_small.c); kernel_parts: the channel-lane kernel where it runs, else the parts padded into
+     * one kernel */
+    const bool small = group == 1 && !pool && !pi.parts && !ot_ctx_input_constant(ctx, 1) &&
+                       ot_conv_small_pays_off(&win, g.N, g.C, M, OT_CONV_SMALL_FORWARD),
+               lanes = !small && (pi.parts ? ot_conv_lanes_supported(&shape) : ot_conv_lanes_pays_off(&shape)),
+               rows = !lanes && !small && conv_rows_pays_off(&g, group),
+               direct = !lanes && !small && !rows && !a.direct && !a.dw && ot_conv_direct_supported(&win);
     /* Y may be Z's buffer (OT_OP_INPLACE3). The direct kernels (conv_direct.c, conv_lanes.c) and the
      * small-image product without pooling read each element of Z just before they write that element
      * of Y; the other paths write Y first and get a copy of Z. */
@@ -811,6 +816,10 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
                                   .part_w = pi.w,
                                   .part_b = pi.b};
         s = lanes ? ot_conv_lanes_run(ctx, &d) : ot_conv_direct_run(ctx, &d);
+    } else if (s == OTTER_OK && small) {
+        s = ot_conv_small_forward(ctx, &win, g.N, g.C, M, a.X, a.Wt, a.Y);
+        for (int64_t n = 0; s == OTTER_OK && n < g.N && (a.B || a.Z || a.act.kind != OT_FUSED_NONE); n++)
+            conv_epilogue(a.Y + n * M * g.out_size, a.Z ? a.Z + n * M * g.out_size : NULL, a.B, M, g.out_size, &a.act);
     } else if (s == OTTER_OK && rows) {
         s = conv_run_rows(ctx, &a);
     } else if (s == OTTER_OK) {

@@ -8,6 +8,7 @@
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/conv_geom.h"
+#include "runtime/ops/conv_small.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/kernels.h"
@@ -486,7 +487,8 @@ static void pw_dw_rows(void *arg, int64_t m0, int64_t m1) {
 }
 
 /* ConvGrad(dY, X, W; Conv's attributes) -> dX?, dW?, dB?. Depthwise convolutions (one input channel
- * per group) take conv_depthwise.c's kernels. dW_g = dY_g col^T per group, one product
+ * per group) take conv_depthwise.c's kernels, batches of small maps (and dX of strided ones)
+ * conv_small.c's, which skip the taps in the padding. dW_g = dY_g col^T per group, one product
  * over the batch with col = im2col(X_g) packed on the fly (dw_args). dX: at stride 1 the direct
  * convolution below; else over chunks of images and each group, dcol = W_g^T dY_g with the chunk's
  * dY_g side by side (one matrix of chunk x out_size columns), one sgemm, and dX_g = col2im(dcol),
@@ -555,14 +557,20 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
         ot_parallel_for(ctx, M, 8, pw_dw_rows, &a);
         if (atomic_load(&a.failed)) s = OT_NOMEM();
     }
+    const bool small_dx =
+        want_dx && !depthwise && group == 1 && ot_conv_small_pays_off(&win, N, C, M, OT_CONV_SMALL_INPUT_GRAD);
     /* Except for images under 32 positions beside the direct kernel's AVX-512 tiles, which run mostly
      * empty there (halves of 8 positions over rows of 4 or 2): the product and col2im below took
      * 0.9x a ResNet-18 training step's time (64x64 images, batch 32, 1 thread, 4 alternating runs). */
-    bool direct_dx = want_dx && !depthwise && stride1 && N > 0 && ot_conv_direct_supported(&dx_win) &&
+    bool direct_dx = want_dx && !small_dx && !depthwise && stride1 && N > 0 && ot_conv_direct_supported(&dx_win) &&
                      !(g.in_size < 32 && ot_conv_direct_isa() == OT_CONV_ISA_AVX512);
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
-    bool loop_dx = want_dx && !direct_dx && !depthwise;
-    if (s == OTTER_OK && want_dw && !depthwise && !pointwise_dw && rows > 0 && Mg > 0) {
+    if (s == OTTER_OK && small_dx) s = ot_conv_small_input_grad(ctx, &win, N, C, M, DY, W, out[0]);
+    bool loop_dx = want_dx && !direct_dx && !depthwise && !small_dx;
+    const bool small_dw = want_dw && !depthwise && !pointwise_dw && group == 1 &&
+                          ot_conv_small_pays_off(&win, N, C, M, OT_CONV_SMALL_WEIGHT_GRAD);
+    if (s == OTTER_OK && small_dw) s = ot_conv_small_weight_grad(ctx, &win, N, C, M, DY, X, out[1]);
+    if (s == OTTER_OK && want_dw && !depthwise && !pointwise_dw && !small_dw && rows > 0 && Mg > 0) {
         int64_t *tap = ot_ctx_scratch(ctx, (size_t)(rows * DW_TAP) * sizeof(int64_t));
         if (!tap)
             s = OTTER_ERR_NOMEM;
