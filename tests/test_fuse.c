@@ -8,8 +8,9 @@
  * LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Swish as Sigmoid + Mul) on each path, exact but for
  * Sigmoid and Swish (1e-6) and Winograd (5e-2: its rounding, relative to outputs near 0), and a Swish
  * whose Sigmoid is also read elsewhere (no fusion); Conv + Add of a broadcast value; Gemm + Relu;
- * MatMul + Add + Relu (operands also through Identity); MatMul + Add + Gelu (erf, tanh), Gemm + HardSwish,
- * MatMul + Sigmoid (the product's epilogue);
+ * MatMul + Add + Relu (operands also through Identity; W^T made each run and a bias parameter, as in
+ * training); MatMul + Add + Gelu (erf, tanh), Gemm + HardSwish, MatMul + Sigmoid (the product's
+ * epilogue);
  * chains that must not fuse (an intermediate that is also a graph output or read twice, BN when
  * initializers stay live). MaxPool's standard-op gradient (ConstantOfShape + Reshape +
  * ScatterElements + Reshape, as autodiff writes it) must give the same bits as one com.otter
@@ -395,6 +396,20 @@ int main(void) {
         node(m, "Add", 2, (const char *[]){"mm", "b1"}, "a");
         node(m, "Relu", 1, (const char *[]){"a"}, "r");
         compare("MatMul+Add(bias)+Relu, operands via Identity", m, 2, x2, 1, 3, false, 1e-6);
+        otter_model_free(m);
+        /* a training graph's linear layer: W^T a Transpose made each run (not folded), the bias a
+         * graph input (a parameter, here with its initializer as the default): the bias and Relu go
+         * into the product, its weights packed on each run; 80 rows over the threads' blocks */
+        const int64_t x80r[2] = {80, 12}, wt[2] = {9, 12};
+        m = new_model(14, 2, x80r, "r");
+        add_init(m, "Wt", 2, wt, 1, -0.5f, 1.0f);
+        CHECK_OK(otter_graph_add_input(m->graph, "b", OTTER_DTYPE_FLOAT, 1, b9, NULL));
+        add_init(m, "b", 1, b9, 2, -0.5f, 1.0f);
+        node(m, "Transpose", 1, (const char *[]){"Wt"}, "W");
+        node(m, "MatMul", 2, (const char *[]){"x", "W"}, "mm");
+        node(m, "Add", 2, (const char *[]){"mm", "b"}, "a");
+        node(m, "Relu", 1, (const char *[]){"a"}, "r");
+        compare("MatMul(x, Transpose(W))+Add(bias input)+Relu", m, 2, x80r, 1, 2, true, 1e-6);
         otter_model_free(m);
         /* the transcendental activations in the product's epilogue: MatMul + Add + Gelu (both
          * approximations, 80 rows over the threads' blocks), Gemm + HardSwish, MatMul + Sigmoid */

@@ -97,6 +97,12 @@ static bool is_float32(const fz *f, const char *name) {
            v->type.elem_type == OTTER_DTYPE_FLOAT;
 }
 
+/* A declared graph input of rank 1, float32 (a bias parameter of a training graph). */
+static bool float_vector_input(const fz *f, const char *name) {
+    const intptr_t i = get(&f->inputs, name);
+    return i >= 0 && is_float32(f, name) && f->g->inputs[i].type.rank == 1;
+}
+
 /* Keep n until the end, when it is freed with the removed nodes (the maps borrow its strings). */
 static otter_status park(fz *f, otter_node *n) {
     OT_TRY(ot_grow((void **)&f->dead, &f->cap_dead, f->n_dead + 1, sizeof *f->dead));
@@ -570,10 +576,16 @@ static otter_status fuse_matmul(fz *f, size_t k) {
     const otter_tensor *w = get(&f->inits, wn) >= 0 ? f->g->initializers[get(&f->inits, wn)] : NULL;
     int64_t last = -1, r = only_reader(f, n->outputs[0]);
     const char *out = n->outputs[0];
-    if (r >= 0 && is_op(f->g->nodes[r], "Add") && w && w->rank == 2 && w->dtype == OTTER_DTYPE_FLOAT) {
+    /* + a bias: constant and fitting constant weights, or a parameter (a graph input, declared a float
+     * vector) of a float product: Add broadcasts a vector along the last axis as the kernel adds it */
+    const bool w_float = w && w->rank == 2 && w->dtype == OTTER_DTYPE_FLOAT;
+    if (r >= 0 && is_op(f->g->nodes[r], "Add") &&
+        (w_float || (!w && (shown_float(f, n->inputs[0], 6) || shown_float(f, n->inputs[1], 6))))) {
         const char *bn = other_input(f->g->nodes[r], out);
         const otter_tensor *b = bn ? const_init(f, through_identity(f, bn)) : NULL;
-        if (b && b->rank == 1 && b->dtype == OTTER_DTYPE_FLOAT && (b->dims[0] == w->dims[1] || b->dims[0] == 1)) {
+        if ((w_float && b && b->rank == 1 && b->dtype == OTTER_DTYPE_FLOAT &&
+             (b->dims[0] == w->dims[1] || b->dims[0] == 1)) ||
+            (!w && bn && float_vector_input(f, through_identity(f, bn)))) {
             OT_TRY(set_input(f, n, 2, bn));
             last = r;
             out = f->g->nodes[r]->outputs[0];

@@ -274,13 +274,22 @@ static otter_status matmul_plain(ot_kernel_ctx *ctx, const otter_tensor *bias, c
             if (!ty) s = OT_NOMEM();
         }
         Y = ty ? ty : y->data;
+        const bool constant_b = ot_ctx_input_constant(ctx, 1),
+                   epilogue = !ty && (!bias || (bias->dtype == OTTER_DTYPE_FLOAT && otter_tensor_numel(bias) == p.N));
         if (s == OTTER_OK && mm_fold_a(&p) && b->rank == 2 && b->dtype == OTTER_DTYPE_FLOAT &&
-            ot_ctx_input_constant(ctx, 1)) {
-            /* constant weights (a transformer's projections): packed once, as Gemm's */
-            const float *packed;
-            const bool epilogue =
-                !ty && (!bias || (bias->dtype == OTTER_DTYPE_FLOAT && otter_tensor_numel(bias) == p.N));
-            s = packed_weights(ctx, false, p.K, p.N, B, p.N, &packed);
+            (constant_b || (epilogue && (bias || act->kind != OT_FUSED_NONE)))) {
+            /* constant weights (a transformer's projections): packed once, as Gemm's; weights that
+             * change (training) with a fused bias or activation: packed on this run, so that these
+             * run as each block is stored instead of in a pass over Y (the encoder's feed-forward
+             * and attention projections: 4096 x 1024 floats a pass, 4-5 ms a layer) */
+            const float *packed = NULL;
+            if (constant_b) {
+                s = packed_weights(ctx, false, p.K, p.N, B, p.N, &packed);
+            } else if ((packed = ot_ctx_scratch(ctx, ot_sgemm_packed_b_size(p.K, p.N) * sizeof(float)))) {
+                ot_sgemm_pack_b(ctx, false, p.K, p.N, B, p.N, (float *)packed);
+            } else {
+                s = OTTER_ERR_NOMEM;
+            }
             if (s == OTTER_OK)
                 s = ot_sgemm_prepacked(ctx, false, p.M * p.n_batch, p.N, p.K, 1.0f, A, p.K, packed,
                                        bias && epilogue ? 1.0f : 0.0f, Y, p.N, epilogue && bias ? bias->data : NULL,
