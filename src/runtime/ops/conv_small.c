@@ -65,6 +65,16 @@
         return;                                                                                                        \
     }
 
+/* v[j][i] = src[i * ld + j] for rows i < nr and columns j < nc (<= 16 each), 0 elsewhere: a block's
+ * rows loaded (masked) and transposed, for every packing below. */
+__attribute__((target("avx512f"), always_inline)) static inline void cs_load_t16(__m512 *v, const float *src,
+                                                                                 int64_t ld, int64_t nr, int64_t nc) {
+    const __mmask16 m = ot_lanes16(nc);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) v[i] = i < nr ? _mm512_maskz_loadu_ps(m, src + i * ld) : _mm512_setzero_ps();
+    ot_transpose16_avx512(v);
+}
+
 /* One block of images: the result block yt[R][n_res][32] from the operand block bp[n_op][K][32]. */
 typedef struct cs_plan {
     const float *W;
@@ -134,13 +144,9 @@ __attribute__((target("avx512f"))) static void cs_pack(void *arg, int64_t u0, in
     const int64_t L = p->K * p->n_op;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t l = 16 * u, nl = L - l < 16 ? L - l : 16;
-        const __mmask16 lm = ot_lanes16(nl);
         for (int g = 0; g < CS_LANES; g += 16) {
             __m512 v[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                v[i] = g + i < p->nb ? _mm512_maskz_loadu_ps(lm, p->src + (g + i) * L + l) : _mm512_setzero_ps();
-            ot_transpose16_avx512(v);
+            cs_load_t16(v, p->src + g * L + l, L, p->nb - g, nl);
             for (int64_t j = 0, k = l / p->n_op, i = l % p->n_op; j < nl; j++) {
                 _mm512_storeu_ps(p->bp + (i * p->K + k) * CS_LANES + g, v[j]);
                 if (++i == p->n_op) i = 0, k++;
@@ -158,10 +164,7 @@ __attribute__((target("avx512f"))) static void cs_unpack(void *arg, int64_t u0, 
         const __mmask16 lm = ot_lanes16(nl);
         for (int g = 0; g < CS_LANES && g < p->nb; g += 16) {
             __m512 v[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                v[j] = j < nl ? _mm512_loadu_ps(p->yt + (l + j) * CS_LANES + g) : _mm512_setzero_ps();
-            ot_transpose16_avx512(v);
+            cs_load_t16(v, p->yt + l * CS_LANES + g, CS_LANES, nl, 16);
             for (int i = 0; i < 16 && g + i < p->nb; i++) _mm512_mask_storeu_ps(p->dst + (g + i) * L + l, lm, v[i]);
         }
     }
@@ -223,6 +226,29 @@ static otter_status cs_triples(ot_kernel_ctx *ctx, const ot_conv_window *w, int3
  * (the channel-lane kernel), 128 at 8x8 3.7-3.8 -> 3.0-3.2 (the direct kernel), 64 at 16x16 even.
  * The weight gradient (per-node profile, ms a step): 2x2 4.5-5 -> 2.2-2.5 less a ConvGrad, 4x4 -> 2.2
  * less, 8x8 1.3 less, 16x16 9.9 -> 9.5 (the whole ConvGrad). */
+/* The triples (by output position: start, in, tap) regrouped by key[q] < n_keys (their input
+ * positions or taps): *kstart[k] .. *kstart[k + 1] index *out_of (output positions) and *other_of
+ * (other[q] of each), in output order within a key (scratch). */
+static otter_status cs_regroup(ot_kernel_ctx *ctx, const int32_t *start, int64_t n_out, const int32_t *key,
+                               const int32_t *other, int64_t n_keys, int32_t **kstart, int32_t **out_of,
+                               int32_t **other_of) {
+    const int64_t n = start[n_out];
+    int32_t *ks = ot_ctx_scratch(ctx, (size_t)(2 * n_keys + 2 + 2 * n) * sizeof(int32_t));
+    if (!ks) return OTTER_ERR_NOMEM;
+    int32_t *fill = ks + n_keys + 1;
+    *kstart = ks, *out_of = fill + n_keys + 1, *other_of = *out_of + n;
+    memset(ks, 0, (size_t)(n_keys + 1) * sizeof(int32_t));
+    for (int64_t q = 0; q < n; q++) ks[key[q] + 1]++;
+    for (int64_t k = 0; k < n_keys; k++) ks[k + 1] += ks[k];
+    memcpy(fill, ks, (size_t)(n_keys + 1) * sizeof(int32_t));
+    for (int64_t o = 0; o < n_out; o++)
+        for (int32_t q = start[o]; q < start[o + 1]; q++) {
+            const int32_t slot = fill[key[q]]++;
+            (*out_of)[slot] = (int32_t)o, (*other_of)[slot] = other[q];
+        }
+    return OTTER_OK;
+}
+
 bool ot_conv_small_pays_off(const ot_conv_window *w, int64_t N, int64_t C, int64_t M, ot_conv_small_pass pass) {
     const int64_t in = w->in[0] * w->in[1] * w->in[2], out = w->out[0] * w->out[1] * w->out[2],
                   taps = w->k[0] * w->k[1] * w->k[2];
@@ -262,20 +288,10 @@ otter_status ot_conv_small_input_grad(ot_kernel_ctx *ctx, const ot_conv_window *
     int32_t *start, *in, *tap;
     OT_TRY(cs_triples(ctx, w, &start, &in, &tap));
     const int64_t taps = w->k[0] * w->k[1] * w->k[2], n_in = w->in[0] * w->in[1] * w->in[2],
-                  n_out = w->out[0] * w->out[1] * w->out[2], n = start[n_out];
-    /* the same triples by input position: counts, then each input position's (output, tap) pairs */
-    int32_t *by_in = ot_ctx_scratch(ctx, (size_t)(2 * n_in + 2 + 2 * n) * sizeof(int32_t));
-    if (!by_in) return OTTER_ERR_NOMEM;
-    int32_t *fill = by_in + n_in + 1, *out_of = fill + n_in + 1, *tap_of = out_of + n;
-    memset(by_in, 0, (size_t)(n_in + 1) * sizeof(int32_t));
-    for (int64_t q = 0; q < n; q++) by_in[in[q] + 1]++;
-    for (int64_t i = 0; i < n_in; i++) by_in[i + 1] += by_in[i];
-    memcpy(fill, by_in, (size_t)(n_in + 1) * sizeof(int32_t));
-    for (int64_t o = 0; o < n_out; o++)
-        for (int32_t q = start[o]; q < start[o + 1]; q++) {
-            const int32_t slot = fill[in[q]]++;
-            out_of[slot] = (int32_t)o, tap_of[slot] = tap[q];
-        }
+                  n_out = w->out[0] * w->out[1] * w->out[2];
+    /* the same triples by input position: each one's (output, tap) pairs */
+    int32_t *by_in, *out_of, *tap_of;
+    OT_TRY(cs_regroup(ctx, start, n_out, in, tap, n_in, &by_in, &out_of, &tap_of));
     cs_plan p = {.W = W,
                  .rs = taps,
                  .ks = C * taps,
@@ -344,14 +360,10 @@ __attribute__((target("avx512f"))) static void cs_dw_pack_dy(void *arg, int64_t 
     const int64_t L = p->M * p->n_out;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t l = 16 * u, nl = L - l < 16 ? L - l : 16;
-        const __mmask16 lm = ot_lanes16(nl);
         for (int64_t n0 = 0; n0 < p->N; n0 += 16) {
             const int64_t nn = p->N - n0 < 16 ? p->N - n0 : 16;
             __m512 v[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                v[i] = i < nn ? _mm512_maskz_loadu_ps(lm, p->DY + (n0 + i) * L + l) : _mm512_setzero_ps();
-            ot_transpose16_avx512(v);
+            cs_load_t16(v, p->DY + n0 * L + l, L, nn, nl);
             for (int64_t k = 0; k < nl; k++) _mm512_mask_storeu_ps(p->dys + (l + k) * p->N + n0, ot_lanes16(nn), v[k]);
         }
     }
@@ -365,13 +377,8 @@ __attribute__((target("avx512f"))) static void cs_dw_pack_x(void *arg, int64_t n
             const int64_t nc = p->C - c < 16 ? (p->C - c > 0 ? p->C - c : 0) : 16;
             for (int64_t i0 = 0; i0 < p->n_in; i0 += 16) {
                 const int64_t ni = p->n_in - i0 < 16 ? p->n_in - i0 : 16;
-                const __mmask16 im = ot_lanes16(ni);
                 __m512 v[16];
-#pragma GCC unroll 16
-                for (int k = 0; k < 16; k++)
-                    v[k] = k < nc ? _mm512_maskz_loadu_ps(im, p->X + (n * p->C + c + k) * p->n_in + i0)
-                                  : _mm512_setzero_ps();
-                ot_transpose16_avx512(v);
+                cs_load_t16(v, p->X + (n * p->C + c) * p->n_in + i0, p->n_in, nc, ni);
                 for (int64_t i = 0; i < ni; i++)
                     _mm512_storeu_ps(
                         p->xs + (((i0 + i) * p->ctiles + c / CS_LANES) * p->N + n) * CS_LANES + c % CS_LANES, v[i]);
@@ -395,22 +402,13 @@ otter_status ot_conv_small_weight_grad(ot_kernel_ctx *ctx, const ot_conv_window 
                     .X = X,
                     .dw = DW};
     const int64_t n = start[p.n_out];
-    /* the triples by tap: counts, then each tap's (output, input) pairs */
-    int32_t *by_tap = ot_ctx_scratch(ctx, (size_t)(2 * p.taps + 2 + 2 * n) * sizeof(int32_t));
-    p.dys = ot_ctx_scratch(ctx, (size_t)(M * p.n_out * N + p.n_in * p.ctiles * N * CS_LANES) * sizeof(float));
-    if (!by_tap || !p.dys) return OTTER_ERR_NOMEM;
-    p.xs = p.dys + M * p.n_out * N;
-    int32_t *fill = by_tap + p.taps + 1, *tout = fill + p.taps + 1, *tin = tout + n;
-    memset(by_tap, 0, (size_t)(p.taps + 1) * sizeof(int32_t));
-    for (int64_t q = 0; q < n; q++) by_tap[tap[q] + 1]++;
-    for (int64_t t = 0; t < p.taps; t++) by_tap[t + 1] += by_tap[t];
-    memcpy(fill, by_tap, (size_t)(p.taps + 1) * sizeof(int32_t));
-    for (int64_t o = 0; o < p.n_out; o++)
-        for (int32_t q = start[o]; q < start[o + 1]; q++) {
-            const int32_t slot = fill[tap[q]]++;
-            tout[slot] = (int32_t)o, tin[slot] = in[q];
-        }
+    /* the triples by tap: each one's (output, input) pairs */
+    int32_t *by_tap, *tout, *tin;
+    OT_TRY(cs_regroup(ctx, start, p.n_out, tap, in, p.taps, &by_tap, &tout, &tin));
     p.tstart = by_tap, p.tout = tout, p.tin = tin;
+    p.dys = ot_ctx_scratch(ctx, (size_t)(M * p.n_out * N + p.n_in * p.ctiles * N * CS_LANES) * sizeof(float));
+    if (!p.dys) return OTTER_ERR_NOMEM;
+    p.xs = p.dys + M * p.n_out * N;
     ot_parallel_for(ctx, (M * p.n_out + 15) / 16, 64, cs_dw_pack_dy, &p);
     ot_parallel_for(ctx, N, 1, cs_dw_pack_x, &p);
     /* a tile sums 2 * 12 * 32 * N flops per triple: chunks of about 1 MFLOP */
