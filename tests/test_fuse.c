@@ -178,6 +178,51 @@ static otter_model *maxpool_grad_model(int64_t opset, const int64_t *xd, int64_t
     return m;
 }
 
+/* One Slice of x [10, 12] on axes 0 and 1 (steps omitted when both are 1). */
+typedef struct slice_part {
+    int64_t starts[2], ends[2], steps[2];
+} slice_part;
+
+/* r = Sum over the parts of SliceGrad(Neg(Slice(x)), Shape(x), the part's starts, ends, axes, steps), the
+ * gradient of slices of one tensor that autodiff writes (q, k and v of one projection; with own_shapes,
+ * each part reads a Shape node of its own, as there). */
+static otter_model *slices_grad_model(size_t n_parts, const slice_part *parts, bool own_shapes) {
+    const int64_t xd[2] = {10, 12}, two = 2, axes[2] = {0, 1};
+    otter_model *m = new_model(13, 2, xd, "r");
+    char names[4][16], dy[16], g[8][16], shape[8][16];
+    const char *sum_in[8];
+    otter_tensor *t;
+    for (size_t i = 0; i < n_parts; i++) {
+        const slice_part *p = &parts[i];
+        snprintf(shape[i], sizeof shape[i], "shape%zu", own_shapes ? i : 0);
+        if (own_shapes || i == 0) node(m, "Shape", 1, (const char *[]){"x"}, shape[i]);
+        const int64_t *vals[4] = {p->starts, p->ends, axes, p->steps};
+        const bool steps = p->steps[0] != 1 || p->steps[1] != 1;
+        for (int v = 0; v < 4; v++) {
+            snprintf(names[v], sizeof names[v], "%c%zu", "seap"[v], i);
+            CHECK_OK(otter_tensor_from_data(&t, names[v], OTTER_DTYPE_INT64, 1, &two, vals[v]));
+            CHECK_OK(otter_graph_add_initializer(m->graph, t));
+        }
+        const char *ins[6] = {"x", names[0], names[1], names[2], names[3]};
+        snprintf(dy, sizeof dy, "y%zu", i);
+        otter_node *n;
+        CHECK_OK(otter_node_create(&n, "Slice", dy, steps ? 5 : 4, ins, 1, (const char *[]){dy}));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        char ndy[16];
+        snprintf(ndy, sizeof ndy, "dy%zu", i);
+        node(m, "Neg", 1, (const char *[]){dy}, ndy);
+        snprintf(g[i], sizeof g[i], "g%zu", i);
+        const char *gin[6] = {ndy, shape[i], names[0], names[1], names[2], names[3]};
+        CHECK_OK(otter_node_create(&n, "SliceGrad", g[i], steps ? 6 : 5, gin, 1, (const char *[]){g[i]}));
+        CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+        sum_in[i] = g[i];
+    }
+    CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    node(m, "Sum", n_parts, sum_in, "r");
+    return m;
+}
+
 /* A scalar float Constant node writing `out`. */
 static void constant(otter_model *m, const char *out, float v) {
     otter_node *n;
@@ -411,6 +456,65 @@ int main(void) {
         node(m, "Relu", 1, (const char *[]){"a"}, "r");
         compare("MatMul(x, Transpose(W))+Add(bias input)+Relu", m, 2, x80r, 1, 2, true, 1e-6);
         otter_model_free(m);
+        /* Dropout(x, 0, training) and its DropoutGrad (PyTorch's dropout=0.0 layers) become Identity,
+         * unless the mask has another reader (here a graph output) */
+        for (int mask_out = 0; mask_out < 2; mask_out++) {
+            m = new_model(13, 2, x80r, "r");
+            constant(m, "ratio", 0.0f);
+            otter_tensor *t;
+            const uint8_t yes = 1;
+            CHECK_OK(otter_tensor_from_data(&t, "", OTTER_DTYPE_BOOL, 0, NULL, &yes));
+            CHECK_OK(otter_node_create(&n, "Constant", "train", 0, NULL, 1, (const char *[]){"train"}));
+            CHECK_OK(otter_node_set_attr_tensor(n, "value", t));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            CHECK_OK(otter_node_create(&n, "Dropout", "drop", 3, (const char *[]){"x", "ratio", "train"}, 2,
+                                       (const char *[]){"y", "mask"}));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            node(m, "Neg", 1, (const char *[]){"y"}, "dy");
+            CHECK_OK(otter_node_create(&n, "DropoutGrad", "dx", 4, (const char *[]){"dy", "mask", "ratio", "train"}, 1,
+                                       (const char *[]){"dx"}));
+            CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+            node(m, "Add", 2, (const char *[]){"dx", "y"}, "r");
+            if (mask_out) CHECK_OK(otter_graph_add_output(m->graph, "mask", OTTER_DTYPE_BOOL, -1, NULL, NULL));
+            compare(mask_out ? "Dropout(ratio 0), mask a graph output: kept"
+                             : "Dropout(ratio 0)+DropoutGrad -> Identity",
+                    m, 2, x80r, 0, 6, true, 1e-300);
+            otter_session *s = NULL;
+            otter_session_options o = {.n_threads = 1, .opt_level = 2, .opt_level_set = true};
+            CHECK_OK(otter_session_create(&s, m, &o));
+            size_t dropouts = 0;
+            const otter_graph *g = s ? otter_session_model(s)->graph : NULL;
+            for (size_t k = 0; g && k < g->n_nodes; k++) dropouts += strstr(g->nodes[k]->op_type, "Dropout") != NULL;
+            CHECK(dropouts == (mask_out ? 2u : 0u));
+            otter_session_free(s);
+            otter_model_free(m);
+        }
+        /* SliceGrads summed -> one SlicesGrad: q, k and v of one projection (parts tile dX: copied),
+         * overlapping parts (added), parts tiling dX in reverse (step -1 on either axis), every
+         * other column (step 2: zeroed and added); the unfused graph's bits */
+        const int64_t x10[2] = {10, 12};
+        const slice_part qkv[3] = {{{0, 0}, {10, 4}, {1, 1}}, {{0, 4}, {10, 8}, {1, 1}}, {{0, 8}, {10, 12}, {1, 1}}};
+        const slice_part overlap[2] = {{{0, 0}, {10, 6}, {1, 1}}, {{2, 3}, {9, 12}, {1, 1}}};
+        const slice_part reverse[3] = {
+            {{9, 0}, {-11, 6}, {-1, 1}}, {{0, 11}, {5, 5}, {1, -1}}, {{5, 11}, {10, 5}, {1, -1}}};
+        const slice_part strided[2] = {{{0, 0}, {10, 12}, {1, 2}}, {{0, 1}, {10, 12}, {1, 2}}};
+        const struct {
+            const char *what;
+            size_t n;
+            const slice_part *p;
+        } sg_cases[] = {{"Sum(SliceGrad x3) -> SlicesGrad, q/k/v tiles", 3, qkv},
+                        {"Sum(SliceGrad x3) -> SlicesGrad, q/k/v, 3 Shapes", 3, qkv},
+                        {"Sum(SliceGrad x2) -> SlicesGrad, overlapping", 2, overlap},
+                        {"Sum(SliceGrad x3) -> SlicesGrad, reversed tiles", 3, reverse},
+                        {"Sum(SliceGrad x2) -> SlicesGrad, step 2", 2, strided}};
+        for (size_t c = 0; c < sizeof sg_cases / sizeof *sg_cases; c++) {
+            const bool own_shapes = c == 1;
+            m = slices_grad_model(sg_cases[c].n, sg_cases[c].p, own_shapes);
+            compare(sg_cases[c].what, m, 2, x10, 1, 2 + 2 * sg_cases[c].n + (own_shapes ? 2 : 0), true, 1e-300);
+            otter_model_free(m);
+        }
         /* the transcendental activations in the product's epilogue: MatMul + Add + Gelu (both
          * approximations, 80 rows over the threads' blocks), Gemm + HardSwish, MatMul + Sigmoid */
         const int64_t x80[3] = {2, 40, 12};

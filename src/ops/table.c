@@ -515,5 +515,7 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "RoiAlign"}, /* 1: (dY, X, rois, batch_indices) -> dX (ONNX Runtime has none) */
     {"com.otter", "STFTGrad", KERNELS({1, ot_kernel_stft_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, signal, window?, frame_step, frame_length?) -> dsignal, dwindow */
+    {"com.otter", "SlicesGrad", KERNELS({1, ot_kernel_slice_grad, 0}),
+     .infer = ot_infer_slice_grad}, /* 1: SliceGrad's inputs, then (dY, starts, ends, axes, steps) per part: the sum */
 };
 const size_t ot_op_table_count = sizeof ot_op_table / sizeof ot_op_table[0];

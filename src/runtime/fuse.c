@@ -885,11 +885,112 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
     return OTTER_OK;
 }
 
+/* Dropout's ratio (its input 1 from opset 12, else its attribute; 0.5 when absent) when constant. */
+static bool dropout_ratio(const fz *f, const otter_node *n, float *ratio) {
+    *ratio = 0.5f;
+    if (f->opset < 12) {
+        *ratio = otter_node_attr_float(n, "ratio", 0.5f);
+        return true;
+    }
+    return n->n_inputs < 2 || const_scalar(f, n->inputs[1], ratio);
+}
+
+/* com.microsoft DropoutGrad(dY, mask, ratio?, training_mode?) reading mask with a constant ratio of 0. */
+static bool zero_dropout_grad(const fz *f, const otter_node *n, const char *mask) {
+    float ratio = 0.5f;
+    return n && n->domain && !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "DropoutGrad") &&
+           n->n_inputs >= 2 && n->n_outputs == 1 && !strcmp(n->inputs[1], mask) && strcmp(n->inputs[0], mask) &&
+           (n->n_inputs < 3 || const_scalar(f, n->inputs[2], &ratio)) && ratio == 0.0f;
+}
+
+/* Node k becomes Identity(in) writing its output 0 (the old node is kept until the end). */
+static otter_status to_identity(fz *f, size_t k, const char *in) {
+    otter_node *old = f->g->nodes[k], *n;
+    OT_TRY(otter_node_create(&n, "Identity", old->name, 1, (const char *const[]){in}, 1,
+                             (const char *const[]){old->outputs[0]}));
+    otter_status s = park(f, old);
+    if (s != OTTER_OK) {
+        otter_node_free(n);
+        return s;
+    }
+    f->g->nodes[k] = n;
+    f->n_fused++;
+    return OTTER_OK;
+}
+
+/* Dropout with a constant ratio of 0 passes X through, in training mode too (PyTorch exports a layer
+ * built with dropout=0.0 as Dropout(X, 0, true)), and its DropoutGrad passes dY through: both become
+ * Identity, which the session makes aliases, when every reader of the mask is such a DropoutGrad. In
+ * a 4-layer transformer encoder's training step the 24 nodes moved 0.7 GB. */
+static otter_status drop_zero_dropout(fz *f, size_t k) {
+    const otter_node *n = f->g->nodes[k];
+    float ratio;
+    if (n->n_inputs < 1 || !n->inputs[0][0] || n->n_outputs < 1 || !n->outputs[0][0] || !dropout_ratio(f, n, &ratio) ||
+        ratio != 0.0f)
+        return OTTER_OK;
+    const char *mask = n->n_outputs > 1 ? n->outputs[1] : "";
+    intptr_t uses = get(&f->uses, mask), grads = 0;
+    for (size_t j = k + 1; uses > 0 && j < f->g->n_nodes; j++) grads += zero_dropout_grad(f, f->g->nodes[j], mask);
+    if (uses > 0 && grads != uses) return OTTER_OK;
+    for (size_t j = k + 1; grads > 0 && j < f->g->n_nodes; j++)
+        if (zero_dropout_grad(f, f->g->nodes[j], mask)) OT_TRY(to_identity(f, j, f->g->nodes[j]->inputs[0]));
+    return to_identity(f, k, n->inputs[0]);
+}
+
+/* The com.microsoft SliceGrad writing `name`, read only by node `reader`, or NULL. */
+static otter_node *slice_grad_for(const fz *f, const char *name, size_t reader, int64_t *at) {
+    *at = get(&f->producer, name);
+    otter_node *n = *at >= 0 ? f->g->nodes[*at] : NULL;
+    if (!n || !n->domain || strcmp(n->domain, "com.microsoft") || strcmp(n->op_type, "SliceGrad") || n->n_inputs < 4 ||
+        n->n_inputs > 6 || n->n_outputs != 1 || only_reader(f, name) != (int64_t)reader)
+        return NULL;
+    return n;
+}
+
+/* Shapes a and b are the same value: one name, or both Shape (all of it) of one tensor. */
+static bool same_shape_value(const fz *f, const char *a, const char *b) {
+    if (!strcmp(a, b)) return true;
+    const otter_node *sa = made_by(f, a, "Shape", NULL), *sb = made_by(f, b, "Shape", NULL);
+    return sa && sb && sa->n_inputs == 1 && sb->n_inputs == 1 && !strcmp(sa->inputs[0], sb->inputs[0]) &&
+           !sa->n_attrs && !sb->n_attrs;
+}
+
+/* Sum of SliceGrads of one shape (q, k and v sliced from one projection) -> com.otter SlicesGrad:
+ * the first SliceGrad's six inputs, then (dY, starts, ends, axes, steps) of each other one. */
+static otter_status fuse_slices_grad(fz *f, size_t k) {
+    const otter_node *sum = f->g->nodes[k];
+    const size_t parts = sum->n_inputs;
+    if (parts < 2 || parts > 64 || sum->n_outputs != 1) return OTTER_OK;
+    int64_t at[64];
+    const otter_node *sg[64];
+    for (size_t i = 0; i < parts; i++) {
+        sg[i] = slice_grad_for(f, sum->inputs[i], k, &at[i]);
+        if (!sg[i] || !same_shape_value(f, sg[i]->inputs[1], sg[0]->inputs[1])) return OTTER_OK;
+    }
+    const char *ins[6 + 5 * 63];
+    size_t n = 0;
+    for (size_t i = 0; i < parts; i++)
+        for (size_t j = 0; j < 6; j++)
+            if (i == 0 || j != 1) ins[n++] = j < sg[i]->n_inputs ? sg[i]->inputs[j] : "";
+    otter_node *fused;
+    OT_TRY(otter_node_create(&fused, "SlicesGrad", sum->name, n, ins, 1, (const char *const[]){sum->outputs[0]}));
+    otter_status s = otter_node_set_domain(fused, "com.otter");
+    if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
+    if (s != OTTER_OK) {
+        otter_node_free(fused);
+        return s;
+    }
+    f->g->nodes[k] = fused;
+    for (size_t i = 0; i < parts; i++) OT_TRY(bury(f, (size_t)at[i]));
+    return OTTER_OK;
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
         if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul") ||
-            is_op(g->nodes[k], "ScatterElements") || is_op(g->nodes[k], "Where"))
+            is_op(g->nodes[k], "ScatterElements") || is_op(g->nodes[k], "Where") || is_op(g->nodes[k], "Dropout") ||
+            is_op(g->nodes[k], "Sum"))
             return true;
     return false;
 }
@@ -940,6 +1041,8 @@ static otter_status run_passes(fz *f) {
     for (size_t k = 0; k < g->n_nodes; k++) {
         if (is_op(g->nodes[k], "ScatterElements")) OT_TRY(fuse_maxpool_grad(f, k));
         if (is_op(g->nodes[k], "Where")) OT_TRY(fuse_clip_grad(f, k));
+        if (is_op(g->nodes[k], "Dropout")) OT_TRY(drop_zero_dropout(f, k));
+        if (is_op(g->nodes[k], "Sum")) OT_TRY(fuse_slices_grad(f, k));
     }
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];

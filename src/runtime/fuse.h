@@ -15,6 +15,12 @@
  *                                   -> MaxPoolGrad(dY, Indices, S), the same sums in the same order
  *   that gradient -> ReluGrad(., X) for MaxPool's input X
  *                                   -> MaxPoolGrad(dY, Indices, S, Y) (Y: MaxPool's output), same bits
+ *   Sum of com.microsoft SliceGrads of one shape (one value, or Shape nodes of one tensor), each read
+ *   only by the Sum
+ *                                   -> SlicesGrad(SliceGrad's inputs, then (dY, starts, ends, axes, steps)
+ *                                      of each other part): dX written once, parts copied when they tile it
+ *   Dropout with a constant ratio of 0, and the com.microsoft DropoutGrads (ratio 0) that are all the
+ *   readers of its mask           -> Identity (the session's aliases), same bits
  *
  * The activation (runtime/ops/fused_act.h) is Relu, Clip with constant bounds (initializers or Constant
  * nodes), LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Gelu (either approximation), or, after a Conv,

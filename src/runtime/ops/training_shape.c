@@ -1,6 +1,7 @@
 /* Training kernels over indices and layout: GatherGrad, GatherElementsGrad, GatherNDGrad,
  * SliceGrad (scatter-adds of dY into a zero tensor of the forward input's shape, given as an
- * int64 shape input), ConcatTraining and SplitTraining (any element type, moved as bytes). */
+ * int64 shape input; com.otter SlicesGrad, several slices' gradients summed), ConcatTraining and
+ * SplitTraining (any element type, moved as bytes). */
 #include <string.h>
 
 #include "runtime/ops/kernels.h"
@@ -173,87 +174,148 @@ otter_status ot_kernel_gather_nd_grad(ot_kernel_ctx *ctx) {
     return finish(s, dx, ty, t0);
 }
 
-/* SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY written where Slice read. */
-otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
+/* Where a Slice read in a tensor of dX's dims: per axis the first index, the step and the count. */
+typedef struct slice_box {
+    int64_t st[OTTER_MAX_RANK], stp[OTTER_MAX_RANK], cnt[OTTER_MAX_RANK];
+} slice_box;
+
+/* The box of Slice(starts, ends, axes?, steps?) given as inputs at..at+3, checked against dY (input dy_i). */
+static otter_status slice_box_of(ot_kernel_ctx *ctx, size_t at, size_t dy_i, const otter_tensor *dx, slice_box *b) {
     const otter_tensor *dy;
-    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    OT_TRY(ot_train_need(ctx, dy_i, "dY", &dy));
     int64_t starts[OTTER_MAX_RANK], ends[OTTER_MAX_RANK], axes[OTTER_MAX_RANK], steps[OTTER_MAX_RANK];
     int64_t ns, ne, na, nst;
-    OT_TRY(ot_ctx_input_ints(ctx, 2, starts, OTTER_MAX_RANK, &ns));
-    OT_TRY(ot_ctx_input_ints(ctx, 3, ends, OTTER_MAX_RANK, &ne));
+    OT_TRY(ot_ctx_input_ints(ctx, at, starts, OTTER_MAX_RANK, &ns));
+    OT_TRY(ot_ctx_input_ints(ctx, at + 1, ends, OTTER_MAX_RANK, &ne));
     if (ns != ne) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "starts and ends differ in length");
-    if (ot_ctx_input(ctx, 4)) {
-        OT_TRY(ot_ctx_input_ints(ctx, 4, axes, OTTER_MAX_RANK, &na));
+    if (ot_ctx_input(ctx, at + 2)) {
+        OT_TRY(ot_ctx_input_ints(ctx, at + 2, axes, OTTER_MAX_RANK, &na));
         if (na != ns) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axes and starts differ in length");
     } else {
         for (int64_t i = 0; i < ns; i++) axes[i] = i;
     }
-    if (ot_ctx_input(ctx, 5)) {
-        OT_TRY(ot_ctx_input_ints(ctx, 5, steps, OTTER_MAX_RANK, &nst));
+    if (ot_ctx_input(ctx, at + 3)) {
+        OT_TRY(ot_ctx_input_ints(ctx, at + 3, steps, OTTER_MAX_RANK, &nst));
         if (nst != ns) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "steps and starts differ in length");
     } else {
         for (int64_t i = 0; i < ns; i++) steps[i] = 1;
     }
-    const float *DY;
-    float *t0 = NULL, *ty = NULL, *DX;
-    otter_tensor *dx;
-    OT_TRY(ot_train_in(ctx, 0, &DY, &t0));
-    otter_status s = zero_dx(ctx, 1, dy->dtype, &dx, &DX, &ty);
-    if (s != OTTER_OK) return finish(s, NULL, ty, t0);
-    int r = dx->rank;
-    int64_t st[OTTER_MAX_RANK], stp[OTTER_MAX_RANK], cnt[OTTER_MAX_RANK];
-    for (int i = 0; i < r; i++) st[i] = 0, stp[i] = 1, cnt[i] = dx->dims[i];
+    const int r = dx->rank;
+    for (int i = 0; i < r; i++) b->st[i] = 0, b->stp[i] = 1, b->cnt[i] = dx->dims[i];
     for (int64_t k = 0; k < ns; k++) {
         int64_t a = axes[k];
         if (!ot_norm_axis(&a, r) || steps[k] == 0)
-            return finish(ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range or step 0", (long long)axes[k]),
-                          dx, ty, t0);
-        int64_t d = dx->dims[a], b = starts[k], e = ends[k], sp = steps[k];
-        if (b < 0) b += d;
-        if (e < 0) e += d;
+            return ot_ctx_error(ctx, OTTER_ERR_INVALID, "axis %lld out of range or step 0", (long long)axes[k]);
+        int64_t d = dx->dims[a], lo = starts[k], hi = ends[k], sp = steps[k];
+        if (lo < 0) lo += d;
+        if (hi < 0) hi += d;
         if (sp > 0) {
-            b = b < 0 ? 0 : b > d ? d : b;
-            e = e < 0 ? 0 : e > d ? d : e;
-            cnt[a] = e > b ? (e - b + sp - 1) / sp : 0;
+            lo = lo < 0 ? 0 : lo > d ? d : lo;
+            hi = hi < 0 ? 0 : hi > d ? d : hi;
+            b->cnt[a] = hi > lo ? (hi - lo + sp - 1) / sp : 0;
         } else {
-            b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
-            e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-            cnt[a] = b > e ? (b - e + (-sp) - 1) / (-sp) : 0;
+            lo = lo < 0 ? -1 : lo > d - 1 ? d - 1 : lo;
+            hi = hi < -1 ? -1 : hi > d - 1 ? d - 1 : hi;
+            b->cnt[a] = lo > hi ? (lo - hi + (-sp) - 1) / (-sp) : 0;
         }
-        st[a] = b, stp[a] = sp;
+        b->st[a] = lo, b->stp[a] = sp;
     }
     bool ok = dy->rank == r;
-    for (int i = 0; ok && i < r; i++) ok = dy->dims[i] == cnt[i];
+    for (int i = 0; ok && i < r; i++) ok = dy->dims[i] == b->cnt[i];
     if (!ok) {
         char s1[128], s2[128];
-        return finish(ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s does not have the slice's shape %s",
-                                   ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
-                                   ot_shape_str(s2, sizeof s2, r, cnt)),
-                      dx, ty, t0);
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "dY '%s' %s does not have the slice's shape %s",
+                            ot_ctx_input_name(ctx, dy_i), ot_shape_str(s1, sizeof s1, dy->rank, dy->dims),
+                            ot_shape_str(s2, sizeof s2, r, b->cnt));
     }
-    /* dY row by row (its last axis), each row added along dX's last axis from the row's offset; the
-     * offsets advance as an odometer over the other axes. The per-element divisions this replaced
-     * were 12% of a transformer encoder's training step (q, k and v sliced from one projection). */
-    int64_t xs[OTTER_MAX_RANK], idx[OTTER_MAX_RANK] = {0}, n = otter_tensor_numel(dy), acc = 1, off = 0;
-    for (int i = r - 1; i >= 0; i--) xs[i] = acc, acc *= dx->dims[i], off += st[i] * xs[i];
-    const int64_t row = r ? cnt[r - 1] : 1, step = r ? stp[r - 1] : 1;
+    return OTTER_OK;
+}
+
+/* The boxes (steps +-1 on every axis) are disjoint and cover all of dX: their parts can be copied
+ * into dX without zeroing it first. */
+static bool boxes_tile(const slice_box *b, size_t n, const otter_tensor *dx) {
+    int64_t covered = 0;
+    for (size_t g = 0; g < n; g++) {
+        int64_t vol = 1;
+        for (int i = 0; i < dx->rank; i++) {
+            if (b[g].stp[i] != 1 && b[g].stp[i] != -1) return false;
+            vol *= b[g].cnt[i];
+        }
+        covered += vol;
+        for (size_t h = 0; vol && h < g; h++) {
+            bool apart = false; /* some axis on which the two index ranges don't meet */
+            for (int i = 0; i < dx->rank && !apart; i++) {
+                int64_t lo_g = b[g].stp[i] > 0 ? b[g].st[i] : b[g].st[i] - b[g].cnt[i] + 1;
+                int64_t lo_h = b[h].stp[i] > 0 ? b[h].st[i] : b[h].st[i] - b[h].cnt[i] + 1;
+                apart = lo_g + b[g].cnt[i] <= lo_h || lo_h + b[h].cnt[i] <= lo_g || !b[h].cnt[i];
+            }
+            if (!apart) return false;
+        }
+    }
+    return covered == otter_tensor_numel(dx);
+}
+
+/* dY row by row (its last axis), each row added to (or, with copy, stored in) dX along its last axis
+ * from the row's offset; the offsets advance as an odometer over the other axes. The per-element
+ * divisions this replaced were 12% of a transformer encoder's training step. */
+static void scatter_box(float *DX, const otter_tensor *dx, const float *DY, int64_t n, const slice_box *b, bool copy) {
+    const int r = dx->rank;
+    int64_t xs[OTTER_MAX_RANK], idx[OTTER_MAX_RANK] = {0}, acc = 1, off = 0;
+    for (int i = r - 1; i >= 0; i--) xs[i] = acc, acc *= dx->dims[i], off += b->st[i] * xs[i];
+    const int64_t row = r ? b->cnt[r - 1] : 1, step = r ? b->stp[r - 1] : 1;
     for (int64_t p = 0; p < n; p += row) {
         float *restrict d = DX + off;
         const float *restrict g = DY + p;
-        if (step == 1)
+        if (copy && step == 1)
+            memcpy(d, g, (size_t)row * sizeof *g);
+        else if (copy)
+            for (int64_t j = 0; j < row; j++) d[j * step] = g[j];
+        else if (step == 1)
             for (int64_t j = 0; j < row; j++) d[j] += g[j];
         else
             for (int64_t j = 0; j < row; j++) d[j * step] += g[j];
         for (int i = r - 2; i >= 0; i--) {
-            if (++idx[i] < cnt[i]) {
-                off += stp[i] * xs[i];
+            if (++idx[i] < b->cnt[i]) {
+                off += b->stp[i] * xs[i];
                 break;
             }
-            off -= (cnt[i] - 1) * stp[i] * xs[i];
+            off -= (b->cnt[i] - 1) * b->stp[i] * xs[i];
             idx[i] = 0;
         }
     }
-    return finish(s, dx, ty, t0);
+}
+
+/* SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY written where Slice read.
+ * com.otter SlicesGrad (fuse.c) takes further parts, (dY, starts, ends, axes, steps) each after
+ * those six inputs, and sums them all: the gradient of q, k and v sliced from one projection, dX
+ * written once (each part copied in place when they tile it) instead of three zeroed tensors and
+ * their Sum (7% of a transformer encoder's training step). */
+otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
+    const otter_tensor *dy;
+    OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
+    const size_t parts = ctx->n_inputs <= 6 ? 1 : 1 + (ctx->n_inputs - 6 + 4) / 5;
+    int rank;
+    int64_t dims[OTTER_MAX_RANK];
+    OT_TRY(ot_train_shape_input(ctx, 1, &rank, dims));
+    float *ty = NULL, *DX;
+    otter_tensor *dx;
+    OT_TRY(ot_train_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty));
+    slice_box *box = ot_calloc(parts, sizeof *box);
+    otter_status s = box ? OTTER_OK : OT_NOMEM();
+    for (size_t g = 0; g < parts && s == OTTER_OK; g++)
+        s = g == 0 ? slice_box_of(ctx, 2, 0, dx, &box[0]) : slice_box_of(ctx, 2 + 5 * g, 1 + 5 * g, dx, &box[g]);
+    const bool tiled = s == OTTER_OK && boxes_tile(box, parts, dx);
+    if (s == OTTER_OK && !tiled && otter_tensor_numel(dx)) memset(DX, 0, (size_t)otter_tensor_numel(dx) * sizeof *DX);
+    for (size_t g = 0; g < parts && s == OTTER_OK; g++) {
+        const size_t dy_i = g == 0 ? 0 : 1 + 5 * g;
+        const float *DY;
+        float *t0 = NULL;
+        s = ot_train_in(ctx, dy_i, &DY, &t0);
+        if (s == OTTER_OK) scatter_box(DX, dx, DY, otter_tensor_numel(ot_ctx_input(ctx, dy_i)), &box[g], tiled);
+        ot_free(t0);
+    }
+    ot_free(box);
+    return finish(s, dx, ty, NULL);
 }
 
 /* ConcatTraining(inputs...; axis) -> concat_result, per_input_length? (int64 [n]: each input's
