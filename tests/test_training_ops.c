@@ -390,6 +390,38 @@ static void test_softmax(void) {
     softmax_case("Softmax", 11, "SoftmaxGrad", 1); /* coerced to 2-D: [2, 12] */
     softmax_case("LogSoftmax", 13, "LogSoftmaxGrad_13", 1);
     softmax_case("LogSoftmax", 11, "LogSoftmaxGrad", 1);
+    /* lines of 37 (four running sums and a tail), 40 x 9 of them along the last axis and 40 x 37 strided
+     * (axis 1 of [40, 37, 9]), on 2 threads, against the formulas in double */
+    for (int log = 0; log < 2; log++)
+        for (int64_t axis = 1; axis <= 2; axis++) {
+            int64_t d[3] = {40, axis == 1 ? 37 : 9, axis == 1 ? 9 : 37};
+            const int64_t inner = axis == 1 ? 9 : 1, mid = 37, n = 40 * 37 * 9;
+            otter_tensor *y = trand(3, d, 0.01, 1), *dy = trand(3, d, -1, 1), *g[1] = {0};
+            double *want = calloc((size_t)n, sizeof *want);
+            for (int64_t l = 0; l < n / mid; l++) {
+                const int64_t base = l / inner * mid * inner + l % inner;
+                double sum = 0;
+                for (int64_t k = 0; k < mid; k++) sum += F(dy)[base + k * inner] * (log ? 1.0 : F(y)[base + k * inner]);
+                for (int64_t k = 0; k < mid; k++) {
+                    const int64_t i = base + k * inner;
+                    want[i] = log ? F(dy)[i] - exp(F(y)[i]) * sum : F(y)[i] * (F(dy)[i] - sum);
+                }
+            }
+            otter_node *gn = mknode(log ? "LogSoftmaxGrad_13" : "SoftmaxGrad_13", MS, 2, 0, 1, 0);
+            otter_node_set_attr_int(gn, "axis", axis);
+            otter_tensor *gin[2] = {dy, y};
+            run_threads = 2;
+            CHECK_OK(run_node(gn, 17, 2, gin, 1, g));
+            run_threads = 1;
+            check_close(log ? (axis == 1 ? "LogSoftmaxGrad_13 axis 1 of [40, 37, 9], 2 threads"
+                                         : "LogSoftmaxGrad_13 axis 2 of [40, 9, 37], 2 threads")
+                            : (axis == 1 ? "SoftmaxGrad_13 axis 1 of [40, 37, 9], 2 threads"
+                                         : "SoftmaxGrad_13 axis 2 of [40, 9, 37], 2 threads"),
+                        g[0], want, n, 1e-5);
+            free(want);
+            otter_node_free(gn);
+            otter_tensor_free(y), otter_tensor_free(dy), otter_tensor_free(g[0]);
+        }
 }
 
 /* ---- normalization ----------------------------------------------------------------------------------- */
@@ -416,6 +448,49 @@ static void test_layernorm(void) {
     free_all(3, g);
     free_all(3, y);
     otter_node_free(fwd), otter_node_free(gn);
+    /* 70 rows of 37 (row blocks over 2 threads, the last one partial; rows not a multiple of the
+     * four running sums) against the formulas in double, the same bits on 1 and 2 threads */
+    {
+        int64_t dl[2] = {70, 37}, sl[1] = {37}, st[2] = {70, 1};
+        otter_tensor *xl = trand(2, dl, -2, 2), *dyl = trand(2, dl, -1, 1), *scl = trand(1, sl, 0.5, 1.5);
+        otter_tensor *mean, *inv, *gl[2][3] = {{0}};
+        CHECK_OK(otter_tensor_create(&mean, "mean", OTTER_DTYPE_FLOAT, 2, st));
+        CHECK_OK(otter_tensor_create(&inv, "inv", OTTER_DTYPE_FLOAT, 2, st));
+        double *want = calloc(70 * 37 + 2 * 37, sizeof *want), *wds = want + 70 * 37, *wdb = wds + 37;
+        for (int64_t r = 0; r < 70; r++) {
+            double m = 0, v = 0, sg = 0, sgx = 0;
+            for (int64_t i = 0; i < 37; i++) m += F(xl)[r * 37 + i] / 37.0;
+            for (int64_t i = 0; i < 37; i++) v += pow(F(xl)[r * 37 + i] - m, 2) / 37.0;
+            F(mean)[r] = (float)m, F(inv)[r] = (float)(1 / sqrt(v + 1e-5));
+            for (int64_t i = 0; i < 37; i++) {
+                double xh = (F(xl)[r * 37 + i] - F(mean)[r]) * F(inv)[r], g = F(dyl)[r * 37 + i] * F(scl)[i];
+                sg += g / 37.0, sgx += g * xh / 37.0;
+                wds[i] += F(dyl)[r * 37 + i] * xh, wdb[i] += F(dyl)[r * 37 + i];
+            }
+            for (int64_t i = 0; i < 37; i++) {
+                double xh = (F(xl)[r * 37 + i] - F(mean)[r]) * F(inv)[r];
+                want[r * 37 + i] = F(inv)[r] * (F(dyl)[r * 37 + i] * F(scl)[i] - sg - xh * sgx);
+            }
+        }
+        otter_node *gl_node = mknode("LayerNormalizationGrad", MS, 5, 0, 3, 0);
+        otter_tensor *glin[5] = {dyl, xl, scl, mean, inv};
+        for (int t = 0; t < 2; t++) {
+            run_threads = t + 1;
+            CHECK_OK(run_node(gl_node, 17, 5, glin, 3, gl[t]));
+        }
+        run_threads = 1;
+        check_close("LayerNormalizationGrad dX, 70 rows of 37, 2 threads", gl[1][0], want, 70 * 37, 1e-5);
+        check_close("LayerNormalizationGrad dScale, 70 rows of 37, 2 threads", gl[1][1], wds, 37, 1e-5);
+        check_close("LayerNormalizationGrad dBias, 70 rows of 37, 2 threads", gl[1][2], wdb, 37, 1e-5);
+        for (int k = 0; k < 3; k++)
+            CHECK(gl[0][k] && gl[1][k] &&
+                  !memcmp(gl[0][k]->data, gl[1][k]->data, (size_t)otter_tensor_numel(gl[0][k]) * 4));
+        free(want);
+        free_all(3, gl[0]), free_all(3, gl[1]);
+        otter_node_free(gl_node);
+        otter_tensor_free(xl), otter_tensor_free(dyl), otter_tensor_free(scl), otter_tensor_free(mean),
+            otter_tensor_free(inv);
+    }
     /* Simplified (RMSNorm) */
     fwd = mknode("SimplifiedLayerNormalization", NULL, 2, 0, 2, 0);
     otter_node_set_attr_int(fwd, "axis", -2);

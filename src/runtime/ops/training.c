@@ -436,7 +436,37 @@ otter_status ot_kernel_biasgelu(ot_kernel_ctx *ctx) { return gelu_forward(ctx, f
 
 /* ---- SoftmaxGrad / LogSoftmaxGrad ------------------------------------------------------------------ */
 
-/* v13: one axis (default -1); v1: the input coerced to 2-D at axis (default 1). */
+typedef struct sm_grad_job {
+    const float *dy, *y;
+    float *dx;
+    int64_t mid, inner;
+    bool log;
+} sm_grad_job;
+
+/* Lines [l0, l1) of mid elements, inner apart (line l: outer l / inner, offset l % inner), each its sum of
+ * dY (log) or dY * Y in four running sums (one would wait on every add's latency), then dX. */
+static void sm_grad_lines(void *arg, int64_t l0, int64_t l1) {
+    const sm_grad_job *j = arg;
+    const int64_t mid = j->mid, in = j->inner;
+    for (int64_t l = l0; l < l1; l++) {
+        const int64_t base = l / in * mid * in + l % in;
+        const float *restrict dy = j->dy + base, *restrict y = j->y + base;
+        float *restrict dx = j->dx + base;
+        double acc[4] = {0, 0, 0, 0};
+        int64_t k = 0;
+        for (; k + 4 <= mid; k += 4)
+            for (int q = 0; q < 4; q++)
+                acc[q] += j->log ? (double)dy[(k + q) * in] : (double)dy[(k + q) * in] * y[(k + q) * in];
+        for (; k < mid; k++) acc[0] += j->log ? (double)dy[k * in] : (double)dy[k * in] * y[k * in];
+        const float sum = (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        if (j->log)
+            for (k = 0; k < mid; k++) dx[k * in] = dy[k * in] - expf(y[k * in]) * sum;
+        else
+            for (k = 0; k < mid; k++) dx[k * in] = y[k * in] * (dy[k * in] - sum);
+    }
+}
+
+/* v13: one axis (default -1); v1: the input coerced to 2-D at axis (default 1). Lines over the threads. */
 static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) {
     const otter_tensor *dy, *y;
     OT_TRY(need_dy_and(ctx, "Y", &dy, &y));
@@ -460,19 +490,8 @@ static otter_status softmax_grad_common(ot_kernel_ctx *ctx, bool log, bool v13) 
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &Y, &t1);
     if (s == OTTER_OK) s = ot_train_out(ctx, 0, dy->dtype, dy->rank, dy->dims, &dx, &DX, &ty);
     if (s == OTTER_OK) {
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t in = 0; in < inner; in++) {
-                int64_t base = o * mid * inner + in;
-                double sum = 0;
-                for (int64_t k = 0; k < mid; k++) {
-                    int64_t i = base + k * inner;
-                    sum += log ? (double)DY[i] : (double)DY[i] * Y[i];
-                }
-                for (int64_t k = 0; k < mid; k++) {
-                    int64_t i = base + k * inner;
-                    DX[i] = log ? DY[i] - expf(Y[i]) * (float)sum : Y[i] * (DY[i] - (float)sum);
-                }
-            }
+        sm_grad_job j = {.dy = DY, .y = Y, .dx = DX, .mid = mid, .inner = inner, .log = log};
+        ot_parallel_for(ctx, outer * inner, 1 + 16384 / (mid + 1), sm_grad_lines, &j);
         ot_output_f32_done(dx, ty);
     } else {
         ot_free(ty);

@@ -33,10 +33,59 @@ static otter_status ln_geometry(const ot_kernel_ctx *ctx, const otter_tensor *x,
     return OTTER_OK;
 }
 
+/* Rows a task of LayerNormalizationGrad: dScale and dBias are summed per block of LN_ROWS rows, then
+ * the blocks in order (the same bits on any number of threads). */
+enum { LN_ROWS = 32 };
+
+typedef struct ln_grad_job {
+    const float *dy, *x, *scale, *mean, *inv; /* mean NULL: simplified (0) */
+    float *dx, *ds, *db;                      /* ds / db: per block partial sums, NULL when not wanted */
+    int64_t outer, inner;
+} ln_grad_job;
+
+static void ln_grad_blocks(void *arg, int64_t b0, int64_t b1) {
+    const ln_grad_job *j = arg;
+    const int64_t inner = j->inner;
+    const float *restrict S = j->scale;
+    for (int64_t b = b0; b < b1; b++) {
+        float *restrict ds = j->ds ? j->ds + b * inner : NULL, *restrict db = j->db ? j->db + b * inner : NULL;
+        if (ds) memset(ds, 0, (size_t)inner * sizeof(float));
+        if (db) memset(db, 0, (size_t)inner * sizeof(float));
+        const int64_t r1 = (b + 1) * LN_ROWS < j->outer ? (b + 1) * LN_ROWS : j->outer;
+        for (int64_t r = b * LN_ROWS; r < r1; r++) {
+            const float *restrict dy = j->dy + r * inner, *restrict x = j->x + r * inner;
+            float *restrict dx = j->dx + r * inner;
+            const float mu = j->mean ? j->mean[r] : 0.0f, inv = j->inv[r];
+            /* four running sums each: one would wait on every add's latency */
+            double sg[4] = {0, 0, 0, 0}, sgx[4] = {0, 0, 0, 0};
+            int64_t i = 0;
+            for (; i + 4 <= inner; i += 4)
+                for (int l = 0; l < 4; l++) {
+                    const float g = dy[i + l] * S[i + l], xh = (x[i + l] - mu) * inv;
+                    sg[l] += g, sgx[l] += (double)g * xh;
+                }
+            for (; i < inner; i++) {
+                const float g = dy[i] * S[i], xh = (x[i] - mu) * inv;
+                sg[0] += g, sgx[0] += (double)g * xh;
+            }
+            const float mg = j->mean ? (float)(((sg[0] + sg[1]) + (sg[2] + sg[3])) / (double)inner) : 0.0f;
+            const float mgx = (float)(((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) / (double)inner);
+            for (i = 0; i < inner; i++) {
+                const float xh = (x[i] - mu) * inv;
+                dx[i] = inv * (dy[i] * S[i] - mg - xh * mgx);
+            }
+            if (ds)
+                for (i = 0; i < inner; i++) ds[i] += dy[i] * ((x[i] - mu) * inv);
+            if (db)
+                for (i = 0; i < inner; i++) db[i] += dy[i];
+        }
+    }
+}
+
 /* LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) -> dX, dScale, dBias (simplified:
  * (dY, X, scale, inv_std_var) -> dX, dScale, with mean 0). With xh = (x - mean) * inv, g = dY * scale:
  * dX = inv * (g - mean(g) - xh * mean(g * xh)) (simplified: without the mean(g) term),
- * dScale = sum over rows of dY * xh, dBias = sum over rows of dY. */
+ * dScale = sum over rows of dY * xh, dBias = sum over rows of dY. Rows in blocks over the threads. */
 static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
     const otter_tensor *dy, *x, *sc;
     OT_TRY(ot_train_need(ctx, 0, "dY", &dy));
@@ -60,25 +109,30 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
         const otter_tensor *shape = k == 0 ? x : sc;
         s = ot_train_out(ctx, k, x->dtype, shape->rank, shape->dims, &o[k], &out[k], &tout[k]);
     }
+    const int64_t blocks = (outer + LN_ROWS - 1) / LN_ROWS;
+    const size_t part = (size_t)(blocks * inner) * sizeof(float);
+    float *ds = s == OTTER_OK && out[1] && part ? ot_ctx_scratch(ctx, part) : NULL;
+    float *db = s == OTTER_OK && out[2] && part ? ot_ctx_scratch(ctx, part) : NULL;
+    if (s == OTTER_OK && ((out[1] && part && !ds) || (out[2] && part && !db))) s = OT_NOMEM();
     if (s == OTTER_OK) {
-        float *dX = out[0], *dS = out[1], *dB = out[2];
-        if (dS) memset(dS, 0, (size_t)inner * sizeof(float));
-        if (dB) memset(dB, 0, (size_t)inner * sizeof(float));
-        for (int64_t r = 0; r < outer; r++) {
-            const float *dy_r = DY + r * inner, *x_r = X + r * inner;
-            float mu = MEAN ? MEAN[r] : 0.0f, inv = INV[r];
-            double sg = 0, sgx = 0;
-            for (int64_t i = 0; i < inner; i++) {
-                float xh = (x_r[i] - mu) * inv, g = dy_r[i] * S[i];
-                sg += g, sgx += (double)g * xh;
-                if (dS) dS[i] += dy_r[i] * xh;
-                if (dB) dB[i] += dy_r[i];
-            }
-            float mg = simplified ? 0.0f : (float)(sg / (double)inner), mgx = (float)(sgx / (double)inner);
-            for (int64_t i = 0; i < inner; i++) {
-                float xh = (x_r[i] - mu) * inv;
-                dX[r * inner + i] = inv * (dy_r[i] * S[i] - mg - xh * mgx);
-            }
+        ln_grad_job j = {.dy = DY,
+                         .x = X,
+                         .scale = S,
+                         .mean = MEAN,
+                         .inv = INV,
+                         .dx = out[0],
+                         .ds = ds,
+                         .db = db,
+                         .outer = outer,
+                         .inner = inner};
+        ot_parallel_for(ctx, blocks, 1 + 16384 / (LN_ROWS * inner + 1), ln_grad_blocks, &j);
+        float *sums[2] = {out[1], out[2]};
+        const float *parts[2] = {ds, db};
+        for (int k = 0; k < 2; k++) {
+            if (!sums[k]) continue;
+            memset(sums[k], 0, (size_t)inner * sizeof(float));
+            for (int64_t b = 0; b < blocks; b++)
+                for (int64_t i = 0; i < inner; i++) sums[k][i] += parts[k][b * inner + i];
         }
     }
     return ot_train_finish(s, 3, o, tout, 5, tin);
