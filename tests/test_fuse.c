@@ -758,6 +758,71 @@ int main(void) {
         }
     }
     {
+        /* the gradient of Softmax(Qs Kt) V as autodiff writes it, on x [3, 5, 4] as dY, Qs = x * 0.5,
+         * Kt = Transpose(x) [3, 4, 5], V = Neg(x) (or, shared by the batches, Neg(ReduceMean(x) over them)),
+         * P = Softmax(Qs Kt): dP = FusedMatMul(dY, V, transB) -> Identity, dS = SoftmaxGrad_13(dP, P),
+         * dQs = FusedMatMul(dS, Kt, transB, alpha 0.5), dKt = FusedMatMul(Qs, dS, transA), dV =
+         * FusedMatMul(P, dY, transA); o = dQs + dV + Transpose(dKt). One AttentionCoreGrad with the
+         * unfused bits; also without dV; not when dS is also a graph output. */
+        const int64_t ad[3] = {3, 5, 4};
+        for (int variant = 0; variant < 4; variant++) {
+            const bool no_dv = variant == 1, leak = variant == 2, shared_v = variant == 3;
+            otter_model *m = new_model(17, 3, ad, "o");
+            CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+            if (leak) CHECK_OK(otter_graph_add_output(m->graph, "ds", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+            constant(m, "half", 0.5f);
+            otter_node *n;
+            node(m, "Mul", 2, (const char *[]){"x", "half"}, "qs");
+            CHECK_OK(otter_node_create(&n, "Transpose", "kt", 1, (const char *[]){"x"}, 1, (const char *[]){"kt"}));
+            CHECK_OK(otter_node_set_attr_ints(n, "perm", 3, (const int64_t[]){0, 2, 1}));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            if (shared_v) {
+                CHECK_OK(
+                    otter_node_create(&n, "ReduceMean", "xm", 1, (const char *[]){"x"}, 1, (const char *[]){"xm"}));
+                CHECK_OK(otter_node_set_attr_ints(n, "axes", 1, (const int64_t[]){0}));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+            }
+            node(m, "Neg", 1, (const char *[]){shared_v ? "xm" : "x"}, "v");
+            node(m, "MatMul", 2, (const char *[]){"qs", "kt"}, "s");
+            node(m, "Softmax", 1, (const char *[]){"s"}, "p");
+            const struct {
+                const char *a, *b, *out;
+                int ta, tb;
+                float alpha;
+            } mm[4] = {{"x", "v", "dp0", 0, 1, 1.0f},
+                       {"ds", "kt", "dqs", 0, 1, 0.5f},
+                       {"qs", "ds", "dkt", 1, 0, 1.0f},
+                       {"p", "x", "dv", 1, 0, 1.0f}};
+            for (int i = 0; i < 4; i++) {
+                if (i == 1) {
+                    node(m, "Identity", 1, (const char *[]){"dp0"}, "dp");
+                    CHECK_OK(otter_node_create(&n, "SoftmaxGrad_13", "ds", 2, (const char *[]){"dp", "p"}, 1,
+                                               (const char *[]){"ds"}));
+                    CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+                    CHECK_OK(otter_node_set_attr_int(n, "axis", -1));
+                    CHECK_OK(otter_graph_add_node(m->graph, n));
+                }
+                if (i == 3 && no_dv) break;
+                CHECK_OK(otter_node_create(&n, "FusedMatMul", mm[i].out, 2, (const char *[]){mm[i].a, mm[i].b}, 1,
+                                           (const char *[]){mm[i].out}));
+                CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+                CHECK_OK(otter_node_set_attr_int(n, "transA", mm[i].ta));
+                CHECK_OK(otter_node_set_attr_int(n, "transB", mm[i].tb));
+                CHECK_OK(otter_node_set_attr_float(n, "alpha", mm[i].alpha));
+                CHECK_OK(otter_graph_add_node(m->graph, n));
+            }
+            CHECK_OK(otter_node_create(&n, "Transpose", "dk", 1, (const char *[]){"dkt"}, 1, (const char *[]){"dk"}));
+            CHECK_OK(otter_node_set_attr_ints(n, "perm", 3, (const int64_t[]){0, 2, 1}));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            node(m, "Add", 2, (const char *[]){"dqs", no_dv ? "x" : "dv"}, "a");
+            node(m, "Add", 2, (const char *[]){"a", "dk"}, "o");
+            const char *what[4] = {"attention gradient -> AttentionCoreGrad", "  same, without dV",
+                                   "  same, dS also an output", "  same, V shared by the batches"};
+            compare(what[variant], m, 3, ad, leak ? 0 : 1, leak ? 15 : shared_v ? 11 : 10, false, 1e-300);
+            otter_model_free(m);
+        }
+    }
+    {
         /* a Concat of convolutions of x (16 channels): 1x1 -> 32, 3x3 pads 1 -> 16 without bias, 5x3
          * pads (2, 1) -> 24 with its bias through an Identity, each + Relu: one FusedConv whose
          * kernel_parts give the channel-lane kernel each window (AVX-512; elsewhere the Concat of

@@ -288,6 +288,7 @@ otter_status ot_infer_blocked_global_pool(ot_inode *n);
 otter_status ot_infer_blocked_conv(ot_inode *n);
 otter_status ot_infer_otter_fused_gemm(ot_inode *n);
 otter_status ot_infer_ms_fused_matmul(ot_inode *n);
+otter_status ot_infer_attention_core_grad(ot_inode *n);
 otter_status ot_infer_otter_fused_matmul(ot_inode *n);
 otter_status ot_infer_broadcast_gradient_args(ot_inode *n);
 otter_status ot_infer_gather_elements_grad(ot_inode *n);

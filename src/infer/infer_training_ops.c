@@ -224,6 +224,25 @@ otter_status ot_infer_otter_fused_matmul(ot_inode *n) {
     return ot_infer_as_picked(n, ot_infer_matmul, 13, 2, pick, false);
 }
 
+/* com.otter AttentionCoreGrad(dY, V, P, Kt, Qs) -> dQs, dKt, dV: dY's batch dims, then the last two dims of
+ * Qs, Kt and V */
+otter_status ot_infer_attention_core_grad(ot_inode *n) {
+    static const size_t like[3] = {4, 3, 1};
+    const ot_ival *dy = ot_in(n, 0);
+    for (size_t o = 0; o < 3 && o < n->n_out; o++) {
+        const ot_ival *x = ot_in(n, like[o]);
+        if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, like[o]) || dy->rank < 2 || x->rank < 2) {
+            OT_TRY(ot_out_shape(n, o, OTTER_DTYPE_FLOAT, -1, NULL));
+            continue;
+        }
+        ot_idim d[OTTER_MAX_RANK];
+        for (int i = 0; i < dy->rank - 2; i++) d[i] = dy->dims[i];
+        d[dy->rank - 2] = x->dims[x->rank - 2], d[dy->rank - 1] = x->dims[x->rank - 1];
+        OT_TRY(ot_out_shape(n, o, OTTER_DTYPE_FLOAT, dy->rank, d));
+    }
+    return OTTER_OK;
+}
+
 /* ---- ai.onnx.preview.training Gradient: the i-th output is the gradient for the i-th input ---- */
 
 otter_status ot_infer_gradient(ot_inode *n) {

@@ -475,6 +475,8 @@ const ot_op_entry ot_op_table[] = {
     {"com.microsoft", "TanhGrad", KERNELS({1, ot_kernel_tanh_grad, 0}), .infer = ot_infer_like_input},
     {"com.microsoft", "ZeroGradient", KERNELS({1, ot_kernel_zero_gradient, OT_OP_NOFOLD}),
      .infer = ot_infer_like_input}, /* changes input 0 in place: never folded */
+    {"com.otter", "AttentionCoreGrad", KERNELS({1, ot_kernel_attention_core_grad, 0}),
+     .infer = ot_infer_attention_core_grad}, /* 1: (dY, V, P, Kt, Qs) -> dQs, dKt, dV of Softmax(Qs Kt) V (fuse.c) */
     {"com.otter", "AttentionGrad", KERNELS({1, ot_kernel_attention_grad, 0}),
      .infer = ot_infer_grad_like_inputs}, /* 1: (dY, Q, K, V[, mask, past K, V]) -> their gradients */
     {"com.otter", "BlockedGlobalAveragePool", KERNELS({1, ot_kernel_blocked_globalaveragepool, 0}),

@@ -985,12 +985,84 @@ static otter_status fuse_slices_grad(fz *f, size_t k) {
     return OTTER_OK;
 }
 
+/* n is a com.microsoft FusedMatMul of two inputs with these transA / transB, no transBatch; its alpha into *alpha. */
+static bool ms_product(const otter_node *n, bool ta, bool tb, float *alpha) {
+    if (!n || !n->domain || strcmp(n->domain, "com.microsoft") || strcmp(n->op_type, "FusedMatMul") ||
+        n->n_inputs != 2 || n->n_outputs != 1 || !n->inputs[0][0] || !n->inputs[1][0] ||
+        otter_node_attr_int(n, "transA", 0) != ta || otter_node_attr_int(n, "transB", 0) != tb ||
+        otter_node_attr_int(n, "transBatchA", 0) || otter_node_attr_int(n, "transBatchB", 0))
+        return false;
+    *alpha = otter_node_attr_float(n, "alpha", 1.0f);
+    return true;
+}
+
+/* Made before node `at` (a graph input, an initializer or an earlier node's output). */
+static bool defined_before(const fz *f, const char *name, intptr_t at) { return get(&f->producer, name) < at; }
+
+/* The gradient of Softmax(S) V as autodiff writes it for an exported attention (rules of MatMul and
+ * Softmax): dP = FusedMatMul(dY, V, transB) [-> Identity], dS = SoftmaxGrad_13(dP, P) read by
+ * FusedMatMul(dS, Kt, transB) (dQs) and FusedMatMul(Qs, dS, transA) (dKt), with dV = FusedMatMul(P, dY,
+ * transA) when there is one -> com.otter AttentionCoreGrad(dY, V, P, Kt, Qs) -> dQs, dKt, dV, a batch's
+ * scores in cache from dP to dS (runtime/ops/training_attention.c), in dP's product's place. `k` is the
+ * SoftmaxGrad_13. */
+static otter_status fuse_attention_core_grad(fz *f, size_t k) {
+    const otter_node *sg = f->g->nodes[k];
+    if (!sg->domain || strcmp(sg->domain, "com.microsoft") || strcmp(sg->op_type, "SoftmaxGrad_13") ||
+        sg->n_inputs != 2 || sg->n_outputs != 1 || otter_node_attr_int(sg, "axis", -1) != -1 ||
+        only_reader(f, sg->inputs[0]) != (int64_t)k)
+        return OTTER_OK;
+    const char *dp = sg->inputs[0], *p = sg->inputs[1], *ds = sg->outputs[0];
+    int64_t id_at = -1;
+    const otter_node *id = made_by(f, dp, "Identity", &id_at);
+    if (id && (id->n_inputs != 1 || only_reader(f, id->inputs[0]) != id_at)) return OTTER_OK;
+    if (id) dp = id->inputs[0];
+    const intptr_t at = get(&f->producer, dp);
+    const otter_node *mdp = at >= 0 ? f->g->nodes[at] : NULL;
+    float a_dp, a_q = 0, a_k = 0, a_v;
+    if (!ms_product(mdp, false, true, &a_dp) || a_dp != 1.0f) return OTTER_OK;
+    const char *dy = mdp->inputs[0], *v = mdp->inputs[1], *kt = NULL, *qs = NULL;
+    int64_t q_at = -1, k_at = -1, v_at = -1, ds_reads = 0;
+    for (size_t j = 0; j < f->g->n_nodes; j++) {
+        const otter_node *n = f->g->nodes[j];
+        if (!n || j == k) continue;
+        for (size_t i = 0; i < n->n_inputs; i++) ds_reads += !strcmp(n->inputs[i], ds);
+        if (q_at < 0 && ms_product(n, false, true, &a_q) && !strcmp(n->inputs[0], ds) && strcmp(n->inputs[1], ds))
+            q_at = (int64_t)j, kt = n->inputs[1];
+        else if (k_at < 0 && ms_product(n, true, false, &a_k) && !strcmp(n->inputs[1], ds) && strcmp(n->inputs[0], ds))
+            k_at = (int64_t)j, qs = n->inputs[0];
+        else if (v_at < 0 && ms_product(n, true, false, &a_v) && a_v == 1.0f && !strcmp(n->inputs[0], p) &&
+                 !strcmp(n->inputs[1], dy))
+            v_at = (int64_t)j;
+    }
+    if (q_at < 0 || k_at < 0 || ds_reads != 2 || get(&f->uses, ds) != 2 || !defined_before(f, p, at) ||
+        !defined_before(f, kt, at) || !defined_before(f, qs, at) || !shown_float(f, dy, 6))
+        return OTTER_OK;
+    const char *outs[3] = {f->g->nodes[q_at]->outputs[0], f->g->nodes[k_at]->outputs[0],
+                           v_at >= 0 ? f->g->nodes[v_at]->outputs[0] : ""};
+    otter_node *n;
+    OT_TRY(otter_node_create(&n, "AttentionCoreGrad", sg->name, 5, (const char *const[]){dy, v, p, kt, qs},
+                             v_at >= 0 ? 3 : 2, outs));
+    otter_status s = otter_node_set_domain(n, "com.otter");
+    if (s == OTTER_OK && a_q != 1.0f) s = otter_node_set_attr_float(n, "alpha_q", a_q);
+    if (s == OTTER_OK && a_k != 1.0f) s = otter_node_set_attr_float(n, "alpha_k", a_k);
+    if (s == OTTER_OK) s = park(f, f->g->nodes[at]);
+    if (s != OTTER_OK) {
+        otter_node_free(n);
+        return s;
+    }
+    f->g->nodes[at] = n;
+    const int64_t gone[5] = {(int64_t)k, id_at, q_at, k_at, v_at};
+    for (int i = 0; i < 5; i++)
+        if (gone[i] >= 0) OT_TRY(bury(f, (size_t)gone[i]));
+    return OTTER_OK;
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
         if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul") ||
             is_op(g->nodes[k], "ScatterElements") || is_op(g->nodes[k], "Where") || is_op(g->nodes[k], "Dropout") ||
-            is_op(g->nodes[k], "Sum"))
+            is_op(g->nodes[k], "Sum") || (g->nodes[k]->domain && !strcmp(g->nodes[k]->op_type, "SoftmaxGrad_13")))
             return true;
     return false;
 }
@@ -1043,6 +1115,9 @@ static otter_status run_passes(fz *f) {
         if (is_op(g->nodes[k], "Where")) OT_TRY(fuse_clip_grad(f, k));
         if (is_op(g->nodes[k], "Dropout")) OT_TRY(drop_zero_dropout(f, k));
         if (is_op(g->nodes[k], "Sum")) OT_TRY(fuse_slices_grad(f, k));
+        if (g->nodes[k] && g->nodes[k]->domain && !strcmp(g->nodes[k]->domain, "com.microsoft") &&
+            !strcmp(g->nodes[k]->op_type, "SoftmaxGrad_13"))
+            OT_TRY(fuse_attention_core_grad(f, k));
     }
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];

@@ -19,6 +19,10 @@
  *   only by the Sum
  *                                   -> SlicesGrad(SliceGrad's inputs, then (dY, starts, ends, axes, steps)
  *                                      of each other part): dX written once, parts copied when they tile it
+ *   the gradient of Softmax(Qs Kt) V autodiff writes: dP = FusedMatMul(dY, V, transB) [-> Identity],
+ *   SoftmaxGrad_13(dP, P) read by FusedMatMul(., Kt, transB) and FusedMatMul(Qs, ., transA) [, and
+ *   FusedMatMul(P, dY, transA)]  -> AttentionCoreGrad(dY, V, P, Kt, Qs) -> dQs, dKt[, dV]: a batch's
+ *                                      scores in cache from dP to dS, the same bits
  *   Dropout with a constant ratio of 0, and the com.microsoft DropoutGrads (ratio 0) that are all the
  *   readers of its mask           -> Identity (the session's aliases), same bits
  *

@@ -316,6 +316,9 @@ otter_status ot_kernel_concat_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_split_training(ot_kernel_ctx *ctx);
 otter_status ot_kernel_broadcast_gradient_args(ot_kernel_ctx *ctx);
 
+/* training_attention.c: com.otter AttentionCoreGrad (the fused gradient of Softmax(Qs Kt) V) */
+otter_status ot_kernel_attention_core_grad(ot_kernel_ctx *ctx);
+
 /* gradient.c: ai.onnx.preview.training Gradient, through the public autodiff API */
 otter_status ot_kernel_gradient(ot_kernel_ctx *ctx);
 

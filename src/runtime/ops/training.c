@@ -443,26 +443,27 @@ typedef struct sm_grad_job {
     bool log;
 } sm_grad_job;
 
-/* Lines [l0, l1) of mid elements, inner apart (line l: outer l / inner, offset l % inner), each its sum of
- * dY (log) or dY * Y in four running sums (one would wait on every add's latency), then dX. */
+void ot_softmax_grad_line(bool log, const float *dy, const float *restrict y, float *dx, int64_t mid, int64_t in) {
+    double acc[4] = {0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 4 <= mid; k += 4)
+        for (int q = 0; q < 4; q++)
+            acc[q] += log ? (double)dy[(k + q) * in] : (double)dy[(k + q) * in] * y[(k + q) * in];
+    for (; k < mid; k++) acc[0] += log ? (double)dy[k * in] : (double)dy[k * in] * y[k * in];
+    const float sum = (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    if (log)
+        for (k = 0; k < mid; k++) dx[k * in] = dy[k * in] - expf(y[k * in]) * sum;
+    else
+        for (k = 0; k < mid; k++) dx[k * in] = y[k * in] * (dy[k * in] - sum);
+}
+
+/* Lines [l0, l1) (line l: outer l / inner, offset l % inner). */
 static void sm_grad_lines(void *arg, int64_t l0, int64_t l1) {
     const sm_grad_job *j = arg;
     const int64_t mid = j->mid, in = j->inner;
     for (int64_t l = l0; l < l1; l++) {
         const int64_t base = l / in * mid * in + l % in;
-        const float *restrict dy = j->dy + base, *restrict y = j->y + base;
-        float *restrict dx = j->dx + base;
-        double acc[4] = {0, 0, 0, 0};
-        int64_t k = 0;
-        for (; k + 4 <= mid; k += 4)
-            for (int q = 0; q < 4; q++)
-                acc[q] += j->log ? (double)dy[(k + q) * in] : (double)dy[(k + q) * in] * y[(k + q) * in];
-        for (; k < mid; k++) acc[0] += j->log ? (double)dy[k * in] : (double)dy[k * in] * y[k * in];
-        const float sum = (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
-        if (j->log)
-            for (k = 0; k < mid; k++) dx[k * in] = dy[k * in] - expf(y[k * in]) * sum;
-        else
-            for (k = 0; k < mid; k++) dx[k * in] = y[k * in] * (dy[k * in] - sum);
+        ot_softmax_grad_line(j->log, j->dy + base, j->y + base, j->dx + base, mid, in);
     }
 }
 

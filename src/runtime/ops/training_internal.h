@@ -34,6 +34,10 @@ bool ot_train_same_shape(const otter_tensor *a, const otter_tensor *b);
 /* A scalar (one element) numeric input as double; def when the input is omitted. */
 otter_status ot_train_scalar(const ot_kernel_ctx *ctx, size_t i, double def, double *out);
 
+/* One line of SoftmaxGrad (LogSoftmaxGrad with log): dX from dY and Y, mid elements `in` apart; the sum of dY
+ * (log) or dY * Y in four running sums (one would wait on every add's latency). dx may be dy. */
+void ot_softmax_grad_line(bool log, const float *dy, const float *y, float *dx, int64_t mid, int64_t in);
+
 /* Kernels in training_nn.c */
 
 /* Kernels in training_shape.c */
