@@ -37,6 +37,11 @@ static bool is_op(const otter_node *n, const char *op) {
     return n && default_domain(n->domain) && !strcmp(n->op_type, op);
 }
 
+/* n is ONNX Runtime's com.microsoft `op` (the training graphs' gradient operators). */
+static bool is_ms_op(const otter_node *n, const char *op) {
+    return n && n->domain && !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, op);
+}
+
 static intptr_t get(const ot_strmap *m, const char *k) {
     intptr_t v;
     return k && k[0] && ot_strmap_get(m, k, &v) ? v : -1;
@@ -653,9 +658,9 @@ static otter_status fuse_maxpool_grad(fz *f, size_t k) {
      * is MaxPool's output P, so P > 0 picks the values ReluGrad keeps (input 3 of the fused node) */
     int64_t rg = only_reader(f, re->outputs[0]);
     const otter_node *rn = rg >= 0 ? f->g->nodes[rg] : NULL;
-    bool relu = rn && rn->domain && !strcmp(rn->domain, "com.microsoft") && !strcmp(rn->op_type, "ReluGrad") &&
-                rn->n_inputs == 2 && rn->n_outputs == 1 && !strcmp(rn->inputs[0], re->outputs[0]) &&
-                pool->n_inputs >= 1 && !strcmp(rn->inputs[1], pool->inputs[0]) && pool->outputs[0][0];
+    bool relu = is_ms_op(rn, "ReluGrad") && rn->n_inputs == 2 && rn->n_outputs == 1 &&
+                !strcmp(rn->inputs[0], re->outputs[0]) && pool->n_inputs >= 1 &&
+                !strcmp(rn->inputs[1], pool->inputs[0]) && pool->outputs[0][0];
     otter_node *n;
     OT_TRY(otter_node_create(&n, "MaxPoolGrad", re->name, relu ? 4 : 3,
                              (const char *[]){dy, ind, cs->inputs[0], pool->outputs[0]}, 1,
@@ -898,9 +903,8 @@ static bool dropout_ratio(const fz *f, const otter_node *n, float *ratio) {
 /* com.microsoft DropoutGrad(dY, mask, ratio?, training_mode?) reading mask with a constant ratio of 0. */
 static bool zero_dropout_grad(const fz *f, const otter_node *n, const char *mask) {
     float ratio = 0.5f;
-    return n && n->domain && !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "DropoutGrad") &&
-           n->n_inputs >= 2 && n->n_outputs == 1 && !strcmp(n->inputs[1], mask) && strcmp(n->inputs[0], mask) &&
-           (n->n_inputs < 3 || const_scalar(f, n->inputs[2], &ratio)) && ratio == 0.0f;
+    return is_ms_op(n, "DropoutGrad") && n->n_inputs >= 2 && n->n_outputs == 1 && !strcmp(n->inputs[1], mask) &&
+           strcmp(n->inputs[0], mask) && (n->n_inputs < 3 || const_scalar(f, n->inputs[2], &ratio)) && ratio == 0.0f;
 }
 
 /* Node k becomes Identity(in) writing its output 0 (the old node is kept until the end). */
@@ -941,8 +945,8 @@ static otter_status drop_zero_dropout(fz *f, size_t k) {
 static otter_node *slice_grad_for(const fz *f, const char *name, size_t reader, int64_t *at) {
     *at = get(&f->producer, name);
     otter_node *n = *at >= 0 ? f->g->nodes[*at] : NULL;
-    if (!n || !n->domain || strcmp(n->domain, "com.microsoft") || strcmp(n->op_type, "SliceGrad") || n->n_inputs < 4 ||
-        n->n_inputs > 6 || n->n_outputs != 1 || only_reader(f, name) != (int64_t)reader)
+    if (!is_ms_op(n, "SliceGrad") || n->n_inputs < 4 || n->n_inputs > 6 || n->n_outputs != 1 ||
+        only_reader(f, name) != (int64_t)reader)
         return NULL;
     return n;
 }
@@ -987,8 +991,7 @@ static otter_status fuse_slices_grad(fz *f, size_t k) {
 
 /* n is a com.microsoft FusedMatMul of two inputs with these transA / transB, no transBatch; its alpha into *alpha. */
 static bool ms_product(const otter_node *n, bool ta, bool tb, float *alpha) {
-    if (!n || !n->domain || strcmp(n->domain, "com.microsoft") || strcmp(n->op_type, "FusedMatMul") ||
-        n->n_inputs != 2 || n->n_outputs != 1 || !n->inputs[0][0] || !n->inputs[1][0] ||
+    if (!is_ms_op(n, "FusedMatMul") || n->n_inputs != 2 || n->n_outputs != 1 || !n->inputs[0][0] || !n->inputs[1][0] ||
         otter_node_attr_int(n, "transA", 0) != ta || otter_node_attr_int(n, "transB", 0) != tb ||
         otter_node_attr_int(n, "transBatchA", 0) || otter_node_attr_int(n, "transBatchB", 0))
         return false;
@@ -1007,9 +1010,8 @@ static bool defined_before(const fz *f, const char *name, intptr_t at) { return 
  * SoftmaxGrad_13. */
 static otter_status fuse_attention_core_grad(fz *f, size_t k) {
     const otter_node *sg = f->g->nodes[k];
-    if (!sg->domain || strcmp(sg->domain, "com.microsoft") || strcmp(sg->op_type, "SoftmaxGrad_13") ||
-        sg->n_inputs != 2 || sg->n_outputs != 1 || otter_node_attr_int(sg, "axis", -1) != -1 ||
-        only_reader(f, sg->inputs[0]) != (int64_t)k)
+    if (!is_ms_op(sg, "SoftmaxGrad_13") || sg->n_inputs != 2 || sg->n_outputs != 1 ||
+        otter_node_attr_int(sg, "axis", -1) != -1 || only_reader(f, sg->inputs[0]) != (int64_t)k)
         return OTTER_OK;
     const char *dp = sg->inputs[0], *p = sg->inputs[1], *ds = sg->outputs[0];
     int64_t id_at = -1;
@@ -1062,7 +1064,7 @@ static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
         if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul") ||
             is_op(g->nodes[k], "ScatterElements") || is_op(g->nodes[k], "Where") || is_op(g->nodes[k], "Dropout") ||
-            is_op(g->nodes[k], "Sum") || (g->nodes[k]->domain && !strcmp(g->nodes[k]->op_type, "SoftmaxGrad_13")))
+            is_op(g->nodes[k], "Sum") || is_ms_op(g->nodes[k], "SoftmaxGrad_13"))
             return true;
     return false;
 }
@@ -1115,9 +1117,7 @@ static otter_status run_passes(fz *f) {
         if (is_op(g->nodes[k], "Where")) OT_TRY(fuse_clip_grad(f, k));
         if (is_op(g->nodes[k], "Dropout")) OT_TRY(drop_zero_dropout(f, k));
         if (is_op(g->nodes[k], "Sum")) OT_TRY(fuse_slices_grad(f, k));
-        if (g->nodes[k] && g->nodes[k]->domain && !strcmp(g->nodes[k]->domain, "com.microsoft") &&
-            !strcmp(g->nodes[k]->op_type, "SoftmaxGrad_13"))
-            OT_TRY(fuse_attention_core_grad(f, k));
+        if (is_ms_op(g->nodes[k], "SoftmaxGrad_13")) OT_TRY(fuse_attention_core_grad(f, k));
     }
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];

@@ -25,7 +25,7 @@ typedef struct core_grad {
 static void core_grad_batches(void *arg, int64_t t0, int64_t t1) {
     core_grad *g = arg;
     const int64_t T = g->T, S = g->S, dv = g->dv_w, dk = g->dk;
-    float *ds = ot_malloc((size_t)(T * S) * sizeof(float) + sizeof(float));
+    float *ds = ot_malloc((size_t)(T * S) * sizeof(float)); /* T * S > 0: the kernel returned before */
     otter_status s = ds ? OTTER_OK : OTTER_ERR_NOMEM;
     for (int64_t t = t0; t < t1 && s == OTTER_OK; t++) {
         const float *dy = g->dy + t * g->s_dy, *v = g->v + t * g->s_v, *p = g->p + t * g->s_p;

@@ -111,9 +111,9 @@ static otter_status ln_grad_common(ot_kernel_ctx *ctx, bool simplified) {
     }
     const int64_t blocks = (outer + LN_ROWS - 1) / LN_ROWS;
     const size_t part = (size_t)(blocks * inner) * sizeof(float);
-    float *ds = s == OTTER_OK && out[1] && part ? ot_ctx_scratch(ctx, part) : NULL;
-    float *db = s == OTTER_OK && out[2] && part ? ot_ctx_scratch(ctx, part) : NULL;
-    if (s == OTTER_OK && ((out[1] && part && !ds) || (out[2] && part && !db))) s = OT_NOMEM();
+    float *ds = s == OTTER_OK && out[1] ? ot_ctx_scratch(ctx, part) : NULL;
+    float *db = s == OTTER_OK && out[2] ? ot_ctx_scratch(ctx, part) : NULL;
+    if (s == OTTER_OK && ((out[1] && !ds) || (out[2] && !db))) s = OTTER_ERR_NOMEM; /* the scratch's error is set */
     if (s == OTTER_OK) {
         ln_grad_job j = {.dy = DY,
                          .x = X,

@@ -300,21 +300,21 @@ otter_status ot_kernel_slice_grad(ot_kernel_ctx *ctx) {
     float *ty = NULL, *DX;
     otter_tensor *dx;
     OT_TRY(ot_train_out(ctx, 0, dy->dtype, rank, dims, &dx, &DX, &ty));
-    slice_box *box = ot_calloc(parts, sizeof *box);
-    otter_status s = box ? OTTER_OK : OT_NOMEM();
+    slice_box *box = ot_ctx_scratch(ctx, parts * sizeof *box);
+    otter_status s = box ? OTTER_OK : OTTER_ERR_NOMEM;
+    /* part g's dY: input 0 for the first part, else the first of its five; its starts: input 2 + 5 g */
     for (size_t g = 0; g < parts && s == OTTER_OK; g++)
-        s = g == 0 ? slice_box_of(ctx, 2, 0, dx, &box[0]) : slice_box_of(ctx, 2 + 5 * g, 1 + 5 * g, dx, &box[g]);
+        s = slice_box_of(ctx, 2 + 5 * g, g ? 1 + 5 * g : 0, dx, &box[g]);
     const bool tiled = s == OTTER_OK && boxes_tile(box, parts, dx);
     if (s == OTTER_OK && !tiled && otter_tensor_numel(dx)) memset(DX, 0, (size_t)otter_tensor_numel(dx) * sizeof *DX);
     for (size_t g = 0; g < parts && s == OTTER_OK; g++) {
-        const size_t dy_i = g == 0 ? 0 : 1 + 5 * g;
+        const size_t dy_i = g ? 1 + 5 * g : 0;
         const float *DY;
         float *t0 = NULL;
         s = ot_train_in(ctx, dy_i, &DY, &t0);
         if (s == OTTER_OK) scatter_box(DX, dx, DY, otter_tensor_numel(ot_ctx_input(ctx, dy_i)), &box[g], tiled);
         ot_free(t0);
     }
-    ot_free(box);
     return finish(s, dx, ty, NULL);
 }
 
