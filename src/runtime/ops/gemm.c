@@ -748,49 +748,41 @@ int64_t ot_sgemm_pack_rows_wasm(const float *src, int64_t ld, int64_t kc, float 
 }
 #endif
 
-/* Packing callbacks over the stored matrices A and B (arg: the sg_args). */
+/* Packing callbacks over the stored matrices A and B (arg: the sg_args). B transposed (B stored
+ * not transposed: pack_stretches below). */
 static void mat_pack_b(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
 #if defined(__wasm_simd128__)
-    if (g->tb) {
-        mat_pack_b_trans_wasm(g->B, g->ldb, j0, nr, p0, kc, dst);
-        return;
-    }
-#endif
-    int64_t k4 = 0, j4 = 0; /* with B transposed, [0, k4) x [0, j4) is packed by 4 x 4 blocks */
+    mat_pack_b_trans_wasm(g->B, g->ldb, j0, nr, p0, kc, dst);
+#else
+    int64_t k4 = 0, j4 = 0; /* [0, k4) x [0, j4) is packed by 4 x 4 blocks */
 #ifdef OT_GEMM_X86
-    if (g->tb) {
-        /* SSE 4 x 4 transposes: gathering a column of B^T reads NR rows a float at a time (attention's
-         * K^T, the input gradients' W^T) */
-        const int64_t ld = g->ldb;
-        k4 = kc / 4 * 4, j4 = nr / 4 * 4;
-        for (int64_t k = 0; k < k4; k += 4)
-            for (int64_t j = 0; j < j4; j += 4) {
-                const float *src = g->B + (j0 + j) * ld + p0 + k;
-                __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld),
-                       r3 = _mm_loadu_ps(src + 3 * ld);
-                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-                float *d = dst + k * NR + j;
-                _mm_storeu_ps(d, r0), _mm_storeu_ps(d + NR, r1);
-                _mm_storeu_ps(d + 2 * NR, r2), _mm_storeu_ps(d + 3 * NR, r3);
-            }
-    }
+    /* SSE 4 x 4 transposes: gathering a column of B^T reads NR rows a float at a time (attention's
+     * K^T, the input gradients' W^T) */
+    const int64_t ld = g->ldb;
+    k4 = kc / 4 * 4, j4 = nr / 4 * 4;
+    for (int64_t k = 0; k < k4; k += 4)
+        for (int64_t j = 0; j < j4; j += 4) {
+            const float *src = g->B + (j0 + j) * ld + p0 + k;
+            __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld),
+                   r3 = _mm_loadu_ps(src + 3 * ld);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            float *d = dst + k * NR + j;
+            _mm_storeu_ps(d, r0), _mm_storeu_ps(d + NR, r1);
+            _mm_storeu_ps(d + 2 * NR, r2), _mm_storeu_ps(d + 3 * NR, r3);
+        }
 #endif
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * NR;
-        int64_t kk = p0 + k, j = k < k4 ? j4 : 0;
-        if (!g->tb) {
-            const float *src = g->B + kk * g->ldb + j0;
-            for (; j < nr; j++) d[j] = src[j];
-        } else {
-            const float *src = g->B + j0 * g->ldb + kk;
-            for (; j < nr; j++) d[j] = src[j * g->ldb];
-        }
+        const float *src = g->B + j0 * g->ldb + p0 + k;
+        int64_t j = k < k4 ? j4 : 0;
+        for (; j < nr; j++) d[j] = src[j * g->ldb];
         for (; j < NR; j++) d[j] = 0.0f;
     }
+#endif
 }
 
-/* A not transposed (stored transposed: pack_a_trans), alpha folded in. */
+/* A not transposed (stored transposed: pack_stretches), alpha folded in. */
 static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int64_t kc, float *dst) {
     const sg_args *g = arg;
     int64_t k0 = 0;
@@ -831,9 +823,51 @@ static void mat_pack_a(const void *arg, int64_t i0, int64_t mr, int64_t p0, int6
     }
 }
 
+/* Slabs [s0, s1) of width W (MR rows of A stored transposed, NR columns of B stored not transposed),
+ * alpha folded in: a slab's k-th row is W consecutive floats of the stored matrix's row k (src + k *
+ * ld, the slab's first at column c0 + s * W, short of W at end). Packed slab by slab, each k would
+ * read W floats of a row ld floats past the last (the weight gradients' operands: 1-16 KB, a page or
+ * more a row, rows in the same L1 sets: a miss each); groups of `group` slabs are packed k by k
+ * instead, reading a stretch of each row (4096x256x256 with A transposed: packing A 17% -> 12.5% of
+ * the product's perf samples with groups of 16; 256x1024x4096: packing B 27% -> 14%, 20 -> 16 ms).
+ * Inlined: W constant, the copies are a few vector moves, not calls. */
+static inline __attribute__((always_inline)) void pack_stretches(const float *src, int64_t ld, int64_t kc, int64_t c0,
+                                                                 int64_t end, int W, float alpha, int64_t group,
+                                                                 float *dst, int64_t s0, int64_t s1) {
+    for (int64_t sb = s0; sb < s1; sb += group) {
+        const int64_t se = sb + group < s1 ? sb + group : s1;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *restrict row = src + k * ld;
+            for (int64_t s = sb; s < se; s++) {
+                const int64_t i0 = c0 + s * W, w = end - i0 < W ? end - i0 : W;
+                float *restrict d = dst + s * kc * W + k * W;
+                if (w == W && alpha == 1.0f) {
+                    memcpy(d, row + i0, (size_t)W * sizeof(float));
+                    continue;
+                }
+#ifdef OT_GEMM_X86
+                if (w == MR && W == MR) {
+                    const __m128 al = _mm_set1_ps(alpha);
+                    _mm_storeu_ps(d, _mm_mul_ps(al, _mm_loadu_ps(row + i0)));
+                    _mm_storel_pi((__m64 *)(d + 4),
+                                  _mm_mul_ps(al, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(row + i0 + 4))));
+                    continue;
+                }
+#endif
+                for (int64_t i = 0; i < W; i++) d[i] = i < w ? alpha * row[i0 + i] : 0.0f;
+            }
+        }
+    }
+}
+
 /* Pack B[pc:pc+kc, jc:jc+nc] slabs [s0, s1) of NR columns. */
 static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
     sg_args *g = arg;
+    if (g->pack_b == mat_pack_b && !g->tb) { /* mat_pack_b is for B transposed */
+        pack_stretches(g->B + (g->k0 + g->pc) * g->ldb, g->ldb, g->kc, g->jc, g->jc + g->nc, NR, 1.0f, 32, g->pb, s0,
+                       s1);
+        return;
+    }
     for (int64_t s = s0; s < s1; s++) {
         int64_t j0 = g->jc + s * NR;
         int64_t nr = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
@@ -841,44 +875,12 @@ static void sg_pack_b(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-/* A stored transposed (Gemm's transA, the weight gradients X^T dY), alpha folded in: each k's rows
- * of a slab are MR consecutive floats of A's row k. Packed slab by slab, each k read 24 bytes of a
- * row 16 KB past the last (4096 rows); groups of PACK_A_SLABS slabs are packed k by k instead,
- * reading 384 contiguous bytes of each row (4096x256x256 with A transposed: packing 17% -> 12.5% of
- * the product's perf samples). */
-#define PACK_A_SLABS 16
-static void pack_a_trans(const sg_args *g, int64_t s0, int64_t s1) {
-    const int64_t end = g->ic + g->mc, kc = g->kc;
-    const float alpha = g->alpha;
-    for (int64_t sb = s0; sb < s1; sb += PACK_A_SLABS) {
-        const int64_t se = sb + PACK_A_SLABS < s1 ? sb + PACK_A_SLABS : s1;
-        for (int64_t k = 0; k < kc; k++) {
-            const float *restrict src = g->A + (g->k0 + g->pc + k) * g->lda;
-            for (int64_t s = sb; s < se; s++) {
-                const int64_t i0 = g->ic + s * MR, mr = end - i0 < MR ? end - i0 : MR;
-                float *restrict dst = g->pa + s * kc * MR + k * MR;
-                if (mr == MR) {
-#ifdef OT_GEMM_X86
-                    const __m128 al = _mm_set1_ps(alpha);
-                    _mm_storeu_ps(dst, _mm_mul_ps(al, _mm_loadu_ps(src + i0)));
-                    _mm_storel_pi((__m64 *)(dst + 4),
-                                  _mm_mul_ps(al, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + i0 + 4))));
-#else
-                    for (int64_t i = 0; i < MR; i++) dst[i] = alpha * src[i0 + i];
-#endif
-                    continue;
-                }
-                for (int64_t i = 0; i < MR; i++) dst[i] = i < mr ? alpha * src[i0 + i] : 0.0f;
-            }
-        }
-    }
-}
-
 /* Pack A[ic:ic+mc, pc:pc+kc] slabs [s0, s1) of MR rows. */
 static void sg_pack_a(void *arg, int64_t s0, int64_t s1) {
     sg_args *g = arg;
     if (g->pack_a == mat_pack_a && g->ta) {
-        pack_a_trans(g, s0, s1);
+        pack_stretches(g->A + (g->k0 + g->pc) * g->lda, g->lda, g->kc, g->ic, g->ic + g->mc, MR, g->alpha, 16, g->pa,
+                       s0, s1);
         return;
     }
     for (int64_t s = s0; s < s1; s++) {
