@@ -285,7 +285,13 @@ ukr_avx512_tall_tile(const bool PACKED, int64_t kc, const float *restrict a, int
     __m512 acc[2 * MR][2];
     const float *restrict a2 = PACKED ? a + kc * MR : a + MR * lda;
 #pragma GCC unroll 12
-    for (int i = 0; i < 2 * MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < 2 * MR; i++) {
+        /* C's tile fetched for writing while the products run: stored to lines not in cache (the
+         * encoder's 4096 x 1024 outputs), the tile waits on their reads */
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        __builtin_prefetch(c + i * ldc, 1, 3);
+        __builtin_prefetch(c + i * ldc + 16, 1, 3);
+    }
     for (int64_t k = 0; k < kc; k++, a += PACKED ? MR : 1, a2 += PACKED ? MR : 1, b += ldb) {
         if (stream) {
             _mm_prefetch((const char *)(b + PREFETCH_K * ldb), _MM_HINT_T0);
