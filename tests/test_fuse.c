@@ -456,6 +456,29 @@ int main(void) {
         node(m, "Relu", 1, (const char *[]){"a"}, "r");
         compare("MatMul(x, Transpose(W))+Add(bias input)+Relu", m, 2, x80r, 1, 2, true, 1e-6);
         otter_model_free(m);
+        /* Transpose(Gemm(A, B)) -> Gemm(B, A) with the transposes swapped and flipped (a weight
+         * gradient's Transpose), every transA/transB, alpha 0.5 once; kept when the Gemm's output is
+         * also a graph output */
+        for (int c = 0; c < 5; c++) {
+            const int ta = c & 1, tb = (c >> 1) & 1, leak = c == 4;
+            const int64_t K = ta ? 80 : 12, bd[2] = {tb ? 9 : K, tb ? K : 9};
+            m = new_model(14, 2, x80r, "r");
+            add_init(m, "B", 2, bd, 3, -0.5f, 1.0f);
+            CHECK_OK(otter_node_create(&n, "Gemm", "g", 2, (const char *[]){"x", "B"}, 1, (const char *[]){"g"}));
+            CHECK_OK(otter_node_set_attr_int(n, "transA", ta));
+            CHECK_OK(otter_node_set_attr_int(n, "transB", tb));
+            if (c == 3) CHECK_OK(otter_node_set_attr_float(n, "alpha", 0.5f));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            CHECK_OK(otter_node_create(&n, "Transpose", "t", 1, (const char *[]){"g"}, 1, (const char *[]){"r"}));
+            CHECK_OK(otter_node_set_attr_ints(n, "perm", 2, (const int64_t[]){1, 0}));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+            if (leak) CHECK_OK(otter_graph_add_output(m->graph, "g", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+            char what[64];
+            snprintf(what, sizeof what, "Transpose(Gemm transA %d transB %d%s)%s", ta, tb, c == 3 ? " alpha" : "",
+                     leak ? " kept" : "");
+            compare(what, m, 2, x80r, 0, leak ? 2 : 1, true, 1e-6);
+            otter_model_free(m);
+        }
         /* Dropout(x, 0, training) and its DropoutGrad (PyTorch's dropout=0.0 layers) become Identity,
          * unless the mask has another reader (here a graph output) */
         for (int mask_out = 0; mask_out < 2; mask_out++) {

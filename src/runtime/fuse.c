@@ -169,15 +169,10 @@ typedef struct chain_act {
     float params[2];
 } chain_act;
 
-/* Turn chain head `head` (at index k) into com.otter `op` ending at node `last`, whose output it
- * takes over, and move it to last's place. */
-static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, const chain_act *act) {
+/* Node k takes over node last's output and place; last is buried. The output names are swapped:
+ * the dead node keeps the old one. */
+static otter_status take_over(fz *f, size_t k, size_t last) {
     otter_node *n = f->g->nodes[k], *l = f->g->nodes[last];
-    OT_TRY(set_name(f, &n->op_type, op));
-    OT_TRY(otter_node_set_domain(n, "com.otter"));
-    if (act->name[0]) OT_TRY(otter_node_set_attr_string(n, "activation", act->name));
-    if (act->n_params) OT_TRY(otter_node_set_attr_floats(n, "activation_params", act->n_params, act->params));
-    /* swap output names: the fused node writes the chain's result; the dead node keeps the old */
     char *t = n->outputs[0];
     n->outputs[0] = l->outputs[0];
     l->outputs[0] = t;
@@ -185,6 +180,17 @@ static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, c
     f->g->nodes[last] = n;
     f->g->nodes[k] = NULL;
     return OTTER_OK;
+}
+
+/* Turn chain head `head` (at index k) into com.otter `op` ending at node `last`, whose output and
+ * place it takes over. */
+static otter_status finish_chain(fz *f, size_t k, size_t last, const char *op, const chain_act *act) {
+    otter_node *n = f->g->nodes[k];
+    OT_TRY(set_name(f, &n->op_type, op));
+    OT_TRY(otter_node_set_domain(n, "com.otter"));
+    if (act->name[0]) OT_TRY(otter_node_set_attr_string(n, "activation", act->name));
+    if (act->n_params) OT_TRY(otter_node_set_attr_floats(n, "activation_params", act->n_params, act->params));
+    return take_over(f, k, last);
 }
 
 /* Conv -> BatchNormalization with constant parameters: new W' = W * s, B' = (B - mean) * s + beta,
@@ -1059,6 +1065,30 @@ static otter_status fuse_attention_core_grad(fz *f, size_t k) {
     return OTTER_OK;
 }
 
+/* Transpose(Gemm(A, B), perm [1, 0]), the Gemm read by nothing else -> Gemm(B, A) with the transposes
+ * swapped and flipped: C^T = op(B)^T op(A)^T. The gradient of MatMul(X, Transpose(W)) transposes the
+ * weight gradient it computes (a 256 x 1024 copy a layer and step of the encoder); the product now
+ * writes it in place: the same products, summed in the same order over k. */
+static otter_status fuse_transposed_gemm(fz *f, size_t k) {
+    otter_node *t = f->g->nodes[k];
+    const otter_attr *perm = otter_node_attr(t, "perm");
+    if (t->n_inputs != 1 || t->n_outputs != 1 || !perm || perm->type != OTTER_ATTR_INTS || perm->n_ints != 2 ||
+        perm->ints[0] != 1 || perm->ints[1] != 0)
+        return OTTER_OK;
+    int64_t at;
+    otter_node *gemm = made_by(f, t->inputs[0], "Gemm", &at) ? f->g->nodes[at] : NULL;
+    if (!gemm || only_reader(f, t->inputs[0]) != (int64_t)k || gemm->n_outputs != 1 ||
+        (gemm->n_inputs > 2 && gemm->inputs[2][0]) || gemm->n_inputs < 2)
+        return OTTER_OK;
+    const int64_t ta = otter_node_attr_int(gemm, "transA", 0), tb = otter_node_attr_int(gemm, "transB", 0);
+    char *a = gemm->inputs[0];
+    gemm->inputs[0] = gemm->inputs[1];
+    gemm->inputs[1] = a;
+    OT_TRY(otter_node_set_attr_int(gemm, "transA", !tb));
+    OT_TRY(otter_node_set_attr_int(gemm, "transB", !ta));
+    return take_over(f, (size_t)at, k);
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
@@ -1118,6 +1148,7 @@ static otter_status run_passes(fz *f) {
         if (is_op(g->nodes[k], "Dropout")) OT_TRY(drop_zero_dropout(f, k));
         if (is_op(g->nodes[k], "Sum")) OT_TRY(fuse_slices_grad(f, k));
         if (is_ms_op(g->nodes[k], "SoftmaxGrad_13")) OT_TRY(fuse_attention_core_grad(f, k));
+        if (is_op(g->nodes[k], "Transpose")) OT_TRY(fuse_transposed_gemm(f, k));
     }
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
