@@ -316,9 +316,12 @@ int main(void) {
         {2, 96, 7, 7, 40, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {3, 64, 6, 6, 24, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         /* small maps under more than 512 KB of weights: items of whole images (1x1 at 6x5 in runs of 2 and 3 of 5
-         * images, residual; 3x3 at 4x4 with 4 blocks of channels) */
+         * images, residual; 3x3 at 4x4 with 4 blocks of channels), the taps of a pass in two streams (57 x 3 x 3
+         * = 513: passes of 128 and a last one of 1 tap; one image at 2x2, tiles of 4 positions) */
         {5, 384, 6, 5, 384, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         {5, 64, 4, 4, 256, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {1, 57, 4, 4, 256, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
+        {1, 57, 2, 2, 256, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, false},
         /* 1x1 maps (squeeze-excitation's fully connected layers): one product straight into Y with the
          * bias and Relu; with a residual, the small-image product's way */
         {32, 48, 1, 1, 96, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false, false, true},
