@@ -78,6 +78,11 @@ typedef struct cl_block {
     const float *bias;   /* the block's first bias, or NULL */
 } cl_block;
 
+/* How a tile reads its weights: from L1 or L2 where they stay for image after image (no software prefetch: its
+ * loads would take the broadcasts' ports), prefetched CL_PREFETCH_K taps ahead (weights read once, from L3 or
+ * memory), or in two streams as well (weights that don't stay in L2, see ot_conv_lanes_run). */
+typedef enum { CL_FEED_HOT, CL_FEED_PREFETCH, CL_FEED_TWO_STREAMS } cl_feed;
+
 typedef struct cl_plan {
     const ot_conv_direct *a;
     ot_conv_pad pad;        /* the padded copy (pad.xp NULL: none, the input is read in place) */
@@ -88,7 +93,7 @@ typedef struct cl_plan {
     int64_t blocks, chunks; /* channel blocks and position chunks an image */
     int64_t groups;         /* > 0: an item is one of `groups` runs of whole images (small maps), not a chunk of one */
     int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
-    bool two_streams;       /* the taps of a pass in two interleaved streams (weights that don't stay in L2) */
+    cl_feed feed;
 } cl_plan;
 
 /* A tile's last pass into a channel-blocked output: y[j][i][16] = act(acc[i][j] + b[16 j..] (+ z[j][i][16])) for
@@ -107,12 +112,12 @@ typedef struct cl_out {
  * the weights CL_PREFETCH_K taps ahead of each prefetched. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 cl_taps(const float *const *x, int64_t o, const float *w, int64_t o2, const float *w2, int64_t ldw, __m512 acc[][4],
-        const int R, const int NV, const bool TWO) {
+        const int R, const int NV, const bool TWO, const bool PF) {
     __m512 wv[4], wv2[4];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; j++) {
         wv[j] = _mm512_loadu_ps(w + 16 * j);
-        _mm_prefetch((const char *)(w + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
+        if (PF) _mm_prefetch((const char *)(w + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
         if (TWO) {
             wv2[j] = _mm512_loadu_ps(w2 + 16 * j);
             _mm_prefetch((const char *)(w2 + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
@@ -133,7 +138,7 @@ cl_taps(const float *const *x, int64_t o, const float *w, int64_t o2, const floa
  * last pass, a blocked output), stored there instead. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add,
-        bool two, const cl_out *out, const int R, const int NV) {
+        cl_feed feed, const cl_out *out, const int R, const int NV) {
     __m512 acc[CL_MR_ONE][4];
     const float *x[CL_MR_ONE];
 #pragma GCC unroll 12
@@ -143,18 +148,21 @@ cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w,
         for (int j = 0; j < NV; j++)
             acc[i][j] = add ? _mm512_loadu_ps(yt + i * CL_BLOCK + 16 * j) : _mm512_setzero_ps();
     }
-    /* with two, the taps as two interleaved streams: k, half + k for k < half (then an odd last tap) */
-    const int64_t half = two ? kn / 2 : 0;
+    /* two streams: taps k, half + k for k < half (then an odd last tap) */
+    const int64_t half = feed == CL_FEED_TWO_STREAMS ? kn / 2 : 0;
     for (int64_t k = 0; k < half; k++) {
         const float *w1 = w + k * ldw, *w2 = w1 + half * ldw;
         if (R * NV <= 16) { /* registers for both taps' weights */
-            cl_taps(x, koff[k], w1, koff[half + k], w2, ldw, acc, R, NV, true);
+            cl_taps(x, koff[k], w1, koff[half + k], w2, ldw, acc, R, NV, true, true);
         } else {
-            cl_taps(x, koff[k], w1, 0, NULL, ldw, acc, R, NV, false);
-            cl_taps(x, koff[half + k], w2, 0, NULL, ldw, acc, R, NV, false);
+            cl_taps(x, koff[k], w1, 0, NULL, ldw, acc, R, NV, false, true);
+            cl_taps(x, koff[half + k], w2, 0, NULL, ldw, acc, R, NV, false, true);
         }
     }
-    for (int64_t k = 2 * half; k < kn; k++) cl_taps(x, koff[k], w + k * ldw, 0, NULL, ldw, acc, R, NV, false);
+    if (feed != CL_FEED_HOT)
+        for (int64_t k = 2 * half; k < kn; k++) cl_taps(x, koff[k], w + k * ldw, 0, NULL, ldw, acc, R, NV, false, true);
+    else
+        for (int64_t k = 0; k < kn; k++) cl_taps(x, koff[k], w + k * ldw, 0, NULL, ldw, acc, R, NV, false, false);
     if (out) {
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++) {
@@ -177,13 +185,13 @@ cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w,
 }
 
 typedef void (*cl_tile_fn)(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw,
-                           float *yt, bool add, bool two, const cl_out *out);
+                           float *yt, bool add, cl_feed feed, const cl_out *out);
 
 #define CL_TILE(R, NV)                                                                                                 \
     __attribute__((target("avx512f"))) static void cl_tile_##R##_##NV(                                                 \
         const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add,     \
-        bool two, const cl_out *out) {                                                                                 \
-        cl_tile(xb, koff, kn, w, ldw, yt, add, two, out, R, NV);                                                       \
+        cl_feed feed, const cl_out *out) {                                                                             \
+        cl_tile(xb, koff, kn, w, ldw, yt, add, feed, out, R, NV);                                                      \
     }
 #define CL_TILES(R) CL_TILE(R, 1) CL_TILE(R, 2) CL_TILE(R, 3) CL_TILE(R, 4)
 CL_TILES(1)
@@ -325,7 +333,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
                 const int64_t r = (len * (t + 1)) / n_tiles - (len * t) / n_tiles;
                 const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
                 out.y = a->y + at + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
-                tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, pl->two_streams,
+                tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, pl->feed,
                      last ? &out : NULL);
                 i += r;
             }
@@ -461,8 +469,13 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
      * and half + k of a pass in turn, the prefetchers keep twice as many (ResNet-18 at batch 1, one thread:
      * the 512-channel 3x3 layers 0.47 -> 0.37 ms, the 128- and 256-channel ones 0.13 -> 0.12 and 0.20 ->
      * 0.18). A different summation order, so the whole convolution takes it or none of it; smaller weights
-     * (read from L1 by every tile) gain nothing. */
-    pl.two_streams = a->M * K * (int64_t)sizeof(float) > CL_GROUP_WEIGHTS;
+     * (read from L1 by every tile) gain nothing. Weights that stay in L2 are read from L3 or memory once a
+     * thread's image: prefetched where that is most of their reads (up to two images a thread; batch 1:
+     * efficientnet_b0 1.36 -> 1.30 ms, mobilenet_v2 0.70 -> 0.68), not where they are hot (SqueezeNet at batch 32,
+     * one thread: 19.2 -> 18.5 ms, the prefetches' loads took issue slots from the broadcasts). */
+    pl.feed = a->M * K * (int64_t)sizeof(float) > CL_GROUP_WEIGHTS ? CL_FEED_TWO_STREAMS
+              : a->N <= 2 * T                                      ? CL_FEED_PREFETCH
+                                                                   : CL_FEED_HOT;
     const int64_t slots = a->N < T || pl.groups ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
     /* fewer images than threads and items that don't split evenly: chunks of positions small enough (down
