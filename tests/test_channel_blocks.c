@@ -8,7 +8,9 @@
  * within 1e-5 relative to 1e-3 + |a| (the paths sum the same products in other orders; the blocked
  * pooling and reorders are exact), a value in the middle of the chain is also a graph output (given
  * back by FromChannelBlocks), and the level-2 graph must hold the blocked nodes the pass promises
- * (on AVX-512; none elsewhere, and the outputs still agree). Graphs the pass must leave planar: a lone
+ * (on AVX-512; none elsewhere, and the outputs still agree), MaxPools joined to the convolutions they read
+ * where nothing else reads those (image by image, or from scratch) and their shapes inferred. Graphs the pass
+ * must leave planar: a lone
  * convolution pair whose every value is read outside, a convolution with a sum input. The blocked
  * kernels reject what they can't run (and kernel_parts that don't fit the kernel) with errors that
  * name the tensor. */
@@ -121,15 +123,17 @@ static otter_model *squeeze_model(void) {
 /* The level-2 graph's nodes: blocked convolutions, blocked pools, reorders, Concats of blocks. */
 typedef struct counts {
     size_t conv, pool, gap, back;
+    size_t pooled; /* convolutions a MaxPool joined */
 } counts;
 
 static counts count_blocked(const otter_graph *g) {
-    counts c = {0, 0, 0, 0};
+    counts c = {0, 0, 0, 0, 0};
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
         if (!n->domain || strcmp(n->domain, "com.otter") != 0) continue;
         c.conv += !strcmp(n->op_type, "FusedConv") && otter_node_attr_int(n, "channel_blocks", 0) == 16;
         c.pool += !strcmp(n->op_type, "BlockedMaxPool");
+        c.pooled += !strcmp(n->op_type, "FusedConv") && otter_node_attr(n, "maxpool_kernel_shape");
         c.gap += !strcmp(n->op_type, "BlockedGlobalAveragePool");
         c.back += !strcmp(n->op_type, "FromChannelBlocks");
     }
@@ -173,8 +177,8 @@ static void compare(const char *what, const otter_model *m, int64_t batch, int t
     CHECK(err < 1e-5);
     worst = tu_worse(worst, err);
     printf("  %-34s batch %lld, %d thread(s): %zu blocked convolutions, %zu blocked pools, %zu blocked "
-           "GlobalAveragePools, %zu reorders; worst relative difference %.2e\n",
-           what, (long long)batch, threads, c->conv, c->pool, c->gap, c->back, err);
+           "GlobalAveragePools, %zu reorders, %zu pools joined; worst relative difference %.2e\n",
+           what, (long long)batch, threads, c->conv, c->pool, c->gap, c->back, c->pooled, err);
     otter_tensor_free(x);
 }
 
@@ -182,19 +186,25 @@ static bool blocks_possible(void) {
     return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && ot_conv_depthwise_isa() == OT_DW_AVX512;
 }
 
-static void check_squeeze(void) {
-    otter_model *m = squeeze_model();
+/* compare at batch 1 and 3 (the kernels' two ways of sharing work), 1 and 2 threads; each level-2 graph must hold
+ * the nodes `want` counts on AVX-512, none elsewhere */
+static void compare_each(const char *what, const otter_model *m, counts want) {
     const bool on = blocks_possible();
     for (int64_t batch = 1; batch <= 3; batch += 2)
         for (int threads = 1; threads <= 2; threads++) {
             counts c;
-            compare("squeeze chain", m, batch, threads, &c);
-            /* the 12 convolutions but the last (10 channels), each fire's two expands as one (fuse.c), both
-             * pools */
-            CHECK(c.conv == (on ? 8u : 0u));
-            CHECK(c.pool == (on ? 2u : 0u));
-            CHECK(c.back == (on ? 2u : 0u)); /* f2, and f3 for the 10-channel convolution */
+            compare(what, m, batch, threads, &c);
+            CHECK(c.conv == (on ? want.conv : 0u) && c.pool == (on ? want.pool : 0u) && c.gap == (on ? want.gap : 0u) &&
+                  c.back == (on ? want.back : 0u) && c.pooled == (on ? want.pooled : 0u));
         }
+}
+
+static void check_squeeze(void) {
+    otter_model *m = squeeze_model();
+    /* the 12 convolutions but the last (10 channels), each fire's two expands as one (fuse.c); both pools joined to
+     * the convolutions they read (the stem's, padded, image by image at batch 3); f2 back, and f3 for the
+     * 10-channel convolution */
+    compare_each("squeeze chain", m, (counts){.conv = 8, .back = 2, .pooled = 2});
     otter_model_free(m);
 }
 
@@ -257,7 +267,6 @@ static void check_residuals(void) {
  * a planar 8-channel layer, a blocked one with Sigmoid, Mul broadcast over the map), an Add and a
  * HardSwish of blocks. */
 static void check_mobile(void) {
-    const bool on = blocks_possible();
     otter_model *m = new_model((const char *[]){"y"}, 1);
     conv_relu(m, "x", "stem", 3, 16, 3, 1, 2, true); /* 11 x 10 */
     depthwise_relu(m, "stem", "dw1", 16, 3, 1, 1);
@@ -273,13 +282,8 @@ static void check_mobile(void) {
     add_node(m, "Add", 2, (const char *[]){"se", "pr"}, "sum");
     add_node(m, "HardSwish", 1, (const char *[]){"sum"}, "hs");
     conv_relu(m, "hs", "y", 32, 10, 1, 0, 1, false);
-    counts c;
-    for (int64_t batch = 1; batch <= 3; batch += 2)
-        for (int threads = 1; threads <= 2; threads++) {
-            compare("mobile chain", m, batch, threads, &c);
-            /* all but the 8- and 10-channel layers; hs back for the last */
-            CHECK(c.conv == (on ? 7u : 0u) && c.gap == (on ? 1u : 0u) && c.back == (on ? 1u : 0u));
-        }
+    /* all but the 8- and 10-channel layers; hs back for the last */
+    compare_each("mobile chain", m, (counts){.conv = 7, .gap = 1, .back = 1});
     otter_model_free(m);
 }
 
@@ -369,6 +373,49 @@ static void check_errors(void) {
     }
 }
 
+/* MaxPools joined to the convolution they read (runtime/layout.c) where that convolution's result lands in scratch
+ * first: after a depthwise layer, and after whole-image items of small maps under 590 KB of weights (64 -> 256 at
+ * 6x5, batch 3); and one that stays a BlockedMaxPool because its convolution's result is also a graph output. */
+static void check_pools(void) {
+    const bool on = blocks_possible();
+    otter_model *m = new_model((const char *[]){"y", "a"}, 2);
+    conv_relu(m, "x", "a", 3, 16, 3, 1, 1, true); /* 21 x 19, a graph output too */
+    maxpool(m, "a", "pa", 2, 2, 0, false);        /* 10 x 9 */
+    depthwise_relu(m, "pa", "dw", 16, 3, 1, 1);
+    maxpool(m, "dw", "pdw", 3, 2, 1, true); /* 6 x 5 */
+    conv_relu(m, "pdw", "up", 16, 64, 1, 0, 1, true);
+    conv_relu(m, "up", "wide", 64, 256, 3, 1, 1, true);
+    maxpool(m, "wide", "pw", 2, 1, 0, false); /* 5 x 4 */
+    conv_relu(m, "pw", "y", 256, 10, 1, 0, 1, false);
+    /* a back, and pw for the 10-channel convolution */
+    compare_each("pools joined and not", m, (counts){.conv = 4, .pool = 1, .back = 2, .pooled = 2});
+    /* shape inference over the blocked graph: a joined convolution's result is the pooled blocks */
+    otter_session *s = NULL;
+    const otter_session_options o = {.n_threads = 1, .opt_level = 2, .opt_level_set = true};
+    CHECK_OK(otter_session_create(&s, m, &o));
+    otter_model *opt = NULL;
+    if (s) CHECK_OK(otter_model_clone(&opt, otter_session_model(s)));
+    if (opt) CHECK_OK(otter_model_infer_shapes(opt, NULL));
+    size_t shaped = 0;
+    for (size_t k = 0; opt && k < opt->graph->n_nodes; k++) {
+        const otter_node *n = opt->graph->nodes[k];
+        if (!otter_node_attr(n, "maxpool_kernel_shape")) continue;
+        const int64_t want[2][3] = {{1, 6, 5}, {16, 5, 4}}; /* blocks, rows, columns: pdw's, pw's */
+        const bool deep = otter_node_attr_int(n, "group", 1) == 1;
+        for (size_t v = 0; v < opt->graph->n_value_info; v++) {
+            const otter_type *t = &opt->graph->value_info[v].type;
+            if (strcmp(opt->graph->value_info[v].name, n->outputs[0]) || t->rank != 5) continue;
+            CHECK(t->dims[1].value == want[deep][0] && t->dims[2].value == want[deep][1] &&
+                  t->dims[3].value == want[deep][2] && t->dims[4].value == 16);
+            shaped++;
+        }
+    }
+    CHECK(shaped == (on ? 2u : 0u));
+    otter_model_free(opt);
+    otter_session_free(s);
+    otter_model_free(m);
+}
+
 int main(void) {
     printf("channel-blocked layout (%s):\n", blocks_possible() ? "AVX-512: blocks" : "no AVX-512: planar");
     check_squeeze();
@@ -376,6 +423,7 @@ int main(void) {
     check_residuals();
     check_mobile();
     check_small_maps();
+    check_pools();
     check_errors();
     printf("worst relative difference %.2e\n", worst);
     return tu_finish("test_channel_blocks");

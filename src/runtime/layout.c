@@ -175,6 +175,8 @@ static char *fresh_name(lay *l, const char *v, const char *suffix) {
 typedef struct lay_plan {
     char **blocked_name;   /* per blocked node: its output's blocked name */
     intptr_t **input_from; /* per blocked node, per input: the blocked producer's index, or -1 (a planar input) */
+    intptr_t *pool_of;     /* per convolution: the MaxPool that becomes part of it, or -1 */
+    bool *pooled;          /* per MaxPool: it becomes part of the convolution it reads */
 } lay_plan;
 
 static void plan_free(lay_plan *p, size_t n_nodes) {
@@ -182,7 +184,17 @@ static void plan_free(lay_plan *p, size_t n_nodes) {
         if (p->blocked_name) ot_free(p->blocked_name[k]);
         if (p->input_from) ot_free(p->input_from[k]);
     }
-    ot_free(p->blocked_name), ot_free(p->input_from);
+    ot_free(p->blocked_name), ot_free(p->input_from), ot_free(p->pool_of), ot_free(p->pooled);
+}
+
+/* A blocked MaxPool k joins the convolution it reads when nothing else reads that convolution's result and it has
+ * no sum input: the convolution pools each image while its result is in cache (SqueezeNet at batch 32 read its
+ * 7x7 stride-2 stem's 10 MB result back from memory for the pooling). */
+static bool pool_joins(const lay *l, const lay_plan *p, size_t k) {
+    const intptr_t c = l->kind[k] == LAY_POOL ? p->input_from[k][0] : -1;
+    if (c < 0 || l->kind[c] != LAY_CONV) return false;
+    const otter_node *conv = l->g->nodes[c];
+    return get(&l->reads, conv->outputs[0]) == 1 && !l->back[c] && (conv->n_inputs < 4 || !conv->inputs[3][0]);
 }
 
 /* Steps one and two: l->kind marks the nodes of the chains kept. */
@@ -238,7 +250,10 @@ static otter_status plan(lay *l, lay_plan *p) {
     const size_t n = g->n_nodes;
     p->blocked_name = ot_calloc(n, sizeof *p->blocked_name);
     p->input_from = ot_calloc(n, sizeof *p->input_from);
-    if (!p->blocked_name || !p->input_from) return OT_NOMEM();
+    p->pool_of = ot_malloc(n * sizeof *p->pool_of);
+    p->pooled = ot_calloc(n, sizeof *p->pooled);
+    if (!p->blocked_name || !p->input_from || !p->pool_of || !p->pooled) return OT_NOMEM();
+    for (size_t k = 0; k < n; k++) p->pool_of[k] = -1;
     otter_status s = OTTER_OK;
     for (size_t k = 0; s == OTTER_OK && k < n; k++) {
         if (l->kind[k] == LAY_NONE) continue;
@@ -249,6 +264,7 @@ static otter_status plan(lay *l, lay_plan *p) {
         if (l->kind[k] == LAY_GAP) continue; /* its output stays planar */
         if (s == OTTER_OK && !(p->blocked_name[k] = fresh_name(l, nd->outputs[0], "_blocks"))) s = OT_NOMEM();
         if (s == OTTER_OK) s = ot_strmap_put(&l->names, p->blocked_name[k], 1);
+        if (s == OTTER_OK && pool_joins(l, p, k)) p->pooled[k] = true, p->pool_of[p->input_from[k][0]] = k;
     }
     return s;
 }
@@ -266,6 +282,22 @@ static otter_status unblock_node(const char *from, const char *to, otter_node **
     return OTTER_OK;
 }
 
+/* MaxPool pool's attributes on convolution conv, each as maxpool_<name> (nn_conv.c reads them). */
+static otter_status take_pool_attrs(otter_node *conv, const otter_node *pool) {
+    char name[64];
+    for (size_t i = 0; i < pool->n_attrs; i++) {
+        const otter_attr *a = &pool->attrs[i];
+        snprintf(name, sizeof name, "maxpool_%s", a->name);
+        if (a->type == OTTER_ATTR_INT)
+            OT_TRY(otter_node_set_attr_int(conv, name, a->i));
+        else if (a->type == OTTER_ATTR_INTS)
+            OT_TRY(otter_node_set_attr_ints(conv, name, a->n_ints, a->ints));
+        else if (a->type == OTTER_ATTR_STRING)
+            OT_TRY(otter_node_set_attr_string(conv, name, otter_node_attr_string(pool, a->name, "")));
+    }
+    return OTTER_OK;
+}
+
 static otter_status set_string(char **slot, const char *v) {
     char *c = ot_strdup(v);
     if (!c) return OT_NOMEM();
@@ -274,7 +306,8 @@ static otter_status set_string(char **slot, const char *v) {
     return OTTER_OK;
 }
 
-/* Step three: the new node list, a FromChannelBlocks after each blocked value read outside. */
+/* Step three: the new node list, a FromChannelBlocks after each blocked value read outside, a MaxPool that joins
+ * its convolution (p->pooled) gone into it: the convolution writes the MaxPool's result. */
 static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, const lay_plan *p) {
     const size_t n = g->n_nodes;
     otter_node **nodes = ot_calloc(2 * n + 1, sizeof *nodes);
@@ -287,6 +320,7 @@ static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, c
     otter_status s = OTTER_OK;
     for (size_t k = 0; s == OTTER_OK && k < n; k++) {
         otter_node *nd = g->nodes[k];
+        if (p->pooled[k]) continue;
         nodes[count++] = nd;
         if (kind[k] == LAY_NONE) continue;
         for (size_t i = 0; s == OTTER_OK && i < nd->n_inputs; i++)
@@ -298,17 +332,21 @@ static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, c
         if (s == OTTER_OK && op) s = set_string(&nd->op_type, op);
         if (s == OTTER_OK && op) s = otter_node_set_domain(nd, "com.otter");
         if (s == OTTER_OK && kind[k] == LAY_CONV) s = otter_node_set_attr_int(nd, "channel_blocks", OT_CHANNEL_BLOCK);
+        const intptr_t q = p->pool_of[k]; /* the result's node: the MaxPool that joins, or this one */
+        const size_t r = q >= 0 ? (size_t)q : k;
+        if (s == OTTER_OK && q >= 0) s = take_pool_attrs(nd, g->nodes[q]);
         if (s != OTTER_OK) break;
         if (kind[k] == LAY_GAP) continue;
         char *planar = nd->outputs[0];
-        if (!(nd->outputs[0] = ot_strdup(p->blocked_name[k]))) {
+        const char *result = q >= 0 ? g->nodes[q]->outputs[0] : planar; /* the planar name readers outside use */
+        if (!(nd->outputs[0] = ot_strdup(p->blocked_name[r]))) {
             nd->outputs[0] = planar;
             s = OT_NOMEM();
         }
         if (s != OTTER_OK) break;
-        if (back[k]) {
+        if (back[r]) {
             made[count] = true;
-            s = unblock_node(nd->outputs[0], planar, nodes, &count);
+            s = unblock_node(nd->outputs[0], result, nodes, &count);
         }
         ot_free(planar);
     }
@@ -318,6 +356,8 @@ static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, c
         ot_free(nodes), ot_free(made);
         return s;
     }
+    for (size_t k = 0; k < n; k++)
+        if (p->pooled[k]) otter_node_free(g->nodes[k]);
     ot_free(made), ot_free(g->nodes);
     g->nodes = nodes, g->n_nodes = g->cap_nodes = count;
     return OTTER_OK;

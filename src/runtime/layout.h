@@ -12,7 +12,9 @@
  *                             -> FusedConv {channel_blocks = 16}: the channel-lane kernel or the
  *                                channel-block depthwise code storing blocks, reading X as it is
  *                                (blocked, or planar where the chain starts)
- *   MaxPool (Y only)          -> com.otter BlockedMaxPool
+ *   MaxPool (Y only)          -> com.otter BlockedMaxPool, or when it alone reads a convolution's result
+ *                                (no sum input) part of that FusedConv: its attributes as maxpool_<name>,
+ *                                each image pooled as soon as it is convolved, while it is in cache
  *   GlobalAveragePool         -> com.otter BlockedGlobalAveragePool, writing planar [N, C, 1, 1]
  *   Concat on axis 1, Add, Mul, and the elementwise activations (Relu, Clip, Sigmoid, HardSigmoid,
  *   HardSwish, LeakyRelu, Tanh) -> themselves, on the rank-5 blocks

@@ -44,6 +44,11 @@ typedef struct ot_conv_direct {
     const int64_t *parts;
     int64_t n_parts;
     const float *const *part_w, *const *part_b;
+    /* conv_lanes.c with y_blocked and no sum only, or NULL: MaxPool by this channel-block plan follows (a
+       FusedConv's maxpool_ attributes, runtime/layout.c), its result [N][M / 16][PH][PW][16] in pooled and y
+       not written. Images convolved one by one are pooled each as it is done, while it is in cache. */
+    const struct ot_dw_plan *pool;
+    float *pooled;
 } ot_conv_direct;
 
 #define OT_CONV_PART_INTS 5

@@ -22,6 +22,9 @@ typedef struct ot_conv_geom {
 /* Strides, dilations, pads and auto_pad of a forward conv / pool over g->in (g->nd and g->k set):
  * fills those and g->out (floor, or ceil_mode's rule). Errors name the axis. */
 otter_status ot_conv_geom_forward(const ot_kernel_ctx *ctx, ot_conv_geom *g, bool ceil_mode);
+/* The same from the attributes named with a prefix ("maxpool_strides", ...: a pooling fused into a
+ * convolution), auto_pad absent meaning NOTSET. */
+otter_status ot_conv_geom_forward_named(const ot_kernel_ctx *ctx, ot_conv_geom *g, bool ceil_mode, const char *prefix);
 
 /* Widen nd spatial dims to 3 (leading 1s) and compute the sizes. */
 void ot_conv_geom_to3(ot_conv_geom *g);

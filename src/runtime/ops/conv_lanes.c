@@ -13,13 +13,16 @@
  * a position-major buffer on the stack (L1) that is then transposed into the output planes. A
  * channel-blocked input (a->x_blocked) is read the same way with a column stride of 16 floats,
  * padded into [C / 16][PH][QW][16]; into a channel-blocked output (a->y_blocked) the last pass's
- * tiles store straight from their registers (cl_out). */
+ * tiles store straight from their registers (cl_out). A MaxPool fused after it (a->pool) pools each
+ * image from its slot's buffer as soon as the image is done (cl_slots), else the batch from scratch. */
 #include "runtime/ops/conv_lanes.h"
 
 #include <string.h>
 
 #include "core/core.h"
+#include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/fused_act.h"
+#include "runtime/ops/nn_internal.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -94,6 +97,10 @@ typedef struct cl_plan {
     int64_t groups;         /* > 0: an item is one of `groups` runs of whole images (small maps), not a chunk of one */
     int64_t slots;          /* > 0: images convolved one by one, a contiguous share a slot (cl_slots) */
     cl_feed feed;
+    float *y; /* the unpooled result: a->y, or with a->pool the batch's scratch (images not one by one) */
+    /* with a->pool, images one by one: per slot its image's unpooled result, then the pooling's scratch */
+    float *slot_y;
+    int64_t slot_floats;
 } cl_plan;
 
 /* A tile's last pass into a channel-blocked output: y[j][i][16] = act(acc[i][j] + b[16 j..] (+ z[j][i][16])) for
@@ -295,13 +302,15 @@ static int64_t cl_run(const cl_plan *pl, int64_t m0, int64_t ps, int64_t g0, int
 }
 
 /* One item: channel block blk at the flattened positions [g0, g0 + np) (g = image * P + position: an item of
- * a small map spans images, its tiles don't); image n's input (padded or not) at x + (n - n0) * xstride. */
+ * a small map spans images, its tiles don't); image n's input (padded or not) at x + (n - n0) * xstride, its
+ * output at y + (n - y_n0) * M * P (a->sum's at a->sum + n * M * P). */
 __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n0, int64_t xstride,
-                                                       int64_t blk, int64_t g0, int64_t np) {
+                                                       float *y, int64_t y_n0, int64_t blk, int64_t g0, int64_t np) {
     const ot_conv_direct *a = pl->a;
     const cl_block *bk = &pl->blk[blk];
     const int64_t P = pl->P, K = bk->K, m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
     const int64_t ps = a->y_blocked ? 16 : 1; /* floats between an output block's (plane's) positions */
+    const int64_t y_skip = y_n0 * a->M * P;
     const float *w = bk->wp, *b = bk->bias;
     float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
     /* each tile's base pointers: position p at output (p / OW, p % OW) of image n */
@@ -332,7 +341,7 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
             for (int64_t t = 0, i = s0; t < n_tiles; t++) {
                 const int64_t r = (len * (t + 1)) / n_tiles - (len * t) / n_tiles;
                 const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
-                out.y = a->y + at + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
+                out.y = y + (at - y_skip) + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
                 tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0, pl->feed,
                      last ? &out : NULL);
                 i += r;
@@ -344,9 +353,9 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         const int64_t at = cl_run(pl, m0, ps, g0, s0, np, &len);
         if (!a->y_blocked)
             ot_conv_rows_to_planes_avx512(yt + s0 * CL_BLOCK, CL_BLOCK, nm, len, b, a->sum ? a->sum + at : NULL,
-                                          &a->act, a->y + at, P);
+                                          &a->act, y + (at - y_skip), P);
         else if (a->act.kind != OT_FUSED_NONE && !out.relu)
-            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, a->y + at + j * P * 16, len * 16);
+            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, y + (at - y_skip) + j * P * 16, len * 16);
     }
 }
 
@@ -367,20 +376,20 @@ static void cl_items(void *arg, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
         if (pl->groups) {
             const int64_t q = i / pl->blocks, n0 = q * a->N / pl->groups, n1 = (q + 1) * a->N / pl->groups;
-            cl_item(pl, x, 0, xstride, i % pl->blocks, n0 * pl->P, (n1 - n0) * pl->P);
+            cl_item(pl, x, 0, xstride, pl->y, 0, i % pl->blocks, n0 * pl->P, (n1 - n0) * pl->P);
             continue;
         }
         const int64_t per_image = pl->blocks * pl->chunks, n = i / per_image;
         int64_t blk, p0, np;
         cl_chunk(pl, i % per_image, &blk, &p0, &np);
-        if (np > 0) cl_item(pl, x, 0, xstride, blk, n * pl->P + p0, np);
+        if (np > 0) cl_item(pl, x, 0, xstride, pl->y, 0, blk, n * pl->P + p0, np);
     }
 }
 
 /* Slots [s0, s1): slot s takes its contiguous share of the images (as the thread pool hands each thread
  * its own share of a range first, so a thread mostly reads images it wrote in the layer before), pads
  * each into its own buffer (when there is padding) and runs all of its items while that copy is in its
- * core's cache. */
+ * core's cache; with a->pool, into the slot's buffer, pooled from there while it is in cache. */
 static void cl_slots(void *arg, int64_t s0, int64_t s1) {
     const cl_plan *pl = arg;
     const ot_conv_direct *a = pl->a;
@@ -388,6 +397,11 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) {
         ot_conv_pad pad = pl->pad;
         if (pad.xp) pad.xp += s * pad.image;
+        float *y = pl->y, *pool_scratch = NULL;
+        if (a->pool) {
+            y = pl->slot_y + s * pl->slot_floats, pool_scratch = y + a->M * pl->P;
+            ot_conv_depthwise_block_max_init(a->pool, pool_scratch);
+        }
         for (int64_t n = s * a->N / pl->slots; n < (s + 1) * a->N / pl->slots; n++) {
             const float *x = a->x + n * image_in;
             if (pad.xp && a->x_blocked) {
@@ -401,8 +415,12 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
             for (int64_t i = 0; i < per_image; i++) {
                 int64_t blk, p0, np;
                 cl_chunk(pl, i, &blk, &p0, &np);
-                if (np > 0) cl_item(pl, x, n, 0, blk, n * pl->P + p0, np);
+                if (np > 0) cl_item(pl, x, n, 0, y, a->pool ? n : 0, blk, n * pl->P + p0, np);
             }
+            const int64_t pooled = a->pool ? a->pool->OH * a->pool->OW * 16 : 0;
+            for (int64_t j = 0; a->pool && j < a->M / 16; j++)
+                ot_conv_depthwise_block_maxpool_blocked(a->pool, y + j * pl->P * 16,
+                                                        a->pooled + (n * (a->M / 16) + j) * pooled, pool_scratch);
         }
     }
 }
@@ -478,6 +496,14 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
                                                                    : CL_FEED_HOT;
     const int64_t slots = a->N < T || pl.groups ? 0 : a->N < most ? a->N : most, bufs = slots ? slots : a->N;
     pl.slots = slots;
+    pl.y = a->y;
+    if (a->pool && slots) {
+        pl.slot_floats = a->M * pl.P + (ot_conv_depthwise_block_scratch(a->pool) + 15) / 16 * 16;
+        if (!(pl.slot_y = ot_ctx_scratch(ctx, (size_t)(slots * pl.slot_floats) * sizeof(float))))
+            return OTTER_ERR_NOMEM;
+    } else if (a->pool && !(pl.y = ot_ctx_scratch(ctx, (size_t)(a->N * a->M * pl.P) * sizeof(float)))) {
+        return OTTER_ERR_NOMEM;
+    }
     /* fewer images than threads and items that don't split evenly: chunks of positions small enough (down
      * to four tiles) that every thread gets OT_PARALLEL_CHUNKS_PER_THREAD items (ResNet-18 at batch 1: a
      * 64-channel layer's 16x16 positions in 3 chunks left one of two threads a third of the work; smaller
@@ -524,6 +550,9 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
         else if (padded)
             ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
         ot_parallel_for(ctx, pl.groups ? pl.groups * pl.blocks : a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
+        if (a->pool)
+            return ot_nn_blocked_maxpool(ctx, a->pool, pl.y, a->pooled, a->N * a->M / 16, pl.P,
+                                         a->pool->OH * a->pool->OW);
     }
     return OTTER_OK;
 }

@@ -590,6 +590,24 @@ static otter_status conv_parts_expand(ot_kernel_ctx *ctx, const conv_parts_in *p
  * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
  * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
  * it computes them. */
+/* The channel-block plan of the MaxPool fused after a blocked convolution (its maxpool_ attributes, runtime/layout.c)
+ * over the convolution's result, of geometry g (2-D, after ot_conv_geom_to3) and M channels. */
+static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geom *g, int64_t M, ot_dw_plan *plan) {
+    ot_conv_geom pg = {.nd = 2, .N = g->N, .C = M, .in = {g->out[1], g->out[2]}};
+    bool has;
+    OT_TRY(ot_ctx_ints_attr(ctx, "maxpool_kernel_shape", 2, pg.k, &has));
+    if (has)
+        OT_TRY(ot_conv_geom_forward_named(ctx, &pg, ot_ctx_attr_int_or(ctx, "maxpool_ceil_mode", 0) != 0, "maxpool_"));
+    ot_conv_geom_to3(&pg);
+    const ot_conv_window w = ot_conv_geom_window(&pg);
+    if (!has || !ot_conv_depthwise_plan(plan, &w, ot_conv_depthwise_isa()) || plan->block != OT_CHANNEL_BLOCK)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "the fused MaxPool needs a 2-D maxpool_kernel_shape, AVX-512 and a window of at most %d "
+                            "taps",
+                            OT_DW_MAX_TAPS);
+    return OTTER_OK;
+}
+
 static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2),
                        *z = ot_ctx_input(ctx, 3);
@@ -643,10 +661,25 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s does not broadcast with %s",
                             ot_ctx_input_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims),
                             ot_shape_str(s2, sizeof s2, 5, yd));
+    /* a MaxPool fused after it (runtime/layout.c: the maxpool_ attributes): the result pooled */
+    ot_dw_plan pool;
+    const bool pooled = ot_ctx_attr_set(ctx, "maxpool_kernel_shape");
+    if (pooled) {
+        OT_TRY(conv_blocked_pool_plan(ctx, &g, M, &pool));
+        if (z) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "a fused MaxPool after a fused sum is not supported");
+        od[2] = pool.OH, od[3] = pool.OW;
+    }
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, ord, od);
     if (!y) return ctx->output_status;
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
     d.x = x->data, d.w = w->data, d.bias = b ? b->data : NULL, d.sum = z_bcast || !z ? NULL : z->data, d.y = y->data;
+    /* the channel-lane kernel pools each image as it is done; the other paths convolve into scratch first */
+    const bool one_product = group == 1 && g.in_size == 1 && g.out_size == 1 && g.k_size == 1 && !d.sum && !d.parts;
+    if (pooled && !depthwise && !one_product) {
+        d.pool = &pool, d.pooled = y->data;
+    } else if (pooled && !(d.y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) {
+        return OTTER_ERR_NOMEM;
+    }
     /* with a broadcast sum: conv + bias into scratch, then the sum and the activation as it broadcasts */
     if (z_bcast) {
         if (!(d.y = ot_ctx_scratch(ctx, (size_t)(g.N * M * g.out_size) * sizeof(float)))) return OTTER_ERR_NOMEM;
@@ -659,7 +692,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     const int threads = ctx->n_threads;
     if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
     otter_status st;
-    if (group == 1 && g.in_size == 1 && g.out_size == 1 && g.k_size == 1 && !d.sum && !d.parts) {
+    if (one_product) {
         conv_args a = {.ctx = ctx,
                        .g = &g,
                        .X = d.x,
@@ -679,6 +712,9 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     ctx->n_threads = threads;
     OT_TRY(st);
     if (z_bcast) conv_add_broadcast_sum(d.y, z, z->data, 5, yd, ord, od, act, y->data);
+    if (pooled && !d.pool)
+        return ot_nn_blocked_maxpool(ctx, &pool, d.y, y->data, g.N * M / OT_CHANNEL_BLOCK, g.out_size,
+                                     pool.OH * pool.OW);
     return OTTER_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "runtime/op.h"
+#include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_geom.h"
 
 bool ot_nn_float_like(otter_dtype t);
@@ -21,6 +22,11 @@ otter_status ot_nn_lp_pool_p(const ot_kernel_ctx *ctx, double *p);
  * (nn_pool.c; com.otter FusedConv's pooled output in nn_conv.c). */
 void ot_nn_maxpool_2x2_indices(const ot_kernel_ctx *ctx, const float *x, int64_t planes, int64_t H, int64_t W, float *y,
                                int64_t *ind);
+/* MaxPool by a channel-block plan (conv_depthwise.h, plan->block channels a block) over `blocks` blocks of
+ * channel-blocked x, each [H][W][block] of in_size positions, into y's of out_size (nn_pool.c; BlockedMaxPool,
+ * and a FusedConv's fused pooling in nn_conv.c and conv_lanes.c). */
+otter_status ot_nn_blocked_maxpool(ot_kernel_ctx *ctx, const ot_dw_plan *plan, const float *x, float *y, int64_t blocks,
+                                   int64_t in_size, int64_t out_size);
 /* Keys' cubic convolution weight at distance x with coefficient A (resize.c; Resize and GridSample). */
 double ot_cubic_weight(double x, double A);
 

@@ -471,13 +471,18 @@ otter_status ot_kernel_blocked_maxpool(ot_kernel_ctx *ctx) {
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 5, yd);
     if (!y) return ctx->output_status;
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
-    const maxpool_blocks_args a = {.plan = &plan,
-                                   .X = x->data,
-                                   .Y = y->data,
+    return ot_nn_blocked_maxpool(ctx, &plan, x->data, y->data, g.N * g.C / OT_CHANNEL_BLOCK, g.in_size, g.out_size);
+}
+
+otter_status ot_nn_blocked_maxpool(ot_kernel_ctx *ctx, const ot_dw_plan *plan, const float *x, float *y, int64_t blocks,
+                                   int64_t in_size, int64_t out_size) {
+    const maxpool_blocks_args a = {.plan = plan,
+                                   .X = x,
+                                   .Y = y,
                                    .blocked = true,
-                                   .planes = g.N * g.C,
-                                   .in_size = g.in_size,
-                                   .out_size = g.out_size};
+                                   .planes = blocks * plan->block,
+                                   .in_size = in_size,
+                                   .out_size = out_size};
     return maxpool_blocks_run(ctx, a);
 }
 
