@@ -430,6 +430,51 @@ static void test_reduce_rows(void) {
     CHECK(worst < 1e-6);
 }
 
+/* ReduceSum / Mean / L1 / SumSquare over the middle axis of [outer][r][inner] (a bias gradient's sum over
+ * batch and positions: vectors across columns, chunks of 256 columns over the threads): every column summed
+ * in order, so the float sums of a plain loop to the bit; inner 1..530 (tails, one chunk, several), on 1 and 2
+ * threads, over axis 1 of [3, 37, inner] and axes 0, 1 of [2, 19, inner]. */
+static void test_reduce_columns(void) {
+    static const char *const ops[] = {"ReduceSum", "ReduceMean", "ReduceL1", "ReduceSumSquare"};
+    static const int64_t inners[] = {2, 5, 255, 256, 257, 530};
+    double worst = 0;
+    for (size_t in = 0; in < sizeof inners / sizeof *inners; in++)
+        for (int lead = 0; lead < 2; lead++)
+            for (int op = 0; op < 4; op++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    const int64_t inner = inners[in], outer = lead ? 1 : 3, r = lead ? 2 * 19 : 37;
+                    int64_t d[] = {lead ? 2 : 3, lead ? 19 : 37, inner}, axes[] = {lead ? 0 : 1, 1},
+                            axes_dims[] = {lead ? 2 : 1};
+                    otter_tensor *x = make_random_f32(3, d, (unsigned)(inner * 8 + op * 2 + lead));
+                    otter_tensor *ax = make(OTTER_DTYPE_INT64, 1, axes_dims, axes);
+                    node_case c = {ops[op], op == 0 ? 2 : 1,    {x, ax},      1,   13, threads, "keepdims",
+                                   0,       op ? "axes" : NULL, axes_dims[0], axes};
+                    otter_tensor *y = NULL;
+                    CHECK_OK(run_node(&c, &y));
+                    CHECK(y && otter_tensor_numel(y) == outer * inner);
+                    for (int64_t o = 0; y && o < outer; o++)
+                        for (int64_t i = 0; i < inner; i++) {
+                            float want = 0.0f;
+                            for (int64_t k = 0; k < r; k++) {
+                                const float v = ((const float *)x->data)[(o * r + k) * inner + i];
+                                want += op == 2 ? fabsf(v) : op == 3 ? v * v : v;
+                            }
+                            const float got = ((const float *)y->data)[o * inner + i];
+                            /* Mean divides after; SumSquare's products may fuse into FMAs where a build
+                             * contracts them */
+                            const double w = op == 1 ? want / (double)r : want;
+                            if (op == 1 || op == 3)
+                                worst = tu_worse(worst, fabs(w - got) / (1 + fabs(w)));
+                            else
+                                CHECK(got == want);
+                        }
+                    otter_tensor_free(y), otter_tensor_free(x), otter_tensor_free(ax);
+                }
+    printf("ReduceSum/L1 over middle axes, 2..530 columns: the plain loop's bits; Mean, SumSquare within %.2e\n",
+           worst);
+    CHECK(worst < 1e-6);
+}
+
 int main(void) {
     test_broadcast_paths();
     test_where_paths();
@@ -440,5 +485,6 @@ int main(void) {
     test_half();
     test_reduce_general();
     test_reduce_rows();
+    test_reduce_columns();
     return tu_finish("test_kernels_elementwise");
 }

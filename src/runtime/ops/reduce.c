@@ -63,6 +63,7 @@ typedef struct {
     map_kind map;
     int64_t outer, r, inner; /* block view (block == true) */
     bool block;
+    int64_t col_chunks, col_width; /* red_f32_col_sums: a row of outputs in col_chunks ranges of col_width */
     /* general view: reduced offsets and the kept dims/strides */
     const int64_t *roff;
     int nkeep;
@@ -221,12 +222,43 @@ static void red_f32_row_sums(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+/* ReduceSum / Mean / L1 / SumSquare over the middle axis of [outer][r][inner] (a bias's gradient: the sum over
+ * the batch and positions of [N, T, C]) in vectors across the columns, each column summed in the order of k as
+ * the scalar loop does (the same bits); fewer rows of outputs than threads are split into ranges of columns, one
+ * a thread (more ranges read each row in more passes: slower from memory). The scalar loop ran on one thread at
+ * 1.5 cycles an element: 2.6 ms for the encoder_d256 step's 4096 x 1024 sums. */
+static void red_f32_col_sums(void *arg, int64_t begin, int64_t end) {
+    const red_job *j = arg;
+    const float *x = j->x;
+    const map_kind map = j->map;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t o = u / j->col_chunks, c0 = u % j->col_chunks * j->col_width,
+                      c1 = c0 + j->col_width < j->inner ? c0 + j->col_width : j->inner;
+        float *y = (float *)j->y + o * j->inner;
+        memset(y + c0, 0, (size_t)(c1 - c0) * sizeof(float));
+        for (int64_t k = 0; k < j->r; k++) {
+            const float *p = x + (o * j->r + k) * j->inner;
+            int64_t i = c0;
+            for (; i + 4 <= c1; i += 4) ot_v4_store(y + i, ot_v4_load(y + i) + red_map_v4(ot_v4_load(p + i), map));
+            for (; i < c1; i++) y[i] += red_map_f(p[i], map);
+        }
+    }
+}
+
 static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64_t nout) {
     ot_range_fn fn = ct == OTTER_DTYPE_FLOAT ? red_f32 : ct == OTTER_DTYPE_DOUBLE ? red_f64 : red_i64;
-    if (ct == OTTER_DTYPE_FLOAT && j->block && j->inner == 1 && j->acc == ACC_SUM && j->map != MAP_EXPSHIFT)
-        fn = red_f32_row_sums;
+    const bool f32_sum = ct == OTTER_DTYPE_FLOAT && j->block && j->acc == ACC_SUM && j->map != MAP_EXPSHIFT;
+    if (f32_sum && j->inner == 1) fn = red_f32_row_sums;
     int64_t units = j->block ? j->outer : nout;
-    int64_t per = j->block ? j->r * j->inner : j->r;
+    if (f32_sum && j->inner > 1) {
+        fn = red_f32_col_sums;
+        const int64_t T = ctx->n_threads, want = j->outer < T ? (T + j->outer - 1) / j->outer : 1;
+        j->col_width = (j->inner + want - 1) / want;
+        j->col_width = j->col_width < 64 ? 64 : (j->col_width + 15) / 16 * 16; /* whole lines */
+        j->col_chunks = (j->inner + j->col_width - 1) / j->col_width;
+        units = j->outer * j->col_chunks;
+    }
+    int64_t per = j->block ? j->r * (fn == red_f32_col_sums ? j->col_width : j->inner) : j->r;
     int64_t grain = per > 0 ? (16384 + per - 1) / per : units;
     if (grain < 1) grain = 1;
     if (units > 0) ot_parallel_for(ctx, units, grain, fn, j);
