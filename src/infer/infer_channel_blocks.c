@@ -3,7 +3,6 @@
  * rules are the planar ones applied to the planar view [N, C, H, W] of the blocked
  * [N, C / 16, H, W, 16], their results put back into blocks. */
 #include "infer/infer_internal.h"
-#include "ops/shape_math.h"
 
 #define BLOCK 16
 
@@ -70,30 +69,10 @@ otter_status ot_infer_blocked_maxpool(ot_inode *n) { return as_planar(n, ot_infe
  * (runtime/layout.c: a MaxPool joined to it) the window of its maxpool_ attributes over the result */
 otter_status ot_infer_blocked_conv(ot_inode *n) {
     OT_TRY(as_planar(n, ot_infer_conv, 11, 3));
-    const otter_attr *k = otter_node_attr(n->node, "maxpool_kernel_shape");
-    ot_ival *y = &n->out[0];
-    if (!k || n->n_out == 0 || y->kind != OTTER_TYPE_TENSOR || y->rank != 5) return OTTER_OK;
-    if (k->n_ints != 2) return ot_inf_fail(n, OTTER_ERR_INVALID, "maxpool_kernel_shape must have 2 values");
-    const int64_t *st = NULL, *pads = NULL, *dil = NULL;
-    size_t n_st = 0, n_pads = 0, n_dil = 0;
-    ot_attr_ints(n, "maxpool_strides", &st, &n_st);
-    ot_attr_ints(n, "maxpool_pads", &pads, &n_pads);
-    ot_attr_ints(n, "maxpool_dilations", &dil, &n_dil);
-    if ((n_st && n_st != 2) || (n_pads && n_pads != 4) || (n_dil && n_dil != 2))
-        return ot_inf_fail(n, OTTER_ERR_INVALID, "maxpool_strides, _pads and _dilations must be 2-D");
-    const ot_auto_pad ap = ot_auto_pad_from(otter_node_attr_string(n->node, "maxpool_auto_pad", "NOTSET"));
-    const bool ceil_mode = ot_attr_int(n, "maxpool_ceil_mode", 0) != 0;
-    for (int i = 0; i < 2; i++) {
-        const int64_t in = y->dims[2 + i].v;
-        int64_t pb = n_pads ? pads[i] : 0, pe = n_pads ? pads[2 + i] : 0, o;
-        y->dims[2 + i] = OT_DIM_UNKNOWN;
-        if (in < 0) continue;
-        const ot_window_status ws =
-            ot_window_axis(in, k->ints[i], n_st ? st[i] : 1, n_dil ? dil[i] : 1, ap, ceil_mode, &pb, &pe, &o);
-        if (ws != OT_WINDOW_OK)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "the fused MaxPool's window does not fit axis %d of the result",
-                               i);
-        y->dims[2 + i] = ot_dim_known(o);
-    }
-    return OTTER_OK;
+    ot_ival *y = n->n_out > 0 ? &n->out[0] : NULL;
+    if (!otter_node_attr(n->node, "maxpool_kernel_shape") || !y || y->kind != OTTER_TYPE_TENSOR || y->rank != 5)
+        return OTTER_OK;
+    const ot_ival *p = planar(n, y);
+    if (!p) return OT_INF_NOMEM(n);
+    return ot_infer_pool_window(n, "maxpool_", p, y->dims + 2);
 }

@@ -195,6 +195,9 @@ otter_status ot_infer_scan(ot_inode *n);
 otter_status ot_infer_conv(ot_inode *n);
 otter_status ot_infer_conv_transpose(ot_inode *n);
 otter_status ot_infer_pool(ot_inode *n);
+/* The spatial sizes out[0 .. rank - 2) of a pooling window over x whose attributes are named with prefix
+ * (prefix + "kernel_shape", "strides", ..., "ceil_mode"; infer_nn.c). */
+otter_status ot_infer_pool_window(ot_inode *n, const char *prefix, const ot_ival *x, ot_idim *out);
 otter_status ot_infer_global_pool(ot_inode *n);
 otter_status ot_infer_batch_norm(ot_inode *n);
 otter_status ot_infer_layer_norm(ot_inode *n);

@@ -1,6 +1,7 @@
 /* Shape inference: Conv, ConvTranspose, pooling, normalization, Dropout, Gemm, MatMul, Einsum,
  * and the loss operators. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "infer/infer_internal.h"
@@ -15,16 +16,19 @@ typedef struct conv_attrs {
     const char *auto_pad;
 } conv_attrs;
 
-/* Read kernel_shape (or W's spatial dims), strides, dilations, pads, auto_pad. */
-static otter_status conv_attrs_read(ot_inode *n, int k, const ot_ival *w, conv_attrs *c) {
+/* Read kernel_shape (or W's spatial dims), strides, dilations, pads, auto_pad, each named with prefix ("": the
+ * operator's own; "maxpool_": a MaxPool joined to a blocked FusedConv, runtime/layout.c). */
+static otter_status conv_attrs_read(ot_inode *n, const char *prefix, int k, const ot_ival *w, conv_attrs *c) {
     memset(c, 0, sizeof *c);
     c->k = k;
     const int64_t *v;
     size_t cnt;
+    char name[64];
     c->kernel_known = true;
-    if (ot_attr_ints(n, "kernel_shape", &v, &cnt)) {
+    snprintf(name, sizeof name, "%skernel_shape", prefix);
+    if (ot_attr_ints(n, name, &v, &cnt)) {
         if ((int)cnt != k)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "kernel_shape has %zu entries for %d spatial dimensions", cnt, k);
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "%s has %zu entries for %d spatial dimensions", name, cnt, k);
         memcpy(c->kernel, v, sizeof(int64_t) * cnt);
     } else if (w && w->kind == OTTER_TYPE_TENSOR && w->rank == k + 2) {
         for (int i = 0; i < k; i++) {
@@ -35,25 +39,20 @@ static otter_status conv_attrs_read(ot_inode *n, int k, const ot_ival *w, conv_a
         c->kernel_known = false;
     }
     for (int i = 0; i < k; i++) c->strides[i] = c->dil[i] = 1;
-    if (ot_attr_ints(n, "strides", &v, &cnt)) {
-        if ((int)cnt != k)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "strides has %zu entries for %d spatial dimensions", cnt, k);
-        memcpy(c->strides, v, sizeof(int64_t) * cnt);
-    }
-    if (ot_attr_ints(n, "dilations", &v, &cnt)) {
-        if ((int)cnt != k)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "dilations has %zu entries for %d spatial dimensions", cnt, k);
-        memcpy(c->dil, v, sizeof(int64_t) * cnt);
-    }
-    if (ot_attr_ints(n, "pads", &v, &cnt)) {
-        if ((int)cnt != 2 * k)
-            return ot_inf_fail(n, OTTER_ERR_INVALID, "pads has %zu entries for %d spatial dimensions", cnt, k);
-        memcpy(c->pads, v, sizeof(int64_t) * cnt);
+    static const char *const lists[3] = {"strides", "dilations", "pads"};
+    int64_t *into[3] = {c->strides, c->dil, c->pads};
+    for (int a = 0; a < 3; a++) {
+        snprintf(name, sizeof name, "%s%s", prefix, lists[a]);
+        if (!ot_attr_ints(n, name, &v, &cnt)) continue;
+        if ((int)cnt != (a == 2 ? 2 * k : k))
+            return ot_inf_fail(n, OTTER_ERR_INVALID, "%s has %zu entries for %d spatial dimensions", name, cnt, k);
+        memcpy(into[a], v, sizeof(int64_t) * cnt);
     }
     for (int i = 0; i < k; i++)
         if (c->strides[i] <= 0 || c->dil[i] <= 0)
             return ot_inf_fail(n, OTTER_ERR_INVALID, "strides and dilations must be positive");
-    c->auto_pad = ot_attr_str(n, "auto_pad", "NOTSET");
+    snprintf(name, sizeof name, "%sauto_pad", prefix);
+    c->auto_pad = ot_attr_str(n, name, "NOTSET");
     return OTTER_OK;
 }
 
@@ -99,7 +98,7 @@ otter_status ot_infer_conv(ot_inode *n) {
                            (long long)x->dims[1].v, n->node->inputs[1], (long long)(w->dims[1].v * group),
                            (long long)group);
     conv_attrs c;
-    OT_TRY(conv_attrs_read(n, rank - 2, ot_in_has_shape(n, 1) ? w : NULL, &c));
+    OT_TRY(conv_attrs_read(n, "", rank - 2, ot_in_has_shape(n, 1) ? w : NULL, &c));
     OT_TRY(ot_out_shape(n, 0, dt, rank, NULL));
     ot_idim *out = n->out[0].dims;
     if (ot_in_has_shape(n, 0)) out[0] = x->dims[0];
@@ -120,7 +119,7 @@ otter_status ot_infer_conv_transpose(ot_inode *n) {
     if (rank < 3) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank >= 3", n->node->inputs[0]);
     int k = rank - 2;
     conv_attrs c;
-    OT_TRY(conv_attrs_read(n, k, ot_in_has_shape(n, 1) ? w : NULL, &c));
+    OT_TRY(conv_attrs_read(n, "", k, ot_in_has_shape(n, 1) ? w : NULL, &c));
     int64_t group = ot_attr_int(n, "group", 1);
     OT_TRY(ot_out_shape(n, 0, dt, rank, NULL));
     ot_idim *out = n->out[0].dims;
@@ -163,7 +162,7 @@ otter_status ot_infer_pool(ot_inode *n) {
     if (!ot_in_has_shape(n, 0)) return OTTER_OK;
     if (x->rank < 3) return ot_inf_fail(n, OTTER_ERR_INVALID, "input '%s' must have rank >= 3", n->node->inputs[0]);
     conv_attrs c;
-    OT_TRY(conv_attrs_read(n, x->rank - 2, NULL, &c));
+    OT_TRY(conv_attrs_read(n, "", x->rank - 2, NULL, &c));
     if (!ot_attr(n, "kernel_shape")) return ot_inf_fail(n, OTTER_ERR_INVALID, "attribute 'kernel_shape' is required");
     OT_TRY(ot_out_shape(n, 0, dt, x->rank, NULL));
     ot_idim *out = n->out[0].dims;
@@ -172,6 +171,14 @@ otter_status ot_infer_pool(ot_inode *n) {
     OT_TRY(conv_spatial(n, x, &c, ot_attr_int(n, "ceil_mode", 0) != 0, out + 2));
     if (n->n_out > 1) OT_TRY(ot_out_shape(n, 1, OTTER_DTYPE_INT64, x->rank, out));
     return OTTER_OK;
+}
+
+otter_status ot_infer_pool_window(ot_inode *n, const char *prefix, const ot_ival *x, ot_idim *out) {
+    conv_attrs c;
+    char ceil_mode[64];
+    snprintf(ceil_mode, sizeof ceil_mode, "%sceil_mode", prefix);
+    OT_TRY(conv_attrs_read(n, prefix, x->rank - 2, NULL, &c));
+    return conv_spatial(n, x, &c, ot_attr_int(n, ceil_mode, 0) != 0, out);
 }
 
 otter_status ot_infer_global_pool(ot_inode *n) {

@@ -398,6 +398,7 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
         ot_conv_pad pad = pl->pad;
         if (pad.xp) pad.xp += s * pad.image;
         float *y = pl->y, *pool_scratch = NULL;
+        const int64_t pooled_block = a->pool ? a->pool->OH * a->pool->OW * 16 : 0; /* floats a pooled block */
         if (a->pool) {
             y = pl->slot_y + s * pl->slot_floats, pool_scratch = y + a->M * pl->P;
             ot_conv_depthwise_block_max_init(a->pool, pool_scratch);
@@ -417,10 +418,9 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
                 cl_chunk(pl, i, &blk, &p0, &np);
                 if (np > 0) cl_item(pl, x, n, 0, y, a->pool ? n : 0, blk, n * pl->P + p0, np);
             }
-            const int64_t pooled = a->pool ? a->pool->OH * a->pool->OW * 16 : 0;
             for (int64_t j = 0; a->pool && j < a->M / 16; j++)
                 ot_conv_depthwise_block_maxpool_blocked(a->pool, y + j * pl->P * 16,
-                                                        a->pooled + (n * (a->M / 16) + j) * pooled, pool_scratch);
+                                                        a->pooled + (n * (a->M / 16) + j) * pooled_block, pool_scratch);
         }
     }
 }

@@ -586,10 +586,6 @@ static otter_status conv_parts_expand(ot_kernel_ctx *ctx, const conv_parts_in *p
     return OTTER_OK;
 }
 
-/* com.otter FusedConv with channel_blocks (runtime/layout.c): Y and Z in blocks of 16 channels
- * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
- * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
- * it computes them. */
 /* The channel-block plan of the MaxPool fused after a blocked convolution (its maxpool_ attributes, runtime/layout.c)
  * over the convolution's result, of geometry g (2-D, after ot_conv_geom_to3) and M channels. */
 static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geom *g, int64_t M, ot_dw_plan *plan) {
@@ -608,6 +604,10 @@ static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geo
     return OTTER_OK;
 }
 
+/* com.otter FusedConv with channel_blocks (runtime/layout.c): Y and Z in blocks of 16 channels
+ * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
+ * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
+ * it computes them. */
 static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     const otter_tensor *x = ot_ctx_input(ctx, 0), *w = ot_ctx_input(ctx, 1), *b = ot_ctx_input(ctx, 2),
                        *z = ot_ctx_input(ctx, 3);

@@ -249,16 +249,16 @@ static void red_exec(const ot_kernel_ctx *ctx, otter_dtype ct, red_job *j, int64
     ot_range_fn fn = ct == OTTER_DTYPE_FLOAT ? red_f32 : ct == OTTER_DTYPE_DOUBLE ? red_f64 : red_i64;
     const bool f32_sum = ct == OTTER_DTYPE_FLOAT && j->block && j->acc == ACC_SUM && j->map != MAP_EXPSHIFT;
     if (f32_sum && j->inner == 1) fn = red_f32_row_sums;
-    int64_t units = j->block ? j->outer : nout;
+    int64_t units = j->block ? j->outer : nout, width = j->inner; /* a unit's columns */
     if (f32_sum && j->inner > 1) {
         fn = red_f32_col_sums;
         const int64_t T = ctx->n_threads, want = j->outer < T ? (T + j->outer - 1) / j->outer : 1;
         j->col_width = (j->inner + want - 1) / want;
         j->col_width = j->col_width < 64 ? 64 : (j->col_width + 15) / 16 * 16; /* whole lines */
         j->col_chunks = (j->inner + j->col_width - 1) / j->col_width;
-        units = j->outer * j->col_chunks;
+        units = j->outer * j->col_chunks, width = j->col_width;
     }
-    int64_t per = j->block ? j->r * (fn == red_f32_col_sums ? j->col_width : j->inner) : j->r;
+    int64_t per = j->block ? j->r * width : j->r;
     int64_t grain = per > 0 ? (16384 + per - 1) / per : units;
     if (grain < 1) grain = 1;
     if (units > 0) ot_parallel_for(ctx, units, grain, fn, j);
