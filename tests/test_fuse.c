@@ -233,6 +233,46 @@ static void constant(otter_model *m, const char *out, float v) {
     CHECK_OK(otter_graph_add_node(m->graph, n));
 }
 
+static void transpose(otter_model *m, const char *in, const char *out, const int64_t *perm) {
+    otter_node *n;
+    CHECK_OK(otter_node_create(&n, "Transpose", out, 1, &in, 1, &out));
+    CHECK_OK(otter_node_set_attr_ints(n, "perm", 3, perm));
+    CHECK_OK(otter_graph_add_node(m->graph, n));
+}
+
+/* The gradient of Softmax(qs kt) v as autodiff writes it, from dy and p: dp0 = FusedMatMul(dy, v, transB) ->
+ * Identity dp, ds = SoftmaxGrad_13(dp, p), dqs = FusedMatMul(ds, kt, transB, alpha 0.5), dkt =
+ * FusedMatMul(qs, ds, transA), and (dv not NULL) dv = FusedMatMul(p, dy, transA). */
+static void attention_grad_nodes(otter_model *m, const char *dy, const char *dv) {
+    otter_node *n;
+    const struct {
+        const char *a, *b, *out;
+        int ta, tb;
+        float alpha;
+    } mm[4] = {{dy, "v", "dp0", 0, 1, 1.0f},
+               {"ds", "kt", "dqs", 0, 1, 0.5f},
+               {"qs", "ds", "dkt", 1, 0, 1.0f},
+               {"p", dy, dv, 1, 0, 1.0f}};
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) {
+            node(m, "Identity", 1, (const char *[]){"dp0"}, "dp");
+            CHECK_OK(otter_node_create(&n, "SoftmaxGrad_13", "ds", 2, (const char *[]){"dp", "p"}, 1,
+                                       (const char *[]){"ds"}));
+            CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+            CHECK_OK(otter_node_set_attr_int(n, "axis", -1));
+            CHECK_OK(otter_graph_add_node(m->graph, n));
+        }
+        if (!mm[i].out) break;
+        CHECK_OK(otter_node_create(&n, "FusedMatMul", mm[i].out, 2, (const char *[]){mm[i].a, mm[i].b}, 1,
+                                   (const char *[]){mm[i].out}));
+        CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
+        CHECK_OK(otter_node_set_attr_int(n, "transA", mm[i].ta));
+        CHECK_OK(otter_node_set_attr_int(n, "transB", mm[i].tb));
+        CHECK_OK(otter_node_set_attr_float(n, "alpha", mm[i].alpha));
+        CHECK_OK(otter_graph_add_node(m->graph, n));
+    }
+}
+
 /* Conv(x, W, B) [+ Add(residual Concat(x, x))] -> activation `act` -> "a", then Neg (so the fused value is no
  * graph output), at opt level 1 and 2: one FusedConv, the bits of the unfused graph (tol 1e-300) or
  * within tol. act: an ONNX op with its attributes, "Clip" with Constant-node bounds, "Clip-init" with
@@ -786,7 +826,8 @@ int main(void) {
          * P = Softmax(Qs Kt): dP = FusedMatMul(dY, V, transB) -> Identity, dS = SoftmaxGrad_13(dP, P),
          * dQs = FusedMatMul(dS, Kt, transB, alpha 0.5), dKt = FusedMatMul(Qs, dS, transA), dV =
          * FusedMatMul(P, dY, transA); o = dQs + dV + Transpose(dKt). One AttentionCoreGrad with the
-         * unfused bits; also without dV; not when dS is also a graph output. */
+         * unfused bits, writing dKt transposed (layout 2: that Transpose gone); also without dV; not when dS
+         * is also a graph output. */
         const int64_t ad[3] = {3, 5, 4};
         for (int variant = 0; variant < 4; variant++) {
             const bool no_dv = variant == 1, leak = variant == 2, shared_v = variant == 3;
@@ -796,9 +837,8 @@ int main(void) {
             constant(m, "half", 0.5f);
             otter_node *n;
             node(m, "Mul", 2, (const char *[]){"x", "half"}, "qs");
-            CHECK_OK(otter_node_create(&n, "Transpose", "kt", 1, (const char *[]){"x"}, 1, (const char *[]){"kt"}));
-            CHECK_OK(otter_node_set_attr_ints(n, "perm", 3, (const int64_t[]){0, 2, 1}));
-            CHECK_OK(otter_graph_add_node(m->graph, n));
+            const int64_t swap[3] = {0, 2, 1};
+            transpose(m, "x", "kt", swap);
             if (shared_v) {
                 CHECK_OK(
                     otter_node_create(&n, "ReduceMean", "xm", 1, (const char *[]){"x"}, 1, (const char *[]){"xm"}));
@@ -808,40 +848,56 @@ int main(void) {
             node(m, "Neg", 1, (const char *[]){shared_v ? "xm" : "x"}, "v");
             node(m, "MatMul", 2, (const char *[]){"qs", "kt"}, "s");
             node(m, "Softmax", 1, (const char *[]){"s"}, "p");
-            const struct {
-                const char *a, *b, *out;
-                int ta, tb;
-                float alpha;
-            } mm[4] = {{"x", "v", "dp0", 0, 1, 1.0f},
-                       {"ds", "kt", "dqs", 0, 1, 0.5f},
-                       {"qs", "ds", "dkt", 1, 0, 1.0f},
-                       {"p", "x", "dv", 1, 0, 1.0f}};
-            for (int i = 0; i < 4; i++) {
-                if (i == 1) {
-                    node(m, "Identity", 1, (const char *[]){"dp0"}, "dp");
-                    CHECK_OK(otter_node_create(&n, "SoftmaxGrad_13", "ds", 2, (const char *[]){"dp", "p"}, 1,
-                                               (const char *[]){"ds"}));
-                    CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
-                    CHECK_OK(otter_node_set_attr_int(n, "axis", -1));
-                    CHECK_OK(otter_graph_add_node(m->graph, n));
-                }
-                if (i == 3 && no_dv) break;
-                CHECK_OK(otter_node_create(&n, "FusedMatMul", mm[i].out, 2, (const char *[]){mm[i].a, mm[i].b}, 1,
-                                           (const char *[]){mm[i].out}));
-                CHECK_OK(otter_node_set_domain(n, "com.microsoft"));
-                CHECK_OK(otter_node_set_attr_int(n, "transA", mm[i].ta));
-                CHECK_OK(otter_node_set_attr_int(n, "transB", mm[i].tb));
-                CHECK_OK(otter_node_set_attr_float(n, "alpha", mm[i].alpha));
-                CHECK_OK(otter_graph_add_node(m->graph, n));
-            }
-            CHECK_OK(otter_node_create(&n, "Transpose", "dk", 1, (const char *[]){"dkt"}, 1, (const char *[]){"dk"}));
-            CHECK_OK(otter_node_set_attr_ints(n, "perm", 3, (const int64_t[]){0, 2, 1}));
-            CHECK_OK(otter_graph_add_node(m->graph, n));
+            attention_grad_nodes(m, "x", no_dv ? NULL : "dv");
+            transpose(m, "dkt", "dk", swap);
             node(m, "Add", 2, (const char *[]){"dqs", no_dv ? "x" : "dv"}, "a");
             node(m, "Add", 2, (const char *[]){"a", "dk"}, "o");
             const char *what[4] = {"attention gradient -> AttentionCoreGrad", "  same, without dV",
                                    "  same, dS also an output", "  same, V shared by the batches"};
-            compare(what[variant], m, 3, ad, leak ? 0 : 1, leak ? 15 : shared_v ? 11 : 10, false, 1e-300);
+            compare(what[variant], m, 3, ad, leak ? 0 : 1, leak ? 15 : shared_v ? 10 : 9, false, 1e-300);
+            otter_model_free(m);
+        }
+    }
+    {
+        /* the same gradient on heads laid out as PyTorch's attention export leaves them, x [T, N, d]: dY =
+         * Transpose(Relu(x), [1, 0, 2]), Qs = Transpose(x, [1, 0, 2]) * 0.5, Kt = Transpose(x, [1, 2, 0]), V =
+         * Transpose(Neg(x), [1, 0, 2]), the forward Y = Softmax(Qs Kt) V; the gradients back to [T, N, d] by
+         * Transposes [1, 0, 2] (dQs, dV through an Identity) and [2, 0, 1] (dKt); o = their sum + Y's. The
+         * Transposes only AttentionCoreGrad reads or writes go (layouts 1 and 3 both ways): 15 nodes when the
+         * forward products read Kt and V too (those stay), 13 when they read Transposes of their own (which
+         * fuse_matmul_operands folds into them); the unfused bits (T = 9: the products' packed paths; T = 3
+         * with the forward's Transposes shared: their few-rows paths). */
+        const int64_t sizes[2][3] = {{3, 5, 4}, {9, 3, 16}};
+        for (int v = 0; v < 2; v++) {
+            otter_model *m = new_model(17, 3, sizes[v], "o");
+            CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+            constant(m, "half", 0.5f);
+            node(m, "Neg", 1, (const char *[]){"x"}, "xn");
+            node(m, "Relu", 1, (const char *[]){"x"}, "xa");
+            const int64_t heads[3] = {1, 0, 2}, heads_t[3] = {1, 2, 0}, back_t[3] = {2, 0, 1};
+            transpose(m, "x", "q", heads);
+            transpose(m, "x", "kt", heads_t);
+            transpose(m, "xn", "v", heads);
+            transpose(m, "xa", "dy", heads);
+            if (v) {
+                transpose(m, "x", "kf", heads_t);
+                transpose(m, "xn", "vf", heads);
+            }
+            node(m, "Mul", 2, (const char *[]){"q", "half"}, "qs");
+            node(m, "MatMul", 2, (const char *[]){"qs", v ? "kf" : "kt"}, "s");
+            node(m, "Softmax", 1, (const char *[]){"s"}, "p");
+            node(m, "MatMul", 2, (const char *[]){"p", v ? "vf" : "v"}, "y");
+            attention_grad_nodes(m, "dy", "dv0");
+            node(m, "Identity", 1, (const char *[]){"dv0"}, "dv");
+            transpose(m, "dqs", "gq", heads);
+            transpose(m, "dkt", "gk", back_t);
+            transpose(m, "dv", "gv", heads);
+            transpose(m, "y", "yt", heads);
+            node(m, "Add", 2, (const char *[]){"gq", "gk"}, "a");
+            node(m, "Add", 2, (const char *[]){"a", "gv"}, "b");
+            node(m, "Add", 2, (const char *[]){"b", "yt"}, "o");
+            compare(v ? "  same, T = 9 heads of 16, forward Transposes apart" : "attention gradient on heads [T, N, d]",
+                    m, 3, sizes[v], 1, v ? 13 : 15, false, 1e-300);
             otter_model_free(m);
         }
     }

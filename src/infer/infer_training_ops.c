@@ -225,19 +225,37 @@ otter_status ot_infer_otter_fused_matmul(ot_inode *n) {
 }
 
 /* com.otter AttentionCoreGrad(dY, V, P, Kt, Qs) -> dQs, dKt, dV: dY's batch dims, then the last two dims of
- * Qs, Kt and V */
+ * Qs, Kt and V, each operand read and written in its layout (runtime/ops/training_attention.c: a rank-3
+ * [n, rows, cols] stored as 1 [rows, n, cols], 2 [n, cols, rows], 3 [cols, n, rows]) */
+static const int attention_layout_axes[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}}; /* of n, rows, cols */
+
+static void attention_layout_dims(const ot_ival *x, int64_t L, ot_idim *d) {
+    for (int i = 0; i < x->rank; i++) d[i] = x->dims[L && i < 3 ? attention_layout_axes[L][i] : i];
+}
+
 otter_status ot_infer_attention_core_grad(ot_inode *n) {
     static const size_t like[3] = {4, 3, 1};
+    static const char *const in_layout[5] = {"layout_dY", "layout_V", "layout_P", "layout_Kt", "layout_Qs"};
+    static const char *const out_layout[3] = {"layout_dQs", "layout_dKt", "layout_dV"};
     const ot_ival *dy = ot_in(n, 0);
     for (size_t o = 0; o < 3 && o < n->n_out; o++) {
         const ot_ival *x = ot_in(n, like[o]);
-        if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, like[o]) || dy->rank < 2 || x->rank < 2) {
+        const int64_t Ly = ot_attr_int(n, in_layout[0], 0), Lx = ot_attr_int(n, in_layout[like[o]], 0),
+                      Lo = ot_attr_int(n, out_layout[o], 0);
+        if (!ot_in_has_shape(n, 0) || !ot_in_has_shape(n, like[o]) || dy->rank < 2 || x->rank < 2 || Ly < 0 || Ly > 3 ||
+            Lx < 0 || Lx > 3 || Lo < 0 || Lo > 3 || ((Ly || Lo) && dy->rank != 3) || (Lx && x->rank != 3)) {
             OT_TRY(ot_out_shape(n, o, OTTER_DTYPE_FLOAT, -1, NULL));
             continue;
         }
-        ot_idim d[OTTER_MAX_RANK];
-        for (int i = 0; i < dy->rank - 2; i++) d[i] = dy->dims[i];
-        d[dy->rank - 2] = x->dims[x->rank - 2], d[dy->rank - 1] = x->dims[x->rank - 1];
+        ot_idim yd[OTTER_MAX_RANK], xd[OTTER_MAX_RANK], d[OTTER_MAX_RANK];
+        attention_layout_dims(dy, Ly, yd);
+        attention_layout_dims(x, Lx, xd);
+        for (int i = 0; i < dy->rank - 2; i++) d[i] = yd[i];
+        d[dy->rank - 2] = xd[x->rank - 2], d[dy->rank - 1] = xd[x->rank - 1];
+        if (Lo) { /* stored: n, rows, cols at their layout's axes */
+            const ot_idim l[3] = {d[0], d[1], d[2]};
+            for (int k = 0; k < 3; k++) d[attention_layout_axes[Lo][k]] = l[k];
+        }
         OT_TRY(ot_out_shape(n, o, OTTER_DTYPE_FLOAT, dy->rank, d));
     }
     return OTTER_OK;

@@ -1089,6 +1089,132 @@ static otter_status fuse_transposed_gemm(fz *f, size_t k) {
     return take_over(f, (size_t)at, k);
 }
 
+/* ---- attention heads' Transposes around AttentionCoreGrad ---------------------------------------- */
+
+/* Whether a subgraph of g's nodes reads name. */
+static bool read_in_subgraph(const otter_graph *g, const char *name, bool top) {
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        const otter_node *n = g->nodes[k];
+        if (!n) continue;
+        for (size_t i = 0; !top && i < n->n_inputs; i++)
+            if (!strcmp(n->inputs[i], name)) return true;
+        for (size_t a = 0; a < n->n_attrs; a++) {
+            const otter_attr *at = &n->attrs[a];
+            if (at->type == OTTER_ATTR_GRAPH && at->g && read_in_subgraph(at->g, name, false)) return true;
+            for (size_t i = 0; at->type == OTTER_ATTR_GRAPHS && i < at->n_graphs; i++)
+                if (read_in_subgraph(at->graphs[i], name, false)) return true;
+        }
+    }
+    return false;
+}
+
+/* The top-level nodes reading name (up to max, in *at), counted now (the fusions before changed the readers the
+ * maps counted); -1 when it is a graph output, read in a subgraph or by more than max nodes. */
+static int readers_now(const fz *f, const char *name, size_t *at, int max) {
+    const otter_graph *g = f->g;
+    for (size_t i = 0; i < g->n_outputs; i++)
+        if (!strcmp(g->outputs[i].name, name)) return -1;
+    int n = 0;
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        const otter_node *r = g->nodes[k];
+        bool reads = false;
+        for (size_t i = 0; r && i < r->n_inputs; i++) reads |= !strcmp(r->inputs[i], name);
+        if (!reads) continue;
+        if (n == max) return -1;
+        at[n++] = k;
+    }
+    return read_in_subgraph(g, name, true) ? -1 : n;
+}
+
+/* AttentionCoreGrad's layout of an operand (runtime/ops/training_attention.c) that a rank-3 Transpose with perm p
+ * reads: 1 for [1, 0, 2], 2 for [0, 2, 1], 3 for [1, 2, 0]; 0 for any other. */
+static int head_layout(const int64_t *p) {
+    static const int64_t perms[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}};
+    for (int L = 1; L < 4; L++)
+        if (!memcmp(p, perms[L], sizeof perms[L])) return L;
+    return 0;
+}
+
+/* The com.otter AttentionCoreGrad node n. */
+static bool is_core_grad(const otter_node *n) {
+    return n && n->domain && !strcmp(n->domain, "com.otter") && !strcmp(n->op_type, "AttentionCoreGrad");
+}
+
+/* A Transpose's perm of rank 3, or NULL. */
+static const int64_t *perm3(const otter_node *t) {
+    const otter_attr *a = otter_node_attr(t, "perm");
+    return t->n_inputs == 1 && t->n_outputs == 1 && a && a->type == OTTER_ATTR_INTS && a->n_ints == 3 ? a->ints : NULL;
+}
+
+static const char *const acg_layout_attr[8] = {"layout_dY", "layout_V",   "layout_P",   "layout_Kt",
+                                               "layout_Qs", "layout_dQs", "layout_dKt", "layout_dV"};
+
+/* A rank-3 Transpose read only by AttentionCoreGrads (each at most once, in no layout yet) -> gone: they read its
+ * input in that layout. PyTorch's attention export in training: dY's heads, a 4 MB copy a layer and step of the
+ * encoder. (V's and K^T's heads are also read by the forward products, which stay on the contiguous copy: a
+ * product reading heads 32 KB apart in place ran 1.6x slower than the Transpose and the product together.) */
+static otter_status fold_head_transpose(fz *f, size_t k) {
+    const otter_node *t = f->g->nodes[k];
+    const int64_t *perm = perm3(t);
+    const int L = perm ? head_layout(perm) : 0;
+    size_t at[8];
+    const int n = L ? readers_now(f, t->outputs[0], at, 8) : -1;
+    if (n <= 0) return OTTER_OK;
+    for (int r = 0; r < n; r++) {
+        const otter_node *x = f->g->nodes[at[r]];
+        size_t seen = 0, where = 0;
+        for (size_t i = 0; i < x->n_inputs; i++)
+            if (!strcmp(x->inputs[i], t->outputs[0])) seen++, where = i;
+        if (seen != 1 || !is_core_grad(x) || where >= 5 || otter_node_attr_int(x, acg_layout_attr[where], 0))
+            return OTTER_OK;
+    }
+    for (int r = 0; r < n; r++) {
+        otter_node *x = f->g->nodes[at[r]];
+        size_t where = 0;
+        while (strcmp(x->inputs[where], t->outputs[0])) where++;
+        OT_TRY(otter_node_set_attr_int(x, acg_layout_attr[where], L));
+        OT_TRY(set_input(f, x, where, t->inputs[0]));
+    }
+    return bury(f, k);
+}
+
+/* Transpose(AttentionCoreGrad's output [-> Identity]), read by nothing else: the output stored in that layout
+ * under the Transpose's name (perm [1, 0, 2]: layout 1, [0, 2, 1]: 2, [2, 0, 1]: 3, the inverse of the inputs'
+ * [1, 2, 0]). The gradients of PyTorch's V and K^T heads go back to [T, B*H, d] this way. */
+static otter_status fold_head_output_transpose(fz *f, size_t k) {
+    const otter_node *t = f->g->nodes[k];
+    const int64_t *perm = perm3(t);
+    if (!perm) return OTTER_OK;
+    size_t at[2];
+    const char *x = t->inputs[0];
+    int64_t id_at = -1;
+    const otter_node *id = made_by(f, x, "Identity", &id_at);
+    if (id && (id->n_inputs != 1 || readers_now(f, x, at, 1) != 1)) return OTTER_OK;
+    if (id) x = id->inputs[0];
+    if (readers_now(f, x, at, 1) != 1) return OTTER_OK;
+    /* the AttentionCoreGrad writing x (in the place of a product the maps knew by another name) */
+    otter_node *acg = NULL;
+    size_t o = 0;
+    for (size_t j = 0; !acg && j < f->g->n_nodes; j++) {
+        otter_node *a = f->g->nodes[j];
+        if (!is_core_grad(a)) continue;
+        for (o = 0; o < a->n_outputs && strcmp(a->outputs[o], x); o++) {
+        }
+        if (o < a->n_outputs) acg = a;
+    }
+    if (!acg) return OTTER_OK;
+    /* the layout that reads this Transpose's output back as the product: its perm's inverse as an input perm */
+    int64_t inv[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++)
+        if (perm[i] >= 0 && perm[i] < 3) inv[perm[i]] = i;
+    const int L = head_layout(inv);
+    if (o >= 3 || !L || otter_node_attr_int(acg, acg_layout_attr[5 + o], 0)) return OTTER_OK;
+    OT_TRY(otter_node_set_attr_int(acg, acg_layout_attr[5 + o], L));
+    OT_TRY(set_name(f, &acg->outputs[o], t->outputs[0]));
+    if (id) OT_TRY(bury(f, (size_t)id_at));
+    return bury(f, k);
+}
+
 /* Any chain to fuse at all (so models without one are not copied)? */
 static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
@@ -1150,6 +1276,12 @@ static otter_status run_passes(fz *f) {
         if (is_ms_op(g->nodes[k], "SoftmaxGrad_13")) OT_TRY(fuse_attention_core_grad(f, k));
         if (is_op(g->nodes[k], "Transpose")) OT_TRY(fuse_transposed_gemm(f, k));
     }
+    /* after the attention gradients are AttentionCoreGrad: the heads' Transposes on their both sides */
+    for (size_t k = 0; k < g->n_nodes; k++)
+        if (is_op(g->nodes[k], "Transpose")) {
+            OT_TRY(fold_head_transpose(f, k));
+            if (g->nodes[k]) OT_TRY(fold_head_output_transpose(f, k));
+        }
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
         if (is_op(n, "Conv"))
