@@ -3,6 +3,7 @@
  * the runtime's fused com.otter operators, and ai.onnx.preview.training Gradient. Output shapes
  * follow the kernels in runtime/ops (training*.c, sequence.c). */
 #include "infer/infer_internal.h"
+#include "ops/shape_math.h"
 
 /* ---- helpers ---- */
 
@@ -227,10 +228,8 @@ otter_status ot_infer_otter_fused_matmul(ot_inode *n) {
 /* com.otter AttentionCoreGrad(dY, V, P, Kt, Qs) -> dQs, dKt, dV: dY's batch dims, then the last two dims of
  * Qs, Kt and V, each operand read and written in its layout (runtime/ops/training_attention.c: a rank-3
  * [n, rows, cols] stored as 1 [rows, n, cols], 2 [n, cols, rows], 3 [cols, n, rows]) */
-static const int attention_layout_axes[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}}; /* of n, rows, cols */
-
 static void attention_layout_dims(const ot_ival *x, int64_t L, ot_idim *d) {
-    for (int i = 0; i < x->rank; i++) d[i] = x->dims[L && i < 3 ? attention_layout_axes[L][i] : i];
+    for (int i = 0; i < x->rank; i++) d[i] = x->dims[L && i < 3 ? ot_head_layout_axes[L][i] : i];
 }
 
 otter_status ot_infer_attention_core_grad(ot_inode *n) {
@@ -254,7 +253,7 @@ otter_status ot_infer_attention_core_grad(ot_inode *n) {
         d[dy->rank - 2] = xd[x->rank - 2], d[dy->rank - 1] = xd[x->rank - 1];
         if (Lo) { /* stored: n, rows, cols at their layout's axes */
             const ot_idim l[3] = {d[0], d[1], d[2]};
-            for (int k = 0; k < 3; k++) d[attention_layout_axes[Lo][k]] = l[k];
+            for (int k = 0; k < 3; k++) d[ot_head_layout_axes[Lo][k]] = l[k];
         }
         OT_TRY(ot_out_shape(n, o, OTTER_DTYPE_FLOAT, dy->rank, d));
     }

@@ -77,3 +77,12 @@ int ot_reduce_out_axes(int rank, const bool *reduced, bool keepdims, int *src) {
             src[r++] = -1;
     return r;
 }
+
+const int64_t ot_head_layout_axes[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}};
+
+int ot_head_layout_of_perm(const int64_t p[3]) {
+    for (int L = 1; L < 4; L++)
+        if (p[0] == ot_head_layout_axes[L][0] && p[1] == ot_head_layout_axes[L][1] && p[2] == ot_head_layout_axes[L][2])
+            return L;
+    return 0;
+}

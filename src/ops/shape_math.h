@@ -4,7 +4,8 @@
  *
  *     conv / pool windows   ot_window_axis, ot_window_transpose_axis
  *     broadcasting          ot_broadcast_dim
- *     reductions            ot_reduce_mask, ot_reduce_out_axes */
+ *     reductions            ot_reduce_mask, ot_reduce_out_axes
+ *     attention heads       ot_head_layout_axes, ot_head_layout_of_perm */
 #ifndef OTTER_OPS_SHAPE_MATH_H
 #define OTTER_OPS_SHAPE_MATH_H
 
@@ -67,5 +68,15 @@ int64_t ot_reduce_mask(int rank, const int64_t *axes, int64_t n_axes, bool noop_
 /* The output axes of a reduction: src[j] is the input axis output axis j has the size of, or -1 for
  * a reduced axis kept with size 1 (keepdims). Returns the output rank. */
 int ot_reduce_out_axes(int rank, const bool *reduced, bool keepdims, int *src);
+
+/* ---- attention heads' layouts (com.otter AttentionCoreGrad, runtime/fuse.c) ------------------------- */
+
+/* The axes on which a rank-3 operand [n, rows, cols] in layout L (0 to 3) stores n, rows and cols: 0 as it is,
+ * 1 [rows, n, cols], 2 [n, cols, rows], 3 [cols, n, rows]; a Transpose with perm ot_head_layout_axes[L] of the
+ * stored tensor gives the operand back. */
+extern const int64_t ot_head_layout_axes[4][3];
+
+/* The layout L (1 to 3) whose ot_head_layout_axes[L] is perm p, or 0 for any other perm. */
+int ot_head_layout_of_perm(const int64_t p[3]);
 
 #endif

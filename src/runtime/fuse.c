@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "core/strmap.h"
+#include "ops/shape_math.h"
 #include "runtime/layout.h"
 #include "runtime/ops/conv_direct.h"
 
@@ -27,7 +28,8 @@ typedef struct fz {
     otter_node **dead;
     size_t n_dead, cap_dead;
     size_t n_fused;
-    bool made_ms; /* made a com.microsoft node (FusedMatMul): the copy imports that domain */
+    bool made_ms;        /* made a com.microsoft node (FusedMatMul): the copy imports that domain */
+    bool made_core_grad; /* made an AttentionCoreGrad (its heads' Transposes may go) */
     unsigned counter;
 } fz;
 
@@ -1059,6 +1061,8 @@ static otter_status fuse_attention_core_grad(fz *f, size_t k) {
         return s;
     }
     f->g->nodes[at] = n;
+    f->made_core_grad = true;
+    for (size_t o = 0; o < n->n_outputs; o++) OT_TRY(ot_strmap_put(&f->producer, n->outputs[o], at));
     const int64_t gone[5] = {(int64_t)k, id_at, q_at, k_at, v_at};
     for (int i = 0; i < 5; i++)
         if (gone[i] >= 0) OT_TRY(bury(f, (size_t)gone[i]));
@@ -1126,15 +1130,6 @@ static int readers_now(const fz *f, const char *name, size_t *at, int max) {
     return read_in_subgraph(g, name, true) ? -1 : n;
 }
 
-/* AttentionCoreGrad's layout of an operand (runtime/ops/training_attention.c) that a rank-3 Transpose with perm p
- * reads: 1 for [1, 0, 2], 2 for [0, 2, 1], 3 for [1, 2, 0]; 0 for any other. */
-static int head_layout(const int64_t *p) {
-    static const int64_t perms[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}};
-    for (int L = 1; L < 4; L++)
-        if (!memcmp(p, perms[L], sizeof perms[L])) return L;
-    return 0;
-}
-
 /* The com.otter AttentionCoreGrad node n. */
 static bool is_core_grad(const otter_node *n) {
     return n && n->domain && !strcmp(n->domain, "com.otter") && !strcmp(n->op_type, "AttentionCoreGrad");
@@ -1156,7 +1151,7 @@ static const char *const acg_layout_attr[8] = {"layout_dY", "layout_V",   "layou
 static otter_status fold_head_transpose(fz *f, size_t k) {
     const otter_node *t = f->g->nodes[k];
     const int64_t *perm = perm3(t);
-    const int L = perm ? head_layout(perm) : 0;
+    const int L = perm ? ot_head_layout_of_perm(perm) : 0;
     size_t at[8];
     const int n = L ? readers_now(f, t->outputs[0], at, 8) : -1;
     if (n <= 0) return OTTER_OK;
@@ -1192,25 +1187,20 @@ static otter_status fold_head_output_transpose(fz *f, size_t k) {
     if (id && (id->n_inputs != 1 || readers_now(f, x, at, 1) != 1)) return OTTER_OK;
     if (id) x = id->inputs[0];
     if (readers_now(f, x, at, 1) != 1) return OTTER_OK;
-    /* the AttentionCoreGrad writing x (in the place of a product the maps knew by another name) */
-    otter_node *acg = NULL;
+    const intptr_t p = get(&f->producer, x);
+    otter_node *acg = p >= 0 ? f->g->nodes[p] : NULL;
+    if (!is_core_grad(acg)) return OTTER_OK;
     size_t o = 0;
-    for (size_t j = 0; !acg && j < f->g->n_nodes; j++) {
-        otter_node *a = f->g->nodes[j];
-        if (!is_core_grad(a)) continue;
-        for (o = 0; o < a->n_outputs && strcmp(a->outputs[o], x); o++) {
-        }
-        if (o < a->n_outputs) acg = a;
-    }
-    if (!acg) return OTTER_OK;
+    while (o < acg->n_outputs && strcmp(acg->outputs[o], x)) o++;
     /* the layout that reads this Transpose's output back as the product: its perm's inverse as an input perm */
     int64_t inv[3] = {-1, -1, -1};
     for (int i = 0; i < 3; i++)
         if (perm[i] >= 0 && perm[i] < 3) inv[perm[i]] = i;
-    const int L = head_layout(inv);
+    const int L = ot_head_layout_of_perm(inv);
     if (o >= 3 || !L || otter_node_attr_int(acg, acg_layout_attr[5 + o], 0)) return OTTER_OK;
     OT_TRY(otter_node_set_attr_int(acg, acg_layout_attr[5 + o], L));
     OT_TRY(set_name(f, &acg->outputs[o], t->outputs[0]));
+    OT_TRY(ot_strmap_put(&f->producer, acg->outputs[o], p));
     if (id) OT_TRY(bury(f, (size_t)id_at));
     return bury(f, k);
 }
@@ -1277,7 +1267,7 @@ static otter_status run_passes(fz *f) {
         if (is_op(g->nodes[k], "Transpose")) OT_TRY(fuse_transposed_gemm(f, k));
     }
     /* after the attention gradients are AttentionCoreGrad: the heads' Transposes on their both sides */
-    for (size_t k = 0; k < g->n_nodes; k++)
+    for (size_t k = 0; f->made_core_grad && k < g->n_nodes; k++)
         if (is_op(g->nodes[k], "Transpose")) {
             OT_TRY(fold_head_transpose(f, k));
             if (g->nodes[k]) OT_TRY(fold_head_output_transpose(f, k));

@@ -445,43 +445,32 @@ typedef struct sm_grad_job {
 
 typedef double sm_d4 __attribute__((vector_size(32)));
 
-/* A contiguous line in vectors: the four running sums in the lanes of one vector of doubles, each element's
- * term exact in double as in the scalar loop, so the same sums in the same order: the same bits. In the
- * encoder's attention gradient (128 scores a line) the scalar loop took 20 us a head, as long as a product. */
-static void softmax_grad_contiguous(bool log, const float *dy, const float *restrict y, float *dx, int64_t mid) {
-    sm_d4 acc = {0, 0, 0, 0};
-    int64_t k = 0;
-    for (; k + 4 <= mid; k += 4) {
-        const sm_d4 d = __builtin_convertvector(ot_v4_load(dy + k), sm_d4);
-        acc += log ? d : d * __builtin_convertvector(ot_v4_load(y + k), sm_d4);
-    }
-    for (; k < mid; k++) acc[0] += log ? (double)dy[k] : (double)dy[k] * y[k];
-    const float sum = (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
-    if (log) {
-        for (k = 0; k < mid; k++) dx[k] = dy[k] - expf(y[k]) * sum;
-        return;
-    }
-    const ot_v4 vs = {sum, sum, sum, sum};
-    for (k = 0; k + 4 <= mid; k += 4) ot_v4_store(dx + k, ot_v4_load(y + k) * (ot_v4_load(dy + k) - vs));
-    for (; k < mid; k++) dx[k] = y[k] * (dy[k] - sum);
-}
-
+/* A contiguous line (in == 1) runs in vectors: the four running sums in the lanes of one vector of doubles, each
+ * element's term exact in double, so the same sums in the same order (the same bits); in the encoder's attention
+ * gradient (128 scores a line) the scalar loop took 20 us a head, as long as a product. */
 void ot_softmax_grad_line(bool log, const float *dy, const float *restrict y, float *dx, int64_t mid, int64_t in) {
-    if (in == 1) {
-        softmax_grad_contiguous(log, dy, y, dx, mid);
-        return;
-    }
     double acc[4] = {0, 0, 0, 0};
     int64_t k = 0;
+    if (in == 1) {
+        sm_d4 v = {0, 0, 0, 0};
+        for (; k + 4 <= mid; k += 4) {
+            const sm_d4 d = __builtin_convertvector(ot_v4_load(dy + k), sm_d4);
+            v += log ? d : d * __builtin_convertvector(ot_v4_load(y + k), sm_d4);
+        }
+        for (int q = 0; q < 4; q++) acc[q] = v[q];
+    }
     for (; k + 4 <= mid; k += 4)
         for (int q = 0; q < 4; q++)
             acc[q] += log ? (double)dy[(k + q) * in] : (double)dy[(k + q) * in] * y[(k + q) * in];
     for (; k < mid; k++) acc[0] += log ? (double)dy[k * in] : (double)dy[k * in] * y[k * in];
     const float sum = (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
-    if (log)
+    if (log) {
         for (k = 0; k < mid; k++) dx[k * in] = dy[k * in] - expf(y[k * in]) * sum;
-    else
-        for (k = 0; k < mid; k++) dx[k * in] = y[k * in] * (dy[k * in] - sum);
+        return;
+    }
+    const ot_v4 vs = {sum, sum, sum, sum};
+    for (k = 0; in == 1 && k + 4 <= mid; k += 4) ot_v4_store(dx + k, ot_v4_load(y + k) * (ot_v4_load(dy + k) - vs));
+    for (; k < mid; k++) dx[k * in] = y[k * in] * (dy[k * in] - sum);
 }
 
 /* Lines [l0, l1) (line l: outer l / inner, offset l % inner). */

@@ -17,6 +17,7 @@
  * of one head replaces the Transpose's pass through memory. */
 #include <string.h>
 
+#include "ops/shape_math.h"
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/kernels.h"
 #include "runtime/ops/training_internal.h"
@@ -104,12 +105,9 @@ static void core_grad_batches(void *arg, int64_t t0, int64_t t1) {
     if (s != OTTER_OK) g->status = s;
 }
 
-/* The stored axis of n, rows and cols of an operand [n, rows, cols] in layout L (see the top). */
-static const int layout_axes[4][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {1, 2, 0}};
-
 /* The stored dims of an operand [n, rows, cols] in layout L. */
 static void stored_dims(int L, int64_t n, int64_t rows, int64_t cols, int64_t *d) {
-    d[layout_axes[L][0]] = n, d[layout_axes[L][1]] = rows, d[layout_axes[L][2]] = cols;
+    d[ot_head_layout_axes[L][0]] = n, d[ot_head_layout_axes[L][1]] = rows, d[ot_head_layout_axes[L][2]] = cols;
 }
 
 /* The view of a head of an operand [n, rows, cols] stored in layout L at base. */
@@ -129,7 +127,7 @@ static head_view layout_view(int L, float *base, int64_t n, int64_t rows, int64_
 /* x's dims as its layout L reads them: [n, rows, cols] (rank 3) from the stored order. */
 static void logical_dims(const otter_tensor *x, int L, int64_t *d) {
     memcpy(d, x->dims, sizeof(int64_t) * (size_t)x->rank);
-    for (int k = 0; L && k < 3; k++) d[k] = x->dims[layout_axes[L][k]];
+    for (int k = 0; L && k < 3; k++) d[k] = x->dims[ot_head_layout_axes[L][k]];
 }
 
 static const char *const layout_attr[N_IN + N_OUT] = {"layout_dY", "layout_V",   "layout_P",   "layout_Kt",
