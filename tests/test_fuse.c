@@ -319,6 +319,44 @@ static void fused_act_case(const int64_t *xd, const int64_t *wd, const char *act
     otter_model_free(m);
 }
 
+/* ReluGrad(FusedMatMul(x, W), G) through an Identity (what a zero-ratio DropoutGrad becomes) -> one
+ * com.otter FusedMatMulReluGrad gating the product's tiles by G's sign as they are stored: the
+ * unfused graph's bits. G has +0, -0 and NaN among its values; with leak the product is also a
+ * graph output, and nothing fuses. */
+static void relu_grad_product_case(int rank, const int64_t *xd, int64_t n, bool trans_b, float alpha, bool leak) {
+    const int64_t k = xd[rank - 1], wd[2] = {trans_b ? n : k, trans_b ? k : n};
+    otter_model *m = new_model(13, rank, xd, "r");
+    add_init(m, "w", 2, wd, 11, -1.0f, 2.0f);
+    int64_t gd[OTTER_MAX_RANK];
+    memcpy(gd, xd, sizeof(int64_t) * (size_t)rank);
+    gd[rank - 1] = n;
+    otter_tensor *g;
+    CHECK_OK(otter_tensor_create(&g, "g", OTTER_DTYPE_FLOAT, rank, gd));
+    unsigned seed = 5;
+    float *gv = g->data;
+    for (int64_t i = 0; i < otter_tensor_numel(g); i++)
+        gv[i] = i % 7 == 1 ? 0.0f : i % 11 == 2 ? -0.0f : i % 13 == 3 ? NAN : frand(&seed);
+    CHECK_OK(otter_graph_add_initializer(m->graph, g));
+    otter_node *nd;
+    CHECK_OK(otter_node_create(&nd, "FusedMatMul", "mm", 2, (const char *[]){"x", "w"}, 1, (const char *[]){"dy"}));
+    CHECK_OK(otter_node_set_domain(nd, "com.microsoft"));
+    if (trans_b) CHECK_OK(otter_node_set_attr_int(nd, "transB", 1));
+    if (alpha != 1.0f) CHECK_OK(otter_node_set_attr_float(nd, "alpha", alpha));
+    CHECK_OK(otter_graph_add_node(m->graph, nd));
+    node(m, "Identity", 1, (const char *[]){"dy"}, "id");
+    CHECK_OK(otter_node_create(&nd, "ReluGrad", "rg", 2, (const char *[]){"id", "g"}, 1, (const char *[]){"r"}));
+    CHECK_OK(otter_node_set_domain(nd, "com.microsoft"));
+    CHECK_OK(otter_graph_add_node(m->graph, nd));
+    CHECK_OK(otter_model_set_opset(m, "com.microsoft", 1));
+    if (leak) CHECK_OK(otter_graph_add_output(m->graph, "dy", OTTER_DTYPE_FLOAT, -1, NULL, NULL));
+    char what[96];
+    snprintf(what, sizeof what, "ReluGrad(FusedMatMul) %lld rows x %lld%s%s%s",
+             (long long)(xd[0] * (rank > 2 ? xd[1] : 1)), (long long)n, trans_b ? " transB" : "",
+             alpha != 1.0f ? " alpha" : "", leak ? ", product kept" : "");
+    compare(what, m, rank, xd, leak ? 0 : 1, leak ? 3 : 1, true, 1e-300);
+    otter_model_free(m);
+}
+
 int main(void) {
     const int64_t xd[4] = {3, 4, 7, 6}, w[4] = {8, 4, 3, 3}, c8[1] = {8}, c811[3] = {8, 1, 1};
     {
@@ -519,6 +557,14 @@ int main(void) {
             compare(what, m, 2, x80r, 0, leak ? 2 : 1, true, 1e-6);
             otter_model_free(m);
         }
+        /* the product's tiles gated as they are stored: few rows (no packing), blocked (edge tiles,
+         * two K slices), B transposed and alpha (A packed), 3-D x (rows folded), the product kept */
+        const int64_t r9[2] = {9, 40}, r130[2] = {130, 300}, r3d[3] = {2, 65, 24};
+        relu_grad_product_case(2, r9, 33, false, 1.0f, false);
+        relu_grad_product_case(2, r130, 100, false, 1.0f, false);
+        relu_grad_product_case(2, r130, 64, true, 0.5f, false);
+        relu_grad_product_case(3, r3d, 70, false, 1.0f, false);
+        relu_grad_product_case(2, r130, 100, false, 1.0f, true);
         /* Dropout(x, 0, training) and its DropoutGrad (PyTorch's dropout=0.0 layers) become Identity,
          * unless the mask has another reader (here a graph output) */
         for (int mask_out = 0; mask_out < 2; mask_out++) {

@@ -122,12 +122,12 @@ static otter_status prepacked(const ot_kernel_ctx *ctx, bool ta, bool tb, int64_
     return s;
 }
 
-/* ot_sgemm_fused: C = A B with the epilogue (row bias, sum input Z, activation) on each tile as it
- * is stored, bitwise as the product followed by conv_epilogue's pass, (c + row_bias) + z and then
- * the activation over all of C. The reference product takes B transposed, so it packs B where the
- * fused one may read B's rows where they are stored: the two must agree bit for bit too (beyond 4
- * rows, where both are the blocked product). Shapes
- * around the tiles (6 x 32), more than one K slice, a few rows (no packing), K 0. */
+/* ot_sgemm_fused: C = A B with the epilogue (row bias, sum input Z, activation, gate) on each tile
+ * as it is stored, bitwise as the product followed by conv_epilogue's pass, (c + row_bias) + z, the
+ * activation and then ReluGrad's gate (G > 0 ? c : +0, G with NaN, -0 and +0) over all of C. The reference product
+ * takes B transposed, so it packs B where the fused one may read B's rows where they are stored: the two must agree bit
+ * for bit too (beyond 4 rows, where both are the blocked product). Shapes around the tiles (6 x 32), more than one K
+ * slice, a few rows (no packing), K 0. */
 static void fused_epilogue(void) {
     static const int64_t ms[] = {1, 4, 5, 6, 13, 24, 32, 130};
     static const int64_t ns[] = {1, 16, 31, 64, 100, 256};
@@ -145,6 +145,7 @@ static void fused_epilogue(void) {
                 float *A = malloc((size_t)(M * K + 1) * sizeof *A), *B = malloc((size_t)(K * ld + 1) * sizeof *B);
                 float *Bt = malloc((size_t)(K * N + 1) * sizeof *Bt), *bias = malloc((size_t)M * sizeof *bias);
                 float *Z = malloc(mn * sizeof *Z), *C1 = malloc(mn * sizeof *C1), *C2 = malloc(mn * sizeof *C2);
+                float *G = malloc(mn * sizeof *G);
                 unsigned seed = (unsigned)(M * 31 + N * 7 + K);
                 for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
                 for (int64_t k = 0; k < K; k++)
@@ -154,9 +155,15 @@ static void fused_epilogue(void) {
                 for (int64_t i = 0; i < M; i++) bias[i] = frand(&seed);
                 /* some NaN and -0 (Relu makes them 0, Clip keeps them) */
                 for (size_t i = 0; i < mn; i++) Z[i] = i % 17 == 3 ? NAN : frand(&seed), C1[i] = C2[i] = NAN;
+                for (size_t i = 0; i < mn; i++)
+                    G[i] = i % 13 == 5 ? NAN : i % 11 == 1 ? -0.0f : i % 7 == 2 ? 0.0f : frand(&seed);
                 const int v = (int)(a + b + c);
-                const ot_sgemm_epilogue epi = {
-                    .row_bias = v % 3 ? bias : NULL, .z = v % 2 ? Z : NULL, .ldz = ld, .act = &acts[v % 6]};
+                const ot_sgemm_epilogue epi = {.row_bias = v % 3 ? bias : NULL,
+                                               .z = v % 2 ? Z : NULL,
+                                               .ldz = ld,
+                                               .act = &acts[v % 6],
+                                               .gate = v % 4 < 2 ? G : NULL,
+                                               .ldg = ld};
                 /* the product as the fused call makes it: OpenBLAS's where it does the products (its sums'
                  * order is its own), else otter's kernel (a few rows, M <= 4, sum B's columns as dot products
                  * when it is transposed) */
@@ -173,15 +180,16 @@ static void fused_epilogue(void) {
                         if (epi.z) row[j] = row[j] + Z[i * ld + j];
                     }
                     ot_fused_act_apply(epi.act, row, N);
+                    for (int64_t j = 0; epi.gate && j < N; j++) row[j] = G[i * ld + j] > 0.0f ? row[j] : 0.0f;
                 }
-                CHECK_OK(ot_sgemm_fused(run_ctx, M, N, K, A, K, B, ld, C2, ld, &epi));
+                CHECK_OK(ot_sgemm_fused(run_ctx, false, false, M, N, K, 1.0f, A, K, B, ld, C2, ld, &epi));
                 bool same = true;
                 for (int64_t i = 0; i < M; i++) same &= memcmp(C1 + i * ld, C2 + i * ld, (size_t)N * sizeof *C1) == 0;
                 if (!same)
                     fprintf(stderr, "fused epilogue differs: M=%lld N=%lld K=%lld\n", (long long)M, (long long)N,
                             (long long)K);
                 CHECK(same);
-                free(A), free(B), free(Bt), free(bias), free(Z), free(C1), free(C2);
+                free(A), free(B), free(Bt), free(bias), free(Z), free(C1), free(C2), free(G);
             }
     printf("fused epilogue (%s): %d checks\n", run_ctx ? "threads" : "1 thread", tu_checks - n0);
 }
@@ -259,29 +267,33 @@ static void threads(void) {
  * outer): each element is still one FMA chain over k in the same K slices, so the product equals,
  * bit for bit, the same rows computed in pieces small enough for the usual order. Shapes with edge
  * tiles (rows not a multiple of 12, columns of 32), two K slices, A read in place and packed (alpha),
- * B packed from either layout. */
+ * B packed from either layout, and the gate epilogue. */
 static void rows_outer(void) {
     const int64_t M = 1234, N = 1000, K = 300, piece = 240;
     float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(K * N) * sizeof *B);
-    float *C1 = malloc((size_t)(M * N) * sizeof *C1), *C2 = malloc((size_t)(M * N) * sizeof *C2);
+    float *G = malloc((size_t)(M * N) * sizeof *G), *C1 = malloc((size_t)(M * N) * sizeof *C1);
+    float *C2 = malloc((size_t)(M * N) * sizeof *C2);
     unsigned seed = 77;
     for (int64_t i = 0; i < M * K; i++) A[i] = frand(&seed);
     for (int64_t i = 0; i < K * N; i++) B[i] = frand(&seed);
+    for (int64_t i = 0; i < M * N; i++) G[i] = frand(&seed);
     int n0 = tu_checks;
-    for (int v = 0; v < 3; v++) {
-        const bool tb = v & 1;
-        const float alpha = v == 2 ? 0.5f : 1.0f;
+    for (int v = 0; v < 4; v++) {
+        const bool tb = v & 1, gated = v & 2;
+        const float alpha = v == 1 ? 0.5f : 1.0f;
         for (int64_t i = 0; i < M * N; i++) C1[i] = C2[i] = NAN;
         for (int64_t i0 = 0; i0 < M; i0 += piece) {
             const int64_t m = M - i0 < piece ? M - i0 : piece;
-            CHECK_OK(ot_sgemm_portable(run_ctx, false, tb, m, N, K, alpha, A + i0 * K, K, B, tb ? K : N, 0.0f,
-                                       C1 + i0 * N, N));
+            const ot_sgemm_epilogue e = {.gate = G + i0 * N, .ldg = N};
+            CHECK_OK(ot_sgemm_fused(run_ctx, false, tb, m, N, K, alpha, A + i0 * K, K, B, tb ? K : N, C1 + i0 * N, N,
+                                    gated ? &e : NULL));
         }
-        CHECK_OK(ot_sgemm_portable(run_ctx, false, tb, M, N, K, alpha, A, K, B, tb ? K : N, 0.0f, C2, N));
+        const ot_sgemm_epilogue e = {.gate = G, .ldg = N};
+        CHECK_OK(ot_sgemm_fused(run_ctx, false, tb, M, N, K, alpha, A, K, B, tb ? K : N, C2, N, gated ? &e : NULL));
         CHECK(memcmp(C1, C2, (size_t)(M * N) * sizeof *C1) == 0);
     }
     printf("rows outer (%s): %d checks\n", run_ctx ? "threads" : "1 thread", tu_checks - n0);
-    free(A), free(B), free(C1), free(C2);
+    free(A), free(B), free(G), free(C1), free(C2);
 }
 
 int main(void) {

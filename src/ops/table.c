@@ -501,6 +501,8 @@ const ot_op_entry ot_op_table[] = {
      .attrs_of = "Gemm"}, /* 1: Gemm + activation (runtime/fuse.c) */
     {"com.otter", "FusedMatMul", KERNELS({1, ot_kernel_matmul, 0}),
      .infer = ot_infer_otter_fused_matmul}, /* 1: MatMul + 1-D bias + activation */
+    {"com.otter", "FusedMatMulReluGrad", KERNELS({1, ot_kernel_fused_matmul_relu_grad, 0}),
+     .infer = ot_infer_ms_fused_matmul}, /* 1: (A, B, X) -> ReluGrad(FusedMatMul(A, B), X), its attributes (fuse.c) */
     {"com.otter", "GridSampleGrad", KERNELS({1, ot_kernel_gridsample_grad, 0}), .infer = ot_infer_grad_like_inputs,
      .attrs_of = "GridSample"}, /* 1: (dY, X, grid) -> dX, dgrid (ONNX Runtime has none) */
     {"com.otter", "GroupNormalizationGrad", KERNELS({1, ot_kernel_group_normalization_grad, 0}),

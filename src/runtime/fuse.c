@@ -1093,6 +1093,37 @@ static otter_status fuse_transposed_gemm(fz *f, size_t k) {
     return take_over(f, (size_t)at, k);
 }
 
+/* ReluGrad(dY, X) with dY a com.microsoft FusedMatMul's product that nothing else reads (through
+ * Identity nodes: the zero-ratio DropoutGrads drop_zero_dropout made) -> com.otter
+ * FusedMatMulReluGrad(A, B, X): each tile of the product gated by X's sign as it is stored, instead
+ * of a pass over dY after it (the encoder's feed-forward: dY written, then read again with X and dX
+ * written, 16 MB each a layer and step). The same products; dX = X > 0 ? dY : +0 as ReluGrad. */
+static otter_status fuse_relu_grad_product(fz *f, size_t k) {
+    const otter_node *rg = f->g->nodes[k];
+    if (rg->n_inputs != 2 || rg->n_outputs != 1 || !rg->inputs[0][0] || !rg->inputs[1][0] ||
+        !strcmp(rg->inputs[0], rg->inputs[1]))
+        return OTTER_OK;
+    enum { MAX_HOPS = 8 };
+    int64_t ids[MAX_HOPS], at;
+    int n_ids = 0;
+    const char *dy = rg->inputs[0];
+    int64_t reader = (int64_t)k;
+    for (const otter_node *id; (id = made_by(f, dy, "Identity", &at)) && id->n_inputs == 1;) {
+        if (n_ids == MAX_HOPS || only_reader(f, dy) != reader) return OTTER_OK;
+        ids[n_ids++] = reader = at;
+        dy = id->inputs[0];
+    }
+    const intptr_t p = get(&f->producer, dy);
+    otter_node *mm = p >= 0 ? f->g->nodes[p] : NULL;
+    if (!is_ms_op(mm, "FusedMatMul") || mm->n_inputs != 2 || mm->n_outputs != 1 || only_reader(f, dy) != reader)
+        return OTTER_OK;
+    OT_TRY(set_name(f, &mm->op_type, "FusedMatMulReluGrad"));
+    OT_TRY(otter_node_set_domain(mm, "com.otter"));
+    OT_TRY(set_input(f, mm, 2, rg->inputs[1]));
+    for (int i = 0; i < n_ids; i++) OT_TRY(bury(f, (size_t)ids[i]));
+    return take_over(f, (size_t)p, k);
+}
+
 /* ---- attention heads' Transposes around AttentionCoreGrad ---------------------------------------- */
 
 /* Whether a subgraph of g's nodes reads name. */
@@ -1210,7 +1241,7 @@ static bool worth_it(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++)
         if (is_op(g->nodes[k], "Conv") || is_op(g->nodes[k], "Gemm") || is_op(g->nodes[k], "MatMul") ||
             is_op(g->nodes[k], "ScatterElements") || is_op(g->nodes[k], "Where") || is_op(g->nodes[k], "Dropout") ||
-            is_op(g->nodes[k], "Sum") || is_ms_op(g->nodes[k], "SoftmaxGrad_13"))
+            is_op(g->nodes[k], "Sum") || is_ms_op(g->nodes[k], "SoftmaxGrad_13") || is_ms_op(g->nodes[k], "ReluGrad"))
             return true;
     return false;
 }
@@ -1265,6 +1296,7 @@ static otter_status run_passes(fz *f) {
         if (is_op(g->nodes[k], "Sum")) OT_TRY(fuse_slices_grad(f, k));
         if (is_ms_op(g->nodes[k], "SoftmaxGrad_13")) OT_TRY(fuse_attention_core_grad(f, k));
         if (is_op(g->nodes[k], "Transpose")) OT_TRY(fuse_transposed_gemm(f, k));
+        if (is_ms_op(g->nodes[k], "ReluGrad")) OT_TRY(fuse_relu_grad_product(f, k));
     }
     /* after the attention gradients are AttentionCoreGrad: the heads' Transposes on their both sides */
     for (size_t k = 0; f->made_core_grad && k < g->n_nodes; k++)

@@ -205,6 +205,11 @@ epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m
         const __m512 lv = _mm512_set1_ps(e->act->p0), hv = _mm512_set1_ps(e->act->p1);
         *v0 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v0)), *v1 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v1));
     }
+    if (e->gate) {
+        const float *g = e->gate + i * e->ldg + j0;
+        *v0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(g), _mm512_setzero_ps(), _CMP_GT_OQ), *v0);
+        *v1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(g + 16), _mm512_setzero_ps(), _CMP_GT_OQ), *v1);
+    }
 }
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
@@ -604,6 +609,7 @@ typedef struct sg_args {
     const bool sums = e->row_bias || e->z;                                                                             \
     float *restrict c = C + i * ldc + j0;                                                                              \
     const float *restrict z = e->z ? e->z + i * e->ldz + j0 : NULL;                                                    \
+    const float *restrict gate = e->gate ? e->gate + i * e->ldg + j0 : NULL;                                           \
     const float bm = e->row_bias ? e->row_bias[i] : 0.0f;
 #define EPI_VEC(add, max, min, zero, zload)                                                                            \
     if (sums) v = add(v, bv);                                                                                          \
@@ -621,6 +627,9 @@ epi_clamp_avx512_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, 
             const __mmask16 k = ot_lanes16(n - j);
             __m512 v = _mm512_maskz_loadu_ps(k, c + j);
             EPI_VEC(_mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, z + j))
+            if (gate)
+                v = _mm512_maskz_mov_ps(
+                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, gate + j), _mm512_setzero_ps(), _CMP_GT_OQ), v);
             _mm512_mask_storeu_ps(c + j, k, v);
         }
     }
@@ -636,6 +645,7 @@ epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, fl
         for (; j + 8 <= n; j += 8) {
             __m256 v = _mm256_loadu_ps(c + j);
             EPI_VEC(_mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps(), _mm256_loadu_ps(z + j))
+            if (gate) v = _mm256_and_ps(v, _mm256_cmp_ps(_mm256_loadu_ps(gate + j), _mm256_setzero_ps(), _CMP_GT_OQ));
             _mm256_storeu_ps(c + j, v);
         }
         for (; j < n; j++) {
@@ -647,7 +657,7 @@ epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, fl
                 v = v < lo ? lo : v;
                 v = v > hi ? hi : v;
             }
-            c[j] = v;
+            c[j] = !gate || gate[j] > 0.0f ? v : 0.0f;
         }
     }
 }
@@ -681,7 +691,7 @@ __attribute__((target("avx2,fma"))) static bool epi_clamp_avx2(const ot_sgemm_ep
 #endif
 
 /* Rows [i0, i0 + m), columns [j0, j0 + n) of C get the epilogue e (see ot_sgemm_epilogue): the
- * sums (ot_add_bias_row: (c + row_bias) + z), then the activation. */
+ * sums (ot_add_bias_row: (c + row_bias) + z), the activation, then the gate. */
 static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t i0, int64_t m, int64_t j0, int64_t n) {
 #ifdef OT_GEMM_X86
     /* the vector kernels' ISA (the CPU has it) */
@@ -694,6 +704,8 @@ static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t
         if (e->row_bias || e->z)
             ot_add_bias_row(c, e->z ? e->z + i * e->ldz + j0 : NULL, e->row_bias ? e->row_bias[i] : 0.0f, n);
         ot_fused_act_apply(e->act, c, n);
+        const float *restrict g = e->gate ? e->gate + i * e->ldg + j0 : NULL;
+        for (int64_t j = 0; g && j < n; j++) c[j] = g[j] > 0.0f ? c[j] : 0.0f;
     }
 }
 
@@ -1140,7 +1152,7 @@ static otter_status sg_run(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b,
                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                            int64_t ldc, const ot_sgemm_epilogue *epi) {
     if (M <= 0 || N <= 0) return OTTER_OK;
-    if (epi && !epi->row_bias && !epi->z && (!epi->act || epi->act->kind == OT_FUSED_NONE)) epi = NULL;
+    if (epi && !epi->row_bias && !epi->z && !epi->gate && (!epi->act || epi->act->kind == OT_FUSED_NONE)) epi = NULL;
     sg_args g = {.ta = trans_a,
                  .tb = trans_b,
                  .M = M,
@@ -1491,17 +1503,18 @@ static void sg_epilogue_rows(void *arg, int64_t i0, int64_t i1) {
 }
 #endif
 
-otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                            const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi) {
+otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                            int64_t ldc, const ot_sgemm_epilogue *epi) {
 #ifdef OTTER_HAVE_BLAS
     if (!own_float_kernels()) {
-        OT_TRY(ot_sgemm(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc));
+        OT_TRY(ot_sgemm(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc));
         sg_args g = {.N = N, .C = C, .ldc = ldc, .epi = epi};
         if (epi) run_range(ctx, M, 16, sg_epilogue_rows, &g);
         return OTTER_OK;
     }
 #endif
-    return sg_run(ctx, false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, epi);
+    return sg_run(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, epi);
 }
 
 otter_status ot_dgemm(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -39,22 +39,24 @@ otter_status ot_dgemm_portable(const ot_kernel_ctx *ctx, bool trans_a, bool tran
 
 /* What a product does to each tile of C after its last K slice, while the tile is in cache:
  *
- *     C[i][j] = act((C[i][j] + row_bias[i]) + z[i][j])
+ *     C[i][j] = act((C[i][j] + row_bias[i]) + z[i][j]), then with gate: gate[i][j] > 0 ? C[i][j] : +0
  *
- * (a convolution's bias per output channel, fused residual sum and activation). row_bias (M
- * floats) and z (M x N, rows ldz apart) may be NULL (with z but no row_bias, 0 is added first, as
- * conv_epilogue did); act may be NULL. z must not be C: C holds partial sums before the last slice. */
+ * (a convolution's bias per output channel, fused residual sum and activation; the gate is
+ * ReluGrad's, its X the gate). row_bias (M floats), z and gate (M x N, rows ldz and ldg apart) may
+ * be NULL (with z but no row_bias, 0 is added first, as conv_epilogue did); act may be NULL. z and
+ * gate must not be C: C holds partial sums before the last slice. */
 typedef struct ot_sgemm_epilogue {
-    const float *row_bias, *z;
-    int64_t ldz;
+    const float *row_bias, *z, *gate;
+    int64_t ldz, ldg;
     const ot_fused_act *act;
 } ot_sgemm_epilogue;
 
-/* C[M x N] = A[M x K] B[K x N], then epi (may be NULL) on each tile of C while it is in cache
+/* C[M x N] = alpha op(A) op(B), then epi (may be NULL) on each tile of C while it is in cache
  * (after OpenBLAS's product, as a pass over C's rows): the bits of ot_sgemm with beta 0 followed by
  * the epilogue over C. */
-otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                            const float *B, int64_t ldb, float *C, int64_t ldc, const ot_sgemm_epilogue *epi);
+otter_status ot_sgemm_fused(const ot_kernel_ctx *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                            int64_t ldc, const ot_sgemm_epilogue *epi);
 
 /* Products with a B that stays the same over many calls (constant weights): pack it once into
  * ot_sgemm_packed_b_size(K, N) floats with ot_sgemm_pack_b (on ctx's threads; ctx may be NULL),

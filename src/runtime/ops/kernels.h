@@ -106,6 +106,7 @@ typedef struct ot_product_batch {
     float alpha;
     const float *A, *B;
     float *Y;
+    const float *gate; /* NULL, or shaped as Y: each product's C = gate > 0 ? C : +0 (ReluGrad) */
     ot_product_offsets offsets;
     const void *arg;
 } ot_product_batch;
@@ -278,6 +279,7 @@ otter_status ot_kernel_dropout_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_scale(ot_kernel_ctx *ctx);
 otter_status ot_kernel_reduce_all_l2(ot_kernel_ctx *ctx);
 otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx);
+otter_status ot_kernel_fused_matmul_relu_grad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_adagrad(ot_kernel_ctx *ctx);
 otter_status ot_kernel_momentum(ot_kernel_ctx *ctx);
 otter_status ot_kernel_adam(ot_kernel_ctx *ctx);

@@ -183,14 +183,23 @@ typedef struct batch_job {
     _Atomic otter_status status; /* OTTER_OK, or the first failure (packing memory) */
 } batch_job;
 
+/* Product t of the batch, on ctx's threads (NULL: this one). */
+static otter_status batch_product(const ot_kernel_ctx *ctx, const ot_product_batch *p, int64_t t) {
+    int64_t ao, bo;
+    p->offsets(p->arg, t, &ao, &bo);
+    const int64_t yo = t * p->M * p->N;
+    if (!p->gate)
+        return ot_sgemm(ctx, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb, 0.0f,
+                        p->Y + yo, p->N);
+    const ot_sgemm_epilogue epi = {.gate = p->gate + yo, .ldg = p->N};
+    return ot_sgemm_fused(ctx, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb,
+                          p->Y + yo, p->N, &epi);
+}
+
 static void batch_range(void *arg, int64_t t0, int64_t t1) {
     batch_job *j = arg;
-    const ot_product_batch *p = j->p;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t ao, bo;
-        p->offsets(p->arg, t, &ao, &bo);
-        otter_status s = ot_sgemm(NULL, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb,
-                                  0.0f, p->Y + t * p->M * p->N, p->N);
+        otter_status s = batch_product(NULL, j->p, t);
         if (s != OTTER_OK) atomic_store(&j->status, s);
     }
 }
@@ -202,12 +211,7 @@ otter_status ot_sgemm_batch(const ot_kernel_ctx *ctx, const ot_product_batch *p)
         return atomic_load(&j.status);
     }
     otter_status s = OTTER_OK;
-    for (int64_t t = 0; s == OTTER_OK && t < p->n_batch; t++) {
-        int64_t ao, bo;
-        p->offsets(p->arg, t, &ao, &bo);
-        s = ot_sgemm(ctx, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A + ao, p->lda, p->B + bo, p->ldb, 0.0f,
-                     p->Y + t * p->M * p->N, p->N);
-    }
+    for (int64_t t = 0; s == OTTER_OK && t < p->n_batch; t++) s = batch_product(ctx, p, t);
     return s;
 }
 

@@ -99,8 +99,8 @@ static void conv_tasks(conv_args *a, int64_t t0, int64_t t1, float *col) {
                                            .z = a->Z ? a->Z + (yg - a->Y) : NULL,
                                            .ldz = osz,
                                            .act = &a->act};
-            if (ot_sgemm_fused(a->inner_threads ? a->ctx : NULL, a->Mg, osz, rows, a->Wt + gr * a->Mg * rows, rows,
-                               a->direct ? xg : col, osz, yg, osz, &epi) != OTTER_OK)
+            if (ot_sgemm_fused(a->inner_threads ? a->ctx : NULL, false, false, a->Mg, osz, rows, 1.0f,
+                               a->Wt + gr * a->Mg * rows, rows, a->direct ? xg : col, osz, yg, osz, &epi) != OTTER_OK)
                 atomic_store(&a->failed, 1);
         }
     }

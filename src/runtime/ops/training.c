@@ -689,12 +689,14 @@ static void fmm_offsets(const void *arg, int64_t t, int64_t *a_off, int64_t *b_o
 /* Y = alpha * op(A) @ op(B) over broadcast batch dimensions; op transposes the last two axes when
  * transA / transB, after transBatchA / transBatchB moved the first axis of a rank >= 3 operand to
  * just before its last (fmm_operand); 1-D operands are never transposed, and their added axis is
- * removed from Y. What fuse.c makes of MatMuls reading Transposes, and the MatMul gradient. */
-otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
-    const otter_tensor *a, *b;
+ * removed from Y. What fuse.c makes of MatMuls reading Transposes, and the MatMul gradient. With
+ * gated, input 2 is ReluGrad's X (Y's size): Y = X > 0 ? Y : +0, each tile as it is stored. */
+static otter_status fused_matmul(ot_kernel_ctx *ctx, bool gated) {
+    const otter_tensor *a, *b, *x = NULL;
     char s1[128], s2[128];
     OT_TRY(ot_train_need(ctx, 0, "A", &a));
     OT_TRY(ot_train_need(ctx, 1, "B", &b));
+    if (gated) OT_TRY(ot_train_need(ctx, 2, "X", &x));
     if (a->dtype != b->dtype || !ot_train_is_float(a->dtype))
         return ot_ctx_error(ctx, OTTER_ERR_INVALID, "A (%s) and B (%s) must share one float type",
                             otter_dtype_name(a->dtype), otter_dtype_name(b->dtype));
@@ -730,11 +732,16 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
      * rows (as MatMul folds), not a product per batch each packing B again (a transformer's
      * projections and their gradients: 128 products of 32 rows, 2x the time) */
     if (!ta && ob.nb == 0 && oa.bstride == oa.rows * oa.ld) rows = batch * M, batch = 1;
-    const float *A = NULL, *B = NULL;
-    float *t0 = NULL, *t1 = NULL, *ty = NULL, *Y = NULL;
+    if (x && otter_tensor_numel(x) != batch * rows * N)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "X '%s' %s does not match the product's %lld elements",
+                            ot_ctx_input_name(ctx, 2), ot_shape_str(s1, sizeof s1, x->rank, x->dims),
+                            (long long)(batch * rows * N));
+    const float *A = NULL, *B = NULL, *X = NULL;
+    float *t0 = NULL, *t1 = NULL, *t2 = NULL, *ty = NULL, *Y = NULL;
     otter_tensor *y = NULL;
     otter_status s = ot_train_in(ctx, 0, &A, &t0);
     if (s == OTTER_OK) s = ot_train_in(ctx, 1, &B, &t1);
+    if (s == OTTER_OK && x) s = ot_train_in(ctx, 2, &X, &t2);
     if (s == OTTER_OK) s = ot_train_out(ctx, 0, a->dtype, yr, yd, &y, &Y, &ty);
     const fmm_batches job = {&oa, &ob, br, bdims};
     const ot_product_batch p = {.ta = ta,
@@ -749,6 +756,7 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
                                 .A = A,
                                 .B = B,
                                 .Y = Y,
+                                .gate = X,
                                 .offsets = fmm_offsets,
                                 .arg = &job};
     if (s == OTTER_OK && batch * rows * N > 0) s = ot_sgemm_batch(ctx, &p);
@@ -756,9 +764,15 @@ otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) {
         ot_output_f32_done(y, ty);
     else
         ot_free(ty);
-    ot_free(t0), ot_free(t1);
+    ot_free(t0), ot_free(t1), ot_free(t2);
     return s;
 }
+
+otter_status ot_kernel_fused_matmul(ot_kernel_ctx *ctx) { return fused_matmul(ctx, false); }
+
+/* com.otter FusedMatMulReluGrad(A, B, X): ReluGrad(FusedMatMul(A, B), X), FusedMatMul's attributes
+ * (fuse.c: the gradient of a Relu's input through the next layer's product, without storing it). */
+otter_status ot_kernel_fused_matmul_relu_grad(ot_kernel_ctx *ctx) { return fused_matmul(ctx, true); }
 
 /* ---- ai.onnx.preview.training optimizers ------------------------------------------------------------ */
 
