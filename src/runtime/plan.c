@@ -204,6 +204,21 @@ static size_t view_source(const otter_session *s, const ot_exec_node *rn, const 
     return si;
 }
 
+/* A large arena asks for 2 MB pages where the kernel gives them on request (transparent huge pages in
+ * "madvise" mode, Debian's default): products and passes over training activations read rows a page
+ * or more apart (dY^T packed for the weight gradients, attention heads, C written along rows), a TLB
+ * miss a row on 4 KB pages. encoder_d256's training step 863-953 -> 760-804 ms (1 thread), resnet18's
+ * and mobilenet_v2's 3-16% faster; the same peak RSS (every page of the arena is touched each step). */
+static void arena_huge_pages(unsigned char *arena, size_t size) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    const uintptr_t lo = ((uintptr_t)arena + huge - 1) / huge * huge, hi = ((uintptr_t)arena + size) / huge * huge;
+    if (size >= 16 * huge && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)arena, (void)size;
+#endif
+}
+
 otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
     s->have_plan = false;
     /* at most one block per slot and one per node's scratch */
@@ -286,6 +301,7 @@ otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
         s->arena_mem = mem;
         s->arena = (unsigned char *)(((uintptr_t)s->arena_mem + OT_ARENA_ALIGN - 1) / OT_ARENA_ALIGN * OT_ARENA_ALIGN);
         s->arena_cap = peak;
+        arena_huge_pages(s->arena, peak);
     }
     s->arena_size = peak;
     s->stats.arena_bytes = peak;
