@@ -204,6 +204,14 @@ static size_t view_source(const otter_session *s, const ot_exec_node *rn, const 
     return si;
 }
 
+#if defined(MADV_HUGEPAGE) || defined(MADV_DONTNEED)
+/* madvise(advice) over the whole pages of `page` bytes inside [start, start + size) */
+static void advise_whole_pages(void *start, size_t size, uintptr_t page, int advice) {
+    const uintptr_t lo = ((uintptr_t)start + page - 1) / page * page, hi = ((uintptr_t)start + size) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, advice);
+}
+#endif
+
 /* A large arena asks for 2 MB pages where the kernel gives them on request (transparent huge pages in
  * "madvise" mode, Debian's default): products and passes over training activations read rows a page
  * or more apart (dY^T packed for the weight gradients, attention heads, C written along rows), a TLB
@@ -212,8 +220,7 @@ static size_t view_source(const otter_session *s, const ot_exec_node *rn, const 
 static void arena_huge_pages(unsigned char *arena, size_t size) {
 #ifdef MADV_HUGEPAGE
     const uintptr_t huge = (uintptr_t)2 << 20;
-    const uintptr_t lo = ((uintptr_t)arena + huge - 1) / huge * huge, hi = ((uintptr_t)arena + size) / huge * huge;
-    if (size >= 16 * huge && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    if (size >= 16 * huge) advise_whole_pages(arena, size, huge, MADV_HUGEPAGE);
 #else
     (void)arena, (void)size;
 #endif
@@ -325,10 +332,8 @@ void ot_plan_release_pages(otter_session *s) {
 #ifdef MADV_DONTNEED
     long page = sysconf(_SC_PAGESIZE);
     if (!s->arena || page <= 0) return;
-    uintptr_t lo = ((uintptr_t)s->arena + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-    uintptr_t hi = ((uintptr_t)s->arena + s->arena_cap) / (uintptr_t)page * (uintptr_t)page;
     /* the pages read back as zeros when touched again; no value lives in the arena between runs */
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    advise_whole_pages(s->arena, s->arena_cap, (uintptr_t)page, MADV_DONTNEED);
 #else
     (void)s;
 #endif

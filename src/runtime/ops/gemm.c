@@ -85,6 +85,16 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
 }
 #endif
 
+/* ReluGrad's rule, the gate of ot_sgemm_epilogue: v where its gate is > 0, +0 where it is not
+ * (negative, -0, +0 or NaN); the vector forms below compare the same way (ordered >). */
+static inline float gate_value(float v, float g) { return g > 0.0f ? v : 0.0f; }
+
+#ifdef OT_GEMM_X86
+__attribute__((target("avx512f"), always_inline)) static inline __m512 gate_ps512(__m512 v, __m512 g) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+#endif
+
 #ifdef OT_GEMM_X86
 /* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
  * NR): an edge tile (mr or nr short of the slab) runs only the rows and columns it has, instead of
@@ -207,8 +217,7 @@ epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m
     }
     if (e->gate) {
         const float *g = e->gate + i * e->ldg + j0;
-        *v0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(g), _mm512_setzero_ps(), _CMP_GT_OQ), *v0);
-        *v1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(g + 16), _mm512_setzero_ps(), _CMP_GT_OQ), *v1);
+        *v0 = gate_ps512(*v0, _mm512_loadu_ps(g)), *v1 = gate_ps512(*v1, _mm512_loadu_ps(g + 16));
     }
 }
 
@@ -627,9 +636,7 @@ epi_clamp_avx512_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, 
             const __mmask16 k = ot_lanes16(n - j);
             __m512 v = _mm512_maskz_loadu_ps(k, c + j);
             EPI_VEC(_mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, z + j))
-            if (gate)
-                v = _mm512_maskz_mov_ps(
-                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, gate + j), _mm512_setzero_ps(), _CMP_GT_OQ), v);
+            if (gate) v = gate_ps512(v, _mm512_maskz_loadu_ps(k, gate + j));
             _mm512_mask_storeu_ps(c + j, k, v);
         }
     }
@@ -657,7 +664,7 @@ epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, fl
                 v = v < lo ? lo : v;
                 v = v > hi ? hi : v;
             }
-            c[j] = !gate || gate[j] > 0.0f ? v : 0.0f;
+            c[j] = gate ? gate_value(v, gate[j]) : v;
         }
     }
 }
@@ -705,7 +712,7 @@ static void epi_apply(const ot_sgemm_epilogue *e, float *C, int64_t ldc, int64_t
             ot_add_bias_row(c, e->z ? e->z + i * e->ldz + j0 : NULL, e->row_bias ? e->row_bias[i] : 0.0f, n);
         ot_fused_act_apply(e->act, c, n);
         const float *restrict g = e->gate ? e->gate + i * e->ldg + j0 : NULL;
-        for (int64_t j = 0; g && j < n; j++) c[j] = g[j] > 0.0f ? c[j] : 0.0f;
+        for (int64_t j = 0; g && j < n; j++) c[j] = gate_value(c[j], g[j]);
     }
 }
 
