@@ -42,15 +42,34 @@ typedef struct sc_args {
     int64_t row_len; /* dims[rank-1] */
 } sc_args;
 
+/* Row r's source offset (elements), its index in the outer dims (all but the last) in idx. */
+static int64_t sc_row_offset(const sc_args *a, int64_t r, int64_t *idx) {
+    int64_t off = 0;
+    for (int d = a->rank - 2; d >= 0; d--) {
+        idx[d] = r % a->dims[d];
+        off += idx[d] * a->st[d];
+        r /= a->dims[d];
+    }
+    return off;
+}
+
+/* The next row's offset: idx counted up like an odometer, not two divisions a row (a
+ * transformer's heads, [T, B*H, 32] to [B*H, T, 32], 4 MB from memory: 1.18-1.25 -> 1.08-1.13 ms). */
+static inline int64_t sc_next_row(const sc_args *a, int64_t *idx, int64_t off) {
+    for (int d = a->rank - 2; d >= 0; d--) {
+        off += a->st[d];
+        if (++idx[d] < a->dims[d]) return off;
+        off -= idx[d] * a->st[d];
+        idx[d] = 0;
+    }
+    return off;
+}
+
 static void sc_rows(void *arg, int64_t r0, int64_t r1) {
     sc_args *a = arg;
-    int64_t n = a->row_len, s = a->st[a->rank - 1];
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t off = 0, q = r;
-        for (int d = a->rank - 2; d >= 0; d--) {
-            off += (q % a->dims[d]) * a->st[d];
-            q /= a->dims[d];
-        }
+    int64_t n = a->row_len, s = a->st[a->rank - 1], idx[OTTER_MAX_RANK];
+    int64_t off = sc_row_offset(a, r0, idx);
+    for (int64_t r = r0; r < r1; r++, off = sc_next_row(a, idx, off)) {
         char *dst = a->dst + (size_t)(r * n) * a->es;
         const char *src = a->src + off * (int64_t)a->es;
         if (a->dt == OTTER_DTYPE_STRING) {
