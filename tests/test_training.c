@@ -97,6 +97,42 @@ static void test_layout(void) {
     otter_training_session_free(s);
 }
 
+/* options.profile: every node of the train step timed once a step, the eval model's apart; none without. */
+static void test_profile(void) {
+    otter_training_session *s = NULL, *plain = open_fixture();
+    CHECK_OK(otter_training_session_create_from_dir(&s, FIX, NULL, NULL,
+                                                    &(otter_training_options){.n_threads = 1, .profile = true}));
+    if (!s || !plain) return;
+    otter_tensor *x, *y;
+    make_batch(&x, &y, 4242);
+    CHECK(otter_training_profile(s, OTTER_TRAINING_GRAPH, NULL, 0) == 0); /* nothing has run */
+    for (int i = 0; i < 3; i++) train_loss(s, x, y), train_loss(plain, x, y);
+    const size_t n = otter_training_profile(s, OTTER_TRAINING_GRAPH, NULL, 0);
+    otter_node_profile *p = calloc(n + 1, sizeof *p);
+    CHECK(n > 10 && p && otter_training_profile(s, OTTER_TRAINING_GRAPH, p, n) == n);
+    bool calls = true, gemm = false;
+    double total = 0;
+    for (size_t i = 0; p && i < n; i++) {
+        calls = calls && p[i].calls == 3 && p[i].total_ms >= 0;
+        gemm = gemm || strstr(p[i].op_type, "Gemm") != NULL;
+        total += p[i].total_ms;
+    }
+    CHECK(calls && gemm && total > 0);
+    CHECK(otter_training_profile(s, OTTER_EVAL_GRAPH, NULL, 0) == 0); /* no eval step yet */
+    const otter_tensor *in[2] = {x, y};
+    otter_tensor *loss = NULL;
+    CHECK_OK(otter_training_eval_step(s, 2, NULL, in, 1, &loss));
+    otter_tensor_free(loss);
+    CHECK(otter_training_profile(s, OTTER_EVAL_GRAPH, NULL, 0) > 0);
+    CHECK(otter_training_profile(plain, OTTER_TRAINING_GRAPH, NULL, 0) == 0);
+    CHECK(otter_training_profile(NULL, OTTER_TRAINING_GRAPH, NULL, 0) == 0);
+    printf("profile: %zu nodes timed 3 times, %.3f ms a step\n", n, total / 3);
+    free(p);
+    otter_tensor_free(x), otter_tensor_free(y);
+    otter_training_session_free(s);
+    otter_training_session_free(plain);
+}
+
 /* Gradients: first step overwrites, later steps add, lazy reset overwrites again. */
 static void test_accumulation(void) {
     otter_training_session *s = open_fixture();
@@ -538,6 +574,7 @@ static void test_export(void) {
 int main(void) {
     test_layout();
     test_accumulation();
+    test_profile();
     test_adamw(1);
     test_adamw(3);
     test_schedules();

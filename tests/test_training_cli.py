@@ -10,6 +10,8 @@
 - params --shapes-json on the ORT fixture equals its shapes.json;
 - an explicit --normalize is saved in the checkpoint (otter.normalize): eval without --normalize and --resume
   without it feed the inputs the same way (uint8 data trained with --normalize none, not eval's default x / 255);
+- --profile prints the training step's time per operator (rows adding up to the per-step total) and the slowest
+  nodes, over the batches after the first two;
 - --grad-accum, --schedule, --plot (valid SVG) run; bad input fails with exit 1 and a message naming the fault
   (sample size, label range, mixed artifacts, unwritable checkpoint path leaves the previous file intact).
 """
@@ -109,6 +111,30 @@ def main():
     outs = [o.name for o in onnx.load(w("plain.onnx")).graph.output] if ex.returncode == 0 else []
     check(art_plain.returncode == 0 and plain.returncode == 0 and outs == ["output"],
           f"export of artifacts made without --additional-output keeps the forward output: {outs}")
+    # --profile: the training step's time per operator and the slowest nodes over the batches after the first
+    # two; the operator rows add up to the per-step total, and their shares to 100%.
+    prof = otter("train", w("art_plain"), "--data", data, "--steps", "6", "--batch-size", "32", "--threads", "1",
+                 "--profile", "--save", w("prof.ckpt"))
+    lines = prof.stdout.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith("profile: ")]
+    per_step, ops = float("nan"), []
+    if head:
+        per_step = float(lines[head[0]].split()[1])
+        for l in lines[head[0] + 2:]:
+            if l.startswith("slowest nodes:"):
+                break
+            f = l.split()
+            ops.append((f[0], int(f[1]), float(f[2]), float(f[3].rstrip("%"))))
+    slowest = lines.index("slowest nodes:") if "slowest nodes:" in lines else -1
+    check(prof.returncode == 0 and " ms per step in " in (lines[head[0]] if head else "") and
+          any("Gemm" in o[0] for o in ops) and abs(sum(o[2] for o in ops) - per_step) <= 0.01 * per_step + 0.01 and
+          abs(sum(o[3] for o in ops) - 100) < 1 and slowest > 0 and lines[slowest + 1].strip().endswith("ms/step") and
+          "includes the first two" not in prof.stdout,
+          f"train --profile: {len(ops)} operator rows summing to {per_step} ms a step, the slowest nodes")
+    short = otter("train", w("art_plain"), "--data", data, "--steps", "2", "--threads", "1", "--profile", "--save",
+                  w("prof2.ckpt"))
+    check(short.returncode == 0 and "(2 batches: the profile includes the first two, which plan memory)" in
+          short.stdout and "profile: " in short.stdout, "train --profile on 2 batches says they include the warm-up")
     # A mixed set (issue 18, finding 8): art_plain's optimizer model beside art's other files, or a folder
     # whose manifest records an interrupted write, is refused before training; the intact folders train.
     shutil.copytree(w("art"), w("mixed_runs"))

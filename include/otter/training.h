@@ -47,6 +47,7 @@
 #include "otter/checkpoint.h"
 #include "otter/data.h"
 #include "otter/ir.h"
+#include "otter/runtime.h"
 #include "otter/status.h"
 #include "otter/tensor.h"
 
@@ -67,6 +68,8 @@ typedef struct otter_training_options {
     /* Memory budget of each of the session's runtimes (train, eval, optimizer), as
      * otter_session_options.max_memory_bytes; 0: the machine's physical memory. */
     size_t max_memory_bytes;
+    /* Time every node of the train and eval steps (otter_training_profile); two clock reads a node. */
+    bool profile;
 } otter_training_options;
 
 /* ---- create ------------------------------------------------------------------------------------ */
@@ -110,6 +113,14 @@ OTTER_API const otter_type *otter_training_input_type(const otter_training_sessi
                                                       size_t i);
 OTTER_API size_t otter_training_output_count(const otter_training_session *s, otter_training_graph g);
 OTTER_API const char *otter_training_output_name(const otter_training_session *s, otter_training_graph g, size_t i);
+
+/* With options.profile: the time spent in each node of the training (OTTER_TRAINING_GRAPH: forward and
+ * backward, the optimizer step excluded) or eval model over the steps since create, as
+ * otter_session_profile: fills out[0 .. cap) in execution order, returns how many nodes there are (0
+ * without options.profile or without that model). The first steps plan and touch memory: take a snapshot
+ * after them and subtract it for the steady state, as `otter train --profile` does. */
+OTTER_API size_t otter_training_profile(const otter_training_session *s, otter_training_graph g,
+                                        otter_node_profile *out, size_t cap);
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 

@@ -132,7 +132,7 @@ class SessionOptions(ctypes.Structure):  # include/otter/runtime.h: otter_sessio
 
 class TrainingOptions(ctypes.Structure):  # include/otter/training.h: otter_training_options
     _fields_ = [("n_threads", ctypes.c_int), ("seed_set", ctypes.c_bool), ("seed", ctypes.c_uint64),
-                ("max_memory_bytes", ctypes.c_size_t)]
+                ("max_memory_bytes", ctypes.c_size_t), ("profile", ctypes.c_bool)]
 
 
 MAX_RANK = 16  # OTTER_MAX_RANK

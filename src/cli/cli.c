@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,4 +201,55 @@ bool cli_curve_add(cli_curve *c, double x, double y) {
 void cli_curve_free(cli_curve *c) {
     free(c->x), free(c->y);
     *c = (cli_curve){0};
+}
+
+typedef struct op_total {
+    const char *op_type;
+    double ms;
+    uint64_t nodes;
+} op_total;
+
+static int cmp_total_desc(const void *a, const void *b) {
+    double x = ((const op_total *)a)->ms, y = ((const op_total *)b)->ms;
+    return x > y ? -1 : x < y;
+}
+
+static int cmp_node_desc(const void *a, const void *b) {
+    double x = ((const otter_node_profile *)a)->total_ms, y = ((const otter_node_profile *)b)->total_ms;
+    return x > y ? -1 : x < y;
+}
+
+int cli_print_profile(const char *verb, otter_node_profile *p, size_t n, const otter_node_profile *first,
+                      size_t n_first, long runs, const char *unit) {
+    op_total *t = calloc(n + 1, sizeof *t);
+    if (!p || !t) {
+        free(t);
+        fprintf(stderr, "otter %s: out of memory\n", verb);
+        return CLI_EXIT_INVALID;
+    }
+    /* nodes keep their execution order from run to run */
+    for (size_t i = 0; first && i < n && i < n_first; i++) p[i].total_ms -= first[i].total_ms;
+    size_t n_ops = 0;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < n_ops && strcmp(t[k].op_type, p[i].op_type) != 0) k++;
+        if (k == n_ops) t[n_ops++] = (op_total){p[i].op_type, 0, 0};
+        t[k].ms += p[i].total_ms, t[k].nodes++, total += p[i].total_ms;
+    }
+    qsort(t, n_ops, sizeof *t, cmp_total_desc);
+    char per[32];
+    snprintf(per, sizeof per, "ms/%s", unit);
+    printf("profile: %.3f ms per %s in %zu kernels\n%-28s %6s %10s %7s\n", total / (double)runs, unit, n, "operator",
+           "nodes", per, "share");
+    for (size_t k = 0; k < n_ops; k++)
+        printf("%-28s %6llu %10.3f %6.1f%%\n", t[k].op_type, (unsigned long long)t[k].nodes, t[k].ms / (double)runs,
+               total > 0 ? 100 * t[k].ms / total : 0);
+    qsort(p, n, sizeof *p, cmp_node_desc);
+    printf("slowest nodes:\n");
+    for (size_t i = 0; i < n && i < 10; i++)
+        printf("  %-40s %-28s %10.3f ms/%s\n", p[i].name[0] ? p[i].name : "(unnamed)", p[i].op_type,
+               p[i].total_ms / (double)runs, unit);
+    free(t);
+    return CLI_EXIT_OK;
 }

@@ -56,6 +56,13 @@ bool cli_parse_norm(const char *text, otter_data_norm *out);
 /* A byte count: digits with an optional K, M or G suffix (powers of 1024). */
 bool cli_parse_size(const char *s, size_t *out);
 
+/* --profile (otter run, otter train): p (n nodes in execution order, as otter_session_profile gives them;
+ * sorted here) less first (the same nodes after the warm-up runs; NULL: none), per run of `runs`: each
+ * operator type's time and share, then the ten slowest nodes. unit names a run ("run", "step"). A NULL p
+ * (a snapshot out of memory) is reported; returns CLI_EXIT_OK or CLI_EXIT_INVALID. */
+int cli_print_profile(const char *verb, otter_node_profile *p, size_t n, const otter_node_profile *first,
+                      size_t n_first, long runs, const char *unit);
+
 /* The verbs (one file each, src/cli/cmd_<verb>.c). argv[0] is the verb name. */
 int cmd_info(int argc, char **argv);
 int cmd_print(int argc, char **argv);

@@ -169,64 +169,12 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-typedef struct op_total {
-    const char *op_type;
-    double ms;
-    uint64_t nodes;
-} op_total;
-
-static int cmp_total_desc(const void *a, const void *b) {
-    double x = ((const op_total *)a)->ms, y = ((const op_total *)b)->ms;
-    return x > y ? -1 : x < y;
-}
-
-static int cmp_node_desc(const void *a, const void *b) {
-    double x = ((const otter_node_profile *)a)->total_ms, y = ((const otter_node_profile *)b)->total_ms;
-    return x > y ? -1 : x < y;
-}
-
 /* The profile so far (NULL on out of memory); *n its node count. */
 static otter_node_profile *profile_snapshot(const otter_session *s, size_t *n) {
     *n = otter_session_profile(s, NULL, 0);
     otter_node_profile *p = calloc(*n + 1, sizeof *p);
     if (p) otter_session_profile(s, p, *n);
     return p;
-}
-
-/* Per run: time per operator type (share of the kernels' total), then the ten slowest nodes, over
- * the runs after those `first` holds (their profile; NULL: every run). */
-static int print_profile(const otter_session *s, const otter_node_profile *first, size_t n_first, long runs) {
-    size_t n;
-    otter_node_profile *p = profile_snapshot(s, &n);
-    op_total *t = calloc(n + 1, sizeof *t);
-    if (!p || !t) {
-        free(p), free(t);
-        fprintf(stderr, "otter run: out of memory\n");
-        return CLI_EXIT_INVALID;
-    }
-    /* nodes keep their execution order from run to run */
-    for (size_t i = 0; first && i < n && i < n_first; i++) p[i].total_ms -= first[i].total_ms;
-    size_t n_ops = 0;
-    double total = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < n_ops && strcmp(t[k].op_type, p[i].op_type) != 0) k++;
-        if (k == n_ops) t[n_ops++] = (op_total){p[i].op_type, 0, 0};
-        t[k].ms += p[i].total_ms, t[k].nodes++, total += p[i].total_ms;
-    }
-    qsort(t, n_ops, sizeof *t, cmp_total_desc);
-    printf("profile: %.3f ms per run in %zu kernels\n%-28s %6s %10s %7s\n", total / (double)runs, n, "operator",
-           "nodes", "ms/run", "share");
-    for (size_t k = 0; k < n_ops; k++)
-        printf("%-28s %6llu %10.3f %6.1f%%\n", t[k].op_type, (unsigned long long)t[k].nodes, t[k].ms / (double)runs,
-               total > 0 ? 100 * t[k].ms / total : 0);
-    qsort(p, n, sizeof *p, cmp_node_desc);
-    printf("slowest nodes:\n");
-    for (size_t i = 0; i < n && i < 10; i++)
-        printf("  %-40s %-20s %10.3f ms/run\n", p[i].name[0] ? p[i].name : "(unnamed)", p[i].op_type,
-               p[i].total_ms / (double)runs);
-    free(p), free(t);
-    return CLI_EXIT_OK;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -355,7 +303,12 @@ int cmd_run(int argc, char **argv) {
                (double)st.arena_bytes / 1024, st.n_planned, (double)st.naive_bytes / 1024, st.n_inplace,
                (double)st.heap_peak_bytes / 1024, (double)st.constant_bytes / 1024, (double)ru.ru_maxrss / 1024);
     }
-    if (rc == CLI_EXIT_OK && o_profile) rc = print_profile(s, first_profile, n_first, runs - warmup);
+    if (rc == CLI_EXIT_OK && o_profile) {
+        size_t n;
+        otter_node_profile *p = profile_snapshot(s, &n);
+        rc = cli_print_profile("run", p, n, first_profile, n_first, runs - warmup, "run");
+        free(p);
+    }
     free(first_profile);
     free(ms);
     for (size_t i = 0; i < n_in; i++) {

@@ -74,7 +74,7 @@ typedef struct train_args {
     const char *dir, *data, *eval_data, *save, *resume, *plot, *prefix, *norm_name;
     long long threads;
     size_t max_memory;
-    bool seed_given;
+    bool seed_given, profile;
     otter_data_norm norm;
     otter_train_options o;
 } train_args;
@@ -105,6 +105,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
          "leave out each epoch's partial last batch (needed when the model's batch dimension is fixed)", NULL,
          &drop_last},
         {"--threads", NULL, "N", "threads (default: all cores)", &threads_t, NULL},
+        {"--profile", NULL, NULL,
+         "print where a batch's time went (forward and backward, the optimizer step apart): per operator type and "
+         "the slowest nodes, over the batches after the first two, which plan memory and touch it",
+         NULL, &a->profile},
         {"--max-memory", NULL, "BYTES",
          "fail cleanly, naming the node, when a step's values would need more than BYTES per model (K/M/G; "
          "default: the machine's physical memory)",
@@ -192,6 +196,17 @@ static bool resume_settings(train_args *a, otter_training_session *s) {
     return true;
 }
 
+/* Batches --profile leaves out: the first plans memory, the second touches the new arena's pages. */
+enum { PROFILE_WARMUP = 2 };
+
+/* The training step's profile so far (NULL on out of memory); *n its node count. */
+static otter_node_profile *profile_snapshot(const otter_training_session *s, size_t *n) {
+    *n = otter_training_profile(s, OTTER_TRAINING_GRAPH, NULL, 0);
+    otter_node_profile *p = calloc(*n + 1, sizeof *p);
+    if (p) otter_training_profile(s, OTTER_TRAINING_GRAPH, p, *n);
+    return p;
+}
+
 /* What the progress callback prints and collects for the plot. */
 typedef struct train_view {
     const train_args *a;
@@ -200,6 +215,9 @@ typedef struct train_view {
     bool tty;
     double run_loss, last_draw; /* running loss (exponential average) for the progress bar */
     long long run_n;
+    otter_node_profile *warm_profile; /* --profile: the training step's after the first two batches */
+    size_t n_warm;
+    bool out_of_memory;
     cli_curve step_loss, epoch_loss, eval_loss, eval_acc;
 } train_view;
 
@@ -297,6 +315,8 @@ static bool on_progress(const otter_train_progress *p, void *user) {
     if (p->event == OTTER_TRAIN_STEP) {
         cli_curve_add(&v->step_loss, (double)p->global_step, p->loss);
         draw_bar(v, p);
+        if (v->a->profile && v->run_n == PROFILE_WARMUP && !(v->warm_profile = profile_snapshot(v->s, &v->n_warm)))
+            v->out_of_memory = true;
     }
     if (v->tty && (p->event == OTTER_TRAIN_EPOCH_END || p->event == OTTER_TRAIN_STOPPED))
         fprintf(stderr, "\r%*s\r", 110, "");
@@ -339,6 +359,17 @@ static int train(train_args *a, otter_training_session *s, const otter_dataset *
                (long long)r.steps, (long long)otter_training_step_count(s), r.seconds,
                (double)r.samples / fmax(r.seconds, 1e-9), a->save);
     }
+    if (rc == CLI_EXIT_OK && r.steps > 0 && a->profile) {
+        const bool warm = v.warm_profile && r.steps > PROFILE_WARMUP;
+        size_t n = 0;
+        otter_node_profile *p = v.out_of_memory ? NULL : profile_snapshot(s, &n);
+        if (!warm)
+            printf("(%lld batches: the profile includes the first two, which plan memory)\n", (long long)r.steps);
+        rc = cli_print_profile("train", p, n, warm ? v.warm_profile : NULL, v.n_warm,
+                               (long)(warm ? r.steps - PROFILE_WARMUP : r.steps), "step");
+        free(p);
+    }
+    free(v.warm_profile);
     if (a->plot && !write_plot(a->plot, &v)) rc = CLI_EXIT_INVALID;
     cli_curve_free(&v.step_loss), cli_curve_free(&v.epoch_loss);
     cli_curve_free(&v.eval_loss), cli_curve_free(&v.eval_acc);
@@ -359,9 +390,10 @@ int cmd_train(int argc, char **argv) {
     otter_training_session *s = NULL;
     otter_dataset *ds = NULL, *eds = NULL;
     rc = CLI_EXIT_INVALID;
-    if (otter_training_session_create_from_dir(
-            &s, a.dir, a.prefix, a.resume,
-            &(otter_training_options){.n_threads = (int)a.threads, .max_memory_bytes = a.max_memory}) != OTTER_OK) {
+    if (otter_training_session_create_from_dir(&s, a.dir, a.prefix, a.resume,
+                                               &(otter_training_options){.n_threads = (int)a.threads,
+                                                                         .max_memory_bytes = a.max_memory,
+                                                                         .profile = a.profile}) != OTTER_OK) {
         cli_fail("train", a.resume ? a.resume : a.dir);
     } else if (!otter_training_has_optimizer(s)) {
         fprintf(stderr, "otter train: '%s' has no optimizer model\n", a.dir);

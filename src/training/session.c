@@ -580,7 +580,8 @@ otter_status otter_training_session_create_from_models(otter_training_session **
     otter_session_options so = {.n_threads = opts ? opts->n_threads : 0,
                                 .opt_level = 2,
                                 .opt_level_set = true,
-                                .max_memory_bytes = opts ? opts->max_memory_bytes : 0};
+                                .max_memory_bytes = opts ? opts->max_memory_bytes : 0,
+                                .profile = opts && opts->profile};
     otter_status st = classify_training(s);
     if (st == OTTER_OK) st = lay_out(s);
     if (st == OTTER_OK) st = bind_training(s, &so);
@@ -738,6 +739,15 @@ otter_status otter_training_session_create_from_dir(otter_training_session **out
 
 bool otter_training_has_eval(const otter_training_session *s) { return s && s->eval.sess; }
 bool otter_training_has_optimizer(const otter_training_session *s) { return s && s->optim != TS_OPTIM_NONE; }
+
+size_t otter_training_profile(const otter_training_session *s, otter_training_graph g, otter_node_profile *out,
+                              size_t cap) {
+    const otter_session *rt = !s                          ? NULL
+                              : g == OTTER_TRAINING_GRAPH ? s->train.sess
+                              : g == OTTER_EVAL_GRAPH     ? s->eval.sess
+                                                          : NULL;
+    return rt ? otter_session_profile(rt, out, cap) : 0;
+}
 
 /* ---- inputs and outputs -------------------------------------------------------------------------- */
 
