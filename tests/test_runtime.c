@@ -661,6 +661,29 @@ static void test_threads(void) {
     free(kt);
     otter_tensor_free(x);
     otter_model_free(m);
+
+    /* Transpose [2, 19, 13, 5] by perm (0, 2, 1, 3): rows of 5 swapped across two dims (as a transformer's
+     * heads), in blocks of 8 source rows (one partial) of each of the 2 outer matrices, on the threads */
+    CHECK_OK(otter_model_create(&m, "heads", 17));
+    const int64_t hd[4] = {2, 19, 13, 5}, hp[4] = {0, 2, 1, 3}, ho[4] = {2, 13, 19, 5};
+    CHECK_OK(otter_graph_add_input(m->graph, "X", OTTER_DTYPE_FLOAT, 4, hd, NULL));
+    CHECK_OK(otter_node_create(&tn, "Transpose", "t", 1, (const char *[]){"X"}, 1, (const char *[]){"Y"}));
+    CHECK_OK(otter_node_set_attr_ints(tn, "perm", 4, hp));
+    CHECK_OK(otter_graph_add_node(m->graph, tn));
+    CHECK_OK(otter_graph_add_output(m->graph, "Y", OTTER_DTYPE_FLOAT, 4, ho, NULL));
+    CHECK_OK(otter_tensor_create(&x, "X", OTTER_DTYPE_FLOAT, 4, hd));
+    for (int64_t i = 0; i < 2470; i++) ((float *)x->data)[i] = (float)i;
+    y[0] = y[1] = NULL;
+    run_threads(m, x, y);
+    float *heads = malloc(sizeof(float) * 2470);
+    for (int64_t a = 0, i = 0; a < 2; a++) /* Y[a][b][c][d] = X[a][c][b][d] */
+        for (int64_t b = 0; b < 13; b++)
+            for (int64_t c = 0; c < 19; c++)
+                for (int64_t d = 0; d < 5; d++) heads[i++] = (float)(((a * 19 + c) * 13 + b) * 5 + d);
+    check_placed("Transpose (0, 2, 1, 3)", y, heads, 2470);
+    free(heads);
+    otter_tensor_free(x);
+    otter_model_free(m);
 }
 
 /* Outputs that are inputs or initializers directly; an overridable initializer. */
