@@ -49,6 +49,19 @@ void ot_free(void *p) {
 }
 void otter_free(void *p) { ot_free(p); }
 
+void ot_advise_whole_pages(void *start, size_t size, size_t page, int advice) {
+    const uintptr_t lo = ((uintptr_t)start + page - 1) / page * page, hi = ((uintptr_t)start + size) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, advice);
+}
+
+void ot_huge_page_hint(void *start, size_t size) {
+#ifdef MADV_HUGEPAGE
+    if (start && size >= OT_HUGE_PAGE_MIN) ot_advise_whole_pages(start, size, (size_t)2 << 20, MADV_HUGEPAGE);
+#else
+    (void)start, (void)size;
+#endif
+}
+
 char *ot_strndup(const char *s, size_t n) {
     if (!s) return NULL;
     char *d = ot_malloc(n + 1);

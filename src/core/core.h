@@ -19,6 +19,15 @@ void *ot_malloc(size_t n);
 void *ot_calloc(size_t count, size_t size); /* checks count*size for overflow */
 void *ot_realloc(void *p, size_t n);
 void ot_free(void *p);
+/* madvise(advice) over the whole pages of `page` bytes inside [start, start + size); nothing where
+ * madvise is missing. */
+void ot_advise_whole_pages(void *start, size_t size, size_t page, int advice);
+/* A buffer of OT_HUGE_PAGE_MIN bytes or more, not touched yet, asks for 2 MB pages over its 2 MB-aligned
+ * part where the kernel gives them on request (transparent huge pages in "madvise" mode, Debian's
+ * default): rows read a page or more apart (activations, a transformer's heads, a batch read strided by
+ * its first Transpose) otherwise cost a TLB miss each. A hint: nothing changes but the page size. */
+#define OT_HUGE_PAGE_MIN ((size_t)4 << 20)
+void ot_huge_page_hint(void *start, size_t size);
 char *ot_strdup(const char *s); /* NULL in, NULL out */
 char *ot_strndup(const char *s, size_t n);
 char *ot_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

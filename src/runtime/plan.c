@@ -204,26 +204,13 @@ static size_t view_source(const otter_session *s, const ot_exec_node *rn, const 
     return si;
 }
 
-#if defined(MADV_HUGEPAGE) || defined(MADV_DONTNEED)
-/* madvise(advice) over the whole pages of `page` bytes inside [start, start + size) */
-static void advise_whole_pages(void *start, size_t size, uintptr_t page, int advice) {
-    const uintptr_t lo = ((uintptr_t)start + page - 1) / page * page, hi = ((uintptr_t)start + size) / page * page;
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, advice);
-}
-#endif
-
 /* A large arena asks for 2 MB pages where the kernel gives them on request (transparent huge pages in
  * "madvise" mode, Debian's default): products and passes over training activations read rows a page
  * or more apart (dY^T packed for the weight gradients, attention heads, C written along rows), a TLB
  * miss a row on 4 KB pages. encoder_d256's training step 863-953 -> 760-804 ms (1 thread), resnet18's
  * and mobilenet_v2's 3-16% faster; the same peak RSS (every page of the arena is touched each step). */
 static void arena_huge_pages(unsigned char *arena, size_t size) {
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (size >= 16 * huge) advise_whole_pages(arena, size, huge, MADV_HUGEPAGE);
-#else
-    (void)arena, (void)size;
-#endif
+    if (size >= (size_t)32 << 20) ot_huge_page_hint(arena, size);
 }
 
 otter_status ot_plan_build(otter_session *s, const ot_shape_key *key) {
@@ -333,7 +320,7 @@ void ot_plan_release_pages(otter_session *s) {
     long page = sysconf(_SC_PAGESIZE);
     if (!s->arena || page <= 0) return;
     /* the pages read back as zeros when touched again; no value lives in the arena between runs */
-    advise_whole_pages(s->arena, s->arena_cap, (uintptr_t)page, MADV_DONTNEED);
+    ot_advise_whole_pages(s->arena, s->arena_cap, (size_t)page, MADV_DONTNEED);
 #else
     (void)s;
 #endif
