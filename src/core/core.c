@@ -62,6 +62,15 @@ void ot_huge_page_hint(void *start, size_t size) {
 #endif
 }
 
+void *ot_calloc_huge(size_t count, size_t size) {
+    size_t n;
+    if (!ot_mul_size(count, size, &n)) return NULL;
+    void *p = ot_malloc(n);
+    ot_huge_page_hint(p, n);
+    if (p) memset(p, 0, n ? n : 1);
+    return p;
+}
+
 char *ot_strndup(const char *s, size_t n) {
     if (!s) return NULL;
     char *d = ot_malloc(n + 1);

@@ -28,6 +28,9 @@ void ot_advise_whole_pages(void *start, size_t size, size_t page, int advice);
  * its first Transpose) otherwise cost a TLB miss each. A hint: nothing changes but the page size. */
 #define OT_HUGE_PAGE_MIN ((size_t)4 << 20)
 void ot_huge_page_hint(void *start, size_t size);
+/* ot_calloc for buffers that may be large (tensors, training state): the huge-page hint first, then the
+ * zeros (calloc's zeros touch every page before a hint could count). */
+void *ot_calloc_huge(size_t count, size_t size);
 char *ot_strdup(const char *s); /* NULL in, NULL out */
 char *ot_strndup(const char *s, size_t n);
 char *ot_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
