@@ -19,8 +19,7 @@ void *ot_malloc(size_t n);
 void *ot_calloc(size_t count, size_t size); /* checks count*size for overflow */
 void *ot_realloc(void *p, size_t n);
 void ot_free(void *p);
-/* madvise(advice) over the whole pages of `page` bytes inside [start, start + size); nothing where
- * madvise is missing. */
+/* madvise(advice) over the whole pages of `page` bytes inside [start, start + size). */
 void ot_advise_whole_pages(void *start, size_t size, size_t page, int advice);
 /* A buffer of OT_HUGE_PAGE_MIN bytes or more, not touched yet, asks for 2 MB pages over its 2 MB-aligned
  * part where the kernel gives them on request (transparent huge pages in "madvise" mode, Debian's
