@@ -40,6 +40,7 @@ void *ot_calloc(size_t count, size_t size) {
     size_t n;
     if (!ot_mul_size(count, size, &n)) return NULL;
     void *p = ot_malloc(n);
+    ot_huge_page_hint(p, n); /* before the zeros touch the pages */
     if (p) memset(p, 0, n ? n : 1);
     return p;
 }
@@ -60,15 +61,6 @@ void ot_huge_page_hint(void *start, size_t size) {
 #else
     (void)start, (void)size;
 #endif
-}
-
-void *ot_calloc_huge(size_t count, size_t size) {
-    size_t n;
-    if (!ot_mul_size(count, size, &n)) return NULL;
-    void *p = ot_malloc(n);
-    ot_huge_page_hint(p, n);
-    if (p) memset(p, 0, n ? n : 1);
-    return p;
 }
 
 char *ot_strndup(const char *s, size_t n) {

@@ -127,9 +127,7 @@ otter_status ot_tensor_shell(otter_tensor **out, const char *name, otter_dtype d
 otter_status ot_tensor_alloc_data(otter_tensor *t) {
     size_t nbytes = otter_tensor_nbytes(t);
     if (!nbytes) return OTTER_OK;
-    /* on 2 MB pages when large: encoder_d256's batch of 32 x 128 x 256, read 1 KB a row 128 KB apart by its
-     * first Transpose, took 7-10 ms on 4 KB pages, 0.75 on 2 MB ones */
-    if (!(t->data = ot_calloc_huge(1, nbytes)))
+    if (!(t->data = ot_calloc(1, nbytes)))
         return ot_error(OTTER_ERR_NOMEM, "out of memory allocating a %s tensor of %zu bytes",
                         otter_dtype_name(t->dtype), nbytes);
     t->owns_data = true;

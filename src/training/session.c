@@ -227,10 +227,9 @@ static otter_status lay_out(otter_training_session *s) {
             s->n_frozen += p->numel;
         }
     }
-    /* on 2 MB pages when large: the weights' Transposes read them a row (1-4 KB) apart */
-    s->train_slab = ot_calloc_huge(s->n_train ? s->n_train : 1, sizeof(float));
-    s->grad_slab = ot_calloc_huge(s->n_train ? s->n_train : 1, sizeof(float));
-    s->frozen_slab = ot_calloc_huge(s->n_frozen ? s->n_frozen : 1, sizeof(float));
+    s->train_slab = ot_calloc(s->n_train ? s->n_train : 1, sizeof(float));
+    s->grad_slab = ot_calloc(s->n_train ? s->n_train : 1, sizeof(float));
+    s->frozen_slab = ot_calloc(s->n_frozen ? s->n_frozen : 1, sizeof(float));
     if (!s->train_slab || !s->grad_slab || !s->frozen_slab) return OT_NOMEM();
     size_t off_frozen = 0;
     for (size_t i = 0; i < s->n_params; i++) {
@@ -513,7 +512,7 @@ static otter_status load_optimizer_state(otter_training_session *s) {
     size_t n_m = s->optim == TS_OPTIM_ADAMW ? 2 : 1;
     float *slab[2] = {NULL, NULL};
     for (size_t j = 0; j < n_m; j++) {
-        slab[j] = ot_calloc_huge(s->n_train, sizeof(float));
+        slab[j] = ot_calloc(s->n_train, sizeof(float));
         if (!slab[j]) {
             ot_free(slab[0]);
             return OT_NOMEM();
@@ -896,8 +895,8 @@ otter_status otter_training_optimizer_step(otter_training_session *s) {
         return ot_error(OTTER_ERR_ARGUMENT, "optimizer step: the session has no optimizer model");
     OT_TRY(ot_training_require_all_set(s, "optimizer step"));
     if (!s->have_moments && s->n_train) {
-        s->m1 = ot_calloc_huge(s->n_train, sizeof(float));
-        if (s->optim == TS_OPTIM_ADAMW) s->m2 = ot_calloc_huge(s->n_train, sizeof(float));
+        s->m1 = ot_calloc(s->n_train, sizeof(float));
+        if (s->optim == TS_OPTIM_ADAMW) s->m2 = ot_calloc(s->n_train, sizeof(float));
         if (!s->m1 || (s->optim == TS_OPTIM_ADAMW && !s->m2)) {
             ot_free(s->m1);
             ot_free(s->m2);
