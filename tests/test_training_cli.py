@@ -133,7 +133,7 @@ def main():
           f"train --profile: {len(ops)} operator rows summing to {per_step} ms a step, the slowest nodes")
     short = otter("train", w("art_plain"), "--data", data, "--steps", "2", "--threads", "1", "--profile", "--save",
                   w("prof2.ckpt"))
-    check(short.returncode == 0 and "(2 batches: the profile includes the first two, which plan memory)" in
+    check(short.returncode == 0 and "(the profile includes the first two batches, which plan memory)" in
           short.stdout and "profile: " in short.stdout, "train --profile on 2 batches says they include the warm-up")
     # A mixed set (issue 18, finding 8): art_plain's optimizer model beside art's other files, or a folder
     # whose manifest records an interrupted write, is refused before training; the intact folders train.

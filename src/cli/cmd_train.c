@@ -217,7 +217,6 @@ typedef struct train_view {
     long long run_n;
     otter_node_profile *warm_profile; /* --profile: the training step's after the first two batches */
     size_t n_warm;
-    bool out_of_memory;
     cli_curve step_loss, epoch_loss, eval_loss, eval_acc;
 } train_view;
 
@@ -315,8 +314,7 @@ static bool on_progress(const otter_train_progress *p, void *user) {
     if (p->event == OTTER_TRAIN_STEP) {
         cli_curve_add(&v->step_loss, (double)p->global_step, p->loss);
         draw_bar(v, p);
-        if (v->a->profile && v->run_n == PROFILE_WARMUP && !(v->warm_profile = profile_snapshot(v->s, &v->n_warm)))
-            v->out_of_memory = true;
+        if (v->a->profile && v->run_n == PROFILE_WARMUP) v->warm_profile = profile_snapshot(v->s, &v->n_warm);
     }
     if (v->tty && (p->event == OTTER_TRAIN_EPOCH_END || p->event == OTTER_TRAIN_STOPPED))
         fprintf(stderr, "\r%*s\r", 110, "");
@@ -362,9 +360,8 @@ static int train(train_args *a, otter_training_session *s, const otter_dataset *
     if (rc == CLI_EXIT_OK && r.steps > 0 && a->profile) {
         const bool warm = v.warm_profile && r.steps > PROFILE_WARMUP;
         size_t n = 0;
-        otter_node_profile *p = v.out_of_memory ? NULL : profile_snapshot(s, &n);
-        if (!warm)
-            printf("(%lld batches: the profile includes the first two, which plan memory)\n", (long long)r.steps);
+        otter_node_profile *p = profile_snapshot(s, &n);
+        if (!warm) printf("(the profile includes the first two batches, which plan memory)\n");
         rc = cli_print_profile("train", p, n, warm ? v.warm_profile : NULL, v.n_warm,
                                (long)(warm ? r.steps - PROFILE_WARMUP : r.steps), "step");
         free(p);
