@@ -8,12 +8,11 @@
  * within 1e-5 relative to 1e-3 + |a| (the paths sum the same products in other orders; the blocked
  * pooling and reorders are exact), a value in the middle of the chain is also a graph output (given
  * back by FromChannelBlocks), and the level-2 graph must hold the blocked nodes the pass promises
- * (on AVX-512; none elsewhere, and the outputs still agree), MaxPools joined to the convolutions they read
- * where nothing else reads those (image by image, or from scratch) and their shapes inferred. Graphs the pass
- * must leave planar: a lone
- * convolution pair whose every value is read outside, a convolution with a sum input. The blocked
- * kernels reject what they can't run (and kernel_parts that don't fit the kernel) with errors that
- * name the tensor. */
+ * (on AVX-512; none elsewhere, and the outputs still agree, within 1e-4 where Winograd runs), MaxPools joined to the
+ * convolutions they read where nothing else reads those (image by image, or from scratch) and their shapes inferred.
+ * Graphs the pass must leave planar: a lone convolution pair whose every value is read outside, a convolution with a
+ * sum input. The blocked kernels reject what they can't run (and kernel_parts that don't fit the kernel) with errors
+ * that name the tensor. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,8 +139,16 @@ static counts count_blocked(const otter_graph *g) {
     return c;
 }
 
-/* Levels 1 and 2 agree on every output; the level-2 graph's counts into *c. */
+static bool blocks_possible(void) {
+    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && ot_conv_depthwise_isa() == OT_DW_AVX512;
+}
+
+/* Levels 1 and 2 agree on every output; the level-2 graph's counts into *c. Without AVX-512, level 2
+ * runs 3x3 convolutions by Winograd F(2x2, 3x3) where it pays off, whose transforms round otherwise
+ * than the direct kernel's sums (test_conv_algos bounds it against float64): 4.0e-5 measured here
+ * (AVX2, "two convolutions read outside"), against 1e-5 for the same products summed in other orders. */
 static void compare(const char *what, const otter_model *m, int64_t batch, int threads, counts *c) {
+    const double tol = blocks_possible() ? 1e-5 : 1e-4;
     const int64_t xd[4] = {batch, 3, 21, 19};
     otter_tensor *x;
     CHECK_OK(otter_tensor_create(&x, "x", OTTER_DTYPE_FLOAT, 4, xd));
@@ -174,16 +181,12 @@ static void compare(const char *what, const otter_model *m, int64_t batch, int t
         }
         otter_tensor_free(y[0][i]), otter_tensor_free(y[1][i]);
     }
-    CHECK(err < 1e-5);
+    CHECK(err < tol);
     worst = tu_worse(worst, err);
     printf("  %-34s batch %lld, %d thread(s): %zu blocked convolutions, %zu blocked pools, %zu blocked "
            "GlobalAveragePools, %zu reorders, %zu pools joined; worst relative difference %.2e\n",
            what, (long long)batch, threads, c->conv, c->pool, c->gap, c->back, c->pooled, err);
     otter_tensor_free(x);
-}
-
-static bool blocks_possible(void) {
-    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && ot_conv_depthwise_isa() == OT_DW_AVX512;
 }
 
 /* compare at batch 1 and 3 (the kernels' two ways of sharing work), 1 and 2 threads; each level-2 graph must hold
