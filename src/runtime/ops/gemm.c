@@ -48,9 +48,9 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
 /* The same reading A's mr rows where they are stored (a + i * lda + k) instead of a packed slab,
  * and B's rows ldb apart (NR for a packed slab; B's own rows when stored, not transposed, with
  * nr == NR); with init (NR floats), C = init (in every row) + the product instead of C += it: the
- * first K slice then neither clears C nor reads it. With epi (the AVX-512 kernel's full tiles, on
- * the last K slice, no activation or Relu or Clip: ukr_epilogue_in_registers), the tile at row i0, column j0
- * of C gets the epilogue in registers before it is stored. With stream (the first tile to read this
+ * first K slice then neither clears C nor reads it. With epi (full-width tiles, on the last K slice,
+ * no activation or Relu or Clip: ukr_epilogue_in_registers), the tile at row i0, column j0 of C gets
+ * the epilogue in registers before it is stored. With stream (the first tile to read this
  * B slab), B's rows PREFETCH_K ahead are prefetched: a slab few rows of A use is read from memory once
  * (the weights of batch-1 convolutions on 2x2 maps: 4 rows against 9 MB of packed weights), and the
  * hardware prefetcher alone kept too few lines in flight (that product 1.1 -> 0.7 ms from DRAM); B's
@@ -93,9 +93,15 @@ static inline float gate_value(float v, float g) { return g > 0.0f ? v : 0.0f; }
 __attribute__((target("avx512f"), always_inline)) static inline __m512 gate_ps512(__m512 v, __m512 g) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GT_OQ), v);
 }
+__attribute__((target("avx2"), always_inline)) static inline __m256 gate_ps256(__m256 v, __m256 g) {
+    return _mm256_and_ps(v, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
 #endif
 
 #ifdef OT_GEMM_X86
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+epi_registers_avx2(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m256 *v0, __m256 *v1);
+
 /* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
  * NR): an edge tile (mr or nr short of the slab) runs only the rows and columns it has, instead of
  * multiplying the slabs' zero padding. Each element of C is one FMA chain over k whatever the tile
@@ -103,7 +109,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gate_ps51
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, const float *restrict a, int64_t lda,
               const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init,
-              bool stream) {
+              const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0, bool stream) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();
@@ -130,11 +136,17 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
         a += DIRECT ? 1 : MR;
         b += ldb;
     }
-    if (ROWS == MR && WIDE && mr == MR && nr == 16) {
-        /* C = init + the tile, or C += the tile */
+    if (WIDE && nr == 16) {
+        /* C = init + the tile, or C += the tile, then the epilogue: the mr rows the tile has (a
+         * packed slab's padding row is not stored) */
 #define OT_STORE(i, ca, cb)                                                                                            \
-    _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(_mm256_loadu_ps(init ? init : c + i * ldc), ca));                      \
-    _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(_mm256_loadu_ps(init ? init + 8 : c + i * ldc + 8), cb));
+    if (ROWS > i && i < mr) {                                                                                          \
+        __m256 v0 = _mm256_add_ps(_mm256_loadu_ps(init ? init : c + i * ldc), ca);                                     \
+        __m256 v1 = _mm256_add_ps(_mm256_loadu_ps(init ? init + 8 : c + i * ldc + 8), cb);                             \
+        if (epi) epi_registers_avx2(epi, i0 + i, j0, &v0, &v1);                                                        \
+        _mm256_storeu_ps(c + i * ldc, v0);                                                                             \
+        _mm256_storeu_ps(c + i * ldc + 8, v1);                                                                         \
+    }
         OT_STORE(0, c0a, c0b)
         OT_STORE(1, c1a, c1b)
         OT_STORE(2, c2a, c2b)
@@ -159,13 +171,14 @@ ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, co
 #define OT_AVX2_ROWS(rows)                                                                                             \
     case rows:                                                                                                         \
         if (nr > 8)                                                                                                    \
-            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init, stream);                       \
+            ukr_avx2_tile(rows, true, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0, stream);          \
         else                                                                                                           \
-            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init, stream);                      \
+            ukr_avx2_tile(rows, false, direct, kc, a, lda, b, ldb, c, ldc, mr, nr, init, epi, i0, j0, stream);         \
         return;
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t lda, const float *restrict b, int64_t ldb,
-              float *restrict c, int64_t ldc, int mr, int nr, const float *init, bool stream) {
+              float *restrict c, int64_t ldc, int mr, int nr, const float *init, const ot_sgemm_epilogue *epi,
+              int64_t i0, int64_t j0, bool stream) {
     switch (direct ? mr : (mr + 1) / 2 * 2) {
         OT_AVX2_ROWS(1)
         OT_AVX2_ROWS(2)
@@ -181,8 +194,8 @@ ukr_avx2_half(const bool direct, int64_t kc, const float *restrict a, int64_t ld
 _Static_assert(NR == 32, "the AVX2 and AVX-512 kernels cover 32 columns");
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a, const float *restrict b,
                                                          float *restrict c, int64_t ldc, int mr, int nr) {
-    ukr_avx2_half(false, kc, a, 0, b, NR, c, ldc, mr, nr < 16 ? nr : 16, NULL, false);
-    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, NR, c + 16, ldc, mr, nr - 16, NULL, false);
+    ukr_avx2_half(false, kc, a, 0, b, NR, c, ldc, mr, nr < 16 ? nr : 16, NULL, NULL, 0, 0, false);
+    if (nr > 16) ukr_avx2_half(false, kc, a, 0, b + 16, NR, c + 16, ldc, mr, nr - 16, NULL, NULL, 0, 0, false);
 }
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, const float *restrict a, int64_t lda,
@@ -190,36 +203,46 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, cons
                                                                 int64_t ldc, int mr, int nr, const float *init,
                                                                 const ot_sgemm_epilogue *epi, int64_t i0, int64_t j0,
                                                                 bool stream) {
-    (void)epi, (void)i0, (void)j0; /* never given one: sg_block applies it after */
-    ukr_avx2_half(true, kc, a, lda, b, ldb, c, ldc, mr, nr < 16 ? nr : 16, init, stream);
+    ukr_avx2_half(true, kc, a, lda, b, ldb, c, ldc, mr, nr < 16 ? nr : 16, init, epi, i0, j0, stream);
     if (nr > 16)
-        ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL, stream);
+        ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL, epi, i0,
+                      j0 + 16, stream);
 }
 
-/* Row i of C, columns [j0, j0 + 32) in v0, v1, get the epilogue (no activation, Relu or Clip) as
- * epi_clamp_avx512 applies it, the same operations. */
+/* Row i of C, columns [j0, j0 + 2 * W) in v0, v1 (vectors of W floats: AVX-512 or AVX2), get the
+ * epilogue (no activation, Relu or Clip) as epi_clamp_avx512 / epi_clamp_avx2 apply it, the same
+ * operations. */
+#define EPI_REGISTERS(V, W, set1, add, max, min, zero, loadu, gate_op)                                                 \
+    if (e->row_bias || e->z) {                                                                                         \
+        const V bv = set1(e->row_bias ? e->row_bias[i] : 0.0f);                                                        \
+        *v0 = add(*v0, bv), *v1 = add(*v1, bv);                                                                        \
+    }                                                                                                                  \
+    if (e->z) {                                                                                                        \
+        const float *z = e->z + i * e->ldz + j0;                                                                       \
+        *v0 = add(*v0, loadu(z)), *v1 = add(*v1, loadu(z + W));                                                        \
+    }                                                                                                                  \
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;                                              \
+    if (kind == OT_FUSED_RELU) {                                                                                       \
+        *v0 = max(*v0, zero()), *v1 = max(*v1, zero());                                                                \
+    } else if (kind == OT_FUSED_CLIP) {                                                                                \
+        const V lv = set1(e->act->p0), hv = set1(e->act->p1);                                                          \
+        *v0 = min(hv, max(lv, *v0)), *v1 = min(hv, max(lv, *v1));                                                      \
+    }                                                                                                                  \
+    if (e->gate) {                                                                                                     \
+        const float *g = e->gate + i * e->ldg + j0;                                                                    \
+        *v0 = gate_op(*v0, loadu(g)), *v1 = gate_op(*v1, loadu(g + W));                                                \
+    }
 __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
 epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m512 *v1) {
-    if (e->row_bias || e->z) {
-        const __m512 bv = _mm512_set1_ps(e->row_bias ? e->row_bias[i] : 0.0f);
-        *v0 = _mm512_add_ps(*v0, bv), *v1 = _mm512_add_ps(*v1, bv);
-    }
-    if (e->z) {
-        const float *z = e->z + i * e->ldz + j0;
-        *v0 = _mm512_add_ps(*v0, _mm512_loadu_ps(z)), *v1 = _mm512_add_ps(*v1, _mm512_loadu_ps(z + 16));
-    }
-    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
-    if (kind == OT_FUSED_RELU) {
-        *v0 = _mm512_max_ps(*v0, _mm512_setzero_ps()), *v1 = _mm512_max_ps(*v1, _mm512_setzero_ps());
-    } else if (kind == OT_FUSED_CLIP) {
-        const __m512 lv = _mm512_set1_ps(e->act->p0), hv = _mm512_set1_ps(e->act->p1);
-        *v0 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v0)), *v1 = _mm512_min_ps(hv, _mm512_max_ps(lv, *v1));
-    }
-    if (e->gate) {
-        const float *g = e->gate + i * e->ldg + j0;
-        *v0 = gate_ps512(*v0, _mm512_loadu_ps(g)), *v1 = gate_ps512(*v1, _mm512_loadu_ps(g + 16));
-    }
+    EPI_REGISTERS(__m512, 16, _mm512_set1_ps, _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps,
+                  _mm512_loadu_ps, gate_ps512)
 }
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+epi_registers_avx2(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m256 *v0, __m256 *v1) {
+    EPI_REGISTERS(__m256, 8, _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps,
+                  _mm256_loadu_ps, gate_ps256)
+}
+#undef EPI_REGISTERS
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
  * broadcasts feed 12 (6) FMAs, each row of C one or two zmm accumulators. A is the zero-padded
@@ -498,7 +521,8 @@ static ukr_direct_fn pick_ukr_direct(void) {
 static bool ukr_epilogue_in_registers(ukr_direct_fn k, const ot_sgemm_epilogue *e) {
 #ifdef OT_GEMM_X86
     const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;
-    return k == ukr_avx512_direct && (kind == OT_FUSED_NONE || kind == OT_FUSED_RELU || kind == OT_FUSED_CLIP);
+    return (k == ukr_avx512_direct || k == ukr_avx2_direct) &&
+           (kind == OT_FUSED_NONE || kind == OT_FUSED_RELU || kind == OT_FUSED_CLIP);
 #else
     (void)k, (void)e;
     return false;
@@ -652,7 +676,7 @@ epi_clamp_avx2_kind(const ot_fused_act_kind KIND, const ot_sgemm_epilogue *e, fl
         for (; j + 8 <= n; j += 8) {
             __m256 v = _mm256_loadu_ps(c + j);
             EPI_VEC(_mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps(), _mm256_loadu_ps(z + j))
-            if (gate) v = _mm256_and_ps(v, _mm256_cmp_ps(_mm256_loadu_ps(gate + j), _mm256_setzero_ps(), _CMP_GT_OQ));
+            if (gate) v = gate_ps256(v, _mm256_loadu_ps(gate + j));
             _mm256_storeu_ps(c + j, v);
         }
         for (; j < n; j++) {
@@ -991,7 +1015,7 @@ static void sg_block(const sg_args *g, int64_t r0, int64_t r1, int64_t q0, int64
     /* the direct and AVX-512 kernels start C themselves from beta * bias (or zeros) on the first slice */
     const bool fresh = (g->direct || tall512) && g->pc == 0 && (g->bias || g->beta == 0.0f);
     const bool last = g->pc + g->kc == g->K;
-    /* the AVX-512 kernel applies the vector epilogues to full tiles as it stores them */
+    /* the direct kernels apply the vector epilogues to full-width tiles as they store them */
     const ot_sgemm_epilogue *regs = last && g->epi && ukr_epilogue_in_registers(g->direct, g->epi) ? g->epi : NULL;
     if (g->pc == 0 && !fresh)
         init_rows_f(g->C + (g->ic + r0) * g->ldc + g->jc + q0, g->ldc, r1 - r0, q1 - q0, g->beta,
