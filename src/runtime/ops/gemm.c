@@ -96,16 +96,46 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 gate_ps51
 __attribute__((target("avx2"), always_inline)) static inline __m256 gate_ps256(__m256 v, __m256 g) {
     return _mm256_and_ps(v, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GT_OQ));
 }
-#endif
 
-#ifdef OT_GEMM_X86
+/* Row i of C, columns [j0, j0 + 2 * W) in v0, v1 (vectors of W floats: AVX-512 or AVX2), get the
+ * epilogue (no activation, Relu or Clip) as epi_clamp_avx512 / epi_clamp_avx2 apply it, the same
+ * operations. */
+#define EPI_REGISTERS(V, W, set1, add, max, min, zero, loadu, gate_op)                                                 \
+    if (e->row_bias || e->z) {                                                                                         \
+        const V bv = set1(e->row_bias ? e->row_bias[i] : 0.0f);                                                        \
+        *v0 = add(*v0, bv), *v1 = add(*v1, bv);                                                                        \
+    }                                                                                                                  \
+    if (e->z) {                                                                                                        \
+        const float *z = e->z + i * e->ldz + j0;                                                                       \
+        *v0 = add(*v0, loadu(z)), *v1 = add(*v1, loadu(z + W));                                                        \
+    }                                                                                                                  \
+    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;                                              \
+    if (kind == OT_FUSED_RELU) {                                                                                       \
+        *v0 = max(*v0, zero()), *v1 = max(*v1, zero());                                                                \
+    } else if (kind == OT_FUSED_CLIP) {                                                                                \
+        const V lv = set1(e->act->p0), hv = set1(e->act->p1);                                                          \
+        *v0 = min(hv, max(lv, *v0)), *v1 = min(hv, max(lv, *v1));                                                      \
+    }                                                                                                                  \
+    if (e->gate) {                                                                                                     \
+        const float *g = e->gate + i * e->ldg + j0;                                                                    \
+        *v0 = gate_op(*v0, loadu(g)), *v1 = gate_op(*v1, loadu(g + W));                                                \
+    }
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
+epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m512 *v1) {
+    EPI_REGISTERS(__m512, 16, _mm512_set1_ps, _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps,
+                  _mm512_loadu_ps, gate_ps512)
+}
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-epi_registers_avx2(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m256 *v0, __m256 *v1);
+epi_registers_avx2(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m256 *v0, __m256 *v1) {
+    EPI_REGISTERS(__m256, 8, _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps,
+                  _mm256_loadu_ps, gate_ps256)
+}
+#undef EPI_REGISTERS
 
-/* ROWS (2, 4 or 6) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b (stride
- * NR): an edge tile (mr or nr short of the slab) runs only the rows and columns it has, instead of
- * multiplying the slabs' zero padding. Each element of C is one FMA chain over k whatever the tile
- * shape, so edge tiles sum in the same order as full ones. */
+/* ROWS (1 to 6; a packed slab's an even count) rows of A against 8 (WIDE: 16) columns of B, the half of a slab at b
+ * (stride NR): an edge tile (mr or nr short of the slab) runs only the rows and columns it has, instead of multiplying
+ * the slabs' zero padding. Each element of C is one FMA chain over k whatever the tile shape, so edge tiles sum in the
+ * same order as full ones. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 ukr_avx2_tile(const int ROWS, const bool WIDE, const bool DIRECT, int64_t kc, const float *restrict a, int64_t lda,
               const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, int mr, int nr, const float *init,
@@ -208,41 +238,6 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_direct(int64_t kc, cons
         ukr_avx2_half(true, kc, a, lda, b + 16, ldb, c + 16, ldc, mr, nr - 16, init ? init + 16 : NULL, epi, i0,
                       j0 + 16, stream);
 }
-
-/* Row i of C, columns [j0, j0 + 2 * W) in v0, v1 (vectors of W floats: AVX-512 or AVX2), get the
- * epilogue (no activation, Relu or Clip) as epi_clamp_avx512 / epi_clamp_avx2 apply it, the same
- * operations. */
-#define EPI_REGISTERS(V, W, set1, add, max, min, zero, loadu, gate_op)                                                 \
-    if (e->row_bias || e->z) {                                                                                         \
-        const V bv = set1(e->row_bias ? e->row_bias[i] : 0.0f);                                                        \
-        *v0 = add(*v0, bv), *v1 = add(*v1, bv);                                                                        \
-    }                                                                                                                  \
-    if (e->z) {                                                                                                        \
-        const float *z = e->z + i * e->ldz + j0;                                                                       \
-        *v0 = add(*v0, loadu(z)), *v1 = add(*v1, loadu(z + W));                                                        \
-    }                                                                                                                  \
-    const ot_fused_act_kind kind = e->act ? e->act->kind : OT_FUSED_NONE;                                              \
-    if (kind == OT_FUSED_RELU) {                                                                                       \
-        *v0 = max(*v0, zero()), *v1 = max(*v1, zero());                                                                \
-    } else if (kind == OT_FUSED_CLIP) {                                                                                \
-        const V lv = set1(e->act->p0), hv = set1(e->act->p1);                                                          \
-        *v0 = min(hv, max(lv, *v0)), *v1 = min(hv, max(lv, *v1));                                                      \
-    }                                                                                                                  \
-    if (e->gate) {                                                                                                     \
-        const float *g = e->gate + i * e->ldg + j0;                                                                    \
-        *v0 = gate_op(*v0, loadu(g)), *v1 = gate_op(*v1, loadu(g + W));                                                \
-    }
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void
-epi_registers(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m512 *v0, __m512 *v1) {
-    EPI_REGISTERS(__m512, 16, _mm512_set1_ps, _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_setzero_ps,
-                  _mm512_loadu_ps, gate_ps512)
-}
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-epi_registers_avx2(const ot_sgemm_epilogue *e, int64_t i, int64_t j0, __m256 *v0, __m256 *v1) {
-    EPI_REGISTERS(__m256, 8, _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_setzero_ps,
-                  _mm256_loadu_ps, gate_ps256)
-}
-#undef EPI_REGISTERS
 
 /* 6 rows of A against 32 (WIDE) or 16 columns of B with AVX-512: per k, one or two B loads and 6
  * broadcasts feed 12 (6) FMAs, each row of C one or two zmm accumulators. A is the zero-padded
