@@ -1,5 +1,6 @@
 /* The channel-blocked layout (runtime/layout.c): chains of convolutions, max pools and channel
- * Concats run on [N][C / 16][H][W][16] blocks when the CPU has AVX-512.
+ * Concats run on [N][C / B][H][W][B] blocks, B = 16 on AVX-512 and 8 on AVX2; every check runs at each block the
+ * CPU has (an AVX-512 CPU also at 8, its direct kernel capped to AVX2).
  *
  * A SqueezeNet-like graph (a stem convolution from 3 channels, a ceil-mode max pool, fire modules of a
  * 1x1 squeeze and 1x1 / 3x3 expands concatenated, a padded stride-2 convolution, a max pool that
@@ -8,7 +9,7 @@
  * within 1e-5 relative to 1e-3 + |a| (the paths sum the same products in other orders; the blocked
  * pooling and reorders are exact), a value in the middle of the chain is also a graph output (given
  * back by FromChannelBlocks), and the level-2 graph must hold the blocked nodes the pass promises
- * (on AVX-512; none elsewhere, and the outputs still agree, within 1e-4 where Winograd runs), MaxPools joined to the
+ * (with a block; none without, and the outputs still agree, within 1e-4 where Winograd runs), MaxPools joined to the
  * convolutions they read where nothing else reads those (image by image, or from scratch) and their shapes inferred.
  * Graphs the pass must leave planar: a lone convolution pair whose every value is read outside, a convolution with a
  * sum input. The blocked kernels reject what they can't run (and kernel_parts that don't fit the kernel) with errors
@@ -18,11 +19,13 @@
 #include <string.h>
 
 #include "otter/otter.h"
+#include "runtime/ops/channel_blocks.h"
 #include "runtime/ops/conv_depthwise.h"
 #include "runtime/ops/conv_direct.h"
 #include "testutil.h"
 
 static double worst;
+static int64_t block; /* the channel block the checks run at (ot_channel_block()), 0: none */
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -130,7 +133,7 @@ static counts count_blocked(const otter_graph *g) {
     for (size_t k = 0; k < g->n_nodes; k++) {
         const otter_node *n = g->nodes[k];
         if (!n->domain || strcmp(n->domain, "com.otter") != 0) continue;
-        c.conv += !strcmp(n->op_type, "FusedConv") && otter_node_attr_int(n, "channel_blocks", 0) == 16;
+        c.conv += !strcmp(n->op_type, "FusedConv") && otter_node_attr_int(n, "channel_blocks", 0) == block;
         c.pool += !strcmp(n->op_type, "BlockedMaxPool");
         c.pooled += !strcmp(n->op_type, "FusedConv") && otter_node_attr(n, "maxpool_kernel_shape");
         c.gap += !strcmp(n->op_type, "BlockedGlobalAveragePool");
@@ -139,16 +142,15 @@ static counts count_blocked(const otter_graph *g) {
     return c;
 }
 
-static bool blocks_possible(void) {
-    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && ot_conv_depthwise_isa() == OT_DW_AVX512;
-}
+static bool blocks_possible(void) { return block > 0; }
 
 /* Levels 1 and 2 agree on every output; the level-2 graph's counts into *c. Without AVX-512, level 2
- * runs 3x3 convolutions by Winograd F(2x2, 3x3) where it pays off, whose transforms round otherwise
- * than the direct kernel's sums (test_conv_algos bounds it against float64): 4.0e-5 measured here
- * (AVX2, "two convolutions read outside"), against 1e-5 for the same products summed in other orders. */
+ * runs the 3x3 convolutions it leaves planar by Winograd F(2x2, 3x3) where it pays off, whose transforms
+ * round otherwise than the direct kernel's sums (test_conv_algos bounds it against float64): 4.0e-5
+ * measured here (AVX2, "two convolutions read outside"), against 1e-5 for the same products summed in
+ * other orders. */
 static void compare(const char *what, const otter_model *m, int64_t batch, int threads, counts *c) {
-    const double tol = blocks_possible() ? 1e-5 : 1e-4;
+    const double tol = ot_conv_direct_isa() == OT_CONV_ISA_AVX512 ? 1e-5 : 1e-4;
     const int64_t xd[4] = {batch, 3, 21, 19};
     otter_tensor *x;
     CHECK_OK(otter_tensor_create(&x, "x", OTTER_DTYPE_FLOAT, 4, xd));
@@ -190,7 +192,7 @@ static void compare(const char *what, const otter_model *m, int64_t batch, int t
 }
 
 /* compare at batch 1 and 3 (the kernels' two ways of sharing work), 1 and 2 threads; each level-2 graph must hold
- * the nodes `want` counts on AVX-512, none elsewhere */
+ * the nodes `want` counts with a block, none without */
 static void compare_each(const char *what, const otter_model *m, counts want) {
     const bool on = blocks_possible();
     for (int64_t batch = 1; batch <= 3; batch += 2)
@@ -204,10 +206,10 @@ static void compare_each(const char *what, const otter_model *m, counts want) {
 
 static void check_squeeze(void) {
     otter_model *m = squeeze_model();
-    /* the 12 convolutions but the last (10 channels), each fire's two expands as one (fuse.c); both pools joined to
-     * the convolutions they read (the stem's, padded, image by image at batch 3); f2 back, and f3 for the
+    /* the 12 convolutions but the last (10 channels), on AVX-512 each fire's two expands as one (fuse.c); both pools
+     * joined to the convolutions they read (the stem's, padded, image by image at batch 3); f2 back, and f3 for the
      * 10-channel convolution */
-    compare_each("squeeze chain", m, (counts){.conv = 8, .back = 2, .pooled = 2});
+    compare_each("squeeze chain", m, (counts){.conv = block == 16 ? 8 : 11, .back = 2, .pooled = 2});
     otter_model_free(m);
 }
 
@@ -285,8 +287,8 @@ static void check_mobile(void) {
     add_node(m, "Add", 2, (const char *[]){"se", "pr"}, "sum");
     add_node(m, "HardSwish", 1, (const char *[]){"sum"}, "hs");
     conv_relu(m, "hs", "y", 32, 10, 1, 0, 1, false);
-    /* all but the 8- and 10-channel layers; hs back for the last */
-    compare_each("mobile chain", m, (counts){.conv = 7, .gap = 1, .back = 1});
+    /* all but the 10-channel layer and, in blocks of 16, the 8-channel one; hs back for the last */
+    compare_each("mobile chain", m, (counts){.conv = block == 8 ? 8 : 7, .gap = 1, .back = 1});
     otter_model_free(m);
 }
 
@@ -325,7 +327,7 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
     CHECK_OK(otter_node_set_domain(n, "com.otter"));
     const int64_t ks[2] = {2, 2};
     if (!strcmp(op, "BlockedMaxPool")) CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, ks));
-    if (!strcmp(op, "FusedConv")) CHECK_OK(otter_node_set_attr_int(n, "channel_blocks", 16));
+    if (!strcmp(op, "FusedConv")) CHECK_OK(otter_node_set_attr_int(n, "channel_blocks", block));
     const int64_t k3[2] = {3, 3};
     if (parts) CHECK_OK(otter_node_set_attr_ints(n, "kernel_parts", n_parts, parts));
     if (parts) CHECK_OK(otter_node_set_attr_ints(n, "kernel_shape", 2, k3));
@@ -343,16 +345,21 @@ static otter_status run_one(const char *op, size_t ni, const int64_t *xd, int xr
 
 static void check_errors(void) {
     char err[512];
-    const int64_t planar[4] = {2, 32, 5, 5}, blocked[5] = {2, 2, 5, 5, 16}, odd[5] = {2, 2, 5, 5, 8};
+    const int64_t planar[4] = {2, 32, 5, 5}, odd[5] = {2, 8, 5, 5, 4};
     CHECK(run_one("BlockedMaxPool", 1, planar, 4, NULL, 0, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "'x'") && strstr(err, "channel-blocked"));
+    /* blocks of 4 channels: no vector path runs them */
     CHECK(run_one("FromChannelBlocks", 1, odd, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_ERR_INVALID);
-    CHECK(strstr(err, "'x'") && strstr(err, "[2,2,5,5,8]"));
-    /* 24 output channels are not whole blocks */
-    const int64_t w24[4] = {24, 32, 3, 3};
-    const otter_status st = run_one("FusedConv", 2, blocked, 5, w24, 4, NULL, 0, err, sizeof err);
+    CHECK(strstr(err, "'x'") && strstr(err, "[2,8,5,5,4]"));
+    if (!blocks_possible()) return;
+    const int64_t blocked[5] = {2, 32 / block, 5, 5, block};
+    char multiple[32];
+    snprintf(multiple, sizeof multiple, "multiple of %lld", (long long)block);
+    /* 20 output channels are not whole blocks */
+    const int64_t w20[4] = {20, 32, 3, 3};
+    const otter_status st = run_one("FusedConv", 2, blocked, 5, w20, 4, NULL, 0, err, sizeof err);
     CHECK(st == OTTER_ERR_UNSUPPORTED);
-    CHECK(strstr(err, "'W'") && strstr(err, "16"));
+    CHECK(strstr(err, "'W'") && strstr(err, multiple));
     printf("  errors: %s\n", err);
     /* a 1-D convolution is neither planar [N, C, H, W] nor blocked */
     const int64_t x1[3] = {2, 32, 9}, w1[3] = {16, 32, 3};
@@ -370,10 +377,16 @@ static void check_errors(void) {
     CHECK(run_one("FusedConv", 2, blocked, 5, w32, 4, two, 10, err, sizeof err) == OTTER_ERR_INVALID);
     CHECK(strstr(err, "part 1"));
     printf("  errors: %s\n", err);
-    if (blocks_possible()) { /* a blocked pool and reorder that work */
-        CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
-        CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
-    }
+    /* a blocked pool and reorder that work */
+    CHECK(run_one("BlockedMaxPool", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
+    CHECK(run_one("FromChannelBlocks", 1, blocked, 5, NULL, 0, NULL, 0, err, sizeof err) == OTTER_OK);
+    /* a convolution asking for blocks this CPU doesn't run */
+    const int64_t keep = block;
+    block = 4;
+    CHECK(run_one("FusedConv", 2, planar, 4, w32, 4, NULL, 0, err, sizeof err) == OTTER_ERR_UNSUPPORTED);
+    CHECK(strstr(err, "channel_blocks 4"));
+    block = keep;
+    printf("  errors: %s\n", err);
 }
 
 /* MaxPools joined to the convolution they read (runtime/layout.c) where that convolution's result lands in scratch
@@ -403,13 +416,13 @@ static void check_pools(void) {
     for (size_t k = 0; opt && k < opt->graph->n_nodes; k++) {
         const otter_node *n = opt->graph->nodes[k];
         if (!otter_node_attr(n, "maxpool_kernel_shape")) continue;
-        const int64_t want[2][3] = {{1, 6, 5}, {16, 5, 4}}; /* blocks, rows, columns: pdw's, pw's */
+        const int64_t want[2][3] = {{16 / block, 6, 5}, {256 / block, 5, 4}}; /* blocks, rows, columns: pdw's, pw's */
         const bool deep = otter_node_attr_int(n, "group", 1) == 1;
         for (size_t v = 0; v < opt->graph->n_value_info; v++) {
             const otter_type *t = &opt->graph->value_info[v].type;
             if (strcmp(opt->graph->value_info[v].name, n->outputs[0]) || t->rank != 5) continue;
             CHECK(t->dims[1].value == want[deep][0] && t->dims[2].value == want[deep][1] &&
-                  t->dims[3].value == want[deep][2] && t->dims[4].value == 16);
+                  t->dims[3].value == want[deep][2] && t->dims[4].value == block);
             shaped++;
         }
     }
@@ -420,14 +433,23 @@ static void check_pools(void) {
 }
 
 int main(void) {
-    printf("channel-blocked layout (%s):\n", blocks_possible() ? "AVX-512: blocks" : "no AVX-512: planar");
-    check_squeeze();
-    check_left_planar();
-    check_residuals();
-    check_mobile();
-    check_small_maps();
-    check_pools();
-    check_errors();
+    /* each block the CPU has: AVX-512's 16, then 8 with the direct kernel capped to AVX2 */
+    for (bool capped = false;; capped = true) {
+        block = ot_channel_block();
+        printf("channel-blocked layout: %s\n", block == 16  ? "blocks of 16 (AVX-512)"
+                                               : block == 8 ? "blocks of 8 (AVX2)"
+                                                            : "no blocks, planar");
+        check_squeeze();
+        check_left_planar();
+        check_residuals();
+        check_mobile();
+        check_small_maps();
+        check_pools();
+        check_errors();
+        if (capped || block != 16) break;
+        ot_conv_direct_cap_isa(OT_CONV_ISA_AVX2);
+    }
+    ot_conv_direct_cap_isa(OT_CONV_ISA_AVX512);
     printf("worst relative difference %.2e\n", worst);
     return tu_finish("test_channel_blocks");
 }

@@ -27,6 +27,7 @@
 #include "otter/infer.h"
 #include "otter/otter.h"
 #include "runtime/fuse.h"
+#include "runtime/ops/channel_blocks.h"
 #include "runtime/ops/conv_direct.h"
 #include "runtime/ops/fused_act.h"
 #include "testutil.h"
@@ -983,8 +984,19 @@ int main(void) {
             const char *what[3] = {"Concat of Conv 1x1, 3x3, 5x3 (+ Relu) of x", "  same, a part also an output",
                                    "  same, one part's activation Sigmoid"};
             const bool one = lanes && variant == 0;
-            compare(what[variant], m, 4, x16, one ? 1 : 3, one ? 2 : 5, false, 1e-6); /* + the Identity */
-            if (one) { /* the fused graph's shapes infer: 32 + 16 + 24 channels at 7x6 */
+            /* in blocks of 8 (AVX2: all three channel counts whole blocks) the convolutions and the Concat run
+             * blocked, a FromChannelBlocks after them; not when a part is also an output (two reorders for
+             * three blocked edges, runtime/layout.c) */
+            const bool blocked = ot_channel_block() == 8 && variant != 1;
+            compare(what[variant], m, 4, x16,
+                    one       ? 1
+                    : blocked ? 4
+                              : 3,
+                    one       ? 2
+                    : blocked ? 6
+                              : 5,
+                    false, 1e-6); /* + the Identity */
+            if (one) {            /* the fused graph's shapes infer: 32 + 16 + 24 channels at 7x6 */
                 otter_session *s = NULL;
                 CHECK_OK(otter_session_create(&s, m, NULL));
                 otter_model *c = NULL;

@@ -211,7 +211,8 @@ otter_status ot_infer_otter_fused_conv(ot_inode *n) {
     int64_t M = 0;
     for (size_t i = 0; i < parts->n_ints; i += 5) /* 5 ints a part, channels first (OT_CONV_PART_INTS) */
         M += parts->ints[i];
-    n->out[0].dims[1] = ot_dim_known(ot_attr_int(n, "channel_blocks", 0) ? M / 16 : M);
+    const int64_t b = ot_attr_int(n, "channel_blocks", 0);
+    n->out[0].dims[1] = ot_dim_known(b > 0 ? M / b : M);
     return OTTER_OK;
 }
 

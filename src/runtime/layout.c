@@ -30,6 +30,7 @@ typedef struct lay {
     int *kind;          /* per node: LAY_* */
     bool *back;         /* per blocked node: its output is read outside the blocks (a FromChannelBlocks) */
     size_t *root;       /* per node: union-find parent (its chain) */
+    int64_t block;      /* channels a block (ot_channel_block) */
 } lay;
 
 static bool default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
@@ -101,7 +102,7 @@ static bool conv_ok(const lay *l, const otter_node *n) {
     const otter_attr *parts = fused ? otter_node_attr(n, "kernel_parts") : NULL;
     int64_t M = parts ? 0 : w->dims[0];
     for (size_t i = 0; parts && i < parts->n_ints; i += OT_CONV_PART_INTS) M += parts->ints[i];
-    if (w->dtype != OTTER_DTYPE_FLOAT || w->rank != 4 || M == 0 || M % OT_CHANNEL_BLOCK != 0) return false;
+    if (w->dtype != OTTER_DTYPE_FLOAT || w->rank != 4 || M == 0 || M % l->block != 0) return false;
     const int64_t group = otter_node_attr_int(n, "group", 1);
     /* one group (the channel-lane kernel) or one channel a group (the channel-block depthwise code) */
     const bool depthwise = group == w->dims[0] && w->dims[1] == 1 && w->dims[2] * w->dims[3] <= OT_DW_MAX_TAPS &&
@@ -135,7 +136,7 @@ static bool unary_ok(const lay *l, const otter_node *n) {
 }
 
 /* Concat on axis 1 and an Add or Mul of two blocked values run on blocks as they are (two planar
- * shapes with channel counts that are multiples of 16 broadcast only when the counts are equal, so
+ * shapes with channel counts that are multiples of the block broadcast only when the counts are equal, so
  * their blocks line up). */
 static int kind_of(const lay *l, const otter_node *n) {
     if (conv_ok(l, n)) return LAY_CONV;
@@ -308,7 +309,7 @@ static otter_status set_string(char **slot, const char *v) {
 
 /* Step three: the new node list, a FromChannelBlocks after each blocked value read outside, a MaxPool that joins
  * its convolution (p->pooled) gone into it: the convolution writes the MaxPool's result. */
-static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, const lay_plan *p) {
+static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, const lay_plan *p, int64_t block) {
     const size_t n = g->n_nodes;
     otter_node **nodes = ot_calloc(2 * n + 1, sizeof *nodes);
     bool *made = ot_calloc(2 * n + 1, sizeof *made); /* nodes[i] is a new FromChannelBlocks */
@@ -331,7 +332,7 @@ static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, c
                                                : NULL;
         if (s == OTTER_OK && op) s = set_string(&nd->op_type, op);
         if (s == OTTER_OK && op) s = otter_node_set_domain(nd, "com.otter");
-        if (s == OTTER_OK && kind[k] == LAY_CONV) s = otter_node_set_attr_int(nd, "channel_blocks", OT_CHANNEL_BLOCK);
+        if (s == OTTER_OK && kind[k] == LAY_CONV) s = otter_node_set_attr_int(nd, "channel_blocks", block);
         const intptr_t q = p->pool_of[k]; /* the result's node: the MaxPool that joins, or this one */
         const size_t r = q >= 0 ? (size_t)q : k;
         if (s == OTTER_OK && q >= 0) s = take_pool_attrs(nd, g->nodes[q]);
@@ -365,9 +366,8 @@ static otter_status rewrite(otter_graph *g, const int *kind, const bool *back, c
 
 otter_status ot_layout_channel_blocks(otter_graph *g, size_t *n_blocked) {
     *n_blocked = 0;
-    if (ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || ot_conv_depthwise_isa() != OT_DW_AVX512 || g->n_nodes == 0)
-        return OTTER_OK;
-    lay l = {.g = g};
+    lay l = {.g = g, .block = ot_channel_block()};
+    if (!l.block || g->n_nodes == 0) return OTTER_OK;
     lay_plan p = {0};
     l.kind = ot_calloc(g->n_nodes, sizeof *l.kind);
     l.root = ot_calloc(g->n_nodes, sizeof *l.root);
@@ -391,7 +391,7 @@ otter_status ot_layout_channel_blocks(otter_graph *g, size_t *n_blocked) {
     ot_strmap_free(&l.producer), ot_strmap_free(&l.inits), ot_strmap_free(&l.inputs), ot_strmap_free(&l.reads),
         ot_strmap_free(&l.names);
     const size_t n = g->n_nodes;
-    if (s == OTTER_OK && *n_blocked) s = rewrite(g, l.kind, l.back, &p);
+    if (s == OTTER_OK && *n_blocked) s = rewrite(g, l.kind, l.back, &p, l.block);
     plan_free(&p, n);
     ot_free(l.kind), ot_free(l.root), ot_free(l.back);
     return s;

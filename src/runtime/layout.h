@@ -1,15 +1,15 @@
 /* Channel-blocked layout for chains of convolutions (run by ot_fuse_model after the fusions, when the
- * CPU has AVX-512).
+ * CPU has AVX2 or AVX-512).
  *
  * Between layers the runtime's tensors are planar, [N][C][H][W], so every convolution kernel that
  * wants a position's channels in a vector transposes its input in and its result back out
  * (conv_lanes.c, the channel-block depthwise and pooling code). ot_layout_channel_blocks puts
- * chains of such layers into the channel-blocked layout [N][C / 16][H][W][16]
- * (runtime/ops/channel_blocks.h) instead, where each reads and writes vectors as they lie:
+ * chains of such layers into the channel-blocked layout [N][C / B][H][W][B] (runtime/ops/channel_blocks.h;
+ * B = 16 on AVX-512, 8 on AVX2) instead, where each reads and writes vectors as they lie:
  *
  *   Conv / FusedConv (2-D, one group or one channel a group, W a float initializer with a multiple
- *   of 16 output channels, no fused pooling, a sum input only if blocked)
- *                             -> FusedConv {channel_blocks = 16}: the channel-lane kernel or the
+ *   of B output channels, no fused pooling, a sum input only if blocked)
+ *                             -> FusedConv {channel_blocks = B}: the channel-lane kernel or the
  *                                channel-block depthwise code storing blocks, reading X as it is
  *                                (blocked, or planar where the chain starts)
  *   MaxPool (Y only)          -> com.otter BlockedMaxPool, or when it alone reads a convolution's result
@@ -20,7 +20,7 @@
  *   HardSwish, LeakyRelu, Tanh) -> themselves, on the rank-5 blocks
  *
  * all but the convolutions only over blocked values (the binary ones only with both inputs blocked:
- * two planar shapes whose channel counts are multiples of 16 broadcast only when the counts are equal,
+ * two planar shapes whose channel counts are multiples of B broadcast only when the counts are equal,
  * so their blocks line up).
  *
  * Each value of a chain that anything outside it reads (another node, a subgraph, a graph output)

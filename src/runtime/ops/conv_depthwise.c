@@ -260,19 +260,11 @@ static inline void transpose_v4(ot_v4 *r) {
 #include "runtime/ops/conv_depthwise_block_undef.inc"
 
 #ifdef OT_DW_X86
+#include "runtime/ops/simd_v_avx2.inc"
 #define DWB_ATTR          __attribute__((target("avx2,fma")))
 #define DWB_SUFFIX        _avx2
-#define V                 __m256
-#define VL                8
-#define V_ZERO()          _mm256_setzero_ps()
-#define V_SET1(f)         _mm256_set1_ps(f)
-#define V_LOAD(p)         _mm256_loadu_ps(p)
-#define V_STORE(p, v)     _mm256_storeu_ps(p, v)
-#define V_ADD(a, b)       _mm256_add_ps(a, b)
-#define V_FMA(a, b, c)    _mm256_fmadd_ps(a, b, c)
 #define V_RELU(v)         _mm256_max_ps(v, _mm256_setzero_ps()) /* max_ps gives its second operand for NaN */
 #define V_CLIP(v, lo, hi) _mm256_min_ps(hi, _mm256_max_ps(lo, v))
-#define V_MAX(a, b)       _mm256_max_ps(a, b) /* a > b ? a : b, as max_v4 */
 #define V_SET1_BITS(i)    _mm256_castsi256_ps(_mm256_set1_epi32(i))
 #define V_ARGMAX(acc, best, v, i)                                                                                      \
     do {                                                                                                               \
@@ -291,19 +283,11 @@ __attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64
 #include "runtime/ops/conv_depthwise_block.inc"
 #include "runtime/ops/conv_depthwise_block_undef.inc"
 
+#include "runtime/ops/simd_v_avx512.inc"
 #define DWB_ATTR          __attribute__((target("avx512f")))
 #define DWB_SUFFIX        _avx512
-#define V                 __m512
-#define VL                16
-#define V_ZERO()          _mm512_setzero_ps()
-#define V_SET1(f)         _mm512_set1_ps(f)
-#define V_LOAD(p)         _mm512_loadu_ps(p)
-#define V_STORE(p, v)     _mm512_storeu_ps(p, v)
-#define V_ADD(a, b)       _mm512_add_ps(a, b)
-#define V_FMA(a, b, c)    _mm512_fmadd_ps(a, b, c)
 #define V_RELU(v)         _mm512_max_ps(v, _mm512_setzero_ps())
 #define V_CLIP(v, lo, hi) _mm512_min_ps(hi, _mm512_max_ps(lo, v))
-#define V_MAX(a, b)       _mm512_max_ps(a, b)
 #define V_SET1_BITS(i)    _mm512_castsi512_ps(_mm512_set1_epi32(i))
 #define V_ARGMAX(acc, best, v, i)                                                                                      \
     do {                                                                                                               \

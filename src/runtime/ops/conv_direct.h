@@ -33,9 +33,11 @@ typedef struct ot_conv_direct {
     int winograd;       /* the largest Winograd output tile it may use where that pays off: 0 (none), 2 or 4
                            (ctx->winograd) */
     bool constant_w;    /* w is the same every run: its packed forms are kept in the node's cache */
-    bool x_blocked;     /* x in blocks of 16 channels, [N][C / 16][H][W][16] (conv_lanes.c only, C a multiple of 16) */
-    bool y_blocked;     /* sum and y in blocks of 16 channels, [N][M / 16][OH][OW][16] (conv_lanes.c only, M a
-                           multiple of 16) */
+    bool x_blocked;     /* x in blocks of `block` channels, [N][C / block][H][W][block] (conv_lanes.c only, C a
+                           multiple of block) */
+    bool y_blocked;     /* sum and y in blocks of `block` channels, [N][M / block][OH][OW][block] (conv_lanes.c
+                           only, M a multiple of block) */
+    int64_t block;      /* with x_blocked or y_blocked: 16 (the AVX-512 tiles) or 8 (the AVX2 tiles) */
     /* conv_lanes.c only, or NULL: the output channels in n_parts parts of OT_CONV_PART_INTS each (channels,
        rows, columns, first row, first column), each a convolution by its own weights part_w[q] ([channels][C]
        [rows][columns]) and bias part_b[q] (or NULL) placed at that window of the win.k kernel (a Concat of
@@ -45,7 +47,7 @@ typedef struct ot_conv_direct {
     int64_t n_parts;
     const float *const *part_w, *const *part_b;
     /* conv_lanes.c with y_blocked and no sum only, or NULL: MaxPool by this channel-block plan follows (a
-       FusedConv's maxpool_ attributes, runtime/layout.c), its result [N][M / 16][PH][PW][16] in pooled and y
+       FusedConv's maxpool_ attributes, runtime/layout.c), its result [N][M / block][PH][PW][block] in pooled and y
        not written. Images convolved one by one are pooled each as it is done, while it is in cache. */
     const struct ot_dw_plan *pool;
     float *pooled;

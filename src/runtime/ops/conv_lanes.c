@@ -6,15 +6,14 @@
  * position one base: a tile of 6 positions keeps 6 base pointers and walks koff.
  *
  * Weights are packed per block of 64 output channels as [K][64] (the last block as [K][16 nv],
- * zero-padded to whole vectors). With a->parts (a Concat of convolutions fused into one) the blocks
- * are cut per part and each takes only its part's window of taps. Work items are (image, block,
- * chunk of positions); an item runs its taps in passes of equal length that keep the block's
- * weights of a pass in L1 (at most 32 KB), each over all of its tiles, the partial sums staying in
- * a position-major buffer on the stack (L1) that is then transposed into the output planes. A
- * channel-blocked input (a->x_blocked) is read the same way with a column stride of 16 floats,
- * padded into [C / 16][PH][QW][16]; into a channel-blocked output (a->y_blocked) the last pass's
- * tiles store straight from their registers (cl_out). A MaxPool fused after it (a->pool) pools each
- * image from its slot's buffer as soon as the image is done (cl_slots), else the batch from scratch. */
+ * zero-padded to whole vectors; for the AVX2 tiles as [64 / 16][K][16], cl_sub). With a->parts (a Concat of
+ * convolutions fused into one) the blocks are cut per part and each takes only its part's window of taps. Work items
+ * are (image, block, chunk of positions); an item runs its taps in passes of equal length that keep the block's weights
+ * of a pass in L1 (at most 32 KB), each over all of its tiles, the partial sums staying in a position-major buffer on
+ * the stack (L1) that is then transposed into the output planes. A channel-blocked input (a->x_blocked) is read the
+ * same way with a column stride of B floats (the block), padded into [C / B][PH][QW][B]; into a channel-blocked output
+ * (a->y_blocked) the last pass's tiles store straight from their registers (cl_out). A MaxPool fused after it (a->pool)
+ * pools each image from its slot's buffer as soon as the image is done (cl_slots), else the batch from scratch. */
 #include "runtime/ops/conv_lanes.h"
 
 #include <string.h>
@@ -44,10 +43,18 @@
  * 1.06x, the other models even. */
 #define CL_PREFETCH_K 24
 
+/* The AVX2 tiles serve outputs in blocks of 8 channels (runtime/layout.c's blocks on CPUs without AVX-512); the
+ * AVX-512 ones planar outputs and blocks of 16. */
+static bool cl_avx2(const ot_conv_direct *a) { return a->y_blocked && a->block == 8; }
+
 bool ot_conv_lanes_supported(const ot_conv_direct *a) {
     const ot_conv_window *w = &a->win;
-    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 && a->group == 1 && !a->maxpool_2x2 && w->in[0] == 1 &&
-           w->out[0] == 1 && w->k[0] == 1 && w->pad_begin[1] >= 0 && w->pad_begin[2] >= 0 && a->M >= 16;
+    const ot_conv_isa isa = ot_conv_direct_isa();
+    const bool path =
+        cl_avx2(a) ? isa >= OT_CONV_ISA_AVX2 && a->M >= 8
+                   : isa == OT_CONV_ISA_AVX512 && a->M >= 16 && (!(a->x_blocked || a->y_blocked) || a->block == 16);
+    return path && a->group == 1 && !a->maxpool_2x2 && w->in[0] == 1 && w->out[0] == 1 && w->k[0] == 1 &&
+           w->pad_begin[1] >= 0 && w->pad_begin[2] >= 0;
 }
 
 /* Where it beats the other paths, measured on single convolutions (batch 32, 1 thread; one session
@@ -73,11 +80,17 @@ bool ot_conv_lanes_pays_off(const ot_conv_direct *a) {
 
 #ifdef OT_CL_X86
 
+/* Channels a tile of a block of nm covers: all (AVX-512), or 16 (AVX2), each such part of the block's packed
+ * weights [K][sub] on its own, so that a tile streams them in order (as [K][64] an AVX2 tile read a quarter of each
+ * 256-byte row: ResNet-18's 512-channel layers, whose weights come from memory at batch 1, ran at two thirds of the
+ * speed). */
+static int64_t cl_sub(const ot_conv_direct *a, int64_t nm) { return cl_avx2(a) ? 16 : (nm + 15) / 16 * 16; }
+
 /* Up to CL_BLOCK output channels of one part (a->parts; the whole kernel without): its taps, its weights. */
 typedef struct cl_block {
     int64_t m0, nm, K;   /* first channel, channels, taps */
     const int64_t *koff; /* per tap (channel, kernel row, kernel column) of the part's window */
-    const float *wp;     /* packed weights [K][16 nv] */
+    const float *wp;     /* packed weights [K][16 nv] (AVX2: [nv][K][16], cl_sub) */
     const float *bias;   /* the block's first bias, or NULL */
 } cl_block;
 
@@ -106,8 +119,8 @@ typedef struct cl_plan {
     int64_t slot_floats;
 } cl_plan;
 
-/* A tile's last pass into a channel-blocked output: y[j][i][16] = act(acc[i][j] + b[16 j..] (+ z[j][i][16])) for
- * its positions i and vectors j, blocks bstride floats apart, Relu in registers (the epilogue of
+/* A tile's last pass into a channel-blocked output: y[j][i][VL] = act(acc[i][j] + b[VL j..] (+ z[j][i][VL])) for
+ * its positions i and vectors j (a vector a block), blocks bstride floats apart, Relu in registers (the epilogue of
  * ot_conv_rows_to_planes_avx512 in its order, so the same bits). Stored tile by tile, the stores overlap the next
  * tile's products; the other activations run on the item's blocks afterwards, while they are in cache. */
 typedef struct cl_out {
@@ -118,123 +131,23 @@ typedef struct cl_out {
     bool relu;
 } cl_out;
 
-/* Taps k and (with TWO) k2 of a register tile: acc[i][j] += x_i[o] * w[16 j..], then + x_i[o2] * w2[16 j..];
- * the weights CL_PREFETCH_K taps ahead of each prefetched. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-cl_taps(const float *const *x, int64_t o, const float *w, int64_t o2, const float *w2, int64_t ldw, __m512 acc[][4],
-        const int R, const int NV, const bool TWO, const bool PF) {
-    __m512 wv[4], wv2[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; j++) {
-        wv[j] = _mm512_loadu_ps(w + 16 * j);
-        if (PF) _mm_prefetch((const char *)(w + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
-        if (TWO) {
-            wv2[j] = _mm512_loadu_ps(w2 + 16 * j);
-            if (PF) _mm_prefetch((const char *)(w2 + 16 * j + CL_PREFETCH_K * ldw), _MM_HINT_T0);
-        }
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < R; i++) {
-        const __m512 b = _mm512_set1_ps(x[i][o]), b2 = TWO ? _mm512_set1_ps(x[i][o2]) : b;
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; j++) {
-            acc[i][j] = _mm512_fmadd_ps(b, wv[j], acc[i][j]);
-            if (TWO) acc[i][j] = _mm512_fmadd_ps(b2, wv2[j], acc[i][j]);
-        }
-    }
-}
-
-/* A pass's taps: in order, or with TWO in two streams (taps k, half + k for k < half, then an odd last tap);
- * with PF each weight prefetched CL_PREFETCH_K taps ahead. */
-__attribute__((target("avx512f"), always_inline)) static inline void cl_pass(const float *const *x, const int64_t *koff,
-                                                                             int64_t kn, const float *w, int64_t ldw,
-                                                                             __m512 acc[][4], const bool TWO,
-                                                                             const int R, const int NV, const bool PF) {
-    const int64_t half = TWO ? kn / 2 : 0;
-    for (int64_t k = 0; k < half; k++) {
-        const float *w1 = w + k * ldw, *w2 = w1 + half * ldw;
-        if (R * NV <= 16) { /* registers for both taps' weights */
-            cl_taps(x, koff[k], w1, koff[half + k], w2, ldw, acc, R, NV, true, PF);
-        } else {
-            cl_taps(x, koff[k], w1, 0, NULL, ldw, acc, R, NV, false, PF);
-            cl_taps(x, koff[half + k], w2, 0, NULL, ldw, acc, R, NV, false, PF);
-        }
-    }
-    for (int64_t k = 2 * half; k < kn; k++) cl_taps(x, koff[k], w + k * ldw, 0, NULL, ldw, acc, R, NV, false, PF);
-}
-
-/* yt[i][0, 16 NV) (+)= sum over taps k of x_i[koff[k]] * w[k][0, 16 NV), i < R: the register tile; with out (the
- * last pass, a blocked output), stored there instead. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-cl_tile(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add,
-        cl_feed feed, const cl_out *out, const int R, const int NV) {
-    __m512 acc[CL_MR_ONE][4];
-    const float *x[CL_MR_ONE];
-#pragma GCC unroll 12
-    for (int i = 0; i < R; i++) {
-        x[i] = xb[i];
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; j++)
-            acc[i][j] = add ? _mm512_loadu_ps(yt + i * CL_BLOCK + 16 * j) : _mm512_setzero_ps();
-    }
-    if (feed == CL_FEED_HOT)
-        cl_pass(x, koff, kn, w, ldw, acc, false, R, NV, false);
-    else if (feed == CL_FEED_PREFETCH)
-        cl_pass(x, koff, kn, w, ldw, acc, false, R, NV, true);
-    else if (feed == CL_FEED_TWO_STREAMS_HOT)
-        cl_pass(x, koff, kn, w, ldw, acc, true, R, NV, false);
-    else
-        cl_pass(x, koff, kn, w, ldw, acc, true, R, NV, true);
-    if (out) {
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; j++) {
-            const __m512 bias = out->b ? _mm512_loadu_ps(out->b + 16 * j) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-            for (int i = 0; i < R; i++) {
-                __m512 v = _mm512_add_ps(acc[i][j], bias);
-                const int64_t at = j * out->bstride + i * 16;
-                if (out->z) v = _mm512_add_ps(v, _mm512_loadu_ps(out->z + at));
-                if (out->relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-                _mm512_storeu_ps(out->y + at, v);
-            }
-        }
-        return;
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; j++) _mm512_storeu_ps(yt + i * CL_BLOCK + 16 * j, acc[i][j]);
-}
-
 typedef void (*cl_tile_fn)(const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw,
                            float *yt, bool add, cl_feed feed, const cl_out *out);
 
-#define CL_TILE(R, NV)                                                                                                 \
-    __attribute__((target("avx512f"))) static void cl_tile_##R##_##NV(                                                 \
-        const float *const *xb, const int64_t *koff, int64_t kn, const float *w, int64_t ldw, float *yt, bool add,     \
-        cl_feed feed, const cl_out *out) {                                                                             \
-        cl_tile(xb, koff, kn, w, ldw, yt, add, feed, out, R, NV);                                                      \
-    }
-#define CL_TILES(R) CL_TILE(R, 1) CL_TILE(R, 2) CL_TILE(R, 3) CL_TILE(R, 4)
-CL_TILES(1)
-CL_TILES(2)
-CL_TILES(3)
-CL_TILES(4)
-CL_TILES(5)
-CL_TILES(6)
-#define CL_ROW(R)                                                                                                      \
-    { cl_tile_##R##_1, cl_tile_##R##_2, cl_tile_##R##_3, cl_tile_##R##_4 }
-static const cl_tile_fn cl_tiles[CL_MR][4] = {CL_ROW(1), CL_ROW(2), CL_ROW(3), CL_ROW(4), CL_ROW(5), CL_ROW(6)};
-/* one vector of channels: 6 accumulators left the broadcasts (one a position and tap) the bound */
-CL_TILE(7, 1)
-CL_TILE(8, 1)
-CL_TILE(9, 1)
-CL_TILE(10, 1)
-CL_TILE(11, 1)
-CL_TILE(12, 1)
-static const cl_tile_fn cl_tiles_one[CL_MR_ONE] = {cl_tile_1_1, cl_tile_2_1,  cl_tile_3_1,  cl_tile_4_1,
-                                                   cl_tile_5_1, cl_tile_6_1,  cl_tile_7_1,  cl_tile_8_1,
-                                                   cl_tile_9_1, cl_tile_10_1, cl_tile_11_1, cl_tile_12_1};
+#include "runtime/ops/simd_v_avx512.inc"
+#define CLT_ATTR     __attribute__((target("avx512f")))
+#define CLT_SUFFIX   _avx512
+#define CLT_NV       4
+#define CLT_TWO_TAPS 16
+#include "runtime/ops/conv_lanes_tile.inc"
+
+/* AVX2: 6 positions x 16 channels (two blocks of 8) in 12 of the 16 registers, the direct GEMM kernel's shape */
+#include "runtime/ops/simd_v_avx2.inc"
+#define CLT_ATTR     __attribute__((target("avx2,fma")))
+#define CLT_SUFFIX   _avx2
+#define CLT_NV       2
+#define CLT_TWO_TAPS 8
+#include "runtime/ops/conv_lanes_tile.inc"
 
 /* 16 x 16 transposes: a store is a plane's 16 positions (the 4 x 4 SSE ones of nn_conv.c store 16
  * bytes a plane at a time, one line each: store-bound, 5.9% of mobilenet_v2's inference at batch
@@ -278,38 +191,39 @@ __attribute__((target("avx512f"))) void ot_conv_rows_to_planes_avx512(const floa
     if (other && ldy == P) ot_fused_act_apply(act, y + m_act * P, (M - m_act) * P);
 }
 
-/* Image x's zero-padded copy xp when the input is channel-blocked: [C / 16][PH][QW][16], each padded
+/* Image x's zero-padded copy xp when the input is in blocks of B channels: [C / B][PH][QW][B], each padded
  * row the input row's run of columns (all of them, or as many as the windows reach) between zeros. */
-static void cl_pad_blocked(const ot_conv_pad *p, const float *x, float *xp, int64_t cb0, int64_t cb1) {
+static void cl_pad_blocked(const ot_conv_pad *p, int64_t B, const float *x, float *xp, int64_t cb0, int64_t cb1) {
     const int64_t run = p->W < p->QW - p->pad_w ? p->W : p->QW - p->pad_w, after = p->QW - p->pad_w - run;
     for (int64_t cb = cb0; cb < cb1; cb++)
         for (int64_t r = 0; r < p->PH; r++) {
-            float *dst = xp + (cb * p->PH + r) * p->QW * 16;
+            float *dst = xp + (cb * p->PH + r) * p->QW * B;
             const int64_t ih = r - p->pad_h;
             if (ih < 0 || ih >= p->H) {
-                memset(dst, 0, (size_t)(p->QW * 16) * sizeof(float));
+                memset(dst, 0, (size_t)(p->QW * B) * sizeof(float));
                 continue;
             }
-            memset(dst, 0, (size_t)(p->pad_w * 16) * sizeof(float));
-            memcpy(dst + p->pad_w * 16, x + (cb * p->H + ih) * p->W * 16, (size_t)(run * 16) * sizeof(float));
-            memset(dst + (p->pad_w + run) * 16, 0, (size_t)(after * 16) * sizeof(float));
+            memset(dst, 0, (size_t)(p->pad_w * B) * sizeof(float));
+            memcpy(dst + p->pad_w * B, x + (cb * p->H + ih) * p->W * B, (size_t)(run * B) * sizeof(float));
+            memset(dst + (p->pad_w + run) * B, 0, (size_t)(after * B) * sizeof(float));
         }
 }
 
-/* ot_parallel_for body: units [u0, u1) = image * (C / 16) + channel block padded (arg: ot_conv_pad of the
- * blocked input; one image's blocks split over the threads too). */
+/* ot_parallel_for body: units [u0, u1) = image * (C / B) + channel block padded (arg: the cl_plan of a blocked
+ * input; one image's blocks split over the threads too). */
 static void cl_pad_blocked_units(void *arg, int64_t u0, int64_t u1) {
-    const ot_conv_pad *p = arg;
-    const int64_t nb = p->C / 16;
+    const cl_plan *pl = arg;
+    const ot_conv_pad *p = &pl->pad;
+    const int64_t B = pl->a->block, nb = p->C / B;
     for (int64_t u = u0; u < u1;) {
         const int64_t n = u / nb, cb1 = u1 - n * nb < nb ? u1 - n * nb : nb;
-        cl_pad_blocked(p, p->x + n * p->C * p->H * p->W, p->xp + n * p->image, u % nb, cb1);
+        cl_pad_blocked(p, B, p->x + n * p->C * p->H * p->W, p->xp + n * p->image, u % nb, cb1);
         u = n * nb + cb1;
     }
 }
 
 /* The run of an item's positions [s0, s0 + *len) (of [g0, g0 + np)) that lies in one image, and the offset of
- * its first output in the block's first output plane (16 floats a position when ps is 16: blocked). */
+ * its first output in the block's first output plane (ps floats a position: the block size when blocked). */
 static int64_t cl_run(const cl_plan *pl, int64_t m0, int64_t ps, int64_t g0, int64_t s0, int64_t np, int64_t *len) {
     const int64_t P = pl->P, g = g0 + s0;
     *len = P - g % P < np - s0 ? P - g % P : np - s0;
@@ -319,12 +233,17 @@ static int64_t cl_run(const cl_plan *pl, int64_t m0, int64_t ps, int64_t g0, int
 /* One item: channel block blk at the flattened positions [g0, g0 + np) (g = image * P + position: an item of
  * a small map spans images, its tiles don't); image n's input (padded or not) at x + (n - n0) * xstride, its
  * output at y + (n - y_n0) * M * P (a->sum's at a->sum + n * M * P). */
-__attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const float *x, int64_t n0, int64_t xstride,
-                                                       float *y, int64_t y_n0, int64_t blk, int64_t g0, int64_t np) {
+static void cl_item(const cl_plan *pl, const float *x, int64_t n0, int64_t xstride, float *y, int64_t y_n0, int64_t blk,
+                    int64_t g0, int64_t np) {
     const ot_conv_direct *a = pl->a;
     const cl_block *bk = &pl->blk[blk];
-    const int64_t P = pl->P, K = bk->K, m0 = bk->m0, nm = bk->nm, nv = (nm + 15) / 16, ldw = 16 * nv;
-    const int64_t ps = a->y_blocked ? 16 : 1; /* floats between an output block's (plane's) positions */
+    const int64_t P = pl->P, K = bk->K, m0 = bk->m0, nm = bk->nm;
+    const int64_t B = a->y_blocked ? a->block : 1; /* floats between an output block's (plane's) positions */
+    /* channels a tile: all of the block's (AVX-512: up to 4 vectors), or 16 (AVX2: two vectors, the registers'
+     * limit), the tiles of a block's parts then running one after another at each run of positions; the
+     * weights of a part are [K][sub] from w + j0 * K (cl_sub) */
+    const bool avx2 = cl_avx2(a);
+    const int64_t sub = cl_sub(a, nm), vl = avx2 ? 8 : 16;
     const int64_t y_skip = y_n0 * a->M * P;
     const float *w = bk->wp, *b = bk->bias;
     float yt[CL_CHUNK_P * CL_BLOCK] __attribute__((aligned(64)));
@@ -339,40 +258,47 @@ __attribute__((target("avx512f"))) static void cl_item(const cl_plan *pl, const 
         ow = 0, xp = (rowp += drow) - dcol;
         if (++oh == OH) oh = 0, xp = (rowp = img += xstride) - dcol;
     }
-    cl_out out = {.b = b, .bstride = P * 16, .relu = a->act.kind == OT_FUSED_RELU};
+    cl_out out = {.bstride = P * B, .relu = a->act.kind == OT_FUSED_RELU};
     /* passes of equal length: a short last pass (144 = 128 + 16 taps) pays the partial sums' round trip for
      * few products */
     const int64_t passes = (K + CL_CHUNK_K - 1) / CL_CHUNK_K, ck = (K + passes - 1) / passes;
-    const int64_t mr = nv == 1 ? CL_MR_ONE : CL_MR;
+    const int64_t mr = nm <= vl ? CL_MR_ONE : CL_MR;
     /* the pass's first tile brings its weights into L1, the others find them there */
     const cl_feed hot = pl->feed == CL_FEED_TWO_STREAMS ? CL_FEED_TWO_STREAMS_HOT : CL_FEED_HOT;
     for (int64_t k0 = 0; k0 < K; k0 += ck) {
         const int64_t kn = K - k0 < ck ? K - k0 : ck;
         const bool last = a->y_blocked && k0 + kn == K;
-        /* image by image ([s0, s0 + len) of the item), tile by tile */
-        for (int64_t s0 = 0, len; s0 < np; s0 += len) {
-            const int64_t at = cl_run(pl, m0, ps, g0, s0, np, &len);
-            /* tiles of near-equal size: 49 positions as 6 x 4 + 5 x 5, not 6 x 8 + 1 (a tile of one position
-             * waits an FMA latency a tap: half speed) */
-            const int64_t n_tiles = (len + mr - 1) / mr;
-            for (int64_t t = 0, i = s0; t < n_tiles; t++) {
-                const int64_t r = (len * (t + 1)) / n_tiles - (len * t) / n_tiles;
-                const cl_tile_fn tile = nv == 1 ? cl_tiles_one[r - 1] : cl_tiles[r - 1][nv - 1];
-                out.y = y + (at - y_skip) + (i - s0) * ps, out.z = a->sum ? a->sum + at + (i - s0) * ps : NULL;
-                tile(xb + i, bk->koff + k0, kn, w + k0 * ldw, ldw, yt + i * CL_BLOCK, k0 > 0,
-                     s0 == 0 && t == 0 ? pl->feed : hot, last ? &out : NULL);
-                i += r;
+        /* part by part of the block's channels (its weights of the pass stay in L1 for all positions), image by image
+         * ([s0, s0 + len) of the item), tile by tile */
+        for (int64_t j0 = 0; j0 < nm; j0 += sub) {
+            const int64_t nv = ((nm - j0 < sub ? nm - j0 : sub) + vl - 1) / vl;
+            for (int64_t s0 = 0, len; s0 < np; s0 += len) {
+                const int64_t at = cl_run(pl, m0, B, g0, s0, np, &len);
+                /* tiles of near-equal size: 49 positions as 6 x 4 + 5 x 5, not 6 x 8 + 1 (a tile of one position
+                 * waits an FMA latency a tap: half speed) */
+                const int64_t n_tiles = (len + mr - 1) / mr;
+                for (int64_t t = 0, i = s0; t < n_tiles; t++) {
+                    const int64_t r = (len * (t + 1)) / n_tiles - (len * t) / n_tiles;
+                    const cl_tile_fn tile = nv == 1 ? (avx2 ? cl_tiles_one_avx2 : cl_tiles_one_avx512)[r - 1]
+                                            : avx2  ? cl_tiles_avx2[r - 1][nv - 1]
+                                                    : cl_tiles_avx512[r - 1][nv - 1];
+                    const int64_t o = (at - y_skip) + (i - s0) * B + j0 / vl * P * B; /* its first output */
+                    out.y = y + o, out.z = a->sum ? a->sum + o + y_skip : NULL, out.b = b ? b + j0 : NULL;
+                    tile(xb + i, bk->koff + k0, kn, w + j0 * K + k0 * sub, sub, yt + i * CL_BLOCK + j0, k0 > 0,
+                         s0 == 0 && t == 0 ? pl->feed : hot, last ? &out : NULL);
+                    i += r;
+                }
             }
         }
     }
     /* image by image: the blocked output's other activations, the planar output's transposes */
     for (int64_t s0 = 0, len; s0 < np; s0 += len) {
-        const int64_t at = cl_run(pl, m0, ps, g0, s0, np, &len);
+        const int64_t at = cl_run(pl, m0, B, g0, s0, np, &len);
         if (!a->y_blocked)
             ot_conv_rows_to_planes_avx512(yt + s0 * CL_BLOCK, CL_BLOCK, nm, len, b, a->sum ? a->sum + at : NULL,
                                           &a->act, y + (at - y_skip), P);
         else if (a->act.kind != OT_FUSED_NONE && !out.relu)
-            for (int64_t j = 0; j < nm / 16; j++) ot_fused_act_apply(&a->act, y + (at - y_skip) + j * P * 16, len * 16);
+            for (int64_t j = 0; j < nm / B; j++) ot_fused_act_apply(&a->act, y + (at - y_skip) + j * P * B, len * B);
     }
 }
 
@@ -415,7 +341,8 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
         ot_conv_pad pad = pl->pad;
         if (pad.xp) pad.xp += s * pad.image;
         float *y = pl->y, *pool_scratch = NULL;
-        const int64_t pooled_block = a->pool ? a->pool->OH * a->pool->OW * 16 : 0; /* floats a pooled block */
+        const int64_t B = a->block;
+        const int64_t pooled_block = a->pool ? a->pool->OH * a->pool->OW * B : 0; /* floats a pooled block */
         if (a->pool) {
             y = pl->slot_y + s * pl->slot_floats, pool_scratch = y + a->M * pl->P;
             ot_conv_depthwise_block_max_init(a->pool, pool_scratch);
@@ -423,7 +350,7 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
         for (int64_t n = s * a->N / pl->slots; n < (s + 1) * a->N / pl->slots; n++) {
             const float *x = a->x + n * image_in;
             if (pad.xp && a->x_blocked) {
-                cl_pad_blocked(&pad, x, pad.xp, 0, a->C / 16);
+                cl_pad_blocked(&pad, B, x, pad.xp, 0, a->C / B);
                 x = pad.xp;
             } else if (pad.xp) {
                 pad.x = x;
@@ -435,9 +362,9 @@ static void cl_slots(void *arg, int64_t s0, int64_t s1) {
                 cl_chunk(pl, i, &blk, &p0, &np);
                 if (np > 0) cl_item(pl, x, n, 0, y, a->pool ? n : 0, blk, n * pl->P + p0, np);
             }
-            for (int64_t j = 0; a->pool && j < a->M / 16; j++)
-                ot_conv_depthwise_block_maxpool_blocked(a->pool, y + j * pl->P * 16,
-                                                        a->pooled + (n * (a->M / 16) + j) * pooled_block, pool_scratch);
+            for (int64_t j = 0; a->pool && j < a->M / B; j++)
+                ot_conv_depthwise_block_maxpool_blocked(a->pool, y + j * pl->P * B,
+                                                        a->pooled + (n * (a->M / B) + j) * pooled_block, pool_scratch);
         }
     }
 }
@@ -460,10 +387,10 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     const bool padded = pl.pad.pad_h > 0 || pl.pad.pad_w > 0 || pl.pad.PH > H || pl.pad.QW > W;
     pl.pad.row = C * pl.pad.QW;
     pl.pad.image = pl.pad.PH * pl.pad.row;
-    if (a->x_blocked) { /* [C / 16][rows][columns][16], padded or not */
-        pl.col = 16;
-        pl.row = (padded ? pl.pad.QW : W) * 16;
-        pl.chan = (padded ? pl.pad.PH * pl.pad.QW : H * W) * 16;
+    if (a->x_blocked) { /* [C / B][rows][columns][B], padded or not */
+        pl.col = a->block;
+        pl.row = (padded ? pl.pad.QW : W) * a->block;
+        pl.chan = (padded ? pl.pad.PH * pl.pad.QW : H * W) * a->block;
     } else { /* [rows][C][columns] padded, [C][rows][columns] not */
         pl.col = 1;
         pl.row = padded ? pl.pad.row : W;
@@ -545,15 +472,17 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
         for (int64_t c = 0, k = 0; c < C; c++)
             for (int64_t r = pt[3]; r < pt[3] + pt[1]; r++)
                 for (int64_t s = pt[4]; s < pt[4] + pt[2]; s++)
-                    koff[k++] =
-                        (a->x_blocked ? c / 16 * pl.chan + c % 16 : c * pl.chan) + r * dh * pl.row + s * dw * pl.col;
+                    koff[k++] = (a->x_blocked ? c / a->block * pl.chan + c % a->block : c * pl.chan) + r * dh * pl.row +
+                                s * dw * pl.col;
         for (int64_t mb = 0; mb < pt[0]; mb += CL_BLOCK) {
-            const int64_t nm = pt[0] - mb < CL_BLOCK ? pt[0] - mb : CL_BLOCK, ldw = (nm + 15) / 16 * 16;
+            const int64_t nm = pt[0] - mb < CL_BLOCK ? pt[0] - mb : CL_BLOCK, ldw = (nm + 15) / 16 * 16,
+                          sub = cl_sub(a, nm);
             blk[nb++] = (cl_block){
                 .m0 = m0 + mb, .nm = nm, .K = Kq, .koff = koff, .wp = wb, .bias = part_b[q] ? part_b[q] + mb : NULL};
-            /* the part's weights [channels][C][rows][columns] as [Kq][ldw] */
+            /* the part's weights [channels][C][rows][columns] as [ldw / sub][Kq][sub] */
             for (int64_t k = 0; fill_w && k < Kq; k++)
-                for (int64_t i = 0; i < ldw; i++) wb[k * ldw + i] = i < nm ? part_w[q][(mb + i) * Kq + k] : 0.0f;
+                for (int64_t i = 0; i < ldw; i++)
+                    wb[(i / sub * Kq + k) * sub + i % sub] = i < nm ? part_w[q][(mb + i) * Kq + k] : 0.0f;
             wb += ldw * Kq;
         }
         koff += Kq, m0 += pt[0];
@@ -563,12 +492,12 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
         ot_parallel_for(ctx, slots, 1, cl_slots, &pl);
     } else {
         if (padded && a->x_blocked)
-            ot_parallel_for(ctx, a->N * (C / 16), 1, cl_pad_blocked_units, &pl.pad);
+            ot_parallel_for(ctx, a->N * (C / a->block), 1, cl_pad_blocked_units, &pl);
         else if (padded)
             ot_parallel_for(ctx, a->N * pl.pad.PH, 1, ot_conv_pad_rows, &pl.pad);
         ot_parallel_for(ctx, pl.groups ? pl.groups * pl.blocks : a->N * pl.blocks * pl.chunks, 1, cl_items, &pl);
         if (a->pool)
-            return ot_nn_blocked_maxpool(ctx, a->pool, pl.y, a->pooled, a->N * a->M / 16, pl.P,
+            return ot_nn_blocked_maxpool(ctx, a->pool, pl.y, a->pooled, a->N * a->M / a->block, pl.P,
                                          a->pool->OH * a->pool->OW);
     }
     return OTTER_OK;
@@ -578,7 +507,7 @@ otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
 
 otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a) {
     (void)a;
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "channel-lane convolution needs x86-64 with AVX-512");
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "channel-lane convolution needs x86-64 with AVX2 or AVX-512");
 }
 
 #endif

@@ -1,4 +1,5 @@
-/* Direct 2-D convolution with the output channels in the vector lanes (AVX-512, one group).
+/* Direct 2-D convolution with the output channels in the vector lanes (one group; AVX-512, and AVX2 into
+ * outputs in blocks of 8 channels).
  *
  * ot_conv_direct_run puts output positions in the lanes: a row of 7 or 14 outputs fills 7 of 8 or
  * 14 of 16 of them, and its 12-channel blocks leave part of the last block empty at 64 channels,
@@ -8,7 +9,8 @@
  * lanes are full whatever the image's width and only the channel count has to fill 16s. The tiles
  * are written position-major and transposed back to planes as bias, sum and activation are
  * applied. 1x1 convolutions need no input copy and no transpose of the input (the small-image
- * product of nn_conv.c transposes both ways). */
+ * product of nn_conv.c transposes both ways). With AVX2 (16 registers) a tile is 6 positions x 16
+ * channels, the GEMM kernel's shape, and only channel-blocked outputs (runtime/layout.c) take it. */
 #ifndef OTTER_RUNTIME_OPS_CONV_LANES_H
 #define OTTER_RUNTIME_OPS_CONV_LANES_H
 
@@ -16,8 +18,9 @@
 
 #include "runtime/ops/conv_direct.h"
 
-/* Whether ot_conv_lanes_run handles a (2-D, one group, no pooling, no crop, at least 16 output channels and the
- * AVX-512 path allowed by ot_conv_direct_isa; only the geometry and the counts of a are read). */
+/* Whether ot_conv_lanes_run handles a (2-D, one group, no pooling, no crop; the AVX-512 path allowed by
+ * ot_conv_direct_isa and at least 16 output channels, or an output in blocks of 8 and AVX2; only the geometry, the
+ * counts and the layout of a are read). */
 bool ot_conv_lanes_supported(const ot_conv_direct *a);
 
 /* Whether ot_conv_lanes_run handles a and beats the other paths on it. */
@@ -26,7 +29,7 @@ bool ot_conv_lanes_pays_off(const ot_conv_direct *a);
 /* y = act(conv(x, w) + bias + sum), same contract as ot_conv_direct_run (and the same bits: each
  * output sums its (channel, tap) products in the same order with one FMA each). Each element of
  * sum is read just before the same element of y is written, so y may be sum's buffer. x
- * (a->x_blocked) and sum and y (a->y_blocked) may be in blocks of 16 channels (the same bits again). */
+ * (a->x_blocked) and sum and y (a->y_blocked) may be in blocks of a->block channels (the same bits again). */
 otter_status ot_conv_lanes_run(ot_kernel_ctx *ctx, const ot_conv_direct *a);
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -55,7 +55,7 @@ typedef struct conv_args {
     bool direct;          /* 1x1, stride 1, no pad: X is its own column matrix */
     const ot_dw_plan *dw; /* depthwise (one input channel per group): a task convolves its plane, no sgemm */
     bool dw_block;        /* depthwise by channel blocks: a task is a block of an image's channels (dw->block) */
-    bool x_blocked;       /* dw_block: X channel-blocked [N][C / 16][H][W][16] (runtime/ops/channel_blocks.h) */
+    bool x_blocked;       /* dw_block: X channel-blocked [N][C / B][H][W][B] (runtime/ops/channel_blocks.h) */
     bool y_blocked;       /* dw_block: Y and Z channel-blocked */
     float *dw_w;          /* dw_block: every block's packed weights and bias, dw->blk_w floats a block */
     bool inner_threads;
@@ -122,7 +122,7 @@ static void conv_dw_blocks(conv_args *a, int64_t s0, int64_t s1) {
         ot_conv_depthwise_block_init(a->dw, scratch);
         for (int64_t t = s * a->n_tasks / a->n_slots, t1 = (s + 1) * a->n_tasks / a->n_slots; t < t1; t++) {
             const int64_t n = t / blocks, c = t % blocks * blk, nc = C - c < blk ? C - c : blk, at = (n * C + c) * osz;
-            /* the same offsets when blocked: a block of 16 channels is 16 planes' floats */
+            /* the same offsets when blocked: a block of B channels is B planes' floats */
             const float *x = a->X + (n * C + c) * isz, *w = a->dw_w + c / blk * a->dw->blk_w;
             if (a->y_blocked)
                 ot_conv_depthwise_forward_blocked(a->dw, x, a->x_blocked, a->Z ? a->Z + at : NULL, &a->act, a->Y + at,
@@ -587,8 +587,9 @@ static otter_status conv_parts_expand(ot_kernel_ctx *ctx, const conv_parts_in *p
 }
 
 /* The channel-block plan of the MaxPool fused after a blocked convolution (its maxpool_ attributes, runtime/layout.c)
- * over the convolution's result, of geometry g (2-D, after ot_conv_geom_to3) and M channels. */
-static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geom *g, int64_t M, ot_dw_plan *plan) {
+ * over the convolution's result, of geometry g (2-D, after ot_conv_geom_to3), M channels in blocks of B. */
+static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geom *g, int64_t M, int64_t B,
+                                           ot_dw_plan *plan) {
     ot_conv_geom pg = {.nd = 2, .N = g->N, .C = M, .in = {g->out[1], g->out[2]}};
     bool has;
     OT_TRY(ot_ctx_ints_attr(ctx, "maxpool_kernel_shape", 2, pg.k, &has));
@@ -596,16 +597,15 @@ static otter_status conv_blocked_pool_plan(ot_kernel_ctx *ctx, const ot_conv_geo
         OT_TRY(ot_conv_geom_forward_named(ctx, &pg, ot_ctx_attr_int_or(ctx, "maxpool_ceil_mode", 0) != 0, "maxpool_"));
     ot_conv_geom_to3(&pg);
     const ot_conv_window w = ot_conv_geom_window(&pg);
-    if (!has || !ot_conv_depthwise_plan(plan, &w, ot_conv_depthwise_isa()) || plan->block != OT_CHANNEL_BLOCK)
+    if (!has || !ot_conv_depthwise_plan(plan, &w, ot_channel_block_isa(B)) || plan->block != B)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
-                            "the fused MaxPool needs a 2-D maxpool_kernel_shape, AVX-512 and a window of at most %d "
-                            "taps",
+                            "the fused MaxPool needs a 2-D maxpool_kernel_shape and a window of at most %d taps",
                             OT_DW_MAX_TAPS);
     return OTTER_OK;
 }
 
-/* com.otter FusedConv with channel_blocks (runtime/layout.c): Y and Z in blocks of 16 channels
- * [N][M / 16][OH][OW][16], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
+/* com.otter FusedConv with channel_blocks = B (runtime/layout.c): Y and Z in blocks of B channels
+ * [N][M / B][OH][OW][B], X planar or blocked (rank 4 or 5), W and B as Conv's; the channel-lane
  * kernel (one group) or the channel-block depthwise code (one channel a group) stores the blocks as
  * it computes them. */
 static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
@@ -615,19 +615,28 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     OT_TRY(conv_parts_read(ctx, &pi));
     if (pi.parts) w = &pi.wv, b = NULL;
     char s1[128], s2[128];
+    const int64_t B = ot_ctx_attr_int_or(ctx, "channel_blocks", 0);
+    if (ot_channel_block_isa(B) == OT_DW_PORTABLE)
+        return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
+                            "channel_blocks %lld: this CPU runs blocks of 16 channels with AVX-512, 8 with AVX2",
+                            (long long)B);
     const bool x_blocked = x->rank == 5;
     if (x_blocked) OT_TRY(ot_channel_blocks_check(ctx, 0, x));
-    if (!x_blocked && x->rank != 4)
+    if ((!x_blocked && x->rank != 4) || (x_blocked && x->dims[4] != B))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
                             "channel-blocked convolution of '%s' %s needs planar [N, C, H, W] or blocked "
-                            "[N, C/16, H, W, 16]",
-                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims));
+                            "[N, C/%lld, H, W, %lld]",
+                            ot_ctx_input_name(ctx, 0), ot_shape_str(s1, sizeof s1, x->rank, x->dims), (long long)B,
+                            (long long)B);
     if (z) OT_TRY(ot_channel_blocks_check(ctx, 3, z));
+    if (z && z->dims[4] != B)
+        return ot_ctx_error(ctx, OTTER_ERR_INVALID, "fused sum input '%s' %s is not in blocks of %lld channels",
+                            ot_ctx_input_name(ctx, 3), ot_shape_str(s1, sizeof s1, z->rank, z->dims), (long long)B);
     const otter_tensor xv = x_blocked ? ot_channel_blocks_planar(x) : *x, zv = z ? ot_channel_blocks_planar(z) : xv;
     ot_conv_geom g;
     int64_t group = 1;
     OT_TRY(conv_check(ctx, &xv, w, b, z ? &zv : NULL, &g, &group));
-    const int64_t M = w->dims[0], yd[5] = {g.N, M / 16, g.out[0], g.out[1], 16};
+    const int64_t M = w->dims[0], yd[5] = {g.N, M / B, g.out[0], g.out[1], B};
     ot_conv_geom_to3(&g);
     ot_conv_direct d = {.N = g.N,
                         .C = g.C,
@@ -638,21 +647,22 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
                         .constant_w = pi.parts ? pi.constant_w : ot_ctx_input_constant(ctx, 1),
                         .x_blocked = x_blocked,
                         .y_blocked = true,
+                        .block = B,
                         .parts = pi.parts,
                         .n_parts = pi.n,
                         .part_w = pi.w,
                         .part_b = pi.b};
     ot_dw_plan plan;
     const bool depthwise = group > 1 && group == g.C && M == g.C &&
-                           ot_conv_depthwise_plan(&plan, &d.win, ot_conv_depthwise_isa()) && plan.block == 16;
-    if (x->dtype != OTTER_DTYPE_FLOAT || M % 16 != 0 || (!depthwise && !ot_conv_lanes_supported(&d)))
+                           ot_conv_depthwise_plan(&plan, &d.win, ot_channel_block_isa(B)) && plan.block == B;
+    if (x->dtype != OTTER_DTYPE_FLOAT || M % B != 0 || (!depthwise && !ot_conv_lanes_supported(&d)))
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
                             "channel-blocked convolution of '%s' with weight '%s' %s needs float, one group or one "
-                            "channel a group, 2-D, a multiple of 16 output channels, no negative pads and AVX-512",
+                            "channel a group, 2-D, a multiple of %lld output channels and no negative pads",
                             ot_ctx_input_name(ctx, 0), ot_ctx_input_name(ctx, 1),
-                            ot_shape_str(s1, sizeof s1, w->rank, w->dims));
+                            ot_shape_str(s1, sizeof s1, w->rank, w->dims), (long long)B);
     /* a sum input of another shape broadcasts like Add: the blocks of both line up, as the planar
-     * shapes' channels are the same multiple of 16 */
+     * shapes' channels are the same multiple of B */
     int ord = 5;
     int64_t od[OTTER_MAX_RANK];
     memcpy(od, yd, sizeof yd);
@@ -665,7 +675,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     ot_dw_plan pool;
     const bool pooled = ot_ctx_attr_set(ctx, "maxpool_kernel_shape");
     if (pooled) {
-        OT_TRY(conv_blocked_pool_plan(ctx, &g, M, &pool));
+        OT_TRY(conv_blocked_pool_plan(ctx, &g, M, B, &pool));
         if (z) return ot_ctx_error(ctx, OTTER_ERR_INVALID, "a fused MaxPool after a fused sum is not supported");
         od[2] = pool.OH, od[3] = pool.OW;
     }
@@ -686,7 +696,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
         d.act = (ot_fused_act){OT_FUSED_NONE, 0, 0};
     }
     plan.flat = false; /* the blocked forward always reads a padded block (its scratch zeroed for that) */
-    /* 1x1 on 1x1 maps (squeeze-excitation's fully connected layers): blocked [N][C / 16][1][1][16] is
+    /* 1x1 on 1x1 maps (squeeze-excitation's fully connected layers): blocked [N][C / B][1][1][B] is
      * planar [N][C], so the planar path's one product (a tile of one position in the lanes kernel
      * streamed the weights once an image: mobilenet_v3_small's 0.04 ms layers took 0.10) */
     const int threads = ctx->n_threads;
@@ -713,8 +723,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
     OT_TRY(st);
     if (z_bcast) conv_add_broadcast_sum(d.y, z, z->data, 5, yd, ord, od, act, y->data);
     if (pooled && !d.pool)
-        return ot_nn_blocked_maxpool(ctx, &pool, d.y, y->data, g.N * M / OT_CHANNEL_BLOCK, g.out_size,
-                                     pool.OH * pool.OW);
+        return ot_nn_blocked_maxpool(ctx, &pool, d.y, y->data, g.N * M / B, g.out_size, pool.OH * pool.OW);
     return OTTER_OK;
 }
 

@@ -319,7 +319,7 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-/* MaxPool in channel blocks (conv_depthwise.h): 16 planes a vector (AVX-512), so
+/* MaxPool in channel blocks (conv_depthwise.h): 16 planes a vector (AVX-512; AVX2: 8), so
  * small maps fill whole vectors and no tap needs a gather. squeezenet's 3x3 stride-2 pools (96 to
  * 512 channels, 29x29 to 7x7 maps) took 8x ORT's time as planes: the separable path's row maxima
  * are scalar or gathered on maps a few vectors wide. Slot s of n_slots takes its share of the
@@ -460,18 +460,18 @@ otter_status ot_kernel_blocked_maxpool(ot_kernel_ctx *ctx) {
     int64_t ceil_mode = 0;
     OT_TRY(ot_ctx_attr_int(ctx, "ceil_mode", &ceil_mode));
     OT_TRY(ot_nn_geom_forward(ctx, &xv, &g, ceil_mode));
-    const int64_t yd[5] = {g.N, x->dims[1], g.out[0], g.out[1], OT_CHANNEL_BLOCK};
+    const int64_t B = x->dims[4], yd[5] = {g.N, x->dims[1], g.out[0], g.out[1], B};
     ot_conv_geom_to3(&g);
     const ot_conv_window w = ot_conv_geom_window(&g);
     ot_dw_plan plan;
-    if (!ot_conv_depthwise_plan(&plan, &w, ot_conv_depthwise_isa()) || plan.block != OT_CHANNEL_BLOCK)
+    if (!ot_conv_depthwise_plan(&plan, &w, ot_channel_block_isa(B)) || plan.block != B)
         return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED,
-                            "channel-blocked MaxPool of '%s' needs AVX-512 and a window of at most %d taps",
+                            "channel-blocked MaxPool of '%s' needs a window of at most %d taps",
                             ot_ctx_input_name(ctx, 0), OT_DW_MAX_TAPS);
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 5, yd);
     if (!y) return ctx->output_status;
     if (otter_tensor_numel(y) == 0) return OTTER_OK;
-    return ot_nn_blocked_maxpool(ctx, &plan, x->data, y->data, g.N * g.C / OT_CHANNEL_BLOCK, g.in_size, g.out_size);
+    return ot_nn_blocked_maxpool(ctx, &plan, x->data, y->data, g.N * g.C / B, g.in_size, g.out_size);
 }
 
 otter_status ot_nn_blocked_maxpool(ot_kernel_ctx *ctx, const ot_dw_plan *plan, const float *x, float *y, int64_t blocks,
@@ -492,7 +492,7 @@ otter_status ot_kernel_lppool(ot_kernel_ctx *ctx) { return pool_common(ctx, POOL
 typedef struct gpool_args {
     const float *X;
     float *Y;
-    int64_t sp;
+    int64_t sp, B;    /* B: channels a block (channel-blocked X) */
     bool max, avx512; /* avx512: the CPU runs plane_sum_avx512 */
 } gpool_args;
 
@@ -564,7 +564,8 @@ static void gpool_planes(void *arg, int64_t p0, int64_t p1) {
 }
 
 #ifdef OT_POOL_X86
-/* y[c] = the mean of x [sp][16] over its sp positions, c < 16, summed in double as gpool_blocks. */
+/* y[c] = the mean of x [sp][16] over its sp positions, c < 16, summed in double position by position (as
+ * plane_sum, within n * 2^-53 of the exact sum). */
 __attribute__((target("avx512f"))) static void block_mean_avx512(const float *x, int64_t sp, float *y) {
     __m512d lo = _mm512_setzero_pd(), hi = lo;
     for (int64_t i = 0; i < sp; i++) {
@@ -575,41 +576,54 @@ __attribute__((target("avx512f"))) static void block_mean_avx512(const float *x,
     _mm256_storeu_ps(y, _mm512_cvtpd_ps(_mm512_div_pd(lo, n)));
     _mm256_storeu_ps(y + 8, _mm512_cvtpd_ps(_mm512_div_pd(hi, n)));
 }
+
+/* The same for x [sp][8], even and odd positions summed apart (two adds in flight a lane) and then together. */
+__attribute__((target("avx2"))) static void block_mean_avx2(const float *x, int64_t sp, float *y) {
+    __m256d lo = _mm256_setzero_pd(), hi = lo, lo2 = lo, hi2 = lo;
+    int64_t i = 0;
+    for (; i + 2 <= sp; i += 2) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8 + 4)));
+        lo2 = _mm256_add_pd(lo2, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8 + 8)));
+        hi2 = _mm256_add_pd(hi2, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8 + 12)));
+    }
+    if (i < sp) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm_loadu_ps(x + i * 8 + 4)));
+    }
+    const __m256d n = _mm256_set1_pd((double)sp);
+    _mm_storeu_ps(y, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(lo, lo2), n)));
+    _mm_storeu_ps(y + 4, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_add_pd(hi, hi2), n)));
+}
 #endif
 
-/* Blocks [b0, b1) of 16 channels of a channel-blocked X: each channel's mean, the 16 summed side by
- * side in double position by position (as plane_sum, within n * 2^-53 of the exact sum). */
+/* Blocks [b0, b1) of B channels of a channel-blocked X: each channel's mean (ot_channel_blocks_check admits only
+ * the blocks of the vector paths this CPU runs). */
 static void gpool_blocks(void *arg, int64_t b0, int64_t b1) {
-    typedef double d4 __attribute__((vector_size(32)));
-    const gpool_args *a = arg;
-    const int64_t sp = a->sp;
-    for (int64_t b = b0; b < b1; b++) {
-        const float *x = a->X + b * 16 * sp;
 #ifdef OT_POOL_X86
-        if (a->avx512) {
-            block_mean_avx512(x, sp, a->Y + b * 16);
-            continue;
-        }
-#endif
-        d4 sum[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
-        for (int64_t i = 0; i < sp; i++)
-            for (int j = 0; j < 4; j++) sum[j] += __builtin_convertvector(ot_v4_load(x + i * 16 + 4 * j), d4);
-        for (int c = 0; c < 16; c++) a->Y[b * 16 + c] = (float)(sum[c / 4][c % 4] / (double)sp);
+    const gpool_args *a = arg;
+    for (int64_t b = b0; b < b1; b++) {
+        if (a->B == 16)
+            block_mean_avx512(a->X + b * 16 * a->sp, a->sp, a->Y + b * 16);
+        else
+            block_mean_avx2(a->X + b * 8 * a->sp, a->sp, a->Y + b * 8);
     }
+#else
+    (void)arg, (void)b0, (void)b1;
+#endif
 }
 
 /* com.otter BlockedGlobalAveragePool (runtime/layout.c): GlobalAveragePool of a channel-blocked X
- * [N][C / 16][H][W][16] into planar [N][C][1][1] (the same layout as [N][C / 16][1][1][16]). */
+ * [N][C / B][H][W][B] into planar [N][C][1][1] (the same layout as [N][C / B][1][1][B]). */
 otter_status ot_kernel_blocked_globalaveragepool(ot_kernel_ctx *ctx) {
     const otter_tensor *x = ot_ctx_input(ctx, 0);
     OT_TRY(ot_channel_blocks_check(ctx, 0, x));
-    const int64_t yd[4] = {x->dims[0], x->dims[1] * 16, 1, 1};
+    const int64_t yd[4] = {x->dims[0], x->dims[1] * x->dims[4], 1, 1};
     otter_tensor *y = ot_ctx_output(ctx, 0, OTTER_DTYPE_FLOAT, 4, yd);
     if (!y) return ctx->output_status;
-    gpool_args a = {
-        .X = x->data, .Y = y->data, .sp = x->dims[2] * x->dims[3], .avx512 = ot_vec_isa_best() == OT_VEC_AVX512};
+    gpool_args a = {.X = x->data, .Y = y->data, .sp = x->dims[2] * x->dims[3], .B = x->dims[4]};
     const int64_t blocks = x->dims[0] * x->dims[1];
-    if (blocks) ot_parallel_for(ctx, blocks, 1 + 4096 / (16 * a.sp + 1), gpool_blocks, &a); /* empty maps: 0 / 0 */
+    if (blocks) ot_parallel_for(ctx, blocks, 1 + 4096 / (a.B * a.sp + 1), gpool_blocks, &a); /* empty maps: 0 / 0 */
     return OTTER_OK;
 }
 
