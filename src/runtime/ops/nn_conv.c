@@ -476,13 +476,19 @@ static void conv_add_broadcast_sum(const float *conv, const otter_tensor *z, con
  * alternating runs): mobilenet_v2 0.79 -> 0.62 ms, efficientnet_b0 1.41 -> 1.15, mobilenet_v3_small
  * 0.30 -> 0.28, shufflenet_v2_x0_5 0.206 -> 0.188 (64 KB; at 32 KB and 16 KB within 5%). */
 #define CONV_SERIAL_WEIGHTS (64 << 10)
+/* In blocks of 8 channels (AVX2) the layers of a chain split their work alike and the threshold is
+ * lower: on a Zen 3 EPYC (batch 1, 2 threads, 5 alternating rounds of 300-run medians, threshold 5e6 /
+ * none / 3e5) mobilenet_v2 0.835 / 0.708 / 0.711 ms, efficientnet_b0 1.89 / 1.60 / 1.65, squeezenet1_0
+ * 0.89 / 0.77 / 0.79, mobilenet_v3_small 0.378 / 0.367 / 0.365, but shufflenet_v2_x0_5 (layers of
+ * 0.1-1 MFLOP) 0.277 / 0.294 / 0.270. */
+#define CONV_SERIAL_FLOPS_BLOCKS8 3e5
 
 /* Whether a convolution of geometry g (after ot_conv_geom_to3) to M channels in `group` groups runs on
- * the calling thread alone. */
-static bool conv_serial(const ot_conv_geom *g, int64_t M, int64_t group, int threads) {
+ * the calling thread alone: under `flops` (CONV_SERIAL_FLOPS, or CONV_SERIAL_FLOPS_BLOCKS8). */
+static bool conv_serial(const ot_conv_geom *g, int64_t M, int64_t group, int threads, double flops) {
     const double taps = (double)(g->C / group * g->k_size);
     return g->N < threads && (double)sizeof(float) * (double)M * taps <= CONV_SERIAL_WEIGHTS &&
-           2.0 * (double)(g->N * M * g->out_size) * taps < CONV_SERIAL_FLOPS;
+           2.0 * (double)(g->N * M * g->out_size) * taps < flops;
 }
 
 /* The channel-block depthwise path on channel-blocked tensors (d: X, W, B, Z, Y, the activation). */
@@ -700,7 +706,7 @@ static otter_status conv_blocked(ot_kernel_ctx *ctx, const ot_fused_act *act) {
      * planar [N][C], so the planar path's one product (a tile of one position in the lanes kernel
      * streamed the weights once an image: mobilenet_v3_small's 0.04 ms layers took 0.10) */
     const int threads = ctx->n_threads;
-    if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
+    if (conv_serial(&g, M, group, threads, B == 8 ? CONV_SERIAL_FLOPS_BLOCKS8 : CONV_SERIAL_FLOPS)) ctx->n_threads = 1;
     otter_status st;
     if (one_product) {
         conv_args a = {.ctx = ctx,
@@ -839,7 +845,7 @@ otter_status ot_kernel_conv(ot_kernel_ctx *ctx) {
     }
     /* small convolutions on the calling thread alone (CONV_SERIAL_FLOPS) */
     const int threads = ctx->n_threads;
-    if (conv_serial(&g, M, group, threads)) ctx->n_threads = 1;
+    if (conv_serial(&g, M, group, threads, CONV_SERIAL_FLOPS)) ctx->n_threads = 1;
     if (s == OTTER_OK && (direct || lanes)) {
         const ot_conv_direct d = {.x = a.X,
                                   .w = a.Wt,
