@@ -68,7 +68,7 @@ __attribute__((target("avx512f"))) static void cb_block_avx512(const float *x, f
 __attribute__((target("avx2"))) static void cb_block_avx2(const float *x, float *y, int64_t P) {
     for (int64_t p = 0; p < P; p += 8) {
         const int64_t n = P - p < 8 ? P - p : 8;
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i m = ot_lanes8(n);
         __m256 r[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) r[j] = j < n ? _mm256_loadu_ps(x + (p + j) * 8) : _mm256_setzero_ps();

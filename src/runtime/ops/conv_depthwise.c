@@ -272,13 +272,9 @@ static inline void transpose_v4(ot_v4 *r) {
         (acc) = _mm256_blendv_ps((acc), v_, gt_);                                                                      \
         (best) = _mm256_blendv_ps((best), (i), gt_);                                                                   \
     } while (0)
-#define V_LOADN(p, n)     _mm256_maskload_ps(p, lanes_below_avx2(n))
-#define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
+#define V_LOADN(p, n)     _mm256_maskload_ps(p, ot_lanes8(n))
+#define V_STOREN(p, v, n) _mm256_maskstore_ps(p, ot_lanes8(n), v)
 #define DWB_TRANSPOSE(r)  ot_transpose8_avx2(r)
-
-__attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 #include "runtime/ops/conv_depthwise_block.inc"
 #include "runtime/ops/conv_depthwise_block_undef.inc"

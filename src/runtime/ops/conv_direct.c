@@ -25,6 +25,8 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "runtime/ops/simd_transpose.h"
 #define OT_DC_X86 1
 #endif
 
@@ -212,16 +214,11 @@ void ot_conv_pad_rows(void *arg, int64_t u0, int64_t u1) {
     }
 }
 
-static inline __m256i dc_mask(int lanes) __attribute__((target("avx2")));
-static inline __m256i dc_mask(int lanes) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* acc + bias + z[0..lanes) (z: NULL for no sum input; lanes >= 1). */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 dc_bias_sum(__m256 acc, float bias,
                                                                                     const float *z, int lanes) {
     acc = _mm256_add_ps(acc, _mm256_set1_ps(bias));
-    if (z) acc = _mm256_add_ps(acc, lanes == DC_HALF ? _mm256_loadu_ps(z) : _mm256_maskload_ps(z, dc_mask(lanes)));
+    if (z) acc = _mm256_add_ps(acc, lanes == DC_HALF ? _mm256_loadu_ps(z) : _mm256_maskload_ps(z, ot_lanes8(lanes)));
     return acc;
 }
 
@@ -234,7 +231,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store(_
     if (lanes == DC_HALF)
         _mm256_storeu_ps(y, acc);
     else
-        _mm256_maskstore_ps(y, dc_mask(lanes), acc);
+        _mm256_maskstore_ps(y, ot_lanes8(lanes), acc);
 }
 
 /* Store one accumulator row pair with 2x2 max pooling: the halves are rows 2r and 2r + 1 of one
@@ -252,7 +249,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void dc_store_p
     if (plane_lanes == DC_HALF / 2)
         _mm_storeu_ps(y, q);
     else if (plane_lanes > 0)
-        _mm_maskstore_ps(y, _mm256_castsi256_si128(dc_mask(plane_lanes)), q);
+        _mm_maskstore_ps(y, _mm256_castsi256_si128(ot_lanes8(plane_lanes)), q);
 }
 
 /* dc_store_pool with MaxPool's Indices: the activation first (as a Relu node before the MaxPool),
@@ -282,7 +279,7 @@ dc_store_pool_ind(__m256 a0, __m256 a1, float bias, const float *z0, const float
         _mm_storeu_ps(y, acc);
         _mm256_storeu_si256((__m256i *)ind, iv);
     } else if (plane_lanes > 0) {
-        __m256i pm = dc_mask(plane_lanes);
+        __m256i pm = ot_lanes8(plane_lanes);
         _mm_maskstore_ps(y, _mm256_castsi256_si128(pm), acc);
         _mm256_maskstore_epi64((long long *)ind, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pm)), iv);
     }

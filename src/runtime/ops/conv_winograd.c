@@ -26,6 +26,8 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
+#include "runtime/ops/simd_transpose.h"
+
 #define WG_TB 32 /* tiles per block: two 16-wide register tiles */
 
 /* The largest tile a->winograd allows that pays off against the direct kernel (measured on the
@@ -160,7 +162,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void wg_input_t
     const int n_d = T + 2;
     const int64_t ti = run->ti, tj = run->tj, slot = run->slot;
     const int n = run->n;
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i mask = ot_lanes8(n);
     const float *base = run->xp + T * ti * p->pad.row + tj;
     for (int64_t c = 0; c < p->C; c++) {
         const float *xc = base + c * T * p->pad.QW;

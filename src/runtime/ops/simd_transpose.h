@@ -1,6 +1,6 @@
 /* In-register transposes (AVX-512 16 x 16, AVX2 8 x 8) shared by the kernels that move planes ([channels][positions])
  * into and out of channel-minor layouts (conv_depthwise.c's channel blocks, nn_conv.c's small-image product,
- * conv_lanes.c), and the AVX-512 mask of a vector's first lanes every masked tail uses. */
+ * conv_lanes.c), and the masks of a vector's first lanes every masked tail uses (AVX-512, AVX2). */
 #ifndef OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 #define OTTER_RUNTIME_OPS_SIMD_TRANSPOSE_H
 
@@ -11,6 +11,11 @@
 /* The first n lanes of 16 (n <= 16). */
 __attribute__((target("avx512f"), always_inline)) static inline __mmask16 ot_lanes16(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* The first n lanes of 8 (n <= 8), for AVX2's maskload / maskstore. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i ot_lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 /* r[0, 16) as the rows of a 16 x 16 matrix, transposed in place: pairs of rows interleaved, then pairs

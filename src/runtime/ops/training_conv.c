@@ -12,6 +12,7 @@
 #include "runtime/ops/gemm.h"
 #include "runtime/ops/im2col.h"
 #include "runtime/ops/kernels.h"
+#include "runtime/ops/simd_transpose.h"
 #include "runtime/ops/training_internal.h"
 
 /* ---- spatial geometry (runtime/ops/conv_geom.h) ------------------------------------------------- */
@@ -275,8 +276,7 @@ __attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(
  * for a short block. */
 __attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_n(const float *p, int64_t n) {
     if (n == 8) return _mm256_loadu_ps(p);
-    return _mm256_maskload_ps(p,
-                              _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    return _mm256_maskload_ps(p, ot_lanes8(n));
 }
 
 /* dw_pack_dy with 8 x 8 transposes: per run of positions, blocks of 8 from the MR rows of dY. */
@@ -284,7 +284,7 @@ __attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int
                                                             int64_t kc, float *dst) {
     const dw_args *a = arg;
     const int64_t osz = a->g->out_size;
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(OT_SGEMM_MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i keep = ot_lanes8(OT_SGEMM_MR);
     for (int64_t k = 0; k < kc;) {
         int64_t n = (p0 + k) / osz, q = (p0 + k) % osz, len = osz - q < kc - k ? osz - q : kc - k;
         const float *src = a->DY + n * a->dystride + i0 * osz + q;

@@ -141,13 +141,9 @@ static void softmax_portable(float *row, int64_t n) {
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
 #define V_HMAX(v)           hmax_avx2(v)
 #define V_HSUM(v)           hsum_avx2(v)
-#define V_LOADN(p, n)       _mm256_maskload_ps(p, lanes_below_avx2(n))
-#define V_LOADN_OR(p, n, f) _mm256_blendv_ps(_mm256_set1_ps(f), V_LOADN(p, n), _mm256_castsi256_ps(lanes_below_avx2(n)))
-#define V_STOREN(p, v, n)   _mm256_maskstore_ps(p, lanes_below_avx2(n), v)
-
-__attribute__((target("avx2,fma"))) static inline __m256i lanes_below_avx2(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+#define V_LOADN(p, n)       _mm256_maskload_ps(p, ot_lanes8(n))
+#define V_LOADN_OR(p, n, f) _mm256_blendv_ps(_mm256_set1_ps(f), V_LOADN(p, n), _mm256_castsi256_ps(ot_lanes8(n)))
+#define V_STOREN(p, v, n)   _mm256_maskstore_ps(p, ot_lanes8(n), v)
 
 __attribute__((target("avx2,fma"))) static float hmax_avx2(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
