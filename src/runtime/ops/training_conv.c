@@ -559,11 +559,13 @@ otter_status ot_kernel_conv_grad(ot_kernel_ctx *ctx) {
     }
     const bool small_dx =
         want_dx && !depthwise && group == 1 && ot_conv_small_pays_off(&win, N, C, M, OT_CONV_SMALL_INPUT_GRAD);
-    /* Except for images under 32 positions beside the direct kernel's AVX-512 tiles, which run mostly
-     * empty there (halves of 8 positions over rows of 4 or 2): the product and col2im below took
-     * 0.9x a ResNet-18 training step's time (64x64 images, batch 32, 1 thread, 4 alternating runs). */
-    bool direct_dx = want_dx && !small_dx && !depthwise && stride1 && N > 0 && ot_conv_direct_supported(&dx_win) &&
-                     !(g.in_size < 32 && ot_conv_direct_isa() == OT_CONV_ISA_AVX512);
+    /* Except for images under 32 positions, which leave the direct kernel's tiles mostly empty (AVX-512:
+     * halves of 8 positions over rows of 4 or 2): the product and col2im below took 0.9x a ResNet-18
+     * training step's time there (64x64 images, batch 32, 1 thread, 4 alternating runs); on AVX2
+     * (Zen 3, 1 thread, alternating medians) resnet18 540 -> 455 ms, efficientnet_b0 365 -> 300,
+     * mobilenet_v2 226 -> 202. */
+    bool direct_dx =
+        want_dx && !small_dx && !depthwise && stride1 && N > 0 && ot_conv_direct_supported(&dx_win) && g.in_size >= 32;
     if (s == OTTER_OK && direct_dx) s = conv_grad_dx_direct(ctx, &dx_win, DY, W, N, C, M, group, g.k_size, out[0]);
     if (s == OTTER_OK && small_dx) s = ot_conv_small_input_grad(ctx, &win, N, C, M, DY, W, out[0]);
     bool loop_dx = want_dx && !direct_dx && !depthwise && !small_dx;
