@@ -31,6 +31,13 @@ typedef struct fz {
     bool made_ms;        /* made a com.microsoft node (FusedMatMul): the copy imports that domain */
     bool made_core_grad; /* made an AttentionCoreGrad (its heads' Transposes may go) */
     unsigned counter;
+    /* Concats of convolutions joined where only blocked outputs run parts alone (fuse_concat_convs): each
+     * FusedConv and where its convolutions, then its Concat, lie in dead */
+    struct joined_parts {
+        const otter_node *fused;
+        size_t first_dead, n_parts;
+    } * joined;
+    size_t n_joined, cap_joined;
 } fz;
 
 static bool default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
@@ -815,13 +822,14 @@ static bool plain_conv(const fz *f, const otter_node *c, const otter_tensor **w,
  * channel-lane kernel runs each part's window only: the same bits as the separate convolutions.
  * SqueezeNet's Fire modules (a 1x1 and a 3x3 expand of the squeeze) then write their Concat's
  * channels directly, and the two expands share one padded copy of the squeeze. Only where that kernel
- * runs (AVX-512; elsewhere the parts would be padded into one kernel and the zeros computed), and in
- * sessions that fold initializers (inference: the weights are constants). */
+ * runs (elsewhere the parts would be padded into one kernel and the zeros computed): AVX-512; AVX2,
+ * whose tiles run parts only into channel blocks, when the layout pass blocks the node (split_planar_parts
+ * undoes the others); and in sessions that fold initializers (inference: the weights are constants). */
 static otter_status fuse_concat_convs(fz *f, size_t k) {
     const otter_node *cat = f->g->nodes[k];
     const size_t n = cat->n_inputs;
-    if (!f->fold || ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || cat->n_outputs != 1 || n < 2 ||
-        n > OT_CONV_MAX_PARTS || otter_node_attr_int(cat, "axis", 0) != 1)
+    if (!f->fold || ot_conv_direct_isa() == OT_CONV_ISA_NONE || cat->n_outputs != 1 || n < 2 || n > OT_CONV_MAX_PARTS ||
+        otter_node_attr_int(cat, "axis", 0) != 1)
         return OTTER_OK;
     size_t at[OT_CONV_MAX_PARTS];
     const otter_tensor *w[OT_CONV_MAX_PARTS], *b[OT_CONV_MAX_PARTS];
@@ -884,10 +892,14 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
     if (s == OTTER_OK && ap && ap->n_floats)
         s = otter_node_set_attr_floats(fused, "activation_params", ap->n_floats, ap->floats);
     if (s == OTTER_OK) s = otter_node_set_attr_ints(fused, "kernel_parts", n * OT_CONV_PART_INTS, parts);
+    const bool tentative = ot_conv_direct_isa() != OT_CONV_ISA_AVX512;
+    if (s == OTTER_OK && tentative)
+        s = ot_grow((void **)&f->joined, &f->cap_joined, f->n_joined + 1, sizeof *f->joined);
     if (s != OTTER_OK) {
         otter_node_free(fused);
         return s;
     }
+    if (tentative) f->joined[f->n_joined++] = (struct joined_parts){fused, f->n_dead, n};
     for (size_t i = 0; s == OTTER_OK && i < n; i++) s = bury(f, at[i]);
     if (s == OTTER_OK) s = park(f, f->g->nodes[k]);
     if (s != OTTER_OK) {
@@ -895,6 +907,35 @@ static otter_status fuse_concat_convs(fz *f, size_t k) {
         return s;
     }
     f->g->nodes[k] = fused; /* the Concat's place: after every part */
+    return OTTER_OK;
+}
+
+/* After the layout pass: each tentatively joined FusedConv left planar (no channel_blocks) is replaced by its
+ * convolutions and Concat again, taken back from dead, unless a name they write is now written by another
+ * node. */
+static otter_status split_planar_parts(fz *f) {
+    otter_graph *g = f->g;
+    for (size_t j = 0; j < f->n_joined; j++) {
+        const struct joined_parts *jp = &f->joined[j];
+        if (otter_node_attr(jp->fused, "channel_blocks")) continue;
+        size_t at = g->n_nodes, clash = 0;
+        for (size_t k = 0; k < g->n_nodes; k++) {
+            if (g->nodes[k] == jp->fused) at = k;
+            for (size_t o = 0; o < g->nodes[k]->n_outputs; o++)
+                for (size_t i = 0; i < jp->n_parts; i++)
+                    clash += !strcmp(g->nodes[k]->outputs[o], f->dead[jp->first_dead + i]->outputs[0]);
+        }
+        if (at == g->n_nodes || clash) continue;
+        OT_TRY(ot_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + jp->n_parts, sizeof *g->nodes));
+        OT_TRY(park(f, g->nodes[at])); /* the maps may borrow its strings */
+        memmove(g->nodes + at + jp->n_parts + 1, g->nodes + at + 1, (g->n_nodes - at - 1) * sizeof *g->nodes);
+        for (size_t i = 0; i <= jp->n_parts; i++) { /* the convolutions, then the Concat */
+            g->nodes[at + i] = f->dead[jp->first_dead + i];
+            f->dead[jp->first_dead + i] = NULL;
+        }
+        g->n_nodes += jp->n_parts;
+        f->n_fused -= jp->n_parts;
+    }
     return OTTER_OK;
 }
 
@@ -1333,13 +1374,14 @@ otter_status ot_fuse_model(const otter_model *m, bool fold_initializers, otter_m
     c->graph->n_nodes = j;
     size_t n_blocked = 0;
     if (s == OTTER_OK) s = ot_layout_channel_blocks(c->graph, &n_blocked);
+    if (s == OTTER_OK) s = split_planar_parts(&f);
     if (s == OTTER_OK && (f.n_fused || n_blocked)) s = otter_model_set_opset(c, "com.otter", 1);
     if (s == OTTER_OK && f.made_ms && otter_model_opset(c, "com.microsoft") < 1)
         s = otter_model_set_opset(c, "com.microsoft", 1);
     ot_strmap_free(&f.uses), ot_strmap_free(&f.reader), ot_strmap_free(&f.producer), ot_strmap_free(&f.inits),
         ot_strmap_free(&f.inputs), ot_strmap_free(&f.names);
     for (size_t i = 0; i < f.n_dead; i++) otter_node_free(f.dead[i]);
-    ot_free(f.dead);
+    ot_free(f.dead), ot_free(f.joined);
     if (s != OTTER_OK || !(f.n_fused || n_blocked)) {
         /* on failure the copy may be half-edited: drop it (the session runs the model as written) */
         otter_model_free(c);

@@ -198,6 +198,14 @@ static bool pool_joins(const lay *l, const lay_plan *p, size_t k) {
     return get(&l->reads, conv->outputs[0]) == 1 && !l->back[c] && (conv->n_inputs < 4 || !conv->inputs[3][0]);
 }
 
+/* The convolutions a node of kind LAY_CONV stands for: a Concat of convolutions joined by fuse.c (kernel_parts)
+ * counts as those convolutions, and as the Concat's reads of them (blocked-to-blocked edges), so that the chain
+ * rule below weighs it as it weighed them before the join. */
+static size_t conv_parts(const otter_node *n) {
+    const otter_attr *parts = otter_node_attr(n, "kernel_parts");
+    return parts ? parts->n_ints / OT_CONV_PART_INTS : 1;
+}
+
 /* Steps one and two: l->kind marks the nodes of the chains kept. */
 static otter_status choose(lay *l, size_t *n_blocked) {
     const otter_graph *g = l->g;
@@ -218,7 +226,11 @@ static otter_status choose(lay *l, size_t *n_blocked) {
     for (size_t k = 0; s == OTTER_OK && k < n; k++) {
         if (l->kind[k] == LAY_NONE) continue;
         const size_t r = find(l->root, k);
-        convs[r] += l->kind[k] == LAY_CONV;
+        if (l->kind[k] == LAY_CONV) {
+            const size_t parts = conv_parts(g->nodes[k]);
+            convs[r] += parts;
+            edges[r] += parts > 1 ? parts : 0;
+        }
         for (size_t i = 0; s == OTTER_OK && i < g->nodes[k]->n_inputs; i++) {
             if (!blocked_input(l, g->nodes[k], l->kind[k], i)) continue;
             const char *v = g->nodes[k]->inputs[i];
