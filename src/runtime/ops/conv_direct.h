@@ -79,7 +79,8 @@ enum {
     OT_CONV_FORM_WINOGRAD2,
     OT_CONV_FORM_WINOGRAD4,
     OT_CONV_FORM_GEMM_B,
-    OT_CONV_FORM_LANES, /* conv_lanes.c's blocks of 64 channels */
+    OT_CONV_FORM_LANES,     /* conv_lanes.c's blocks of 64 channels */
+    OT_CONV_FORM_DEPTHWISE, /* the channel-block depthwise code's blocks (nn_conv.c) */
     OT_CONV_FORMS
 };
 
