@@ -10,25 +10,28 @@ otter_status ot_conv_geom_forward(const ot_kernel_ctx *ctx, ot_conv_geom *g, boo
     return ot_conv_geom_forward_named(ctx, g, ceil_mode, "");
 }
 
+/* prefix + name, in buf unless prefix is empty (most calls: a run's every convolution formatted four names) */
+static const char *prefixed(char *buf, size_t size, const char *prefix, const char *name) {
+    if (!prefix[0]) return name;
+    snprintf(buf, size, "%s%s", prefix, name);
+    return buf;
+}
+
 otter_status ot_conv_geom_forward_named(const ot_kernel_ctx *ctx, ot_conv_geom *g, bool ceil_mode, const char *prefix) {
     char name[64];
     bool has;
     for (int i = 0; i < g->nd; i++) g->stride[i] = 1, g->dil[i] = 1, g->pb[i] = 0, g->pe[i] = 0, g->opad[i] = 0;
-    snprintf(name, sizeof name, "%sstrides", prefix);
-    OT_TRY(ot_ctx_ints_attr(ctx, name, g->nd, g->stride, &has));
-    snprintf(name, sizeof name, "%sdilations", prefix);
-    OT_TRY(ot_ctx_ints_attr(ctx, name, g->nd, g->dil, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, prefixed(name, sizeof name, prefix, "strides"), g->nd, g->stride, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, prefixed(name, sizeof name, prefix, "dilations"), g->nd, g->dil, &has));
     int64_t pads[2 * OT_SP];
-    snprintf(name, sizeof name, "%spads", prefix);
-    OT_TRY(ot_ctx_ints_attr(ctx, name, 2 * g->nd, pads, &has));
+    OT_TRY(ot_ctx_ints_attr(ctx, prefixed(name, sizeof name, prefix, "pads"), 2 * g->nd, pads, &has));
     if (has)
         for (int i = 0; i < g->nd; i++) g->pb[i] = pads[i], g->pe[i] = pads[g->nd + i];
     const char *auto_pad = "NOTSET";
-    snprintf(name, sizeof name, "%sauto_pad", prefix);
     if (prefix[0])
-        auto_pad = ot_ctx_attr_string_or(ctx, name, "NOTSET");
+        auto_pad = ot_ctx_attr_string_or(ctx, prefixed(name, sizeof name, prefix, "auto_pad"), "NOTSET");
     else
-        OT_TRY(ot_ctx_attr_string(ctx, name, &auto_pad));
+        OT_TRY(ot_ctx_attr_string(ctx, "auto_pad", &auto_pad));
     ot_auto_pad pad = ot_auto_pad_from(auto_pad);
     for (int i = 0; i < g->nd; i++) {
         ot_window_status ws = ot_window_axis(g->in[i], g->k[i], g->stride[i], g->dil[i], pad, ceil_mode, &g->pb[i],
