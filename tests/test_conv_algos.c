@@ -328,9 +328,10 @@ int main(void) {
         {5, 601, 1, 1, 37, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, false},
         {3, 20, 1, 1, 20, 1, 1, 1, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},
         /* weights an input, 16+ images, maps of up to 64 positions: the images in the lanes, only the
-         * taps inside the maps (conv_small.c, AVX-512): ResNet-18's 2x2 layer with a residual; stride 2
-         * over a partial block of 20 images; 6x7 outputs, pads (0,1,2,1), dilation 2, 29 = 12 + 12 + 5
-         * channels, 17 summed (a pass of 16 and 1), 40 images (32 + 8), Relu; 1x1 stride 2 */
+         * taps inside the maps (conv_small.c, AVX-512 and AVX2): ResNet-18's 2x2 layer with a residual; stride
+         * 2 over a partial block of 20 images (AVX2: 16 + 4), 40 channels (AVX2: 6 x 6 + 4); 6x7 outputs, pads
+         * (0,1,2,1), dilation 2, 29 = 12 + 12 + 5 channels (AVX2: 6 x 4 + 5), 17 summed (a pass of 16 and 1), 40
+         * images (32 + 8; AVX2: 16 + 16 + 8), Relu; 1x1 stride 2 (AVX-512 only) */
         {32, 64, 2, 2, 64, 3, 3, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, false, false, true},
         {20, 24, 8, 8, 40, 3, 3, 1, {1, 1, 1, 1}, {2, 2}, {1, 1}, false, false, false, true},
         {40, 17, 8, 7, 29, 3, 3, 1, {0, 1, 2, 1}, {1, 1}, {2, 2}, false, false, true, true},

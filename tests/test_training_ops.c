@@ -769,8 +769,10 @@ static void conv_direct_dx_cases(void) {
     int64_t sx5[4] = {3, 16, 4, 4}, sw5[4] = {24, 16, 3, 3};
     conv_ref_case("N 3, 16 -> 24 channels, 3x3 pad 1, 4x4", sx5, sw5, &s4);
     /* 16+ images, small maps or strides: dX with the images in the lanes and dW tap by tap beside the
-     * AVX-512 path (conv_small.c): 2x2 (a partial block of 20 images, 29 = 12 + 12 + 5 input channels); stride 2
-     * with pads (0,1,2,1) and dilation (2,1) over 9x11, 40 images (32 + 8), 2 threads; 1x1 stride 2 */
+     * AVX-512 and AVX2 paths (conv_small.c): 2x2 (a partial block of 20 images, 29 = 12 + 12 + 5 input channels;
+     * AVX2: 16 + 4 images, dX's 6 x 4 + 5 and dW's 16 + 13 channels); stride 2 with pads (0,1,2,1) and dilation
+     * (2,1) over 9x11, 40 images (32 + 8), 16 output channels (AVX2: 6 + 6 + 4), 2 threads; 1x1 stride 2 (AVX-512
+     * only) */
     int64_t sx6[4] = {20, 29, 2, 2}, sw6[4] = {24, 29, 3, 3};
     conv_ref_case("N 20, 29 -> 24 channels, 3x3 pad 1, 2x2", sx6, sw6, &s4);
     int64_t sx7[4] = {40, 17, 9, 11}, sw7[4] = {16, 17, 3, 3};

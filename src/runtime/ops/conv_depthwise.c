@@ -224,7 +224,7 @@ __attribute__((target("avx512f"))) static void gather_stride2_avx512(float *rest
     } while (0)
 #define V_LOADN(p, n)     loadn_v4(p, n)
 #define V_STOREN(p, v, n) storen_v4(p, v, n)
-#define DWB_TRANSPOSE(r)  transpose_v4(r)
+#define V_TRANSPOSE(r)    transpose_v4(r)
 
 /* As fused_act.c's loops: Relu makes NaN 0, Clip keeps it. */
 static inline ot_v4 relu_v4(ot_v4 v) { return (ot_v4)((ot_i4)v & (v > V_ZERO())); }
@@ -272,9 +272,6 @@ static inline void transpose_v4(ot_v4 *r) {
         (acc) = _mm256_blendv_ps((acc), v_, gt_);                                                                      \
         (best) = _mm256_blendv_ps((best), (i), gt_);                                                                   \
     } while (0)
-#define V_LOADN(p, n)     _mm256_maskload_ps(p, ot_lanes8(n))
-#define V_STOREN(p, v, n) _mm256_maskstore_ps(p, ot_lanes8(n), v)
-#define DWB_TRANSPOSE(r)  ot_transpose8_avx2(r)
 
 #include "runtime/ops/conv_depthwise_block.inc"
 #include "runtime/ops/conv_depthwise_block_undef.inc"
@@ -292,9 +289,6 @@ static inline void transpose_v4(ot_v4 *r) {
         (acc) = _mm512_mask_mov_ps((acc), gt_, v_);                                                                    \
         (best) = _mm512_mask_mov_ps((best), gt_, (i));                                                                 \
     } while (0)
-#define V_LOADN(p, n)     _mm512_maskz_loadu_ps(ot_lanes16(n), p)
-#define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, ot_lanes16(n), v)
-#define DWB_TRANSPOSE(r)  ot_transpose16_avx512(r)
 
 #include "runtime/ops/conv_depthwise_block.inc"
 #include "runtime/ops/conv_depthwise_block_undef.inc"

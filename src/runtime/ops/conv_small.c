@@ -2,8 +2,8 @@
  * 64x64 inputs, weights that change every step). im2col's product multiplies every tap by every
  * position, the padding included (at 2x2 with a 3x3 kernel, 20 of a position's 36 products are
  * with zeros), and the weights (9.4 MB at 512 channels) were packed again on every pass, forward and
- * backward. Here the images of a block of 32 are the lanes of two vectors: a register tile of 12
- * result channels x 32 images at one result position sums, over the (operand position, tap) pairs
+ * backward. Here the images of a block of 32 (AVX2: 16) are the lanes of two vectors: a register tile of
+ * 12 (AVX2: 6) result channels x those images at one result position sums, over the (operand position, tap) pairs
  * that lie inside the maps, the operand's channels times the weights, which are read where they are
  * stored (each broadcast from W); only the operand block, a few hundred KB, is repacked as
  * [position][channel][image], and the result block transposed back. The input gradient is the same
@@ -17,16 +17,16 @@
 #include "runtime/ops/conv_direct.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
 #include "runtime/ops/simd_transpose.h"
 
-#define CS_LANES   32 /* images a block: two vectors */
-#define CS_ROWS    12 /* result channels a register tile */
 #define CS_KB      64 /* summed channels per pass over a position's pairs: the weights' lines stay in L1 */
 #define CS_DW_TAPS 25 /* the largest kernel the weight gradient stages in a tile (5x5) */
 
-/* fn(args..., rows) with the tile's row count (1 .. CS_ROWS) a constant, so its loops unroll. */
-#define CS_ROWS_DISPATCH(rows, fn, ...)                                                                                \
-    switch (rows) {                                                                                                    \
+/* The cases of a switch over a tile's row count (1 .. 6 or 12) calling fn(args..., rows) with it a constant, so its
+ * loops unroll. */
+#define CS_ROWS_UPTO_6(fn, ...)                                                                                        \
     case 1:                                                                                                            \
         fn(__VA_ARGS__, 1);                                                                                            \
         return;                                                                                                        \
@@ -44,7 +44,9 @@
         return;                                                                                                        \
     case 6:                                                                                                            \
         fn(__VA_ARGS__, 6);                                                                                            \
-        return;                                                                                                        \
+        return;
+#define CS_ROWS_UPTO_12(fn, ...)                                                                                       \
+    CS_ROWS_UPTO_6(fn, __VA_ARGS__)                                                                                    \
     case 7:                                                                                                            \
         fn(__VA_ARGS__, 7);                                                                                            \
         return;                                                                                                        \
@@ -62,129 +64,74 @@
         return;                                                                                                        \
     case 12:                                                                                                           \
         fn(__VA_ARGS__, 12);                                                                                           \
-        return;                                                                                                        \
-    }
+        return;
 
-/* v[j][i] = src[i * ld + j] for rows i < nr and columns j < nc (<= 16 each), 0 elsewhere: a block's
- * rows loaded (masked) and transposed, for every packing below. */
-__attribute__((target("avx512f"), always_inline)) static inline void cs_load_t16(__m512 *v, const float *src,
-                                                                                 int64_t ld, int64_t nr, int64_t nc) {
-    const __mmask16 m = ot_lanes16(nc);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) v[i] = i < nr ? _mm512_maskz_loadu_ps(m, src + i * ld) : _mm512_setzero_ps();
-    ot_transpose16_avx512(v);
-}
-
-/* One block of images: the result block yt[R][n_res][32] from the operand block bp[n_op][K][32]. */
+/* One block of images (a path's lanes): the result block yt[R][n_res][lanes] from the operand block
+ * bp[n_op][K][lanes]. */
 typedef struct cs_plan {
     const float *W;
     int64_t rs, ks; /* the weight of result channel r, summed channel k, tap t: W[r * rs + k * ks + t] */
-    int64_t R, K, n_res, n_op, slabs; /* slabs: ceil(R / CS_ROWS) */
+    int64_t R, K, n_res, n_op;
     const int32_t *start, *pos, *tap; /* result position o sums the pairs [start[o], start[o + 1]) */
     const float *src;                 /* the operand images of this block, K * n_op floats apart */
     float *dst;                       /* the result images, R * n_res floats apart */
-    int64_t nb;                       /* images in this block (<= CS_LANES) */
+    int64_t nb;                       /* images in this block (<= lanes) */
     float *bp, *yt;
 } cs_plan;
 
-/* acc[r] += a[r * rs + k * ks] b[32 k .. 32 k + 32) over k < kc and the rows r < ROWS: both tiles'
- * micro-kernel, its a (weights or dY) broadcast where it lies, its b packed. */
-__attribute__((target("avx512f,fma"), always_inline)) static inline void
-cs_fma(__m512 acc[][2], int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b, const int ROWS) {
-    for (int64_t k = 0; k < kc; k++, a += ks, b += CS_LANES) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 12
-        for (int r = 0; r < ROWS; r++) {
-            const __m512 av = _mm512_set1_ps(a[r * rs]);
-            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-        }
-    }
+/* dW[m][c][t] = sum over t's pairs (o, i) and images n of dY[n][m][o] X[n][c][i]: per tap a product
+ * of the pairs' images, so the padding costs nothing here either. A register tile is rows output
+ * channels x lanes input channels; dY, as dys[m][o][n], is read in place (each broadcast), X packed as
+ * xs[i][c / lanes][n][lanes]. A tile's taps are staged and written as its rows of dW, lanes x taps floats. */
+typedef struct cs_dw_plan {
+    int64_t N, C, M, taps, n_in, n_out, ctiles, slabs;
+    const int32_t *tstart, *tout, *tin; /* tap t's pairs: [tstart[t], tstart[t + 1]) */
+    const float *DY, *X;
+    float *dys, *xs, *dw;
+} cs_dw_plan;
+
+/* A vector path's kernels (conv_small_tile.inc): the packings over runs of vl floats, the tiles of rows result
+ * channels x lanes images (the weight gradient's: input channels). */
+typedef struct cs_path {
+    int64_t vl, lanes, rows;
+    ot_range_fn pack, tiles, unpack;             /* over cs_plan */
+    ot_range_fn dw_pack_dy, dw_pack_x, dw_tiles; /* over cs_dw_plan */
+} cs_path;
+
+/* AVX-512: 12 result channels x 32 images (two vectors), 24 of the 32 registers */
+#include "runtime/ops/simd_v_avx512.inc"
+#define CST_ATTR   __attribute__((target("avx512f,fma")))
+#define CST_SUFFIX _avx512
+#define CST_ROWS   12
+#include "runtime/ops/conv_small_tile.inc"
+
+/* AVX2: 6 x 16 (two vectors) in 12 of the 16 registers, the direct GEMM kernel's shape */
+#include "runtime/ops/simd_v_avx2.inc"
+#define CST_ATTR   __attribute__((target("avx2,fma")))
+#define CST_SUFFIX _avx2
+#define CST_ROWS   6
+#include "runtime/ops/conv_small_tile.inc"
+
+/* The kernels of the vector path the direct kernel runs (ot_conv_small_pays_off: AVX2 at least). */
+static const cs_path *cs_path_here(void) {
+    return ot_conv_direct_isa() == OT_CONV_ISA_AVX512 ? &cs_path_avx512 : &cs_path_avx2;
 }
 
-/* yt's tile of ROWS result channels from r0 at result position o: the sum over o's pairs, CS_KB
- * summed channels at a time so that the weights read for the first pair are in L1 for the next. */
-__attribute__((target("avx512f,fma"), always_inline)) static inline void cs_tile_rows(const cs_plan *p, int64_t r0,
-                                                                                      int64_t o, const int ROWS) {
-    __m512 acc[CS_ROWS][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    const float *a = p->W + r0 * p->rs;
-    const int64_t rs = p->rs, ks = p->ks;
-    for (int64_t k0 = 0; k0 < p->K; k0 += CS_KB) {
-        const int64_t kb = p->K - k0 < CS_KB ? p->K - k0 : CS_KB;
-        for (int32_t q = p->start[o]; q < p->start[o + 1]; q++) {
-            cs_fma(acc, kb, a + k0 * ks + p->tap[q], rs, ks, p->bp + (p->pos[q] * p->K + k0) * CS_LANES, ROWS);
-        }
-    }
-    float *c = p->yt + (r0 * p->n_res + o) * CS_LANES;
-#pragma GCC unroll 12
-    for (int r = 0; r < ROWS; r++) {
-        _mm512_storeu_ps(c + r * p->n_res * CS_LANES, acc[r][0]);
-        _mm512_storeu_ps(c + r * p->n_res * CS_LANES + 16, acc[r][1]);
-    }
-}
-
-__attribute__((target("avx512f,fma"))) static void cs_tile(const cs_plan *p, int64_t r0, int64_t o) {
-    CS_ROWS_DISPATCH(p->R - r0 < CS_ROWS ? p->R - r0 : CS_ROWS, cs_tile_rows, p, r0, o);
-}
-
-/* Tiles [t0, t1): slab by slab, its result positions in turn (a slab's weights stay in L2). */
-static void cs_tiles(void *arg, int64_t t0, int64_t t1) {
-    const cs_plan *p = arg;
-    for (int64_t t = t0; t < t1; t++) cs_tile(p, t / p->n_res * CS_ROWS, t % p->n_res);
-}
-
-/* bp[pos][k][i] = src[i * L + k * n_op + pos] (L = K * n_op) for images i < 32 (0 past nb), over the
- * 16-float runs [16 * u0, 16 * u1) of src's images: 16 x 16 transposes. Position-major, so that a
- * pair's channels are consecutive lines (channel-major, 2 KB apart at 16 positions, they fell in a
- * few L1 sets: ResNet-18's 4x4 layers ran at 105 GFLOP/s against 163 at 2x2). */
-__attribute__((target("avx512f"))) static void cs_pack(void *arg, int64_t u0, int64_t u1) {
-    const cs_plan *p = arg;
-    const int64_t L = p->K * p->n_op;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t l = 16 * u, nl = L - l < 16 ? L - l : 16;
-        for (int g = 0; g < CS_LANES; g += 16) {
-            __m512 v[16];
-            cs_load_t16(v, p->src + g * L + l, L, p->nb - g, nl);
-            for (int64_t j = 0, k = l / p->n_op, i = l % p->n_op; j < nl; j++) {
-                _mm512_storeu_ps(p->bp + (i * p->K + k) * CS_LANES + g, v[j]);
-                if (++i == p->n_op) i = 0, k++;
-            }
-        }
-    }
-}
-
-/* dst[i * L + l] = yt[l][i] for the images i < nb: cs_pack's way back. */
-__attribute__((target("avx512f"))) static void cs_unpack(void *arg, int64_t u0, int64_t u1) {
-    const cs_plan *p = arg;
-    const int64_t L = p->R * p->n_res;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t l = 16 * u, nl = L - l < 16 ? L - l : 16;
-        const __mmask16 lm = ot_lanes16(nl);
-        for (int g = 0; g < CS_LANES && g < p->nb; g += 16) {
-            __m512 v[16];
-            cs_load_t16(v, p->yt + l * CS_LANES + g, CS_LANES, nl, 16);
-            for (int i = 0; i < 16 && g + i < p->nb; i++) _mm512_mask_storeu_ps(p->dst + (g + i) * L + l, lm, v[i]);
-        }
-    }
-}
-
-/* Every block of images through the plan (W, rs, ks, R, K, positions and pairs set). */
-static otter_status cs_run(ot_kernel_ctx *ctx, cs_plan *p, int64_t N, const float *src, float *dst) {
-    p->slabs = (p->R + CS_ROWS - 1) / CS_ROWS;
-    p->bp = ot_ctx_scratch(ctx, (size_t)(p->K * p->n_op + p->R * p->n_res) * CS_LANES * sizeof(float));
+/* Every block of images through the plan (W, rs, ks, R, K, positions and pairs set) by path k's kernels. */
+static otter_status cs_run(ot_kernel_ctx *ctx, const cs_path *k, cs_plan *p, int64_t N, const float *src, float *dst) {
+    const int64_t lanes = k->lanes, lk = p->K * p->n_op, lr = p->R * p->n_res;
+    p->bp = ot_ctx_scratch(ctx, (size_t)(lk + lr) * lanes * sizeof(float));
     if (!p->bp) return OTTER_ERR_NOMEM;
-    p->yt = p->bp + p->K * p->n_op * CS_LANES;
-    const int64_t lk = p->K * p->n_op, lr = p->R * p->n_res;
-    /* a tile sums 2 * 12 * 32 * (pairs x K) flops: chunks of about 1 MFLOP */
-    const int64_t pairs = p->start[p->n_res], grain = 1 + (1 << 20) / (768 * (pairs / p->n_res + 1) * p->K + 1);
-    for (int64_t n0 = 0; n0 < N; n0 += CS_LANES) {
-        p->nb = N - n0 < CS_LANES ? N - n0 : CS_LANES;
+    p->yt = p->bp + lk * lanes;
+    /* a tile sums 2 * rows * lanes * (pairs x K) flops: chunks of about 1 MFLOP */
+    const int64_t pairs = p->start[p->n_res], slabs = (p->R + k->rows - 1) / k->rows,
+                  grain = 1 + (1 << 20) / (2 * k->rows * lanes * (pairs / p->n_res + 1) * p->K + 1);
+    for (int64_t n0 = 0; n0 < N; n0 += lanes) {
+        p->nb = N - n0 < lanes ? N - n0 : lanes;
         p->src = src + n0 * lk, p->dst = dst + n0 * lr;
-        ot_parallel_for(ctx, (lk + 15) / 16, 64, cs_pack, p);
-        ot_parallel_for(ctx, p->slabs * p->n_res, grain, cs_tiles, p);
-        ot_parallel_for(ctx, (lr + 15) / 16, 64, cs_unpack, p);
+        ot_parallel_for(ctx, (lk + k->vl - 1) / k->vl, 64, k->pack, p);
+        ot_parallel_for(ctx, slabs * p->n_res, grain, k->tiles, p);
+        ot_parallel_for(ctx, (lr + k->vl - 1) / k->vl, 64, k->unpack, p);
     }
     return OTTER_OK;
 }
@@ -219,13 +166,6 @@ static otter_status cs_triples(ot_kernel_ctx *ctx, const ot_conv_window *w, int3
     return OTTER_OK;
 }
 
-/* Measured on ResNet-18's training step (64x64 images, batch 32, 1 thread, alternating runs): with
- * this path for the forward passes and input gradients of maps up to 64 positions and the strided
- * input gradients, 297-313 -> 217-221 ms; up to 31 positions 228-230; up to 256, 223-226. One
- * convolution, weights an input, 1 thread: 512 channels at 2x2 5.5 -> 1.6 ms, 256 at 4x4 4.4 -> 2.3
- * (the channel-lane kernel), 128 at 8x8 3.7-3.8 -> 3.0-3.2 (the direct kernel), 64 at 16x16 even.
- * The weight gradient (per-node profile, ms a step): 2x2 4.5-5 -> 2.2-2.5 less a ConvGrad, 4x4 -> 2.2
- * less, 8x8 1.3 less, 16x16 9.9 -> 9.5 (the whole ConvGrad). */
 /* The triples (by output position: start, in, tap) regrouped by key[q] < n_keys (their input
  * positions or taps): *kstart[k] .. *kstart[k + 1] index *out_of (output positions) and *other_of
  * (other[q] of each), in output order within a key (scratch). */
@@ -249,18 +189,34 @@ static otter_status cs_regroup(ot_kernel_ctx *ctx, const int32_t *start, int64_t
     return OTTER_OK;
 }
 
+/* AVX-512, measured on ResNet-18's training step (64x64 images, batch 32, 1 thread, alternating runs): with
+ * this path for the forward passes and input gradients of maps up to 64 positions and the strided
+ * input gradients, 297-313 -> 217-221 ms; up to 31 positions 228-230; up to 256, 223-226. One
+ * convolution, weights an input, 1 thread: 512 channels at 2x2 5.5 -> 1.6 ms, 256 at 4x4 4.4 -> 2.3
+ * (the channel-lane kernel), 128 at 8x8 3.7-3.8 -> 3.0-3.2 (the direct kernel), 64 at 16x16 even.
+ * The weight gradient (per-node profile, ms a step): 2x2 4.5-5 -> 2.2-2.5 less a ConvGrad, 4x4 -> 2.2
+ * less, 8x8 1.3 less, 16x16 9.9 -> 9.5 (the whole ConvGrad).
+ * AVX2 (Zen 3, ResNet-18's per-node profile, ms a step, medians of alternating runs): forward 2x2 9.1-9.3 ->
+ * 4.0-4.6, 4x4 8.1-8.7 -> 5.4-5.7, 8x8 7.1 -> 6.5-7.1, strided 4.6-4.9 -> 3.4-3.7; the input gradient 1.9-4.0
+ * less a ConvGrad at 2x2, 1.7-2.7 at 4x4, but 1.3-3.5 more at 8x8 (the direct kernel is faster there), strided
+ * 2.2-2.3 less from 16x16 and 8x8; the weight gradient 4.3-4.9 less at 2x2, 3.6-5.1 at 4x4, 0.5-1.6 at 8x8 (2.6-3.4
+ * less than without 8x8), 0.2-1.4 more at 16x16. 1x1 kernels, no padding to skip, gain nothing: SqueezeNet's at 7x7
+ * 0.1-0.4 ms slower each, MobileNetV2's even. The step, 1 thread, old and new alternating in one process: 441-504
+ * -> 374-401 ms; SqueezeNet 161-194 -> 150-176. */
 bool ot_conv_small_pays_off(const ot_conv_window *w, int64_t N, int64_t C, int64_t M, ot_conv_small_pass pass) {
     const int64_t in = w->in[0] * w->in[1] * w->in[2], out = w->out[0] * w->out[1] * w->out[2],
                   taps = w->k[0] * w->k[1] * w->k[2];
-    if (ot_conv_direct_isa() != OT_CONV_ISA_AVX512 || N < 16 || C < 16 || M < 16) return false;
-    const bool stride1 = w->stride[0] * w->stride[1] * w->stride[2] == 1;
+    const ot_conv_isa isa = ot_conv_direct_isa();
+    if (isa == OT_CONV_ISA_NONE || N < 16 || C < 16 || M < 16) return false;
+    const bool avx512 = isa == OT_CONV_ISA_AVX512, stride1 = w->stride[0] * w->stride[1] * w->stride[2] == 1;
+    if (!avx512 && taps == 1) return false;
     switch (pass) {
     case OT_CONV_SMALL_FORWARD:
         return out <= 64;
     case OT_CONV_SMALL_INPUT_GRAD:
-        return in <= (stride1 ? 64 : 1024);
+        return in <= (!stride1 ? 1024 : avx512 ? 64 : 16);
     case OT_CONV_SMALL_WEIGHT_GRAD:
-        return out <= 256 && taps <= CS_DW_TAPS;
+        return out <= (avx512 ? 256 : 64) && taps <= CS_DW_TAPS;
     }
     return false;
 }
@@ -280,7 +236,7 @@ otter_status ot_conv_small_forward(ot_kernel_ctx *ctx, const ot_conv_window *w, 
                  .start = start,
                  .pos = in,
                  .tap = tap};
-    return cs_run(ctx, &p, N, X, Y);
+    return cs_run(ctx, cs_path_here(), &p, N, X, Y);
 }
 
 otter_status ot_conv_small_input_grad(ot_kernel_ctx *ctx, const ot_conv_window *w, int64_t N, int64_t C, int64_t M,
@@ -302,102 +258,22 @@ otter_status ot_conv_small_input_grad(ot_kernel_ctx *ctx, const ot_conv_window *
                  .start = by_in,
                  .pos = out_of,
                  .tap = tap_of};
-    return cs_run(ctx, &p, N, DY, DX);
-}
-
-/* ---- the weight gradient: the images summed, the input channels in the lanes ---------------------- */
-
-/* dW[m][c][t] = sum over t's pairs (o, i) and images n of dY[n][m][o] X[n][c][i]: per tap a product
- * of the pairs' images, so the padding costs nothing here either. A register tile is 12 output
- * channels x 32 input channels; dY, as dys[m][o][n], is read in place (each broadcast), X packed as
- * xs[i][c / 32][n][32]. A tile's taps are staged and written as its rows of dW, 32 x taps floats. */
-typedef struct cs_dw_plan {
-    int64_t N, C, M, taps, n_in, n_out, ctiles, slabs;
-    const int32_t *tstart, *tout, *tin; /* tap t's pairs: [tstart[t], tstart[t + 1]) */
-    const float *DY, *X;
-    float *dys, *xs, *dw;
-} cs_dw_plan;
-
-__attribute__((target("avx512f,fma"), always_inline)) static inline void
-cs_dw_tile_rows(const cs_dw_plan *p, int64_t m0, int64_t j, const int ROWS) {
-    float stage[CS_ROWS][CS_DW_TAPS][CS_LANES];
-    const int64_t N = p->N, rs = p->n_out * N;
-    for (int64_t t = 0; t < p->taps; t++) {
-        __m512 acc[CS_ROWS][2];
-#pragma GCC unroll 12
-        for (int r = 0; r < ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int32_t q = p->tstart[t]; q < p->tstart[t + 1]; q++) {
-            cs_fma(acc, N, p->dys + (m0 * p->n_out + p->tout[q]) * N, rs, 1,
-                   p->xs + (p->tin[q] * p->ctiles + j) * N * CS_LANES, ROWS);
-        }
-#pragma GCC unroll 12
-        for (int r = 0; r < ROWS; r++) {
-            _mm512_storeu_ps(stage[r][t], acc[r][0]);
-            _mm512_storeu_ps(stage[r][t] + 16, acc[r][1]);
-        }
-    }
-    const int64_t c0 = j * CS_LANES, nc = p->C - c0 < CS_LANES ? p->C - c0 : CS_LANES;
-    for (int r = 0; r < ROWS; r++) {
-        float *d = p->dw + ((m0 + r) * p->C + c0) * p->taps;
-        for (int64_t c = 0; c < nc; c++)
-            for (int64_t t = 0; t < p->taps; t++) d[c * p->taps + t] = stage[r][t][c];
-    }
-}
-
-__attribute__((target("avx512f,fma"))) static void cs_dw_tile(const cs_dw_plan *p, int64_t m0, int64_t j) {
-    CS_ROWS_DISPATCH(p->M - m0 < CS_ROWS ? p->M - m0 : CS_ROWS, cs_dw_tile_rows, p, m0, j);
-}
-
-/* Tiles [t0, t1): by column tile, its slabs in turn (the tile's packed X stays in L1/L2). */
-static void cs_dw_tiles(void *arg, int64_t t0, int64_t t1) {
-    const cs_dw_plan *p = arg;
-    for (int64_t t = t0; t < t1; t++) cs_dw_tile(p, t % p->slabs * CS_ROWS, t / p->slabs);
-}
-
-/* dys[l][n] = DY[n][l] (l = m * n_out + o) for the 16-float runs [16 * u0, 16 * u1) of l. */
-__attribute__((target("avx512f"))) static void cs_dw_pack_dy(void *arg, int64_t u0, int64_t u1) {
-    const cs_dw_plan *p = arg;
-    const int64_t L = p->M * p->n_out;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t l = 16 * u, nl = L - l < 16 ? L - l : 16;
-        for (int64_t n0 = 0; n0 < p->N; n0 += 16) {
-            const int64_t nn = p->N - n0 < 16 ? p->N - n0 : 16;
-            __m512 v[16];
-            cs_load_t16(v, p->DY + n0 * L + l, L, nn, nl);
-            for (int64_t k = 0; k < nl; k++) _mm512_mask_storeu_ps(p->dys + (l + k) * p->N + n0, ot_lanes16(nn), v[k]);
-        }
-    }
-}
-
-/* xs[i][c / 32][n][c % 32] = X[n][c][i] (0 past C) for the images [n0, n1). */
-__attribute__((target("avx512f"))) static void cs_dw_pack_x(void *arg, int64_t n0, int64_t n1) {
-    const cs_dw_plan *p = arg;
-    for (int64_t n = n0; n < n1; n++)
-        for (int64_t c = 0; c < p->ctiles * CS_LANES; c += 16) {
-            const int64_t nc = p->C - c < 16 ? (p->C - c > 0 ? p->C - c : 0) : 16;
-            for (int64_t i0 = 0; i0 < p->n_in; i0 += 16) {
-                const int64_t ni = p->n_in - i0 < 16 ? p->n_in - i0 : 16;
-                __m512 v[16];
-                cs_load_t16(v, p->X + (n * p->C + c) * p->n_in + i0, p->n_in, nc, ni);
-                for (int64_t i = 0; i < ni; i++)
-                    _mm512_storeu_ps(
-                        p->xs + (((i0 + i) * p->ctiles + c / CS_LANES) * p->N + n) * CS_LANES + c % CS_LANES, v[i]);
-            }
-        }
+    return cs_run(ctx, cs_path_here(), &p, N, DY, DX);
 }
 
 otter_status ot_conv_small_weight_grad(ot_kernel_ctx *ctx, const ot_conv_window *w, int64_t N, int64_t C, int64_t M,
                                        const float *DY, const float *X, float *DW) {
     int32_t *start, *in, *tap;
     OT_TRY(cs_triples(ctx, w, &start, &in, &tap));
+    const cs_path *k = cs_path_here();
     cs_dw_plan p = {.N = N,
                     .C = C,
                     .M = M,
                     .taps = w->k[0] * w->k[1] * w->k[2],
                     .n_in = w->in[0] * w->in[1] * w->in[2],
                     .n_out = w->out[0] * w->out[1] * w->out[2],
-                    .ctiles = (C + CS_LANES - 1) / CS_LANES,
-                    .slabs = (M + CS_ROWS - 1) / CS_ROWS,
+                    .ctiles = (C + k->lanes - 1) / k->lanes,
+                    .slabs = (M + k->rows - 1) / k->rows,
                     .DY = DY,
                     .X = X,
                     .dw = DW};
@@ -406,13 +282,14 @@ otter_status ot_conv_small_weight_grad(ot_kernel_ctx *ctx, const ot_conv_window 
     int32_t *by_tap, *tout, *tin;
     OT_TRY(cs_regroup(ctx, start, p.n_out, tap, in, p.taps, &by_tap, &tout, &tin));
     p.tstart = by_tap, p.tout = tout, p.tin = tin;
-    p.dys = ot_ctx_scratch(ctx, (size_t)(M * p.n_out * N + p.n_in * p.ctiles * N * CS_LANES) * sizeof(float));
+    p.dys = ot_ctx_scratch(ctx, (size_t)(M * p.n_out * N + p.n_in * p.ctiles * N * k->lanes) * sizeof(float));
     if (!p.dys) return OTTER_ERR_NOMEM;
     p.xs = p.dys + M * p.n_out * N;
-    ot_parallel_for(ctx, (M * p.n_out + 15) / 16, 64, cs_dw_pack_dy, &p);
-    ot_parallel_for(ctx, N, 1, cs_dw_pack_x, &p);
-    /* a tile sums 2 * 12 * 32 * N flops per triple: chunks of about 1 MFLOP */
-    ot_parallel_for(ctx, p.slabs * p.ctiles, 1 + (1 << 20) / (768 * N * (n / p.taps + 1)), cs_dw_tiles, &p);
+    ot_parallel_for(ctx, (M * p.n_out + k->vl - 1) / k->vl, 64, k->dw_pack_dy, &p);
+    ot_parallel_for(ctx, N, 1, k->dw_pack_x, &p);
+    /* a tile sums 2 * rows * lanes * N flops per triple: chunks of about 1 MFLOP */
+    ot_parallel_for(ctx, p.slabs * p.ctiles, 1 + (1 << 20) / (2 * k->rows * k->lanes * N * (n / p.taps + 1)),
+                    k->dw_tiles, &p);
     return OTTER_OK;
 }
 
@@ -426,19 +303,19 @@ bool ot_conv_small_pays_off(const ot_conv_window *w, int64_t N, int64_t C, int64
 otter_status ot_conv_small_forward(ot_kernel_ctx *ctx, const ot_conv_window *w, int64_t N, int64_t C, int64_t M,
                                    const float *X, const float *W, float *Y) {
     (void)w, (void)N, (void)C, (void)M, (void)X, (void)W, (void)Y;
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX-512");
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX2");
 }
 
 otter_status ot_conv_small_input_grad(ot_kernel_ctx *ctx, const ot_conv_window *w, int64_t N, int64_t C, int64_t M,
                                       const float *DY, const float *W, float *DX) {
     (void)w, (void)N, (void)C, (void)M, (void)DY, (void)W, (void)DX;
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX-512");
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX2");
 }
 
 otter_status ot_conv_small_weight_grad(ot_kernel_ctx *ctx, const ot_conv_window *w, int64_t N, int64_t C, int64_t M,
                                        const float *DY, const float *X, float *DW) {
     (void)w, (void)N, (void)C, (void)M, (void)DY, (void)X, (void)DW;
-    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX-512");
+    return ot_ctx_error(ctx, OTTER_ERR_UNSUPPORTED, "the small-map convolution needs x86-64 with AVX2");
 }
 
 #endif

@@ -13,7 +13,7 @@
 typedef enum { OT_CONV_SMALL_FORWARD, OT_CONV_SMALL_INPUT_GRAD, OT_CONV_SMALL_WEIGHT_GRAD } ot_conv_small_pass;
 
 /* Whether this path runs that pass of a convolution of window w (one group, C -> M channels, N
- * images) on this CPU and pays off: AVX-512, at least 16 images and 16 channels each side, small
+ * images) on this CPU and pays off: AVX2 or AVX-512, at least 16 images and 16 channels each side, small
  * maps (conv_small.c has the rule and its measurements). */
 bool ot_conv_small_pays_off(const ot_conv_window *w, int64_t N, int64_t C, int64_t M, ot_conv_small_pass pass);
 
