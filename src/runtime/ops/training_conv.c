@@ -256,22 +256,6 @@ static void dw_pack_x(const void *arg, int64_t j0, int64_t nr, int64_t p0, int64
 #ifdef OT_TR_X86
 _Static_assert(OT_SGEMM_MR <= 8 && OT_SGEMM_NR % 8 == 0, "the AVX2 packers move 8 x 8 blocks");
 
-/* v[i][j] becomes v[j][i]. */
-__attribute__((target("avx2"), always_inline)) static inline void dw_transpose8(__m256 *v) {
-    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    v[0] = _mm256_permute2f128_ps(s0, s4, 0x20), v[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    v[2] = _mm256_permute2f128_ps(s2, s6, 0x20), v[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    v[4] = _mm256_permute2f128_ps(s0, s4, 0x31), v[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    v[6] = _mm256_permute2f128_ps(s2, s6, 0x31), v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 /* The first n <= 8 floats at p, zeros after: a plain load, or a masked one (slow on some CPUs)
  * for a short block. */
 __attribute__((target("avx2"), always_inline)) static inline __m256 dw_load_n(const float *p, int64_t n) {
@@ -292,7 +276,7 @@ __attribute__((target("avx2"))) static void dw_pack_dy_avx2(const void *arg, int
             int64_t cols = len - j < 8 ? len - j : 8;
             __m256 v[8];
             for (int i = 0; i < 8; i++) v[i] = i < mr ? dw_load_n(src + i * osz + j, cols) : _mm256_setzero_ps();
-            dw_transpose8(v);
+            ot_transpose8_avx2(v);
             /* row i's 8-lane store spills into row i + 1, written next; the last row stores MR lanes */
             float *d = dst + (k + j) * OT_SGEMM_MR;
             for (int64_t i = 0; i + 1 < cols; i++) _mm256_storeu_ps(d + i * OT_SGEMM_MR, v[i]);
@@ -329,7 +313,7 @@ __attribute__((target("avx2"))) static void dw_pack_x_avx2(const void *arg, int6
                 __m256 v[8];
                 for (int i = 0; i < 8; i++)
                     v[i] = jg + i < nr ? _mm256_loadu_ps(row + off[jg + i] + ob) : _mm256_setzero_ps();
-                dw_transpose8(v);
+                ot_transpose8_avx2(v);
                 for (int64_t i = 0; i < rows; i++) _mm256_storeu_ps(d + i * OT_SGEMM_NR + jg, v[i]);
             }
         }
